@@ -1,0 +1,64 @@
+# pgq_cpp: PGXS builds and installs the extension; `make test` and
+# `make demo` are the two commands a newcomer needs (see README.md).
+
+EXTENSION  = pgq_cpp
+MODULE_big = pgq_cpp
+DATA       = sql/pgq_cpp--1.0.sql
+PGFILEDESC = "pgq_cpp - durable job queue inside PostgreSQL"
+
+SRCS = $(sort $(wildcard src/core/*.cpp) $(wildcard src/pg/*.cpp) $(wildcard src/api/*.cpp))
+OBJS = $(SRCS:.cpp=.o)
+
+# pg_regress: one file per feature in sql/ with expected output in expected/,
+# on a temporary instance configured by test/pgq_test.conf.
+REGRESS      = install queues enqueue claim finish dead_letter maintain bad_input boundary
+REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/pgq_test.conf
+
+# Isolation specs live in test/isolation/{specs,expected}.
+ISOLATION      = claim_skip_locked complete_fencing enqueue_dedupe lock_timeout
+ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso \
+                 --temp-instance=tmp_check_iso --temp-config=test/pgq_test.conf
+
+PG_CPPFLAGS = -I$(srcdir)/src
+PG_CXXFLAGS = -std=c++17 -fexceptions -Wall -Wextra -Wshadow -Wno-register \
+              -Wno-missing-field-initializers -Wno-unused-parameter -Wno-sign-compare
+ifeq ($(WERROR),1)
+PG_CXXFLAGS += -Werror
+endif
+SHLIB_LINK  = -lstdc++
+
+# PGXS's bitcode rule drops PG_CXXFLAGS for C++; we do not ship JIT bitcode.
+override with_llvm = no
+
+EXTRA_CLEAN = build output_iso tmp_check_iso
+
+PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_config)
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+ifneq ($(PGXS),)
+include $(PGXS)
+else
+all:
+	@echo "PostgreSQL server development files are missing." >&2
+	@echo "Run 'make test' or 'make demo' (they install what is missing), or" >&2
+	@echo "apt-get install postgresql-server-dev-15." >&2
+	@exit 1
+endif
+
+.PHONY: test demo unit bench
+
+# Installs what is missing, builds, runs every test; ends with a summary line.
+test:
+	@bash scripts/test.sh
+
+# Installs what is missing, builds, starts a throwaway cluster, runs a scenario.
+demo:
+	@bash scripts/demo.sh
+
+# The pure C++ core and its GoogleTest unit tests (CMake + CTest).
+unit:
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $(if $(filter 1,$(WERROR)),-DPGQ_WERROR=ON)
+	cmake --build build -j2
+	cd build && ctest --output-on-failure
+
+bench:
+	@bash bench/run.sh

@@ -1,0 +1,78 @@
+# Shared by scripts/test.sh, scripts/demo.sh and bench/run.sh. Source it.
+#
+# Everything here is safe on a fresh Debian 12 machine: it installs what is
+# missing (as root), never touches a system cluster, and runs PostgreSQL as the
+# unprivileged `postgres` OS user on a socket directory and port of its own.
+
+set -euo pipefail
+
+PGQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PG_VERSION="${PG_VERSION:-15}"
+PG_BIN="/usr/lib/postgresql/${PG_VERSION}/bin"
+export PG_CONFIG="${PG_BIN}/pg_config"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+# Debian packages the project needs to build, test, demo and benchmark.
+PGQ_PACKAGES=(
+  "postgresql-${PG_VERSION}" "postgresql-server-dev-${PG_VERSION}" "postgresql-contrib"
+  make g++ cmake libboost-dev googletest libgtest-dev
+  python3 python3-psycopg libipc-run-perl util-linux
+)
+
+ensure_packages() {
+  local missing=()
+  for pkg in "${PGQ_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  if ((${#missing[@]} == 0)); then return 0; fi
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "missing packages: ${missing[*]} (run as root, or install them first)" >&2
+    exit 1
+  fi
+  say "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # The postgresql-common package would create and start a system cluster on
+  # 5432; we never use it, so ask it not to.
+  mkdir -p /etc/postgresql-common/createcluster.d
+  echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.d/pgq-no-main.conf
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# Builds and installs the extension into the PostgreSQL installation.
+build_and_install() {
+  say "building pgq_cpp"
+  make -C "$PGQ_ROOT" -s -j2 ${WERROR:+WERROR=$WERROR} >/dev/null
+  make -C "$PGQ_ROOT" -s install >/dev/null
+}
+
+# The OS user that runs clusters: PostgreSQL refuses to run as root.
+PGQ_OS_USER="${PGQ_OS_USER:-postgres}"
+
+as_pg() {
+  if [[ $(id -un) == "$PGQ_OS_USER" ]]; then "$@"; else runuser -u "$PGQ_OS_USER" -- "$@"; fi
+}
+
+# start_cluster DIR PORT [extra postgresql.conf lines...]
+# Starts a throwaway cluster in DIR (data in DIR/data, socket in DIR).
+start_cluster() {
+  local dir="$1" port="$2"; shift 2
+  mkdir -p "$dir"
+  chown "$PGQ_OS_USER" "$dir"
+  as_pg "$PG_BIN/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync >/dev/null
+  {
+    echo "port = $port"
+    echo "listen_addresses = ''"
+    echo "unix_socket_directories = '$dir'"
+    echo "shared_preload_libraries = 'pgq_cpp'"
+    echo "max_connections = 50"
+    for line in "$@"; do echo "$line"; done
+  } | as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
+  as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
+}
+
+stop_cluster() {
+  local dir="$1"
+  [[ -d "$dir/data" ]] && as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+}

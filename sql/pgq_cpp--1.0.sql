@@ -1,0 +1,258 @@
+-- pgq_cpp 1.0: a durable job queue inside PostgreSQL.
+--
+-- Hardening: CREATE EXTENSION runs this script with search_path set to
+-- pg_catalog only (the control file's schema), every object of ours is
+-- qualified with pgq., and the schema is created here, so an existing schema
+-- pgq (Skytools PgQ's, or one planted by another role) is refused, never
+-- adopted.
+
+\echo Use "CREATE EXTENSION pgq_cpp" to load this file. \quit
+
+DO $refuse_existing_schema$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_namespace
+               WHERE nspname OPERATOR(pg_catalog.=) 'pgq') THEN
+        RAISE EXCEPTION 'schema "pgq" already exists'
+            USING ERRCODE = 'duplicate_schema',
+                  DETAIL = 'pgq_cpp creates its own schema "pgq" and never adopts an existing one. '
+                           'The Skytools PgQ extension uses the same schema name; the two cannot share a database.',
+                  HINT = 'Drop or rename the existing schema "pgq", or install pgq_cpp in another database.';
+    END IF;
+END
+$refuse_existing_schema$;
+
+CREATE SCHEMA pgq;
+COMMENT ON SCHEMA pgq IS 'pgq_cpp: durable job queue';
+
+-- Queues ------------------------------------------------------------------
+
+CREATE SEQUENCE pgq.queue_id_seq AS integer;
+
+CREATE TABLE pgq.queues (
+    queue_id     integer     NOT NULL DEFAULT pg_catalog.nextval('pgq.queue_id_seq') PRIMARY KEY,
+    name         text        NOT NULL UNIQUE,
+    max_attempts integer     NOT NULL,
+    lease        interval    NOT NULL,
+    backoff_base interval    NOT NULL,
+    backoff_max  interval    NOT NULL,
+    retention    interval    NOT NULL,
+    notify       boolean     NOT NULL,
+    rate_limit   real,                   -- reserved: enforced from the flow-control release
+    handler      text,                   -- reserved: in-database handlers (regprocedure text)
+    paused       boolean     NOT NULL DEFAULT false,
+    created_at   timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+ALTER SEQUENCE pgq.queue_id_seq OWNED BY pgq.queues.queue_id;
+
+-- Jobs: the hot table. It holds only pending ('p') and running ('r') jobs;
+-- finished jobs leave it (see docs/adr/0002-job-storage.md).
+
+CREATE SEQUENCE pgq.job_id_seq AS bigint;
+
+CREATE TABLE pgq.jobs (
+    id           bigint      NOT NULL PRIMARY KEY,
+    queue_id     integer     NOT NULL,
+    state        "char"      NOT NULL,      -- 'p' pending, 'r' running
+    priority     integer     NOT NULL,
+    run_at       timestamptz NOT NULL,
+    attempt      integer     NOT NULL,      -- claims so far, counting the current one
+    max_attempts integer     NOT NULL,
+    lease_until  timestamptz,               -- set while running; kept after a lease expiry
+    enqueued_at  timestamptz NOT NULL,
+    dedupe_key   text,
+    group_key    text,                      -- reserved: FIFO groups, flow-control release
+    last_error   text,
+    payload      jsonb       NOT NULL,
+    CONSTRAINT jobs_state_check CHECK (state OPERATOR(pg_catalog.=) ANY (ARRAY['p', 'r']::"char"[]))
+) WITH (fillfactor = 90);
+ALTER SEQUENCE pgq.job_id_seq OWNED BY pgq.jobs.id;
+
+-- What claim reads: runnable jobs of one queue in claim order.
+CREATE INDEX jobs_ready_idx ON pgq.jobs (queue_id, priority DESC, run_at, id)
+    WHERE state OPERATOR(pg_catalog.=) 'p';
+-- What maintenance reads: running jobs by lease end.
+CREATE INDEX jobs_lease_idx ON pgq.jobs (lease_until)
+    WHERE state OPERATOR(pg_catalog.=) 'r';
+-- One pending or running job per dedupe key and queue.
+CREATE UNIQUE INDEX jobs_dedupe_idx ON pgq.jobs (queue_id, dedupe_key)
+    WHERE dedupe_key IS NOT NULL;
+
+-- Dead-letter: the job kept whole, with why it died.
+CREATE TABLE pgq.dead_jobs (
+    id           bigint      NOT NULL PRIMARY KEY,
+    queue        text        NOT NULL,
+    payload      jsonb       NOT NULL,
+    attempts     integer     NOT NULL,
+    last_error   text,
+    reason       text        NOT NULL CHECK (reason OPERATOR(pg_catalog.=) ANY (ARRAY['exhausted', 'cancelled', 'expired'])),
+    died_at      timestamptz NOT NULL,
+    priority     integer     NOT NULL,
+    max_attempts integer     NOT NULL,
+    enqueued_at  timestamptz NOT NULL,
+    dedupe_key   text,
+    group_key    text
+);
+CREATE INDEX dead_jobs_queue_idx ON pgq.dead_jobs (queue, id);
+
+-- Finished jobs, kept for the queue's retention: a narrow append-only log,
+-- no payload, BRIN-indexed by time so keeping it costs almost nothing.
+CREATE TABLE pgq.done_jobs (
+    id          bigint      NOT NULL,
+    queue_id    integer     NOT NULL,
+    attempts    integer     NOT NULL,
+    enqueued_at timestamptz NOT NULL,
+    finished_at timestamptz NOT NULL
+);
+CREATE INDEX done_jobs_finished_idx ON pgq.done_jobs USING brin (finished_at);
+
+-- Queue state is user data: pg_dump must keep it.
+SELECT pg_catalog.pg_extension_config_dump('pgq.queues', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.queue_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.job_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.dead_jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.done_jobs', '');
+
+CREATE TYPE pgq.claimed_job AS (
+    id           bigint,
+    queue        text,
+    payload      jsonb,
+    attempt      integer,
+    max_attempts integer,
+    lease_until  timestamptz,
+    enqueued_at  timestamptz,
+    priority     integer
+);
+
+-- Clock --------------------------------------------------------------------
+
+CREATE FUNCTION pgq.clock() RETURNS timestamptz
+    AS 'MODULE_PATHNAME', 'pgq_clock' LANGUAGE C VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION pgq.clock() IS
+    'the time pgq uses for leases and readiness: the wall clock, shifted by pgq.debug_clock_offset';
+
+-- Queues -------------------------------------------------------------------
+
+CREATE FUNCTION pgq.create_queue(
+    queue         text,
+    max_attempts  integer     DEFAULT 5,
+    lease         interval    DEFAULT '2 minutes',
+    backoff_base  interval    DEFAULT '1 second',
+    backoff_max   interval    DEFAULT '1 hour',
+    retention     interval    DEFAULT '1 day',
+    notify        boolean     DEFAULT false,
+    rate_limit    real        DEFAULT NULL,
+    handler       regprocedure DEFAULT NULL,
+    if_not_exists boolean     DEFAULT false)
+RETURNS void AS 'MODULE_PATHNAME', 'pgq_create_queue' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.alter_queue(
+    queue         text,
+    max_attempts  integer     DEFAULT NULL,
+    lease         interval    DEFAULT NULL,
+    backoff_base  interval    DEFAULT NULL,
+    backoff_max   interval    DEFAULT NULL,
+    retention     interval    DEFAULT NULL,
+    notify        boolean     DEFAULT NULL,
+    rate_limit    real        DEFAULT NULL,
+    handler       regprocedure DEFAULT NULL)
+RETURNS void AS 'MODULE_PATHNAME', 'pgq_alter_queue' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.drop_queue(queue text, force boolean DEFAULT false)
+RETURNS void AS 'MODULE_PATHNAME', 'pgq_drop_queue' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.pause(queue text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_pause' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.resume(queue text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_resume' LANGUAGE C VOLATILE;
+
+-- Jobs ---------------------------------------------------------------------
+
+CREATE FUNCTION pgq.enqueue(
+    queue        text,
+    payload      jsonb,
+    run_at       timestamptz DEFAULT pg_catalog.now(),
+    priority     integer     DEFAULT 0,
+    dedupe_key   text        DEFAULT NULL,
+    max_attempts integer     DEFAULT NULL,
+    group_key    text        DEFAULT NULL)
+RETURNS bigint AS 'MODULE_PATHNAME', 'pgq_enqueue' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.enqueue_many(
+    queue    text,
+    payloads jsonb[],
+    run_at   timestamptz DEFAULT pg_catalog.now(),
+    priority integer     DEFAULT 0)
+RETURNS SETOF bigint AS 'MODULE_PATHNAME', 'pgq_enqueue_many' LANGUAGE C VOLATILE ROWS 100;
+
+CREATE FUNCTION pgq.claim(
+    queue text,
+    n     integer  DEFAULT 1,
+    lease interval DEFAULT NULL,
+    wait  interval DEFAULT '0')
+RETURNS SETOF pgq.claimed_job AS 'MODULE_PATHNAME', 'pgq_claim' LANGUAGE C VOLATILE ROWS 10;
+
+CREATE FUNCTION pgq.complete(id bigint, attempt integer)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_complete' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.complete_many(ids bigint[], attempts integer[])
+RETURNS integer AS 'MODULE_PATHNAME', 'pgq_complete_many' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.fail(id bigint, attempt integer, error text DEFAULT NULL, retry_in interval DEFAULT NULL)
+RETURNS text AS 'MODULE_PATHNAME', 'pgq_fail' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.extend(id bigint, attempt integer, lease interval)
+RETURNS timestamptz AS 'MODULE_PATHNAME', 'pgq_extend' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.release(id bigint, attempt integer)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_release' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.cancel(id bigint)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_cancel' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.retry_dead(id bigint)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_retry_dead' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.retry_dead(queue text, max integer DEFAULT 1000)
+RETURNS integer AS 'MODULE_PATHNAME', 'pgq_retry_dead_queue' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.maintain(
+    OUT expired_requeued bigint,
+    OUT expired_dead     bigint,
+    OUT finished_dropped bigint)
+RETURNS record AS 'MODULE_PATHNAME', 'pgq_maintain' LANGUAGE C VOLATILE;
+
+-- Views --------------------------------------------------------------------
+
+CREATE VIEW pgq.queue_stats AS
+SELECT q.name                                   AS queue,
+       COALESCE(j.ready, 0)                     AS ready,
+       COALESCE(j.scheduled, 0)                 AS scheduled,
+       COALESCE(j.running, 0)                   AS running,
+       COALESCE(j.expired, 0)                   AS expired,
+       (SELECT pg_catalog.count(*) FROM pgq.dead_jobs d
+         WHERE d.queue OPERATOR(pg_catalog.=) q.name)                    AS dead,
+       (SELECT pg_catalog.count(*) FROM pgq.done_jobs f
+         WHERE f.queue_id OPERATOR(pg_catalog.=) q.queue_id
+           AND f.finished_at OPERATOR(pg_catalog.>=) (c.now OPERATOR(pg_catalog.-) q.retention)) AS done_recent,
+       c.now OPERATOR(pg_catalog.-) j.oldest_ready AS oldest_ready_age,
+       q.paused
+  FROM pgq.queues q
+ CROSS JOIN (SELECT pgq.clock() AS now) c
+  LEFT JOIN (
+        SELECT jj.queue_id,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'p'
+                                             AND jj.run_at OPERATOR(pg_catalog.<=) cc.now) AS ready,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'p'
+                                             AND jj.run_at OPERATOR(pg_catalog.>) cc.now)  AS scheduled,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'r')       AS running,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'r'
+                                             AND jj.lease_until OPERATOR(pg_catalog.<) cc.now) AS expired,
+               pg_catalog.min(jj.run_at) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'p'
+                                             AND jj.run_at OPERATOR(pg_catalog.<=) cc.now) AS oldest_ready
+          FROM pgq.jobs jj CROSS JOIN (SELECT pgq.clock() AS now) cc
+         GROUP BY jj.queue_id
+       ) j ON j.queue_id OPERATOR(pg_catalog.=) q.queue_id;
+
+COMMENT ON VIEW pgq.queue_stats IS 'one row per queue: ready, scheduled, running, expired, dead, done_recent, oldest_ready_age, paused';

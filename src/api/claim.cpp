@@ -1,0 +1,116 @@
+// pgq.claim: take up to n ready jobs, leased in the same statement that
+// selects them (FOR UPDATE SKIP LOCKED), so two workers never take the same
+// job and never wait on each other.
+#include "api/queue_ref.h"
+#include "core/validate.h"
+#include "pg/args.h"
+#include "pg/settings.h"
+
+extern "C" {
+#include "storage/latch.h"
+#include "utils/wait_event.h"
+}
+
+namespace pgq::api {
+
+namespace {
+
+// $1 queue name, $2 n, $3 lease (NULL: the queue's), $4 now.
+// The result columns are exactly pgq.claimed_job, in claim order.
+pg::Statement claim_jobs = {
+    "WITH q AS ("
+    "  SELECT queue_id, lease FROM pgq.queues WHERE name = $1 AND NOT paused"
+    "), picked AS ("
+    "  SELECT j.id FROM pgq.jobs j"
+    "   WHERE j.queue_id = (SELECT queue_id FROM q) AND j.state = 'p' AND j.run_at <= $4"
+    "   ORDER BY j.priority DESC, j.run_at, j.id"
+    "   LIMIT $2"
+    "   FOR UPDATE OF j SKIP LOCKED"
+    "), claimed AS ("
+    "  UPDATE pgq.jobs j"
+    "     SET state = 'r', attempt = j.attempt + 1,"
+    "         lease_until = $4 + COALESCE($3, (SELECT lease FROM q))"
+    "    FROM picked WHERE j.id = picked.id"
+    "  RETURNING j.id, j.payload, j.attempt, j.max_attempts, j.lease_until, j.enqueued_at,"
+    "            j.priority, j.run_at"
+    ") "
+    "SELECT id, $1, payload, attempt, max_attempts, lease_until, enqueued_at, priority"
+    "  FROM claimed ORDER BY priority DESC, run_at, id",
+    4,
+    {TEXTOID, INT4OID, INTERVALOID, TIMESTAMPTZOID},
+    nullptr};
+
+// Without shared_preload_libraries there is no wake-up from the enqueuing
+// backend, so a waiting claim looks again this often (a commit is noticed
+// within this delay plus one claim).
+constexpr long kPollMillis = 10;
+
+void SleepOnePoll() {
+  pg::Guard([] {
+    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, kPollMillis,
+                    PG_WAIT_EXTENSION);
+    ResetLatch(MyLatch);
+    CHECK_FOR_INTERRUPTS();
+  });
+}
+
+}  // namespace
+
+}  // namespace pgq::api
+
+using namespace pgq;
+
+// claim(queue, n, lease, wait) returns SETOF pgq.claimed_job
+PGQ_FUNCTION(pgq_claim) {
+  const std::string_view name = pg::QueueNameArg(fcinfo, 0);
+  const int32 n = pg::RequiredInt32(fcinfo, 1, "n");
+  if (!core::IsValidClaimBatch(n)) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              "n must be between " + std::to_string(core::kMinClaimBatch) + " and " +
+                  std::to_string(core::kMaxClaimBatch),
+              "n is " + std::to_string(n) + ".");
+  }
+  const bool has_lease = !pg::ArgIsNull(fcinfo, 2);
+  if (has_lease) pg::CheckLeaseValue(pg::IntervalMicros(PG_GETARG_INTERVAL_P(2), "lease"), "lease");
+  const int64 wait_us =
+      pg::ArgIsNull(fcinfo, 3) ? 0 : pg::IntervalMicros(PG_GETARG_INTERVAL_P(3), "wait");
+  if (wait_us < 0) pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "wait must not be negative");
+  if (wait_us > 0 && IsolationUsesXactSnapshot()) {
+    pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED,
+              "claim with wait requires the READ COMMITTED isolation level",
+              "A transaction snapshot would never see jobs committed while waiting.");
+  }
+
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+
+  pg::SpiSession spi;
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name)).Set(1, Int32GetDatum(n));
+  if (has_lease) {
+    params.Set(2, PG_GETARG_DATUM(2));
+  } else {
+    params.SetNull(2);
+  }
+
+  const TimestampTz deadline = GetCurrentTimestamp() + wait_us;
+  bool queue_checked = false;
+  for (;;) {
+    params.Set(3, TimestampTzGetDatum(pg::Now()));
+    const uint64 claimed = spi.Execute(api::claim_jobs, params);
+    if (claimed > 0) {
+      for (uint64 row = 0; row < claimed; ++row) {
+        HeapTuple tuple = spi.tuples()->vals[row];
+        pg::Guard([&] { tuplestore_puttuple(rsinfo->setResult, tuple); });
+      }
+      break;
+    }
+    if (!queue_checked) {
+      (void)api::FindQueue(spi, name);  // empty because unknown? say so
+      queue_checked = true;
+    }
+    if (GetCurrentTimestamp() >= deadline) break;
+    api::SleepOnePoll();
+  }
+  return static_cast<Datum>(0);
+}

@@ -1,0 +1,108 @@
+// Dead-letter: cancel sends a pending job there; retry_dead brings jobs back
+// with fresh attempts.
+#include "api/queue_ref.h"
+#include "pg/args.h"
+#include "pg/queue_lock.h"
+#include "pg/settings.h"
+
+namespace pgq::api {
+
+namespace {
+
+pg::Statement cancel_job = {
+    "WITH d AS ("
+    "  DELETE FROM pgq.jobs WHERE id = $1 AND state = 'p' RETURNING *"
+    ") "
+    "INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at, "
+    "                           priority, max_attempts, enqueued_at, dedupe_key, group_key) "
+    "SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload, "
+    "       d.attempt, d.last_error, 'cancelled', $2, d.priority, d.max_attempts, "
+    "       d.enqueued_at, d.dedupe_key, d.group_key FROM d",
+    2,
+    {INT8OID, TIMESTAMPTZOID},
+    nullptr};
+
+pg::Statement queue_of_dead_job = {
+    "SELECT q.queue_id FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue "
+    " WHERE d.id = $1",
+    1,
+    {INT8OID},
+    nullptr};
+
+// A dead job whose dedupe key is held again by a live job stays dead: two
+// live jobs with one key is what dedupe exists to prevent.
+#define PGQ_DEDUPE_FREE                                                     \
+  "(d.dedupe_key IS NULL OR NOT EXISTS ("                                   \
+  "   SELECT 1 FROM pgq.jobs j WHERE j.queue_id = $2 AND j.dedupe_key = d.dedupe_key))"
+
+#define PGQ_REVIVE                                                                 \
+  "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, " \
+  "                      enqueued_at, dedupe_key, group_key, last_error, payload) "      \
+  "SELECT r.id, $2, 'p', r.priority, $3, 0, r.max_attempts, r.enqueued_at, "            \
+  "       r.dedupe_key, r.group_key, r.last_error, r.payload FROM revived r"
+
+pg::Statement retry_dead_job = {
+    "WITH revived AS ("
+    "  DELETE FROM pgq.dead_jobs d WHERE d.id = $1 AND " PGQ_DEDUPE_FREE " RETURNING d.*"
+    ") " PGQ_REVIVE,
+    3,
+    {INT8OID, INT4OID, TIMESTAMPTZOID},
+    nullptr};
+
+pg::Statement retry_dead_jobs = {
+    "WITH revived AS ("
+    "  DELETE FROM pgq.dead_jobs dd WHERE dd.id IN ("
+    "    SELECT d.id FROM pgq.dead_jobs d WHERE d.queue = $1 AND " PGQ_DEDUPE_FREE
+    "     ORDER BY d.id LIMIT $4 FOR UPDATE SKIP LOCKED)"
+    "  RETURNING dd.*"
+    ") " PGQ_REVIVE,
+    4,
+    {TEXTOID, INT4OID, TIMESTAMPTZOID, INT4OID},
+    nullptr};
+
+}  // namespace
+
+}  // namespace pgq::api
+
+using namespace pgq;
+
+// cancel(id): a pending job goes to dead-letter with reason 'cancelled'.
+PGQ_FUNCTION(pgq_cancel) {
+  const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
+  pg::SpiSession spi;
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(pg::Now()));
+  PG_RETURN_BOOL(spi.Execute(api::cancel_job, params) == 1);
+}
+
+// retry_dead(id): back to pending with fresh attempts.
+PGQ_FUNCTION(pgq_retry_dead) {
+  const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
+  pg::SpiSession spi;
+  pg::Params lookup;
+  lookup.Set(0, Int64GetDatum(id));
+  if (spi.Execute(api::queue_of_dead_job, lookup, 1) == 0) PG_RETURN_BOOL(false);
+  const int32 queue_id = spi.Int32(0, 1);
+  pg::LockQueueShared(queue_id);  // the queue cannot be dropped under us now
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id))
+      .Set(1, Int32GetDatum(queue_id))
+      .Set(2, TimestampTzGetDatum(pg::Now()));
+  PG_RETURN_BOOL(spi.Execute(api::retry_dead_job, params) == 1);
+}
+
+// retry_dead(queue, max): up to max dead jobs of the queue, oldest first.
+PGQ_FUNCTION(pgq_retry_dead_queue) {
+  const std::string_view name = pg::QueueNameArg(fcinfo, 0);
+  const int32 max = pg::ArgIsNull(fcinfo, 1) ? 1000 : PG_GETARG_INT32(1);
+  if (max < 1) pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "max must be at least 1");
+  pg::SpiSession spi;
+  const api::QueueRef queue = api::FindQueue(spi, name);
+  pg::LockQueueShared(queue.id);
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name))
+      .Set(1, Int32GetDatum(queue.id))
+      .Set(2, TimestampTzGetDatum(pg::Now()))
+      .Set(3, Int32GetDatum(max));
+  PG_RETURN_INT32(static_cast<int32>(spi.Execute(api::retry_dead_jobs, params)));
+}

@@ -1,0 +1,188 @@
+// pgq.enqueue and pgq.enqueue_many: jobs are written in the caller's
+// transaction, so a job exists if and only if the business write committed.
+#include <algorithm>
+
+#include "api/queue_ref.h"
+#include "core/validate.h"
+#include "pg/allocator.h"
+#include "pg/args.h"
+#include "pg/queue_lock.h"
+
+namespace pgq::api {
+
+namespace {
+
+// ON CONFLICT on the dedupe index: a pending or running job with the same key
+// in the queue wins, and we return its id instead (looked up below).
+pg::Statement insert_job = {
+    "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, "
+    "                      enqueued_at, dedupe_key, group_key, payload) "
+    "SELECT pg_catalog.nextval('pgq.job_id_seq'), q.queue_id, 'p', $4, $3, 0, "
+    "       COALESCE($6, q.max_attempts), pg_catalog.now(), $5, $7, $2 "
+    "  FROM pgq.queues q WHERE q.queue_id = $1 "
+    "ON CONFLICT (queue_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING "
+    "RETURNING id",
+    7,
+    {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID},
+    nullptr};
+
+pg::Statement find_dedupe = {
+    "SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2", 2, {INT4OID, TEXTOID},
+    nullptr};
+
+// Ids are drawn in input order: volatile functions in the target list are
+// evaluated after the ORDER BY of their own query level.
+pg::Statement insert_many = {
+    "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, "
+    "                      enqueued_at, payload) "
+    "SELECT s.id, q.queue_id, 'p', $4, $3, 0, q.max_attempts, pg_catalog.now(), s.payload "
+    "  FROM pgq.queues q, "
+    "       (SELECT pg_catalog.nextval('pgq.job_id_seq') AS id, p.payload "
+    "          FROM pg_catalog.unnest($2) WITH ORDINALITY AS p(payload, ord) "
+    "         ORDER BY p.ord) s "
+    " WHERE q.queue_id = $1 "
+    "RETURNING id",
+    4,
+    {INT4OID, JSONBARRAYOID, TIMESTAMPTZOID, INT4OID},
+    nullptr};
+
+pg::Statement notify_queue = {"SELECT pg_catalog.pg_notify('pgq', $1)", 1, {TEXTOID}, nullptr};
+
+// Enqueue races with a concurrent complete of the job holding the dedupe key:
+// the insert conflicts, then the holder is gone before we look. Each retry
+// needs that race to happen again, so a few tries always suffice in practice.
+constexpr int kDedupeTries = 8;
+
+TimestampTz RunAtArg(FunctionCallInfo fcinfo, int index) {
+  return pg::ArgIsNull(fcinfo, index) ? GetCurrentTransactionStartTimestamp()
+                                      : PG_GETARG_TIMESTAMPTZ(index);
+}
+
+int32 PriorityArg(FunctionCallInfo fcinfo, int index) {
+  return pg::ArgIsNull(fcinfo, index) ? 0 : PG_GETARG_INT32(index);
+}
+
+void RefuseGroupKey(FunctionCallInfo fcinfo, int index) {
+  if (!pg::ArgIsNull(fcinfo, index)) {
+    pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED, "group_key is not supported yet",
+              "FIFO groups arrive with the flow-control release.");
+  }
+}
+
+void NotifyIfAsked(pg::SpiSession& spi, const QueueRef& queue, std::string_view name) {
+  if (!queue.notify) return;
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name));
+  spi.Execute(notify_queue, params);
+}
+
+}  // namespace
+
+}  // namespace pgq::api
+
+using namespace pgq;
+
+// enqueue(queue, payload, run_at, priority, dedupe_key, max_attempts, group_key)
+PGQ_FUNCTION(pgq_enqueue) {
+  const std::string_view name = pg::QueueNameArg(fcinfo, 0);
+  const Datum payload = pg::RequiredPayload(fcinfo, 1);
+  const TimestampTz run_at = api::RunAtArg(fcinfo, 2);
+  const int32 priority = api::PriorityArg(fcinfo, 3);
+  const bool has_dedupe = !pg::ArgIsNull(fcinfo, 4);
+  const bool has_max_attempts = !pg::ArgIsNull(fcinfo, 5);
+  if (has_max_attempts && !core::IsValidMaxAttempts(PG_GETARG_INT32(5))) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "max_attempts must be between 1 and " +
+                                                   std::to_string(core::kMaxAttemptsLimit));
+  }
+  api::RefuseGroupKey(fcinfo, 6);
+
+  pg::SpiSession spi;
+  const api::QueueRef queue = api::FindQueue(spi, name);
+  pg::LockQueueShared(queue.id);
+
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue.id))
+      .Set(1, payload)
+      .Set(2, TimestampTzGetDatum(run_at))
+      .Set(3, Int32GetDatum(priority))
+      .SetOptional(4, !has_dedupe, has_dedupe ? PG_GETARG_DATUM(4) : 0)
+      .SetOptional(5, !has_max_attempts, has_max_attempts ? PG_GETARG_DATUM(5) : 0)
+      .SetNull(6);
+
+  for (int attempt = 0; attempt < api::kDedupeTries; ++attempt) {
+    if (spi.Execute(api::insert_job, params) == 1) {
+      const int64 id = spi.Int64(0, 1);
+      api::NotifyIfAsked(spi, queue, name);
+      PG_RETURN_INT64(id);
+    }
+    // Nothing inserted: the queue vanished before we locked it, or the
+    // dedupe key is held by a pending or running job.
+    if (!has_dedupe) api::RaiseUnknownQueue(name);
+    pg::Params key;
+    key.Set(0, Int32GetDatum(queue.id)).Set(1, PG_GETARG_DATUM(4));
+    if (spi.Execute(api::find_dedupe, key, 1) == 1) PG_RETURN_INT64(spi.Int64(0, 1));
+  }
+  pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
+            "could not enqueue with dedupe_key: its holder kept changing",
+            "The job holding the key finished between our insert and our lookup " +
+                std::to_string(api::kDedupeTries) + " times.",
+            "Retry the transaction.");
+}
+
+// enqueue_many(queue, payloads, run_at, priority): ids in input order.
+PGQ_FUNCTION(pgq_enqueue_many) {
+  const std::string_view name = pg::QueueNameArg(fcinfo, 0);
+  if (pg::ArgIsNull(fcinfo, 1)) {
+    pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "payloads must not be null");
+  }
+  const TimestampTz run_at = api::RunAtArg(fcinfo, 2);
+  const int32 priority = api::PriorityArg(fcinfo, 3);
+
+  ArrayType* payloads = pg::Guard([&] { return PG_GETARG_ARRAYTYPE_P(1); });
+  if (ARR_NDIM(payloads) > 1) {
+    pg::Raise(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "payloads must be a one-dimensional array");
+  }
+  Datum* elements = nullptr;
+  bool* element_nulls = nullptr;
+  int count = 0;
+  pg::Guard([&] {
+    deconstruct_array(payloads, JSONBOID, -1, false, TYPALIGN_INT, &elements, &element_nulls,
+                      &count);
+  });
+  for (int i = 0; i < count; ++i) {
+    if (element_nulls[i]) {
+      pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED,
+                "payload at position " + std::to_string(i + 1) + " must not be null");
+    }
+    pg::CheckPayloadSize(elements[i], i + 1);
+  }
+
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+  // Ids are copied out of SPI's memory into the per-query context before
+  // SPI_finish, then sorted: that is input order.
+  auto ids = pg::MakeSmallVector<int64, 128>(rsinfo->econtext->ecxt_per_query_memory);
+  {
+    pg::SpiSession spi;
+    const api::QueueRef queue = api::FindQueue(spi, name);
+    if (count == 0) return static_cast<Datum>(0);
+    pg::LockQueueShared(queue.id);
+    pg::Params params;
+    params.Set(0, Int32GetDatum(queue.id))
+        .Set(1, PointerGetDatum(payloads))
+        .Set(2, TimestampTzGetDatum(run_at))
+        .Set(3, Int32GetDatum(priority));
+    const uint64 inserted = spi.Execute(api::insert_many, params);
+    if (inserted == 0) api::RaiseUnknownQueue(name);
+    ids.reserve(inserted);
+    for (uint64 row = 0; row < inserted; ++row) ids.push_back(spi.Int64(row, 1));
+    api::NotifyIfAsked(spi, queue, name);
+  }
+  std::sort(ids.begin(), ids.end());
+  for (const int64 id : ids) {
+    Datum value = Int64GetDatum(id);
+    bool is_null = false;
+    pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value, &is_null); });
+  }
+  return static_cast<Datum>(0);
+}

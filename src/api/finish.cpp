@@ -1,0 +1,218 @@
+// The end of a claim: complete, complete_many, fail, extend, release.
+//
+// Every one is a conditional write fenced by (id, attempt): a worker whose
+// lease was lost to a newer claim changes nothing and is told so.
+//
+// A job whose lease expired is made pending again by maintenance, but keeps
+// its attempt number and lease_until until someone claims it again. A late
+// complete from the expired claim is still accepted in that window: the work
+// was done, and running it again would be the duplicate we exist to avoid.
+#include "api/queue_ref.h"
+#include "core/backoff.h"
+#include "pg/args.h"
+#include "pg/settings.h"
+
+namespace pgq::api {
+
+namespace {
+
+#define PGQ_STILL_HELD \
+  "(state = 'r' OR (state = 'p' AND lease_until IS NOT NULL))"
+
+pg::Statement complete_job = {
+    "WITH done AS ("
+    "  DELETE FROM pgq.jobs WHERE id = $1 AND attempt = $2 AND " PGQ_STILL_HELD
+    "  RETURNING id, queue_id, attempt, enqueued_at"
+    ") "
+    "INSERT INTO pgq.done_jobs (id, queue_id, attempts, enqueued_at, finished_at) "
+    "SELECT id, queue_id, attempt, enqueued_at, $3 FROM done",
+    3,
+    {INT8OID, INT4OID, TIMESTAMPTZOID},
+    nullptr};
+
+pg::Statement complete_jobs = {
+    "WITH done AS ("
+    "  DELETE FROM pgq.jobs j USING pg_catalog.unnest($1, $2) AS c(id, attempt)"
+    "   WHERE j.id = c.id AND j.attempt = c.attempt"
+    "     AND (j.state = 'r' OR (j.state = 'p' AND j.lease_until IS NOT NULL))"
+    "  RETURNING j.id, j.queue_id, j.attempt, j.enqueued_at"
+    ") "
+    "INSERT INTO pgq.done_jobs (id, queue_id, attempts, enqueued_at, finished_at) "
+    "SELECT id, queue_id, attempt, enqueued_at, $3 FROM done",
+    3,
+    {INT8ARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID},
+    nullptr};
+
+pg::Statement backoff_of_job = {
+    "SELECT q.backoff_base, q.backoff_max FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) "
+    " WHERE j.id = $1",
+    1,
+    {INT8OID},
+    nullptr};
+
+pg::Statement fail_retry = {
+    "UPDATE pgq.jobs SET state = 'p', run_at = $3, lease_until = NULL, last_error = $4 "
+    " WHERE id = $1 AND attempt = $2 AND state = 'r' AND attempt < max_attempts",
+    4,
+    {INT8OID, INT4OID, TIMESTAMPTZOID, TEXTOID},
+    nullptr};
+
+// The queue name comes from a scalar subquery into a NOT NULL column: if the
+// queue were somehow gone the statement fails instead of losing the job.
+pg::Statement fail_dead = {
+    "WITH d AS ("
+    "  DELETE FROM pgq.jobs WHERE id = $1 AND attempt = $2 AND state = 'r'"
+    "     AND attempt >= max_attempts"
+    "  RETURNING *"
+    ") "
+    "INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at, "
+    "                           priority, max_attempts, enqueued_at, dedupe_key, group_key) "
+    "SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload, "
+    "       d.attempt, $3, 'exhausted', $4, d.priority, d.max_attempts, d.enqueued_at, "
+    "       d.dedupe_key, d.group_key FROM d",
+    4,
+    {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID},
+    nullptr};
+
+pg::Statement extend_lease = {
+    "UPDATE pgq.jobs SET lease_until = $3 WHERE id = $1 AND attempt = $2 AND state = 'r' "
+    "RETURNING lease_until",
+    3,
+    {INT8OID, INT4OID, TIMESTAMPTZOID},
+    nullptr};
+
+// The next claim increments attempt again, so it carries the same number.
+pg::Statement release_job = {
+    "UPDATE pgq.jobs SET state = 'p', attempt = attempt - 1, lease_until = NULL "
+    " WHERE id = $1 AND attempt = $2 AND state = 'r'",
+    2,
+    {INT8OID, INT4OID},
+    nullptr};
+
+struct Claim {
+  int64 id;
+  int32 attempt;
+};
+
+Claim ClaimArgs(FunctionCallInfo fcinfo) {
+  return Claim{pg::RequiredInt64(fcinfo, 0, "id"), pg::RequiredInt32(fcinfo, 1, "attempt")};
+}
+
+int64 NextRetryDelay(pg::SpiSession& spi, const Claim& claim) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(claim.id));
+  if (spi.Execute(backoff_of_job, params, 1) == 0) return 0;  // gone: the writes will say 'lost'
+  bool is_null = false;
+  const core::BackoffPolicy policy{
+      pg::IntervalMicros(DatumGetIntervalP(spi.Value(0, 1, &is_null)), "backoff_base"),
+      pg::IntervalMicros(DatumGetIntervalP(spi.Value(0, 2, &is_null)), "backoff_max")};
+  return core::BackoffDelay(policy, claim.attempt, pg_prng_double(&pg_global_prng_state));
+}
+
+}  // namespace
+
+}  // namespace pgq::api
+
+using namespace pgq;
+
+// complete(id, attempt) returns boolean
+PGQ_FUNCTION(pgq_complete) {
+  const api::Claim claim = api::ClaimArgs(fcinfo);
+  pg::SpiSession spi;
+  pg::Params params;
+  params.Set(0, Int64GetDatum(claim.id))
+      .Set(1, Int32GetDatum(claim.attempt))
+      .Set(2, TimestampTzGetDatum(pg::Now()));
+  PG_RETURN_BOOL(spi.Execute(api::complete_job, params) == 1);
+}
+
+// complete_many(ids, attempts) returns integer
+PGQ_FUNCTION(pgq_complete_many) {
+  if (pg::ArgIsNull(fcinfo, 0)) pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "ids must not be null");
+  if (pg::ArgIsNull(fcinfo, 1)) {
+    pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "attempts must not be null");
+  }
+  ArrayType* ids = pg::Guard([&] { return PG_GETARG_ARRAYTYPE_P(0); });
+  ArrayType* attempts = pg::Guard([&] { return PG_GETARG_ARRAYTYPE_P(1); });
+  if (ARR_NDIM(ids) > 1 || ARR_NDIM(attempts) > 1) {
+    pg::Raise(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "ids and attempts must be one-dimensional arrays");
+  }
+  const int count = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
+  if (count != ArrayGetNItems(ARR_NDIM(attempts), ARR_DIMS(attempts))) {
+    pg::Raise(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "ids and attempts must have the same length");
+  }
+  if (array_contains_nulls(ids) || array_contains_nulls(attempts)) {
+    pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "ids and attempts must not contain nulls");
+  }
+  if (count == 0) PG_RETURN_INT32(0);
+  pg::SpiSession spi;
+  pg::Params params;
+  params.Set(0, PointerGetDatum(ids))
+      .Set(1, PointerGetDatum(attempts))
+      .Set(2, TimestampTzGetDatum(pg::Now()));
+  PG_RETURN_INT32(static_cast<int32>(spi.Execute(api::complete_jobs, params)));
+}
+
+// fail(id, attempt, error, retry_in) returns 'retry', 'dead' or 'lost'
+PGQ_FUNCTION(pgq_fail) {
+  const api::Claim claim = api::ClaimArgs(fcinfo);
+  const bool has_error = !pg::ArgIsNull(fcinfo, 2);
+  const bool has_retry_in = !pg::ArgIsNull(fcinfo, 3);
+  int64 retry_in_us = 0;
+  if (has_retry_in) {
+    retry_in_us = pg::IntervalMicros(PG_GETARG_INTERVAL_P(3), "retry_in");
+    if (retry_in_us < 0) {
+      pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "retry_in must not be negative");
+    }
+  }
+
+  const char* outcome = "lost";
+  {
+    pg::SpiSession spi;
+    const TimestampTz now = pg::Now();
+    const int64 delay_us = has_retry_in ? retry_in_us : api::NextRetryDelay(spi, claim);
+
+    pg::Params retry;
+    retry.Set(0, Int64GetDatum(claim.id))
+        .Set(1, Int32GetDatum(claim.attempt))
+        .Set(2, TimestampTzGetDatum(now + delay_us))
+        .SetOptional(3, !has_error, has_error ? PG_GETARG_DATUM(2) : 0);
+    if (spi.Execute(api::fail_retry, retry) == 1) {
+      outcome = "retry";
+    } else {
+      pg::Params dead;
+      dead.Set(0, Int64GetDatum(claim.id))
+          .Set(1, Int32GetDatum(claim.attempt))
+          .SetOptional(2, !has_error, has_error ? PG_GETARG_DATUM(2) : 0)
+          .Set(3, TimestampTzGetDatum(now));
+      if (spi.Execute(api::fail_dead, dead) == 1) outcome = "dead";
+    }
+  }
+  // After SPI_finish: a result allocated while connected would be freed with
+  // SPI's memory context.
+  return pg::TextDatum(outcome);
+}
+
+// extend(id, attempt, lease) returns the new lease_until, or NULL
+PGQ_FUNCTION(pgq_extend) {
+  const api::Claim claim = api::ClaimArgs(fcinfo);
+  const int64 lease_us = pg::RequiredIntervalMicros(fcinfo, 2, "lease");
+  pg::CheckLeaseValue(lease_us, "lease");
+  pg::SpiSession spi;
+  pg::Params params;
+  params.Set(0, Int64GetDatum(claim.id))
+      .Set(1, Int32GetDatum(claim.attempt))
+      .Set(2, TimestampTzGetDatum(pg::Now() + lease_us));
+  if (spi.Execute(api::extend_lease, params) == 0) PG_RETURN_NULL();
+  bool is_null = false;
+  PG_RETURN_DATUM(spi.Value(0, 1, &is_null));
+}
+
+// release(id, attempt) returns boolean
+PGQ_FUNCTION(pgq_release) {
+  const api::Claim claim = api::ClaimArgs(fcinfo);
+  pg::SpiSession spi;
+  pg::Params params;
+  params.Set(0, Int64GetDatum(claim.id)).Set(1, Int32GetDatum(claim.attempt));
+  PG_RETURN_BOOL(spi.Execute(api::release_job, params) == 1);
+}

@@ -1,0 +1,129 @@
+// pgq.maintain(): one maintenance pass in the calling database. The
+// background worker runs the same pass; without it, call this from cron.
+#include "pg/allocator.h"
+#include "pg/args.h"
+#include "pg/settings.h"
+#include "pg/spi.h"
+
+namespace pgq::api {
+
+namespace {
+
+// Each statement handles a bounded batch, so a pass over a huge backlog is a
+// series of small statements rather than one giant one.
+constexpr int32 kBatch = 5000;
+
+// An expired lease counts as a failed attempt. The job is ready again at
+// once: it already waited a whole lease. It keeps lease_until (the marker
+// that lets a late complete from the expired claim still succeed) and its
+// attempt number until the next claim.
+pg::Statement expire_to_pending = {
+    "UPDATE pgq.jobs SET state = 'p', run_at = $1, last_error = 'lease expired' "
+    " WHERE id IN (SELECT id FROM pgq.jobs"
+    "               WHERE state = 'r' AND lease_until < $1 AND attempt < max_attempts"
+    "               ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED)",
+    2,
+    {TIMESTAMPTZOID, INT4OID},
+    nullptr};
+
+pg::Statement expire_to_dead = {
+    "WITH d AS ("
+    "  DELETE FROM pgq.jobs WHERE id IN (SELECT id FROM pgq.jobs"
+    "    WHERE state = 'r' AND lease_until < $1 AND attempt >= max_attempts"
+    "    ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED)"
+    "  RETURNING *"
+    ") "
+    "INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at, "
+    "                           priority, max_attempts, enqueued_at, dedupe_key, group_key) "
+    "SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload, "
+    "       d.attempt, 'lease expired', 'expired', $1, d.priority, d.max_attempts, "
+    "       d.enqueued_at, d.dedupe_key, d.group_key FROM d",
+    2,
+    {TIMESTAMPTZOID, INT4OID},
+    nullptr};
+
+pg::Statement list_retention = {"SELECT queue_id, retention FROM pgq.queues ORDER BY queue_id",
+                                0,
+                                {},
+                                nullptr};
+
+pg::Statement drop_finished = {
+    "DELETE FROM pgq.done_jobs WHERE ctid = ANY (ARRAY("
+    "  SELECT ctid FROM pgq.done_jobs WHERE queue_id = $1 AND finished_at < $2 LIMIT $3))",
+    3,
+    {INT4OID, TIMESTAMPTZOID, INT4OID},
+    nullptr};
+
+int64 RunInBatches(pg::SpiSession& spi, pg::Statement& statement, pg::Params& params) {
+  int64 total = 0;
+  for (;;) {
+    const uint64 done = spi.Execute(statement, params);
+    total += static_cast<int64>(done);
+    if (done < static_cast<uint64>(kBatch)) return total;
+  }
+}
+
+struct PassCounts {
+  int64 expired_requeued = 0;
+  int64 expired_dead = 0;
+  int64 finished_dropped = 0;
+};
+
+PassCounts RunPass() {
+  PassCounts counts;
+  pg::SpiSession spi;
+  const TimestampTz now = pg::Now();
+  pg::Params expiry;
+  expiry.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(kBatch));
+  counts.expired_requeued = RunInBatches(spi, expire_to_pending, expiry);
+  counts.expired_dead = RunInBatches(spi, expire_to_dead, expiry);
+
+  // Retention is per queue; queues are few, finished jobs many.
+  pg::Params none;
+  const uint64 queues = spi.Execute(list_retention, none);
+  struct Retention {
+    int32 queue_id;
+    TimestampTz cutoff;
+  };
+  // Read every row before the next Execute replaces SPI_tuptable.
+  auto cutoffs = pg::MakeSmallVector<Retention, 16>(CurrentMemoryContext);
+  for (uint64 row = 0; row < queues; ++row) {
+    bool is_null = false;
+    const int64 keep = pg::IntervalMicros(DatumGetIntervalP(spi.Value(row, 2, &is_null)),
+                                          "retention");
+    cutoffs.push_back(Retention{spi.Int32(row, 1), now - keep});
+  }
+  for (const Retention& r : cutoffs) {
+    pg::Params params;
+    params.Set(0, Int32GetDatum(r.queue_id))
+        .Set(1, TimestampTzGetDatum(r.cutoff))
+        .Set(2, Int32GetDatum(kBatch));
+    counts.finished_dropped += RunInBatches(spi, drop_finished, params);
+  }
+  return counts;
+}
+
+}  // namespace
+
+}  // namespace pgq::api
+
+using namespace pgq;
+
+// maintain() returns (expired_requeued, expired_dead, finished_dropped)
+PGQ_FUNCTION(pgq_maintain) {
+  const api::PassCounts counts = api::RunPass();
+  TupleDesc desc = nullptr;
+  pg::Guard([&] {
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) {
+      elog(ERROR, "pgq.maintain must return a composite type");
+    }
+    desc = BlessTupleDesc(desc);
+  });
+  Datum values[3] = {Int64GetDatum(counts.expired_requeued), Int64GetDatum(counts.expired_dead),
+                     Int64GetDatum(counts.finished_dropped)};
+  bool nulls[3] = {false, false, false};
+  return pg::Guard(
+      [&] { return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)); });
+}
+
+PGQ_FUNCTION(pgq_clock) { PG_RETURN_TIMESTAMPTZ(pg::Now()); }

@@ -1,0 +1,232 @@
+// pgq.create_queue, alter_queue, drop_queue, pause, resume.
+#include "api/queue_ref.h"
+#include "core/validate.h"
+#include "pg/args.h"
+#include "pg/queue_lock.h"
+
+namespace pgq::api {
+
+namespace {
+
+// The settings of a queue, as validated C++ values plus the Datums to store.
+struct QueueSettings {
+  int32 max_attempts;
+  Interval* lease;
+  Interval* backoff_base;
+  Interval* backoff_max;
+  Interval* retention;
+  bool notify;
+};
+
+void Validate(const QueueSettings& s) {
+  if (!core::IsValidMaxAttempts(s.max_attempts)) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "max_attempts must be between 1 and " +
+                                                   std::to_string(core::kMaxAttemptsLimit));
+  }
+  pg::CheckLeaseValue(pg::IntervalMicros(s.lease, "lease"), "lease");
+  const int64 base = pg::IntervalMicros(s.backoff_base, "backoff_base");
+  const int64 cap = pg::IntervalMicros(s.backoff_max, "backoff_max");
+  if (base < 0) pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "backoff_base must not be negative");
+  if (cap < base) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "backoff_max must not be less than backoff_base");
+  }
+  if (pg::IntervalMicros(s.retention, "retention") < 0) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "retention must not be negative");
+  }
+}
+
+// rate_limit and handler arrive with later releases; refuse rather than
+// store a setting that would silently do nothing.
+void RefuseUnsupported(FunctionCallInfo fcinfo, int rate_limit_arg, int handler_arg) {
+  if (!pg::ArgIsNull(fcinfo, rate_limit_arg)) {
+    pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED, "rate_limit is not supported yet",
+              "Per-queue rate limits arrive with the flow-control release.");
+  }
+  if (!pg::ArgIsNull(fcinfo, handler_arg)) {
+    pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED, "in-database handlers are not supported yet",
+              "Handlers arrive with the background workers release.");
+  }
+}
+
+Interval* IntervalArg(FunctionCallInfo fcinfo, int index, const char* what) {
+  if (pg::ArgIsNull(fcinfo, index)) {
+    pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, std::string(what) + " must not be null");
+  }
+  return PG_GETARG_INTERVAL_P(index);
+}
+
+pg::Statement insert_queue = {
+    "INSERT INTO pgq.queues (name, max_attempts, lease, backoff_base, backoff_max, retention, "
+    "notify) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (name) DO NOTHING",
+    7,
+    {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, BOOLOID},
+    nullptr};
+
+pg::Statement lock_queue_row = {
+    "SELECT max_attempts, lease, backoff_base, backoff_max, retention, notify "
+    "FROM pgq.queues WHERE name = $1 FOR UPDATE",
+    1,
+    {TEXTOID},
+    nullptr};
+
+pg::Statement update_queue = {
+    "UPDATE pgq.queues SET max_attempts = $2, lease = $3, backoff_base = $4, backoff_max = $5, "
+    "retention = $6, notify = $7 WHERE name = $1",
+    7,
+    {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, BOOLOID},
+    nullptr};
+
+pg::Statement queue_holds_jobs = {
+    "SELECT (SELECT count(*) FROM pgq.jobs WHERE queue_id = $1) "
+    "     + (SELECT count(*) FROM pgq.dead_jobs WHERE queue = $2)",
+    2,
+    {INT4OID, TEXTOID},
+    nullptr};
+
+pg::Statement delete_queue_jobs = {"DELETE FROM pgq.jobs WHERE queue_id = $1", 1, {INT4OID},
+                                   nullptr};
+pg::Statement delete_queue_dead = {"DELETE FROM pgq.dead_jobs WHERE queue = $1", 1, {TEXTOID},
+                                   nullptr};
+pg::Statement delete_queue_done = {"DELETE FROM pgq.done_jobs WHERE queue_id = $1", 1,
+                                   {INT4OID}, nullptr};
+pg::Statement delete_queue = {"DELETE FROM pgq.queues WHERE queue_id = $1", 1, {INT4OID},
+                              nullptr};
+
+pg::Statement set_paused = {
+    "UPDATE pgq.queues SET paused = $2 WHERE name = $1 RETURNING paused", 2, {TEXTOID, BOOLOID},
+    nullptr};
+
+void StoreSettings(pg::SpiSession& spi, pg::Statement& statement, std::string_view name,
+                   const QueueSettings& s) {
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name))
+      .Set(1, Int32GetDatum(s.max_attempts))
+      .Set(2, IntervalPGetDatum(s.lease))
+      .Set(3, IntervalPGetDatum(s.backoff_base))
+      .Set(4, IntervalPGetDatum(s.backoff_max))
+      .Set(5, IntervalPGetDatum(s.retention))
+      .Set(6, BoolGetDatum(s.notify));
+  const uint64 stored = spi.Execute(statement, params);
+  (void)stored;
+}
+
+Datum SetPaused(FunctionCallInfo fcinfo, bool paused) {
+  const std::string_view name = pg::QueueNameArg(fcinfo, 0);
+  pg::SpiSession spi;
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name)).Set(1, BoolGetDatum(paused));
+  if (spi.Execute(set_paused, params) == 0) RaiseUnknownQueue(name);
+  return BoolGetDatum(spi.Bool(0, 1));
+}
+
+}  // namespace
+
+}  // namespace pgq::api
+
+using namespace pgq;
+
+// create_queue(queue, max_attempts, lease, backoff_base, backoff_max,
+//              retention, notify, rate_limit, handler, if_not_exists)
+PGQ_FUNCTION(pgq_create_queue) {
+  const std::string_view name = pg::QueueNameArg(fcinfo, 0);
+  api::QueueSettings settings{
+      pg::RequiredInt32(fcinfo, 1, "max_attempts"), api::IntervalArg(fcinfo, 2, "lease"),
+      api::IntervalArg(fcinfo, 3, "backoff_base"),  api::IntervalArg(fcinfo, 4, "backoff_max"),
+      api::IntervalArg(fcinfo, 5, "retention"),     pg::RequiredBool(fcinfo, 6, "notify")};
+  api::RefuseUnsupported(fcinfo, 7, 8);
+  const bool if_not_exists = !pg::ArgIsNull(fcinfo, 9) && PG_GETARG_BOOL(9);
+  api::Validate(settings);
+
+  pg::SpiSession spi;
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name))
+      .Set(1, Int32GetDatum(settings.max_attempts))
+      .Set(2, IntervalPGetDatum(settings.lease))
+      .Set(3, IntervalPGetDatum(settings.backoff_base))
+      .Set(4, IntervalPGetDatum(settings.backoff_max))
+      .Set(5, IntervalPGetDatum(settings.retention))
+      .Set(6, BoolGetDatum(settings.notify));
+  if (spi.Execute(api::insert_queue, params) == 0) {
+    if (!if_not_exists) {
+      pg::Raise(ERRCODE_DUPLICATE_OBJECT, "queue \"" + std::string(name) + "\" already exists",
+                {}, "Use if_not_exists => true to skip existing queues, or pgq.alter_queue.");
+    }
+    const std::string message = "queue \"" + std::string(name) + "\" already exists, skipping";
+    pg::Guard([&] {
+      ereport(NOTICE, (errcode(ERRCODE_DUPLICATE_OBJECT), errmsg_internal("%s", message.c_str())));
+    });
+  }
+  PG_RETURN_VOID();
+}
+
+// alter_queue(queue, max_attempts, lease, backoff_base, backoff_max,
+//             retention, notify, rate_limit, handler): NULL = unchanged.
+PGQ_FUNCTION(pgq_alter_queue) {
+  const std::string_view name = pg::QueueNameArg(fcinfo, 0);
+  api::RefuseUnsupported(fcinfo, 7, 8);
+
+  pg::SpiSession spi;
+  pg::Params lookup;
+  lookup.Set(0, pg::TextDatum(name));
+  // A locked read-modify-write: the row lock makes concurrent alters queue up,
+  // so cross-field rules (backoff_max >= backoff_base) hold on what is stored.
+  if (spi.Execute(api::lock_queue_row, lookup) == 0) api::RaiseUnknownQueue(name);
+  auto stored_interval = [&](int column) {
+    bool is_null = false;
+    return DatumGetIntervalP(spi.Value(0, column, &is_null));
+  };
+  auto pick_interval = [&](int arg, int column) {
+    return pg::ArgIsNull(fcinfo, arg) ? stored_interval(column) : PG_GETARG_INTERVAL_P(arg);
+  };
+  api::QueueSettings settings{
+      pg::ArgIsNull(fcinfo, 1) ? spi.Int32(0, 1) : PG_GETARG_INT32(1),
+      pick_interval(2, 2),
+      pick_interval(3, 3),
+      pick_interval(4, 4),
+      pick_interval(5, 5),
+      pg::ArgIsNull(fcinfo, 6) ? spi.Bool(0, 6) : PG_GETARG_BOOL(6)};
+  api::Validate(settings);
+  api::StoreSettings(spi, api::update_queue, name, settings);
+  PG_RETURN_VOID();
+}
+
+// drop_queue(queue, force): refuses while the queue holds jobs (pending,
+// running or dead) unless force.
+PGQ_FUNCTION(pgq_drop_queue) {
+  const std::string_view name = pg::QueueNameArg(fcinfo, 0);
+  const bool force = !pg::ArgIsNull(fcinfo, 1) && PG_GETARG_BOOL(1);
+
+  pg::SpiSession spi;
+  const api::QueueRef queue = api::FindQueue(spi, name);
+  // Wait for transactions that are adding jobs to this queue, and keep new
+  // ones out until we commit (they then find the queue gone).
+  pg::LockQueueExclusive(queue.id);
+
+  const Datum name_datum = pg::TextDatum(name);
+  pg::Params by_id;
+  by_id.Set(0, Int32GetDatum(queue.id));
+  pg::Params by_name;
+  by_name.Set(0, name_datum);
+  if (!force) {
+    pg::Params both;
+    both.Set(0, Int32GetDatum(queue.id)).Set(1, name_datum);
+    spi.Execute(api::queue_holds_jobs, both);
+    const int64 held = spi.Int64(0, 1);
+    if (held > 0) {
+      pg::Raise(ERRCODE_OBJECT_IN_USE,
+                "queue \"" + std::string(name) + "\" still holds " + std::to_string(held) +
+                    " jobs",
+                "Pending, running and dead jobs all count.",
+                "Use pgq.drop_queue('" + std::string(name) + "', force => true) to drop them too.");
+    }
+  }
+  spi.Execute(api::delete_queue_jobs, by_id);
+  spi.Execute(api::delete_queue_dead, by_name);
+  spi.Execute(api::delete_queue_done, by_id);
+  spi.Execute(api::delete_queue, by_id);
+  PG_RETURN_VOID();
+}
+
+PGQ_FUNCTION(pgq_pause) { return api::SetPaused(fcinfo, true); }
+
+PGQ_FUNCTION(pgq_resume) { return api::SetPaused(fcinfo, false); }

@@ -1,0 +1,26 @@
+// Input rules of the SQL API that need no database. Pure C++.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace pgq::core {
+
+inline constexpr std::size_t kMaxQueueNameLength = 63;
+inline constexpr int32_t kMinClaimBatch = 1;
+inline constexpr int32_t kMaxClaimBatch = 10000;
+inline constexpr int32_t kMaxAttemptsLimit = 1000000;
+
+// 1-63 characters of [a-z0-9_.-], starting with a letter or a digit.
+bool IsValidQueueName(std::string_view name);
+
+enum class LeaseCheck { kOk, kNotPositive, kTooLong };
+
+// A lease must be > 0 and <= the configured maximum (both in microseconds).
+LeaseCheck CheckLease(int64_t lease_us, int64_t max_lease_us);
+
+inline bool IsValidClaimBatch(int32_t n) { return n >= kMinClaimBatch && n <= kMaxClaimBatch; }
+
+inline bool IsValidMaxAttempts(int32_t n) { return n >= 1 && n <= kMaxAttemptsLimit; }
+
+}  // namespace pgq::core

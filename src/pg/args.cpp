@@ -1,0 +1,111 @@
+#include "pg/args.h"
+
+#include "core/validate.h"
+#include "pg/settings.h"
+
+extern "C" {
+#include "access/detoast.h"
+}
+
+namespace pgq::pg {
+
+namespace {
+
+[[noreturn]] void RaiseNull(const char* what) {
+  Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, std::string(what) + " must not be null");
+}
+
+}  // namespace
+
+bool ArgIsNull(FunctionCallInfo fcinfo, int index) {
+  return index >= PG_NARGS() || PG_ARGISNULL(index);
+}
+
+std::string_view RequiredText(FunctionCallInfo fcinfo, int index, const char* what) {
+  if (ArgIsNull(fcinfo, index)) RaiseNull(what);
+  text* value = Guard([&] { return PG_GETARG_TEXT_PP(index); });
+  return std::string_view(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
+}
+
+std::string_view QueueNameArg(FunctionCallInfo fcinfo, int index) {
+  const std::string_view name = RequiredText(fcinfo, index, "queue name");
+  if (!core::IsValidQueueName(name)) {
+    const std::string shown(name.substr(0, 80));
+    Raise(ERRCODE_INVALID_PARAMETER_VALUE, "invalid queue name \"" + shown + "\"",
+          "Queue names are 1 to 63 characters of a-z, 0-9, \"_\", \".\" and \"-\", starting with "
+          "a letter or a digit.");
+  }
+  return name;
+}
+
+int32 RequiredInt32(FunctionCallInfo fcinfo, int index, const char* what) {
+  if (ArgIsNull(fcinfo, index)) RaiseNull(what);
+  return PG_GETARG_INT32(index);
+}
+
+int64 RequiredInt64(FunctionCallInfo fcinfo, int index, const char* what) {
+  if (ArgIsNull(fcinfo, index)) RaiseNull(what);
+  return PG_GETARG_INT64(index);
+}
+
+bool RequiredBool(FunctionCallInfo fcinfo, int index, const char* what) {
+  if (ArgIsNull(fcinfo, index)) RaiseNull(what);
+  return PG_GETARG_BOOL(index);
+}
+
+int64 IntervalMicros(const Interval* interval, const char* what) {
+  __int128 total = interval->time;
+  total += static_cast<__int128>(interval->day) * USECS_PER_DAY;
+  total += static_cast<__int128>(interval->month) * DAYS_PER_MONTH * USECS_PER_DAY;
+  if (total > PG_INT64_MAX || total < PG_INT64_MIN) {
+    Raise(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE, std::string(what) + " is out of range");
+  }
+  return static_cast<int64>(total);
+}
+
+int64 RequiredIntervalMicros(FunctionCallInfo fcinfo, int index, const char* what) {
+  if (ArgIsNull(fcinfo, index)) RaiseNull(what);
+  return IntervalMicros(PG_GETARG_INTERVAL_P(index), what);
+}
+
+void CheckLeaseValue(int64 lease_us, const char* what) {
+  switch (core::CheckLease(lease_us, MaxLeaseMicros())) {
+    case core::LeaseCheck::kOk:
+      return;
+    case core::LeaseCheck::kNotPositive:
+      Raise(ERRCODE_INVALID_PARAMETER_VALUE, std::string(what) + " must be greater than zero");
+    case core::LeaseCheck::kTooLong:
+      Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+            std::string(what) + " exceeds pgq.max_lease",
+            "The longest lease allowed is " + std::to_string(MaxLeaseMicros() / USECS_PER_SEC) +
+                " seconds.",
+            "Extend the lease with pgq.extend while the job runs, or raise pgq.max_lease.");
+  }
+}
+
+Datum RequiredPayload(FunctionCallInfo fcinfo, int index) {
+  if (ArgIsNull(fcinfo, index)) RaiseNull("payload");
+  const Datum payload = PG_GETARG_DATUM(index);
+  CheckPayloadSize(payload, -1);
+  return payload;
+}
+
+void CheckPayloadSize(Datum payload, int64 position) {
+  // The uncompressed size, read from the varlena header without detoasting.
+  const Size bytes = Guard([&] { return toast_raw_datum_size(payload); }) - VARHDRSZ;
+  if (static_cast<int64>(bytes) > MaxPayloadBytes()) {
+    std::string where = position >= 0 ? " at position " + std::to_string(position) : "";
+    Raise(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+          "payload" + where + " is too large (" + std::to_string(bytes) + " bytes)",
+          "pgq.max_payload_bytes is " + std::to_string(MaxPayloadBytes()) + " bytes.",
+          "Store large documents in a table of your own and enqueue their key.");
+  }
+}
+
+Datum TextDatum(std::string_view value) {
+  return Guard([&] {
+    return PointerGetDatum(cstring_to_text_with_len(value.data(), static_cast<int>(value.size())));
+  });
+}
+
+}  // namespace pgq::pg

@@ -1,0 +1,36 @@
+// Reading SQL arguments with PostgreSQL-style errors for bad input.
+#pragma once
+
+#include "pg/boundary.h"
+
+namespace pgq::pg {
+
+bool ArgIsNull(FunctionCallInfo fcinfo, int index);
+
+// Text argument that must not be NULL; `what` names it in the error.
+// The view points into the (detoasted) argument, valid for the call.
+std::string_view RequiredText(FunctionCallInfo fcinfo, int index, const char* what);
+
+// A queue name argument: not NULL and matching the queue name rules.
+std::string_view QueueNameArg(FunctionCallInfo fcinfo, int index);
+
+int32 RequiredInt32(FunctionCallInfo fcinfo, int index, const char* what);
+int64 RequiredInt64(FunctionCallInfo fcinfo, int index, const char* what);
+bool RequiredBool(FunctionCallInfo fcinfo, int index, const char* what);
+
+// An interval as microseconds (months count 30 days, days 24 hours, as
+// PostgreSQL's own interval comparison does). Raises on overflow.
+int64 IntervalMicros(const Interval* interval, const char* what);
+int64 RequiredIntervalMicros(FunctionCallInfo fcinfo, int index, const char* what);
+
+// A lease argument: > 0 and <= pgq.max_lease.
+void CheckLeaseValue(int64 lease_us, const char* what);
+
+// A jsonb payload that must not be NULL and must fit pgq.max_payload_bytes.
+Datum RequiredPayload(FunctionCallInfo fcinfo, int index);
+void CheckPayloadSize(Datum payload, int64 position);
+
+// Builds a text Datum (allocates, so guarded).
+Datum TextDatum(std::string_view value);
+
+}  // namespace pgq::pg

@@ -1,0 +1,18 @@
+// A heavyweight lock per queue that keeps drop_queue from racing with the
+// statements that add jobs to the queue.
+//
+// Adding a job takes it in share mode until the end of the transaction;
+// drop_queue takes it exclusively, so it waits for in-flight enqueues to
+// commit (and then deletes their jobs) and makes new ones wait and then find
+// the queue gone. It is an advisory lock tag with a field4 of our own (user
+// advisory locks use 1 and 2), visible in pg_locks as locktype 'advisory'.
+#pragma once
+
+#include "pg/pg.h"
+
+namespace pgq::pg {
+
+void LockQueueShared(int32 queue_id);
+void LockQueueExclusive(int32 queue_id);
+
+}  // namespace pgq::pg

@@ -1,0 +1,44 @@
+#include "pg/settings.h"
+
+extern "C" {
+#include "utils/guc.h"
+}
+
+namespace pgq::pg {
+
+namespace {
+
+// GUC variables must be plain globals that PostgreSQL writes into.
+int max_payload_bytes = 1024 * 1024;
+int max_lease_seconds = 24 * 60 * 60;
+int debug_clock_offset_seconds = 0;
+
+}  // namespace
+
+void DefineSettings() {
+  DefineCustomIntVariable(
+      "pgq.max_payload_bytes", "Largest job payload accepted by pgq.enqueue, in bytes.",
+      "Larger payloads are refused with program_limit_exceeded. Keep payloads small and store "
+      "large documents in your own tables.",
+      &max_payload_bytes, 1024 * 1024, 1, MaxAllocSize, PGC_USERSET, GUC_UNIT_BYTE, nullptr,
+      nullptr, nullptr);
+  DefineCustomIntVariable("pgq.max_lease", "Longest lease a claim or extend may take.", nullptr,
+                          &max_lease_seconds, 24 * 60 * 60, 1, INT_MAX / 2, PGC_SUSET,
+                          GUC_UNIT_S, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "pgq.debug_clock_offset", "Shifts pgq's clock, for tests only.",
+      "Added to the wall clock for every lease, readiness and retention decision.",
+      &debug_clock_offset_seconds, 0, -INT_MAX / 2, INT_MAX / 2, PGC_SUSET,
+      GUC_UNIT_S | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
+  MarkGUCPrefixReserved("pgq");
+}
+
+int64 MaxPayloadBytes() { return max_payload_bytes; }
+
+int64 MaxLeaseMicros() { return static_cast<int64>(max_lease_seconds) * USECS_PER_SEC; }
+
+TimestampTz Now() {
+  return GetCurrentTimestamp() + static_cast<int64>(debug_clock_offset_seconds) * USECS_PER_SEC;
+}
+
+}  // namespace pgq::pg

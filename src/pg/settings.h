@@ -1,0 +1,19 @@
+// The pgq.* settings and the clock every lease and readiness check uses.
+#pragma once
+
+#include "pg/pg.h"
+
+namespace pgq::pg {
+
+// Defines the settings; called once from _PG_init.
+void DefineSettings();
+
+int64 MaxPayloadBytes();
+int64 MaxLeaseMicros();
+
+// Wall-clock time (not transaction start: a lease taken late in a long
+// transaction must still last its full length), shifted by
+// pgq.debug_clock_offset, which lets tests expire leases without sleeping.
+TimestampTz Now();
+
+}  // namespace pgq::pg

@@ -1,0 +1,79 @@
+// SPI with prepared plans kept for the life of the backend.
+#pragma once
+
+#include "pg/boundary.h"
+
+namespace pgq::pg {
+
+inline constexpr int kMaxStatementArgs = 12;
+
+// One SQL statement of ours. Defined as static aggregates next to the code
+// that runs them; prepared on first use (SPI_prepare + SPI_keepplan) and
+// reused by every later call in the backend. The plan cache re-plans them by
+// itself when the tables change (for instance DROP and CREATE EXTENSION).
+//
+// INVARIANT: `sql` holds no user value: every value is a $n parameter, and
+// every table and function is schema-qualified.
+struct Statement {
+  const char* sql;
+  int nargs;
+  Oid argtypes[kMaxStatementArgs];
+  SPIPlanPtr plan;
+};
+
+// Parameter values for one execution.
+class Params {
+ public:
+  Params& Set(int index, Datum value) {
+    values_[index] = value;
+    nulls_[index] = ' ';
+    return *this;
+  }
+  Params& SetNull(int index) {
+    values_[index] = 0;
+    nulls_[index] = 'n';
+    return *this;
+  }
+  template <typename T>
+  Params& SetOptional(int index, bool is_null, T value) {
+    return is_null ? SetNull(index) : Set(index, value);
+  }
+  Datum* values() { return values_; }
+  const char* nulls() const { return nulls_; }
+
+ private:
+  Datum values_[kMaxStatementArgs] = {};
+  char nulls_[kMaxStatementArgs + 1] = "            ";
+};
+
+// A scoped SPI connection. On normal exit it calls SPI_finish; when it is
+// unwound by an exception it leaves the SPI stack to the transaction abort
+// that the boundary is about to cause (AtEOXact_SPI / AtEOSubXact_SPI).
+//
+// INVARIANT: while a session is open, CurrentMemoryContext is SPI's and dies
+// with SPI_finish. A by-reference result must be built after the session's
+// scope ends, or copied into a context of the caller (the per-query context).
+class SpiSession {
+ public:
+  SpiSession();
+  ~SpiSession();
+  SpiSession(const SpiSession&) = delete;
+  SpiSession& operator=(const SpiSession&) = delete;
+
+  // Runs a statement; returns the number of rows processed. `limit` 0 = all.
+  uint64 Execute(Statement& statement, Params& params, long limit = 0);
+
+  SPITupleTable* tuples() const { return SPI_tuptable; }
+
+  // Column `column` (1-based) of row `row` of the last result.
+  Datum Value(uint64 row, int column, bool* is_null) const;
+  bool IsNull(uint64 row, int column) const;
+  int64 Int64(uint64 row, int column) const;
+  int32 Int32(uint64 row, int column) const;
+  bool Bool(uint64 row, int column) const;
+
+ private:
+  int uncaught_at_entry_;
+};
+
+}  // namespace pgq::pg
