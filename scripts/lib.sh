@@ -44,6 +44,9 @@ ensure_packages() {
 build_and_install() {
   say "building pgq_cpp"
   make -C "$PGQ_ROOT" -s -j2 ${WERROR:+WERROR=$WERROR} >/dev/null
+  # install(1) rewrites the file in place; a running cluster that mapped the
+  # old library would then crash. Unlinking first keeps it on the old inode.
+  rm -f "$("$PG_CONFIG" --pkglibdir)/pgq_cpp.so"
   make -C "$PGQ_ROOT" -s install >/dev/null
 }
 

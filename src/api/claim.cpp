@@ -93,7 +93,7 @@ PGQ_FUNCTION(pgq_claim) {
     params.SetNull(2);
   }
 
-  const TimestampTz deadline = GetCurrentTimestamp() + wait_us;
+  const TimestampTz deadline = pg::AddMicros(GetCurrentTimestamp(), wait_us, "wait");
   bool queue_checked = false;
   for (;;) {
     params.Set(3, TimestampTzGetDatum(pg::Now()));

@@ -32,7 +32,7 @@ pg::Statement complete_job = {
 
 pg::Statement complete_jobs = {
     "WITH done AS ("
-    "  DELETE FROM pgq.jobs j USING pg_catalog.unnest($1, $2) AS c(id, attempt)"
+    "  DELETE FROM pgq.jobs j USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)"
     "   WHERE j.id = c.id AND j.attempt = c.attempt"
     "     AND (j.state = 'r' OR (j.state = 'p' AND j.lease_until IS NOT NULL))"
     "  RETURNING j.id, j.queue_id, j.attempt, j.enqueued_at"
@@ -175,7 +175,7 @@ PGQ_FUNCTION(pgq_fail) {
     pg::Params retry;
     retry.Set(0, Int64GetDatum(claim.id))
         .Set(1, Int32GetDatum(claim.attempt))
-        .Set(2, TimestampTzGetDatum(now + delay_us))
+        .Set(2, TimestampTzGetDatum(pg::AddMicros(now, delay_us, "retry_in")))
         .SetOptional(3, !has_error, has_error ? PG_GETARG_DATUM(2) : 0);
     if (spi.Execute(api::fail_retry, retry) == 1) {
       outcome = "retry";
@@ -202,7 +202,7 @@ PGQ_FUNCTION(pgq_extend) {
   pg::Params params;
   params.Set(0, Int64GetDatum(claim.id))
       .Set(1, Int32GetDatum(claim.attempt))
-      .Set(2, TimestampTzGetDatum(pg::Now() + lease_us));
+      .Set(2, TimestampTzGetDatum(pg::AddMicros(pg::Now(), lease_us, "lease")));
   if (spi.Execute(api::extend_lease, params) == 0) PG_RETURN_NULL();
   bool is_null = false;
   PG_RETURN_DATUM(spi.Value(0, 1, &is_null));

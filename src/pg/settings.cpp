@@ -1,6 +1,9 @@
 #include "pg/settings.h"
 
+#include "pg/boundary.h"
+
 extern "C" {
+#include "common/int.h"
 #include "utils/guc.h"
 }
 
@@ -39,6 +42,14 @@ int64 MaxLeaseMicros() { return static_cast<int64>(max_lease_seconds) * USECS_PE
 
 TimestampTz Now() {
   return GetCurrentTimestamp() + static_cast<int64>(debug_clock_offset_seconds) * USECS_PER_SEC;
+}
+
+TimestampTz AddMicros(TimestampTz now, int64 micros, const char* what) {
+  TimestampTz result = 0;
+  if (pg_add_s64_overflow(now, micros, &result) || !IS_VALID_TIMESTAMP(result)) {
+    Raise(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE, std::string(what) + " is out of range");
+  }
+  return result;
 }
 
 }  // namespace pgq::pg

@@ -16,4 +16,7 @@ int64 MaxLeaseMicros();
 // pgq.debug_clock_offset, which lets tests expire leases without sleeping.
 TimestampTz Now();
 
+// now + micros, or datetime_value_out_of_range instead of a silent overflow.
+TimestampTz AddMicros(TimestampTz now, int64 micros, const char* what);
+
 }  // namespace pgq::pg

@@ -1,0 +1,93 @@
+-- Bad input: every case gets the right SQLSTATE and a PostgreSQL-style
+-- message, nothing is half-written, and the connection stays usable.
+CREATE EXTENSION pgq_cpp;
+SELECT pgq.create_queue('q');
+SELECT pgq.enqueue('q', '{"keep": true}') AS kept \gset
+
+-- error_of(sql): 'SQLSTATE: message' of the error the statement raises.
+CREATE FUNCTION pg_temp.error_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE sql;
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END
+$$;
+
+-- One full error, to show the hint a user sees.
+SELECT pgq.enqueue('missing', '{}');
+
+SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
+  -- queue names
+  ($$SELECT pgq.create_queue(NULL)$$),
+  ($$SELECT pgq.create_queue('')$$),
+  ($$SELECT pgq.create_queue('Upper')$$),
+  ($$SELECT pgq.create_queue('_x')$$),
+  ($$SELECT pgq.create_queue('a b')$$),
+  ($$SELECT pgq.create_queue('x;drop table pgq.jobs')$$),
+  ($$SELECT pgq.create_queue(repeat('a', 63))$$),
+  ($$SELECT pgq.create_queue(repeat('a', 64))$$),
+  ($$SELECT pgq.enqueue('Q', '{}')$$),
+  ($$SELECT pgq.claim('', 1)$$),
+  -- queue settings
+  ($$SELECT pgq.create_queue('s1', max_attempts => 0)$$),
+  ($$SELECT pgq.create_queue('s2', max_attempts => NULL)$$),
+  ($$SELECT pgq.create_queue('s3', lease => '0')$$),
+  ($$SELECT pgq.create_queue('s4', lease => '-1 second')$$),
+  ($$SELECT pgq.create_queue('s5', lease => '2 days')$$),
+  ($$SELECT pgq.create_queue('s6', lease => NULL)$$),
+  ($$SELECT pgq.create_queue('s7', backoff_base => '-1 second')$$),
+  ($$SELECT pgq.create_queue('s8', backoff_base => '1 hour', backoff_max => '1 minute')$$),
+  ($$SELECT pgq.create_queue('s9', retention => '-1 day')$$),
+  ($$SELECT pgq.create_queue('s10', notify => NULL)$$),
+  ($$SELECT pgq.create_queue('s11', lease => '100000000 years')$$),
+  ($$SELECT pgq.alter_queue('q', lease => '0')$$),
+  ($$SELECT pgq.alter_queue('q', max_attempts => -1)$$),
+  -- unknown queues
+  ($$SELECT pgq.enqueue('missing', '{}')$$),
+  ($$SELECT pgq.enqueue_many('missing', ARRAY['{}']::jsonb[])$$),
+  ($$SELECT pgq.claim('missing')$$),
+  ($$SELECT pgq.drop_queue('missing')$$),
+  ($$SELECT pgq.pause('missing')$$),
+  ($$SELECT pgq.retry_dead('missing', 1)$$),
+  -- enqueue
+  ($$SELECT pgq.enqueue('q', NULL)$$),
+  ($$SELECT pgq.enqueue('q', '{}', max_attempts => 0)$$),
+  ($$SELECT pgq.enqueue('q', '{}', group_key => 'g')$$),
+  ($$SELECT pgq.enqueue_many('q', NULL)$$),
+  ($$SELECT pgq.enqueue_many('q', ARRAY['{}', NULL]::jsonb[])$$),
+  ($$SELECT pgq.enqueue_many('q', ARRAY[['{}'], ['{}']]::jsonb[])$$),
+  -- claim
+  ($$SELECT pgq.claim('q', 0)$$),
+  ($$SELECT pgq.claim('q', -1)$$),
+  ($$SELECT pgq.claim('q', 10001)$$),
+  ($$SELECT pgq.claim('q', NULL)$$),
+  ($$SELECT pgq.claim('q', 1, lease => '0')$$),
+  ($$SELECT pgq.claim('q', 1, lease => '-5 minutes')$$),
+  ($$SELECT pgq.claim('q', 1, lease => '1 day 1 second')$$),
+  ($$SELECT pgq.claim('q', 1, wait => '-1 second')$$),
+  -- finishing
+  ($$SELECT pgq.complete(NULL, 1)$$),
+  ($$SELECT pgq.complete(1, NULL)$$),
+  ($$SELECT pgq.complete_many(NULL, '{}')$$),
+  ($$SELECT pgq.complete_many('{1,2}', '{1}')$$),
+  ($$SELECT pgq.complete_many('{1,NULL}', '{1,1}')$$),
+  ($$SELECT pgq.fail(NULL, 1)$$),
+  ($$SELECT pgq.fail(1, 1, 'x', '-1 second')$$),
+  ($$SELECT pgq.fail(1, 1, 'x', '300000 years')$$),
+  ($$SELECT pgq.extend(1, 1, NULL)$$),
+  ($$SELECT pgq.extend(1, 1, '0')$$),
+  ($$SELECT pgq.extend(1, 1, '2 days')$$),
+  ($$SELECT pgq.release(NULL, 1)$$),
+  ($$SELECT pgq.cancel(NULL)$$),
+  ($$SELECT pgq.retry_dead(NULL::bigint)$$),
+  ($$SELECT pgq.retry_dead('q', 0)$$)
+) AS t(s);
+
+-- Nothing was half-written, and the session still works.
+SELECT name FROM pgq.queues ORDER BY name;
+SELECT id = :kept AS kept_job_intact, state, attempt, payload FROM pgq.jobs;
+SELECT count(*) AS dead FROM pgq.dead_jobs;
+SELECT id = :kept AS still_claimable FROM pgq.claim('q');
+
+DROP EXTENSION pgq_cpp;

@@ -1,0 +1,48 @@
+-- maintain(): expired leases, exhausted jobs, retention; queue_stats.
+CREATE EXTENSION pgq_cpp;
+SELECT pgq.create_queue('sync', max_attempts => 2, lease => '1 minute', retention => '1 hour');
+
+SELECT pgq.enqueue_many('sync', ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}', '{"n": 4}']::jsonb[]);
+SELECT pgq.enqueue('sync', '{"n": 5}', run_at => pgq.clock() + interval '30 minutes');
+SELECT id, attempt FROM pgq.claim('sync', 3);
+SELECT pgq.complete(1, 1);
+SELECT queue, ready, scheduled, running, expired, dead, done_recent, paused FROM pgq.queue_stats;
+
+-- Nothing is due yet.
+SELECT * FROM pgq.maintain();
+
+-- Two minutes later the two running leases have expired: back to pending,
+-- counted as a failed attempt, never released early.
+SET pgq.debug_clock_offset = '2min';
+SELECT queue, ready, running, expired FROM pgq.queue_stats;
+SELECT * FROM pgq.maintain();
+SELECT id, state, attempt, last_error FROM pgq.jobs ORDER BY id;
+SELECT * FROM pgq.maintain();
+
+-- Claimed again and expired again: attempts are exhausted, so dead-letter
+-- with reason 'expired'.
+SELECT id, attempt FROM pgq.claim('sync', 3);
+SET pgq.debug_clock_offset = '4min';
+SELECT * FROM pgq.maintain();
+SELECT id, attempts, reason, last_error FROM pgq.dead_jobs ORDER BY id;
+SELECT id, state, attempt FROM pgq.jobs ORDER BY id;
+
+-- Finished jobs are kept for the queue's retention, then dropped.
+SELECT queue, done_recent, dead FROM pgq.queue_stats;
+SET pgq.debug_clock_offset = '2h';
+SELECT queue, done_recent FROM pgq.queue_stats;
+SELECT * FROM pgq.maintain();
+SELECT count(*) AS finished_kept FROM pgq.done_jobs;
+RESET pgq.debug_clock_offset;
+
+-- A pass over a large backlog works in bounded batches and gets all of it.
+SELECT pgq.create_queue('bulk', lease => '1 minute');
+SELECT count(*) FROM pgq.enqueue_many('bulk', array_fill('{}'::jsonb, ARRAY[12000]));
+SELECT count(*) FROM pgq.claim('bulk', 10000);
+SELECT count(*) FROM pgq.claim('bulk', 10000);
+SET pgq.debug_clock_offset = '2min';
+SELECT * FROM pgq.maintain();
+SELECT queue, ready, running FROM pgq.queue_stats WHERE queue = 'bulk';
+RESET pgq.debug_clock_offset;
+
+DROP EXTENSION pgq_cpp;

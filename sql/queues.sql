@@ -1,0 +1,51 @@
+-- Queues: create, alter, pause/resume, drop.
+CREATE EXTENSION pgq_cpp;
+
+SELECT pgq.create_queue('emails');
+SELECT name, max_attempts, lease, backoff_base, backoff_max, retention, notify, paused
+  FROM pgq.queues;
+
+-- An existing name is duplicate_object unless if_not_exists.
+SELECT pgq.create_queue('emails');
+SELECT pgq.create_queue('emails', max_attempts => 9, if_not_exists => true);
+SELECT max_attempts FROM pgq.queues WHERE name = 'emails';
+
+SELECT pgq.create_queue('meta.whatsapp-out_v2', max_attempts => 3, lease => '30 seconds',
+                        backoff_base => '2 seconds', backoff_max => '10 minutes',
+                        retention => '7 days', notify => true);
+SELECT name, max_attempts, lease, backoff_base, backoff_max, retention, notify
+  FROM pgq.queues ORDER BY queue_id;
+
+-- alter_queue: NULL means unchanged.
+SELECT pgq.alter_queue('emails', max_attempts => 8, lease => '5 minutes');
+SELECT name, max_attempts, lease, backoff_base, backoff_max FROM pgq.queues WHERE name = 'emails';
+SELECT pgq.alter_queue('emails', backoff_max => '1 second', backoff_base => '2 seconds');
+SELECT pgq.alter_queue('emails', backoff_base => '2 hours');
+SELECT backoff_base, backoff_max FROM pgq.queues WHERE name = 'emails';
+SELECT pgq.alter_queue('nope', max_attempts => 2);
+
+-- pause/resume take an explicit value and return the stored flag.
+SELECT pgq.pause('emails');
+SELECT pgq.pause('emails');
+SELECT pgq.enqueue('emails', '{"to": "ana@example.com"}');
+SELECT count(*) AS claimed_while_paused FROM pgq.claim('emails');
+SELECT queue, ready, paused FROM pgq.queue_stats WHERE queue = 'emails';
+SELECT pgq.resume('emails');
+SELECT pgq.resume('emails');
+SELECT id, attempt FROM pgq.claim('emails');
+SELECT pgq.pause('nope');
+
+-- drop_queue refuses while the queue holds jobs, unless force.
+SELECT pgq.drop_queue('emails');
+SELECT pgq.drop_queue('emails', force => true);
+SELECT count(*) AS jobs_left FROM pgq.jobs;
+SELECT pgq.drop_queue('emails');
+SELECT pgq.drop_queue('meta.whatsapp-out_v2');
+SELECT count(*) AS queues_left FROM pgq.queues;
+
+-- Settings that arrive with later releases are refused, not silently stored.
+SELECT pgq.create_queue('later', rate_limit => 10);
+SELECT pgq.create_queue('later', handler => 'pg_catalog.now()'::regprocedure);
+SELECT count(*) AS queues_left FROM pgq.queues;
+
+DROP EXTENSION pgq_cpp;
