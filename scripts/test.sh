@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# `make test`: installs what is missing, builds, runs every test, and ends
+# with one summary line: "N passed, N failed".
+source "$(dirname "$0")/lib.sh"
+
+# Warnings are errors in CI.
+if [[ "${CI:-}" == "true" ]]; then export WERROR=1; fi
+
+ensure_packages
+build_and_install
+
+passed=0
+failed=0
+suite_status=0
+log_dir="$(mktemp -d /tmp/pgq_cpp_test.XXXXXX)"
+
+record() {  # record NAME PASSED FAILED
+  say "$1: $2 passed, $3 failed"
+  passed=$((passed + $2))
+  failed=$((failed + $3))
+}
+
+# 1. The pure C++ core: GoogleTest through CMake and CTest.
+say "unit tests (GoogleTest, CTest)"
+if make -C "$PGQ_ROOT" -s unit ${WERROR:+WERROR=$WERROR} >"$log_dir/unit.log" 2>&1; then :; else suite_status=1; fi
+tail -n 3 "$log_dir/unit.log"
+if line=$(grep -E '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$log_dir/unit.log"); then
+  total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+  bad=$(sed -E 's/.*, ([0-9]+) tests failed.*/\1/' <<<"$line")
+  record "unit" $((total - bad)) "$bad"
+else
+  cat "$log_dir/unit.log"; record "unit (did not run)" 0 1
+fi
+
+# 2. pg_regress and isolation specs on temporary instances, as postgres.
+say "regression and isolation tests (pg_regress, pg_isolation_regress)"
+if bash "$PGQ_ROOT/scripts/regress.sh" >"$log_dir/regress.log" 2>&1; then :; else suite_status=1; fi
+grep -E '^(test |     |ok |not ok )| tests (passed|failed)|of [0-9]+ tests' "$log_dir/regress.log" || true
+# pg_regress prints one line per test: "test NAME ... ok" or "... FAILED".
+ok=$(grep -cE '^(test |     |ok |not ok ).*\.\.\. *ok' "$log_dir/regress.log" || true)
+bad=$(grep -cE '^(test |     |ok |not ok ).*\.\.\. *FAILED' "$log_dir/regress.log" || true)
+if ((ok + bad == 0)); then
+  cat "$log_dir/regress.log"; bad=1
+fi
+if ((bad > 0)); then sed -n '/^---- /,$p' "$log_dir/regress.log" | head -c 20000; fi
+record "pg_regress + isolation" "$ok" "$bad"
+
+echo
+echo "logs: $log_dir"
+# A suite that failed without a countable test failure still fails the run.
+if ((suite_status != 0 && failed == 0)); then failed=1; fi
+echo "${passed} passed, ${failed} failed"
+((failed == 0))
