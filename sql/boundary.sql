@@ -1,6 +1,7 @@
 -- The C/C++ boundary: PostgreSQL errors raised inside guarded calls keep
 -- their SQLSTATE, and errors cost no memory.
 \set VERBOSITY default
+\set SHOW_CONTEXT never
 CREATE EXTENSION pgq_cpp;
 SELECT pgq.create_queue('empty');
 
@@ -34,45 +35,33 @@ RESET ROLE;
 -- errors re-raised through the boundary (insufficient_privilege).
 CREATE FUNCTION pg_temp.backend_bytes() RETURNS bigint LANGUAGE sql AS
   'SELECT sum(used_bytes)::bigint FROM pg_backend_memory_contexts';
-CREATE FUNCTION pg_temp.error_loop(n int) RETURNS int LANGUAGE plpgsql AS $$
+-- Runs `sql` n times, each in its own subtransaction; returns how many raised
+-- undefined_object or insufficient_privilege (the two paths below).
+CREATE FUNCTION pg_temp.error_loop(sql text, n int) RETURNS int LANGUAGE plpgsql AS $$
 DECLARE
   caught int := 0;
 BEGIN
   FOR i IN 1..n LOOP
     BEGIN
-      PERFORM pgq.enqueue('no_such_queue', '{}');
-    EXCEPTION WHEN undefined_object THEN
+      EXECUTE sql;
+    EXCEPTION WHEN undefined_object OR insufficient_privilege THEN
       caught := caught + 1;
     END;
   END LOOP;
   RETURN caught;
 END
 $$;
-SELECT pg_temp.error_loop(1000) AS warmup;
+SELECT pg_temp.error_loop($$SELECT pgq.enqueue('no_such_queue', '{}')$$, 1000) AS warmup;
 SELECT pg_temp.backend_bytes() AS before_user_errors \gset
-SELECT pg_temp.error_loop(100000) AS user_errors;
+SELECT pg_temp.error_loop($$SELECT pgq.enqueue('no_such_queue', '{}')$$, 100000) AS user_errors;
 SELECT pg_temp.backend_bytes() - :before_user_errors < 64 * 1024 AS memory_flat_after_user_errors;
 
-CREATE FUNCTION pg_temp.denied_loop(n int) RETURNS int LANGUAGE plpgsql AS $$
-DECLARE
-  caught int := 0;
-BEGIN
-  FOR i IN 1..n LOOP
-    BEGIN
-      PERFORM pgq.complete(1, 1);
-    EXCEPTION WHEN insufficient_privilege THEN
-      caught := caught + 1;
-    END;
-  END LOOP;
-  RETURN caught;
-END
-$$;
 SET ROLE pgq_regress_outsider;
-SELECT pg_temp.denied_loop(1000) AS warmup;
+SELECT pg_temp.error_loop('SELECT pgq.complete(1, 1)', 1000) AS warmup;
 RESET ROLE;
 SELECT pg_temp.backend_bytes() AS before_pg_errors \gset
 SET ROLE pgq_regress_outsider;
-SELECT pg_temp.denied_loop(100000) AS postgres_errors;
+SELECT pg_temp.error_loop('SELECT pgq.complete(1, 1)', 100000) AS postgres_errors;
 RESET ROLE;
 SELECT pg_temp.backend_bytes() - :before_pg_errors < 64 * 1024 AS memory_flat_after_postgres_errors;
 

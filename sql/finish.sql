@@ -73,6 +73,16 @@ SET pgq.debug_clock_offset = '2min';
 SELECT expired_requeued FROM pgq.maintain();
 -- Expired but not yet re-claimed: the late complete is accepted (no duplicate run).
 SELECT pgq.complete(:j7, 1) AS late_complete_accepted;
+-- A late fail is accepted the same way: its error is kept, backoff applies.
+SELECT pgq.enqueue('mail', '{"n": 9}') AS j9 \gset
+SELECT attempt FROM pgq.claim('mail', 1, lease => '1 minute');
+SET pgq.debug_clock_offset = '3min';
+SELECT expired_requeued FROM pgq.maintain();
+SELECT last_error FROM pgq.jobs WHERE id = :j9;
+SELECT pgq.fail(:j9, 1, 'HTTP 503 after the lease ran out') AS late_fail;
+SELECT state, attempt, last_error, run_at > pgq.clock() AS backing_off FROM pgq.jobs WHERE id = :j9;
+SELECT pgq.fail(:j9, 1, 'twice') AS late_fail_twice;
+SELECT pgq.cancel(:j9);
 SELECT pgq.enqueue('mail', '{"n": 8}') AS j8 \gset
 SELECT attempt FROM pgq.claim('mail', 1, lease => '1 minute');
 SET pgq.debug_clock_offset = '4min';

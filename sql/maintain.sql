@@ -18,6 +18,9 @@ SELECT queue, ready, running, expired FROM pgq.queue_stats;
 SELECT * FROM pgq.maintain();
 SELECT id, state, attempt, last_error FROM pgq.jobs ORDER BY id;
 SELECT * FROM pgq.maintain();
+-- Expired jobs keep their place in line: they come before jobs enqueued after them.
+SELECT id, attempt FROM pgq.claim('sync', 1);
+SELECT pgq.release(2, 2);
 
 -- Claimed again and expired again: attempts are exhausted, so dead-letter
 -- with reason 'expired'.

@@ -40,9 +40,9 @@ pg::Statement claim_jobs = {
     {TEXTOID, INT4OID, INTERVALOID, TIMESTAMPTZOID},
     nullptr};
 
-// Without shared_preload_libraries there is no wake-up from the enqueuing
-// backend, so a waiting claim looks again this often (a commit is noticed
-// within this delay plus one claim).
+// A waiting claim looks again this often, so a commit is noticed within this
+// delay plus one claim. (Latch wake-ups from the committing backend arrive
+// with the background-workers release.)
 constexpr long kPollMillis = 10;
 
 void SleepOnePoll() {

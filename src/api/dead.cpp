@@ -1,5 +1,6 @@
 // Dead-letter: cancel sends a pending job there; retry_dead brings jobs back
 // with fresh attempts.
+#include "api/job_sql.h"
 #include "api/queue_ref.h"
 #include "pg/args.h"
 #include "pg/queue_lock.h"
@@ -12,12 +13,7 @@ namespace {
 pg::Statement cancel_job = {
     "WITH d AS ("
     "  DELETE FROM pgq.jobs WHERE id = $1 AND state = 'p' RETURNING *"
-    ") "
-    "INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at, "
-    "                           priority, max_attempts, enqueued_at, dedupe_key, group_key) "
-    "SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload, "
-    "       d.attempt, d.last_error, 'cancelled', $2, d.priority, d.max_attempts, "
-    "       d.enqueued_at, d.dedupe_key, d.group_key FROM d",
+    ") " PGQ_BURY_DELETED("d.last_error", "cancelled", "$2"),
     2,
     {INT8OID, TIMESTAMPTZOID},
     nullptr};

@@ -7,6 +7,8 @@
 // its attempt number and lease_until until someone claims it again. A late
 // complete from the expired claim is still accepted in that window: the work
 // was done, and running it again would be the duplicate we exist to avoid.
+// A late fail is accepted too (its error is kept, its backoff applies).
+#include "api/job_sql.h"
 #include "api/queue_ref.h"
 #include "core/backoff.h"
 #include "pg/args.h"
@@ -16,29 +18,24 @@ namespace pgq::api {
 
 namespace {
 
-#define PGQ_STILL_HELD \
-  "(state = 'r' OR (state = 'p' AND lease_until IS NOT NULL))"
+#define PGQ_STILL_HELD "(j.state = 'r' OR (j.state = 'p' AND j.lease_until IS NOT NULL))"
 
 pg::Statement complete_job = {
-    "WITH done AS ("
-    "  DELETE FROM pgq.jobs WHERE id = $1 AND attempt = $2 AND " PGQ_STILL_HELD
-    "  RETURNING id, queue_id, attempt, enqueued_at"
-    ") "
-    "INSERT INTO pgq.done_jobs (id, queue_id, attempts, enqueued_at, finished_at) "
-    "SELECT id, queue_id, attempt, enqueued_at, $3 FROM done",
+    "WITH d AS ("
+    "  DELETE FROM pgq.jobs j WHERE j.id = $1 AND j.attempt = $2 AND " PGQ_STILL_HELD
+    "  RETURNING j.*"
+    ") " PGQ_RECORD_FINISHED("$3"),
     3,
     {INT8OID, INT4OID, TIMESTAMPTZOID},
     nullptr};
 
 pg::Statement complete_jobs = {
-    "WITH done AS ("
-    "  DELETE FROM pgq.jobs j USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)"
-    "   WHERE j.id = c.id AND j.attempt = c.attempt"
-    "     AND (j.state = 'r' OR (j.state = 'p' AND j.lease_until IS NOT NULL))"
-    "  RETURNING j.id, j.queue_id, j.attempt, j.enqueued_at"
-    ") "
-    "INSERT INTO pgq.done_jobs (id, queue_id, attempts, enqueued_at, finished_at) "
-    "SELECT id, queue_id, attempt, enqueued_at, $3 FROM done",
+    "WITH d AS ("
+    "  DELETE FROM pgq.jobs j"
+    "   USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)"
+    "   WHERE j.id = c.id AND j.attempt = c.attempt AND " PGQ_STILL_HELD
+    "  RETURNING j.*"
+    ") " PGQ_RECORD_FINISHED("$3"),
     3,
     {INT8ARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID},
     nullptr};
@@ -50,26 +47,21 @@ pg::Statement backoff_of_job = {
     {INT8OID},
     nullptr};
 
+// Also accepted from an expired claim nobody has re-claimed yet, like a late
+// complete: its error is recorded and the backoff applies.
 pg::Statement fail_retry = {
-    "UPDATE pgq.jobs SET state = 'p', run_at = $3, lease_until = NULL, last_error = $4 "
-    " WHERE id = $1 AND attempt = $2 AND state = 'r' AND attempt < max_attempts",
+    "UPDATE pgq.jobs j SET state = 'p', run_at = $3, lease_until = NULL, last_error = $4 "
+    " WHERE j.id = $1 AND j.attempt = $2 AND j.attempt < j.max_attempts AND " PGQ_STILL_HELD,
     4,
     {INT8OID, INT4OID, TIMESTAMPTZOID, TEXTOID},
     nullptr};
 
-// The queue name comes from a scalar subquery into a NOT NULL column: if the
-// queue were somehow gone the statement fails instead of losing the job.
 pg::Statement fail_dead = {
     "WITH d AS ("
     "  DELETE FROM pgq.jobs WHERE id = $1 AND attempt = $2 AND state = 'r'"
     "     AND attempt >= max_attempts"
     "  RETURNING *"
-    ") "
-    "INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at, "
-    "                           priority, max_attempts, enqueued_at, dedupe_key, group_key) "
-    "SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload, "
-    "       d.attempt, $3, 'exhausted', $4, d.priority, d.max_attempts, d.enqueued_at, "
-    "       d.dedupe_key, d.group_key FROM d",
+    ") " PGQ_BURY_DELETED("$3", "exhausted", "$4"),
     4,
     {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID},
     nullptr};

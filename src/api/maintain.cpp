@@ -1,5 +1,6 @@
 // pgq.maintain(): one maintenance pass in the calling database. The
 // background worker runs the same pass; without it, call this from cron.
+#include "api/job_sql.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/settings.h"
@@ -14,11 +15,12 @@ namespace {
 constexpr int32 kBatch = 5000;
 
 // An expired lease counts as a failed attempt. The job is ready again at
-// once: it already waited a whole lease. It keeps lease_until (the marker
-// that lets a late complete from the expired claim still succeed) and its
-// attempt number until the next claim.
+// once, in its old place in the claim order (run_at is unchanged): it already
+// waited a whole lease. It keeps lease_until (the marker that lets a late
+// complete or fail from the expired claim still land) and its attempt number
+// until the next claim.
 pg::Statement expire_to_pending = {
-    "UPDATE pgq.jobs SET state = 'p', run_at = $1, last_error = 'lease expired' "
+    "UPDATE pgq.jobs SET state = 'p', last_error = 'lease expired' "
     " WHERE id IN (SELECT id FROM pgq.jobs"
     "               WHERE state = 'r' AND lease_until < $1 AND attempt < max_attempts"
     "               ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED)",
@@ -32,12 +34,7 @@ pg::Statement expire_to_dead = {
     "    WHERE state = 'r' AND lease_until < $1 AND attempt >= max_attempts"
     "    ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED)"
     "  RETURNING *"
-    ") "
-    "INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at, "
-    "                           priority, max_attempts, enqueued_at, dedupe_key, group_key) "
-    "SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload, "
-    "       d.attempt, 'lease expired', 'expired', $1, d.priority, d.max_attempts, "
-    "       d.enqueued_at, d.dedupe_key, d.group_key FROM d",
+    ") " PGQ_BURY_DELETED("'lease expired'", "expired", "$1"),
     2,
     {TIMESTAMPTZOID, INT4OID},
     nullptr};

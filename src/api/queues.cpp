@@ -96,8 +96,9 @@ pg::Statement set_paused = {
     "UPDATE pgq.queues SET paused = $2 WHERE name = $1 RETURNING paused", 2, {TEXTOID, BOOLOID},
     nullptr};
 
-void StoreSettings(pg::SpiSession& spi, pg::Statement& statement, std::string_view name,
-                   const QueueSettings& s) {
+// Runs insert_queue or update_queue; returns the rows written.
+uint64 StoreSettings(pg::SpiSession& spi, pg::Statement& statement, std::string_view name,
+                     const QueueSettings& s) {
   pg::Params params;
   params.Set(0, pg::TextDatum(name))
       .Set(1, Int32GetDatum(s.max_attempts))
@@ -106,8 +107,7 @@ void StoreSettings(pg::SpiSession& spi, pg::Statement& statement, std::string_vi
       .Set(4, IntervalPGetDatum(s.backoff_max))
       .Set(5, IntervalPGetDatum(s.retention))
       .Set(6, BoolGetDatum(s.notify));
-  const uint64 stored = spi.Execute(statement, params);
-  (void)stored;
+  return spi.Execute(statement, params);
 }
 
 Datum SetPaused(FunctionCallInfo fcinfo, bool paused) {
@@ -138,15 +138,7 @@ PGQ_FUNCTION(pgq_create_queue) {
   api::Validate(settings);
 
   pg::SpiSession spi;
-  pg::Params params;
-  params.Set(0, pg::TextDatum(name))
-      .Set(1, Int32GetDatum(settings.max_attempts))
-      .Set(2, IntervalPGetDatum(settings.lease))
-      .Set(3, IntervalPGetDatum(settings.backoff_base))
-      .Set(4, IntervalPGetDatum(settings.backoff_max))
-      .Set(5, IntervalPGetDatum(settings.retention))
-      .Set(6, BoolGetDatum(settings.notify));
-  if (spi.Execute(api::insert_queue, params) == 0) {
+  if (api::StoreSettings(spi, api::insert_queue, name, settings) == 0) {
     if (!if_not_exists) {
       pg::Raise(ERRCODE_DUPLICATE_OBJECT, "queue \"" + std::string(name) + "\" already exists",
                 {}, "Use if_not_exists => true to skip existing queues, or pgq.alter_queue.");
