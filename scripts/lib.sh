@@ -16,7 +16,7 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 # Debian packages the project needs to build, test, demo and benchmark.
 PGQ_PACKAGES=(
   "postgresql-${PG_VERSION}" "postgresql-server-dev-${PG_VERSION}" "postgresql-contrib"
-  make g++ cmake libboost-dev googletest libgtest-dev
+  make g++ cmake clang-format libboost-dev googletest libgtest-dev
   python3 python3-psycopg libipc-run-perl util-linux
 )
 

@@ -20,6 +20,17 @@ record() {  # record NAME PASSED FAILED
   failed=$((failed + $3))
 }
 
+# 0. Formatting: the C++ sources are clang-formatted (.clang-format).
+say "format (clang-format)"
+mapfile -t sources < <(cd "$PGQ_ROOT" && find src test/unit -name '*.cpp' -o -name '*.h' | sort)
+if (cd "$PGQ_ROOT" && clang-format --dry-run --Werror "${sources[@]}") >"$log_dir/format.log" 2>&1; then
+  record "format" 1 0
+else
+  head -n 40 "$log_dir/format.log"
+  echo "run: clang-format -i \$(find src test/unit -name '*.cpp' -o -name '*.h')"
+  record "format" 0 1
+fi
+
 # 1. The pure C++ core: GoogleTest through CMake and CTest.
 say "unit tests (GoogleTest, CTest)"
 if make -C "$PGQ_ROOT" -s unit ${WERROR:+WERROR=$WERROR} >"$log_dir/unit.log" 2>&1; then :; else suite_status=1; fi

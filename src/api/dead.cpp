@@ -27,19 +27,20 @@ pg::Statement queue_of_dead_job = {
 
 // A dead job whose dedupe key is held again by a live job stays dead: two
 // live jobs with one key is what dedupe exists to prevent.
-#define PGQ_DEDUPE_FREE                                                     \
-  "(d.dedupe_key IS NULL OR NOT EXISTS ("                                   \
+#define PGQ_DEDUPE_FREE                   \
+  "(d.dedupe_key IS NULL OR NOT EXISTS (" \
   "   SELECT 1 FROM pgq.jobs j WHERE j.queue_id = $2 AND j.dedupe_key = d.dedupe_key))"
 
-#define PGQ_REVIVE                                                                 \
+#define PGQ_REVIVE                                                                       \
   "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, " \
   "                      enqueued_at, dedupe_key, group_key, last_error, payload) "      \
-  "SELECT r.id, $2, 'p', r.priority, $3, 0, r.max_attempts, r.enqueued_at, "            \
+  "SELECT r.id, $2, 'p', r.priority, $3, 0, r.max_attempts, r.enqueued_at, "             \
   "       r.dedupe_key, r.group_key, r.last_error, r.payload FROM revived r"
 
 pg::Statement retry_dead_job = {
     "WITH revived AS ("
-    "  DELETE FROM pgq.dead_jobs d WHERE d.id = $1 AND " PGQ_DEDUPE_FREE " RETURNING d.*"
+    "  DELETE FROM pgq.dead_jobs d WHERE d.id = $1 AND " PGQ_DEDUPE_FREE
+    " RETURNING d.*"
     ") " PGQ_REVIVE,
     3,
     {INT8OID, INT4OID, TIMESTAMPTZOID},

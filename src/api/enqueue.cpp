@@ -26,9 +26,10 @@ pg::Statement insert_job = {
     {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID},
     nullptr};
 
-pg::Statement find_dedupe = {
-    "SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2", 2, {INT4OID, TEXTOID},
-    nullptr};
+pg::Statement find_dedupe = {"SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2",
+                             2,
+                             {INT4OID, TEXTOID},
+                             nullptr};
 
 // Ids are drawn in input order: volatile functions in the target list are
 // evaluated after the ORDER BY of their own query level.
@@ -91,8 +92,8 @@ PGQ_FUNCTION(pgq_enqueue) {
   const bool has_dedupe = !pg::ArgIsNull(fcinfo, 4);
   const bool has_max_attempts = !pg::ArgIsNull(fcinfo, 5);
   if (has_max_attempts && !core::IsValidMaxAttempts(PG_GETARG_INT32(5))) {
-    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "max_attempts must be between 1 and " +
-                                                   std::to_string(core::kMaxAttemptsLimit));
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              "max_attempts must be between 1 and " + std::to_string(core::kMaxAttemptsLimit));
   }
   api::RefuseGroupKey(fcinfo, 6);
 

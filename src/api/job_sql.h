@@ -9,7 +9,8 @@
   "INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at, "  \
   "                           priority, max_attempts, enqueued_at, dedupe_key, group_key) " \
   "SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload, " \
-  "       d.attempt, " last_error ", '" reason "', " died_at ", d.priority, "                \
+  "       d.attempt, " last_error ", '" reason "', " died_at                                \
+  ", d.priority, "                                                                          \
   "       d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key FROM d"
 
 // Into the log of finished jobs kept for the queue's retention.

@@ -39,10 +39,8 @@ pg::Statement expire_to_dead = {
     {TIMESTAMPTZOID, INT4OID},
     nullptr};
 
-pg::Statement list_retention = {"SELECT queue_id, retention FROM pgq.queues ORDER BY queue_id",
-                                0,
-                                {},
-                                nullptr};
+pg::Statement list_retention = {
+    "SELECT queue_id, retention FROM pgq.queues ORDER BY queue_id", 0, {}, nullptr};
 
 pg::Statement drop_finished = {
     "DELETE FROM pgq.done_jobs WHERE ctid = ANY (ARRAY("
@@ -86,8 +84,8 @@ PassCounts RunPass() {
   auto cutoffs = pg::MakeSmallVector<Retention, 16>(CurrentMemoryContext);
   for (uint64 row = 0; row < queues; ++row) {
     bool is_null = false;
-    const int64 keep = pg::IntervalMicros(DatumGetIntervalP(spi.Value(row, 2, &is_null)),
-                                          "retention");
+    const int64 keep =
+        pg::IntervalMicros(DatumGetIntervalP(spi.Value(row, 2, &is_null)), "retention");
     cutoffs.push_back(Retention{spi.Int32(row, 1), now - keep});
   }
   for (const Retention& r : cutoffs) {
@@ -119,8 +117,7 @@ PGQ_FUNCTION(pgq_maintain) {
   Datum values[3] = {Int64GetDatum(counts.expired_requeued), Int64GetDatum(counts.expired_dead),
                      Int64GetDatum(counts.finished_dropped)};
   bool nulls[3] = {false, false, false};
-  return pg::Guard(
-      [&] { return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)); });
+  return pg::Guard([&] { return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)); });
 }
 
 PGQ_FUNCTION(pgq_clock) { PG_RETURN_TIMESTAMPTZ(pg::Now()); }

@@ -20,8 +20,8 @@ struct QueueSettings {
 
 void Validate(const QueueSettings& s) {
   if (!core::IsValidMaxAttempts(s.max_attempts)) {
-    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "max_attempts must be between 1 and " +
-                                                   std::to_string(core::kMaxAttemptsLimit));
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              "max_attempts must be between 1 and " + std::to_string(core::kMaxAttemptsLimit));
   }
   pg::CheckLeaseValue(pg::IntervalMicros(s.lease, "lease"), "lease");
   const int64 base = pg::IntervalMicros(s.backoff_base, "backoff_base");
@@ -83,18 +83,18 @@ pg::Statement queue_holds_jobs = {
     {INT4OID, TEXTOID},
     nullptr};
 
-pg::Statement delete_queue_jobs = {"DELETE FROM pgq.jobs WHERE queue_id = $1", 1, {INT4OID},
-                                   nullptr};
-pg::Statement delete_queue_dead = {"DELETE FROM pgq.dead_jobs WHERE queue = $1", 1, {TEXTOID},
-                                   nullptr};
-pg::Statement delete_queue_done = {"DELETE FROM pgq.done_jobs WHERE queue_id = $1", 1,
-                                   {INT4OID}, nullptr};
-pg::Statement delete_queue = {"DELETE FROM pgq.queues WHERE queue_id = $1", 1, {INT4OID},
-                              nullptr};
+pg::Statement delete_queue_jobs = {
+    "DELETE FROM pgq.jobs WHERE queue_id = $1", 1, {INT4OID}, nullptr};
+pg::Statement delete_queue_dead = {
+    "DELETE FROM pgq.dead_jobs WHERE queue = $1", 1, {TEXTOID}, nullptr};
+pg::Statement delete_queue_done = {
+    "DELETE FROM pgq.done_jobs WHERE queue_id = $1", 1, {INT4OID}, nullptr};
+pg::Statement delete_queue = {"DELETE FROM pgq.queues WHERE queue_id = $1", 1, {INT4OID}, nullptr};
 
-pg::Statement set_paused = {
-    "UPDATE pgq.queues SET paused = $2 WHERE name = $1 RETURNING paused", 2, {TEXTOID, BOOLOID},
-    nullptr};
+pg::Statement set_paused = {"UPDATE pgq.queues SET paused = $2 WHERE name = $1 RETURNING paused",
+                            2,
+                            {TEXTOID, BOOLOID},
+                            nullptr};
 
 // Runs insert_queue or update_queue; returns the rows written.
 uint64 StoreSettings(pg::SpiSession& spi, pg::Statement& statement, std::string_view name,
@@ -140,8 +140,8 @@ PGQ_FUNCTION(pgq_create_queue) {
   pg::SpiSession spi;
   if (api::StoreSettings(spi, api::insert_queue, name, settings) == 0) {
     if (!if_not_exists) {
-      pg::Raise(ERRCODE_DUPLICATE_OBJECT, "queue \"" + std::string(name) + "\" already exists",
-                {}, "Use if_not_exists => true to skip existing queues, or pgq.alter_queue.");
+      pg::Raise(ERRCODE_DUPLICATE_OBJECT, "queue \"" + std::string(name) + "\" already exists", {},
+                "Use if_not_exists => true to skip existing queues, or pgq.alter_queue.");
     }
     const std::string message = "queue \"" + std::string(name) + "\" already exists, skipping";
     pg::Guard([&] {
@@ -170,13 +170,12 @@ PGQ_FUNCTION(pgq_alter_queue) {
   auto pick_interval = [&](int arg, int column) {
     return pg::ArgIsNull(fcinfo, arg) ? stored_interval(column) : PG_GETARG_INTERVAL_P(arg);
   };
-  api::QueueSettings settings{
-      pg::ArgIsNull(fcinfo, 1) ? spi.Int32(0, 1) : PG_GETARG_INT32(1),
-      pick_interval(2, 2),
-      pick_interval(3, 3),
-      pick_interval(4, 4),
-      pick_interval(5, 5),
-      pg::ArgIsNull(fcinfo, 6) ? spi.Bool(0, 6) : PG_GETARG_BOOL(6)};
+  api::QueueSettings settings{pg::ArgIsNull(fcinfo, 1) ? spi.Int32(0, 1) : PG_GETARG_INT32(1),
+                              pick_interval(2, 2),
+                              pick_interval(3, 3),
+                              pick_interval(4, 4),
+                              pick_interval(5, 5),
+                              pg::ArgIsNull(fcinfo, 6) ? spi.Bool(0, 6) : PG_GETARG_BOOL(6)};
   api::Validate(settings);
   api::StoreSettings(spi, api::update_queue, name, settings);
   PG_RETURN_VOID();
@@ -206,8 +205,7 @@ PGQ_FUNCTION(pgq_drop_queue) {
     const int64 held = spi.Int64(0, 1);
     if (held > 0) {
       pg::Raise(ERRCODE_OBJECT_IN_USE,
-                "queue \"" + std::string(name) + "\" still holds " + std::to_string(held) +
-                    " jobs",
+                "queue \"" + std::string(name) + "\" still holds " + std::to_string(held) + " jobs",
                 "Pending, running and dead jobs all count.",
                 "Use pgq.drop_queue('" + std::string(name) + "', force => true) to drop them too.");
     }

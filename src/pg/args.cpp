@@ -75,8 +75,7 @@ void CheckLeaseValue(int64 lease_us, const char* what) {
     case core::LeaseCheck::kNotPositive:
       Raise(ERRCODE_INVALID_PARAMETER_VALUE, std::string(what) + " must be greater than zero");
     case core::LeaseCheck::kTooLong:
-      Raise(ERRCODE_INVALID_PARAMETER_VALUE,
-            std::string(what) + " exceeds pgq.max_lease",
+      Raise(ERRCODE_INVALID_PARAMETER_VALUE, std::string(what) + " exceeds pgq.max_lease",
             "The longest lease allowed is " + std::to_string(MaxLeaseMicros() / USECS_PER_SEC) +
                 " seconds.",
             "Extend the lease with pgq.extend while the job runs, or raise pgq.max_lease.");

@@ -71,8 +71,8 @@ Datum CallBoundary(FunctionCallInfo fcinfo, FunctionBody body) {
       break;
     case Failure::kInternal:
     case Failure::kNone:
-      ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-                      errmsg("pgq_cpp internal error: %s", message)));
+      ereport(ERROR,
+              (errcode(ERRCODE_INTERNAL_ERROR), errmsg("pgq_cpp internal error: %s", message)));
       break;
   }
   pg_unreachable();

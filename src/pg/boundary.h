@@ -32,7 +32,9 @@ class PgError final : public std::exception {
 class UserError final : public std::exception {
  public:
   UserError(int sqlstate, std::string message, std::string detail, std::string hint)
-      : sqlstate_(sqlstate), message_(std::move(message)), detail_(std::move(detail)),
+      : sqlstate_(sqlstate),
+        message_(std::move(message)),
+        detail_(std::move(detail)),
         hint_(std::move(hint)) {}
   int sqlstate() const noexcept { return sqlstate_; }
   const std::string& message() const noexcept { return message_; }
@@ -91,10 +93,10 @@ Datum CallBoundary(FunctionCallInfo fcinfo, FunctionBody body);
 // Defines an SQL-callable function `name` whose body is C++:
 //
 //   PGQ_FUNCTION(pgq_pause) { ... return BoolGetDatum(paused); }
-#define PGQ_FUNCTION(name)                                                       \
-  static Datum name##_body(FunctionCallInfo fcinfo);                             \
-  extern "C" {                                                                   \
-  PG_FUNCTION_INFO_V1(name);                                                     \
+#define PGQ_FUNCTION(name)                                                              \
+  static Datum name##_body(FunctionCallInfo fcinfo);                                    \
+  extern "C" {                                                                          \
+  PG_FUNCTION_INFO_V1(name);                                                            \
   Datum name(PG_FUNCTION_ARGS) { return ::pgq::pg::CallBoundary(fcinfo, name##_body); } \
-  }                                                                              \
+  }                                                                                     \
   static Datum name##_body(FunctionCallInfo fcinfo)

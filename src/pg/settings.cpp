@@ -26,8 +26,8 @@ void DefineSettings() {
       &max_payload_bytes, 1024 * 1024, 1, MaxAllocSize, PGC_USERSET, GUC_UNIT_BYTE, nullptr,
       nullptr, nullptr);
   DefineCustomIntVariable("pgq.max_lease", "Longest lease a claim or extend may take.", nullptr,
-                          &max_lease_seconds, 24 * 60 * 60, 1, INT_MAX / 2, PGC_SUSET,
-                          GUC_UNIT_S, nullptr, nullptr, nullptr);
+                          &max_lease_seconds, 24 * 60 * 60, 1, INT_MAX / 2, PGC_SUSET, GUC_UNIT_S,
+                          nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
       "pgq.debug_clock_offset", "Shifts pgq's clock, for tests only.",
       "Added to the wall clock for every lease, readiness and retention decision.",

@@ -22,8 +22,8 @@ uint64 SpiSession::Execute(Statement& statement, Params& params, long limit) {
       return prepared;
     });
     if (plan == nullptr) {
-      Raise(ERRCODE_INTERNAL_ERROR, "could not prepare statement: " +
-                                        std::string(SPI_result_code_string(SPI_result)),
+      Raise(ERRCODE_INTERNAL_ERROR,
+            "could not prepare statement: " + std::string(SPI_result_code_string(SPI_result)),
             statement.sql);
     }
     statement.plan = plan;
@@ -32,8 +32,8 @@ uint64 SpiSession::Execute(Statement& statement, Params& params, long limit) {
     return SPI_execute_plan(statement.plan, params.values(), params.nulls(), false, limit);
   });
   if (rc < 0) {
-    Raise(ERRCODE_INTERNAL_ERROR, "SPI_execute_plan failed: " + std::string(SPI_result_code_string(rc)),
-          statement.sql);
+    Raise(ERRCODE_INTERNAL_ERROR,
+          "SPI_execute_plan failed: " + std::string(SPI_result_code_string(rc)), statement.sql);
   }
   return SPI_processed;
 }
