@@ -56,6 +56,26 @@ fi
 if ((bad > 0)); then sed -n '/^---- /,$p' "$log_dir/regress.log" | head -c 20000; fi
 record "pg_regress + isolation" "$ok" "$bad"
 
+# 3. Multi-connection tests (unittest + psycopg 3) on a throwaway cluster.
+say "multi-connection tests (python unittest, psycopg)"
+if bash "$PGQ_ROOT/test/python/run.sh" >"$log_dir/python.log" 2>&1; then :; else suite_status=1; fi
+grep -E ' \.\.\. (ok|FAIL|ERROR|skipped|expected failure|unexpected success)' "$log_dir/python.log" || true
+# unittest ends with "Ran N tests" and "OK" or "FAILED (failures=F, errors=E)";
+# a skipped test counts as failed here: make test provides everything they need.
+if ran=$(grep -oE '^Ran [0-9]+ tests?' "$log_dir/python.log" | grep -oE '[0-9]+'); then
+  verdict=$(grep -E '^(OK|FAILED)' "$log_dir/python.log" | tail -n 1 || true)
+  bad=0
+  for kind in failures errors skipped 'unexpected successes'; do
+    n=$(grep -oE "$kind=[0-9]+" <<<"$verdict" | grep -oE '[0-9]+' || echo 0)
+    bad=$((bad + n))
+  done
+  if [[ -z "$verdict" ]] && ((bad == 0)); then bad=1; fi
+  if ((bad > 0)); then sed -n '/^======/,$p' "$log_dir/python.log" | head -c 20000; fi
+  record "python (multi-connection)" $((ran > bad ? ran - bad : 0)) "$bad"
+else
+  cat "$log_dir/python.log"; record "python (did not run)" 0 1
+fi
+
 echo
 echo "logs: $log_dir"
 # A suite that failed without a countable test failure still fails the run.

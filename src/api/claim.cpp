@@ -20,17 +20,16 @@ namespace {
 pg::Statement claim_jobs = {
     "WITH q AS ("
     "  SELECT queue_id, lease FROM pgq.queues WHERE name = $1 AND NOT paused"
-    "), picked AS ("
-    "  SELECT j.id FROM pgq.jobs j"
-    "   WHERE j.queue_id = (SELECT queue_id FROM q) AND j.state = 'p' AND j.run_at <= $4"
-    "   ORDER BY j.priority DESC, j.run_at, j.id"
-    "   LIMIT $2"
-    "   FOR UPDATE OF j SKIP LOCKED"
     "), claimed AS ("
     "  UPDATE pgq.jobs j"
     "     SET state = 'r', attempt = j.attempt + 1,"
     "         lease_until = $4 + COALESCE($3, (SELECT lease FROM q))"
-    "    FROM picked WHERE j.id = picked.id"
+    "   WHERE j.id = ANY (ARRAY("
+    "     SELECT p.id FROM pgq.jobs p"
+    "      WHERE p.queue_id = (SELECT queue_id FROM q) AND p.state = 'p' AND p.run_at <= $4"
+    "      ORDER BY p.priority DESC, p.run_at, p.id"
+    "      LIMIT $2"
+    "      FOR UPDATE OF p SKIP LOCKED))"
     "  RETURNING j.id, j.payload, j.attempt, j.max_attempts, j.lease_until, j.enqueued_at,"
     "            j.priority, j.run_at"
     ") "
@@ -94,7 +93,6 @@ PGQ_FUNCTION(pgq_claim) {
   }
 
   const TimestampTz deadline = pg::AddMicros(GetCurrentTimestamp(), wait_us, "wait");
-  bool queue_checked = false;
   for (;;) {
     params.Set(3, TimestampTzGetDatum(pg::Now()));
     const uint64 claimed = spi.Execute(api::claim_jobs, params);
@@ -105,10 +103,10 @@ PGQ_FUNCTION(pgq_claim) {
       }
       break;
     }
-    if (!queue_checked) {
-      (void)api::FindQueue(spi, name);  // empty because unknown? say so
-      queue_checked = true;
-    }
+    // Empty because the queue is unknown, or was dropped while we waited?
+    spi.FreeResult();
+    (void)api::FindQueue(spi, name);
+    spi.FreeResult();
     if (GetCurrentTimestamp() >= deadline) break;
     api::SleepOnePoll();
   }

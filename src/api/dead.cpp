@@ -48,12 +48,12 @@ pg::Statement retry_dead_job = {
 
 pg::Statement retry_dead_jobs = {
     "WITH revived AS ("
-    "  DELETE FROM pgq.dead_jobs dd WHERE dd.id IN ("
+    "  DELETE FROM pgq.dead_jobs dd WHERE dd.id = ANY (ARRAY("
     "    SELECT d.id FROM pgq.dead_jobs d WHERE d.queue = $1 AND " PGQ_DEDUPE_FREE
     // Of dead jobs sharing a key, only the oldest comes back.
     "       AND NOT EXISTS (SELECT 1 FROM pgq.dead_jobs o WHERE o.queue = d.queue"
     "                          AND o.dedupe_key = d.dedupe_key AND o.id < d.id)"
-    "     ORDER BY d.id LIMIT $4 FOR UPDATE SKIP LOCKED)"
+    "     ORDER BY d.id LIMIT $4 FOR UPDATE SKIP LOCKED))"
     "  RETURNING dd.*"
     ") " PGQ_REVIVE,
     4,

@@ -98,12 +98,8 @@ PGQ_FUNCTION(pgq_enqueue) {
   api::RefuseGroupKey(fcinfo, 6);
 
   pg::SpiSession spi;
-  const api::QueueRef queue = api::FindQueue(spi, name);
-  pg::LockQueueShared(queue.id);
-
   pg::Params params;
-  params.Set(0, Int32GetDatum(queue.id))
-      .Set(1, payload)
+  params.Set(1, payload)
       .Set(2, TimestampTzGetDatum(run_at))
       .Set(3, Int32GetDatum(priority))
       .SetOptional(4, !has_dedupe, has_dedupe ? PG_GETARG_DATUM(4) : 0)
@@ -111,14 +107,19 @@ PGQ_FUNCTION(pgq_enqueue) {
       .SetNull(6);
 
   for (int attempt = 0; attempt < api::kDedupeTries; ++attempt) {
+    // Looked up on every try: a try that inserted nothing may mean the queue
+    // was dropped meanwhile, and then this raises undefined_object.
+    const api::QueueRef queue = api::FindQueue(spi, name);
+    pg::LockQueueShared(queue.id);
+    params.Set(0, Int32GetDatum(queue.id));
     if (spi.Execute(api::insert_job, params) == 1) {
       const int64 id = spi.Int64(0, 1);
       api::NotifyIfAsked(spi, queue, name);
       PG_RETURN_INT64(id);
     }
-    // Nothing inserted: the queue vanished before we locked it, or the
-    // dedupe key is held by a pending or running job.
-    if (!has_dedupe) api::RaiseUnknownQueue(name);
+    // Nothing inserted: the queue vanished before we locked it (the next
+    // lookup says so), or the dedupe key is held by a pending or running job.
+    if (!has_dedupe) continue;
     pg::Params key;
     key.Set(0, Int32GetDatum(queue.id)).Set(1, PG_GETARG_DATUM(4));
     if (spi.Execute(api::find_dedupe, key, 1) == 1) PG_RETURN_INT64(spi.Int64(0, 1));

@@ -21,18 +21,18 @@ constexpr int32 kBatch = 5000;
 // until the next claim.
 pg::Statement expire_to_pending = {
     "UPDATE pgq.jobs SET state = 'p', last_error = 'lease expired' "
-    " WHERE id IN (SELECT id FROM pgq.jobs"
-    "               WHERE state = 'r' AND lease_until < $1 AND attempt < max_attempts"
-    "               ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED)",
+    " WHERE id = ANY (ARRAY(SELECT id FROM pgq.jobs"
+    "   WHERE state = 'r' AND lease_until < $1 AND attempt < max_attempts"
+    "   ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED))",
     2,
     {TIMESTAMPTZOID, INT4OID},
     nullptr};
 
 pg::Statement expire_to_dead = {
     "WITH d AS ("
-    "  DELETE FROM pgq.jobs WHERE id IN (SELECT id FROM pgq.jobs"
+    "  DELETE FROM pgq.jobs WHERE id = ANY (ARRAY(SELECT id FROM pgq.jobs"
     "    WHERE state = 'r' AND lease_until < $1 AND attempt >= max_attempts"
-    "    ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED)"
+    "    ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED))"
     "  RETURNING *"
     ") " PGQ_BURY_DELETED("'lease expired'", "expired", "$1"),
     2,

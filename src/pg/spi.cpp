@@ -17,7 +17,11 @@ SpiSession::~SpiSession() {
 uint64 SpiSession::Execute(Statement& statement, Params& params, long limit) {
   if (statement.plan == nullptr) {
     SPIPlanPtr plan = Guard([&statement] {
-      SPIPlanPtr prepared = SPI_prepare(statement.sql, statement.nargs, statement.argtypes);
+      // Always the generic plan: planning once per backend is the point, and
+      // our statements are written so that their generic plans are the good
+      // ones (a custom plan per call would cost more than the statement).
+      SPIPlanPtr prepared = SPI_prepare_cursor(statement.sql, statement.nargs, statement.argtypes,
+                                               CURSOR_OPT_GENERIC_PLAN);
       if (prepared != nullptr) SPI_keepplan(prepared);
       return prepared;
     });
@@ -36,6 +40,12 @@ uint64 SpiSession::Execute(Statement& statement, Params& params, long limit) {
           "SPI_execute_plan failed: " + std::string(SPI_result_code_string(rc)), statement.sql);
   }
   return SPI_processed;
+}
+
+void SpiSession::FreeResult() {
+  SPITupleTable* result = SPI_tuptable;
+  if (result == nullptr) return;
+  Guard([result] { SPI_freetuptable(result); });
 }
 
 Datum SpiSession::Value(uint64 row, int column, bool* is_null) const {

@@ -14,6 +14,11 @@ inline constexpr int kMaxStatementArgs = 12;
 //
 // INVARIANT: `sql` holds no user value: every value is a $n parameter, and
 // every table and function is schema-qualified.
+//
+// Statements run with their generic plan, so they must be written for one:
+// select rows to lock as `id = ANY (ARRAY(SELECT ... LIMIT $n FOR UPDATE SKIP
+// LOCKED))`, not `id IN (SELECT ...)`, whose generic plan (a LIMIT $n is
+// estimated at 10% of the table) hash-joins over a scan of the whole table.
 struct Statement {
   const char* sql;
   int nargs;
@@ -64,6 +69,10 @@ class SpiSession {
   uint64 Execute(Statement& statement, Params& params, long limit = 0);
 
   SPITupleTable* tuples() const { return SPI_tuptable; }
+
+  // Frees the last result. Results otherwise live until the session ends,
+  // which a loop of executions (claim's wait) must not let pile up.
+  void FreeResult();
 
   // Column `column` (1-based) of row `row` of the last result.
   Datum Value(uint64 row, int column, bool* is_null) const;

@@ -1,0 +1,504 @@
+"""Multi-connection tests of pgq_cpp against a real server.
+
+Run with Debian's psycopg 3 and the standard library only:
+
+    PGQ_TEST_DSN="host=/tmp/pgq_cpp_pytest port=55460 user=postgres dbname=pgq_pytest" \
+        /usr/bin/python3 -m unittest discover -s test/python -v
+
+`make test` (scripts/test.sh) starts a throwaway cluster and sets the DSN.
+The DSN must name a database the tests may wreck: every test drops and
+recreates the extension there and terminates the other sessions in it.
+
+Races are provoked with real concurrency (threads, each with its own
+connection, released together by a barrier) and checked through invariants;
+blocking is observed in pg_stat_activity / pg_locks, never assumed after a
+sleep.
+"""
+
+import os
+import threading
+import time
+import unittest
+
+import psycopg
+from psycopg import errors
+from psycopg.types.json import Jsonb
+
+DSN = os.environ.get("PGQ_TEST_DSN", "")
+
+# Upper bound on any single wait for a thread or an observed state; far above
+# what a healthy run needs, so a timeout means a hang, not a slow machine.
+HANG = 15.0
+
+
+class Task(threading.Thread):
+    """Runs fn() in a thread; keeps its result or exception and end time."""
+
+    def __init__(self, fn, name=None):
+        super().__init__(daemon=True, name=name)
+        self.fn = fn
+        self.result = None
+        self.error = None
+        self.finished_at = None
+
+    def run(self):
+        try:
+            self.result = self.fn()
+        except BaseException as exc:  # reported by outcome()
+            self.error = exc
+        finally:
+            self.finished_at = time.monotonic()
+
+    def finish(self, timeout=HANG):
+        """Joins; fails if still running. Returns the task (for .result/.error)."""
+        self.join(timeout)
+        if self.is_alive():
+            raise AssertionError(f"task {self.name} still running after {timeout} s")
+        return self
+
+    def value(self, timeout=HANG):
+        """Joins and returns the result, re-raising the task's exception."""
+        self.finish(timeout)
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class PgqTestCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not DSN:
+            raise unittest.SkipTest("PGQ_TEST_DSN is not set")
+
+    def setUp(self):
+        self._conns = []
+        self._tasks = []
+        self.admin = psycopg.connect(DSN, autocommit=True)
+        self.admin.execute("SET lock_timeout = '10s'")
+        # A fresh state: no session left over from an earlier test, a new
+        # extension, an empty queue 'q'.
+        self.admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            "   AND backend_type = 'client backend'"
+        )
+        self.admin.execute("DROP EXTENSION IF EXISTS pgq_cpp")
+        self.admin.execute("DROP TABLE IF EXISTS users")
+        self.admin.execute("CREATE EXTENSION pgq_cpp")
+        self.admin.execute("SELECT pgq.create_queue('q')")
+
+    def tearDown(self):
+        # A task still running is blocked in the server: end its session so
+        # the thread gets an error and nothing waits on its locks.
+        if any(t.is_alive() for t in self._tasks):
+            pids = [c.info.backend_pid for c in self._conns if not c.closed]
+            try:
+                self.admin.execute(
+                    "SELECT pg_terminate_backend(p) FROM unnest(%s::int[]) p", (pids,)
+                )
+            except psycopg.Error:
+                pass
+            for t in self._tasks:
+                t.join(5)
+        for conn in self._conns:
+            conn.close()
+        self.admin.close()
+
+    # helpers -------------------------------------------------------------
+
+    def connect(self, autocommit=True):
+        conn = psycopg.connect(DSN, autocommit=autocommit)
+        self._conns.append(conn)
+        return conn
+
+    def spawn(self, fn, name=None):
+        task = Task(fn, name)
+        self._tasks.append(task)
+        task.start()
+        return task
+
+    def scalar(self, sql, params=None, conn=None):
+        return (conn or self.admin).execute(sql, params).fetchone()[0]
+
+    def wait_for(self, what, predicate, timeout=HANG):
+        """Polls predicate() until it returns a true value; returns that value."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                self.fail(f"timed out after {timeout} s waiting for {what}")
+            time.sleep(0.01)
+
+    def activity(self, pid):
+        """(state, wait_event_type, wait_event, query) of a backend, or None."""
+        return self.admin.execute(
+            "SELECT state, wait_event_type, wait_event, query FROM pg_stat_activity WHERE pid = %s",
+            (pid,),
+        ).fetchone()
+
+    def wait_until_running(self, pid, fragment, task):
+        """Waits until backend pid is executing a statement containing fragment."""
+
+        def running():
+            if not task.is_alive():
+                self.fail(f"task {task.name} ended before it was seen running: {task.error!r}")
+            row = self.activity(pid)
+            return row is not None and row[0] == "active" and fragment in row[3]
+
+        self.wait_for(f"pid {pid} to run {fragment}", running)
+
+    def wait_until_lock_waiting(self, pid, task):
+        """Waits until backend pid waits for a heavyweight lock; returns that lock."""
+
+        def waiting():
+            if not task.is_alive():
+                self.fail(f"task {task.name} ended instead of waiting: {task.error!r}")
+            row = self.activity(pid)
+            if row is None or row[0] != "active" or row[1] != "Lock":
+                return None
+            return self.admin.execute(
+                "SELECT locktype, mode FROM pg_locks WHERE pid = %s AND NOT granted", (pid,)
+            ).fetchone()
+
+        return self.wait_for(f"pid {pid} to wait on a lock", waiting)
+
+    def enqueue(self, conn, queue, payload, **kwargs):
+        args = "".join(f", {k} => %({k})s" for k in kwargs)
+        return self.scalar(
+            f"SELECT pgq.enqueue(%(queue)s, %(payload)s{args})",
+            dict(queue=queue, payload=Jsonb(payload), **kwargs),
+            conn=conn,
+        )
+
+    def job_count(self, where="true", params=None):
+        return self.scalar(f"SELECT count(*) FROM pgq.jobs WHERE {where}", params)
+
+
+class ClaimTest(PgqTestCase):
+    def test_no_double_claim_under_concurrency(self):
+        total, workers, batch = 3000, 8, 7
+        enqueued = [
+            row[0]
+            for row in self.admin.execute(
+                "SELECT pgq.enqueue_many('q', array_agg(jsonb_build_object('n', g)))"
+                "  FROM generate_series(1, %s) g",
+                (total,),
+            )
+        ]
+        self.assertEqual(len(set(enqueued)), total)
+
+        conns = [self.connect() for _ in range(workers)]
+        barrier = threading.Barrier(workers)
+
+        def work(conn):
+            claimed, attempts, mismatches = [], [], []
+            barrier.wait(HANG)
+            while True:
+                rows = conn.execute(
+                    "SELECT id, attempt FROM pgq.claim('q', %s)", (batch,)
+                ).fetchall()
+                if not rows:
+                    return claimed, attempts, mismatches
+                ids = [r[0] for r in rows]
+                atts = [r[1] for r in rows]
+                if len(rows) > batch:
+                    mismatches.append(("batch larger than n", len(rows)))
+                done = self.scalar(
+                    "SELECT pgq.complete_many(%s::bigint[], %s::integer[])", (ids, atts), conn=conn
+                )
+                if done != len(ids):
+                    mismatches.append(("complete_many", ids, atts, done))
+                claimed += ids
+                attempts += atts
+
+        tasks = [self.spawn(lambda c=c: work(c), f"worker{i}") for i, c in enumerate(conns)]
+        results = [t.value(60) for t in tasks]
+
+        all_ids = [i for claimed, _, _ in results for i in claimed]
+        all_attempts = [a for _, attempts, _ in results for a in attempts]
+        self.assertEqual(len(set(all_ids)), len(all_ids), "a job was claimed twice")
+        self.assertEqual(len(all_ids), total, "claims across all workers")
+        for _, _, mismatches in results:
+            self.assertEqual(mismatches, [])
+        self.assertEqual(set(all_ids), set(enqueued))
+        self.assertEqual(set(all_attempts), {1})
+        # The run was concurrent, not one worker draining the queue alone.
+        self.assertGreaterEqual(sum(1 for claimed, _, _ in results if claimed), 2)
+
+        self.assertEqual(self.job_count(), 0)
+        done = self.admin.execute("SELECT id, attempts FROM pgq.done_jobs").fetchall()
+        self.assertEqual(len(done), total)
+        self.assertEqual({d[0] for d in done}, set(enqueued))
+        self.assertEqual({d[1] for d in done}, {1})
+
+    def test_claimers_do_not_wait_on_each_other(self):
+        for n in range(3):
+            self.enqueue(self.admin, "q", {"n": n})
+        a = self.connect(autocommit=False)
+        b = self.connect()
+        b.execute("SET statement_timeout = '2s'")
+
+        (a_id,) = a.execute("SELECT id FROM pgq.claim('q', 1)").fetchone()  # transaction stays open
+        # Premise: A's claim holds a row lock that a plain locking read waits for.
+        with self.assertRaises(errors.LockNotAvailable):
+            b.execute("SELECT id FROM pgq.jobs WHERE id = %s FOR UPDATE NOWAIT", (a_id,))
+
+        start = time.monotonic()
+        rows = b.execute("SELECT id, attempt FROM pgq.claim('q', 1)").fetchall()
+        elapsed = time.monotonic() - start
+        self.assertEqual(len(rows), 1)
+        b_id = rows[0][0]
+        self.assertNotEqual(b_id, a_id)
+        self.assertLess(elapsed, 1.0, "claim waited for the other claimer")
+
+        a.commit()
+        states = dict(self.admin.execute("SELECT id, state FROM pgq.jobs").fetchall())
+        self.assertEqual(states[a_id], "r")
+        self.assertEqual(states[b_id], "r")
+        self.assertEqual(sorted(states.values()), ["p", "r", "r"])
+
+    def test_wait_wakes_on_commit(self):
+        a = self.connect()
+        b = self.connect(autocommit=False)
+
+        # A waits on an empty queue; B enqueues and commits meanwhile.
+        claim = "SELECT id FROM pgq.claim('q', 1, wait => '10 s')"
+        task = self.spawn(lambda: a.execute(claim).fetchall(), "claim")
+        self.wait_until_running(a.info.backend_pid, "pgq.claim", task)
+        time.sleep(0.3)  # let A go through several polls first
+        self.assertTrue(task.is_alive(), "claim returned before anything was enqueued")
+        job_id = self.enqueue(b, "q", {"w": 1})
+        before_commit = time.monotonic()
+        b.commit()
+        after_commit = time.monotonic()
+        rows = task.value()
+        self.assertEqual(rows, [(job_id,)])
+        self.assertGreaterEqual(task.finished_at, before_commit)
+        self.assertLess(task.finished_at - after_commit, 1.0, "claim noticed the commit late")
+
+        # An uncommitted job is not claimable: A's whole 1 s wait comes back empty.
+        job2 = self.enqueue(b, "q", {"w": 2})  # B's transaction stays open
+        start = time.monotonic()
+        rows = a.execute("SELECT id FROM pgq.claim('q', 1, wait => '1 s')").fetchall()
+        elapsed = time.monotonic() - start
+        self.assertEqual(rows, [])
+        self.assertGreaterEqual(elapsed, 0.9, "claim did not wait")
+        b.commit()
+        self.assertEqual(a.execute("SELECT id FROM pgq.claim('q', 1)").fetchall(), [(job2,)])
+
+    def test_wait_memory_stays_flat(self):
+        # A claim waiting on an empty queue polls it many times a second;
+        # none of those polls may keep memory until the statement ends.
+        a = self.connect()
+        pid = a.info.backend_pid
+        wait = self.spawn(
+            lambda: a.execute("SELECT count(*) FROM pgq.claim('q', 1, wait => '4 s')").fetchone(),
+            "wait",
+        )
+        self.wait_until_running(pid, "pgq.claim", wait)
+
+        def anon_kb():
+            with open(f"/proc/{pid}/status") as status:
+                for line in status:
+                    if line.startswith("RssAnon:"):
+                        return int(line.split()[1])
+            raise AssertionError("no RssAnon line")
+
+        time.sleep(0.5)  # let the first polls warm up caches and plans
+        before = anon_kb()
+        time.sleep(2.5)  # ~250 polls; leaking one 8 kB block each would be ~2 MB
+        grown = anon_kb() - before
+        self.assertEqual(wait.value(), (0,))
+        self.assertLess(grown, 512, f"waiting backend's anonymous memory grew by {grown} kB")
+
+    def test_wait_is_cancellable(self):
+        a = self.connect()
+        b = self.connect()
+        a_pid = a.info.backend_pid
+
+        claim = "SELECT * FROM pgq.claim('q', 1, wait => '30 s')"
+        task = self.spawn(lambda: a.execute(claim).fetchall(), "claim")
+        self.wait_until_running(a_pid, "pgq.claim", task)
+        cancelled_at = time.monotonic()
+        self.assertTrue(self.scalar("SELECT pg_cancel_backend(%s)", (a_pid,), conn=b))
+        task.finish(5)
+        self.assertIsInstance(task.error, errors.QueryCanceled, f"got {task.error!r}")
+        self.assertEqual(task.error.sqlstate, "57014")
+        self.assertLess(task.finished_at - cancelled_at, 2.0, "cancel was not prompt")
+
+        a.rollback()
+        self.assertEqual(a.execute("SELECT 1").fetchone()[0], 1)
+
+        # statement_timeout ends a wait the same way.
+        a.execute("SET statement_timeout = '300ms'")
+        start = time.monotonic()
+        with self.assertRaises(errors.QueryCanceled):
+            a.execute("SELECT * FROM pgq.claim('q', 1, wait => '30 s')")
+        self.assertLess(time.monotonic() - start, 2.0)
+        a.execute("RESET statement_timeout")
+        self.assertEqual(a.execute("SELECT 1").fetchone()[0], 1)
+
+
+class EnqueueTest(PgqTestCase):
+    def test_notify_on_enqueue(self):
+        self.admin.execute("SELECT pgq.create_queue('nq', notify => true)")
+        self.admin.execute("SELECT pgq.create_queue('nq_rolled_back', notify => true)")
+        self.admin.execute("SELECT pgq.create_queue('nq_many', notify => true)")
+        stop = "__stop__"
+
+        listener = self.connect()
+        listener.execute("LISTEN pgq")
+
+        def listen():
+            received = []
+            gen = listener.notifies()
+            for n in gen:
+                if n.payload == stop:
+                    gen.close()
+                    break
+                received.append((n.channel, n.payload, n.pid))
+            return received
+
+        task = self.spawn(listen, "listener")
+        sender = self.connect(autocommit=False)
+        sender_pid = sender.info.backend_pid
+        try:
+            self.enqueue(sender, "q", {"quiet": True})  # queue without notify
+            sender.commit()
+            self.enqueue(sender, "nq_rolled_back", {"undone": True})
+            sender.rollback()
+            self.enqueue(sender, "nq", {"loud": True})
+            sender.commit()
+            sender.execute("SELECT pgq.enqueue_many('nq_many', ARRAY['1', '2']::jsonb[])")
+            sender.commit()
+        finally:
+            # Notifications arrive in commit order: once the listener has this
+            # one it has everything committed before it.
+            self.admin.execute("SELECT pg_notify('pgq', %s)", (stop,))
+        received = task.value(5)
+        self.assertEqual(
+            received, [("pgq", "nq", sender_pid), ("pgq", "nq_many", sender_pid)]
+        )
+        # The jobs themselves: the rolled-back one is not there.
+        queues = [r[0] for r in self.admin.execute(
+            "SELECT q.name FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) ORDER BY j.id")]
+        self.assertEqual(queues, ["q", "nq", "nq_many", "nq_many"])
+
+    def test_drop_queue_waits_for_inflight_enqueue(self):
+        # 1. drop_queue waits for an uncommitted enqueue, then drops its job too.
+        self.admin.execute("SELECT pgq.create_queue('d')")
+        qid = self.scalar("SELECT queue_id FROM pgq.queues WHERE name = 'd'")
+        a = self.connect(autocommit=False)
+        b = self.connect()
+        job = self.enqueue(a, "d", {"inflight": True})  # A's transaction stays open
+
+        drop = self.spawn(lambda: b.execute("SELECT pgq.drop_queue('d', force => true)"), "drop")
+        self.wait_until_lock_waiting(b.info.backend_pid, drop)
+        self.assertTrue(drop.is_alive())
+        a.commit()
+        drop.value()
+        self.assertEqual(self.job_count("queue_id = %s", (qid,)), 0, "orphan job of dropped queue")
+        self.assertEqual(self.job_count("id = %s", (job,)), 0)
+        self.assertEqual(self.scalar("SELECT count(*) FROM pgq.queues WHERE name = 'd'"), 0)
+
+        # 2. An enqueue that starts while a drop is uncommitted waits for it,
+        #    then finds the queue gone, with or without a dedupe key (a
+        #    dedupe enqueue must not mistake the vanished queue for a busy key).
+        for extra in ({}, {"dedupe_key": "k"}):
+            with self.subTest(**extra):
+                self.admin.execute("SELECT pgq.create_queue('d2')")
+                qid2 = self.scalar("SELECT queue_id FROM pgq.queues WHERE name = 'd2'")
+                a = self.connect()
+                b = self.connect(autocommit=False)
+                b.execute("SELECT pgq.drop_queue('d2', force => true)")  # stays open
+
+                enq = self.spawn(lambda: self.enqueue(a, "d2", {"late": True}, **extra), "enq")
+                self.wait_until_lock_waiting(a.info.backend_pid, enq)
+                b.commit()
+                enq.finish()
+                self.assertIsInstance(
+                    enq.error, errors.UndefinedObject, f"got {enq.error!r}, result {enq.result!r}"
+                )
+                self.assertEqual(
+                    self.job_count("queue_id = %s", (qid2,)), 0, "orphan job of dropped queue"
+                )
+                self.assertEqual(
+                    self.scalar("SELECT count(*) FROM pgq.queues WHERE name = 'd2'"), 0
+                )
+
+    def test_enqueue_is_transactional(self):
+        self.admin.execute("CREATE TABLE users (id serial PRIMARY KEY, email text NOT NULL UNIQUE)")
+        conn = self.connect(autocommit=False)
+        observer = self.connect()
+
+        def user_exists(email):
+            sql = "SELECT count(*) FROM users WHERE email = %s"
+            return self.scalar(sql, (email,), conn=observer) == 1
+
+        def job_exists(job_id):
+            sql = "SELECT count(*) FROM pgq.jobs WHERE id = %s"
+            return self.scalar(sql, (job_id,), conn=observer) == 1
+
+        # A lone enqueue rolled back leaves nothing.
+        job = self.enqueue(conn, "q", {"alone": True})
+        self.assertFalse(job_exists(job))
+        conn.rollback()
+        self.assertFalse(job_exists(job))
+        self.assertEqual(self.job_count(), 0)
+
+        # Business row and job commit together...
+        user = self.scalar(
+            "INSERT INTO users (email) VALUES ('ann@example.com') RETURNING id", conn=conn
+        )
+        job = self.enqueue(conn, "q", {"welcome": user})
+        self.assertFalse(user_exists("ann@example.com"))
+        self.assertFalse(job_exists(job))
+        conn.commit()
+        self.assertTrue(user_exists("ann@example.com"))
+        self.assertTrue(job_exists(job))
+        self.assertEqual(
+            self.scalar("SELECT payload FROM pgq.jobs WHERE id = %s", (job,)), {"welcome": user}
+        )
+
+        # ...and roll back together, also when the transaction fails after the enqueue.
+        self.scalar("INSERT INTO users (email) VALUES ('bob@example.com') RETURNING id", conn=conn)
+        job = self.enqueue(conn, "q", {"welcome": "bob"})
+        conn.rollback()
+        self.assertFalse(user_exists("bob@example.com"))
+        self.assertFalse(job_exists(job))
+
+        job = self.enqueue(conn, "q", {"welcome": "ann again"})
+        with self.assertRaises(errors.UniqueViolation):
+            conn.execute("INSERT INTO users (email) VALUES ('ann@example.com')")
+        conn.rollback()
+        self.assertFalse(job_exists(job))
+        self.assertEqual(self.job_count(), 1)
+
+    def test_dedupe_concurrent(self):
+        threads = 8
+        conns = [self.connect() for _ in range(threads)]
+        for round_ in range(5):
+            key = f"key-{round_}"
+            barrier = threading.Barrier(threads)
+
+            def enqueue(conn, i):
+                barrier.wait(HANG)
+                return self.enqueue(conn, "q", {"thread": i}, dedupe_key=key)
+
+            tasks = [
+                self.spawn(lambda c=c, i=i: enqueue(c, i), f"enqueue{i}")
+                for i, c in enumerate(conns)
+            ]
+            ids = [t.value() for t in tasks]
+            self.assertEqual(len(set(ids)), 1, f"round {round_}: ids {ids}")
+            rows = self.admin.execute(
+                "SELECT id FROM pgq.jobs WHERE dedupe_key = %s", (key,)
+            ).fetchall()
+            self.assertEqual(rows, [(ids[0],)], f"round {round_}")
+        self.assertEqual(self.job_count(), 5)
+
+
+if __name__ == "__main__":
+    unittest.main()
