@@ -43,6 +43,24 @@ SELECT pgq.drop_queue('emails');
 SELECT pgq.drop_queue('meta.whatsapp-out_v2');
 SELECT count(*) AS queues_left FROM pgq.queues;
 
+-- A backend remembers queue ids and defaults between calls; changes and a
+-- drop followed by a create under the same name are seen at once.
+SELECT pgq.create_queue('cached', max_attempts => 2);
+SELECT pgq.enqueue('cached', '{}') AS job \gset
+SELECT max_attempts FROM pgq.jobs WHERE id = :job;
+SELECT pgq.alter_queue('cached', max_attempts => 7);
+SELECT pgq.enqueue('cached', '{}') AS job \gset
+SELECT max_attempts FROM pgq.jobs WHERE id = :job;
+SELECT queue_id AS old_id FROM pgq.queues WHERE name = 'cached' \gset
+SELECT pgq.drop_queue('cached', force => true);
+SELECT pgq.enqueue('cached', '{}');
+SELECT pgq.create_queue('cached', max_attempts => 4);
+SELECT pgq.enqueue('cached', '{}') AS job \gset
+SELECT j.queue_id <> :old_id AS new_queue, j.queue_id = q.queue_id AS in_live_queue, j.max_attempts
+  FROM pgq.jobs j JOIN pgq.queues q ON q.name = 'cached'
+ WHERE j.id = :job;
+SELECT pgq.drop_queue('cached', force => true);
+
 -- Settings that arrive with later releases are refused, not silently stored.
 SELECT pgq.create_queue('later', rate_limit => 10);
 SELECT pgq.create_queue('later', handler => 'pg_catalog.now()'::regprocedure);

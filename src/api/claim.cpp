@@ -105,7 +105,7 @@ PGQ_FUNCTION(pgq_claim) {
     }
     // Empty because the queue is unknown, or was dropped while we waited?
     spi.FreeResult();
-    (void)api::FindQueue(spi, name);
+    (void)api::FindQueue(spi, name, params.values()[0]);
     spi.FreeResult();
     if (GetCurrentTimestamp() >= deadline) break;
     api::SleepOnePoll();

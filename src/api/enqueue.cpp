@@ -6,6 +6,7 @@
 #include "core/validate.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
+#include "pg/queue_cache.h"
 #include "pg/queue_lock.h"
 
 namespace pgq::api {
@@ -13,13 +14,14 @@ namespace pgq::api {
 namespace {
 
 // ON CONFLICT on the dedupe index: a pending or running job with the same key
-// in the queue wins, and we return its id instead (looked up below).
+// in the queue wins, and we return its id instead (looked up below). The
+// queue's existence is guaranteed by its lock, not by this statement (see
+// pg/queue_cache.h).
 pg::Statement insert_job = {
     "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, "
     "                      enqueued_at, dedupe_key, group_key, payload) "
-    "SELECT pg_catalog.nextval('pgq.job_id_seq'), q.queue_id, 'p', $4, $3, 0, "
-    "       COALESCE($6, q.max_attempts), pg_catalog.now(), $5, $7, $2 "
-    "  FROM pgq.queues q WHERE q.queue_id = $1 "
+    "VALUES (pg_catalog.nextval('pgq.job_id_seq'), $1, 'p', $4, $3, 0, $6, pg_catalog.now(), "
+    "        $5, $7, $2) "
     "ON CONFLICT (queue_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING "
     "RETURNING id",
     7,
@@ -70,8 +72,25 @@ void RefuseGroupKey(FunctionCallInfo fcinfo, int index) {
   }
 }
 
-void NotifyIfAsked(pg::SpiSession& spi, const QueueRef& queue, std::string_view name) {
-  if (!queue.notify) return;
+// The queue named `name`, locked in share mode until the end of the
+// transaction, with settings no older than the lock.
+pg::CachedQueue LockQueueForEnqueue(pg::SpiSession& spi, std::string_view name) {
+  for (;;) {
+    pg::CachedQueue queue;
+    if (!pg::QueueCache::Find(name, &queue)) {
+      const QueueRef found = FindQueue(spi, name);  // raises undefined_object
+      queue = pg::CachedQueue{found.id, found.max_attempts, found.notify};
+      pg::QueueCache::Remember(name, queue);
+    }
+    const uint64 generation = pg::QueueCache::Generation();
+    pg::LockQueueShared(queue.id);
+    // A drop or change that committed before we got the lock is seen now.
+    if (pg::QueueCache::Revalidate(generation)) return queue;
+  }
+}
+
+void NotifyIfAsked(pg::SpiSession& spi, bool notify, std::string_view name) {
+  if (!notify) return;
   pg::Params params;
   params.Set(0, pg::TextDatum(name));
   spi.Execute(notify_queue, params);
@@ -107,19 +126,17 @@ PGQ_FUNCTION(pgq_enqueue) {
       .SetNull(6);
 
   for (int attempt = 0; attempt < api::kDedupeTries; ++attempt) {
-    // Looked up on every try: a try that inserted nothing may mean the queue
-    // was dropped meanwhile, and then this raises undefined_object.
-    const api::QueueRef queue = api::FindQueue(spi, name);
-    pg::LockQueueShared(queue.id);
+    // Locked on every try: a try that found the key's holder gone may mean
+    // the queue was dropped meanwhile, and then this raises undefined_object.
+    const pg::CachedQueue queue = api::LockQueueForEnqueue(spi, name);
     params.Set(0, Int32GetDatum(queue.id));
+    if (!has_max_attempts) params.Set(5, Int32GetDatum(queue.max_attempts));
     if (spi.Execute(api::insert_job, params) == 1) {
       const int64 id = spi.Int64(0, 1);
-      api::NotifyIfAsked(spi, queue, name);
+      api::NotifyIfAsked(spi, queue.notify, name);
       PG_RETURN_INT64(id);
     }
-    // Nothing inserted: the queue vanished before we locked it (the next
-    // lookup says so), or the dedupe key is held by a pending or running job.
-    if (!has_dedupe) continue;
+    // Nothing inserted: the dedupe key is held by a pending or running job.
     pg::Params key;
     key.Set(0, Int32GetDatum(queue.id)).Set(1, PG_GETARG_DATUM(4));
     if (spi.Execute(api::find_dedupe, key, 1) == 1) PG_RETURN_INT64(spi.Int64(0, 1));
@@ -178,7 +195,7 @@ PGQ_FUNCTION(pgq_enqueue_many) {
     if (inserted == 0) api::RaiseUnknownQueue(name);
     ids.reserve(inserted);
     for (uint64 row = 0; row < inserted; ++row) ids.push_back(spi.Int64(row, 1));
-    api::NotifyIfAsked(spi, queue, name);
+    api::NotifyIfAsked(spi, queue.notify, name);
   }
   std::sort(ids.begin(), ids.end());
   for (const int64 id : ids) {

@@ -7,7 +7,7 @@ namespace pgq::api {
 namespace {
 
 pg::Statement find_queue = {
-    "SELECT queue_id, notify FROM pgq.queues WHERE name = $1", 1, {TEXTOID}, nullptr};
+    "SELECT queue_id, max_attempts, notify FROM pgq.queues WHERE name = $1", 1, {TEXTOID}, nullptr};
 
 }  // namespace
 
@@ -16,11 +16,15 @@ void RaiseUnknownQueue(std::string_view name) {
             "Create it with pgq.create_queue('" + std::string(name) + "').");
 }
 
-QueueRef FindQueue(pg::SpiSession& spi, std::string_view name) {
+QueueRef FindQueue(pg::SpiSession& spi, std::string_view name, Datum name_text) {
   pg::Params params;
-  params.Set(0, pg::TextDatum(name));
+  params.Set(0, name_text);
   if (spi.Execute(find_queue, params, 1) == 0) RaiseUnknownQueue(name);
-  return QueueRef{spi.Int32(0, 1), spi.Bool(0, 2)};
+  return QueueRef{spi.Int32(0, 1), spi.Int32(0, 2), spi.Bool(0, 3)};
+}
+
+QueueRef FindQueue(pg::SpiSession& spi, std::string_view name) {
+  return FindQueue(spi, name, pg::TextDatum(name));
 }
 
 }  // namespace pgq::api

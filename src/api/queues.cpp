@@ -2,6 +2,7 @@
 #include "api/queue_ref.h"
 #include "core/validate.h"
 #include "pg/args.h"
+#include "pg/queue_cache.h"
 #include "pg/queue_lock.h"
 
 namespace pgq::api {
@@ -178,6 +179,7 @@ PGQ_FUNCTION(pgq_alter_queue) {
                               pg::ArgIsNull(fcinfo, 6) ? spi.Bool(0, 6) : PG_GETARG_BOOL(6)};
   api::Validate(settings);
   api::StoreSettings(spi, api::update_queue, name, settings);
+  pg::QueueCache::InvalidateAll();
   PG_RETURN_VOID();
 }
 
@@ -214,6 +216,7 @@ PGQ_FUNCTION(pgq_drop_queue) {
   spi.Execute(api::delete_queue_dead, by_name);
   spi.Execute(api::delete_queue_done, by_id);
   spi.Execute(api::delete_queue, by_id);
+  pg::QueueCache::InvalidateAll();
   PG_RETURN_VOID();
 }
 

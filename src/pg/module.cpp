@@ -1,4 +1,5 @@
 // Library entry point.
+#include "pg/queue_cache.h"
 #include "pg/settings.h"
 
 extern "C" {
@@ -10,5 +11,6 @@ void _PG_init(void) {
   // pg_upgrade loads every library to check it; do nothing there.
   if (IsBinaryUpgrade) return;
   pgq::pg::DefineSettings();
+  pgq::pg::QueueCache::Register();
 }
 }

@@ -428,6 +428,28 @@ class EnqueueTest(PgqTestCase):
                     self.scalar("SELECT count(*) FROM pgq.queues WHERE name = 'd2'"), 0
                 )
 
+    def test_other_sessions_changes_reach_a_warm_backend(self):
+        # A's backend caches queue ids and defaults after its first enqueue.
+        # B drops the queue and creates it again (a new id), then alters it:
+        # A's next enqueues must land in the live queue with the new default.
+        a = self.connect()
+        self.enqueue(a, "q", {"warm": 1})
+        self.admin.execute("SELECT pgq.drop_queue('q', force => true)")
+        self.admin.execute("SELECT pgq.create_queue('q', max_attempts => 3)")
+        live = self.scalar("SELECT queue_id FROM pgq.queues WHERE name = 'q'")
+        job = self.enqueue(a, "q", {"after": "recreate"})
+        self.assertEqual(
+            a.execute("SELECT queue_id, max_attempts FROM pgq.jobs WHERE id = %s", (job,)).fetchone(),
+            (live, 3),
+        )
+        self.admin.execute("SELECT pgq.alter_queue('q', max_attempts => 9)")
+        job = self.enqueue(a, "q", {"after": "alter"})
+        self.assertEqual(self.scalar("SELECT max_attempts FROM pgq.jobs WHERE id = %s", (job,)), 9)
+        self.admin.execute("SELECT pgq.drop_queue('q', force => true)")
+        with self.assertRaises(errors.UndefinedObject):
+            self.enqueue(a, "q", {"after": "drop"})
+        self.assertEqual(self.job_count(), 0, "a job outlived its queue")
+
     def test_enqueue_is_transactional(self):
         self.admin.execute("CREATE TABLE users (id serial PRIMARY KEY, email text NOT NULL UNIQUE)")
         conn = self.connect(autocommit=False)
