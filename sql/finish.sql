@@ -9,7 +9,7 @@ SELECT pgq.complete(:j1, 2) AS wrong_attempt;
 SELECT pgq.complete(:j1, 1) AS completed;
 SELECT pgq.complete(:j1, 1) AS completed_twice;
 SELECT count(*) AS in_hot_table FROM pgq.jobs WHERE id = :j1;
-SELECT id, attempts FROM pgq.done_jobs;
+SELECT queue_id, jobs FROM pgq.finished;
 -- A pending job was never claimed by anyone: nothing to complete.
 SELECT pgq.enqueue('mail', '{"n": 2}') AS j2 \gset
 SELECT pgq.complete(:j2, 0) AS pending_job;

@@ -35,7 +35,7 @@ SELECT queue, done_recent, dead FROM pgq.queue_stats;
 SET pgq.debug_clock_offset = '2h';
 SELECT queue, done_recent FROM pgq.queue_stats;
 SELECT * FROM pgq.maintain();
-SELECT count(*) AS finished_kept FROM pgq.done_jobs;
+SELECT count(*) AS finished_rows_kept FROM pgq.finished;
 RESET pgq.debug_clock_offset;
 
 -- A pass over a large backlog works in bounded batches and gets all of it.

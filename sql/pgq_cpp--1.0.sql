@@ -94,16 +94,16 @@ CREATE TABLE pgq.dead_jobs (
 );
 CREATE INDEX dead_jobs_queue_idx ON pgq.dead_jobs (queue, id);
 
--- Finished jobs, kept for the queue's retention: a narrow append-only log,
--- no payload, BRIN-indexed by time so keeping it costs almost nothing.
-CREATE TABLE pgq.done_jobs (
-    id          bigint      NOT NULL,
+-- How many jobs of a queue each completing statement finished, and when:
+-- what queue_stats.done_recent counts, kept for the queue's retention. One
+-- row per statement and queue, not per job, so completing a batch of 100
+-- costs one small insert; append-only and BRIN-indexed by time.
+CREATE TABLE pgq.finished (
     queue_id    integer     NOT NULL,
-    attempts    integer     NOT NULL,
-    enqueued_at timestamptz NOT NULL,
-    finished_at timestamptz NOT NULL
+    finished_at timestamptz NOT NULL,
+    jobs        integer     NOT NULL
 );
-CREATE INDEX done_jobs_finished_idx ON pgq.done_jobs USING brin (finished_at);
+CREATE INDEX finished_at_idx ON pgq.finished USING brin (finished_at);
 
 -- Queue state is user data: pg_dump must keep it.
 SELECT pg_catalog.pg_extension_config_dump('pgq.queues', '');
@@ -111,7 +111,7 @@ SELECT pg_catalog.pg_extension_config_dump('pgq.queue_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.job_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.dead_jobs', '');
-SELECT pg_catalog.pg_extension_config_dump('pgq.done_jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.finished', '');
 
 CREATE TYPE pgq.claimed_job AS (
     id           bigint,
@@ -233,7 +233,7 @@ SELECT q.name                                   AS queue,
        COALESCE(j.expired, 0)                   AS expired,
        (SELECT pg_catalog.count(*) FROM pgq.dead_jobs d
          WHERE d.queue OPERATOR(pg_catalog.=) q.name)                    AS dead,
-       (SELECT pg_catalog.count(*) FROM pgq.done_jobs f
+       (SELECT COALESCE(pg_catalog.sum(f.jobs), 0) FROM pgq.finished f
          WHERE f.queue_id OPERATOR(pg_catalog.=) q.queue_id
            AND f.finished_at OPERATOR(pg_catalog.>=) (c.now OPERATOR(pg_catalog.-) q.retention)) AS done_recent,
        c.now OPERATOR(pg_catalog.-) j.oldest_ready AS oldest_ready_age,

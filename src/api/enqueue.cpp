@@ -125,7 +125,7 @@ PGQ_FUNCTION(pgq_enqueue) {
       .SetOptional(5, !has_max_attempts, has_max_attempts ? PG_GETARG_DATUM(5) : 0)
       .SetNull(6);
 
-  for (int attempt = 0; attempt < api::kDedupeTries; ++attempt) {
+  for (int tries = 0; tries < api::kDedupeTries; ++tries) {
     // Locked on every try: a try that found the key's holder gone may mean
     // the queue was dropped meanwhile, and then this raises undefined_object.
     const pg::CachedQueue queue = api::LockQueueForEnqueue(spi, name);
@@ -136,7 +136,9 @@ PGQ_FUNCTION(pgq_enqueue) {
       api::NotifyIfAsked(spi, queue.notify, name);
       PG_RETURN_INT64(id);
     }
-    // Nothing inserted: the dedupe key is held by a pending or running job.
+    // Nothing inserted: the dedupe key is held by a pending or running job
+    // (only ON CONFLICT on the dedupe index can skip the row).
+    if (!has_dedupe) pg::Raise(ERRCODE_INTERNAL_ERROR, "enqueue inserted no row");
     pg::Params key;
     key.Set(0, Int32GetDatum(queue.id)).Set(1, PG_GETARG_DATUM(4));
     if (spi.Execute(api::find_dedupe, key, 1) == 1) PG_RETURN_INT64(spi.Int64(0, 1));

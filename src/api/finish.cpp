@@ -23,8 +23,8 @@ namespace {
 pg::Statement complete_job = {
     "WITH d AS ("
     "  DELETE FROM pgq.jobs j WHERE j.id = $1 AND j.attempt = $2 AND " PGQ_STILL_HELD
-    "  RETURNING j.*"
-    ") " PGQ_RECORD_FINISHED("$3"),
+    "  RETURNING j.queue_id"
+    ")" PGQ_COUNT_FINISHED("$3"),
     3,
     {INT8OID, INT4OID, TIMESTAMPTZOID},
     nullptr};
@@ -34,8 +34,8 @@ pg::Statement complete_jobs = {
     "  DELETE FROM pgq.jobs j"
     "   USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)"
     "   WHERE j.id = c.id AND j.attempt = c.attempt AND " PGQ_STILL_HELD
-    "  RETURNING j.*"
-    ") " PGQ_RECORD_FINISHED("$3"),
+    "  RETURNING j.queue_id"
+    ")" PGQ_COUNT_FINISHED("$3"),
     3,
     {INT8ARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID},
     nullptr};
@@ -115,7 +115,8 @@ PGQ_FUNCTION(pgq_complete) {
   params.Set(0, Int64GetDatum(claim.id))
       .Set(1, Int32GetDatum(claim.attempt))
       .Set(2, TimestampTzGetDatum(pg::Now()));
-  PG_RETURN_BOOL(spi.Execute(api::complete_job, params) == 1);
+  spi.Execute(api::complete_job, params);
+  PG_RETURN_BOOL(spi.Int64(0, 1) == 1);
 }
 
 // complete_many(ids, attempts) returns integer
@@ -142,7 +143,8 @@ PGQ_FUNCTION(pgq_complete_many) {
   params.Set(0, PointerGetDatum(ids))
       .Set(1, PointerGetDatum(attempts))
       .Set(2, TimestampTzGetDatum(pg::Now()));
-  PG_RETURN_INT32(static_cast<int32>(spi.Execute(api::complete_jobs, params)));
+  spi.Execute(api::complete_jobs, params);
+  PG_RETURN_INT32(static_cast<int32>(spi.Int64(0, 1)));
 }
 
 // fail(id, attempt, error, retry_in) returns 'retry', 'dead' or 'lost'

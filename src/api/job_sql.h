@@ -13,7 +13,10 @@
   ", d.priority, "                                                                          \
   "       d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key FROM d"
 
-// Into the log of finished jobs kept for the queue's retention.
-#define PGQ_RECORD_FINISHED(finished_at)                                          \
-  "INSERT INTO pgq.done_jobs (id, queue_id, attempts, enqueued_at, finished_at) " \
-  "SELECT d.id, d.queue_id, d.attempt, d.enqueued_at, " finished_at " FROM d"
+// Counts the rows of `d` into pgq.finished (one row per queue) and returns
+// how many there were, as a one-row result.
+#define PGQ_COUNT_FINISHED(finished_at)                             \
+  ", f AS (INSERT INTO pgq.finished (queue_id, finished_at, jobs) " \
+  "        SELECT d.queue_id, " finished_at                         \
+  ", count(*) FROM d GROUP BY d.queue_id) "                         \
+  "SELECT count(*) FROM d"

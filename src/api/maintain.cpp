@@ -42,9 +42,13 @@ pg::Statement expire_to_dead = {
 pg::Statement list_retention = {
     "SELECT queue_id, retention FROM pgq.queues ORDER BY queue_id", 0, {}, nullptr};
 
+// Returns the rows deleted and the jobs they counted.
 pg::Statement drop_finished = {
-    "DELETE FROM pgq.done_jobs WHERE ctid = ANY (ARRAY("
-    "  SELECT ctid FROM pgq.done_jobs WHERE queue_id = $1 AND finished_at < $2 LIMIT $3))",
+    "WITH gone AS ("
+    "  DELETE FROM pgq.finished WHERE ctid = ANY (ARRAY("
+    "    SELECT ctid FROM pgq.finished WHERE queue_id = $1 AND finished_at < $2 LIMIT $3))"
+    "  RETURNING jobs"
+    ") SELECT count(*), COALESCE(sum(jobs), 0) FROM gone",
     3,
     {INT4OID, TIMESTAMPTZOID, INT4OID},
     nullptr};
@@ -93,7 +97,12 @@ PassCounts RunPass() {
     params.Set(0, Int32GetDatum(r.queue_id))
         .Set(1, TimestampTzGetDatum(r.cutoff))
         .Set(2, Int32GetDatum(kBatch));
-    counts.finished_dropped += RunInBatches(spi, drop_finished, params);
+    for (;;) {
+      spi.Execute(drop_finished, params);
+      const int64 rows = spi.Int64(0, 1);
+      counts.finished_dropped += spi.Int64(0, 2);
+      if (rows < kBatch) break;
+    }
   }
   return counts;
 }

@@ -89,7 +89,7 @@ pg::Statement delete_queue_jobs = {
 pg::Statement delete_queue_dead = {
     "DELETE FROM pgq.dead_jobs WHERE queue = $1", 1, {TEXTOID}, nullptr};
 pg::Statement delete_queue_done = {
-    "DELETE FROM pgq.done_jobs WHERE queue_id = $1", 1, {INT4OID}, nullptr};
+    "DELETE FROM pgq.finished WHERE queue_id = $1", 1, {INT4OID}, nullptr};
 pg::Statement delete_queue = {"DELETE FROM pgq.queues WHERE queue_id = $1", 1, {INT4OID}, nullptr};
 
 pg::Statement set_paused = {"UPDATE pgq.queues SET paused = $2 WHERE name = $1 RETURNING paused",
