@@ -1,6 +1,45 @@
 #include "pg/spi.h"
 
+extern "C" {
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/plancache.h"
+#include "utils/resowner.h"
+}
+
 namespace pgq::pg {
+
+namespace {
+
+bool NeedsPlanning(SPIPlanPtr plan) {
+  ListCell* cell;
+  foreach (cell, SPI_plan_get_plan_sources(plan)) {
+    const CachedPlanSource* source = static_cast<CachedPlanSource*>(lfirst(cell));
+    if (!source->is_valid || source->gplan == nullptr || !source->gplan->is_valid) return true;
+  }
+  return false;
+}
+
+// Builds the statement's generic plan now, if it is missing or stale, with
+// sequential scans disabled. Our statements touch few rows, found by id or
+// along an index with LIMIT n, so the index path is right at any table size;
+// but a generic plan is kept until the next invalidation, and one built while
+// the table held a few rows would scan it sequentially with an `id = ANY(...)`
+// filter: quadratic in the batch once the table has grown.
+void PlanWithIndexes(SPIPlanPtr plan) {
+  Guard([plan] {
+    AcceptInvalidationMessages();  // a stale plan is rebuilt here, not later
+    if (!NeedsPlanning(plan)) return;
+    const int nest_level = NewGUCNestLevel();
+    (void)set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+                            true, 0, false);
+    CachedPlan* built = SPI_plan_get_cached_plan(plan);
+    if (built != nullptr) ReleaseCachedPlan(built, CurrentResourceOwner);
+    AtEOXact_GUC(true, nest_level);
+  });
+}
+
+}  // namespace
 
 SpiSession::SpiSession() : uncaught_at_entry_(std::uncaught_exceptions()) {
   const int rc = Guard([] { return SPI_connect(); });
@@ -32,6 +71,7 @@ uint64 SpiSession::Execute(Statement& statement, Params& params, long limit) {
     }
     statement.plan = plan;
   }
+  PlanWithIndexes(statement.plan);
   const int rc = Guard([&] {
     return SPI_execute_plan(statement.plan, params.values(), params.nulls(), false, limit);
   });
