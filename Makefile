@@ -29,8 +29,10 @@ SHLIB_LINK  = -lstdc++
 
 # PGXS's bitcode rule drops PG_CXXFLAGS for C++; we do not ship JIT bitcode.
 override with_llvm = no
+# Rebuild what includes a changed header (dependency files in .deps/).
+override autodepend = yes
 
-EXTRA_CLEAN = build output_iso tmp_check_iso
+EXTRA_CLEAN = build output_iso tmp_check_iso .deps
 
 PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_config)
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)

@@ -15,28 +15,25 @@ namespace pgq::api {
 
 namespace {
 
-// $1 queue name, $2 n, $3 lease (NULL: the queue's), $4 now.
+// $1 queue id, $2 n, $3 lease, $4 now, $5 queue name.
 // The result columns are exactly pgq.claimed_job, in claim order.
 pg::Statement claim_jobs = {
-    "WITH q AS ("
-    "  SELECT queue_id, lease FROM pgq.queues WHERE name = $1 AND NOT paused"
-    "), claimed AS ("
+    "WITH claimed AS ("
     "  UPDATE pgq.jobs j"
-    "     SET state = 'r', attempt = j.attempt + 1,"
-    "         lease_until = $4 + COALESCE($3, (SELECT lease FROM q))"
+    "     SET state = 'r', attempt = j.attempt + 1, lease_until = $4 + $3"
     "   WHERE j.id = ANY (ARRAY("
     "     SELECT p.id FROM pgq.jobs p"
-    "      WHERE p.queue_id = (SELECT queue_id FROM q) AND p.state = 'p' AND p.run_at <= $4"
+    "      WHERE p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4"
     "      ORDER BY p.priority DESC, p.run_at, p.id"
     "      LIMIT $2"
     "      FOR UPDATE OF p SKIP LOCKED))"
     "  RETURNING j.id, j.payload, j.attempt, j.max_attempts, j.lease_until, j.enqueued_at,"
     "            j.priority, j.run_at"
     ") "
-    "SELECT id, $1, payload, attempt, max_attempts, lease_until, enqueued_at, priority"
+    "SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priority"
     "  FROM claimed ORDER BY priority DESC, run_at, id",
-    4,
-    {TEXTOID, INT4OID, INTERVALOID, TIMESTAMPTZOID},
+    5,
+    {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID},
     nullptr};
 
 // A waiting claim looks again this often, so a commit is noticed within this
@@ -85,28 +82,27 @@ PGQ_FUNCTION(pgq_claim) {
 
   pg::SpiSession spi;
   pg::Params params;
-  params.Set(0, pg::TextDatum(name)).Set(1, Int32GetDatum(n));
-  if (has_lease) {
-    params.Set(2, PG_GETARG_DATUM(2));
-  } else {
-    params.SetNull(2);
-  }
+  params.Set(1, Int32GetDatum(n)).Set(4, pg::TextDatum(name));
 
   const TimestampTz deadline = pg::AddMicros(GetCurrentTimestamp(), wait_us, "wait");
   for (;;) {
-    params.Set(3, TimestampTzGetDatum(pg::Now()));
-    const uint64 claimed = spi.Execute(api::claim_jobs, params);
-    if (claimed > 0) {
-      for (uint64 row = 0; row < claimed; ++row) {
-        HeapTuple tuple = spi.tuples()->vals[row];
-        pg::Guard([&] { tuplestore_puttuple(rsinfo->setResult, tuple); });
+    // Each try sees what committed before it: a drop (undefined_object), a
+    // pause, a resume, a new default lease.
+    const pg::CachedQueue queue = api::CurrentQueue(spi, name);
+    if (!queue.paused) {
+      params.Set(0, Int32GetDatum(queue.id))
+          .Set(2, has_lease ? PG_GETARG_DATUM(2) : IntervalPGetDatum(&queue.lease))
+          .Set(3, TimestampTzGetDatum(pg::Now()));
+      const uint64 claimed = spi.Execute(api::claim_jobs, params);
+      if (claimed > 0) {
+        for (uint64 row = 0; row < claimed; ++row) {
+          HeapTuple tuple = spi.tuples()->vals[row];
+          pg::Guard([&] { tuplestore_puttuple(rsinfo->setResult, tuple); });
+        }
+        break;
       }
-      break;
+      spi.FreeResult();
     }
-    // Empty because the queue is unknown, or was dropped while we waited?
-    spi.FreeResult();
-    (void)api::FindQueue(spi, name, params.values()[0]);
-    spi.FreeResult();
     if (GetCurrentTimestamp() >= deadline) break;
     api::SleepOnePoll();
   }

@@ -76,12 +76,7 @@ void RefuseGroupKey(FunctionCallInfo fcinfo, int index) {
 // transaction, with settings no older than the lock.
 pg::CachedQueue LockQueueForEnqueue(pg::SpiSession& spi, std::string_view name) {
   for (;;) {
-    pg::CachedQueue queue;
-    if (!pg::QueueCache::Find(name, &queue)) {
-      const QueueRef found = FindQueue(spi, name);  // raises undefined_object
-      queue = pg::CachedQueue{found.id, found.max_attempts, found.notify};
-      pg::QueueCache::Remember(name, queue);
-    }
+    const pg::CachedQueue queue = CachedOrFoundQueue(spi, name);
     const uint64 generation = pg::QueueCache::Generation();
     pg::LockQueueShared(queue.id);
     // A drop or change that committed before we got the lock is seen now.

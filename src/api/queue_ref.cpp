@@ -7,7 +7,10 @@ namespace pgq::api {
 namespace {
 
 pg::Statement find_queue = {
-    "SELECT queue_id, max_attempts, notify FROM pgq.queues WHERE name = $1", 1, {TEXTOID}, nullptr};
+    "SELECT queue_id, max_attempts, notify, paused, lease FROM pgq.queues WHERE name = $1",
+    1,
+    {TEXTOID},
+    nullptr};
 
 }  // namespace
 
@@ -20,11 +23,27 @@ QueueRef FindQueue(pg::SpiSession& spi, std::string_view name, Datum name_text) 
   pg::Params params;
   params.Set(0, name_text);
   if (spi.Execute(find_queue, params, 1) == 0) RaiseUnknownQueue(name);
-  return QueueRef{spi.Int32(0, 1), spi.Int32(0, 2), spi.Bool(0, 3)};
+  bool is_null = false;
+  const Interval lease = *DatumGetIntervalP(spi.Value(0, 5, &is_null));
+  return QueueRef{spi.Int32(0, 1), spi.Int32(0, 2), spi.Bool(0, 3), spi.Bool(0, 4), lease};
 }
 
 QueueRef FindQueue(pg::SpiSession& spi, std::string_view name) {
   return FindQueue(spi, name, pg::TextDatum(name));
+}
+
+pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name) {
+  pg::CachedQueue queue;
+  if (pg::QueueCache::Find(name, &queue)) return queue;
+  const QueueRef found = FindQueue(spi, name);  // raises undefined_object
+  queue = pg::CachedQueue{found.id, found.max_attempts, found.notify, found.paused, found.lease};
+  pg::QueueCache::Remember(name, queue);
+  return queue;
+}
+
+pg::CachedQueue CurrentQueue(pg::SpiSession& spi, std::string_view name) {
+  (void)pg::QueueCache::Revalidate(pg::QueueCache::Generation());
+  return CachedOrFoundQueue(spi, name);
 }
 
 }  // namespace pgq::api

@@ -1,6 +1,7 @@
 // Looking a queue up by name, shared by every function that takes one.
 #pragma once
 
+#include "pg/queue_cache.h"
 #include "pg/spi.h"
 
 namespace pgq::api {
@@ -9,12 +10,23 @@ struct QueueRef {
   int32 id;
   int32 max_attempts;
   bool notify;
+  bool paused;
+  Interval lease;
 };
 
 // The queue named `name`, or undefined_object with a hint.
 QueueRef FindQueue(pg::SpiSession& spi, std::string_view name);
 // The same, given `name` already as a text Datum (allocates nothing).
 QueueRef FindQueue(pg::SpiSession& spi, std::string_view name, Datum name_text);
+
+// The queue's settings from this backend's cache (pg/queue_cache.h), looked
+// up on a miss; raises undefined_object. Processes pending invalidations
+// first, so whatever committed before this call is seen.
+pg::CachedQueue CurrentQueue(pg::SpiSession& spi, std::string_view name);
+
+// The same without processing invalidations: for callers that do so after
+// taking the queue's lock.
+pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name);
 
 // Raises undefined_object for `name`.
 [[noreturn]] void RaiseUnknownQueue(std::string_view name);

@@ -117,6 +117,7 @@ Datum SetPaused(FunctionCallInfo fcinfo, bool paused) {
   pg::Params params;
   params.Set(0, pg::TextDatum(name)).Set(1, BoolGetDatum(paused));
   if (spi.Execute(set_paused, params) == 0) RaiseUnknownQueue(name);
+  pg::QueueCache::InvalidateAll();  // claims read `paused` from the cache
   return BoolGetDatum(spi.Bool(0, 1));
 }
 

@@ -8,7 +8,8 @@
 // releases its locks, so once we hold the queue lock any drop or change that
 // committed before is visible to us as an emptied cache. The cache is also
 // emptied by every other relcache invalidation (cheap: it refills with one
-// lookup per queue).
+// lookup per queue). Claims take no lock; they call Revalidate() before each
+// try, so a pause, resume, change or drop committed before that is seen.
 #pragma once
 
 #include "pg/pg.h"
@@ -19,6 +20,8 @@ struct CachedQueue {
   int32 id;
   int32 max_attempts;
   bool notify;
+  bool paused;
+  Interval lease;
 };
 
 class QueueCache {

@@ -448,6 +448,17 @@ class EnqueueTest(PgqTestCase):
             self.enqueue(a, "q", {"after": "drop"})
         self.assertEqual(self.job_count(), 0, "a job outlived its queue")
 
+    def test_pause_from_another_session_stops_a_warm_claimer(self):
+        # A's backend has the queue cached (paused = false) from its first
+        # claim; B's pause and resume must reach A's very next claims.
+        a = self.connect()
+        self.assertEqual(a.execute("SELECT count(*) FROM pgq.claim('q')").fetchone(), (0,))
+        job = self.enqueue(self.admin, "q", {"paused": "soon"})
+        self.assertTrue(self.scalar("SELECT pgq.pause('q')"))
+        self.assertEqual(a.execute("SELECT count(*) FROM pgq.claim('q')").fetchone(), (0,))
+        self.assertFalse(self.scalar("SELECT pgq.resume('q')"))
+        self.assertEqual(a.execute("SELECT id FROM pgq.claim('q')").fetchone(), (job,))
+
     def test_enqueue_is_transactional(self):
         self.admin.execute("CREATE TABLE users (id serial PRIMARY KEY, email text NOT NULL UNIQUE)")
         conn = self.connect(autocommit=False)
