@@ -13,17 +13,25 @@ namespace pgq::api {
 
 namespace {
 
-// ON CONFLICT on the dedupe index: a pending or running job with the same key
-// in the queue wins, and we return its id instead (looked up below). The
-// queue's existence is guaranteed by its lock, not by this statement (see
-// pg/queue_cache.h).
-pg::Statement insert_job = {
-    "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, "
-    "                      enqueued_at, dedupe_key, group_key, payload) "
-    "VALUES (pg_catalog.nextval('pgq.job_id_seq'), $1, 'p', $4, $3, 0, $6, pg_catalog.now(), "
-    "        $5, $7, $2) "
-    "ON CONFLICT (queue_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING "
-    "RETURNING id",
+// The queue's existence is guaranteed by its lock, not by these statements
+// (see pg/queue_cache.h). Without a dedupe key the insert is plain: ON
+// CONFLICT would cost a speculative insertion (and its WAL) on every job.
+#define PGQ_INSERT_JOB                                                                       \
+  "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, "     \
+  "                      enqueued_at, dedupe_key, group_key, payload) "                      \
+  "VALUES (pg_catalog.nextval('pgq.job_id_seq'), $1, 'p', $4, $3, 0, $6, pg_catalog.now(), " \
+  "        $5, $7, $2) "
+
+pg::Statement insert_job = {PGQ_INSERT_JOB "RETURNING id",
+                            7,
+                            {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID},
+                            nullptr};
+
+// With a dedupe key: a pending or running job holding it wins, and we return
+// its id instead (looked up below).
+pg::Statement insert_job_dedupe = {
+    PGQ_INSERT_JOB
+    "ON CONFLICT (queue_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING RETURNING id",
     7,
     {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID},
     nullptr};
@@ -126,7 +134,8 @@ PGQ_FUNCTION(pgq_enqueue) {
     const pg::CachedQueue queue = api::LockQueueForEnqueue(spi, name);
     params.Set(0, Int32GetDatum(queue.id));
     if (!has_max_attempts) params.Set(5, Int32GetDatum(queue.max_attempts));
-    if (spi.Execute(api::insert_job, params) == 1) {
+    pg::Statement& insert = has_dedupe ? api::insert_job_dedupe : api::insert_job;
+    if (spi.Execute(insert, params) == 1) {
       const int64 id = spi.Int64(0, 1);
       api::NotifyIfAsked(spi, queue.notify, name);
       PG_RETURN_INT64(id);

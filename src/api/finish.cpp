@@ -20,11 +20,14 @@ namespace {
 
 #define PGQ_STILL_HELD "(j.state = 'r' OR (j.state = 'p' AND j.lease_until IS NOT NULL))"
 
+// One job: counted without the GROUP BY of PGQ_COUNT_FINISHED.
 pg::Statement complete_job = {
     "WITH d AS ("
     "  DELETE FROM pgq.jobs j WHERE j.id = $1 AND j.attempt = $2 AND " PGQ_STILL_HELD
     "  RETURNING j.queue_id"
-    ")" PGQ_COUNT_FINISHED("$3"),
+    "), f AS (INSERT INTO pgq.finished (queue_id, finished_at, jobs) SELECT d.queue_id, $3, 1 FROM "
+    "d) "
+    "SELECT count(*) FROM d",
     3,
     {INT8OID, INT4OID, TIMESTAMPTZOID},
     nullptr};
