@@ -1,0 +1,1 @@
+UPDATE ceiling SET v = v + 1 WHERE id = :client_id;

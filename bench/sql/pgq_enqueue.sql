@@ -1,0 +1,1 @@
+SELECT pgq.enqueue('bench', '{"k":1}');
