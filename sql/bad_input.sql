@@ -54,6 +54,8 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.enqueue('q', NULL)$$),
   ($$SELECT pgq.enqueue('q', '{}', max_attempts => 0)$$),
   ($$SELECT pgq.enqueue('q', '{}', group_key => 'g')$$),
+  ($$SELECT pgq.enqueue('q', '{}', dedupe_key => '')$$),
+  ($$SELECT pgq.enqueue('q', '{}', dedupe_key => repeat('k', 513))$$),
   ($$SELECT pgq.enqueue_many('q', NULL)$$),
   ($$SELECT pgq.enqueue_many('q', ARRAY['{}', NULL]::jsonb[])$$),
   ($$SELECT pgq.enqueue_many('q', ARRAY[['{}'], ['{}']]::jsonb[])$$),

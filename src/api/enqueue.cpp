@@ -112,6 +112,15 @@ PGQ_FUNCTION(pgq_enqueue) {
   const TimestampTz run_at = api::RunAtArg(fcinfo, 2);
   const int32 priority = api::PriorityArg(fcinfo, 3);
   const bool has_dedupe = !pg::ArgIsNull(fcinfo, 4);
+  if (has_dedupe) {
+    const std::string_view key = pg::RequiredText(fcinfo, 4, "dedupe_key");
+    if (!core::IsValidDedupeKey(key)) {
+      pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+                "dedupe_key must be 1 to " + std::to_string(core::kMaxDedupeKeyBytes) + " bytes",
+                "It is " + std::to_string(key.size()) + " bytes.",
+                "Use a hash of a longer key, for example md5(key).");
+    }
+  }
   const bool has_max_attempts = !pg::ArgIsNull(fcinfo, 5);
   if (has_max_attempts && !core::IsValidMaxAttempts(PG_GETARG_INT32(5))) {
     pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,

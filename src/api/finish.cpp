@@ -133,8 +133,10 @@ PGQ_FUNCTION(pgq_complete_many) {
   if (ARR_NDIM(ids) > 1 || ARR_NDIM(attempts) > 1) {
     pg::Raise(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "ids and attempts must be one-dimensional arrays");
   }
-  const int count = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
-  if (count != ArrayGetNItems(ARR_NDIM(attempts), ARR_DIMS(attempts))) {
+  const int count = pg::Guard([&] { return ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)); });
+  const int attempt_count =
+      pg::Guard([&] { return ArrayGetNItems(ARR_NDIM(attempts), ARR_DIMS(attempts)); });
+  if (count != attempt_count) {
     pg::Raise(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "ids and attempts must have the same length");
   }
   if (array_contains_nulls(ids) || array_contains_nulls(attempts)) {

@@ -19,17 +19,13 @@ void RaiseUnknownQueue(std::string_view name) {
             "Create it with pgq.create_queue('" + std::string(name) + "').");
 }
 
-QueueRef FindQueue(pg::SpiSession& spi, std::string_view name, Datum name_text) {
+QueueRef FindQueue(pg::SpiSession& spi, std::string_view name) {
   pg::Params params;
-  params.Set(0, name_text);
+  params.Set(0, pg::TextDatum(name));
   if (spi.Execute(find_queue, params, 1) == 0) RaiseUnknownQueue(name);
   bool is_null = false;
   const Interval lease = *DatumGetIntervalP(spi.Value(0, 5, &is_null));
   return QueueRef{spi.Int32(0, 1), spi.Int32(0, 2), spi.Bool(0, 3), spi.Bool(0, 4), lease};
-}
-
-QueueRef FindQueue(pg::SpiSession& spi, std::string_view name) {
-  return FindQueue(spi, name, pg::TextDatum(name));
 }
 
 pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name) {

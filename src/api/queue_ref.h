@@ -16,8 +16,6 @@ struct QueueRef {
 
 // The queue named `name`, or undefined_object with a hint.
 QueueRef FindQueue(pg::SpiSession& spi, std::string_view name);
-// The same, given `name` already as a text Datum (allocates nothing).
-QueueRef FindQueue(pg::SpiSession& spi, std::string_view name, Datum name_text);
 
 // The queue's settings from this backend's cache (pg/queue_cache.h), looked
 // up on a miss; raises undefined_object. Processes pending invalidations

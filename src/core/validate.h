@@ -10,6 +10,9 @@ inline constexpr std::size_t kMaxQueueNameLength = 63;
 inline constexpr int32_t kMinClaimBatch = 1;
 inline constexpr int32_t kMaxClaimBatch = 10000;
 inline constexpr int32_t kMaxAttemptsLimit = 1000000;
+// A dedupe key lives in a btree index entry, so it must stay well below the
+// index row limit (~2.7 kB); keys longer than this should be hashed.
+inline constexpr std::size_t kMaxDedupeKeyBytes = 512;
 
 // 1-63 characters of [a-z0-9_.-], starting with a letter or a digit.
 bool IsValidQueueName(std::string_view name);
@@ -22,5 +25,9 @@ LeaseCheck CheckLease(int64_t lease_us, int64_t max_lease_us);
 inline bool IsValidClaimBatch(int32_t n) { return n >= kMinClaimBatch && n <= kMaxClaimBatch; }
 
 inline bool IsValidMaxAttempts(int32_t n) { return n >= 1 && n <= kMaxAttemptsLimit; }
+
+inline bool IsValidDedupeKey(std::string_view key) {
+  return !key.empty() && key.size() <= kMaxDedupeKeyBytes;
+}
 
 }  // namespace pgq::core

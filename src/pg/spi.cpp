@@ -93,12 +93,6 @@ Datum SpiSession::Value(uint64 row, int column, bool* is_null) const {
   return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column, is_null);
 }
 
-bool SpiSession::IsNull(uint64 row, int column) const {
-  bool is_null = false;
-  Value(row, column, &is_null);
-  return is_null;
-}
-
 int64 SpiSession::Int64(uint64 row, int column) const {
   bool is_null = false;
   const Datum value = Value(row, column, &is_null);

@@ -76,7 +76,6 @@ class SpiSession {
 
   // Column `column` (1-based) of row `row` of the last result.
   Datum Value(uint64 row, int column, bool* is_null) const;
-  bool IsNull(uint64 row, int column) const;
   int64 Int64(uint64 row, int column) const;
   int32 Int32(uint64 row, int column) const;
   bool Bool(uint64 row, int column) const;

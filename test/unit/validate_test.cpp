@@ -46,6 +46,13 @@ TEST(ClaimBatch, IsOneToTenThousand) {
   EXPECT_FALSE(IsValidClaimBatch(-1));
 }
 
+TEST(DedupeKey, IsOneTo512Bytes) {
+  EXPECT_FALSE(IsValidDedupeKey(""));
+  EXPECT_TRUE(IsValidDedupeKey("welcome:42"));
+  EXPECT_TRUE(IsValidDedupeKey(std::string(kMaxDedupeKeyBytes, 'k')));
+  EXPECT_FALSE(IsValidDedupeKey(std::string(kMaxDedupeKeyBytes + 1, 'k')));
+}
+
 TEST(MaxAttempts, IsAtLeastOne) {
   EXPECT_FALSE(IsValidMaxAttempts(0));
   EXPECT_TRUE(IsValidMaxAttempts(1));
