@@ -5,9 +5,10 @@ Run by `make demo` (scripts/demo.sh) against a throwaway cluster, with
 Debian's python3-psycopg (psycopg 3). The story:
 
   1. A worker process claims a job with a 3 second lease and is killed with
-     SIGKILL. The job stays 'running' until its lease runs out; pgq.maintain(),
-     called every second by a maintenance thread (like a cron job), makes it
-     ready again and another worker completes it as attempt 2.
+     SIGKILL. The job stays 'running' until its lease runs out; pgq_cpp's
+     maintenance worker (a background worker inside the server, no cron job)
+     makes it ready again and another worker completes it as attempt 2. The
+     demo shows the worker's lines from the server log as they appear.
   2. Two producers sign users up: INSERT INTO users and pgq.enqueue in ONE
      transaction. A duplicate signup fails at COMMIT, and its job disappears
      with the rolled-back user.
@@ -22,6 +23,7 @@ Debian's python3-psycopg (psycopg 3). The story:
 import argparse
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -96,7 +98,7 @@ class Shared:
         self.rolled_back = []         # (email, user id, job id) of signups that rolled back
         self.lost_completes = 0       # pgq.complete returned false
         self.lost_fails = 0           # pgq.fail returned 'lost'
-        self.requeued = 0             # total expired_requeued reported by pgq.maintain()
+        self.requeued = 0             # expired leases requeued, from the worker's log lines
         self.expired_dead = 0
         self.producers_done = 0
 
@@ -297,21 +299,28 @@ class LeaseLost(Exception):
     pass
 
 
-def maintenance(dsn, shared):
+# "pgq maintenance in database "shop": 1 expired leases requeued, 0 dead-lettered, ..."
+WORKER_LINE = re.compile(r'pgq maintenance in database "[^"]*": (\d+) expired leases requeued, '
+                         r'(\d+) dead-lettered')
+
+
+def maintenance(server_log, offset, shared):
+    """Follows the server log: the maintenance worker logs one line per pass
+    that did something (and nothing for idle passes)."""
     who = "maintenance"
     try:
-        with connect(dsn) as conn:
-            while not shared.stop.wait(1.0):
-                requeued, dead, _dropped = conn.execute(
-                    "SELECT * FROM pgq.maintain()").fetchone()
-                with shared.lock:
-                    shared.requeued += requeued
-                    shared.expired_dead += dead
-                if requeued:
-                    out.event(who, f"pgq.maintain(): {requeued} job(s) whose lease expired "
-                                   f"are ready again")
-                if dead:
-                    out.event(who, f"pgq.maintain(): {dead} expired job(s) out of attempts, dead")
+        with open(server_log, encoding="utf-8", errors="replace") as log:
+            log.seek(offset)
+            while not shared.stop.wait(0.2):
+                for line in log:
+                    match = WORKER_LINE.search(line)
+                    if not match:
+                        continue
+                    requeued, dead = int(match.group(1)), int(match.group(2))
+                    with shared.lock:
+                        shared.requeued += requeued
+                        shared.expired_dead += dead
+                    out.event(who, "server log: " + line.split("LOG:", 1)[-1].strip())
     except Exception as exc:  # noqa: BLE001 - reported, fails the demo
         shared.record_error(who, exc)
 
@@ -368,7 +377,7 @@ def crash_story(dsn, conn):
     state = conn.execute("SELECT state FROM pgq.jobs WHERE id = %s", (job_id,)).fetchone()[0]
     out.line(f"kill -9 {child.pid}: job {job_id} is still '{'running' if state == 'r' else state}'"
              f" and nobody will finish it.")
-    out.line("Once its lease runs out, pgq.maintain() (called every second below) makes it "
+    out.line("Once its lease runs out, the maintenance worker inside the server makes it "
              "ready again.")
     return job_id
 
@@ -464,8 +473,9 @@ def final_report(conn, shared, crash_job_id):
     crash_attempts = done.get(crash_job_id)
     check("crashed worker's job", f"attempt {crash_attempts}",
           crash_attempts == 2 and delivered_jobs.get(crash_job_id) == [2],
-          f"job {crash_job_id} requeued by pgq.maintain(), delivered once")
-    check("requeued by maintain()", shared.requeued, shared.requeued == 1 and shared.expired_dead == 0)
+          f"job {crash_job_id} requeued by the maintenance worker, delivered once")
+    check("requeued by the worker", shared.requeued, shared.requeued == 1 and shared.expired_dead == 0,
+          "from its lines in the server log")
     check("still pending/running", pending, pending == 0)
     check("lost jobs", len(lost) + undelivered_users + len(phantom) + shared.lost_completes
           + shared.lost_fails + rolled_back_left,
@@ -497,8 +507,9 @@ def final_report(conn, shared, crash_job_id):
 
 # --- main -------------------------------------------------------------------
 
-def run(dsn):
+def run(dsn, server_log):
     shared = Shared()
+    log_offset = os.path.getsize(server_log)  # the worker's lines from here on
     with connect(dsn) as conn:
         out.heading(f"pgq_cpp demo: a signup form sends welcome emails through queue '{QUEUE}'")
         conn.execute(SCHEMA)
@@ -512,7 +523,7 @@ def run(dsn):
                  f"each delivery: INSERT INTO deliveries + pgq.complete in one transaction{RESET}")
         out.line()
         out.restart_clock()
-        threads = [threading.Thread(target=maintenance, args=(dsn, shared), daemon=True),
+        threads = [threading.Thread(target=maintenance, args=(server_log, log_offset, shared), daemon=True),
                    threading.Thread(target=progress, args=(dsn, shared), daemon=True)]
         threads += [threading.Thread(target=worker, args=(dsn, shared, i), daemon=True)
                     for i in range(1, WORKERS + 1)]
@@ -562,13 +573,15 @@ def run(dsn):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn", default="host=/tmp/pgq_demo port=55450 user=postgres dbname=shop")
+    parser.add_argument("--server-log", default="/tmp/pgq_demo/server.log",
+                        help="the cluster's log, where the maintenance worker reports its passes")
     parser.add_argument("--crash-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.crash_worker:
         return crash_worker_main(args.dsn)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return run(args.dsn)
+        return run(args.dsn, args.server_log)
     except KeyboardInterrupt:
         return 130
 

@@ -74,5 +74,6 @@ demo_psql "$DEMO_DB" -c "CREATE EXTENSION pgq_cpp"
 stage=scenario
 say "running demo/scenario.py"
 "$PYTHON" "$PGQ_ROOT/demo/scenario.py" \
-  --dsn "host=$DEMO_DIR port=$DEMO_PORT user=postgres dbname=$DEMO_DB"
+  --dsn "host=$DEMO_DIR port=$DEMO_PORT user=postgres dbname=$DEMO_DB" \
+  --server-log "$DEMO_DIR/server.log"
 stage=finished

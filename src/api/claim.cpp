@@ -1,15 +1,14 @@
 // pgq.claim: take up to n ready jobs, leased in the same statement that
 // selects them (FOR UPDATE SKIP LOCKED), so two workers never take the same
 // job and never wait on each other.
+#include <algorithm>
+#include <optional>
+
 #include "api/queue_ref.h"
 #include "core/validate.h"
 #include "pg/args.h"
 #include "pg/settings.h"
-
-extern "C" {
-#include "storage/latch.h"
-#include "utils/wait_event.h"
-}
+#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -36,18 +35,14 @@ pg::Statement claim_jobs = {
     {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID},
     nullptr};
 
-// A waiting claim looks again this often, so a commit is noticed within this
-// delay plus one claim. (Latch wake-ups from the committing backend arrive
-// with the background-workers release.)
-constexpr long kPollMillis = 10;
+// A waiting claim is woken by the commits that make jobs of its queue ready
+// (pg/wakeup.h). Jobs that become due without a commit (a future run_at, a
+// retry's backoff) are found by looking again at least this often.
+constexpr long kRecheckMillis = 1000;
 
-void SleepOnePoll() {
-  pg::Guard([] {
-    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, kPollMillis,
-                    PG_WAIT_EXTENSION);
-    ResetLatch(MyLatch);
-    CHECK_FOR_INTERRUPTS();
-  });
+long MillisUntil(TimestampTz deadline, TimestampTz now) {
+  // Rounded up, so the last sleep does not end just before the deadline.
+  return static_cast<long>((deadline - now + 999) / 1000);
 }
 
 }  // namespace
@@ -85,10 +80,21 @@ PGQ_FUNCTION(pgq_claim) {
   params.Set(1, Int32GetDatum(n)).Set(4, pg::TextDatum(name));
 
   const TimestampTz deadline = pg::AddMicros(GetCurrentTimestamp(), wait_us, "wait");
+  std::optional<pg::ClaimWaiter> waiter;
+  int32 waiter_queue = 0;
   for (;;) {
     // Each try sees what committed before it: a drop (undefined_object), a
     // pause, a resume, a new default lease.
     const pg::CachedQueue queue = api::CurrentQueue(spi, name);
+    if (wait_us > 0) {
+      // A queue dropped and created again under the same name has a new id.
+      if (!waiter || waiter_queue != queue.id) {
+        waiter.reset();
+        waiter.emplace(queue.id);
+        waiter_queue = queue.id;
+      }
+      waiter->Arm();
+    }
     if (!queue.paused) {
       params.Set(0, Int32GetDatum(queue.id))
           .Set(2, has_lease ? PG_GETARG_DATUM(2) : IntervalPGetDatum(&queue.lease))
@@ -103,8 +109,9 @@ PGQ_FUNCTION(pgq_claim) {
       }
       spi.FreeResult();
     }
-    if (GetCurrentTimestamp() >= deadline) break;
-    api::SleepOnePoll();
+    const TimestampTz now = GetCurrentTimestamp();
+    if (now >= deadline) break;
+    waiter->Sleep(std::min(api::kRecheckMillis, api::MillisUntil(deadline, now)));
   }
   return static_cast<Datum>(0);
 }

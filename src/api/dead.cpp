@@ -5,6 +5,7 @@
 #include "pg/args.h"
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
+#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -88,7 +89,9 @@ PGQ_FUNCTION(pgq_retry_dead) {
   params.Set(0, Int64GetDatum(id))
       .Set(1, Int32GetDatum(queue_id))
       .Set(2, TimestampTzGetDatum(pg::Now()));
-  PG_RETURN_BOOL(spi.Execute(api::retry_dead_job, params) == 1);
+  const bool revived = spi.Execute(api::retry_dead_job, params) == 1;
+  if (revived) pg::NoteJobsReady(queue_id);
+  PG_RETURN_BOOL(revived);
 }
 
 // retry_dead(queue, max): up to max dead jobs of the queue, oldest first.
@@ -104,5 +107,7 @@ PGQ_FUNCTION(pgq_retry_dead_queue) {
       .Set(1, Int32GetDatum(queue.id))
       .Set(2, TimestampTzGetDatum(pg::Now()))
       .Set(3, Int32GetDatum(max));
-  PG_RETURN_INT32(static_cast<int32>(spi.Execute(api::retry_dead_jobs, params)));
+  const uint64 revived = spi.Execute(api::retry_dead_jobs, params);
+  if (revived > 0) pg::NoteJobsReady(queue.id);
+  PG_RETURN_INT32(static_cast<int32>(revived));
 }

@@ -8,6 +8,7 @@
 #include "pg/args.h"
 #include "pg/queue_cache.h"
 #include "pg/queue_lock.h"
+#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -146,6 +147,7 @@ PGQ_FUNCTION(pgq_enqueue) {
     pg::Statement& insert = has_dedupe ? api::insert_job_dedupe : api::insert_job;
     if (spi.Execute(insert, params) == 1) {
       const int64 id = spi.Int64(0, 1);
+      pg::NoteJobsReady(queue.id);
       api::NotifyIfAsked(spi, queue.notify, name);
       PG_RETURN_INT64(id);
     }
@@ -210,6 +212,7 @@ PGQ_FUNCTION(pgq_enqueue_many) {
     if (inserted == 0) api::RaiseUnknownQueue(name);
     ids.reserve(inserted);
     for (uint64 row = 0; row < inserted; ++row) ids.push_back(spi.Int64(row, 1));
+    pg::NoteJobsReady(queue.id);
     api::NotifyIfAsked(spi, queue.notify, name);
   }
   std::sort(ids.begin(), ids.end());

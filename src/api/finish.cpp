@@ -13,6 +13,7 @@
 #include "core/backoff.h"
 #include "pg/args.h"
 #include "pg/settings.h"
+#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -54,7 +55,8 @@ pg::Statement backoff_of_job = {
 // complete: its error is recorded and the backoff applies.
 pg::Statement fail_retry = {
     "UPDATE pgq.jobs j SET state = 'p', run_at = $3, lease_until = NULL, last_error = $4 "
-    " WHERE j.id = $1 AND j.attempt = $2 AND j.attempt < j.max_attempts AND " PGQ_STILL_HELD,
+    " WHERE j.id = $1 AND j.attempt = $2 AND j.attempt < j.max_attempts AND " PGQ_STILL_HELD
+    " RETURNING j.queue_id",
     4,
     {INT8OID, INT4OID, TIMESTAMPTZOID, TEXTOID},
     nullptr};
@@ -79,7 +81,7 @@ pg::Statement extend_lease = {
 // The next claim increments attempt again, so it carries the same number.
 pg::Statement release_job = {
     "UPDATE pgq.jobs SET state = 'p', attempt = attempt - 1, lease_until = NULL "
-    " WHERE id = $1 AND attempt = $2 AND state = 'r'",
+    " WHERE id = $1 AND attempt = $2 AND state = 'r' RETURNING queue_id",
     2,
     {INT8OID, INT4OID},
     nullptr};
@@ -178,6 +180,7 @@ PGQ_FUNCTION(pgq_fail) {
         .SetOptional(3, !has_error, has_error ? PG_GETARG_DATUM(2) : 0);
     if (spi.Execute(api::fail_retry, retry) == 1) {
       outcome = "retry";
+      if (delay_us == 0) pg::NoteJobsReady(spi.Int32(0, 1));
     } else {
       pg::Params dead;
       dead.Set(0, Int64GetDatum(claim.id))
@@ -213,5 +216,7 @@ PGQ_FUNCTION(pgq_release) {
   pg::SpiSession spi;
   pg::Params params;
   params.Set(0, Int64GetDatum(claim.id)).Set(1, Int32GetDatum(claim.attempt));
-  PG_RETURN_BOOL(spi.Execute(api::release_job, params) == 1);
+  if (spi.Execute(api::release_job, params) == 0) PG_RETURN_BOOL(false);
+  pg::NoteJobsReady(spi.Int32(0, 1));
+  PG_RETURN_BOOL(true);
 }

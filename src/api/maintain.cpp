@@ -1,10 +1,13 @@
 // pgq.maintain(): one maintenance pass in the calling database. The
 // background worker runs the same pass; without it, call this from cron.
+#include "api/maintain.h"
+
 #include "api/job_sql.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
+#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -53,29 +56,19 @@ pg::Statement drop_finished = {
     {INT4OID, TIMESTAMPTZOID, INT4OID},
     nullptr};
 
-int64 RunInBatches(pg::SpiSession& spi, pg::Statement& statement, pg::Params& params) {
-  int64 total = 0;
-  for (;;) {
-    const uint64 done = spi.Execute(statement, params);
-    total += static_cast<int64>(done);
-    if (done < static_cast<uint64>(kBatch)) return total;
-  }
-}
+}  // namespace
 
-struct PassCounts {
-  int64 expired_requeued = 0;
-  int64 expired_dead = 0;
-  int64 finished_dropped = 0;
-};
-
-PassCounts RunPass() {
+PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
   PassCounts counts;
+  *more = false;
   pg::SpiSession spi;
-  const TimestampTz now = pg::Now();
   pg::Params expiry;
   expiry.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(kBatch));
-  counts.expired_requeued = RunInBatches(spi, expire_to_pending, expiry);
-  counts.expired_dead = RunInBatches(spi, expire_to_dead, expiry);
+  counts.expired_requeued = static_cast<int64>(spi.Execute(expire_to_pending, expiry));
+  counts.expired_dead = static_cast<int64>(spi.Execute(expire_to_dead, expiry));
+  *more = counts.expired_requeued == kBatch || counts.expired_dead == kBatch;
+  // Claims waiting on those queues look again when this commits.
+  if (counts.expired_requeued > 0) pg::NoteJobsReadyInDatabase();
 
   // Retention is per queue; queues are few, finished jobs many.
   pg::Params none;
@@ -97,17 +90,12 @@ PassCounts RunPass() {
     params.Set(0, Int32GetDatum(r.queue_id))
         .Set(1, TimestampTzGetDatum(r.cutoff))
         .Set(2, Int32GetDatum(kBatch));
-    for (;;) {
-      spi.Execute(drop_finished, params);
-      const int64 rows = spi.Int64(0, 1);
-      counts.finished_dropped += spi.Int64(0, 2);
-      if (rows < kBatch) break;
-    }
+    spi.Execute(drop_finished, params);
+    counts.finished_dropped += spi.Int64(0, 2);
+    if (spi.Int64(0, 1) == kBatch) *more = true;
   }
   return counts;
 }
-
-}  // namespace
 
 }  // namespace pgq::api
 
@@ -115,7 +103,10 @@ using namespace pgq;
 
 // maintain() returns (expired_requeued, expired_dead, finished_dropped)
 PGQ_FUNCTION(pgq_maintain) {
-  const api::PassCounts counts = api::RunPass();
+  // One statement's clock for the whole pass, as the worker does.
+  const TimestampTz now = pg::Now();
+  api::PassCounts counts;
+  for (bool more = true; more;) counts += api::RunMaintenanceBatch(now, &more);
   TupleDesc desc = nullptr;
   pg::Guard([&] {
     if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) {

@@ -4,6 +4,7 @@
 #include "pg/args.h"
 #include "pg/queue_cache.h"
 #include "pg/queue_lock.h"
+#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -92,10 +93,11 @@ pg::Statement delete_queue_done = {
     "DELETE FROM pgq.finished WHERE queue_id = $1", 1, {INT4OID}, nullptr};
 pg::Statement delete_queue = {"DELETE FROM pgq.queues WHERE queue_id = $1", 1, {INT4OID}, nullptr};
 
-pg::Statement set_paused = {"UPDATE pgq.queues SET paused = $2 WHERE name = $1 RETURNING paused",
-                            2,
-                            {TEXTOID, BOOLOID},
-                            nullptr};
+pg::Statement set_paused = {
+    "UPDATE pgq.queues SET paused = $2 WHERE name = $1 RETURNING paused, queue_id",
+    2,
+    {TEXTOID, BOOLOID},
+    nullptr};
 
 // Runs insert_queue or update_queue; returns the rows written.
 uint64 StoreSettings(pg::SpiSession& spi, pg::Statement& statement, std::string_view name,
@@ -117,7 +119,8 @@ Datum SetPaused(FunctionCallInfo fcinfo, bool paused) {
   pg::Params params;
   params.Set(0, pg::TextDatum(name)).Set(1, BoolGetDatum(paused));
   if (spi.Execute(set_paused, params) == 0) RaiseUnknownQueue(name);
-  pg::QueueCache::InvalidateAll();  // claims read `paused` from the cache
+  pg::QueueCache::InvalidateAll();                  // claims read `paused` from the cache
+  if (!paused) pg::NoteJobsReady(spi.Int32(0, 2));  // waiting claims look again
   return BoolGetDatum(spi.Bool(0, 1));
 }
 

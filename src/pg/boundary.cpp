@@ -25,6 +25,19 @@ void CopyText(char (&target)[kMessageMax], const std::string& source) {
 }  // namespace
 
 Datum CallBoundary(FunctionCallInfo fcinfo, FunctionBody body) {
+  struct Call {
+    FunctionCallInfo fcinfo;
+    FunctionBody body;
+  } call{fcinfo, body};
+  return RunProtected(
+      [](void* arg) -> Datum {
+        Call* c = static_cast<Call*>(arg);
+        return c->body(c->fcinfo);
+      },
+      &call);
+}
+
+Datum RunProtected(ProtectedBody body, void* arg) {
   enum class Failure { kNone, kPostgres, kUser, kOutOfMemory, kInternal };
   Failure failure = Failure::kNone;
   ErrorData* pg_error = nullptr;
@@ -34,7 +47,7 @@ Datum CallBoundary(FunctionCallInfo fcinfo, FunctionBody body) {
   char hint[kMessageMax] = "";
 
   try {
-    return body(fcinfo);
+    return body(arg);
   } catch (const PgError& e) {
     failure = Failure::kPostgres;
     pg_error = e.data();

@@ -88,6 +88,24 @@ using FunctionBody = Datum (*)(FunctionCallInfo);
 // boundary.cpp; only PGQ_FUNCTION calls it.
 Datum CallBoundary(FunctionCallInfo fcinfo, FunctionBody body);
 
+// The same barrier for C++ called from a C frame that is not a SQL function
+// (a background worker's loop): runs body(arg), and turns every exception
+// into ereport(ERROR) after leaving the try scope.
+using ProtectedBody = Datum (*)(void* arg);
+Datum RunProtected(ProtectedBody body, void* arg);
+
+// RunProtected for a callable: AtBoundary([&] { ... }).
+template <typename Fn>
+void AtBoundary(Fn&& fn) {
+  using Callable = std::remove_reference_t<Fn>;
+  RunProtected(
+      [](void* arg) -> Datum {
+        (*static_cast<Callable*>(arg))();
+        return static_cast<Datum>(0);
+      },
+      const_cast<void*>(static_cast<const void*>(&fn)));
+}
+
 }  // namespace pgq::pg
 
 // Defines an SQL-callable function `name` whose body is C++:

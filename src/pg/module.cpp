@@ -1,6 +1,9 @@
 // Library entry point.
+#include "bgw/bgw.h"
 #include "pg/queue_cache.h"
 #include "pg/settings.h"
+#include "pg/shared.h"
+#include "pg/wakeup.h"
 
 extern "C" {
 PG_MODULE_MAGIC;
@@ -12,5 +15,13 @@ void _PG_init(void) {
   if (IsBinaryUpgrade) return;
   pgq::pg::DefineSettings();
   pgq::pg::QueueCache::Register();
+  // Shared memory, claim wake-ups and the workers exist only when the
+  // postmaster loads us; a backend that loads us on first use works without
+  // them (claim's wait polls, maintenance is pgq.maintain()).
+  if (!process_shared_preload_libraries_in_progress) return;
+  pgq::pg::RequestSharedState();
+  pgq::pg::RegisterWakeups();
+  pgq::bgw::InstallDatabaseHooks();
+  pgq::bgw::RegisterLauncher();
 }
 }

@@ -15,6 +15,8 @@ namespace {
 int max_payload_bytes = 1024 * 1024;
 int max_lease_seconds = 24 * 60 * 60;
 int debug_clock_offset_seconds = 0;
+int maintenance_interval_ms = 1000;
+char* databases = nullptr;
 
 }  // namespace
 
@@ -33,8 +35,21 @@ void DefineSettings() {
       "Added to the wall clock for every lease, readiness and retention decision.",
       &debug_clock_offset_seconds, 0, -INT_MAX / 2, INT_MAX / 2, PGC_SUSET,
       GUC_UNIT_S | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "pgq.maintenance_interval", "Time between two maintenance passes of the background worker.",
+      "Each pass returns expired leases and drops finished-job counts past retention.",
+      &maintenance_interval_ms, 1000, 10, 60 * 60 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
+      nullptr);
+  DefineCustomStringVariable(
+      "pgq.databases", "Databases where the background workers run.",
+      "A comma-separated list of database names. Empty: every database with pgq_cpp installed.",
+      &databases, "", PGC_SIGHUP, GUC_LIST_INPUT, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("pgq");
 }
+
+int MaintenanceIntervalMillis() { return maintenance_interval_ms; }
+
+const char* DatabasesSetting() { return databases != nullptr ? databases : ""; }
 
 int64 MaxPayloadBytes() { return max_payload_bytes; }
 

@@ -10,6 +10,9 @@ void DefineSettings();
 
 int64 MaxPayloadBytes();
 int64 MaxLeaseMicros();
+int MaintenanceIntervalMillis();
+// pgq.databases as written: a comma-separated list, or "" for all.
+const char* DatabasesSetting();
 
 // Wall-clock time (not transaction start: a lease taken late in a long
 // transaction must still last its full length), shifted by

@@ -1,0 +1,228 @@
+// The maintenance worker: one per database with pgq_cpp, started by the
+// launcher. Every pgq.maintenance_interval it runs the pass of
+// pgq.maintain(), one short transaction per bounded batch, and logs one line
+// when the pass did something.
+//
+// It ends (and tells the launcher why, in its shared slot) when the database
+// has no pgq_cpp (never installed, or DROP EXTENSION), when pgq.databases no
+// longer lists it, or when a backend needs the database to itself (DROP
+// DATABASE: SIGTERM, see bgw/database_hooks.cpp).
+#include <algorithm>
+
+#include "api/maintain.h"
+#include "bgw/bgw.h"
+#include "pg/boundary.h"
+#include "pg/settings.h"
+#include "pg/shared.h"
+
+extern "C" {
+#include "catalog/pg_extension.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "pgstat.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/lmgr.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/snapmgr.h"
+#include "utils/wait_event.h"
+}
+
+namespace pgq::bgw {
+
+namespace {
+
+constexpr long kMaxErrorBackoffMillis = 60 * 1000;
+
+// This worker's slot in shared memory.
+pg::WorkerSlot* own_slot = nullptr;
+
+// Takes a slot for `database`, or returns false when a live worker already
+// has one (the launcher restarted and started us again) or none is free.
+bool TakeSlot(pg::SharedState* shared, Oid database) {
+  bool taken = false;
+  LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+  pg::WorkerSlot* free_slot = nullptr;
+  bool duplicate = false;
+  for (int i = 0; i < shared->worker_slot_count; ++i) {
+    pg::WorkerSlot& slot = shared->workers[i];
+    if (slot.database == database && slot.pid != 0 && kill(slot.pid, 0) == 0) duplicate = true;
+    if (slot.database == database && (slot.pid == 0 || kill(slot.pid, 0) != 0)) free_slot = &slot;
+    if (free_slot == nullptr && slot.database == InvalidOid) free_slot = &slot;
+  }
+  if (!duplicate && free_slot != nullptr) {
+    free_slot->database = database;
+    free_slot->pid = MyProcPid;
+    free_slot->exit = pg::WorkerExit::kRunning;
+    free_slot->last_pass = 0;
+    own_slot = free_slot;
+    taken = true;
+  }
+  LWLockRelease(shared->lock);
+  return taken;
+}
+
+void SetExitReason(pg::WorkerExit reason) {
+  pg::SharedState* shared = pg::Shared();
+  LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+  own_slot->exit = reason;
+  LWLockRelease(shared->lock);
+}
+
+// On exit, whatever the cause: the slot keeps the database and the reason
+// for the launcher, and frees the pid.
+void ReleaseSlot(int, Datum) {
+  pg::SharedState* shared = pg::Shared();
+  if (shared == nullptr || own_slot == nullptr) return;
+  LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+  own_slot->pid = 0;
+  LWLockRelease(shared->lock);
+}
+
+[[noreturn]] void ExitBecause(pg::WorkerExit reason) {
+  SetExitReason(reason);
+  proc_exit(0);
+}
+
+void RecordPass() {
+  pg::SharedState* shared = pg::Shared();
+  LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+  own_slot->last_pass = GetCurrentTimestamp();
+  LWLockRelease(shared->lock);
+}
+
+// One batch in its own transaction; false when pgq_cpp is not installed.
+// INVARIANT: no C++ object lives in this frame; an error longjmps out of it
+// into the caller's PG_TRY.
+bool RunBatchTransaction(TimestampTz now, api::PassCounts* counts, bool* more) {
+  SetCurrentStatementStartTimestamp();
+  StartTransactionCommand();
+  PushActiveSnapshot(GetTransactionSnapshot());
+  pgstat_report_activity(STATE_RUNNING, "pgq maintenance pass");
+  // DROP EXTENSION locks the extension before any of its tables; so do we,
+  // in the same order, so the two never deadlock (and a drop waits for this
+  // short batch). Looked up again once locked: it may have gone meanwhile.
+  const Oid extension = get_extension_oid("pgq_cpp", true);
+  if (OidIsValid(extension)) LockDatabaseObject(ExtensionRelationId, extension, 0, AccessShareLock);
+  const bool installed = OidIsValid(extension) && get_extension_oid("pgq_cpp", true) == extension;
+  if (installed) {
+    pg::AtBoundary([&] { *counts += api::RunMaintenanceBatch(now, more); });
+  }
+  PopActiveSnapshot();
+  CommitTransactionCommand();
+  pgstat_report_stat(false);
+  pgstat_report_activity(STATE_IDLE, nullptr);
+  return installed;
+}
+
+// Runs one pass; returns false if it failed with an error (logged).
+bool RunPass(api::PassCounts* counts, bool* installed) {
+  // volatile: read after a longjmp back into this frame.
+  volatile bool ok = true;
+  MemoryContext pass_context = CurrentMemoryContext;
+  PG_TRY();
+  {
+    const TimestampTz now = pg::Now();
+    bool more = true;
+    while (more && *installed) {
+      more = false;
+      *installed = RunBatchTransaction(now, counts, &more);
+      CHECK_FOR_INTERRUPTS();
+    }
+  }
+  PG_CATCH();
+  {
+    HOLD_INTERRUPTS();
+    MemoryContextSwitchTo(pass_context);
+    EmitErrorReport();
+    AbortCurrentTransaction();
+    FlushErrorState();
+    pgstat_report_activity(STATE_IDLE, nullptr);
+    RESUME_INTERRUPTS();
+    ok = false;
+  }
+  PG_END_TRY();
+  return ok;
+}
+
+// The database's name, for the log and pgq.databases.
+char* DatabaseName() {
+  StartTransactionCommand();
+  char* name = get_database_name(MyDatabaseId);
+  char* copy = MemoryContextStrdup(TopMemoryContext, name != nullptr ? name : "?");
+  CommitTransactionCommand();
+  return copy;
+}
+
+}  // namespace
+
+}  // namespace pgq::bgw
+
+void pgq_maintenance_main(Datum main_arg) {
+  using namespace pgq;
+  const Oid database = DatumGetObjectId(main_arg);
+  std::set_terminate(bgw::TerminateOnUncaught);
+  pqsignal(SIGHUP, SignalHandlerForConfigReload);
+  pqsignal(SIGTERM, die);
+  BackgroundWorkerUnblockSignals();
+
+  pg::SharedState* shared = pg::Shared();
+  if (shared == nullptr || !bgw::TakeSlot(shared, database)) proc_exit(0);
+  on_shmem_exit(bgw::ReleaseSlot, 0);
+  // Registered before the check, so a pause that comes after it sees our
+  // pid and stops us (see pg::PauseDatabase).
+  if (pg::IsDatabasePaused(shared, database, GetCurrentTimestamp())) {
+    bgw::ExitBecause(pg::WorkerExit::kPaused);
+  }
+
+  BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
+  pgstat_report_appname(bgw::kMaintenanceName);
+  const char* name = bgw::DatabaseName();
+  if (!bgw::IsListedDatabase(name)) bgw::ExitBecause(pg::WorkerExit::kNotListed);
+
+  long error_backoff = 0;
+  bool announced = false;
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    if (ConfigReloadPending) {
+      ConfigReloadPending = false;
+      ProcessConfigFile(PGC_SIGHUP);
+      if (!bgw::IsListedDatabase(name)) bgw::ExitBecause(pg::WorkerExit::kNotListed);
+    }
+
+    api::PassCounts counts;
+    bool installed = true;
+    const bool ok = bgw::RunPass(&counts, &installed);
+    if (!installed) {
+      ereport(DEBUG1,
+              (errmsg("pgq maintenance worker exiting: database \"%s\" has no pgq_cpp", name)));
+      bgw::ExitBecause(pg::WorkerExit::kNoExtension);
+    }
+    if (!announced) {
+      ereport(LOG, (errmsg("pgq maintenance worker started for database \"%s\"", name)));
+      announced = true;
+    }
+    if (counts.DidWork()) {
+      ereport(LOG, (errmsg("pgq maintenance in database \"%s\": %lld expired leases requeued, "
+                           "%lld dead-lettered, %lld finished rows dropped",
+                           name, static_cast<long long>(counts.expired_requeued),
+                           static_cast<long long>(counts.expired_dead),
+                           static_cast<long long>(counts.finished_dropped))));
+    }
+
+    long sleep_ms = pg::MaintenanceIntervalMillis();
+    if (ok) {
+      error_backoff = 0;
+      bgw::RecordPass();
+    } else {
+      // The error is logged; try again later, backing off while it repeats.
+      error_backoff = error_backoff == 0 ? sleep_ms : error_backoff * 2;
+      if (error_backoff > bgw::kMaxErrorBackoffMillis) error_backoff = bgw::kMaxErrorBackoffMillis;
+      sleep_ms = std::max(sleep_ms, error_backoff);
+    }
+    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms,
+                    PG_WAIT_EXTENSION);
+    ResetLatch(MyLatch);
+  }
+}

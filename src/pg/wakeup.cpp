@@ -1,0 +1,137 @@
+#include "pg/wakeup.h"
+
+#include <algorithm>
+
+#include "pg/boundary.h"
+#include "pg/shared.h"
+
+extern "C" {
+#include "storage/proc.h"
+#include "utils/wait_event.h"
+}
+
+namespace pgq::pg {
+
+namespace {
+
+// Without shared memory a waiting claim looks again this often.
+constexpr long kPollMillis = 10;
+
+// Queues whose waiters the current transaction will wake at commit. A
+// transaction that readies jobs in more queues than this wakes every waiter
+// of its database instead (a spurious wake-up costs one empty claim).
+constexpr int kMaxNotedQueues = 8;
+int32 noted_queues[kMaxNotedQueues];
+int noted_count = 0;
+bool noted_database = false;
+
+// Whether this backend's waiter slot is published.
+bool slot_published = false;
+
+uint64 WaiterKey(Oid database, int32 queue_id) {
+  return (static_cast<uint64>(database) << 32) | static_cast<uint32>(queue_id);
+}
+
+pg_atomic_uint64* OwnSlot(SharedState* shared) {
+  if (MyProc == nullptr || MyProc->pgprocno >= shared->waiter_slot_count) return nullptr;
+  return &shared->waiters[MyProc->pgprocno];
+}
+
+void Unpublish() {
+  if (!slot_published) return;
+  SharedState* shared = Shared();
+  pg_atomic_write_u64(OwnSlot(shared), 0);
+  pg_atomic_fetch_sub_u32(&shared->waiter_count, 1);
+  slot_published = false;
+}
+
+// Runs in the commit callback, where nothing may raise an error.
+void WakeNotedWaiters() {
+  SharedState* shared = Shared();
+  // INVARIANT: the commit is visible before the slots are read (see header).
+  pg_memory_barrier();
+  if (pg_atomic_read_u32(&shared->waiter_count) == 0) return;
+  for (int i = 0; i < shared->waiter_slot_count; ++i) {
+    const uint64 key = pg_atomic_read_u64(&shared->waiters[i]);
+    if (key == 0 || static_cast<Oid>(key >> 32) != MyDatabaseId) continue;
+    bool wake = noted_database;
+    for (int q = 0; q < noted_count && !wake; ++q) {
+      wake = key == WaiterKey(MyDatabaseId, noted_queues[q]);
+    }
+    if (wake) SetLatch(&ProcGlobal->allProcs[i].procLatch);
+  }
+}
+
+void OnTransactionEnd(XactEvent event, void*) {
+  switch (event) {
+    case XACT_EVENT_COMMIT:
+      if (noted_count > 0 || noted_database) WakeNotedWaiters();
+      break;
+    case XACT_EVENT_ABORT:
+      // A claim that raised while waiting (cancel, timeout) leaves its slot.
+      Unpublish();
+      break;
+    case XACT_EVENT_PREPARE:
+      // The commit happens later in another backend, which knows nothing of
+      // these queues: waiters notice those jobs at their next periodic look.
+    default:
+      break;
+  }
+  if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE) {
+    noted_count = 0;
+    noted_database = false;
+  }
+}
+
+}  // namespace
+
+void RegisterWakeups() { RegisterXactCallback(OnTransactionEnd, nullptr); }
+
+void NoteJobsReady(int32 queue_id) {
+  if (Shared() == nullptr || noted_database) return;
+  for (int q = 0; q < noted_count; ++q) {
+    if (noted_queues[q] == queue_id) return;
+  }
+  if (noted_count == kMaxNotedQueues) {
+    noted_database = true;
+    return;
+  }
+  noted_queues[noted_count++] = queue_id;
+}
+
+void NoteJobsReadyInDatabase() {
+  if (Shared() != nullptr) noted_database = true;
+}
+
+ClaimWaiter::ClaimWaiter(int32 queue_id) : shared_(false) {
+  SharedState* shared = Shared();
+  if (shared == nullptr) return;
+  pg_atomic_uint64* slot = OwnSlot(shared);
+  if (slot == nullptr) return;
+  Unpublish();  // a slot left by an earlier claim of this transaction
+  pg_atomic_fetch_add_u32(&shared->waiter_count, 1);
+  pg_atomic_write_u64(slot, WaiterKey(MyDatabaseId, queue_id));
+  slot_published = true;
+  shared_ = true;
+}
+
+ClaimWaiter::~ClaimWaiter() {
+  if (shared_) Unpublish();
+}
+
+void ClaimWaiter::Arm() {
+  ResetLatch(MyLatch);
+  // INVARIANT: the slot is visible before the claim's snapshot (see header).
+  pg_memory_barrier();
+}
+
+void ClaimWaiter::Sleep(long max_millis) {
+  const long millis = shared_ ? max_millis : std::min(max_millis, kPollMillis);
+  Guard([&] {
+    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+                    millis > 0 ? millis : 1, PG_WAIT_EXTENSION);
+    CHECK_FOR_INTERRUPTS();
+  });
+}
+
+}  // namespace pgq::pg

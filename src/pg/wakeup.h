@@ -1,0 +1,49 @@
+// Claim wake-ups without polling or NOTIFY.
+//
+// A claim that waits publishes (database, queue) in its own slot of shared
+// memory and sleeps on its latch. A transaction that makes jobs ready
+// (enqueue, release, retry_dead, maintenance returning expired leases) notes
+// their queues; when it commits, its commit callback sets the latch of every
+// backend waiting on one of them.
+//
+// INVARIANT (no lost wake-up): a waiter publishes its slot before it takes
+// the snapshot of each claim attempt, and a committer reads the slots only
+// after its commit is visible to new snapshots. With a full barrier on both
+// sides, either the waiter's claim sees the new jobs or the committer sees
+// the waiter and sets its latch (which the waiter reset before claiming).
+//
+// Without shared memory (not preloaded) everything here is a no-op and
+// WaitForJobs sleeps a short poll interval instead.
+#pragma once
+
+#include "pg/pg.h"
+
+namespace pgq::pg {
+
+// Registers the transaction callbacks; called from _PG_init when preloaded.
+void RegisterWakeups();
+
+// Jobs of `queue_id` become ready if the current transaction commits.
+void NoteJobsReady(int32 queue_id);
+// Jobs of some queues of this database become ready (maintenance).
+void NoteJobsReadyInDatabase();
+
+// A claim that waits for jobs of one queue, for the scope of this object.
+class ClaimWaiter {
+ public:
+  explicit ClaimWaiter(int32 queue_id);
+  ~ClaimWaiter();
+  ClaimWaiter(const ClaimWaiter&) = delete;
+  ClaimWaiter& operator=(const ClaimWaiter&) = delete;
+
+  // Call before each claim attempt: later wake-ups are not lost.
+  void Arm();
+  // Sleeps until woken, `max_millis` passed, or an interrupt; raises on
+  // cancel (query_canceled) and termination.
+  void Sleep(long max_millis);
+
+ private:
+  bool shared_;  // false: not preloaded, Sleep polls
+};
+
+}  // namespace pgq::pg
