@@ -12,7 +12,7 @@ OBJS = $(SRCS:.cpp=.o)
 
 # pg_regress: one file per feature in sql/ with expected output in expected/,
 # on a temporary instance configured by test/pgq_test.conf.
-REGRESS      = install queues enqueue claim finish dead_letter maintain bad_input boundary
+REGRESS      = install queues enqueue claim finish dead_letter maintain coordination bad_input boundary
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/pgq_test.conf
 
 # Isolation specs live in test/isolation/{specs,expected}.

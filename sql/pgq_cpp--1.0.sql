@@ -105,6 +105,68 @@ CREATE TABLE pgq.finished (
 );
 CREATE INDEX finished_at_idx ON pgq.finished USING brin (finished_at);
 
+
+-- Coordination (SPEC section 4): teams taking turns, assignments, switches,
+-- ladders and once keys. See docs/coordination.md.
+
+CREATE SEQUENCE pgq.team_id_seq AS integer;
+
+-- turn counts the turns spent; last_member_id is the cursor of the rotation
+-- (src/core/turns.h): the next turn goes to the first active member above it.
+CREATE TABLE pgq.teams (
+    team_id        integer     NOT NULL DEFAULT pg_catalog.nextval('pgq.team_id_seq') PRIMARY KEY,
+    name           text        NOT NULL UNIQUE,
+    turn           bigint      NOT NULL DEFAULT 0,
+    last_member_id bigint      NOT NULL DEFAULT 0,
+    created_at     timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+ALTER SEQUENCE pgq.team_id_seq OWNED BY pgq.teams.team_id;
+
+-- member_id is the stable id that orders turns: never reused, never changed.
+CREATE SEQUENCE pgq.member_id_seq AS bigint;
+
+CREATE TABLE pgq.team_members (
+    member_id  bigint      NOT NULL DEFAULT pg_catalog.nextval('pgq.member_id_seq') PRIMARY KEY,
+    team_id    integer     NOT NULL REFERENCES pgq.teams ON DELETE CASCADE,
+    name       text        NOT NULL,
+    active     boolean     NOT NULL DEFAULT true,
+    added_at   timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    UNIQUE (team_id, name)
+);
+ALTER SEQUENCE pgq.member_id_seq OWNED BY pgq.team_members.member_id;
+CREATE INDEX team_members_turn_idx ON pgq.team_members (team_id, member_id) WHERE active;
+
+-- The owner is kept by name and id: it stays the owner after the member
+-- leaves the team (reassigning is the application's decision).
+CREATE TABLE pgq.assignments (
+    team_id     integer     NOT NULL REFERENCES pgq.teams ON DELETE CASCADE,
+    subject     text        NOT NULL,
+    member_id   bigint      NOT NULL,
+    owner       text        NOT NULL,
+    turn        bigint      NOT NULL,
+    assigned_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (team_id, subject)
+);
+
+CREATE TABLE pgq.switches (
+    name       text        NOT NULL PRIMARY KEY,
+    value      boolean     NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+CREATE TABLE pgq.ladders (
+    subject    text        NOT NULL PRIMARY KEY,
+    step       integer     NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+-- Kept until you delete them (for example, keys older than your handlers'
+-- longest retry window).
+CREATE TABLE pgq.once_keys (
+    key        text        NOT NULL PRIMARY KEY,
+    first_at   timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
 -- Queue state is user data: pg_dump must keep it.
 SELECT pg_catalog.pg_extension_config_dump('pgq.queues', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.queue_id_seq', '');
@@ -112,6 +174,14 @@ SELECT pg_catalog.pg_extension_config_dump('pgq.jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.job_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.dead_jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.finished', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.teams', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.team_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.team_members', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.member_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.assignments', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.switches', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.ladders', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.once_keys', '');
 
 CREATE TYPE pgq.claimed_job AS (
     id           bigint,
@@ -222,6 +292,35 @@ CREATE FUNCTION pgq.maintain(
     OUT expired_dead     bigint,
     OUT finished_dropped bigint)
 RETURNS record AS 'MODULE_PATHNAME', 'pgq_maintain' LANGUAGE C VOLATILE;
+
+-- Coordination -------------------------------------------------------------
+
+CREATE FUNCTION pgq.add_member(team text, member text)
+RETURNS bigint AS 'MODULE_PATHNAME', 'pgq_add_member' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.set_member_active(team text, member text, active boolean)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_set_member_active' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.remove_member(team text, member text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_remove_member' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.next_turn(team text)
+RETURNS text AS 'MODULE_PATHNAME', 'pgq_next_turn' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.assign(team text, subject text)
+RETURNS text AS 'MODULE_PATHNAME', 'pgq_assign' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.set_switch(name text, value boolean)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_set_switch' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.switch(name text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_switch' LANGUAGE C STABLE;
+
+CREATE FUNCTION pgq.advance(subject text, step integer)
+RETURNS integer AS 'MODULE_PATHNAME', 'pgq_advance' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.once(key text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_once' LANGUAGE C VOLATILE;
 
 -- Views --------------------------------------------------------------------
 

@@ -14,6 +14,11 @@ inline constexpr int32_t kMaxAttemptsLimit = 1000000;
 // index row limit (~2.7 kB); keys longer than this should be hashed.
 inline constexpr std::size_t kMaxDedupeKeyBytes = 512;
 
+// Names and keys of the coordination primitives (teams, members, subjects,
+// switches, ladders, once keys): any text of 1 to this many bytes. They are
+// btree keys, so the same bound as a dedupe key.
+inline constexpr std::size_t kMaxKeyBytes = 512;
+
 // 1-63 characters of [a-z0-9_.-], starting with a letter or a digit.
 bool IsValidQueueName(std::string_view name);
 
@@ -29,5 +34,7 @@ inline bool IsValidMaxAttempts(int32_t n) { return n >= 1 && n <= kMaxAttemptsLi
 inline bool IsValidDedupeKey(std::string_view key) {
   return !key.empty() && key.size() <= kMaxDedupeKeyBytes;
 }
+
+inline bool IsValidKey(std::string_view key) { return !key.empty() && key.size() <= kMaxKeyBytes; }
 
 }  // namespace pgq::core

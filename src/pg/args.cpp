@@ -38,6 +38,16 @@ std::string_view QueueNameArg(FunctionCallInfo fcinfo, int index) {
   return name;
 }
 
+std::string_view KeyArg(FunctionCallInfo fcinfo, int index, const char* what) {
+  const std::string_view key = RequiredText(fcinfo, index, what);
+  if (!core::IsValidKey(key)) {
+    Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+          std::string(what) + " must be 1 to " + std::to_string(core::kMaxKeyBytes) + " bytes",
+          "It is " + std::to_string(key.size()) + " bytes.");
+  }
+  return key;
+}
+
 int32 RequiredInt32(FunctionCallInfo fcinfo, int index, const char* what) {
   if (ArgIsNull(fcinfo, index)) RaiseNull(what);
   return PG_GETARG_INT32(index);

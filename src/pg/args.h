@@ -14,6 +14,10 @@ std::string_view RequiredText(FunctionCallInfo fcinfo, int index, const char* wh
 // A queue name argument: not NULL and matching the queue name rules.
 std::string_view QueueNameArg(FunctionCallInfo fcinfo, int index);
 
+// A name or key of the coordination primitives (team, member, subject,
+// switch, ladder, once key): not NULL, 1 to core::kMaxKeyBytes bytes.
+std::string_view KeyArg(FunctionCallInfo fcinfo, int index, const char* what);
+
 int32 RequiredInt32(FunctionCallInfo fcinfo, int index, const char* what);
 int64 RequiredInt64(FunctionCallInfo fcinfo, int index, const char* what);
 bool RequiredBool(FunctionCallInfo fcinfo, int index, const char* what);
