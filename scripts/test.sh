@@ -76,6 +76,32 @@ else
   cat "$log_dir/python.log"; record "python (did not run)" 0 1
 fi
 
+# 4. TAP tests (PostgreSQL::Test::Cluster): background workers, crash
+# restarts, DROP DATABASE, standby and promotion; as postgres, by tap.sh.
+say "TAP tests (prove: workers, crash, standby)"
+if bash "$PGQ_ROOT/scripts/tap.sh" >"$log_dir/tap.log" 2>&1; then :; else suite_status=1; fi
+grep -E '^(ok|not ok) [0-9]+|^test/t/.*\.pl \.+ *$|^Files=|^Result:|TAP tests took' "$log_dir/tap.log" || true
+# Counted per assertion: prove -v echoes every "ok N" and "not ok N" line of
+# every test file. A file that died or broke its plan without a failed
+# assertion shows "Failed: 0" in prove's summary and counts as one failure;
+# no "Result:" line means prove did not run or did not finish: one failure.
+ok=$(grep -cE '^ok [0-9]+' "$log_dir/tap.log" || true)
+bad=$(grep -cE '^not ok [0-9]+' "$log_dir/tap.log" || true)
+broken=$(grep -cE '^test/t/[^ ]+\.pl +\(Wstat: .* Failed: 0\)' "$log_dir/tap.log" || true)
+bad=$((bad + broken))
+if ! grep -qE '^Result: (PASS|FAIL)' "$log_dir/tap.log"; then
+  tail -n 100 "$log_dir/tap.log"; bad=$((bad + 1))
+elif grep -qE '^Result: FAIL' "$log_dir/tap.log" && ((bad == 0)); then
+  bad=1
+fi
+if ((bad > 0)); then
+  # (|| true: head closing the pipe early must not end the script.)
+  grep -E -A12 '^not ok [0-9]+' "$log_dir/tap.log" | head -c 20000 || true
+  sed -n '/^Test Summary Report/,$p' "$log_dir/tap.log" | head -c 30000 || true
+  echo
+fi
+record "tap (workers, crash, standby)" "$ok" "$bad"
+
 echo
 echo "logs: $log_dir"
 # A suite that failed without a countable test failure still fails the run.

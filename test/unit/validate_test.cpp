@@ -53,6 +53,21 @@ TEST(DedupeKey, IsOneTo512Bytes) {
   EXPECT_FALSE(IsValidDedupeKey(std::string(kMaxDedupeKeyBytes + 1, 'k')));
 }
 
+TEST(CoordinationKey, IsOneTo512Bytes) {
+  EXPECT_EQ(kMaxKeyBytes, 512u);
+  EXPECT_FALSE(IsValidKey(""));
+  EXPECT_TRUE(IsValidKey("x"));
+  EXPECT_TRUE(IsValidKey("sales team"));
+  EXPECT_TRUE(IsValidKey("caf\xc3\xa9"));
+  EXPECT_TRUE(IsValidKey(std::string(kMaxKeyBytes, 'k')));
+  EXPECT_FALSE(IsValidKey(std::string(kMaxKeyBytes + 1, 'k')));
+  // The limit counts bytes: 256 two-byte characters fit, 257 do not.
+  std::string e_acute_256;
+  for (int i = 0; i < 256; ++i) e_acute_256 += "\xc3\xa9";
+  EXPECT_TRUE(IsValidKey(e_acute_256));
+  EXPECT_FALSE(IsValidKey(e_acute_256 + "\xc3\xa9"));
+}
+
 TEST(MaxAttempts, IsAtLeastOne) {
   EXPECT_FALSE(IsValidMaxAttempts(0));
   EXPECT_TRUE(IsValidMaxAttempts(1));
