@@ -39,24 +39,36 @@ constexpr long kMaxErrorBackoffMillis = 60 * 1000;
 pg::WorkerSlot* own_slot = nullptr;
 
 // Takes a slot for `database`, or returns false when a live worker already
-// has one (the launcher restarted and started us again) or none is free.
+// has one (the launcher restarted and started us again) or none is free. A
+// slot whose worker is gone is free: its own database's first, since the
+// launcher may not have read the reason left there yet, then any other (the
+// reason of a database the launcher forgot, dropped say, is never read).
 bool TakeSlot(pg::SharedState* shared, Oid database) {
   bool taken = false;
   LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-  pg::WorkerSlot* free_slot = nullptr;
+  pg::WorkerSlot* own_database = nullptr;
+  pg::WorkerSlot* unused = nullptr;
   bool duplicate = false;
   for (int i = 0; i < shared->worker_slot_count; ++i) {
     pg::WorkerSlot& slot = shared->workers[i];
-    if (slot.database == database && slot.pid != 0 && kill(slot.pid, 0) == 0) duplicate = true;
-    if (slot.database == database && (slot.pid == 0 || kill(slot.pid, 0) != 0)) free_slot = &slot;
-    if (free_slot == nullptr && slot.database == InvalidOid) free_slot = &slot;
+    const bool live = slot.pid != 0 && kill(slot.pid, 0) == 0;
+    if (live) {
+      if (slot.database == database) duplicate = true;
+      continue;
+    }
+    if (slot.database == database) own_database = &slot;
+    // Never used (or freed by the launcher) beats left by another database.
+    if (unused == nullptr || (unused->database != InvalidOid && slot.database == InvalidOid)) {
+      unused = &slot;
+    }
   }
-  if (!duplicate && free_slot != nullptr) {
-    free_slot->database = database;
-    free_slot->pid = MyProcPid;
-    free_slot->exit = pg::WorkerExit::kRunning;
-    free_slot->last_pass = 0;
-    own_slot = free_slot;
+  pg::WorkerSlot* slot = own_database != nullptr ? own_database : unused;
+  if (!duplicate && slot != nullptr) {
+    slot->database = database;
+    slot->pid = MyProcPid;
+    slot->exit = pg::WorkerExit::kRunning;
+    slot->last_pass = 0;
+    own_slot = slot;
     taken = true;
   }
   LWLockRelease(shared->lock);
