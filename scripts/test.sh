@@ -53,7 +53,7 @@ bad=$(grep -cE '^(test |     |ok |not ok ).*\.\.\. *FAILED' "$log_dir/regress.lo
 if ((ok + bad == 0)); then
   cat "$log_dir/regress.log"; bad=1
 fi
-if ((bad > 0)); then sed -n '/^---- /,$p' "$log_dir/regress.log" | head -c 20000; fi
+if ((bad > 0)); then sed -n '/^---- /,$p' "$log_dir/regress.log" | head -c 20000 || true; fi
 record "pg_regress + isolation" "$ok" "$bad"
 
 # 3. Multi-connection tests (unittest + psycopg 3) on a throwaway cluster.
@@ -70,7 +70,7 @@ if ran=$(grep -oE '^Ran [0-9]+ tests?' "$log_dir/python.log" | grep -oE '[0-9]+'
     bad=$((bad + n))
   done
   if [[ -z "$verdict" ]] && ((bad == 0)); then bad=1; fi
-  if ((bad > 0)); then sed -n '/^======/,$p' "$log_dir/python.log" | head -c 20000; fi
+  if ((bad > 0)); then sed -n '/^======/,$p' "$log_dir/python.log" | head -c 20000 || true; fi
   record "python (multi-connection)" $((ran > bad ? ran - bad : 0)) "$bad"
 else
   cat "$log_dir/python.log"; record "python (did not run)" 0 1
