@@ -12,12 +12,13 @@ OBJS = $(SRCS:.cpp=.o)
 
 # pg_regress: one file per feature in sql/ with expected output in expected/,
 # on a temporary instance configured by test/pgq_test.conf.
-REGRESS      = install queues enqueue claim finish dead_letter maintain coordination bad_input boundary
+REGRESS      = install queues enqueue claim finish dead_letter maintain schedules outbox coordination \
+               bad_input boundary
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/pgq_test.conf
 
 # Isolation specs live in test/isolation/{specs,expected}.
 ISOLATION      = claim_skip_locked complete_fencing enqueue_dedupe lock_timeout \
-                 next_turn_consecutive assign_one_owner once_rollback
+                 next_turn_consecutive assign_one_owner once_rollback schedule_fire_once
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso \
                  --temp-instance=tmp_check_iso --temp-config=test/pgq_test.conf
 

@@ -17,7 +17,7 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 PGQ_PACKAGES=(
   "postgresql-${PG_VERSION}" "postgresql-server-dev-${PG_VERSION}" "postgresql-contrib"
   make g++ cmake clang-format libboost-dev googletest libgtest-dev
-  python3 python3-psycopg libipc-run-perl util-linux
+  python3 python3-psycopg libipc-run-perl util-linux tzdata
 )
 
 ensure_packages() {

@@ -167,6 +167,60 @@ CREATE TABLE pgq.once_keys (
     first_at   timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 
+
+-- Recurring jobs and the outbox (SPEC section 5). See
+-- docs/schedules-and-outbox.md.
+
+-- A schedule. next_run_at is the slot to fire next; NULL for an @every
+-- schedule whose last run is still pending or running (its next slot is one
+-- interval after that run finishes). Dropping the queue drops its schedules.
+CREATE TABLE pgq.recurring (
+    name        text        NOT NULL PRIMARY KEY,
+    queue_id    integer     NOT NULL REFERENCES pgq.queues ON DELETE CASCADE,
+    spec        text        NOT NULL,
+    every       interval,               -- @every <interval>: the fixed delay
+    timezone    text        NOT NULL,
+    payload     jsonb       NOT NULL,
+    next_run_at timestamptz,
+    last_run_at timestamptz,
+    last_job_id bigint,
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+CREATE INDEX recurring_due_idx ON pgq.recurring (next_run_at);
+
+-- One row per firing, kept for the queue's retention.
+CREATE TABLE pgq.schedule_runs (
+    name     text        NOT NULL REFERENCES pgq.recurring ON DELETE CASCADE,
+    slot     timestamptz NOT NULL,   -- the slot that was due
+    fired_at timestamptz NOT NULL,
+    job_id   bigint      NOT NULL
+);
+CREATE INDEX schedule_runs_name_idx ON pgq.schedule_runs (name, fired_at);
+
+CREATE TABLE pgq.subscriptions (
+    topic      text        NOT NULL,
+    queue_id   integer     NOT NULL REFERENCES pgq.queues ON DELETE CASCADE,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (topic, queue_id)
+);
+
+-- Published events: the record that the business change committed. The
+-- jobs carry the payload to each subscriber; events are kept for the
+-- longest retention of any queue.
+CREATE SEQUENCE pgq.event_id_seq AS bigint;
+
+CREATE TABLE pgq.events (
+    id           bigint      NOT NULL DEFAULT pg_catalog.nextval('pgq.event_id_seq') PRIMARY KEY,
+    topic        text        NOT NULL,
+    payload      jsonb       NOT NULL,
+    dedupe_key   text,
+    published_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+ALTER SEQUENCE pgq.event_id_seq OWNED BY pgq.events.id;
+CREATE UNIQUE INDEX events_dedupe_idx ON pgq.events (topic, dedupe_key)
+    WHERE dedupe_key IS NOT NULL;
+CREATE INDEX events_published_idx ON pgq.events USING brin (published_at);
+
 -- Queue state is user data: pg_dump must keep it.
 SELECT pg_catalog.pg_extension_config_dump('pgq.queues', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.queue_id_seq', '');
@@ -182,6 +236,11 @@ SELECT pg_catalog.pg_extension_config_dump('pgq.assignments', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.switches', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.ladders', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.once_keys', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.recurring', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.schedule_runs', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.subscriptions', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.events', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.event_id_seq', '');
 
 CREATE TYPE pgq.claimed_job AS (
     id           bigint,
@@ -290,7 +349,8 @@ RETURNS integer AS 'MODULE_PATHNAME', 'pgq_retry_dead_queue' LANGUAGE C VOLATILE
 CREATE FUNCTION pgq.maintain(
     OUT expired_requeued bigint,
     OUT expired_dead     bigint,
-    OUT finished_dropped bigint)
+    OUT finished_dropped bigint,
+    OUT schedules_fired  bigint)
 RETURNS record AS 'MODULE_PATHNAME', 'pgq_maintain' LANGUAGE C VOLATILE;
 
 -- Coordination -------------------------------------------------------------
@@ -321,6 +381,28 @@ RETURNS integer AS 'MODULE_PATHNAME', 'pgq_advance' LANGUAGE C VOLATILE;
 
 CREATE FUNCTION pgq.once(key text)
 RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_once' LANGUAGE C VOLATILE;
+
+-- Recurring jobs and the outbox ---------------------------------------------
+
+CREATE FUNCTION pgq.schedule(
+    name     text,
+    queue    text,
+    spec     text,
+    payload  jsonb DEFAULT '{}',
+    timezone text  DEFAULT 'UTC')
+RETURNS void AS 'MODULE_PATHNAME', 'pgq_schedule' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.unschedule(name text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_unschedule' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.subscribe(topic text, queue text)
+RETURNS void AS 'MODULE_PATHNAME', 'pgq_subscribe' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.unsubscribe(topic text, queue text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_unsubscribe' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION pgq.publish(topic text, payload jsonb, dedupe_key text DEFAULT NULL)
+RETURNS bigint AS 'MODULE_PATHNAME', 'pgq_publish' LANGUAGE C VOLATILE;
 
 -- Views --------------------------------------------------------------------
 
@@ -355,3 +437,13 @@ SELECT q.name                                   AS queue,
        ) j ON j.queue_id OPERATOR(pg_catalog.=) q.queue_id;
 
 COMMENT ON VIEW pgq.queue_stats IS 'one row per queue: ready, scheduled, running, expired, dead, done_recent, oldest_ready_age, paused';
+
+CREATE VIEW pgq.schedules AS
+SELECT r.name, q.name AS queue, r.spec, r.next_run_at, r.last_run_at, r.last_job_id,
+       (r.last_job_id IS NOT NULL AND EXISTS (
+            SELECT 1 FROM pgq.jobs j WHERE j.id OPERATOR(pg_catalog.=) r.last_job_id)) AS running,
+       r.timezone, r.payload
+  FROM pgq.recurring r
+  JOIN pgq.queues q ON q.queue_id OPERATOR(pg_catalog.=) r.queue_id;
+
+COMMENT ON VIEW pgq.schedules IS 'one row per schedule: its next slot, its last run and whether that run is still pending or running';

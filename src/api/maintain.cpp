@@ -3,6 +3,8 @@
 #include "api/maintain.h"
 
 #include "api/job_sql.h"
+#include "api/outbox.h"
+#include "api/schedules.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/settings.h"
@@ -16,6 +18,8 @@ namespace {
 // Each statement handles a bounded batch, so a pass over a huge backlog is a
 // series of small statements rather than one giant one.
 constexpr int32 kBatch = 5000;
+// Firing a schedule is a few statements; keep a batch's transaction short.
+constexpr int32 kScheduleBatch = 100;
 
 // An expired lease counts as a failed attempt. The job is ready again at
 // once, in its old place in the claim order (run_at is unchanged): it already
@@ -94,6 +98,13 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
     counts.finished_dropped += spi.Int64(0, 2);
     if (spi.Int64(0, 1) == kBatch) *more = true;
   }
+
+  // Recurring jobs and the outbox's history.
+  RearmFinishedEverySchedules(spi, now);
+  counts.schedules_fired = FireDueSchedules(spi, now, kScheduleBatch);
+  if (counts.schedules_fired == kScheduleBatch) *more = true;
+  if (DropOldScheduleRuns(spi, now, kBatch) == kBatch) *more = true;
+  if (DropOldEvents(spi, now, kBatch) == kBatch) *more = true;
   return counts;
 }
 
@@ -101,7 +112,7 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
 
 using namespace pgq;
 
-// maintain() returns (expired_requeued, expired_dead, finished_dropped)
+// maintain() returns (expired_requeued, expired_dead, finished_dropped, schedules_fired)
 PGQ_FUNCTION(pgq_maintain) {
   // One statement's clock for the whole pass, as the worker does.
   const TimestampTz now = pg::Now();
@@ -114,9 +125,9 @@ PGQ_FUNCTION(pgq_maintain) {
     }
     desc = BlessTupleDesc(desc);
   });
-  Datum values[3] = {Int64GetDatum(counts.expired_requeued), Int64GetDatum(counts.expired_dead),
-                     Int64GetDatum(counts.finished_dropped)};
-  bool nulls[3] = {false, false, false};
+  Datum values[4] = {Int64GetDatum(counts.expired_requeued), Int64GetDatum(counts.expired_dead),
+                     Int64GetDatum(counts.finished_dropped), Int64GetDatum(counts.schedules_fired)};
+  bool nulls[4] = {false, false, false, false};
   return pg::Guard([&] { return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)); });
 }
 

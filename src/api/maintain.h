@@ -9,12 +9,16 @@ struct PassCounts {
   int64 expired_requeued = 0;
   int64 expired_dead = 0;
   int64 finished_dropped = 0;
+  int64 schedules_fired = 0;
 
-  bool DidWork() const { return expired_requeued + expired_dead + finished_dropped > 0; }
+  bool DidWork() const {
+    return expired_requeued + expired_dead + finished_dropped + schedules_fired > 0;
+  }
   PassCounts& operator+=(const PassCounts& other) {
     expired_requeued += other.expired_requeued;
     expired_dead += other.expired_dead;
     finished_dropped += other.finished_dropped;
+    schedules_fired += other.schedules_fired;
     return *this;
   }
 };

@@ -217,10 +217,11 @@ void pgq_maintenance_main(Datum main_arg) {
     }
     if (counts.DidWork()) {
       ereport(LOG, (errmsg("pgq maintenance in database \"%s\": %lld expired leases requeued, "
-                           "%lld dead-lettered, %lld finished rows dropped",
+                           "%lld dead-lettered, %lld finished rows dropped, %lld schedules fired",
                            name, static_cast<long long>(counts.expired_requeued),
                            static_cast<long long>(counts.expired_dead),
-                           static_cast<long long>(counts.finished_dropped))));
+                           static_cast<long long>(counts.finished_dropped),
+                           static_cast<long long>(counts.schedules_fired))));
     }
 
     long sleep_ms = pg::MaintenanceIntervalMillis();

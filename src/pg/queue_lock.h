@@ -13,6 +13,9 @@
 namespace pgq::pg {
 
 void LockQueueShared(int32 queue_id);
+// The same without waiting; false if a drop_queue holds or awaits the lock.
+// For callers that already hold row locks a waiting drop may need.
+bool TryLockQueueShared(int32 queue_id);
 void LockQueueExclusive(int32 queue_id);
 
 }  // namespace pgq::pg

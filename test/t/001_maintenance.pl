@@ -74,9 +74,9 @@ ok( wait_for(
 my $line = qr/^.*LOG:  pgq maintenance in database "postgres": .*$/m;
 ok( defined wait_for_log(
 		$node,
-		qr/LOG:  pgq maintenance in database "postgres": 3 expired leases requeued, 0 dead-lettered, 0 finished rows dropped$/m,
+		qr/LOG:  pgq maintenance in database "postgres": 3 expired leases requeued, 0 dead-lettered, 0 finished rows dropped, 0 schedules fired$/m,
 		$offset),
-	'the pass logs "3 expired leases requeued, 0 dead-lettered, 0 finished rows dropped"');
+	'the pass logs "3 expired leases requeued, 0 dead-lettered, 0 finished rows dropped, 0 schedules fired"');
 is(count_matches(log_since($node, $offset), $line),
 	1, 'that pass logged exactly one line');
 is( $node->safe_psql(
@@ -105,9 +105,9 @@ ok( wait_for(
 	'the exhausted job is in pgq.dead_jobs with reason "expired", no longer in pgq.jobs');
 ok( defined wait_for_log(
 		$node,
-		qr/LOG:  pgq maintenance in database "postgres": 0 expired leases requeued, 1 dead-lettered, 0 finished rows dropped$/m,
+		qr/LOG:  pgq maintenance in database "postgres": 0 expired leases requeued, 1 dead-lettered, 0 finished rows dropped, 0 schedules fired$/m,
 		$offset),
-	'the pass logs "0 expired leases requeued, 1 dead-lettered, 0 finished rows dropped"');
+	'the pass logs "0 expired leases requeued, 1 dead-lettered, 0 finished rows dropped, 0 schedules fired"');
 is(count_matches(log_since($node, $offset), $line),
 	1, 'that pass logged exactly one line');
 
@@ -132,9 +132,9 @@ ok( wait_for(
 	'its completion is dropped from pgq.finished');
 ok( defined wait_for_log(
 		$node,
-		qr/LOG:  pgq maintenance in database "postgres": 0 expired leases requeued, 0 dead-lettered, 1 finished rows dropped$/m,
+		qr/LOG:  pgq maintenance in database "postgres": 0 expired leases requeued, 0 dead-lettered, 1 finished rows dropped, 0 schedules fired$/m,
 		$offset),
-	'the pass logs "0 expired leases requeued, 0 dead-lettered, 1 finished rows dropped"');
+	'the pass logs "0 expired leases requeued, 0 dead-lettered, 1 finished rows dropped, 0 schedules fired"');
 is(count_matches(log_since($node, $offset), $line),
 	1, 'that pass logged exactly one line');
 
@@ -162,7 +162,7 @@ $offset = log_size($node);
 $node->safe_psql('postgres', "SELECT id FROM pgq.claim('mail', 1, '1 second')");
 ok( defined wait_for_log(
 		$node,
-		qr/LOG:  pgq maintenance in database "postgres": 1 expired leases requeued, 0 dead-lettered, 0 finished rows dropped$/m,
+		qr/LOG:  pgq maintenance in database "postgres": 1 expired leases requeued, 0 dead-lettered, 0 finished rows dropped, 0 schedules fired$/m,
 		$offset),
 	'the worker that was silent while idle logs again when there is work');
 

@@ -1,0 +1,184 @@
+// The transactional outbox: pgq.subscribe, pgq.unsubscribe, pgq.publish.
+//
+// publish runs in the caller's transaction: it records the event and
+// enqueues one job per subscribed queue, so the event and its jobs exist if
+// and only if the business change committed. Each subscriber is a queue of
+// its own, so each handler retries and dead-letters on its own and a retry
+// never re-runs a handler that already succeeded.
+#include "api/outbox.h"
+
+#include "api/queue_ref.h"
+#include "pg/allocator.h"
+#include "pg/args.h"
+#include "pg/queue_lock.h"
+#include "pg/wakeup.h"
+
+namespace pgq::api {
+
+namespace {
+
+pg::Statement insert_subscription = {
+    "INSERT INTO pgq.subscriptions (topic, queue_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+    2,
+    {TEXTOID, INT4OID},
+    nullptr};
+
+pg::Statement delete_subscription = {
+    "DELETE FROM pgq.subscriptions s USING pgq.queues q"
+    " WHERE s.topic = $1 AND q.queue_id = s.queue_id AND q.name = $2",
+    2,
+    {TEXTOID, TEXTOID},
+    nullptr};
+
+pg::Statement subscribers = {
+    "SELECT s.queue_id, q.notify, q.name FROM pgq.subscriptions s"
+    "  JOIN pgq.queues q ON q.queue_id = s.queue_id"
+    " WHERE s.topic = $1 ORDER BY s.queue_id",
+    1,
+    {TEXTOID},
+    nullptr};
+
+pg::Statement insert_event = {
+    "INSERT INTO pgq.events (topic, payload, dedupe_key) VALUES ($1, $2, $3)"
+    " ON CONFLICT (topic, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING RETURNING id",
+    3,
+    {TEXTOID, JSONBOID, TEXTOID},
+    nullptr};
+
+pg::Statement find_event = {"SELECT id FROM pgq.events WHERE topic = $1 AND dedupe_key = $2",
+                            2,
+                            {TEXTOID, TEXTOID},
+                            nullptr};
+
+// One job per subscribed queue that still exists now that we hold the
+// queues' locks (a queue dropped first simply gets none). The job's payload
+// carries the event's identity, so a handler can tell a retry from a new
+// event.
+pg::Statement enqueue_event = {
+    "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts,"
+    "                      enqueued_at, payload)"
+    " SELECT pg_catalog.nextval('pgq.job_id_seq'), q.queue_id, 'p', 0, $4, 0, q.max_attempts,"
+    "        pg_catalog.now(),"
+    "        pg_catalog.jsonb_build_object('event_id', $1::bigint, 'topic', $2::text,"
+    "                                      'payload', $3::jsonb)"
+    "   FROM pgq.queues q WHERE q.queue_id = ANY ($5) ORDER BY q.queue_id",
+    5,
+    {INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4ARRAYOID},
+    nullptr};
+
+pg::Statement notify_queue = {"SELECT pg_catalog.pg_notify('pgq', $1)", 1, {TEXTOID}, nullptr};
+
+// Events are the audit record of what was published; the jobs carry the
+// payload. Kept for the longest retention of any queue.
+pg::Statement drop_old_events = {
+    "DELETE FROM pgq.events WHERE ctid = ANY (ARRAY("
+    "  SELECT ctid FROM pgq.events"
+    "   WHERE published_at < $1 - (SELECT COALESCE(pg_catalog.max(retention), '1 day')"
+    "                                FROM pgq.queues)"
+    "   LIMIT $2))",
+    2,
+    {TIMESTAMPTZOID, INT4OID},
+    nullptr};
+
+}  // namespace
+
+int64 DropOldEvents(pg::SpiSession& spi, TimestampTz now, int32 limit) {
+  pg::Params params;
+  params.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(limit));
+  return static_cast<int64>(spi.Execute(drop_old_events, params));
+}
+
+}  // namespace pgq::api
+
+using namespace pgq;
+
+// subscribe(topic, queue)
+PGQ_FUNCTION(pgq_subscribe) {
+  const std::string_view topic = pg::KeyArg(fcinfo, 0, "topic");
+  const std::string_view queue = pg::QueueNameArg(fcinfo, 1);
+  pg::SpiSession spi;
+  const api::QueueRef ref = api::FindQueue(spi, queue);
+  pg::Params params;
+  params.Set(0, pg::TextDatum(topic)).Set(1, Int32GetDatum(ref.id));
+  spi.Execute(api::insert_subscription, params);
+  PG_RETURN_VOID();
+}
+
+// unsubscribe(topic, queue) returns whether the subscription existed
+PGQ_FUNCTION(pgq_unsubscribe) {
+  const std::string_view topic = pg::KeyArg(fcinfo, 0, "topic");
+  const std::string_view queue = pg::QueueNameArg(fcinfo, 1);
+  pg::SpiSession spi;
+  (void)api::FindQueue(spi, queue);  // an unknown queue is an error, not false
+  pg::Params params;
+  params.Set(0, pg::TextDatum(topic)).Set(1, pg::TextDatum(queue));
+  PG_RETURN_BOOL(spi.Execute(api::delete_subscription, params) == 1);
+}
+
+// publish(topic, payload, dedupe_key) returns the event id
+PGQ_FUNCTION(pgq_publish) {
+  const std::string_view topic = pg::KeyArg(fcinfo, 0, "topic");
+  const Datum payload = pg::RequiredPayload(fcinfo, 1);
+  const bool has_dedupe = !pg::ArgIsNull(fcinfo, 2);
+  if (has_dedupe) (void)pg::KeyArg(fcinfo, 2, "dedupe_key");
+
+  pg::SpiSession spi;
+  pg::Params topic_param;
+  topic_param.Set(0, pg::TextDatum(topic));
+  const uint64 count = spi.Execute(api::subscribers, topic_param);
+  struct Subscriber {
+    int32 queue_id;
+    bool notify;
+    std::string name;
+  };
+  auto queues = pg::MakeSmallVector<Subscriber, 8>(CurrentMemoryContext);
+  for (uint64 row = 0; row < count; ++row) {
+    bool is_null = false;
+    const Datum name = spi.Value(row, 3, &is_null);
+    text* t = pg::Guard([&] { return DatumGetTextPP(name); });
+    queues.push_back(Subscriber{spi.Int32(row, 1), spi.Bool(row, 2),
+                                std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t))});
+  }
+  // In queue id order, like every other taker of several queue locks.
+  for (const Subscriber& q : queues) pg::LockQueueShared(q.queue_id);
+
+  pg::Params event;
+  event.Set(0, pg::TextDatum(topic))
+      .Set(1, payload)
+      .SetOptional(2, !has_dedupe, has_dedupe ? PG_GETARG_DATUM(2) : 0);
+  if (spi.Execute(api::insert_event, event) == 0) {
+    // Published before with this dedupe key: that event and its jobs stand.
+    pg::Params key;
+    key.Set(0, pg::TextDatum(topic)).Set(1, PG_GETARG_DATUM(2));
+    if (spi.Execute(api::find_event, key, 1) == 0) {
+      pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
+                "event with this dedupe_key changed concurrently", "", "Retry the transaction.");
+    }
+    PG_RETURN_INT64(spi.Int64(0, 1));
+  }
+  const int64 event_id = spi.Int64(0, 1);
+  if (queues.empty()) PG_RETURN_INT64(event_id);
+
+  auto ids = pg::MakeSmallVector<Datum, 8>(CurrentMemoryContext);
+  for (const Subscriber& q : queues) ids.push_back(Int32GetDatum(q.queue_id));
+  ArrayType* id_array = pg::Guard([&] {
+    return construct_array(ids.data(), static_cast<int>(ids.size()), INT4OID, sizeof(int32), true,
+                           TYPALIGN_INT);
+  });
+  pg::Params jobs;
+  jobs.Set(0, Int64GetDatum(event_id))
+      .Set(1, pg::TextDatum(topic))
+      .Set(2, payload)
+      .Set(3, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()))
+      .Set(4, PointerGetDatum(id_array));
+  spi.Execute(api::enqueue_event, jobs);
+  for (const Subscriber& q : queues) {
+    pg::NoteJobsReady(q.queue_id);
+    if (q.notify) {
+      pg::Params channel;
+      channel.Set(0, pg::TextDatum(q.name));
+      spi.Execute(api::notify_queue, channel);
+    }
+  }
+  PG_RETURN_INT64(event_id);
+}
