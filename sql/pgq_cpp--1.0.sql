@@ -38,7 +38,8 @@ CREATE TABLE pgq.queues (
     retention    interval    NOT NULL,
     notify       boolean     NOT NULL,
     rate_limit   real,                   -- reserved: enforced from the flow-control release
-    handler      text,                   -- reserved: in-database handlers (regprocedure text)
+    handler      text,                   -- in-database handler, as regprocedure text
+    owner        name        NOT NULL DEFAULT CURRENT_USER,  -- handlers run as this role
     paused       boolean     NOT NULL DEFAULT false,
     created_at   timestamptz NOT NULL DEFAULT pg_catalog.now()
 );

@@ -133,11 +133,7 @@ PGQ_FUNCTION(pgq_publish) {
   };
   auto queues = pg::MakeSmallVector<Subscriber, 8>(CurrentMemoryContext);
   for (uint64 row = 0; row < count; ++row) {
-    bool is_null = false;
-    const Datum name = spi.Value(row, 3, &is_null);
-    text* t = pg::Guard([&] { return DatumGetTextPP(name); });
-    queues.push_back(Subscriber{spi.Int32(row, 1), spi.Bool(row, 2),
-                                std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t))});
+    queues.push_back(Subscriber{spi.Int32(row, 1), spi.Bool(row, 2), spi.Text(row, 3)});
   }
   // In queue id order, like every other taker of several queue locks.
   for (const Subscriber& q : queues) pg::LockQueueShared(q.queue_id);

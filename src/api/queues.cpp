@@ -1,4 +1,7 @@
 // pgq.create_queue, alter_queue, drop_queue, pause, resume.
+#include <optional>
+
+#include "api/handlers.h"
 #include "api/queue_ref.h"
 #include "core/validate.h"
 #include "pg/args.h"
@@ -37,17 +40,23 @@ void Validate(const QueueSettings& s) {
   }
 }
 
-// rate_limit and handler arrive with later releases; refuse rather than
-// store a setting that would silently do nothing.
-void RefuseUnsupported(FunctionCallInfo fcinfo, int rate_limit_arg, int handler_arg) {
+// rate_limit arrives with a later release; refuse rather than store a
+// setting that would silently do nothing.
+void RefuseUnsupported(FunctionCallInfo fcinfo, int rate_limit_arg) {
   if (!pg::ArgIsNull(fcinfo, rate_limit_arg)) {
     pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED, "rate_limit is not supported yet",
               "Per-queue rate limits arrive with the flow-control release.");
   }
-  if (!pg::ArgIsNull(fcinfo, handler_arg)) {
-    pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED, "in-database handlers are not supported yet",
-              "Handlers arrive with the background workers release.");
-  }
+}
+
+// The handler argument: std::nullopt when NULL (none / unchanged), "" for
+// 0::regprocedure (alter_queue: remove the handler), else its checked
+// signature.
+std::optional<std::string> HandlerArg(FunctionCallInfo fcinfo, int index, Oid owner) {
+  if (pg::ArgIsNull(fcinfo, index)) return std::nullopt;
+  const Oid handler = PG_GETARG_OID(index);
+  if (!OidIsValid(handler)) return std::string();
+  return CheckHandler(handler, owner);
 }
 
 Interval* IntervalArg(FunctionCallInfo fcinfo, int index, const char* what) {
@@ -57,15 +66,17 @@ Interval* IntervalArg(FunctionCallInfo fcinfo, int index, const char* what) {
   return PG_GETARG_INTERVAL_P(index);
 }
 
+// The owner is CURRENT_USER, the role creating the queue (the column default).
 pg::Statement insert_queue = {
     "INSERT INTO pgq.queues (name, max_attempts, lease, backoff_base, backoff_max, retention, "
-    "notify) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (name) DO NOTHING",
-    7,
-    {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, BOOLOID},
+    "notify, handler) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (name) DO NOTHING",
+    8,
+    {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, BOOLOID, TEXTOID},
     nullptr};
 
 pg::Statement lock_queue_row = {
-    "SELECT max_attempts, lease, backoff_base, backoff_max, retention, notify "
+    "SELECT max_attempts, lease, backoff_base, backoff_max, retention, notify, handler, "
+    "       owner::text "
     "FROM pgq.queues WHERE name = $1 FOR UPDATE",
     1,
     {TEXTOID},
@@ -73,9 +84,9 @@ pg::Statement lock_queue_row = {
 
 pg::Statement update_queue = {
     "UPDATE pgq.queues SET max_attempts = $2, lease = $3, backoff_base = $4, backoff_max = $5, "
-    "retention = $6, notify = $7 WHERE name = $1",
-    7,
-    {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, BOOLOID},
+    "retention = $6, notify = $7, handler = $8 WHERE name = $1",
+    8,
+    {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, BOOLOID, TEXTOID},
     nullptr};
 
 pg::Statement queue_holds_jobs = {
@@ -99,9 +110,10 @@ pg::Statement set_paused = {
     {TEXTOID, BOOLOID},
     nullptr};
 
-// Runs insert_queue or update_queue; returns the rows written.
+// Runs insert_queue or update_queue; returns the rows written. An empty
+// handler is stored as NULL (no handler).
 uint64 StoreSettings(pg::SpiSession& spi, pg::Statement& statement, std::string_view name,
-                     const QueueSettings& s) {
+                     const QueueSettings& s, const std::string& handler) {
   pg::Params params;
   params.Set(0, pg::TextDatum(name))
       .Set(1, Int32GetDatum(s.max_attempts))
@@ -109,7 +121,8 @@ uint64 StoreSettings(pg::SpiSession& spi, pg::Statement& statement, std::string_
       .Set(3, IntervalPGetDatum(s.backoff_base))
       .Set(4, IntervalPGetDatum(s.backoff_max))
       .Set(5, IntervalPGetDatum(s.retention))
-      .Set(6, BoolGetDatum(s.notify));
+      .Set(6, BoolGetDatum(s.notify))
+      .SetOptional(7, handler.empty(), handler.empty() ? 0 : pg::TextDatum(handler));
   return spi.Execute(statement, params);
 }
 
@@ -138,12 +151,14 @@ PGQ_FUNCTION(pgq_create_queue) {
       pg::RequiredInt32(fcinfo, 1, "max_attempts"), api::IntervalArg(fcinfo, 2, "lease"),
       api::IntervalArg(fcinfo, 3, "backoff_base"),  api::IntervalArg(fcinfo, 4, "backoff_max"),
       api::IntervalArg(fcinfo, 5, "retention"),     pg::RequiredBool(fcinfo, 6, "notify")};
-  api::RefuseUnsupported(fcinfo, 7, 8);
+  api::RefuseUnsupported(fcinfo, 7);
   const bool if_not_exists = !pg::ArgIsNull(fcinfo, 9) && PG_GETARG_BOOL(9);
   api::Validate(settings);
+  // The creating role owns the queue; its handler runs as that role.
+  const std::string handler = api::HandlerArg(fcinfo, 8, GetUserId()).value_or(std::string());
 
   pg::SpiSession spi;
-  if (api::StoreSettings(spi, api::insert_queue, name, settings) == 0) {
+  if (api::StoreSettings(spi, api::insert_queue, name, settings, handler) == 0) {
     if (!if_not_exists) {
       pg::Raise(ERRCODE_DUPLICATE_OBJECT, "queue \"" + std::string(name) + "\" already exists", {},
                 "Use if_not_exists => true to skip existing queues, or pgq.alter_queue.");
@@ -160,7 +175,7 @@ PGQ_FUNCTION(pgq_create_queue) {
 //             retention, notify, rate_limit, handler): NULL = unchanged.
 PGQ_FUNCTION(pgq_alter_queue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
-  api::RefuseUnsupported(fcinfo, 7, 8);
+  api::RefuseUnsupported(fcinfo, 7);
 
   pg::SpiSession spi;
   pg::Params lookup;
@@ -182,7 +197,14 @@ PGQ_FUNCTION(pgq_alter_queue) {
                               pick_interval(5, 5),
                               pg::ArgIsNull(fcinfo, 6) ? spi.Bool(0, 6) : PG_GETARG_BOOL(6)};
   api::Validate(settings);
-  api::StoreSettings(spi, api::update_queue, name, settings);
+  // Read the stored handler and owner before the next statement replaces
+  // the result; a new handler is checked against the queue's owner.
+  std::string handler = spi.Text(0, 7);
+  if (!pg::ArgIsNull(fcinfo, 8)) {
+    const Oid owner = api::OwnerRole(spi.Text(0, 8), name);
+    handler = api::HandlerArg(fcinfo, 8, owner).value_or(std::string());
+  }
+  api::StoreSettings(spi, api::update_queue, name, settings, handler);
   pg::QueueCache::InvalidateAll();
   PG_RETURN_VOID();
 }

@@ -100,13 +100,6 @@ pg::Statement notify_queue = {"SELECT pg_catalog.pg_notify('pgq', $1)", 1, {TEXT
 // The shortest @every delay: a schedule is not a busy loop.
 constexpr int64 kMinEveryMicros = USECS_PER_SEC;
 
-std::string TextColumn(pg::SpiSession& spi, uint64 row, int column) {
-  bool is_null = false;
-  const Datum value = spi.Value(row, column, &is_null);
-  text* t = pg::Guard([&] { return DatumGetTextPP(value); });
-  return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-}
-
 core::ScheduleSpec ParseSpec(std::string_view spec) {
   core::ScheduleSpec parsed;
   std::string error;
@@ -159,10 +152,9 @@ int64 FireDueSchedules(pg::SpiSession& spi, TimestampTz now, int32 limit) {
   auto due = pg::MakeSmallVector<Due, 8>(CurrentMemoryContext);
   for (uint64 row = 0; row < count; ++row) {
     bool is_null = false;
-    due.push_back(Due{TextColumn(spi, row, 1), spi.Int32(row, 2), TextColumn(spi, row, 3),
-                      TextColumn(spi, row, 4), spi.Value(row, 5, &is_null),
-                      spi.Value(row, 6, &is_null), spi.Int32(row, 7), spi.Bool(row, 8),
-                      TextColumn(spi, row, 9), spi.Bool(row, 10)});
+    due.push_back(Due{spi.Text(row, 1), spi.Int32(row, 2), spi.Text(row, 3), spi.Text(row, 4),
+                      spi.Value(row, 5, &is_null), spi.Value(row, 6, &is_null), spi.Int32(row, 7),
+                      spi.Bool(row, 8), spi.Text(row, 9), spi.Bool(row, 10)});
   }
 
   int64 fired = 0;

@@ -86,13 +86,6 @@ pg::Statement insert_assignment = {
             "Add a member with pgq.add_member to create the team.");
 }
 
-std::string TextValue(pg::SpiSession& spi, uint64 row, int column) {
-  bool is_null = false;
-  const Datum value = spi.Value(row, column, &is_null);
-  text* t = pg::Guard([&] { return DatumGetTextPP(value); });
-  return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-}
-
 int32 TeamId(pg::SpiSession& spi, std::string_view team) {
   pg::Params params;
   params.Set(0, pg::TextDatum(team));
@@ -133,7 +126,7 @@ Member ChooseMember(pg::SpiSession& spi, std::string_view team, const LockedTeam
               "No turn was taken.",
               "Add a member with pgq.add_member or activate one with pgq.set_member_active.");
   }
-  return Member{ids[next], TextValue(spi, next, 2)};
+  return Member{ids[next], spi.Text(next, 2)};
 }
 
 void SpendTurn(pg::SpiSession& spi, const LockedTeam& locked, const Member& member) {
@@ -223,14 +216,14 @@ PGQ_FUNCTION(pgq_assign) {
     lookup.Set(0, pg::TextDatum(team)).Set(1, pg::TextDatum(subject));
     // Owned already: no lock, no turn.
     if (spi.Execute(api::find_owner, lookup, 1) == 1) {
-      owner = api::TextValue(spi, 0, 1);
+      owner = spi.Text(0, 1);
     } else {
       // Assigners of a team queue on its row lock; the one that waited sees
       // the owner its predecessor committed (a new snapshot per statement in
       // READ COMMITTED) and returns it without spending a turn.
       const api::LockedTeam locked = api::LockTeam(spi, team);
       if (spi.Execute(api::find_owner, lookup, 1) == 1) {
-        owner = api::TextValue(spi, 0, 1);
+        owner = spi.Text(0, 1);
       } else {
         api::Member member = api::ChooseMember(spi, team, locked);
         pg::Params assignment;
@@ -243,7 +236,7 @@ PGQ_FUNCTION(pgq_assign) {
           api::SpendTurn(spi, locked, member);
           owner = std::move(member.name);
         } else if (spi.Execute(api::find_owner, lookup, 1) == 1) {
-          owner = api::TextValue(spi, 0, 1);  // written without the team lock
+          owner = spi.Text(0, 1);  // written without the team lock
         } else {
           pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
                     "assignment of \"" + std::string(subject) + "\" changed concurrently", "",

@@ -10,6 +10,7 @@ extern "C" {
 
 PGDLLEXPORT void pgq_launcher_main(Datum main_arg);
 PGDLLEXPORT void pgq_maintenance_main(Datum main_arg);
+PGDLLEXPORT void pgq_handler_main(Datum main_arg);
 }
 
 namespace pgq::bgw {
@@ -25,6 +26,10 @@ BackgroundWorkerHandle* StartMaintenanceWorker(Oid database);
 // setting is empty).
 bool IsListedDatabase(const char* name);
 
+// Starts handler worker number `index` of `database`, reporting to the
+// calling process (its maintenance worker); nullptr when no slot is free.
+BackgroundWorkerHandle* StartHandlerWorker(Oid database, int index);
+
 // Installs the utility hook that keeps workers out of the way of statements
 // that need a database to themselves, and tells the launcher about CREATE
 // EXTENSION pgq_cpp; from _PG_init when preloaded.
@@ -36,5 +41,6 @@ void InstallDatabaseHooks();
 // Application names, also what pg_stat_activity.backend_type shows.
 inline constexpr const char* kLauncherName = "pgq launcher";
 inline constexpr const char* kMaintenanceName = "pgq maintenance";
+inline constexpr const char* kHandlerName = "pgq handler";
 
 }  // namespace pgq::bgw

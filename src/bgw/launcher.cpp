@@ -133,7 +133,7 @@ pg::WorkerExit TakeExitReason(pg::SharedState* shared, Oid database) {
   LWLockAcquire(shared->lock, LW_EXCLUSIVE);
   for (int i = 0; i < shared->worker_slot_count; ++i) {
     pg::WorkerSlot& slot = shared->workers[i];
-    if (slot.database == database && slot.pid == 0) {
+    if (slot.database == database && slot.kind == pg::WorkerKind::kMaintenance && slot.pid == 0) {
       reason = slot.exit;
       slot.database = InvalidOid;
     }
@@ -148,7 +148,9 @@ bool HasLiveWorker(pg::SharedState* shared, Oid database) {
   LWLockAcquire(shared->lock, LW_SHARED);
   for (int i = 0; i < shared->worker_slot_count; ++i) {
     const pg::WorkerSlot& slot = shared->workers[i];
-    if (slot.database == database && slot.pid != 0) live = true;
+    if (slot.database == database && slot.kind == pg::WorkerKind::kMaintenance && slot.pid != 0) {
+      live = true;
+    }
   }
   LWLockRelease(shared->lock);
   return live;

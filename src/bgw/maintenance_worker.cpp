@@ -11,9 +11,11 @@
 
 #include "api/maintain.h"
 #include "bgw/bgw.h"
+#include "bgw/worker_slot.h"
 #include "pg/boundary.h"
 #include "pg/settings.h"
 #include "pg/shared.h"
+#include "pg/spi.h"
 
 extern "C" {
 #include "catalog/pg_extension.h"
@@ -35,73 +37,43 @@ namespace {
 
 constexpr long kMaxErrorBackoffMillis = 60 * 1000;
 
-// This worker's slot in shared memory.
-pg::WorkerSlot* own_slot = nullptr;
+// Whether some queue has a handler, as of the last batch.
+bool wants_handlers = false;
 
-// Takes a slot for `database`, or returns false when a live worker already
-// has one (the launcher restarted and started us again) or none is free. A
-// slot whose worker is gone is free: its own database's first, since the
-// launcher may not have read the reason left there yet, then any other (the
-// reason of a database the launcher forgot, dropped say, is never read).
-bool TakeSlot(pg::SharedState* shared, Oid database) {
-  bool taken = false;
-  LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-  pg::WorkerSlot* own_database = nullptr;
-  pg::WorkerSlot* unused = nullptr;
-  bool duplicate = false;
-  for (int i = 0; i < shared->worker_slot_count; ++i) {
-    pg::WorkerSlot& slot = shared->workers[i];
-    const bool live = slot.pid != 0 && kill(slot.pid, 0) == 0;
-    if (live) {
-      if (slot.database == database) duplicate = true;
-      continue;
+// The handler workers this worker started (pgq.handler_workers at most).
+constexpr int kMaxHandlerWorkers = 64;
+BackgroundWorkerHandle* handler_workers[kMaxHandlerWorkers];
+
+pg::Statement has_handler_queues = {
+    "SELECT EXISTS (SELECT 1 FROM pgq.queues WHERE handler IS NOT NULL AND NOT paused)",
+    0,
+    {},
+    nullptr};
+
+bool HasHandlerQueues() {
+  pg::SpiSession spi;
+  pg::Params none;
+  spi.Execute(has_handler_queues, none);
+  return spi.Bool(0, 1);
+}
+
+// Keeps pgq.handler_workers handler workers running while some queue has a
+// handler. They stop by themselves when none has (or the extension goes).
+void SuperviseHandlerWorkers(Oid database) {
+  const int wanted = wants_handlers ? std::min(pg::HandlerWorkers(), kMaxHandlerWorkers) : 0;
+  for (int i = 0; i < kMaxHandlerWorkers; ++i) {
+    BackgroundWorkerHandle*& handle = handler_workers[i];
+    pid_t pid = 0;
+    if (handle != nullptr && GetBackgroundWorkerPid(handle, &pid) == BGWH_STOPPED) {
+      pfree(handle);
+      handle = nullptr;
     }
-    if (slot.database == database) own_database = &slot;
-    // Never used (or freed by the launcher) beats left by another database.
-    if (unused == nullptr || (unused->database != InvalidOid && slot.database == InvalidOid)) {
-      unused = &slot;
+    if (i < wanted && handle == nullptr) {
+      handle = StartHandlerWorker(database, i + 1);
+    } else if (i >= wanted && handle != nullptr) {
+      TerminateBackgroundWorker(handle);
     }
   }
-  pg::WorkerSlot* slot = own_database != nullptr ? own_database : unused;
-  if (!duplicate && slot != nullptr) {
-    slot->database = database;
-    slot->pid = MyProcPid;
-    slot->exit = pg::WorkerExit::kRunning;
-    slot->last_pass = 0;
-    own_slot = slot;
-    taken = true;
-  }
-  LWLockRelease(shared->lock);
-  return taken;
-}
-
-void SetExitReason(pg::WorkerExit reason) {
-  pg::SharedState* shared = pg::Shared();
-  LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-  own_slot->exit = reason;
-  LWLockRelease(shared->lock);
-}
-
-// On exit, whatever the cause: the slot keeps the database and the reason
-// for the launcher, and frees the pid.
-void ReleaseSlot(int, Datum) {
-  pg::SharedState* shared = pg::Shared();
-  if (shared == nullptr || own_slot == nullptr) return;
-  LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-  own_slot->pid = 0;
-  LWLockRelease(shared->lock);
-}
-
-[[noreturn]] void ExitBecause(pg::WorkerExit reason) {
-  SetExitReason(reason);
-  proc_exit(0);
-}
-
-void RecordPass() {
-  pg::SharedState* shared = pg::Shared();
-  LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-  own_slot->last_pass = GetCurrentTimestamp();
-  LWLockRelease(shared->lock);
 }
 
 // One batch in its own transaction; false when pgq_cpp is not installed.
@@ -119,7 +91,10 @@ bool RunBatchTransaction(TimestampTz now, api::PassCounts* counts, bool* more) {
   if (OidIsValid(extension)) LockDatabaseObject(ExtensionRelationId, extension, 0, AccessShareLock);
   const bool installed = OidIsValid(extension) && get_extension_oid("pgq_cpp", true) == extension;
   if (installed) {
-    pg::AtBoundary([&] { *counts += api::RunMaintenanceBatch(now, more); });
+    pg::AtBoundary([&] {
+      *counts += api::RunMaintenanceBatch(now, more);
+      wants_handlers = HasHandlerQueues();
+    });
   }
   PopActiveSnapshot();
   CommitTransactionCommand();
@@ -180,8 +155,7 @@ void pgq_maintenance_main(Datum main_arg) {
   BackgroundWorkerUnblockSignals();
 
   pg::SharedState* shared = pg::Shared();
-  if (shared == nullptr || !bgw::TakeSlot(shared, database)) proc_exit(0);
-  on_shmem_exit(bgw::ReleaseSlot, 0);
+  if (!bgw::TakeSlot(database, pg::WorkerKind::kMaintenance)) proc_exit(0);
   // Registered before the check, so a pause that comes after it sees our
   // pid and stops us (see pg::PauseDatabase).
   if (pg::IsDatabasePaused(shared, database, GetCurrentTimestamp())) {
@@ -228,6 +202,7 @@ void pgq_maintenance_main(Datum main_arg) {
     if (ok) {
       error_backoff = 0;
       bgw::RecordPass();
+      bgw::SuperviseHandlerWorkers(database);
     } else {
       // The error is logged; try again later, backing off while it repeats.
       error_backoff = error_backoff == 0 ? sleep_ms : error_backoff * 2;

@@ -16,6 +16,7 @@ int max_payload_bytes = 1024 * 1024;
 int max_lease_seconds = 24 * 60 * 60;
 int debug_clock_offset_seconds = 0;
 int maintenance_interval_ms = 1000;
+int handler_workers = 2;
 char* databases = nullptr;
 
 }  // namespace
@@ -40,6 +41,10 @@ void DefineSettings() {
       "Each pass returns expired leases and drops finished-job counts past retention.",
       &maintenance_interval_ms, 1000, 10, 60 * 60 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
       nullptr);
+  DefineCustomIntVariable(
+      "pgq.handler_workers", "Background workers per database that run in-database handlers.",
+      "Started while some queue of the database has a handler; 0 runs no handler.",
+      &handler_workers, 2, 0, 64, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
   DefineCustomStringVariable(
       "pgq.databases", "Databases where the background workers run.",
       "A comma-separated list of database names. Empty: every database with pgq_cpp installed.",
@@ -48,6 +53,8 @@ void DefineSettings() {
 }
 
 int MaintenanceIntervalMillis() { return maintenance_interval_ms; }
+
+int HandlerWorkers() { return handler_workers; }
 
 const char* DatabasesSetting() { return databases != nullptr ? databases : ""; }
 

@@ -11,6 +11,7 @@ void DefineSettings();
 int64 MaxPayloadBytes();
 int64 MaxLeaseMicros();
 int MaintenanceIntervalMillis();
+int HandlerWorkers();
 // pgq.databases as written: a comma-separated list, or "" for all.
 const char* DatabasesSetting();
 

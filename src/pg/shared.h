@@ -31,8 +31,14 @@ enum class WorkerExit : uint32 {
   kNotListed,    // not in pgq.databases
 };
 
+enum class WorkerKind : uint32 {
+  kMaintenance = 0,  // one per database, supervised by the launcher
+  kHandler,          // pgq.handler_workers per database, started by its maintenance worker
+};
+
 struct WorkerSlot {
   Oid database;  // InvalidOid: free
+  WorkerKind kind;
   pid_t pid;
   WorkerExit exit;
   TimestampTz last_pass;  // end of the last pass that completed

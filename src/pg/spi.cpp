@@ -111,4 +111,13 @@ bool SpiSession::Bool(uint64 row, int column) const {
   return !is_null && DatumGetBool(value);
 }
 
+std::string SpiSession::Text(uint64 row, int column) const {
+  bool is_null = false;
+  const Datum value = Value(row, column, &is_null);
+  if (is_null) return std::string();
+  // Detoasting may allocate, so it is guarded.
+  text* t = Guard([&] { return DatumGetTextPP(value); });
+  return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
 }  // namespace pgq::pg

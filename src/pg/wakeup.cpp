@@ -6,6 +6,7 @@
 #include "pg/shared.h"
 
 extern "C" {
+#include "storage/ipc.h"
 #include "storage/proc.h"
 #include "utils/wait_event.h"
 }
@@ -37,6 +38,8 @@ pg_atomic_uint64* OwnSlot(SharedState* shared) {
   return &shared->waiters[MyProc->pgprocno];
 }
 
+bool exit_hook_registered = false;
+
 void Unpublish() {
   if (!slot_published) return;
   SharedState* shared = Shared();
@@ -54,7 +57,8 @@ void WakeNotedWaiters() {
   for (int i = 0; i < shared->waiter_slot_count; ++i) {
     const uint64 key = pg_atomic_read_u64(&shared->waiters[i]);
     if (key == 0 || static_cast<Oid>(key >> 32) != MyDatabaseId) continue;
-    bool wake = noted_database;
+    // Queue id 0: a waiter for any queue of the database (handler workers).
+    bool wake = noted_database || static_cast<uint32>(key) == 0;
     for (int q = 0; q < noted_count && !wake; ++q) {
       wake = key == WaiterKey(MyDatabaseId, noted_queues[q]);
     }
@@ -83,7 +87,35 @@ void OnTransactionEnd(XactEvent event, void*) {
   }
 }
 
+void UnpublishAtExit(int, Datum) { Unpublish(); }
+
+// Publishes this backend's slot for `queue_id`; false without shared memory.
+bool Publish(int32 queue_id) {
+  SharedState* shared = Shared();
+  if (shared == nullptr) return false;
+  pg_atomic_uint64* slot = OwnSlot(shared);
+  if (slot == nullptr) return false;
+  if (!exit_hook_registered) {
+    // A process that exits while waiting (terminated outside a transaction)
+    // must not leave its slot behind.
+    before_shmem_exit(UnpublishAtExit, 0);
+    exit_hook_registered = true;
+  }
+  Unpublish();  // a slot left by an earlier wait
+  pg_atomic_fetch_add_u32(&shared->waiter_count, 1);
+  pg_atomic_write_u64(slot, WaiterKey(MyDatabaseId, queue_id));
+  slot_published = true;
+  return true;
+}
+
 }  // namespace
+
+void PublishWaiter(int32 queue_id) {
+  (void)Publish(queue_id);
+  ResetLatch(MyLatch);
+  // INVARIANT: the slot is visible before the caller's next snapshot.
+  pg_memory_barrier();
+}
 
 void RegisterWakeups() { RegisterXactCallback(OnTransactionEnd, nullptr); }
 
@@ -103,17 +135,7 @@ void NoteJobsReadyInDatabase() {
   if (Shared() != nullptr) noted_database = true;
 }
 
-ClaimWaiter::ClaimWaiter(int32 queue_id) : shared_(false) {
-  SharedState* shared = Shared();
-  if (shared == nullptr) return;
-  pg_atomic_uint64* slot = OwnSlot(shared);
-  if (slot == nullptr) return;
-  Unpublish();  // a slot left by an earlier claim of this transaction
-  pg_atomic_fetch_add_u32(&shared->waiter_count, 1);
-  pg_atomic_write_u64(slot, WaiterKey(MyDatabaseId, queue_id));
-  slot_published = true;
-  shared_ = true;
-}
+ClaimWaiter::ClaimWaiter(int32 queue_id) : shared_(Publish(queue_id)) {}
 
 ClaimWaiter::~ClaimWaiter() {
   if (shared_) Unpublish();

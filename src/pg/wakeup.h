@@ -28,9 +28,18 @@ void NoteJobsReady(int32 queue_id);
 // Jobs of some queues of this database become ready (maintenance).
 void NoteJobsReadyInDatabase();
 
+// For a background worker that waits across its loop (handler workers):
+// publishes this backend's slot for `queue_id` and resets its latch. The
+// slot stays published until the next publish, the end of a failed
+// transaction, or exit; a commit that readies jobs after this call sets the
+// latch.
+void PublishWaiter(int32 queue_id);
+
 // A claim that waits for jobs of one queue, for the scope of this object.
 class ClaimWaiter {
  public:
+  // queue_id kAnyQueue: woken by jobs made ready in any queue of the database.
+  static constexpr int32 kAnyQueue = 0;
   explicit ClaimWaiter(int32 queue_id);
   ~ClaimWaiter();
   ClaimWaiter(const ClaimWaiter&) = delete;

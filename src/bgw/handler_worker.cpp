@@ -1,0 +1,362 @@
+// Handler workers: run in-database handlers (create_queue(..., handler)).
+// Up to pgq.handler_workers per database, started by its maintenance worker
+// while some queue has a handler.
+//
+// One job at a time, in three transactions:
+//  1. claim one job of a handler queue (pgq.claim: lease, attempt counted);
+//  2. as the queue's owner, with a statement timeout of what is left of the
+//     lease, call handler(job), then pgq.complete(id, attempt) in the same
+//     transaction: the handler's writes and the completion commit together
+//     or not at all (a completion fenced out by a newer claim rolls the
+//     writes back);
+//  3. if 2 failed: pgq.fail(id, attempt, error) — back-off or dead-letter —
+//     and the error is logged with the job's id.
+// A worker that dies in 2 leaves the job to its lease, like any worker.
+#include "api/handlers.h"
+#include "bgw/bgw.h"
+#include "bgw/worker_slot.h"
+#include "pg/args.h"
+#include "pg/boundary.h"
+#include "pg/settings.h"
+#include "pg/shared.h"
+#include "pg/spi.h"
+#include "pg/wakeup.h"
+
+extern "C" {
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
+#include "pgstat.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/lmgr.h"
+#include "tcop/tcopprot.h"
+#include "utils/acl.h"
+#include "utils/datum.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/snapmgr.h"
+#include "utils/timeout.h"
+#include "utils/wait_event.h"
+}
+
+namespace pgq::bgw {
+
+namespace {
+
+// Idle handler workers look for new handler queues and due jobs this often
+// (commits that make jobs ready wake them sooner).
+constexpr long kIdleMillis = 1000;
+
+// A claimed job, kept in job_context between the transactions.
+struct Job {
+  int64 id;
+  int32 attempt;
+  TimestampTz lease_until;
+  char* queue;
+  char* handler;  // schema-qualified signature, as stored
+  char* owner;
+  Datum row;  // the pgq.claimed_job value passed to the handler
+};
+
+MemoryContext job_context = nullptr;
+
+pg::Statement handler_queues = {
+    "SELECT name, handler, owner::text FROM pgq.queues"
+    " WHERE handler IS NOT NULL AND NOT paused ORDER BY queue_id",
+    0,
+    {},
+    nullptr};
+
+pg::Statement claim_one = {
+    "SELECT c, (c).id, (c).attempt, (c).lease_until FROM pgq.claim($1, 1) AS c",
+    1,
+    {TEXTOID},
+    nullptr};
+
+pg::Statement complete_job = {"SELECT pgq.complete($1, $2)", 2, {INT8OID, INT4OID}, nullptr};
+
+pg::Statement fail_job = {"SELECT pgq.fail($1, $2, $3)", 3, {INT8OID, INT4OID, TEXTOID}, nullptr};
+
+// Where the round-robin over handler queues starts next time.
+uint32 next_queue = 0;
+
+enum class Claimed { kJob, kNone, kNoHandlerQueues };
+
+// Claims one job of some handler queue, in the current transaction.
+Claimed ClaimNext(Job* job) {
+  pg::SpiSession spi;
+  pg::Params none;
+  const uint64 queues = spi.Execute(handler_queues, none);
+  if (queues == 0) return Claimed::kNoHandlerQueues;
+  SPITupleTable* queue_rows = spi.tuples();
+  for (uint64 i = 0; i < queues; ++i) {
+    const uint64 row = (next_queue + i) % queues;
+    SPI_tuptable = queue_rows;  // Text() reads the current result
+    const std::string queue = spi.Text(row, 1);
+    const std::string handler = spi.Text(row, 2);
+    const std::string owner = spi.Text(row, 3);
+    pg::Params name;
+    name.Set(0, pg::TextDatum(queue));
+    if (spi.Execute(claim_one, name) == 0) continue;
+    next_queue = static_cast<uint32>(row + 1);
+    bool is_null = false;
+    const Datum value = spi.Value(0, 1, &is_null);
+    pg::Guard([&] {
+      MemoryContextReset(job_context);
+      MemoryContext old = MemoryContextSwitchTo(job_context);
+      job->row = datumCopy(value, false, -1);
+      job->queue = pstrdup(queue.c_str());
+      job->handler = pstrdup(handler.c_str());
+      job->owner = pstrdup(owner.c_str());
+      MemoryContextSwitchTo(old);
+    });
+    job->id = spi.Int64(0, 2);
+    job->attempt = spi.Int32(0, 3);
+    job->lease_until = DatumGetTimestampTz(spi.Value(0, 4, &is_null));
+    return Claimed::kJob;
+  }
+  return Claimed::kNone;
+}
+
+// Restores the worker's own role when the handler's scope ends, also when
+// an error unwinds it (the transaction abort would restore it as well).
+class RunAs {
+ public:
+  explicit RunAs(Oid role) {
+    GetUserIdAndSecContext(&saved_user_, &saved_context_);
+    SetUserIdAndSecContext(role, saved_context_ | SECURITY_LOCAL_USERID_CHANGE);
+  }
+  ~RunAs() { SetUserIdAndSecContext(saved_user_, saved_context_); }
+  RunAs(const RunAs&) = delete;
+  RunAs& operator=(const RunAs&) = delete;
+
+ private:
+  Oid saved_user_ = InvalidOid;
+  int saved_context_ = 0;
+};
+
+// Calls the handler as the queue's owner and completes the job, in the
+// current transaction. Raises on any failure, so the caller rolls it back.
+void RunHandler(const Job& job) {
+  const Oid owner = pg::Guard([&] { return get_role_oid(job.owner, false); });
+  const Oid handler = pg::Guard([&] {
+    return DatumGetObjectId(
+        DirectFunctionCall1(to_regprocedure, PointerGetDatum(cstring_to_text(job.handler))));
+  });
+  if (!OidIsValid(handler)) {
+    pg::Raise(ERRCODE_UNDEFINED_FUNCTION, "handler " + std::string(job.handler) + " does not exist",
+              "", "Set another with pgq.alter_queue(queue, handler => ...).");
+  }
+  const char* call = pg::Guard([&] {
+    return psprintf("SELECT %s($1)",
+                    quote_qualified_identifier(get_namespace_name(get_func_namespace(handler)),
+                                               get_func_name(handler)));
+  });
+  const Oid job_type = api::ClaimedJobType();
+
+  // A handler that runs past its lease is cancelled: by then the job may be
+  // claimed again, and this work must not commit.
+  const long left_ms = static_cast<long>((job.lease_until - GetCurrentTimestamp()) / 1000);
+  if (left_ms <= 0) {
+    pg::Raise(ERRCODE_QUERY_CANCELED,
+              "the lease of job " + std::to_string(job.id) + " expired before its handler started");
+  }
+  pg::Guard([&] { enable_timeout_after(STATEMENT_TIMEOUT, static_cast<int>(left_ms)); });
+  {
+    pg::SpiSession spi;
+    RunAs as_owner(owner);
+    Datum args[1] = {job.row};
+    Oid types[1] = {job_type};
+    pg::Guard([&] { (void)SPI_execute_with_args(call, 1, types, args, nullptr, false, 0); });
+  }
+  pg::Guard([] { disable_timeout(STATEMENT_TIMEOUT, false); });
+
+  pg::SpiSession spi;
+  pg::Params params;
+  params.Set(0, Int64GetDatum(job.id)).Set(1, Int32GetDatum(job.attempt));
+  spi.Execute(complete_job, params);
+  if (!spi.Bool(0, 1)) {
+    pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
+              "job " + std::to_string(job.id) + " was claimed again before its handler finished",
+              "Its handler's writes are rolled back.");
+  }
+}
+
+// Records the failure; returns pgq.fail's outcome ('retry', 'dead', 'lost').
+std::string FailJob(const Job& job, const char* error) {
+  pg::SpiSession spi;
+  pg::Params params;
+  params.Set(0, Int64GetDatum(job.id))
+      .Set(1, Int32GetDatum(job.attempt))
+      .Set(2, pg::TextDatum(error));
+  spi.Execute(fail_job, params);
+  return spi.Text(0, 1);
+}
+
+void HandlerErrorContext(void* arg) {
+  const Job* job = static_cast<const Job*>(arg);
+  errcontext("pgq handler %s for job %lld (attempt %d) of queue \"%s\"", job->handler,
+             static_cast<long long>(job->id), job->attempt, job->queue);
+}
+
+bool ExtensionInstalled() {
+  const Oid extension = get_extension_oid("pgq_cpp", true);
+  if (!OidIsValid(extension)) return false;
+  // As the maintenance worker: lock it first, as DROP EXTENSION does.
+  LockDatabaseObject(ExtensionRelationId, extension, 0, AccessShareLock);
+  return get_extension_oid("pgq_cpp", true) == extension;
+}
+
+void StartWork() {
+  SetCurrentStatementStartTimestamp();
+  StartTransactionCommand();
+  PushActiveSnapshot(GetTransactionSnapshot());
+}
+
+void EndWork() {
+  PopActiveSnapshot();
+  CommitTransactionCommand();
+  pgstat_report_stat(false);
+}
+
+// Logs and rolls back the current error; returns a copy of its message in
+// job_context (or nullptr).
+char* AbortWork() {
+  HOLD_INTERRUPTS();
+  disable_timeout(STATEMENT_TIMEOUT, false);
+  MemoryContextSwitchTo(job_context);
+  ErrorData* error = CopyErrorData();
+  EmitErrorReport();
+  AbortCurrentTransaction();
+  FlushErrorState();
+  RESUME_INTERRUPTS();
+  return error->message;
+}
+
+// One job, if any. INVARIANT: no C++ object lives in this frame (PG_TRY).
+Claimed RunOneJob(Job* job) {
+  volatile Claimed claimed = Claimed::kNone;
+  PG_TRY();
+  {
+    StartWork();
+    pgstat_report_activity(STATE_RUNNING, "pgq handler: claim");
+    if (!ExtensionInstalled()) {
+      claimed = Claimed::kNoHandlerQueues;
+    } else {
+      pg::AtBoundary([&] { claimed = ClaimNext(job); });
+    }
+    EndWork();
+  }
+  PG_CATCH();
+  {
+    (void)AbortWork();
+    claimed = Claimed::kNone;
+  }
+  PG_END_TRY();
+  if (claimed != Claimed::kJob) {
+    pgstat_report_activity(STATE_IDLE, nullptr);
+    return claimed;
+  }
+
+  ErrorContextCallback context{error_context_stack, HandlerErrorContext, job};
+  char* volatile failure = nullptr;
+  PG_TRY();
+  {
+    StartWork();
+    pgstat_report_activity(STATE_RUNNING, job->handler);
+    error_context_stack = &context;
+    pg::AtBoundary([&] { RunHandler(*job); });
+    error_context_stack = context.previous;
+    EndWork();
+  }
+  PG_CATCH();
+  {
+    error_context_stack = context.previous;
+    failure = AbortWork();
+  }
+  PG_END_TRY();
+
+  if (failure != nullptr) {
+    PG_TRY();
+    {
+      StartWork();
+      const char* message = failure;
+      char outcome[16] = "";
+      pg::AtBoundary(
+          [&] { std::snprintf(outcome, sizeof(outcome), "%s", FailJob(*job, message).c_str()); });
+      EndWork();
+      ereport(LOG, (errmsg("pgq handler %s failed for job %lld (attempt %d) of queue \"%s\": "
+                           "%s; the job is %s",
+                           job->handler, static_cast<long long>(job->id), job->attempt, job->queue,
+                           message,
+                           strcmp(outcome, "retry") == 0  ? "retried after its back-off"
+                           : strcmp(outcome, "dead") == 0 ? "dead-lettered"
+                                                          : "no longer this worker's")));
+    }
+    PG_CATCH();
+    {
+      (void)AbortWork();  // the lease will return the job
+    }
+    PG_END_TRY();
+  }
+  pgstat_report_activity(STATE_IDLE, nullptr);
+  return Claimed::kJob;
+}
+
+}  // namespace
+
+BackgroundWorkerHandle* StartHandlerWorker(Oid database, int index) {
+  BackgroundWorker worker;
+  std::memset(&worker, 0, sizeof(worker));
+  worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+  worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+  worker.bgw_restart_time = BGW_NEVER_RESTART;  // the maintenance worker decides
+  worker.bgw_notify_pid = MyProcPid;
+  worker.bgw_main_arg = ObjectIdGetDatum(database);
+  std::snprintf(worker.bgw_library_name, BGW_MAXLEN, "pgq_cpp");
+  std::snprintf(worker.bgw_function_name, BGW_MAXLEN, "pgq_handler_main");
+  std::snprintf(worker.bgw_name, BGW_MAXLEN, "%s %d for database %u", kHandlerName, index,
+                database);
+  std::snprintf(worker.bgw_type, BGW_MAXLEN, "%s", kHandlerName);
+  MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+  BackgroundWorkerHandle* handle = nullptr;
+  if (!RegisterDynamicBackgroundWorker(&worker, &handle)) handle = nullptr;
+  MemoryContextSwitchTo(old);
+  return handle;
+}
+
+}  // namespace pgq::bgw
+
+void pgq_handler_main(Datum main_arg) {
+  using namespace pgq;
+  const Oid database = DatumGetObjectId(main_arg);
+  std::set_terminate(bgw::TerminateOnUncaught);
+  pqsignal(SIGHUP, SignalHandlerForConfigReload);
+  pqsignal(SIGTERM, die);
+  BackgroundWorkerUnblockSignals();
+
+  pg::SharedState* shared = pg::Shared();
+  if (shared == nullptr || !bgw::TakeSlot(database, pg::WorkerKind::kHandler)) proc_exit(0);
+  if (pg::IsDatabasePaused(shared, database, GetCurrentTimestamp())) proc_exit(0);
+  BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
+  pgstat_report_appname(bgw::kHandlerName);
+  bgw::job_context =
+      AllocSetContextCreate(TopMemoryContext, "pgq handler job", ALLOCSET_DEFAULT_SIZES);
+
+  bgw::Job job{};
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    if (ConfigReloadPending) {
+      ConfigReloadPending = false;
+      ProcessConfigFile(PGC_SIGHUP);
+    }
+    // Published before looking, so a job committed meanwhile wakes us.
+    pg::PublishWaiter(pg::ClaimWaiter::kAnyQueue);
+    const bgw::Claimed claimed = bgw::RunOneJob(&job);
+    if (claimed == bgw::Claimed::kNoHandlerQueues) proc_exit(0);
+    if (claimed == bgw::Claimed::kJob) continue;
+    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, bgw::kIdleMillis,
+                    PG_WAIT_EXTENSION);
+  }
+}

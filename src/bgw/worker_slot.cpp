@@ -1,0 +1,84 @@
+#include "bgw/worker_slot.h"
+
+#include <csignal>
+
+extern "C" {
+#include "storage/ipc.h"
+}
+
+namespace pgq::bgw {
+
+namespace {
+
+// This worker's slot in shared memory.
+pg::WorkerSlot* own_slot = nullptr;
+
+// On exit, whatever the cause: the slot keeps the database and the reason
+// for the launcher, and frees the pid.
+void ReleaseSlot(int, Datum) {
+  pg::SharedState* shared = pg::Shared();
+  if (shared == nullptr || own_slot == nullptr) return;
+  LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+  own_slot->pid = 0;
+  LWLockRelease(shared->lock);
+}
+
+}  // namespace
+
+// A slot whose worker is gone is free: for a maintenance worker its own
+// database's first, since the launcher may not have read the reason left
+// there yet; then one never used (or freed by the launcher); then any other
+// (the reason of a database the launcher forgot, dropped say, is never read).
+bool TakeSlot(Oid database, pg::WorkerKind kind) {
+  pg::SharedState* shared = pg::Shared();
+  if (shared == nullptr) return false;
+  const bool maintenance = kind == pg::WorkerKind::kMaintenance;
+  bool taken = false;
+  LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+  pg::WorkerSlot* own_database = nullptr;
+  pg::WorkerSlot* unused = nullptr;
+  bool duplicate = false;
+  for (int i = 0; i < shared->worker_slot_count; ++i) {
+    pg::WorkerSlot& slot = shared->workers[i];
+    const bool live = slot.pid != 0 && kill(slot.pid, 0) == 0;
+    const bool same = slot.database == database && slot.kind == kind;
+    if (live) {
+      if (same && maintenance) duplicate = true;
+      continue;
+    }
+    if (same && maintenance) own_database = &slot;
+    if (unused == nullptr || (unused->database != InvalidOid && slot.database == InvalidOid)) {
+      unused = &slot;
+    }
+  }
+  pg::WorkerSlot* slot = own_database != nullptr ? own_database : unused;
+  if (!duplicate && slot != nullptr) {
+    slot->database = database;
+    slot->kind = kind;
+    slot->pid = MyProcPid;
+    slot->exit = pg::WorkerExit::kRunning;
+    slot->last_pass = 0;
+    own_slot = slot;
+    taken = true;
+  }
+  LWLockRelease(shared->lock);
+  if (taken) on_shmem_exit(ReleaseSlot, 0);
+  return taken;
+}
+
+void ExitBecause(pg::WorkerExit reason) {
+  pg::SharedState* shared = pg::Shared();
+  LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+  own_slot->exit = reason;
+  LWLockRelease(shared->lock);
+  proc_exit(0);
+}
+
+void RecordPass() {
+  pg::SharedState* shared = pg::Shared();
+  LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+  own_slot->last_pass = GetCurrentTimestamp();
+  LWLockRelease(shared->lock);
+}
+
+}  // namespace pgq::bgw
