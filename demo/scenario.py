@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-"""pgq_cpp demo: welcome emails for a signup form.
+"""pgq_cpp demo: welcome emails for a signup form, and the sales team's CRM.
 
 Run by `make demo` (scripts/demo.sh) against a throwaway cluster, with
-Debian's python3-psycopg (psycopg 3). The story:
+Debian's python3-psycopg (psycopg 3). This file is the entry point: it holds
+the welcome-email story (steps 1-3 below), the final report (step 5) and
+main(), and re-runs itself with --crash-worker as the worker that gets killed.
+The CRM scene (step 4) is in crm.py; the console, colours, connections and
+table printing that both use are in common.py. The story:
 
   1. A worker process claims a job with a 3 second lease and is killed with
      SIGKILL. The job stays 'running' until its lease runs out; pgq_cpp's
@@ -15,8 +19,18 @@ Debian's python3-psycopg (psycopg 3). The story:
   3. Three workers claim, "send" (sleep) and record the delivery in the same
      transaction as pgq.complete. One address always bounces: pgq.fail retries
      it with backoff until it lands in pgq.dead_jobs.
-  4. Final checks: every committed signup got exactly one welcome email, the
-     bounce is dead-lettered, nothing was lost or duplicated. Exit status 1
+  4. The same database runs the sales team's CRM, each race with several
+     connections released at once by a barrier: new WhatsApp conversations
+     go to 4 sellers in turn with pgq.assign (a customer writing twice gets
+     one seller, a seller at lunch gets nothing new), delivery receipts
+     arrive out of order (pgq.advance only climbs), two operators set the AI
+     agent at once (pgq.set_switch: last write wins) and an invitation is
+     accepted twice at once (pgq.once: one true).
+  5. Final checks: every committed signup got exactly one welcome email, the
+     bounce is dead-lettered, nothing was lost or duplicated; every
+     conversation has one owner and spent one turn, nobody got work at lunch,
+     turns went by id, ladders ended at their top step, the switch holds the
+     last committed write, each invitation was accepted once. Exit status 1
      otherwise.
 """
 
@@ -30,12 +44,8 @@ import sys
 import threading
 import time
 
-try:
-    import psycopg
-    from psycopg import errors
-except ImportError:
-    sys.exit("psycopg 3 is missing: apt-get install python3-psycopg, and run this with "
-             "/usr/bin/python3")
+from common import BOLD, DIM, GREEN, RED, RESET, connect, errors, out, query_table
+from crm import crm_scene
 
 QUEUE = "welcome_email"
 MAX_ATTEMPTS = 4
@@ -52,39 +62,6 @@ DEADLINE = 90                       # seconds; the scenario takes about 15
 FIRST_NAMES = ["alice", "bob", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy",
                "mallory", "niaj", "olivia", "peggy", "rupert", "sybil", "trent", "victor",
                "walter", "xena", "yusuf"]
-
-BOLD = "\033[1m" if sys.stdout.isatty() else ""
-DIM = "\033[2m" if sys.stdout.isatty() else ""
-RED = "\033[31m" if sys.stdout.isatty() else ""
-GREEN = "\033[32m" if sys.stdout.isatty() else ""
-RESET = "\033[0m" if sys.stdout.isatty() else ""
-
-
-class Console:
-    """Serialises output lines from all threads, stamped with the elapsed time."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.t0 = time.monotonic()
-
-    def heading(self, text):
-        with self.lock:
-            print(f"\n{BOLD}{text}{RESET}", flush=True)
-
-    def line(self, text=""):
-        with self.lock:
-            print(f"  {text}" if text else "", flush=True)
-
-    def event(self, who, text):
-        elapsed = time.monotonic() - self.t0
-        with self.lock:
-            print(f"  {elapsed:5.1f}s  {who:<12} {text}", flush=True)
-
-    def restart_clock(self):
-        self.t0 = time.monotonic()
-
-
-out = Console()
 
 
 class Shared:
@@ -107,10 +84,6 @@ class Shared:
             self.errors.append(f"{who}: {type(exc).__name__}: {exc}")
         out.event(who, f"{RED}unexpected error: {exc}{RESET}")
         self.stop.set()
-
-
-def connect(dsn):
-    return psycopg.connect(dsn, autocommit=True, application_name="pgq_demo")
 
 
 # --- the application ------------------------------------------------------
@@ -384,39 +357,8 @@ def crash_story(dsn, conn):
 
 # --- the report -------------------------------------------------------------
 
-def print_table(cur_rows, columns):
-    def show(v):
-        if v is None:
-            return ""
-        if isinstance(v, bool):
-            return "t" if v else "f"
-        return str(v)
-
-    rows = [[show(v) for v in row] for row in cur_rows]
-    numeric = [bool(cur_rows) and all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool)
-                                      for r in cur_rows) for i in range(len(columns))]
-    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
-
-    def fmt(values):
-        return "  ".join(v.rjust(w) if num else v.ljust(w)
-                         for v, w, num in zip(values, widths, numeric)).rstrip()
-
-    out.line(fmt(columns))
-    out.line("  ".join("-" * w for w in widths))
-    for r in rows:
-        out.line(fmt(r))
-    if not rows:
-        out.line("(no rows)")
-
-
-def query_table(conn, sql, params=None):
-    cur = conn.execute(sql, params)
-    columns = [d.name for d in cur.description]
-    print_table(cur.fetchall(), columns)
-
-
-def final_report(conn, shared, crash_job_id):
-    out.heading("3. Where everything ended up")
+def final_report(conn, shared, crash_job_id, crm_checks=()):
+    out.heading("4. Where the welcome emails ended up")
     out.line(f"{DIM}SELECT * FROM pgq.queue_stats;{RESET}")
     query_table(conn, "SELECT * FROM pgq.queue_stats")
     out.line()
@@ -485,6 +427,7 @@ def final_report(conn, shared, crash_job_id):
           "no job and no user delivered twice")
     check("completions counted by pgq", finished_count, not mismatched,
           "pgq.finished agrees with the delivery rows")
+    checks.extend(crm_checks)
     check("thread errors", len(shared.errors), not shared.errors)
 
     out.heading("Summary")
@@ -552,19 +495,23 @@ def run(dsn, server_log):
             t.join(timeout=10)
         out.event("main", "queue empty, producers done: stopping threads")
 
-        ok = final_report(conn, shared, crash_job_id) and not timed_out
+        crm_checks = crm_scene(dsn, conn, shared)
+        ok = final_report(conn, shared, crash_job_id, crm_checks) and not timed_out
 
     host = dict(p.split("=", 1) for p in dsn.split())
     out.heading("Explore")
     out.line(f"psql -h {host['host']} -p {host['port']} -U postgres {host['dbname']}")
     out.line(f"{DIM}e.g. SELECT * FROM pgq.queue_stats; SELECT * FROM pgq.dead_jobs; "
              f"SELECT pgq.retry_dead({QUEUE!r});{RESET}")
+    out.line(f"{DIM}     SELECT owner, count(*) FROM pgq.assignments GROUP BY 1; "
+             f"SELECT * FROM pgq.ladders; SELECT * FROM pgq.switches;{RESET}")
     out.line(f"stop the demo cluster: bash scripts/demo.sh stop   "
              f"{DIM}(runs pg_ctl -D {host['host']}/data stop as postgres, "
              f"deletes {host['host']}){RESET}")
     out.line()
     if ok:
-        out.line(f"{GREEN}{BOLD}demo OK{RESET}: nothing lost, nothing duplicated")
+        out.line(f"{GREEN}{BOLD}demo OK{RESET}: nothing lost, nothing duplicated, "
+                 f"no race lost in the CRM")
         return 0
     out.line(f"{RED}{BOLD}demo FAILED{RESET}: see the checks above")
     return 1

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # `make demo`: installs what is missing, builds and installs pgq_cpp, starts a
-# throwaway cluster and runs demo/scenario.py: a signup form whose welcome
-# emails go through a pgq queue, with a crashing worker and a poisoned job.
+# throwaway cluster and runs demo/scenario.py: welcome emails through a pgq
+# queue (a crashing worker, a poisoned job), then a sales CRM (demo/crm.py).
 #
 #   bash scripts/demo.sh          run the demo (what `make demo` does)
 #   bash scripts/demo.sh stop     stop the demo cluster and delete /tmp/pgq_demo
 #
 # Exits non-zero if the scenario sees something that must not happen (a lost
-# or duplicated job), so it doubles as an end-to-end smoke test.
+# or duplicated job, a lost CRM race): it doubles as an end-to-end smoke test.
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
