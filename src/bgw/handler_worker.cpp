@@ -12,6 +12,8 @@
 //  3. if 2 failed: pgq.fail(id, attempt, error) — back-off or dead-letter —
 //     and the error is logged with the job's id.
 // A worker that dies in 2 leaves the job to its lease, like any worker.
+#include <algorithm>
+
 #include "api/handlers.h"
 #include "bgw/bgw.h"
 #include "bgw/worker_slot.h"
@@ -162,7 +164,10 @@ void RunHandler(const Job& job) {
     pg::Raise(ERRCODE_QUERY_CANCELED,
               "the lease of job " + std::to_string(job.id) + " expired before its handler started");
   }
-  pg::Guard([&] { enable_timeout_after(STATEMENT_TIMEOUT, static_cast<int>(left_ms)); });
+  // Stop a little before the lease ends (a tenth of what is left, at most a
+  // second), so the failure is recorded before maintenance expires the lease.
+  const long timeout_ms = std::max(1L, left_ms - std::min(left_ms / 10, 1000L));
+  pg::Guard([&] { enable_timeout_after(STATEMENT_TIMEOUT, static_cast<int>(timeout_ms)); });
   {
     pg::SpiSession spi;
     RunAs as_owner(owner);
