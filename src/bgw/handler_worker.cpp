@@ -4,7 +4,7 @@
 //
 // One job at a time, in three transactions:
 //  1. claim one job of a handler queue (pgq.claim: lease, attempt counted);
-//  2. as the queue's owner, with a statement timeout of what is left of the
+//  2. as the queue's owner, with a statement timeout just short of what is left of the
 //     lease, call handler(job), then pgq.complete(id, attempt) in the same
 //     transaction: the handler's writes and the completion commit together
 //     or not at all (a completion fenced out by a newer claim rolls the
