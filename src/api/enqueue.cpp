@@ -8,7 +8,6 @@
 #include "pg/args.h"
 #include "pg/queue_cache.h"
 #include "pg/queue_lock.h"
-#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -58,8 +57,6 @@ pg::Statement insert_many = {
     {INT4OID, JSONBARRAYOID, TIMESTAMPTZOID, INT4OID},
     nullptr};
 
-pg::Statement notify_queue = {"SELECT pg_catalog.pg_notify('pgq', $1)", 1, {TEXTOID}, nullptr};
-
 // Enqueue races with a concurrent complete of the job holding the dedupe key:
 // the insert conflicts, then the holder is gone before we look. Each retry
 // needs that race to happen again, so a few tries always suffice in practice.
@@ -91,13 +88,6 @@ pg::CachedQueue LockQueueForEnqueue(pg::SpiSession& spi, std::string_view name) 
     // A drop or change that committed before we got the lock is seen now.
     if (pg::QueueCache::Revalidate(generation)) return queue;
   }
-}
-
-void NotifyIfAsked(pg::SpiSession& spi, bool notify, std::string_view name) {
-  if (!notify) return;
-  pg::Params params;
-  params.Set(0, pg::TextDatum(name));
-  spi.Execute(notify_queue, params);
 }
 
 }  // namespace
@@ -147,8 +137,7 @@ PGQ_FUNCTION(pgq_enqueue) {
     pg::Statement& insert = has_dedupe ? api::insert_job_dedupe : api::insert_job;
     if (spi.Execute(insert, params) == 1) {
       const int64 id = spi.Int64(0, 1);
-      pg::NoteJobsReady(queue.id);
-      api::NotifyIfAsked(spi, queue.notify, name);
+      api::AnnounceNewJobs(spi, queue.id, queue.notify, name);
       PG_RETURN_INT64(id);
     }
     // Nothing inserted: the dedupe key is held by a pending or running job
@@ -212,8 +201,7 @@ PGQ_FUNCTION(pgq_enqueue_many) {
     if (inserted == 0) api::RaiseUnknownQueue(name);
     ids.reserve(inserted);
     for (uint64 row = 0; row < inserted; ++row) ids.push_back(spi.Int64(row, 1));
-    pg::NoteJobsReady(queue.id);
-    api::NotifyIfAsked(spi, queue.notify, name);
+    api::AnnounceNewJobs(spi, queue.id, queue.notify, name);
   }
   std::sort(ids.begin(), ids.end());
   for (const int64 id : ids) {

@@ -11,7 +11,6 @@
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/queue_lock.h"
-#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -65,8 +64,6 @@ pg::Statement enqueue_event = {
     5,
     {INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4ARRAYOID},
     nullptr};
-
-pg::Statement notify_queue = {"SELECT pg_catalog.pg_notify('pgq', $1)", 1, {TEXTOID}, nullptr};
 
 // Events are the audit record of what was published; the jobs carry the
 // payload. Kept for the longest retention of any queue.
@@ -168,13 +165,6 @@ PGQ_FUNCTION(pgq_publish) {
       .Set(3, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()))
       .Set(4, PointerGetDatum(id_array));
   spi.Execute(api::enqueue_event, jobs);
-  for (const Subscriber& q : queues) {
-    pg::NoteJobsReady(q.queue_id);
-    if (q.notify) {
-      pg::Params channel;
-      channel.Set(0, pg::TextDatum(q.name));
-      spi.Execute(api::notify_queue, channel);
-    }
-  }
+  for (const Subscriber& q : queues) api::AnnounceNewJobs(spi, q.queue_id, q.notify, q.name);
   PG_RETURN_INT64(event_id);
 }

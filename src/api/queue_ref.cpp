@@ -1,6 +1,7 @@
 #include "api/queue_ref.h"
 
 #include "pg/args.h"
+#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -12,7 +13,18 @@ pg::Statement find_queue = {
     {TEXTOID},
     nullptr};
 
+// NOTIFY is sent at commit, like the wake-ups; payload: the queue's name.
+pg::Statement notify_queue = {"SELECT pg_catalog.pg_notify('pgq', $1)", 1, {TEXTOID}, nullptr};
+
 }  // namespace
+
+void AnnounceNewJobs(pg::SpiSession& spi, int32 queue_id, bool notify, std::string_view name) {
+  pg::NoteJobsReady(queue_id);
+  if (!notify) return;
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name));
+  spi.Execute(notify_queue, params);
+}
 
 void RaiseUnknownQueue(std::string_view name) {
   pg::Raise(ERRCODE_UNDEFINED_OBJECT, "queue \"" + std::string(name) + "\" does not exist", {},

@@ -26,6 +26,11 @@ pg::CachedQueue CurrentQueue(pg::SpiSession& spi, std::string_view name);
 // taking the queue's lock.
 pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name);
 
+// Jobs were added to the queue in this transaction: waiting claims are woken
+// at commit (pg/wakeup.h), and LISTEN pgq clients are notified if the queue
+// asks for it (`notify`).
+void AnnounceNewJobs(pg::SpiSession& spi, int32 queue_id, bool notify, std::string_view name);
+
 // Raises undefined_object for `name`.
 [[noreturn]] void RaiseUnknownQueue(std::string_view name);
 

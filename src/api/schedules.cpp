@@ -21,7 +21,6 @@
 #include "pg/args.h"
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
-#include "pg/wakeup.h"
 #include "pg/zone.h"
 
 namespace pgq::api {
@@ -94,8 +93,6 @@ pg::Statement drop_old_runs = {
     2,
     {TIMESTAMPTZOID, INT4OID},
     nullptr};
-
-pg::Statement notify_queue = {"SELECT pg_catalog.pg_notify('pgq', $1)", 1, {TEXTOID}, nullptr};
 
 // The shortest @every delay: a schedule is not a busy loop.
 constexpr int64 kMinEveryMicros = USECS_PER_SEC;
@@ -184,12 +181,7 @@ int64 FireDueSchedules(pg::SpiSession& spi, TimestampTz now, int32 limit) {
         .Set(3, Int64GetDatum(job_id))
         .Set(4, d.slot);
     spi.Execute(record_firing, firing);
-    pg::NoteJobsReady(d.queue_id);
-    if (d.notify) {
-      pg::Params channel;
-      channel.Set(0, pg::TextDatum(d.queue));
-      spi.Execute(notify_queue, channel);
-    }
+    AnnounceNewJobs(spi, d.queue_id, d.notify, d.queue);
     ++fired;
   }
   return fired;

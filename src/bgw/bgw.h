@@ -35,8 +35,15 @@ BackgroundWorkerHandle* StartHandlerWorker(Oid database, int index);
 // EXTENSION pgq_cpp; from _PG_init when preloaded.
 void InstallDatabaseHooks();
 
-// The std::terminate handler of our workers: FATAL ends this worker only.
-[[noreturn]] void TerminateOnUncaught();
+// The start of every pgq worker's main: an uncaught C++ exception ends this
+// worker only (FATAL), SIGHUP reloads settings, SIGTERM ends it; signals on.
+void InitWorkerProcess();
+
+// Registers a dynamic worker `function` (a pgq_*_main of this library) for
+// `database`, reporting to the calling process, which decides about
+// restarts; nullptr when no background worker slot is free.
+BackgroundWorkerHandle* StartDynamicWorker(const char* function, const char* type, Oid database,
+                                           const char* name);
 
 // Application names, also what pg_stat_activity.backend_type shows.
 inline constexpr const char* kLauncherName = "pgq launcher";

@@ -312,23 +312,9 @@ Claimed RunOneJob(Job* job) {
 }  // namespace
 
 BackgroundWorkerHandle* StartHandlerWorker(Oid database, int index) {
-  BackgroundWorker worker;
-  std::memset(&worker, 0, sizeof(worker));
-  worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-  worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-  worker.bgw_restart_time = BGW_NEVER_RESTART;  // the maintenance worker decides
-  worker.bgw_notify_pid = MyProcPid;
-  worker.bgw_main_arg = ObjectIdGetDatum(database);
-  std::snprintf(worker.bgw_library_name, BGW_MAXLEN, "pgq_cpp");
-  std::snprintf(worker.bgw_function_name, BGW_MAXLEN, "pgq_handler_main");
-  std::snprintf(worker.bgw_name, BGW_MAXLEN, "%s %d for database %u", kHandlerName, index,
-                database);
-  std::snprintf(worker.bgw_type, BGW_MAXLEN, "%s", kHandlerName);
-  MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-  BackgroundWorkerHandle* handle = nullptr;
-  if (!RegisterDynamicBackgroundWorker(&worker, &handle)) handle = nullptr;
-  MemoryContextSwitchTo(old);
-  return handle;
+  char name[BGW_MAXLEN];
+  std::snprintf(name, sizeof(name), "%s %d for database %u", kHandlerName, index, database);
+  return StartDynamicWorker("pgq_handler_main", kHandlerName, database, name);
 }
 
 }  // namespace pgq::bgw
@@ -336,10 +322,7 @@ BackgroundWorkerHandle* StartHandlerWorker(Oid database, int index) {
 void pgq_handler_main(Datum main_arg) {
   using namespace pgq;
   const Oid database = DatumGetObjectId(main_arg);
-  std::set_terminate(bgw::TerminateOnUncaught);
-  pqsignal(SIGHUP, SignalHandlerForConfigReload);
-  pqsignal(SIGTERM, die);
-  BackgroundWorkerUnblockSignals();
+  bgw::InitWorkerProcess();
 
   pg::SharedState* shared = pg::Shared();
   if (shared == nullptr || !bgw::TakeSlot(database, pg::WorkerKind::kHandler)) proc_exit(0);

@@ -243,11 +243,22 @@ void ForgetLauncherLatch(int, Datum) {
 
 }  // namespace
 
-void TerminateOnUncaught() {
+namespace {
+
+[[noreturn]] void TerminateOnUncaught() {
   // One worker restarts, not the cluster (STYLE.md).
   ereport(FATAL, (errcode(ERRCODE_INTERNAL_ERROR),
                   errmsg("pgq_cpp background worker: uncaught C++ exception")));
   pg_unreachable();
+}
+
+}  // namespace
+
+void InitWorkerProcess() {
+  std::set_terminate(TerminateOnUncaught);
+  pqsignal(SIGHUP, SignalHandlerForConfigReload);
+  pqsignal(SIGTERM, die);
+  BackgroundWorkerUnblockSignals();
 }
 
 bool IsListedDatabase(const char* name) {
@@ -281,18 +292,19 @@ void RegisterLauncher() {
   RegisterBackgroundWorker(&worker);
 }
 
-BackgroundWorkerHandle* StartMaintenanceWorker(Oid database) {
+BackgroundWorkerHandle* StartDynamicWorker(const char* function, const char* type, Oid database,
+                                           const char* name) {
   BackgroundWorker worker;
   std::memset(&worker, 0, sizeof(worker));
   worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
   worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-  worker.bgw_restart_time = BGW_NEVER_RESTART;  // the launcher decides
+  worker.bgw_restart_time = BGW_NEVER_RESTART;  // the caller decides
   worker.bgw_notify_pid = MyProcPid;
   worker.bgw_main_arg = ObjectIdGetDatum(database);
   std::snprintf(worker.bgw_library_name, BGW_MAXLEN, "pgq_cpp");
-  std::snprintf(worker.bgw_function_name, BGW_MAXLEN, "pgq_maintenance_main");
-  std::snprintf(worker.bgw_name, BGW_MAXLEN, "%s for database %u", kMaintenanceName, database);
-  std::snprintf(worker.bgw_type, BGW_MAXLEN, "%s", kMaintenanceName);
+  std::snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+  std::snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
+  std::snprintf(worker.bgw_type, BGW_MAXLEN, "%s", type);
   MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
   BackgroundWorkerHandle* handle = nullptr;
   if (!RegisterDynamicBackgroundWorker(&worker, &handle)) handle = nullptr;
@@ -300,14 +312,17 @@ BackgroundWorkerHandle* StartMaintenanceWorker(Oid database) {
   return handle;
 }
 
+BackgroundWorkerHandle* StartMaintenanceWorker(Oid database) {
+  char name[BGW_MAXLEN];
+  std::snprintf(name, sizeof(name), "%s for database %u", kMaintenanceName, database);
+  return StartDynamicWorker("pgq_maintenance_main", kMaintenanceName, database, name);
+}
+
 }  // namespace pgq::bgw
 
 void pgq_launcher_main(Datum) {
   using namespace pgq;
-  std::set_terminate(bgw::TerminateOnUncaught);
-  pqsignal(SIGHUP, SignalHandlerForConfigReload);
-  pqsignal(SIGTERM, die);
-  BackgroundWorkerUnblockSignals();
+  bgw::InitWorkerProcess();
 
   pg::SharedState* shared = pg::Shared();
   if (shared == nullptr) proc_exit(0);  // cannot happen: registered only when preloaded

@@ -149,10 +149,7 @@ char* DatabaseName() {
 void pgq_maintenance_main(Datum main_arg) {
   using namespace pgq;
   const Oid database = DatumGetObjectId(main_arg);
-  std::set_terminate(bgw::TerminateOnUncaught);
-  pqsignal(SIGHUP, SignalHandlerForConfigReload);
-  pqsignal(SIGTERM, die);
-  BackgroundWorkerUnblockSignals();
+  bgw::InitWorkerProcess();
 
   pg::SharedState* shared = pg::Shared();
   if (!bgw::TakeSlot(database, pg::WorkerKind::kMaintenance)) proc_exit(0);
