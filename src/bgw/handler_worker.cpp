@@ -329,6 +329,9 @@ void pgq_handler_main(Datum main_arg) {
   if (pg::IsDatabasePaused(shared, database, GetCurrentTimestamp())) proc_exit(0);
   BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
   pgstat_report_appname(bgw::kHandlerName);
+  // A database pgq.databases does not list gets no handler worker either.
+  const char* name = bgw::DatabaseName();
+  if (!bgw::IsListedDatabase(name)) proc_exit(0);
   bgw::job_context =
       AllocSetContextCreate(TopMemoryContext, "pgq handler job", ALLOCSET_DEFAULT_SIZES);
 
@@ -338,6 +341,7 @@ void pgq_handler_main(Datum main_arg) {
     if (ConfigReloadPending) {
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);
+      if (!bgw::IsListedDatabase(name)) proc_exit(0);
     }
     // Published before looking, so a job committed meanwhile wakes us.
     pg::PublishWaiter(pg::ClaimWaiter::kAnyQueue);

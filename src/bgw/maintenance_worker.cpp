@@ -19,7 +19,6 @@
 
 extern "C" {
 #include "catalog/pg_extension.h"
-#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "pgstat.h"
 #include "postmaster/interrupt.h"
@@ -131,15 +130,6 @@ bool RunPass(api::PassCounts* counts, bool* installed) {
   }
   PG_END_TRY();
   return ok;
-}
-
-// The database's name, for the log and pgq.databases.
-char* DatabaseName() {
-  StartTransactionCommand();
-  char* name = get_database_name(MyDatabaseId);
-  char* copy = MemoryContextStrdup(TopMemoryContext, name != nullptr ? name : "?");
-  CommitTransactionCommand();
-  return copy;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <csignal>
 
 extern "C" {
+#include "commands/dbcommands.h"
 #include "storage/ipc.h"
 }
 
@@ -72,6 +73,14 @@ void ExitBecause(pg::WorkerExit reason) {
   own_slot->exit = reason;
   LWLockRelease(shared->lock);
   proc_exit(0);
+}
+
+char* DatabaseName() {
+  StartTransactionCommand();
+  char* name = get_database_name(MyDatabaseId);
+  char* copy = MemoryContextStrdup(TopMemoryContext, name != nullptr ? name : "?");
+  CommitTransactionCommand();
+  return copy;
 }
 
 void RecordPass() {

@@ -14,6 +14,10 @@ bool TakeSlot(Oid database, pg::WorkerKind kind);
 // Ends this worker, leaving `reason` for the launcher.
 [[noreturn]] void ExitBecause(pg::WorkerExit reason);
 
+// The name of the database this worker is connected to (for the log and
+// pgq.databases), in TopMemoryContext.
+char* DatabaseName();
+
 // Records the end of a pass that completed.
 void RecordPass();
 
