@@ -26,6 +26,12 @@ bool NeedsPlanning(SPIPlanPtr plan) {
 // but a generic plan is kept until the next invalidation, and one built while
 // the table held a few rows would scan it sequentially with an `id = ANY(...)`
 // filter: quadratic in the batch once the table has grown.
+//
+// JIT is off for the same plans: a path that can only be a sequential scan
+// (a small catalog-like table such as pgq.queues) gets the disabled cost of
+// 1e10, far above jit_above_cost, and would be compiled on every execution
+// (measured: 100-750 ms of LLVM per maintenance pass). Our statements are
+// short; JIT never pays for them.
 void PlanWithIndexes(SPIPlanPtr plan) {
   Guard([plan] {
     AcceptInvalidationMessages();  // a stale plan is rebuilt here, not later
@@ -33,6 +39,8 @@ void PlanWithIndexes(SPIPlanPtr plan) {
     const int nest_level = NewGUCNestLevel();
     (void)set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
                             true, 0, false);
+    (void)set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                            false);
     CachedPlan* built = SPI_plan_get_cached_plan(plan);
     if (built != nullptr) ReleaseCachedPlan(built, CurrentResourceOwner);
     AtEOXact_GUC(true, nest_level);
