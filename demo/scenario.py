@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""pgq_cpp demo: welcome emails for a signup form, and the sales team's CRM.
+"""pgq_cpp demo: welcome emails for a signup form, the sales team's CRM, satellites.
 
 Run by `make demo` (scripts/demo.sh) against a throwaway cluster, with
 Debian's python3-psycopg (psycopg 3). This file is the entry point: it holds
-the welcome-email story (steps 1-3 below), the final report (step 5) and
+the welcome-email story (steps 1-3 below), the final report (step 6) and
 main(), and re-runs itself with --crash-worker as the worker that gets killed.
-The CRM scene (step 4) is in crm.py; the console, colours, connections and
-table printing that both use are in common.py. The story:
+The CRM scene (step 4) is in crm.py, the satellite scene (step 5) in
+satellites.py; the console, colours, connections and table printing that they
+all use are in common.py. The story:
 
   1. A worker process claims a job with a 3 second lease and is killed with
      SIGKILL. The job stays 'running' until its lease runs out; pgq_cpp's
@@ -26,12 +27,21 @@ table printing that both use are in common.py. The story:
      arrive out of order (pgq.advance only climbs), two operators set the AI
      agent at once (pgq.set_switch: last write wins) and an invitation is
      accepted twice at once (pgq.once: one true).
-  5. Final checks: every committed signup got exactly one welcome email, the
+  5. The same database runs a satellite-pass backend, as a non-superuser
+     role: a schedule fires a refresh job every second; a worker updates the
+     satellites whose orbits changed and publishes one event per change in
+     the same transaction (one refresh crashes before COMMIT: no event, no
+     job); in-database handlers run by the server's own workers recompute
+     the passes and page the operators, whose API times out once (retried
+     after its back-off).
+  6. Final checks: every committed signup got exactly one welcome email, the
      bounce is dead-lettered, nothing was lost or duplicated; every
      conversation has one owner and spent one turn, nobody got work at lunch,
      turns went by id, ladders ended at their top step, the switch holds the
-     last committed write, each invitation was accepted once. Exit status 1
-     otherwise.
+     last committed write, each invitation was accepted once; the schedule
+     never ran twice at once, every orbit change has one event and one
+     recomputation, the rolled-back refresh left nothing, the flaky alert
+     succeeded on its retry. Exit status 1 otherwise.
 """
 
 import argparse
@@ -46,6 +56,7 @@ import time
 
 from common import BOLD, DIM, GREEN, RED, RESET, connect, errors, out, query_table
 from crm import crm_scene
+from satellites import satellites_scene
 
 QUEUE = "welcome_email"
 MAX_ATTEMPTS = 4
@@ -357,15 +368,15 @@ def crash_story(dsn, conn):
 
 # --- the report -------------------------------------------------------------
 
-def final_report(conn, shared, crash_job_id, crm_checks=()):
-    out.heading("4. Where the welcome emails ended up")
+def final_report(conn, shared, crash_job_id, scene_checks=()):
+    out.heading("5. Where the welcome emails ended up")
     out.line(f"{DIM}SELECT * FROM pgq.queue_stats;{RESET}")
     query_table(conn, "SELECT * FROM pgq.queue_stats")
     out.line()
     out.line(f"{DIM}SELECT id, payload->>'email' AS email, attempts, reason, last_error "
-             f"FROM pgq.dead_jobs;{RESET}")
+             f"FROM pgq.dead_jobs WHERE queue = '{QUEUE}';{RESET}")
     query_table(conn, "SELECT id, payload->>'email' AS email, attempts, reason, last_error"
-                      "  FROM pgq.dead_jobs ORDER BY id")
+                      "  FROM pgq.dead_jobs WHERE queue = %s ORDER BY id", (QUEUE,))
 
     checks = []
 
@@ -375,11 +386,15 @@ def final_report(conn, shared, crash_job_id, crm_checks=()):
     committed = dict(shared.committed_jobs)
     # pgq keeps counts of finished jobs (pgq.finished); which job finished at
     # which attempt is the application's record, written with pgq.complete.
+    # Only this queue's: the satellite scene completes jobs of its own.
     finished_count = conn.execute(
-        "SELECT COALESCE(sum(jobs), 0) FROM pgq.finished").fetchone()[0]
+        "SELECT COALESCE(sum(f.jobs), 0) FROM pgq.finished f JOIN pgq.queues q USING (queue_id)"
+        " WHERE q.name = %s", (QUEUE,)).fetchone()[0]
     dead = {row[0]: row[1:] for row in conn.execute(
-        "SELECT id, payload->>'email', attempts, reason FROM pgq.dead_jobs").fetchall()}
-    pending = conn.execute("SELECT count(*) FROM pgq.jobs").fetchone()[0]
+        "SELECT id, payload->>'email', attempts, reason FROM pgq.dead_jobs WHERE queue = %s",
+        (QUEUE,)).fetchall()}
+    pending = conn.execute("SELECT count(*) FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)"
+                           " WHERE q.name = %s", (QUEUE,)).fetchone()[0]
     deliveries = conn.execute("SELECT job_id, user_id, attempt FROM deliveries").fetchall()
     delivered_jobs = {}
     for job_id, _user, attempt in deliveries:
@@ -427,7 +442,7 @@ def final_report(conn, shared, crash_job_id, crm_checks=()):
           "no job and no user delivered twice")
     check("completions counted by pgq", finished_count, not mismatched,
           "pgq.finished agrees with the delivery rows")
-    checks.extend(crm_checks)
+    checks.extend(scene_checks)
     check("thread errors", len(shared.errors), not shared.errors)
 
     out.heading("Summary")
@@ -496,7 +511,9 @@ def run(dsn, server_log):
         out.event("main", "queue empty, producers done: stopping threads")
 
         crm_checks = crm_scene(dsn, conn, shared)
-        ok = final_report(conn, shared, crash_job_id, crm_checks) and not timed_out
+        satellite_checks = satellites_scene(dsn, conn, shared, server_log)
+        ok = final_report(conn, shared, crash_job_id, crm_checks + satellite_checks) \
+            and not timed_out
 
     host = dict(p.split("=", 1) for p in dsn.split())
     out.heading("Explore")
@@ -505,13 +522,15 @@ def run(dsn, server_log):
              f"SELECT pgq.retry_dead({QUEUE!r});{RESET}")
     out.line(f"{DIM}     SELECT owner, count(*) FROM pgq.assignments GROUP BY 1; "
              f"SELECT * FROM pgq.ladders; SELECT * FROM pgq.switches;{RESET}")
+    out.line(f"{DIM}     SELECT * FROM pgq.schedules; SELECT * FROM pgq.schedule_runs; "
+             f"SELECT * FROM passes_log; SELECT * FROM alerts;{RESET}")
     out.line(f"stop the demo cluster: bash scripts/demo.sh stop   "
              f"{DIM}(runs pg_ctl -D {host['host']}/data stop as postgres, "
              f"deletes {host['host']}){RESET}")
     out.line()
     if ok:
         out.line(f"{GREEN}{BOLD}demo OK{RESET}: nothing lost, nothing duplicated, "
-                 f"no race lost in the CRM")
+                 f"no race lost in the CRM, every orbit change recomputed once")
         return 0
     out.line(f"{RED}{BOLD}demo FAILED{RESET}: see the checks above")
     return 1

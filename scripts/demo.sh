@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # `make demo`: installs what is missing, builds and installs pgq_cpp, starts a
 # throwaway cluster and runs demo/scenario.py: welcome emails through a pgq
-# queue (a crashing worker, a poisoned job), then a sales CRM (demo/crm.py).
+# queue (a crashing worker, a poisoned job), then a sales CRM (demo/crm.py)
+# and a satellite-pass backend with a schedule, an outbox and in-database
+# handlers (demo/satellites.py).
 #
 #   bash scripts/demo.sh          run the demo (what `make demo` does)
 #   bash scripts/demo.sh stop     stop the demo cluster and delete /tmp/pgq_demo
 #
 # Exits non-zero if the scenario sees something that must not happen (a lost
-# or duplicated job, a lost CRM race): it doubles as an end-to-end smoke test.
+# or duplicated job, a lost CRM race, a recomputation missed or doubled): it
+# doubles as an end-to-end smoke test.
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
