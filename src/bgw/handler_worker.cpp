@@ -17,6 +17,7 @@
 #include "api/handlers.h"
 #include "bgw/bgw.h"
 #include "bgw/worker_slot.h"
+#include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/boundary.h"
 #include "pg/settings.h"
@@ -89,15 +90,22 @@ enum class Claimed { kJob, kNone, kNoHandlerQueues };
 Claimed ClaimNext(Job* job) {
   pg::SpiSession spi;
   pg::Params none;
-  const uint64 queues = spi.Execute(handler_queues, none);
-  if (queues == 0) return Claimed::kNoHandlerQueues;
-  SPITupleTable* queue_rows = spi.tuples();
-  for (uint64 i = 0; i < queues; ++i) {
-    const uint64 row = (next_queue + i) % queues;
-    SPI_tuptable = queue_rows;  // Text() reads the current result
-    const std::string queue = spi.Text(row, 1);
-    const std::string handler = spi.Text(row, 2);
-    const std::string owner = spi.Text(row, 3);
+  const uint64 count = spi.Execute(handler_queues, none);
+  if (count == 0) return Claimed::kNoHandlerQueues;
+  struct HandlerQueue {
+    std::string name;
+    std::string handler;
+    std::string owner;
+  };
+  auto queues = pg::MakeSmallVector<HandlerQueue, 8>(CurrentMemoryContext);
+  for (uint64 row = 0; row < count; ++row) {
+    queues.push_back(HandlerQueue{spi.Text(row, 1), spi.Text(row, 2), spi.Text(row, 3)});
+  }
+  for (uint64 i = 0; i < count; ++i) {
+    const uint64 row = (next_queue + i) % count;
+    const std::string& queue = queues[row].name;
+    const std::string& handler = queues[row].handler;
+    const std::string& owner = queues[row].owner;
     pg::Params name;
     name.Set(0, pg::TextDatum(queue));
     if (spi.Execute(claim_one, name) == 0) continue;
