@@ -81,6 +81,13 @@ pg::Statement complete_job = {"SELECT pgq.complete($1, $2)", 2, {INT8OID, INT4OI
 
 pg::Statement fail_job = {"SELECT pgq.fail($1, $2, $3)", 3, {INT8OID, INT4OID, TEXTOID}, nullptr};
 
+pg::Statement retry_time = {
+    "SELECT run_at FROM pgq.jobs WHERE id = $1 AND state = 'p'", 1, {INT8OID}, nullptr};
+
+// When a job this worker failed is due again (0: none). Becoming due is not
+// a commit, so nothing would wake us: the idle sleep ends then instead.
+TimestampTz next_retry = 0;
+
 // Where the round-robin over handler queues starts next time.
 uint32 next_queue = 0;
 
@@ -196,7 +203,8 @@ void RunHandler(const Job& job) {
   }
 }
 
-// Records the failure; returns pgq.fail's outcome ('retry', 'dead', 'lost').
+// Records the failure; returns pgq.fail's outcome ('retry', 'dead', 'lost')
+// and, for a retry, notes when the job is due again.
 std::string FailJob(const Job& job, const char* error) {
   pg::SpiSession spi;
   pg::Params params;
@@ -204,7 +212,30 @@ std::string FailJob(const Job& job, const char* error) {
       .Set(1, Int32GetDatum(job.attempt))
       .Set(2, pg::TextDatum(error));
   spi.Execute(fail_job, params);
-  return spi.Text(0, 1);
+  std::string outcome = spi.Text(0, 1);
+  if (outcome == "retry") {
+    pg::Params id;
+    id.Set(0, Int64GetDatum(job.id));
+    if (spi.Execute(retry_time, id, 1) == 1) {
+      bool is_null = false;
+      const TimestampTz due = DatumGetTimestampTz(spi.Value(0, 1, &is_null));
+      // A noted time already past is stale: its job was claimed again.
+      if (next_retry <= GetCurrentTimestamp() || due < next_retry) next_retry = due;
+    }
+  }
+  return outcome;
+}
+
+// How long an idle worker sleeps: until its next look, or until a job it
+// failed is due again, whichever comes first.
+long IdleMillis() {
+  if (next_retry == 0) return kIdleMillis;
+  const TimestampTz now = GetCurrentTimestamp();
+  if (next_retry <= now) {
+    next_retry = 0;
+    return 1;
+  }
+  return std::min(kIdleMillis, static_cast<long>((next_retry - now) / 1000) + 1);
 }
 
 void HandlerErrorContext(void* arg) {
@@ -356,7 +387,7 @@ void pgq_handler_main(Datum main_arg) {
     const bgw::Claimed claimed = bgw::RunOneJob(&job);
     if (claimed == bgw::Claimed::kNoHandlerQueues) proc_exit(0);
     if (claimed == bgw::Claimed::kJob) continue;
-    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, bgw::kIdleMillis,
+    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, bgw::IdleMillis(),
                     PG_WAIT_EXTENSION);
   }
 }
