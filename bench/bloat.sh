@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# pgq_cpp bloat benchmark: what a long transaction (held xmin) and a deep
+# churning drain do to pgq_cpp and to the hand-written plain-SQL queue
+# (bench/baseline.sql), side by side in one throwaway cluster.
+#
+#   bash bench/bloat.sh
+#   HOLD=60 DRAIN_JOBS=20000 bash bench/bloat.sh      quick development run
+#
+# Environment:
+#   HOLD        seconds the held transaction stays open (default 300; a multiple of INTERVAL)
+#   PRE, POST   steady-state seconds before / after the hold (default 60 / 60)
+#   INTERVAL    reporting interval, seconds (default 30)
+#   RATE        producer pace in the held-xmin workload, jobs/s (default 150: both
+#               systems must keep up before the hold, or the run measures a
+#               growing backlog instead)
+#   DRAIN_JOBS  jobs pushed in the deep churning drain (default 200000)
+#   DRAIN_MAX   seconds after which the drain consumers give up (default 600)
+#   PARTS       subset of: held drain (default both)
+#
+# It does not build or install anything: it measures the pgq_cpp installed in
+# $(pg_config --pkglibdir). Clients are bench/bloat.py (Debian's python3 with
+# python3-psycopg), one OS process per connection. Each workload runs the
+# baseline first, then pgq, in the same cluster; before each: TRUNCATE,
+# VACUUM ANALYZE, CHECKPOINT. The report goes to stdout and to
+# /tmp/pgq_bloat_out/bloat-latest.md.
+
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../scripts/lib.sh"
+
+export HOLD="${HOLD:-300}" PRE="${PRE:-60}" POST="${POST:-60}" INTERVAL="${INTERVAL:-30}"
+export RATE="${RATE:-150}" DRAIN_JOBS="${DRAIN_JOBS:-200000}" DRAIN_MAX="${DRAIN_MAX:-600}" PARTS="${PARTS:-held drain}"
+for v in HOLD PRE POST INTERVAL RATE DRAIN_JOBS DRAIN_MAX; do
+  [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "$v must be a positive integer" >&2; exit 2; }
+done
+((PRE % INTERVAL == 0 && HOLD % INTERVAL == 0 && POST % INTERVAL == 0)) \
+  || { echo "PRE, HOLD and POST must be multiples of INTERVAL" >&2; exit 2; }
+
+BENCH_HOME="$PGQ_ROOT/bench"
+PGDIR=/tmp/pgq_bloat
+PORT=55442
+DB=bench
+OUTDIR=/tmp/pgq_bloat_out
+OUT_MD="$OUTDIR/bloat-latest.md"
+PY=/usr/bin/python3
+CMDLINE="HOLD=$HOLD PRE=$PRE POST=$POST INTERVAL=$INTERVAL RATE=$RATE DRAIN_JOBS=$DRAIN_JOBS DRAIN_MAX=$DRAIN_MAX PARTS=\"$PARTS\" bash bench/bloat.sh"
+
+# Durable, like bench/run.sh, but autovacuum on with its defaults: a real
+# server vacuums. synchronous_commit is set per session by the clients (on for
+# the held-xmin workload, off for the drain).
+CLUSTER_CONF=(
+  "fsync = on"
+  "synchronous_commit = on"
+  "full_page_writes = on"
+  "shared_buffers = 1GB"
+  "max_wal_size = 8GB"
+  "checkpoint_timeout = 30min"
+  "autovacuum = on"
+  "log_min_messages = warning"
+  "log_autovacuum_min_duration = 0"
+)
+
+ensure_packages
+PSQL=("$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$PGDIR" -p "$PORT" -U postgres -d "$DB")
+sql() { "${PSQL[@]}" -c "$1"; }
+
+cleanup() { stop_cluster "$PGDIR"; }
+trap cleanup EXIT
+stop_cluster "$PGDIR"
+rm -rf "$PGDIR" "$OUTDIR"
+mkdir -p "$OUTDIR"
+
+SO_FILE="$("$PG_CONFIG" --pkglibdir)/pgq_cpp.so"
+SO_ID="installed pgq_cpp.so $(date -u -r "$SO_FILE" '+%Y-%m-%d %H:%M:%S UTC'), md5 $(md5sum "$SO_FILE" | cut -c1-12)"
+GIT_ID="git $(git -C "$PGQ_ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$PGQ_ROOT" diff --quiet HEAD -- src sql 2>/dev/null || echo ' (working tree modified)')"
+
+say "starting the bloat cluster in $PGDIR (port $PORT)"
+start_cluster "$PGDIR" "$PORT" "${CLUSTER_CONF[@]}"
+"$PG_BIN/createdb" -h "$PGDIR" -p "$PORT" -U postgres "$DB"
+sql "CREATE EXTENSION pgq_cpp"
+sql "SELECT pgq.create_queue('bench')" >/dev/null
+"${PSQL[@]}" -f "$BENCH_HOME/baseline.sql"
+
+LOAD_BEFORE=$(uptime)
+START_TS=$(date +%s)
+say "$CMDLINE"
+"$PY" "$BENCH_HOME/bloat.py" run "host=$PGDIR port=$PORT user=postgres dbname=$DB" "$OUTDIR"
+ELAPSED=$(( $(date +%s) - START_TS ))
+LOAD_AFTER=$(uptime)
+AV_LINES=$(grep -c 'automatic vacuum' "$PGDIR/server.log" || true)
+cp "$PGDIR/server.log" "$OUTDIR/server.log"
+
+{
+  echo "# pgq_cpp bloat benchmark: held xmin and deep churning drain"
+  echo
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); wall time of the workloads: ${ELAPSED} s"
+  echo "- command: \`$CMDLINE\`"
+  echo "- machine: $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/^Mem:/ {print $2}') GiB RAM, $(uname -sr)"
+  echo "- PostgreSQL: $(sql "SELECT version()")"
+  echo "- pgq_cpp measured: $GIT_ID, $SO_ID"
+  echo "- cluster ($PGDIR, port $PORT): $(IFS=';'; echo "${CLUSTER_CONF[*]}" | sed 's/;/, /g'); autovacuum otherwise default; pgq_cpp preloaded (its maintenance worker runs)"
+  echo "- autovacuum runs logged during the whole run: $AV_LINES (server log copied to $OUTDIR/server.log)"
+  echo "- load before: \`${LOAD_BEFORE## }\`; after: \`${LOAD_AFTER## }\`"
+  echo
+  "$PY" "$BENCH_HOME/bloat.py" report "$OUTDIR"
+} >"$OUT_MD"
+cat "$OUT_MD"
+say "written to $OUT_MD"
