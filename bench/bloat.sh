@@ -47,14 +47,8 @@ CMDLINE="HOLD=$HOLD PRE=$PRE POST=$POST INTERVAL=$INTERVAL RATE=$RATE DRAIN_JOBS
 # server vacuums. synchronous_commit is set per session by the clients (on for
 # the held-xmin workload, off for the drain).
 CLUSTER_CONF=(
-  "fsync = on"
-  "synchronous_commit = on"
-  "full_page_writes = on"
-  "shared_buffers = 1GB"
-  "max_wal_size = 8GB"
-  "checkpoint_timeout = 30min"
+  "${BENCH_DURABLE_CONF[@]}"
   "autovacuum = on"
-  "log_min_messages = warning"
   "log_autovacuum_min_duration = 0"
 )
 

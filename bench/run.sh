@@ -36,14 +36,8 @@ OUT_CSV="$BENCH_HOME/results-latest-runs.csv"
 # rest keeps checkpoints and autovacuum out of the measured 10 seconds (we
 # CHECKPOINT and VACUUM ourselves between runs, the same for both systems).
 CLUSTER_CONF=(
-  "fsync = on"
-  "synchronous_commit = on"
-  "full_page_writes = on"
-  "shared_buffers = 1GB"
-  "max_wal_size = 8GB"
-  "checkpoint_timeout = 30min"
+  "${BENCH_DURABLE_CONF[@]}"
   "autovacuum = off"
-  "log_min_messages = warning"
 )
 
 [[ "$DURATION" =~ ^[1-9][0-9]*$ ]] || { echo "DURATION must be a positive integer" >&2; exit 2; }

@@ -51,14 +51,8 @@ RUNS_CSV="$OUT_DIR/maintenance-runs.csv"
 # kept out of the measured seconds (we CHECKPOINT and VACUUM between runs).
 # The maintenance worker runs every second, as by default.
 CLUSTER_CONF=(
-  "fsync = on"
-  "synchronous_commit = on"
-  "full_page_writes = on"
-  "shared_buffers = 1GB"
-  "max_wal_size = 8GB"
-  "checkpoint_timeout = 30min"
+  "${BENCH_DURABLE_CONF[@]}"
   "autovacuum = off"
-  "log_min_messages = warning"
   "pgq.maintenance_interval = '1s'"
 )
 

@@ -57,6 +57,19 @@ as_pg() {
   if [[ $(id -un) == "$PGQ_OS_USER" ]]; then "$@"; else runuser -u "$PGQ_OS_USER" -- "$@"; fi
 }
 
+# Settings every benchmark cluster shares: durable commits, and checkpoints
+# kept out of the measured seconds. Each bench script adds its autovacuum
+# choice and its own lines.
+BENCH_DURABLE_CONF=(
+  "fsync = on"
+  "synchronous_commit = on"
+  "full_page_writes = on"
+  "shared_buffers = 1GB"
+  "max_wal_size = 8GB"
+  "checkpoint_timeout = 30min"
+  "log_min_messages = warning"
+)
+
 # start_cluster DIR PORT [extra postgresql.conf lines...]
 # Starts a throwaway cluster in DIR (data in DIR/data, socket in DIR).
 start_cluster() {

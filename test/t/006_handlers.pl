@@ -57,22 +57,6 @@ my $handlers =
 my $any_handler =
 	"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pgq handler'";
 
-# Samples QUERY every 100 ms for SECONDS; returns every distinct output seen,
-# in order of first appearance.
-sub outputs_during
-{
-	my ($query, $seconds) = @_;
-	my (@seen, %seen);
-	my $deadline = time + $seconds;
-	while (time < $deadline)
-	{
-		my $out = $node->safe_psql('postgres', $query);
-		push @seen, $out unless $seen{$out}++;
-		usleep(100_000);
-	}
-	return @seen;
-}
-
 is( $node->safe_psql(
 		'postgres',
 		"SELECT context || ',' || boot_val FROM pg_settings WHERE name = 'pgq.handler_workers'"
@@ -108,7 +92,7 @@ ok( wait_for(
 		'1'),
 	'the database has its maintenance worker');
 # Ten passes and more: no handler queue, no handler worker.
-is_deeply([ outputs_during($any_handler, 1.5) ],
+is_deeply([ outputs_during($node, $any_handler, 1.5) ],
 	['0'], 'no queue has a handler: no "pgq handler" backend');
 
 # One handler for every queue of this test, owned by app. It writes its row
@@ -331,7 +315,7 @@ $node->reload;
 ($ok, undef, $waited) = wait_for($node, 'postgres', $handlers, '1');
 ok($ok, '5: pgq.handler_workers = 1: one handler worker');
 prompt('5: the extra worker exits after the reload', $waited) if $ok;
-is_deeply([ outputs_during($any_handler, 1) ],
+is_deeply([ outputs_during($node, $any_handler, 1) ],
 	['1'], '5: and never more than one over ten passes');
 
 $node->safe_psql('postgres', 'ALTER SYSTEM SET pgq.handler_workers = 0');
@@ -342,7 +326,7 @@ prompt('5: the last worker exits after the reload', $waited) if $ok;
 my $held = as_app(q{SELECT pgq.enqueue('work', '{"tag": "held"}')});
 is_deeply(
 	[
-		outputs_during(
+		outputs_during($node,
 			"SELECT ($any_handler)::text || ' ' || (SELECT state::text || attempt FROM pgq.jobs WHERE id = $held)",
 			1.5)
 	],
@@ -414,7 +398,7 @@ is( $node->safe_psql(
 ($ok, undef, $waited) = wait_for($node, 'postgres', $any_handler, '0');
 ok($ok, '4: with no handler queue left, the handler workers exit');
 prompt('4: the handler workers exit after the handlers are removed', $waited) if $ok;
-is_deeply([ outputs_during($any_handler, 2) ],
+is_deeply([ outputs_during($node, $any_handler, 2) ],
 	['0'], '4: and none comes back in 2 s (twenty passes)');
 my $plain = as_app(q{SELECT pgq.enqueue('work', '{"tag": "plain"}')});
 is( $node->safe_psql(

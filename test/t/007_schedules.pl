@@ -40,22 +40,6 @@ sub jobs_in
 	  . "WHERE q.name = '$queue'";
 }
 
-# Samples QUERY every 100 ms for SECONDS; returns every distinct output seen,
-# in order of first appearance.
-sub outputs_during
-{
-	my ($query, $seconds) = @_;
-	my (@seen, %seen);
-	my $deadline = time + $seconds;
-	while (time < $deadline)
-	{
-		my $out = $node->safe_psql('postgres', $query);
-		push @seen, $out unless $seen{$out}++;
-		usleep(100_000);
-	}
-	return @seen;
-}
-
 # The sum of N over the worker's "N schedules fired" lines in LOG.
 sub fired_in_log
 {
@@ -134,7 +118,7 @@ ok(wait_for($node, 'postgres', jobs_in('q'), '1'),
 my $held_runs = $node->safe_psql('postgres', $runs);
 is_deeply(
 	[
-		outputs_during(
+		outputs_during($node,
 			"SELECT (" . jobs_in('q') . ") || ' ' || ($runs) || ' ' "
 			  . "|| (SELECT running FROM pgq.schedules WHERE name = 'tick')",
 			2)
@@ -292,7 +276,7 @@ is( $node->safe_psql(
 # the hour after the firing, still in the future of pgq's clock.
 my $worker = worker_pid($node, 'postgres');
 my $window_start = time;
-my @seen = outputs_during(
+my @seen = outputs_during($node,
 	"SELECT ($hruns) || ' ' || (" . jobs_in('hq') . ") || ' ' "
 	  . "|| (s.next_run_at > pgq.clock()) || ' ' "
 	  . "|| (s.next_run_at = date_trunc('hour', r.fired_at) + interval '1 hour') "

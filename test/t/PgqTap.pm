@@ -17,7 +17,7 @@ our @EXPORT = qw(
   $SHORT $LONG $PROMPT
   pgq_node prompt wait_for wait_for_log log_size log_since count_matches
   launcher_pid worker_pid pgq_backends crash_restart jobs_accounted
-  no_lasting_worker
+  no_lasting_worker outputs_during
 );
 
 # Deadlines, in seconds. The contract promises about 2 s for a worker to
@@ -202,6 +202,23 @@ sub jobs_accounted
 # backend connected to one of the DBs was seen. A short-lived probe of a
 # database without the extension is allowed by the contract; a worker that
 # stays is not.
+# outputs_during(NODE, QUERY, SECONDS) samples QUERY (in database postgres)
+# every 100 ms for SECONDS; returns every distinct output seen, in order of
+# first appearance. For "this never happens in N passes" checks.
+sub outputs_during
+{
+	my ($node, $query, $seconds) = @_;
+	my (@seen, %seen);
+	my $deadline = time + $seconds;
+	while (time < $deadline)
+	{
+		my $out = $node->safe_psql('postgres', $query);
+		push @seen, $out unless $seen{$out}++;
+		usleep(100_000);
+	}
+	return @seen;
+}
+
 sub no_lasting_worker
 {
 	my ($node, $dbs, $seconds) = @_;
