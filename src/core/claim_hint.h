@@ -1,0 +1,111 @@
+// Where a claim may start reading a queue's pending jobs: the claim hint.
+//
+// Why. A claim reads the ready index in claim order and skips the entries of
+// jobs that are no longer pending. Those entries stay in the index until
+// VACUUM removes them, and VACUUM cannot while any transaction older than
+// them is open (a held xmin), nor keep up with a deep churning drain. Then
+// every claim wades through all of them, and gets slower with every job
+// taken. The hint lets a claim start its index scan past them.
+//
+// The rule. For each queue the hint holds a key H with this invariant:
+//   (I) no job of the queue that is pending in the committed state has a
+//       claim key below H, except jobs covered by the alarm.
+// A claim scans from H (or from the alarm's key once the alarm is due) and
+// computes, from its own snapshot, the first pending ready key F at or after
+// where it started, and the alarm: the earliest run_at and the lowest key of
+// the pending jobs it passed before F because they were not due yet. It then
+// publishes F only if nothing else touched the hint since it read it (the
+// generation is unchanged). Every transaction that makes a job pending
+// (enqueue, release, retry, expiry, a group's next job) lowers the hint to
+// that job's key *after its commit is visible* (its commit callback). So:
+//  - a change that committed before the claim read the hint is in the
+//    claim's snapshot (the snapshot is taken after the read), so F is at or
+//    below it;
+//  - a change that commits later lowers the hint afterwards, or bumps the
+//    generation before the claim publishes, and the publication is dropped.
+// Jobs that become due by the clock alone are what the alarm is for: a
+// claim that passes a not-yet-due job (only possible in a higher priority
+// than F, see ClaimKey) records it, and the first claim after its run_at
+// starts from it again.
+//
+// A hint is only ever a shortcut: starting from kFirstKey is always correct.
+// Pure C++; the shared-memory table and the SQL live in pg/claim_hint.cpp.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+namespace pgq::core {
+
+// A pending job's place in the claim order: higher priority first, then
+// earlier run_at, then lower id. run_at is in microseconds (any epoch).
+struct ClaimKey {
+  int32_t priority;
+  int64_t run_at;
+  int64_t id;
+};
+
+// Whether `a` is claimed before `b`.
+constexpr bool ClaimsBefore(const ClaimKey& a, const ClaimKey& b) {
+  if (a.priority != b.priority) return a.priority > b.priority;
+  if (a.run_at != b.run_at) return a.run_at < b.run_at;
+  return a.id < b.id;
+}
+
+constexpr const ClaimKey& EarlierKey(const ClaimKey& a, const ClaimKey& b) {
+  return ClaimsBefore(b, a) ? b : a;
+}
+
+// Before every job: the start of a full scan.
+inline constexpr ClaimKey kFirstKey = {std::numeric_limits<int32_t>::max(),
+                                       std::numeric_limits<int64_t>::min(),
+                                       std::numeric_limits<int64_t>::min()};
+
+// Not-yet-due jobs a claim passed: the earliest run_at among them and the
+// lowest key among them (not necessarily the same job).
+struct ClaimAlarm {
+  bool set = false;
+  int64_t due = 0;
+  ClaimKey key = kFirstKey;
+};
+
+ClaimAlarm MergeAlarms(const ClaimAlarm& a, const ClaimAlarm& b);
+
+struct ClaimHint {
+  uint64_t generation = 0;
+  // No pending job in the committed state at or after `start` (and none
+  // before it, by (I)): a claim needs no scan, unless the alarm is due.
+  bool nothing_pending = false;
+  ClaimKey start = kFirstKey;
+  ClaimAlarm alarm;
+};
+
+// What a claim reads from the hint before it takes its snapshot.
+struct ScanPlan {
+  uint64_t generation;
+  bool skip_scan;       // nothing can be pending: return no job without a statement
+  bool alarm_consumed;  // the scan starts at the alarm's key and covers its jobs
+  ClaimKey from;
+};
+
+ScanPlan PlanScan(const ClaimHint& hint, int64_t now);
+
+// What the claim's statement saw, from one snapshot, scanning from plan.from.
+struct ScanResult {
+  bool found_ready;  // false: no pending ready job at or after plan.from
+  ClaimKey first_ready;
+  ClaimAlarm passed;  // not-yet-due pending jobs before first_ready (or to the end)
+};
+
+// Publishes a claim's result; false (and no change) if the hint changed since
+// `plan` was read.
+bool PublishScan(ClaimHint& hint, const ScanPlan& plan, const ScanResult& result);
+
+// A job with `key` became pending (called after its commit is visible).
+void LowerHint(ClaimHint& hint, const ClaimKey& key);
+
+// Forget everything: the next claim scans from the start. For changes whose
+// keys are not known (a maintenance pass, writes we did not make).
+void ResetHint(ClaimHint& hint);
+
+}  // namespace pgq::core
