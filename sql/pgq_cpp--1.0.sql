@@ -37,7 +37,7 @@ CREATE TABLE pgq.queues (
     backoff_max  interval    NOT NULL,
     retention    interval    NOT NULL,
     notify       boolean     NOT NULL,
-    rate_limit   real,                   -- reserved: enforced from the flow-control release
+    rate_limit   real,                   -- claims per second, NULL: no limit
     handler      text,                   -- in-database handler, as regprocedure text
     owner        name        NOT NULL DEFAULT CURRENT_USER,  -- handlers run as this role
     paused       boolean     NOT NULL DEFAULT false,
@@ -45,31 +45,34 @@ CREATE TABLE pgq.queues (
 );
 ALTER SEQUENCE pgq.queue_id_seq OWNED BY pgq.queues.queue_id;
 
--- Jobs: the hot table. It holds only pending ('p') and running ('r') jobs;
--- finished jobs leave it (see docs/adr/0002-job-storage.md).
+-- Jobs: the hot table. It holds only live jobs: pending ('p'), running
+-- ('r') and waiting behind the head of their FIFO group ('w'); finished jobs
+-- leave it (see docs/adr/0002-job-storage.md and 0007-claim-hint.md).
 
 CREATE SEQUENCE pgq.job_id_seq AS bigint;
 
 CREATE TABLE pgq.jobs (
     id           bigint      NOT NULL PRIMARY KEY,
     queue_id     integer     NOT NULL,
-    state        "char"      NOT NULL,      -- 'p' pending, 'r' running
-    priority     integer     NOT NULL,
+    state        "char"      NOT NULL,      -- 'p' pending, 'r' running, 'w' waiting in its group
+    priority     integer     NOT NULL CHECK (priority OPERATOR(pg_catalog.>) -2147483648),
     run_at       timestamptz NOT NULL,
     attempt      integer     NOT NULL,      -- claims so far, counting the current one
     max_attempts integer     NOT NULL,
     lease_until  timestamptz,               -- set while running; kept after a lease expiry
     enqueued_at  timestamptz NOT NULL,
     dedupe_key   text,
-    group_key    text,                      -- reserved: FIFO groups, flow-control release
+    group_key    text,                      -- FIFO group: one job of a group is not 'w'
     last_error   text,
     payload      jsonb       NOT NULL,
-    CONSTRAINT jobs_state_check CHECK (state OPERATOR(pg_catalog.=) ANY (ARRAY['p', 'r']::"char"[]))
+    CONSTRAINT jobs_state_check CHECK (state OPERATOR(pg_catalog.=) ANY (ARRAY['p', 'r', 'w']::"char"[]))
 ) WITH (fillfactor = 90);
 ALTER SEQUENCE pgq.job_id_seq OWNED BY pgq.jobs.id;
 
--- What claim reads: runnable jobs of one queue in claim order.
-CREATE INDEX jobs_ready_idx ON pgq.jobs (queue_id, priority DESC, run_at, id)
+-- What claim reads: pending jobs of one queue in claim order (priority
+-- descending, written as an ascending (- priority) so that a claim can start
+-- its scan at a key with one row comparison: the claim hint).
+CREATE INDEX jobs_ready_idx ON pgq.jobs (queue_id, (OPERATOR(pg_catalog.-) priority), run_at, id)
     WHERE state OPERATOR(pg_catalog.=) 'p';
 -- What maintenance reads: running jobs by lease end.
 CREATE INDEX jobs_lease_idx ON pgq.jobs (lease_until)
@@ -77,6 +80,18 @@ CREATE INDEX jobs_lease_idx ON pgq.jobs (lease_until)
 -- One pending or running job per dedupe key and queue.
 CREATE UNIQUE INDEX jobs_dedupe_idx ON pgq.jobs (queue_id, dedupe_key)
     WHERE dedupe_key IS NOT NULL;
+-- A group's jobs in enqueue order: who is next when the head leaves.
+CREATE INDEX jobs_group_idx ON pgq.jobs (queue_id, group_key, id)
+    WHERE group_key IS NOT NULL;
+
+-- Rate-limit buckets of queues with a rate_limit, when the library is not
+-- preloaded (preloaded, they live in shared memory). One row per queue,
+-- updated under its row lock by every claim of that queue.
+CREATE TABLE pgq.rate_buckets (
+    queue_id   integer          NOT NULL PRIMARY KEY REFERENCES pgq.queues ON DELETE CASCADE,
+    tokens     double precision NOT NULL,
+    updated_at timestamptz      NOT NULL
+);
 
 -- Dead-letter: the job kept whole, with why it died.
 CREATE TABLE pgq.dead_jobs (
@@ -229,6 +244,7 @@ SELECT pg_catalog.pg_extension_config_dump('pgq.jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.job_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.dead_jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.finished', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.rate_buckets', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.teams', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.team_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.team_members', '');
@@ -424,20 +440,20 @@ SELECT q.name                                   AS queue,
  CROSS JOIN (SELECT pgq.clock() AS now) c
   LEFT JOIN (
         SELECT jj.queue_id,
-               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'p'
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) 'r'
                                              AND jj.run_at OPERATOR(pg_catalog.<=) cc.now) AS ready,
-               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'p'
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) 'r'
                                              AND jj.run_at OPERATOR(pg_catalog.>) cc.now)  AS scheduled,
                pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'r')       AS running,
                pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'r'
                                              AND jj.lease_until OPERATOR(pg_catalog.<) cc.now) AS expired,
-               pg_catalog.min(jj.run_at) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'p'
+               pg_catalog.min(jj.run_at) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) 'r'
                                              AND jj.run_at OPERATOR(pg_catalog.<=) cc.now) AS oldest_ready
           FROM pgq.jobs jj CROSS JOIN (SELECT pgq.clock() AS now) cc
          GROUP BY jj.queue_id
        ) j ON j.queue_id OPERATOR(pg_catalog.=) q.queue_id;
 
-COMMENT ON VIEW pgq.queue_stats IS 'one row per queue: ready, scheduled, running, expired, dead, done_recent, oldest_ready_age, paused';
+COMMENT ON VIEW pgq.queue_stats IS 'one row per queue: ready (including jobs waiting behind the head of their FIFO group), scheduled, running, expired, dead, done_recent, oldest_ready_age, paused';
 
 CREATE VIEW pgq.schedules AS
 SELECT r.name, q.name AS queue, r.spec, r.next_run_at, r.last_run_at, r.last_job_id,

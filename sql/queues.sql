@@ -61,9 +61,21 @@ SELECT j.queue_id <> :old_id AS new_queue, j.queue_id = q.queue_id AS in_live_qu
  WHERE j.id = :job;
 SELECT pgq.drop_queue('cached', force => true);
 
--- A setting that arrives with a later release is refused, not silently
--- stored. (Handlers: sql/handlers.sql.)
-SELECT pgq.create_queue('later', rate_limit => 10);
-SELECT count(*) AS queues_left FROM pgq.queues;
+-- A rate limit is stored as given; alter_queue(rate_limit => 0) removes it.
+-- (Handlers: sql/handlers.sql; rate limits at work: test/python/test_flow.py.)
+SELECT pgq.create_queue('limited', rate_limit => 2.5);
+SELECT rate_limit FROM pgq.queues WHERE name = 'limited';
+SELECT pgq.alter_queue('limited', max_attempts => 3);
+SELECT rate_limit FROM pgq.queues WHERE name = 'limited';
+SELECT pgq.alter_queue('limited', rate_limit => 0);
+SELECT rate_limit IS NULL AS no_limit FROM pgq.queues WHERE name = 'limited';
+-- One claim per 100 s: the bucket holds one token (at least one), full at first.
+SELECT pgq.alter_queue('limited', rate_limit => 0.01);
+SELECT count(*) AS enqueued FROM pgq.enqueue_many('limited', ARRAY['{}', '{}', '{}', '{}']::jsonb[]);
+SELECT count(*) AS first_claim FROM pgq.claim('limited', 4);
+SELECT count(*) AS no_token_left FROM pgq.claim('limited', 4);
+SELECT pgq.alter_queue('limited', rate_limit => 0);
+SELECT count(*) AS unlimited_again FROM pgq.claim('limited', 4);
+SELECT pgq.drop_queue('limited', force => true);
 
 DROP EXTENSION pgq_cpp;

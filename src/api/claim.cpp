@@ -1,12 +1,19 @@
 // pgq.claim: take up to n ready jobs, leased in the same statement that
 // selects them (FOR UPDATE SKIP LOCKED), so two workers never take the same
 // job and never wait on each other.
+//
+// The scan starts at the queue's claim hint (core/claim_hint.h) instead of
+// the start of the queue, and the same statement reports, from the same
+// snapshot, what the next claim may skip: that is what keeps a claim's cost
+// flat when VACUUM cannot remove the index entries of jobs already taken.
 #include <algorithm>
 #include <optional>
 
 #include "api/queue_ref.h"
+#include "api/rate_bucket.h"
 #include "core/validate.h"
 #include "pg/args.h"
+#include "pg/queue_slots.h"
 #include "pg/settings.h"
 #include "pg/wakeup.h"
 
@@ -14,26 +21,54 @@ namespace pgq::api {
 
 namespace {
 
-// $1 queue id, $2 n, $3 lease, $4 now, $5 queue name.
-// The result columns are exactly pgq.claimed_job, in claim order.
+// Claim order as an index key: (- priority, run_at, id) ascending, the
+// expression of jobs_ready_idx. $6..$8 are the key the scan starts at.
+#define PGQ_KEY(alias) "(-" alias ".priority, " alias ".run_at, " alias ".id)"
+#define PGQ_FROM_START(alias) PGQ_KEY(alias) " >= ($6, $7, $8)"
+#define PGQ_IN_ORDER(alias) " ORDER BY -" alias ".priority, " alias ".run_at, " alias ".id"
+
+// $1 queue id, $2 n, $3 lease, $4 now, $5 queue name, $6..$8 scan start.
+// Columns 1-8 are pgq.claimed_job, one row per claimed job in claim order
+// (one row of NULLs when none was claimed). Columns 9-15 are the scan result
+// for the hint, from the claim's own snapshot: the first pending ready job at
+// or after the start (9-11, NULL if none), and of the not-yet-due pending
+// jobs before it the earliest run_at (12) and the first in claim order
+// (13-15). The claimed jobs are still pending in that snapshot, so the next
+// claim starts at the first of them at the latest.
 pg::Statement claim_jobs = {
-    "WITH claimed AS ("
+    "WITH f AS ("
+    "  SELECT p.priority, p.run_at, p.id FROM pgq.jobs p"
+    "   WHERE p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4 AND " PGQ_FROM_START("p")
+    PGQ_IN_ORDER("p") " LIMIT 1"
+    "), passed AS ("
+    "  SELECT u.priority, u.run_at, u.id FROM pgq.jobs u"
+    "   WHERE u.queue_id = $1 AND u.state = 'p' AND u.run_at > $4 AND " PGQ_FROM_START("u")
+    "     AND " PGQ_KEY("u") " < (COALESCE(-(SELECT f.priority FROM f), 2147483647),"
+    "                             COALESCE((SELECT f.run_at FROM f), 'infinity'),"
+    "                             COALESCE((SELECT f.id FROM f), 9223372036854775807))"
+    "), claimed AS ("
     "  UPDATE pgq.jobs j"
     "     SET state = 'r', attempt = j.attempt + 1, lease_until = $4 + $3"
     "   WHERE j.id = ANY (ARRAY("
     "     SELECT p.id FROM pgq.jobs p"
-    "      WHERE p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4"
-    "      ORDER BY p.priority DESC, p.run_at, p.id"
-    "      LIMIT $2"
-    "      FOR UPDATE OF p SKIP LOCKED))"
+    "      WHERE p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4 AND " PGQ_FROM_START("p")
+    PGQ_IN_ORDER("p") " LIMIT $2 FOR UPDATE OF p SKIP LOCKED))"
     "  RETURNING j.id, j.payload, j.attempt, j.max_attempts, j.lease_until, j.enqueued_at,"
     "            j.priority, j.run_at"
     ") "
-    "SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priority"
-    "  FROM claimed ORDER BY priority DESC, run_at, id",
-    5,
-    {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID},
+    "SELECT c.id, $5, c.payload, c.attempt, c.max_attempts, c.lease_until, c.enqueued_at,"
+    "       c.priority, f.priority, f.run_at, f.id, (SELECT min(run_at) FROM passed),"
+    "       a.priority, a.run_at, a.id"
+    "  FROM (SELECT) AS one"
+    "  LEFT JOIN claimed c ON true"
+    "  LEFT JOIN f ON true"
+    "  LEFT JOIN LATERAL (SELECT * FROM passed pp" PGQ_IN_ORDER("pp") " LIMIT 1) a ON true"
+    " ORDER BY c.priority DESC, c.run_at, c.id",
+    8,
+    {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID},
     nullptr};
+
+constexpr int kClaimedColumns = 8;
 
 // A waiting claim is woken by the commits that make jobs of its queue ready
 // (pg/wakeup.h). Jobs that become due without a commit (a future run_at, a
@@ -43,6 +78,51 @@ constexpr long kRecheckMillis = 1000;
 long MillisUntil(TimestampTz deadline, TimestampTz now) {
   // Rounded up, so the last sleep does not end just before the deadline.
   return static_cast<long>((deadline - now + 999) / 1000);
+}
+
+core::ClaimKey KeyAt(const pg::SpiSession& spi, int first_column, bool* is_null) {
+  const Datum priority = spi.Value(0, first_column, is_null);
+  if (*is_null) return core::kFirstKey;
+  bool null = false;
+  return core::ClaimKey{DatumGetInt32(priority),
+                        DatumGetTimestampTz(spi.Value(0, first_column + 1, &null)),
+                        DatumGetInt64(spi.Value(0, first_column + 2, &null))};
+}
+
+// The scan result of the last claim_jobs execution (columns 9-15 of row 0).
+core::ScanResult ScanResultOf(const pg::SpiSession& spi) {
+  core::ScanResult result{};
+  bool no_ready = false;
+  result.first_ready = KeyAt(spi, 9, &no_ready);
+  result.found_ready = !no_ready;
+  bool no_alarm = false;
+  const Datum due = spi.Value(0, 12, &no_alarm);
+  if (!no_alarm) {
+    bool is_null = false;
+    result.passed = core::ClaimAlarm{true, DatumGetTimestampTz(due), KeyAt(spi, 13, &is_null)};
+  }
+  return result;
+}
+
+// One claim attempt: returns the jobs claimed (their rows are in spi's
+// result, rows 0..count-1, when count > 0).
+uint64 ClaimOnce(pg::SpiSession& spi, pg::Params& params, pg::QueueSlot* slot, TimestampTz now) {
+  core::ScanPlan plan{0, false, false, core::kFirstKey};
+  if (slot != nullptr) plan = pg::PlanClaimScan(slot, now);
+  if (plan.skip_scan) return 0;  // nothing pending: no statement at all
+  params.Set(5, Int32GetDatum(-plan.from.priority))
+      .Set(6, TimestampTzGetDatum(plan.from.run_at))
+      .Set(7, Int64GetDatum(plan.from.id));
+  spi.Execute(claim_jobs, params);
+  // A snapshot older than the read of the hint (REPEATABLE READ) could
+  // publish past jobs that committed in between; such claims only read it.
+  if (slot != nullptr && !IsolationUsesXactSnapshot()) {
+    pg::PublishClaimScan(slot, plan, ScanResultOf(spi));
+    pg::NoteHintPublished(slot);
+  }
+  bool none = false;
+  (void)spi.Value(0, 1, &none);
+  return none ? 0 : spi.tuples()->numvals;
 }
 
 }  // namespace
@@ -77,14 +157,14 @@ PGQ_FUNCTION(pgq_claim) {
 
   pg::SpiSession spi;
   pg::Params params;
-  params.Set(1, Int32GetDatum(n)).Set(4, pg::TextDatum(name));
+  params.Set(4, pg::TextDatum(name));
 
   const TimestampTz deadline = pg::AddMicros(GetCurrentTimestamp(), wait_us, "wait");
   std::optional<pg::ClaimWaiter> waiter;
   int32 waiter_queue = 0;
   for (;;) {
     // Each try sees what committed before it: a drop (undefined_object), a
-    // pause, a resume, a new default lease.
+    // pause, a resume, a new default lease or rate limit.
     const pg::CachedQueue queue = api::CurrentQueue(spi, name);
     if (wait_us > 0) {
       // A queue dropped and created again under the same name has a new id.
@@ -95,23 +175,43 @@ PGQ_FUNCTION(pgq_claim) {
       }
       waiter->Arm();
     }
+    long sleep_cap = api::kRecheckMillis;
     if (!queue.paused) {
-      params.Set(0, Int32GetDatum(queue.id))
-          .Set(2, has_lease ? PG_GETARG_DATUM(2) : IntervalPGetDatum(&queue.lease))
-          .Set(3, TimestampTzGetDatum(pg::Now()));
-      const uint64 claimed = spi.Execute(api::claim_jobs, params);
-      if (claimed > 0) {
-        for (uint64 row = 0; row < claimed; ++row) {
-          HeapTuple tuple = spi.tuples()->vals[row];
-          pg::Guard([&] { tuplestore_puttuple(rsinfo->setResult, tuple); });
-        }
-        break;
+      const TimestampTz now = pg::Now();
+      pg::QueueSlot* slot = pg::FindQueueSlot(queue.id);
+      std::optional<api::RateBucket> bucket;
+      int32 want = n;
+      if (queue.rate_limit > 0) {
+        bucket.emplace(spi, queue.id, queue.rate_limit, slot);
+        want = bucket->Take(n, now);
       }
-      spi.FreeResult();
+      uint64 claimed = 0;
+      if (want > 0) {
+        params.Set(0, Int32GetDatum(queue.id))
+            .Set(1, Int32GetDatum(want))
+            .Set(2, has_lease ? PG_GETARG_DATUM(2) : IntervalPGetDatum(&queue.lease))
+            .Set(3, TimestampTzGetDatum(now));
+        claimed = api::ClaimOnce(spi, params, slot, now);
+        for (uint64 row = 0; row < claimed; ++row) {
+          Datum values[api::kClaimedColumns];
+          bool nulls[api::kClaimedColumns];
+          for (int column = 0; column < api::kClaimedColumns; ++column) {
+            values[column] = spi.Value(row, column + 1, &nulls[column]);
+          }
+          pg::Guard(
+              [&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
+        }
+        spi.FreeResult();
+        if (bucket) bucket->Return(want - static_cast<int32>(claimed));
+      } else {
+        // No token: sleep until the next one rather than a full recheck.
+        sleep_cap = std::max(1L, static_cast<long>((bucket->MicrosUntilToken() + 999) / 1000));
+      }
+      if (claimed > 0) break;
     }
     const TimestampTz now = GetCurrentTimestamp();
     if (now >= deadline) break;
-    waiter->Sleep(std::min(api::kRecheckMillis, api::MillisUntil(deadline, now)));
+    waiter->Sleep(std::min(sleep_cap, api::MillisUntil(deadline, now)));
   }
   return static_cast<Datum>(0);
 }

@@ -1,5 +1,6 @@
 // Dead-letter: cancel sends a pending job there; retry_dead brings jobs back
 // with fresh attempts.
+#include "api/groups.h"
 #include "api/job_sql.h"
 #include "api/queue_ref.h"
 #include "pg/args.h"
@@ -13,7 +14,7 @@ namespace {
 
 pg::Statement cancel_job = {
     "WITH d AS ("
-    "  DELETE FROM pgq.jobs WHERE id = $1 AND state = 'p' RETURNING *"
+    "  DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w') RETURNING *"
     ") " PGQ_BURY_DELETED("d.last_error", "cancelled", "$2"),
     2,
     {INT8OID, TIMESTAMPTZOID},
@@ -32,11 +33,16 @@ pg::Statement queue_of_dead_job = {
   "(d.dedupe_key IS NULL OR NOT EXISTS (" \
   "   SELECT 1 FROM pgq.jobs j WHERE j.queue_id = $2 AND j.dedupe_key = d.dedupe_key))"
 
-#define PGQ_REVIVE                                                                       \
-  "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, " \
-  "                      enqueued_at, dedupe_key, group_key, last_error, payload) "      \
-  "SELECT r.id, $2, 'p', r.priority, $3, 0, r.max_attempts, r.enqueued_at, "             \
-  "       r.dedupe_key, r.group_key, r.last_error, r.payload FROM revived r"
+// A job of a FIFO group comes back waiting; its group then moves on
+// (api/groups.h), which makes it pending if its group has nothing else.
+// Returns, per job: queue id, group key, claim key (priority, run_at, id).
+#define PGQ_REVIVE                                                                         \
+  "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, "   \
+  "                      enqueued_at, dedupe_key, group_key, last_error, payload) "        \
+  "SELECT r.id, $2, CASE WHEN r.group_key IS NULL THEN 'p' ELSE 'w' END, r.priority, $3, " \
+  "       0, r.max_attempts, r.enqueued_at, "                                              \
+  "       r.dedupe_key, r.group_key, r.last_error, r.payload FROM revived r "              \
+  "RETURNING queue_id, group_key, priority, run_at, id"
 
 pg::Statement retry_dead_job = {
     "WITH revived AS ("
@@ -61,6 +67,26 @@ pg::Statement retry_dead_jobs = {
     {TEXTOID, INT4OID, TIMESTAMPTZOID, INT4OID},
     nullptr};
 
+// After a revival: ungrouped jobs are pending (the hint comes back to the
+// first of them), grouped ones move their group on.
+void AnnounceRevived(pg::SpiSession& spi, int32 queue_id, uint64 revived) {
+  bool have_first = false;
+  core::ClaimKey first = core::kFirstKey;
+  for (uint64 row = 0; row < revived; ++row) {
+    bool ungrouped = false;
+    (void)spi.Value(row, 2, &ungrouped);
+    if (!ungrouped) continue;
+    bool is_null = false;
+    const core::ClaimKey key{spi.Int32(row, 3), DatumGetTimestampTz(spi.Value(row, 4, &is_null)),
+                             spi.Int64(row, 5)};
+    first = have_first ? core::EarlierKey(first, key) : key;
+    have_first = true;
+  }
+  if (have_first) pg::NoteJobsPending(queue_id, first, true);
+  std::vector<GroupRef> groups = GroupsOfResult(spi, 1, 2);
+  if (!groups.empty()) MoveGroupsOn(spi, std::move(groups));
+}
+
 }  // namespace
 
 }  // namespace pgq::api
@@ -73,7 +99,10 @@ PGQ_FUNCTION(pgq_cancel) {
   pg::SpiSession spi;
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(pg::Now()));
-  PG_RETURN_BOOL(spi.Execute(api::cancel_job, params) == 1);
+  if (spi.Execute(api::cancel_job, params) == 0) PG_RETURN_BOOL(false);
+  std::vector<api::GroupRef> groups = api::GroupsOfResult(spi, 1, 2);
+  if (!groups.empty()) api::MoveGroupsOn(spi, std::move(groups));
+  PG_RETURN_BOOL(true);
 }
 
 // retry_dead(id): back to pending with fresh attempts.
@@ -89,9 +118,9 @@ PGQ_FUNCTION(pgq_retry_dead) {
   params.Set(0, Int64GetDatum(id))
       .Set(1, Int32GetDatum(queue_id))
       .Set(2, TimestampTzGetDatum(pg::Now()));
-  const bool revived = spi.Execute(api::retry_dead_job, params) == 1;
-  if (revived) pg::NoteJobsReady(queue_id);
-  PG_RETURN_BOOL(revived);
+  const uint64 revived = spi.Execute(api::retry_dead_job, params);
+  api::AnnounceRevived(spi, queue_id, revived);
+  PG_RETURN_BOOL(revived == 1);
 }
 
 // retry_dead(queue, max): up to max dead jobs of the queue, oldest first.
@@ -108,6 +137,6 @@ PGQ_FUNCTION(pgq_retry_dead_queue) {
       .Set(2, TimestampTzGetDatum(pg::Now()))
       .Set(3, Int32GetDatum(max));
   const uint64 revived = spi.Execute(api::retry_dead_jobs, params);
-  if (revived > 0) pg::NoteJobsReady(queue.id);
+  api::AnnounceRevived(spi, queue.id, revived);
   PG_RETURN_INT32(static_cast<int32>(revived));
 }

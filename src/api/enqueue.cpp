@@ -16,13 +16,20 @@ namespace {
 // The queue's existence is guaranteed by its lock, not by these statements
 // (see pg/queue_cache.h). Without a dedupe key the insert is plain: ON
 // CONFLICT would cost a speculative insertion (and its WAL) on every job.
-#define PGQ_INSERT_JOB                                                                       \
-  "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, "     \
-  "                      enqueued_at, dedupe_key, group_key, payload) "                      \
-  "VALUES (pg_catalog.nextval('pgq.job_id_seq'), $1, 'p', $4, $3, 0, $6, pg_catalog.now(), " \
-  "        $5, $7, $2) "
+//
+// A job of a FIFO group waits ('w') while its group has any other job; the
+// caller holds the group's lock (pg/queue_lock.h), so that check and the
+// promotion of the next job when the head leaves (api/groups.h) never race.
+#define PGQ_INSERT_JOB                                                                   \
+  "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, " \
+  "                      enqueued_at, dedupe_key, group_key, payload) "                  \
+  "VALUES (pg_catalog.nextval('pgq.job_id_seq'), $1, "                                   \
+  "        CASE WHEN $7::text IS NOT NULL AND EXISTS ("                                  \
+  "               SELECT 1 FROM pgq.jobs g WHERE g.queue_id = $1 AND g.group_key = $7)"  \
+  "             THEN 'w' ELSE 'p' END, "                                                 \
+  "        $4, $3, 0, $6, pg_catalog.now(), $5, $7, $2) "
 
-pg::Statement insert_job = {PGQ_INSERT_JOB "RETURNING id",
+pg::Statement insert_job = {PGQ_INSERT_JOB "RETURNING id, state = 'p'",
                             7,
                             {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID},
                             nullptr};
@@ -31,7 +38,8 @@ pg::Statement insert_job = {PGQ_INSERT_JOB "RETURNING id",
 // its id instead (looked up below).
 pg::Statement insert_job_dedupe = {
     PGQ_INSERT_JOB
-    "ON CONFLICT (queue_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING RETURNING id",
+    "ON CONFLICT (queue_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING "
+    "RETURNING id, state = 'p'",
     7,
     {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID},
     nullptr};
@@ -71,11 +79,16 @@ int32 PriorityArg(FunctionCallInfo fcinfo, int index) {
   return pg::ArgIsNull(fcinfo, index) ? 0 : PG_GETARG_INT32(index);
 }
 
-void RefuseGroupKey(FunctionCallInfo fcinfo, int index) {
-  if (!pg::ArgIsNull(fcinfo, index)) {
-    pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED, "group_key is not supported yet",
-              "FIFO groups arrive with the flow-control release.");
+// Keys of the claim order: the lowest int4 has no negation (jobs_ready_idx
+// orders by - priority).
+int32 CheckedPriority(FunctionCallInfo fcinfo, int index) {
+  const int32 priority = PriorityArg(fcinfo, index);
+  if (priority == PG_INT32_MIN) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "priority must be between " +
+                                                   std::to_string(PG_INT32_MIN + 1) + " and " +
+                                                   std::to_string(PG_INT32_MAX));
   }
+  return priority;
 }
 
 // The queue named `name`, locked in share mode until the end of the
@@ -101,7 +114,7 @@ PGQ_FUNCTION(pgq_enqueue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   const Datum payload = pg::RequiredPayload(fcinfo, 1);
   const TimestampTz run_at = api::RunAtArg(fcinfo, 2);
-  const int32 priority = api::PriorityArg(fcinfo, 3);
+  const int32 priority = api::CheckedPriority(fcinfo, 3);
   const bool has_dedupe = !pg::ArgIsNull(fcinfo, 4);
   if (has_dedupe) {
     const std::string_view key = pg::RequiredText(fcinfo, 4, "dedupe_key");
@@ -117,7 +130,17 @@ PGQ_FUNCTION(pgq_enqueue) {
     pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
               "max_attempts must be between 1 and " + std::to_string(core::kMaxAttemptsLimit));
   }
-  api::RefuseGroupKey(fcinfo, 6);
+  const bool has_group = !pg::ArgIsNull(fcinfo, 6);
+  std::string_view group;
+  if (has_group) {
+    group = pg::RequiredText(fcinfo, 6, "group_key");
+    if (!core::IsValidKey(group)) {
+      pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+                "group_key must be 1 to " + std::to_string(core::kMaxKeyBytes) + " bytes",
+                "It is " + std::to_string(group.size()) + " bytes.",
+                "Use a hash of a longer key, for example md5(key).");
+    }
+  }
 
   pg::SpiSession spi;
   pg::Params params;
@@ -126,18 +149,23 @@ PGQ_FUNCTION(pgq_enqueue) {
       .Set(3, Int32GetDatum(priority))
       .SetOptional(4, !has_dedupe, has_dedupe ? PG_GETARG_DATUM(4) : 0)
       .SetOptional(5, !has_max_attempts, has_max_attempts ? PG_GETARG_DATUM(5) : 0)
-      .SetNull(6);
+      .SetOptional(6, !has_group, has_group ? PG_GETARG_DATUM(6) : 0);
 
   for (int tries = 0; tries < api::kDedupeTries; ++tries) {
     // Locked on every try: a try that found the key's holder gone may mean
     // the queue was dropped meanwhile, and then this raises undefined_object.
     const pg::CachedQueue queue = api::LockQueueForEnqueue(spi, name);
+    if (has_group) pg::LockGroup(queue.id, group);
     params.Set(0, Int32GetDatum(queue.id));
     if (!has_max_attempts) params.Set(5, Int32GetDatum(queue.max_attempts));
     pg::Statement& insert = has_dedupe ? api::insert_job_dedupe : api::insert_job;
     if (spi.Execute(insert, params) == 1) {
       const int64 id = spi.Int64(0, 1);
-      api::AnnounceNewJobs(spi, queue.id, queue.notify, name);
+      // A job waiting behind its group's head becomes pending later (api/groups.h).
+      if (spi.Bool(0, 2)) {
+        api::AnnounceNewJobs(spi, queue.id, queue.notify, name,
+                             core::ClaimKey{priority, run_at, id});
+      }
       PG_RETURN_INT64(id);
     }
     // Nothing inserted: the dedupe key is held by a pending or running job
@@ -161,7 +189,7 @@ PGQ_FUNCTION(pgq_enqueue_many) {
     pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "payloads must not be null");
   }
   const TimestampTz run_at = api::RunAtArg(fcinfo, 2);
-  const int32 priority = api::PriorityArg(fcinfo, 3);
+  const int32 priority = api::CheckedPriority(fcinfo, 3);
 
   ArrayType* payloads = pg::Guard([&] { return PG_GETARG_ARRAYTYPE_P(1); });
   if (ARR_NDIM(payloads) > 1) {
@@ -201,7 +229,9 @@ PGQ_FUNCTION(pgq_enqueue_many) {
     if (inserted == 0) api::RaiseUnknownQueue(name);
     ids.reserve(inserted);
     for (uint64 row = 0; row < inserted; ++row) ids.push_back(spi.Int64(row, 1));
-    api::AnnounceNewJobs(spi, queue.id, queue.notify, name);
+    const int64 first_id = *std::min_element(ids.begin(), ids.end());
+    api::AnnounceNewJobs(spi, queue.id, queue.notify, name,
+                         core::ClaimKey{priority, run_at, first_id});
   }
   std::sort(ids.begin(), ids.end());
   for (const int64 id : ids) {

@@ -8,6 +8,7 @@
 // complete from the expired claim is still accepted in that window: the work
 // was done, and running it again would be the duplicate we exist to avoid.
 // A late fail is accepted too (its error is kept, its backoff applies).
+#include "api/groups.h"
 #include "api/job_sql.h"
 #include "api/queue_ref.h"
 #include "core/backoff.h"
@@ -21,14 +22,15 @@ namespace {
 
 #define PGQ_STILL_HELD "(j.state = 'r' OR (j.state = 'p' AND j.lease_until IS NOT NULL))"
 
-// One job: counted without the GROUP BY of PGQ_COUNT_FINISHED.
+// One job: counted without the GROUP BY of PGQ_COUNT_FINISHED. Returns one
+// row (queue id, group key) if it completed the job.
 pg::Statement complete_job = {
     "WITH d AS ("
     "  DELETE FROM pgq.jobs j WHERE j.id = $1 AND j.attempt = $2 AND " PGQ_STILL_HELD
-    "  RETURNING j.queue_id"
+    "  RETURNING j.queue_id, j.group_key"
     "), f AS (INSERT INTO pgq.finished (queue_id, finished_at, jobs) SELECT d.queue_id, $3, 1 FROM "
     "d) "
-    "SELECT count(*) FROM d",
+    "SELECT d.queue_id, d.group_key FROM d",
     3,
     {INT8OID, INT4OID, TIMESTAMPTZOID},
     nullptr};
@@ -38,7 +40,7 @@ pg::Statement complete_jobs = {
     "  DELETE FROM pgq.jobs j"
     "   USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)"
     "   WHERE j.id = c.id AND j.attempt = c.attempt AND " PGQ_STILL_HELD
-    "  RETURNING j.queue_id"
+    "  RETURNING j.queue_id, j.group_key"
     ")" PGQ_COUNT_FINISHED("$3"),
     3,
     {INT8ARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID},
@@ -56,7 +58,7 @@ pg::Statement backoff_of_job = {
 pg::Statement fail_retry = {
     "UPDATE pgq.jobs j SET state = 'p', run_at = $3, lease_until = NULL, last_error = $4 "
     " WHERE j.id = $1 AND j.attempt = $2 AND j.attempt < j.max_attempts AND " PGQ_STILL_HELD
-    " RETURNING j.queue_id",
+    " RETURNING j.queue_id, j.priority, j.run_at, j.id",
     4,
     {INT8OID, INT4OID, TIMESTAMPTZOID, TEXTOID},
     nullptr};
@@ -81,7 +83,7 @@ pg::Statement extend_lease = {
 // The next claim increments attempt again, so it carries the same number.
 pg::Statement release_job = {
     "UPDATE pgq.jobs SET state = 'p', attempt = attempt - 1, lease_until = NULL "
-    " WHERE id = $1 AND attempt = $2 AND state = 'r' RETURNING queue_id",
+    " WHERE id = $1 AND attempt = $2 AND state = 'r' RETURNING queue_id, priority, run_at, id",
     2,
     {INT8OID, INT4OID},
     nullptr};
@@ -90,6 +92,15 @@ struct Claim {
   int64 id;
   int32 attempt;
 };
+
+// A job made pending again by the last statement, which returned its queue
+// id and claim key in columns 1-4.
+void NotePendingAgain(const pg::SpiSession& spi, bool wake) {
+  bool is_null = false;
+  const core::ClaimKey key{spi.Int32(0, 2), DatumGetTimestampTz(spi.Value(0, 3, &is_null)),
+                           spi.Int64(0, 4)};
+  pg::NoteJobsPending(spi.Int32(0, 1), key, wake);
+}
 
 Claim ClaimArgs(FunctionCallInfo fcinfo) {
   return Claim{pg::RequiredInt64(fcinfo, 0, "id"), pg::RequiredInt32(fcinfo, 1, "attempt")};
@@ -120,8 +131,11 @@ PGQ_FUNCTION(pgq_complete) {
   params.Set(0, Int64GetDatum(claim.id))
       .Set(1, Int32GetDatum(claim.attempt))
       .Set(2, TimestampTzGetDatum(pg::Now()));
-  spi.Execute(api::complete_job, params);
-  PG_RETURN_BOOL(spi.Int64(0, 1) == 1);
+  if (spi.Execute(api::complete_job, params) == 0) PG_RETURN_BOOL(false);
+  bool no_group = false;
+  (void)spi.Value(0, 2, &no_group);
+  if (!no_group) api::MoveGroupsOn(spi, api::GroupsOfResult(spi, 1, 2));
+  PG_RETURN_BOOL(true);
 }
 
 // complete_many(ids, attempts) returns integer
@@ -151,7 +165,10 @@ PGQ_FUNCTION(pgq_complete_many) {
       .Set(1, PointerGetDatum(attempts))
       .Set(2, TimestampTzGetDatum(pg::Now()));
   spi.Execute(api::complete_jobs, params);
-  PG_RETURN_INT32(static_cast<int32>(spi.Int64(0, 1)));
+  const int32 completed = static_cast<int32>(spi.Int64(0, 1));
+  std::vector<api::GroupRef> groups = api::GroupsOfResult(spi, 2, 3);
+  if (!groups.empty()) api::MoveGroupsOn(spi, std::move(groups));
+  PG_RETURN_INT32(completed);
 }
 
 // fail(id, attempt, error, retry_in) returns 'retry', 'dead' or 'lost'
@@ -180,14 +197,19 @@ PGQ_FUNCTION(pgq_fail) {
         .SetOptional(3, !has_error, has_error ? PG_GETARG_DATUM(2) : 0);
     if (spi.Execute(api::fail_retry, retry) == 1) {
       outcome = "retry";
-      if (delay_us == 0) pg::NoteJobsReady(spi.Int32(0, 1));
+      // Due later: no wake-up now, but the claim hint must still come back
+      // to it (it may come before jobs already passed, core/claim_hint.h).
+      api::NotePendingAgain(spi, delay_us == 0);
     } else {
       pg::Params dead;
       dead.Set(0, Int64GetDatum(claim.id))
           .Set(1, Int32GetDatum(claim.attempt))
           .SetOptional(2, !has_error, has_error ? PG_GETARG_DATUM(2) : 0)
           .Set(3, TimestampTzGetDatum(now));
-      if (spi.Execute(api::fail_dead, dead) == 1) outcome = "dead";
+      if (spi.Execute(api::fail_dead, dead) == 1) {
+        outcome = "dead";
+        api::MoveGroupsOn(spi, api::GroupsOfResult(spi, 1, 2));
+      }
     }
   }
   // After SPI_finish: a result allocated while connected would be freed with
@@ -217,6 +239,6 @@ PGQ_FUNCTION(pgq_release) {
   pg::Params params;
   params.Set(0, Int64GetDatum(claim.id)).Set(1, Int32GetDatum(claim.attempt));
   if (spi.Execute(api::release_job, params) == 0) PG_RETURN_BOOL(false);
-  pg::NoteJobsReady(spi.Int32(0, 1));
+  api::NotePendingAgain(spi, true);
   PG_RETURN_BOOL(true);
 }

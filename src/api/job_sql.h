@@ -4,19 +4,24 @@
 
 // Into dead-letter, the job kept whole. The queue name comes from a scalar
 // subquery into a NOT NULL column: if the queue were somehow gone, the
-// statement fails instead of losing the job.
+// statement fails instead of losing the job. Returns one row per job: its
+// queue id and group key (the group moves on, api/groups.h).
 #define PGQ_BURY_DELETED(last_error, reason, died_at)                                       \
   "INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at, "  \
   "                           priority, max_attempts, enqueued_at, dedupe_key, group_key) " \
   "SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload, " \
   "       d.attempt, " last_error ", '" reason "', " died_at                                \
   ", d.priority, "                                                                          \
-  "       d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key FROM d"
+  "       d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key FROM d "                 \
+  "RETURNING (SELECT q.queue_id FROM pgq.queues q WHERE q.name = dead_jobs.queue), group_key"
 
 // Counts the rows of `d` into pgq.finished (one row per queue) and returns
-// how many there were, as a one-row result.
-#define PGQ_COUNT_FINISHED(finished_at)                             \
-  ", f AS (INSERT INTO pgq.finished (queue_id, finished_at, jobs) " \
-  "        SELECT d.queue_id, " finished_at                         \
-  ", count(*) FROM d GROUP BY d.queue_id) "                         \
-  "SELECT count(*) FROM d"
+// how many there were (column 1), with the groups whose head they were
+// (columns 2-3, one row per group; a single row of NULLs when none).
+#define PGQ_COUNT_FINISHED(finished_at)                                            \
+  ", f AS (INSERT INTO pgq.finished (queue_id, finished_at, jobs) "                \
+  "        SELECT d.queue_id, " finished_at                                        \
+  ", count(*) FROM d GROUP BY d.queue_id) "                                        \
+  "SELECT (SELECT count(*) FROM d), g.queue_id, g.group_key FROM (SELECT) AS one " \
+  "  LEFT JOIN (SELECT DISTINCT d.queue_id, d.group_key FROM d "                   \
+  "              WHERE d.group_key IS NOT NULL) g ON true"

@@ -2,11 +2,13 @@
 // background worker runs the same pass; without it, call this from cron.
 #include "api/maintain.h"
 
+#include "api/groups.h"
 #include "api/job_sql.h"
 #include "api/outbox.h"
 #include "api/schedules.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
+#include "pg/queue_slots.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
 #include "pg/wakeup.h"
@@ -20,6 +22,13 @@ namespace {
 constexpr int32 kBatch = 5000;
 // Firing a schedule is a few statements; keep a batch's transaction short.
 constexpr int32 kScheduleBatch = 100;
+
+// Claim hints are exact for every change pgq_cpp makes (core/claim_hint.h).
+// Changes it cannot see (a hand-written UPDATE of pgq.jobs, a prepared
+// transaction committed later) are found at the latest this long after, when
+// a pass resets the hints of its database.
+constexpr int64 kHintRefreshMicros = 60 * USECS_PER_SEC;
+TimestampTz last_hint_reset = 0;
 
 // An expired lease counts as a failed attempt. The job is ready again at
 // once, in its old place in the claim order (run_at is unchanged): it already
@@ -70,9 +79,18 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
   expiry.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(kBatch));
   counts.expired_requeued = static_cast<int64>(spi.Execute(expire_to_pending, expiry));
   counts.expired_dead = static_cast<int64>(spi.Execute(expire_to_dead, expiry));
+  if (counts.expired_dead > 0) {
+    std::vector<GroupRef> groups = GroupsOfResult(spi, 1, 2);
+    if (!groups.empty()) MoveGroupsOn(spi, std::move(groups));
+  }
   *more = counts.expired_requeued == kBatch || counts.expired_dead == kBatch;
   // Claims waiting on those queues look again when this commits.
   if (counts.expired_requeued > 0) pg::NoteJobsReadyInDatabase();
+  const TimestampTz wall = GetCurrentTimestamp();
+  if (wall - last_hint_reset >= kHintRefreshMicros || wall < last_hint_reset) {
+    pg::ResetDatabaseSlots(false);
+    last_hint_reset = wall;
+  }
 
   // Retention is per queue; queues are few, finished jobs many.
   pg::Params none;

@@ -60,7 +60,8 @@ pg::Statement enqueue_event = {
     "        pg_catalog.now(),"
     "        pg_catalog.jsonb_build_object('event_id', $1::bigint, 'topic', $2::text,"
     "                                      'payload', $3::jsonb)"
-    "   FROM pgq.queues q WHERE q.queue_id = ANY ($5) ORDER BY q.queue_id",
+    "   FROM pgq.queues q WHERE q.queue_id = ANY ($5) ORDER BY q.queue_id"
+    " RETURNING queue_id, id",
     5,
     {INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4ARRAYOID},
     nullptr};
@@ -164,7 +165,19 @@ PGQ_FUNCTION(pgq_publish) {
       .Set(2, payload)
       .Set(3, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()))
       .Set(4, PointerGetDatum(id_array));
-  spi.Execute(api::enqueue_event, jobs);
-  for (const Subscriber& q : queues) api::AnnounceNewJobs(spi, q.queue_id, q.notify, q.name);
+  // One job per queue, so each job's key is its queue's first.
+  const TimestampTz run_at = GetCurrentTransactionStartTimestamp();
+  const uint64 inserted = spi.Execute(api::enqueue_event, jobs);
+  // Read every row before AnnounceNewJobs runs a statement (NOTIFY).
+  auto job_ids = pg::MakeSmallVector<std::pair<int32, int64>, 8>(CurrentMemoryContext);
+  for (uint64 row = 0; row < inserted; ++row) {
+    job_ids.emplace_back(spi.Int32(row, 1), spi.Int64(row, 2));
+  }
+  for (const Subscriber& q : queues) {
+    for (const auto& [queue_id, job_id] : job_ids) {
+      if (queue_id != q.queue_id) continue;
+      api::AnnounceNewJobs(spi, q.queue_id, q.notify, q.name, core::ClaimKey{0, run_at, job_id});
+    }
+  }
   PG_RETURN_INT64(event_id);
 }

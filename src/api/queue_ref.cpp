@@ -8,7 +8,8 @@ namespace pgq::api {
 namespace {
 
 pg::Statement find_queue = {
-    "SELECT queue_id, max_attempts, notify, paused, lease FROM pgq.queues WHERE name = $1",
+    "SELECT queue_id, max_attempts, notify, paused, lease, COALESCE(rate_limit, 0)::float8 "
+    "  FROM pgq.queues WHERE name = $1",
     1,
     {TEXTOID},
     nullptr};
@@ -18,8 +19,9 @@ pg::Statement notify_queue = {"SELECT pg_catalog.pg_notify('pgq', $1)", 1, {TEXT
 
 }  // namespace
 
-void AnnounceNewJobs(pg::SpiSession& spi, int32 queue_id, bool notify, std::string_view name) {
-  pg::NoteJobsReady(queue_id);
+void AnnounceNewJobs(pg::SpiSession& spi, int32 queue_id, bool notify, std::string_view name,
+                     const core::ClaimKey& first) {
+  pg::NoteJobsPending(queue_id, first, true);
   if (!notify) return;
   pg::Params params;
   params.Set(0, pg::TextDatum(name));
@@ -37,14 +39,16 @@ QueueRef FindQueue(pg::SpiSession& spi, std::string_view name) {
   if (spi.Execute(find_queue, params, 1) == 0) RaiseUnknownQueue(name);
   bool is_null = false;
   const Interval lease = *DatumGetIntervalP(spi.Value(0, 5, &is_null));
-  return QueueRef{spi.Int32(0, 1), spi.Int32(0, 2), spi.Bool(0, 3), spi.Bool(0, 4), lease};
+  return QueueRef{spi.Int32(0, 1), spi.Int32(0, 2), spi.Bool(0, 3),
+                  spi.Bool(0, 4),  lease,           spi.Float8(0, 6)};
 }
 
 pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name) {
   pg::CachedQueue queue;
   if (pg::QueueCache::Find(name, &queue)) return queue;
   const QueueRef found = FindQueue(spi, name);  // raises undefined_object
-  queue = pg::CachedQueue{found.id, found.max_attempts, found.notify, found.paused, found.lease};
+  queue = pg::CachedQueue{found.id,     found.max_attempts, found.notify,
+                          found.paused, found.lease,        found.rate_limit};
   pg::QueueCache::Remember(name, queue);
   return queue;
 }

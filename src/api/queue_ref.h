@@ -1,6 +1,7 @@
 // Looking a queue up by name, shared by every function that takes one.
 #pragma once
 
+#include "core/claim_hint.h"
 #include "pg/queue_cache.h"
 #include "pg/spi.h"
 
@@ -12,6 +13,7 @@ struct QueueRef {
   bool notify;
   bool paused;
   Interval lease;
+  double rate_limit;  // claims per second; 0: no limit
 };
 
 // The queue named `name`, or undefined_object with a hint.
@@ -26,10 +28,12 @@ pg::CachedQueue CurrentQueue(pg::SpiSession& spi, std::string_view name);
 // taking the queue's lock.
 pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name);
 
-// Jobs were added to the queue in this transaction: waiting claims are woken
-// at commit (pg/wakeup.h), and LISTEN pgq clients are notified if the queue
-// asks for it (`notify`).
-void AnnounceNewJobs(pg::SpiSession& spi, int32 queue_id, bool notify, std::string_view name);
+// Jobs were added to the queue in this transaction, the first of them in
+// claim order at `first`: at commit the queue's claim hint is lowered and
+// waiting claims are woken (pg/wakeup.h), and LISTEN pgq clients are
+// notified if the queue asks for it (`notify`).
+void AnnounceNewJobs(pg::SpiSession& spi, int32 queue_id, bool notify, std::string_view name,
+                     const core::ClaimKey& first);
 
 // Raises undefined_object for `name`.
 [[noreturn]] void RaiseUnknownQueue(std::string_view name);

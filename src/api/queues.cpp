@@ -3,6 +3,7 @@
 
 #include "api/handlers.h"
 #include "api/queue_ref.h"
+#include "core/rate_limit.h"
 #include "core/validate.h"
 #include "pg/args.h"
 #include "pg/queue_cache.h"
@@ -21,6 +22,7 @@ struct QueueSettings {
   Interval* backoff_max;
   Interval* retention;
   bool notify;
+  double rate_limit;  // claims per second; 0: no limit
 };
 
 void Validate(const QueueSettings& s) {
@@ -40,13 +42,19 @@ void Validate(const QueueSettings& s) {
   }
 }
 
-// rate_limit arrives with a later release; refuse rather than store a
-// setting that would silently do nothing.
-void RefuseUnsupported(FunctionCallInfo fcinfo, int rate_limit_arg) {
-  if (!pg::ArgIsNull(fcinfo, rate_limit_arg)) {
-    pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED, "rate_limit is not supported yet",
-              "Per-queue rate limits arrive with the flow-control release.");
+// A rate_limit argument that is not NULL: a number of claims per second,
+// finite and > 0; alter_queue also takes 0, which removes the limit.
+double RateLimitArg(FunctionCallInfo fcinfo, int index, bool zero_removes) {
+  const double rate = PG_GETARG_FLOAT4(index);
+  if (zero_removes && rate == 0) return 0;
+  if (!core::IsValidRateLimit(rate)) {
+    pg::Raise(
+        ERRCODE_INVALID_PARAMETER_VALUE,
+        "rate_limit must be a finite number of claims per second greater than 0",
+        "It is " + std::to_string(rate) + ".",
+        zero_removes ? "Use rate_limit => 0 to remove the limit." : "Leave it NULL for no limit.");
   }
+  return rate;
 }
 
 // The handler argument: std::nullopt when NULL (none / unchanged), "" for
@@ -69,14 +77,16 @@ Interval* IntervalArg(FunctionCallInfo fcinfo, int index, const char* what) {
 // The owner is CURRENT_USER, the role creating the queue (the column default).
 pg::Statement insert_queue = {
     "INSERT INTO pgq.queues (name, max_attempts, lease, backoff_base, backoff_max, retention, "
-    "notify, handler) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (name) DO NOTHING",
-    8,
-    {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, BOOLOID, TEXTOID},
+    "notify, handler, rate_limit) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+    "ON CONFLICT (name) DO NOTHING",
+    9,
+    {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, BOOLOID, TEXTOID,
+     FLOAT4OID},
     nullptr};
 
 pg::Statement lock_queue_row = {
     "SELECT max_attempts, lease, backoff_base, backoff_max, retention, notify, handler, "
-    "       owner::text "
+    "       owner::text, COALESCE(rate_limit, 0)::float8 "
     "FROM pgq.queues WHERE name = $1 FOR UPDATE",
     1,
     {TEXTOID},
@@ -84,9 +94,10 @@ pg::Statement lock_queue_row = {
 
 pg::Statement update_queue = {
     "UPDATE pgq.queues SET max_attempts = $2, lease = $3, backoff_base = $4, backoff_max = $5, "
-    "retention = $6, notify = $7, handler = $8 WHERE name = $1",
-    8,
-    {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, BOOLOID, TEXTOID},
+    "retention = $6, notify = $7, handler = $8, rate_limit = $9 WHERE name = $1",
+    9,
+    {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, BOOLOID, TEXTOID,
+     FLOAT4OID},
     nullptr};
 
 pg::Statement queue_holds_jobs = {
@@ -122,7 +133,8 @@ uint64 StoreSettings(pg::SpiSession& spi, pg::Statement& statement, std::string_
       .Set(4, IntervalPGetDatum(s.backoff_max))
       .Set(5, IntervalPGetDatum(s.retention))
       .Set(6, BoolGetDatum(s.notify))
-      .SetOptional(7, handler.empty(), handler.empty() ? 0 : pg::TextDatum(handler));
+      .SetOptional(7, handler.empty(), handler.empty() ? 0 : pg::TextDatum(handler))
+      .SetOptional(8, s.rate_limit == 0, Float4GetDatum(static_cast<float4>(s.rate_limit)));
   return spi.Execute(statement, params);
 }
 
@@ -147,11 +159,13 @@ using namespace pgq;
 //              retention, notify, rate_limit, handler, if_not_exists)
 PGQ_FUNCTION(pgq_create_queue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
-  api::QueueSettings settings{
-      pg::RequiredInt32(fcinfo, 1, "max_attempts"), api::IntervalArg(fcinfo, 2, "lease"),
-      api::IntervalArg(fcinfo, 3, "backoff_base"),  api::IntervalArg(fcinfo, 4, "backoff_max"),
-      api::IntervalArg(fcinfo, 5, "retention"),     pg::RequiredBool(fcinfo, 6, "notify")};
-  api::RefuseUnsupported(fcinfo, 7);
+  api::QueueSettings settings{pg::RequiredInt32(fcinfo, 1, "max_attempts"),
+                              api::IntervalArg(fcinfo, 2, "lease"),
+                              api::IntervalArg(fcinfo, 3, "backoff_base"),
+                              api::IntervalArg(fcinfo, 4, "backoff_max"),
+                              api::IntervalArg(fcinfo, 5, "retention"),
+                              pg::RequiredBool(fcinfo, 6, "notify"),
+                              pg::ArgIsNull(fcinfo, 7) ? 0.0 : api::RateLimitArg(fcinfo, 7, false)};
   const bool if_not_exists = !pg::ArgIsNull(fcinfo, 9) && PG_GETARG_BOOL(9);
   api::Validate(settings);
   // The creating role owns the queue; its handler runs as that role.
@@ -175,7 +189,8 @@ PGQ_FUNCTION(pgq_create_queue) {
 //             retention, notify, rate_limit, handler): NULL = unchanged.
 PGQ_FUNCTION(pgq_alter_queue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
-  api::RefuseUnsupported(fcinfo, 7);
+  const bool new_rate = !pg::ArgIsNull(fcinfo, 7);
+  const double rate = new_rate ? api::RateLimitArg(fcinfo, 7, true) : 0.0;
 
   pg::SpiSession spi;
   pg::Params lookup;
@@ -195,7 +210,8 @@ PGQ_FUNCTION(pgq_alter_queue) {
                               pick_interval(3, 3),
                               pick_interval(4, 4),
                               pick_interval(5, 5),
-                              pg::ArgIsNull(fcinfo, 6) ? spi.Bool(0, 6) : PG_GETARG_BOOL(6)};
+                              pg::ArgIsNull(fcinfo, 6) ? spi.Bool(0, 6) : PG_GETARG_BOOL(6),
+                              new_rate ? rate : spi.Float8(0, 9)};
   api::Validate(settings);
   // Read the stored handler and owner before the next statement replaces
   // the result; a new handler is checked against the queue's owner.

@@ -181,7 +181,7 @@ int64 FireDueSchedules(pg::SpiSession& spi, TimestampTz now, int32 limit) {
         .Set(3, Int64GetDatum(job_id))
         .Set(4, d.slot);
     spi.Execute(record_firing, firing);
-    AnnounceNewJobs(spi, d.queue_id, d.notify, d.queue);
+    AnnounceNewJobs(spi, d.queue_id, d.notify, d.queue, core::ClaimKey{0, now, job_id});
     ++fired;
   }
   return fired;

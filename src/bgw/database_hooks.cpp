@@ -6,11 +6,13 @@
 //    and keep it away for a moment (pg::PauseDatabase); PostgreSQL itself
 //    waits up to 5 s for the remaining sessions to leave.
 //  - CREATE EXTENSION pgq_cpp: when it commits, the launcher is asked to
-//    start the database's worker at once instead of at its next probe.
+//    start the database's worker at once instead of at its next probe; the
+//    database's queue slots (pg/queue_slots.h) are reset first.
 //
 // INVARIANT: the hook's frame holds no C++ object; standard_ProcessUtility
 // may longjmp through it.
 #include "bgw/bgw.h"
+#include "pg/queue_slots.h"
 #include "pg/shared.h"
 
 extern "C" {
@@ -76,6 +78,8 @@ Oid BeforeUtility(Node* statement) {
     case T_CreateExtensionStmt:
       if (strcmp(reinterpret_cast<CreateExtensionStmt*>(statement)->extname, "pgq_cpp") == 0) {
         probe_at_commit = true;
+        // Queue ids start again at 1: forget the slots of an earlier install.
+        pg::ResetDatabaseSlots(true);
       }
       break;
     default:

@@ -22,7 +22,8 @@ int32_t TakeTokens(TokenBucket& bucket, double rate, int64_t now_us, int32_t wan
   }
   bucket.tokens = std::min(bucket.tokens, burst);  // the limit may have been lowered
   const double whole = std::floor(std::max(0.0, bucket.tokens));
-  const int32_t taken = static_cast<int32_t>(std::min(whole, static_cast<double>(std::max(want, 0))));
+  const int32_t taken =
+      static_cast<int32_t>(std::min(whole, static_cast<double>(std::max(want, 0))));
   bucket.tokens -= taken;
   return taken;
 }

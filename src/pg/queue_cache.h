@@ -22,6 +22,7 @@ struct CachedQueue {
   bool notify;
   bool paused;
   Interval lease;
+  double rate_limit;  // claims per second; 0: no limit
 };
 
 class QueueCache {

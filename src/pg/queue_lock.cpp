@@ -2,12 +2,17 @@
 
 #include "pg/boundary.h"
 
+extern "C" {
+#include "common/hashfn.h"
+}
+
 namespace pgq::pg {
 
 namespace {
 
 constexpr uint32 kPgqLockSpace = 0x70677163;  // "pgqc"
 constexpr uint16 kPgqLockKind = 3;
+constexpr uint16 kPgqGroupLockKind = 4;
 
 LockAcquireResult LockQueue(int32 queue_id, LOCKMODE mode, bool dont_wait) {
   LOCKTAG tag;
@@ -25,5 +30,14 @@ bool TryLockQueueShared(int32 queue_id) {
 }
 
 void LockQueueExclusive(int32 queue_id) { (void)LockQueue(queue_id, ExclusiveLock, false); }
+
+void LockGroup(int32 queue_id, std::string_view group_key) {
+  const uint32 hash =
+      DatumGetUInt32(hash_any(reinterpret_cast<const unsigned char*>(group_key.data()),
+                              static_cast<int>(group_key.size())));
+  LOCKTAG tag;
+  SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(queue_id), hash, kPgqGroupLockKind);
+  Guard([&] { (void)LockAcquire(&tag, ExclusiveLock, false, false); });
+}
 
 }  // namespace pgq::pg

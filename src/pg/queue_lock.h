@@ -18,4 +18,10 @@ void LockQueueShared(int32 queue_id);
 bool TryLockQueueShared(int32 queue_id);
 void LockQueueExclusive(int32 queue_id);
 
+// The lock of one FIFO group of a queue, exclusive until the end of the
+// transaction: taken by whoever adds a job to the group or moves its next
+// job up (api/groups.h). Groups are told apart by a 32-bit hash of their
+// key; two groups that collide only wait for each other.
+void LockGroup(int32 queue_id, std::string_view group_key);
+
 }  // namespace pgq::pg

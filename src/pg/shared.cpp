@@ -2,6 +2,8 @@
 
 #include <csignal>
 
+#include "pg/queue_slots.h"
+
 extern "C" {
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
@@ -36,10 +38,12 @@ Size SharedSize() {
   return size;
 }
 
+Size TotalSize() { return add_size(SharedSize(), QueueSlotsSize()); }
+
 void RequestShmem() {
   if (prev_shmem_request_hook != nullptr) prev_shmem_request_hook();
-  RequestAddinShmemSpace(SharedSize());
-  RequestNamedLWLockTranche(kTrancheName, 1);
+  RequestAddinShmemSpace(TotalSize());
+  RequestNamedLWLockTranche(kTrancheName, 2);
 }
 
 void StartupShmem() {
@@ -51,7 +55,9 @@ void StartupShmem() {
     std::memset(state, 0, SharedSize());
     char* base = reinterpret_cast<char*>(state);
     Size offset = MAXALIGN(sizeof(SharedState));
-    state->lock = &(GetNamedLWLockTranche(kTrancheName))->lock;
+    LWLockPadded* locks = GetNamedLWLockTranche(kTrancheName);
+    state->lock = &locks[0].lock;
+    state->slots_lock = &locks[1].lock;
     state->launcher_latch = nullptr;
     state->probe_all = false;
     state->worker_slot_count = WorkerSlotCount();
@@ -62,6 +68,7 @@ void StartupShmem() {
     state->waiters = reinterpret_cast<pg_atomic_uint64*>(base + offset);
     for (int i = 0; i < state->waiter_slot_count; ++i) pg_atomic_init_u64(&state->waiters[i], 0);
   }
+  InitQueueSlots();
   LWLockRelease(AddinShmemInitLock);
   shared_state = state;
 }

@@ -54,6 +54,7 @@ inline constexpr int kMaxProbeRequests = 16;
 
 struct SharedState {
   LWLock* lock;
+  LWLock* slots_lock;  // the queue slots' hash table (pg/queue_slots.h)
   // The launcher's latch, or nullptr while no launcher runs.
   Latch* launcher_latch;
   // Databases to probe at once; probe_all when more were asked than fit.

@@ -119,6 +119,12 @@ bool SpiSession::Bool(uint64 row, int column) const {
   return !is_null && DatumGetBool(value);
 }
 
+double SpiSession::Float8(uint64 row, int column) const {
+  bool is_null = false;
+  const Datum value = Value(row, column, &is_null);
+  return is_null ? 0.0 : DatumGetFloat8(value);
+}
+
 std::string SpiSession::Text(uint64 row, int column) const {
   bool is_null = false;
   const Datum value = Value(row, column, &is_null);

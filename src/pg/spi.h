@@ -79,6 +79,8 @@ class SpiSession {
   int64 Int64(uint64 row, int column) const;
   int32 Int32(uint64 row, int column) const;
   bool Bool(uint64 row, int column) const;
+  // A double precision column; 0 when NULL.
+  double Float8(uint64 row, int column) const;
   // A text column, copied; "" when NULL.
   std::string Text(uint64 row, int column) const;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "pg/boundary.h"
+#include "pg/queue_slots.h"
 #include "pg/shared.h"
 
 extern "C" {
@@ -25,6 +26,22 @@ constexpr int kMaxNotedQueues = 8;
 int32 noted_queues[kMaxNotedQueues];
 int noted_count = 0;
 bool noted_database = false;
+
+// Claim hints to lower at commit, one entry per queue (the earliest key).
+// A transaction that makes jobs pending in more queues than this resets the
+// hints of its database instead.
+struct Lowering {
+  QueueSlot* slot;
+  core::ClaimKey key;
+};
+Lowering lowerings[kMaxNotedQueues];
+int lowering_count = 0;
+bool reset_hints = false;
+
+// Hints this transaction published (reset unless it commits).
+QueueSlot* published[kMaxNotedQueues];
+int published_count = 0;
+bool published_overflow = false;
 
 // Whether this backend's waiter slot is published.
 bool slot_published = false;
@@ -66,24 +83,65 @@ void WakeNotedWaiters() {
   }
 }
 
+// Runs in the commit callback: after the commit is visible (the invariant
+// of core/claim_hint.h), before waking anyone.
+void LowerNotedHints() {
+  if (reset_hints) {
+    ResetDatabaseSlots(false);
+    return;
+  }
+  for (int i = 0; i < lowering_count; ++i) LowerClaimHint(lowerings[i].slot, lowerings[i].key);
+}
+
+void ResetPublishedHints() {
+  if (published_overflow) {
+    ResetDatabaseSlots(false);
+    return;
+  }
+  for (int i = 0; i < published_count; ++i) ResetQueueHint(published[i]);
+}
+
+void ForgetNotes() {
+  noted_count = 0;
+  noted_database = false;
+  lowering_count = 0;
+  reset_hints = false;
+  published_count = 0;
+  published_overflow = false;
+}
+
+void OnSubTransactionEnd(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
+  // Rows claimed or removed in the subtransaction (or one of its children)
+  // are pending again; reset every hint the transaction published so far.
+  if (event == SUBXACT_EVENT_ABORT_SUB) ResetPublishedHints();
+}
+
 void OnTransactionEnd(XactEvent event, void*) {
   switch (event) {
     case XACT_EVENT_COMMIT:
+      if (lowering_count > 0 || reset_hints) LowerNotedHints();
       if (noted_count > 0 || noted_database) WakeNotedWaiters();
       break;
     case XACT_EVENT_ABORT:
+      // Rows this transaction claimed or removed are pending again.
+      ResetPublishedHints();
       // A claim that raised while waiting (cancel, timeout) leaves its slot.
       Unpublish();
       break;
     case XACT_EVENT_PREPARE:
       // The commit happens later in another backend, which knows nothing of
-      // these queues: waiters notice those jobs at their next periodic look.
+      // these queues: waiters notice those jobs at their next periodic look,
+      // and claim hints at the maintenance worker's next reset (its
+      // kHintRefresh). Hints published by this transaction are reset now:
+      // other sessions see its changes as uncommitted, so a hint they
+      // publish is safe whether it commits or rolls back.
+      ResetPublishedHints();
+      break;
     default:
       break;
   }
   if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE) {
-    noted_count = 0;
-    noted_database = false;
+    ForgetNotes();
   }
 }
 
@@ -117,7 +175,10 @@ void PublishWaiter(int32 queue_id) {
   pg_memory_barrier();
 }
 
-void RegisterWakeups() { RegisterXactCallback(OnTransactionEnd, nullptr); }
+void RegisterWakeups() {
+  RegisterXactCallback(OnTransactionEnd, nullptr);
+  RegisterSubXactCallback(OnSubTransactionEnd, nullptr);
+}
 
 void NoteJobsReady(int32 queue_id) {
   if (Shared() == nullptr || noted_database) return;
@@ -132,7 +193,39 @@ void NoteJobsReady(int32 queue_id) {
 }
 
 void NoteJobsReadyInDatabase() {
-  if (Shared() != nullptr) noted_database = true;
+  if (Shared() == nullptr) return;
+  noted_database = true;
+  reset_hints = true;
+}
+
+void NoteJobsPending(int32 queue_id, const core::ClaimKey& key, bool wake) {
+  if (Shared() == nullptr) return;
+  if (wake) NoteJobsReady(queue_id);
+  if (reset_hints) return;
+  QueueSlot* slot = FindQueueSlot(queue_id);
+  if (slot == nullptr) return;  // no hint kept for this queue
+  for (int i = 0; i < lowering_count; ++i) {
+    if (lowerings[i].slot == slot) {
+      lowerings[i].key = core::EarlierKey(lowerings[i].key, key);
+      return;
+    }
+  }
+  if (lowering_count == kMaxNotedQueues) {
+    reset_hints = true;
+    return;
+  }
+  lowerings[lowering_count++] = Lowering{slot, key};
+}
+
+void NoteHintPublished(QueueSlot* slot) {
+  for (int i = 0; i < published_count; ++i) {
+    if (published[i] == slot) return;
+  }
+  if (published_count == kMaxNotedQueues) {
+    published_overflow = true;
+    return;
+  }
+  published[published_count++] = slot;
 }
 
 ClaimWaiter::ClaimWaiter(int32 queue_id) : shared_(Publish(queue_id)) {}

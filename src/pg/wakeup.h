@@ -16,6 +16,7 @@
 // WaitForJobs sleeps a short poll interval instead.
 #pragma once
 
+#include "core/claim_hint.h"
 #include "pg/pg.h"
 
 namespace pgq::pg {
@@ -25,8 +26,21 @@ void RegisterWakeups();
 
 // Jobs of `queue_id` become ready if the current transaction commits.
 void NoteJobsReady(int32 queue_id);
-// Jobs of some queues of this database become ready (maintenance).
+// Jobs of some queues of this database become ready (maintenance); their
+// claim hints are reset at commit.
 void NoteJobsReadyInDatabase();
+
+// Jobs of `queue_id` become pending if the current transaction commits, the
+// first of them in claim order at `key`: at commit, after the jobs are
+// visible, the queue's claim hint is lowered to `key` (core/claim_hint.h)
+// and, with `wake`, its waiting claims are woken.
+void NoteJobsPending(int32 queue_id, const core::ClaimKey& key, bool wake);
+
+struct QueueSlot;
+// This transaction published the claim hint of `slot` from a snapshot that
+// sees its own uncommitted changes; if it (or the subtransaction) does not
+// commit, the hint is reset.
+void NoteHintPublished(QueueSlot* slot);
 
 // For a background worker that waits across its loop (handler workers):
 // publishes this backend's slot for `queue_id` and resets its latch. The

@@ -13,7 +13,9 @@
 namespace pgq::core {
 namespace {
 
-ClaimKey Key(int32_t priority, int64_t run_at, int64_t id) { return ClaimKey{priority, run_at, id}; }
+ClaimKey Key(int32_t priority, int64_t run_at, int64_t id) {
+  return ClaimKey{priority, run_at, id};
+}
 
 TEST(ClaimOrder, HigherPriorityThenEarlierRunAtThenLowerId) {
   EXPECT_TRUE(ClaimsBefore(Key(5, 100, 9), Key(0, 1, 1)));
@@ -76,10 +78,12 @@ TEST(ClaimHint, ADueAlarmRestartsTheScanAtItsKey) {
 
 TEST(ClaimHint, AnAlarmNotYetDueIsKept) {
   ClaimHint hint;
-  ASSERT_TRUE(PublishScan(hint, PlanScan(hint, 0),
-                          ScanResult{true, Key(0, 10, 40), ClaimAlarm{true, 5000, Key(9, 5000, 3)}}));
-  ASSERT_TRUE(PublishScan(hint, PlanScan(hint, 100),
-                          ScanResult{true, Key(0, 10, 45), ClaimAlarm{true, 3000, Key(7, 3000, 44)}}));
+  ASSERT_TRUE(
+      PublishScan(hint, PlanScan(hint, 0),
+                  ScanResult{true, Key(0, 10, 40), ClaimAlarm{true, 5000, Key(9, 5000, 3)}}));
+  ASSERT_TRUE(
+      PublishScan(hint, PlanScan(hint, 100),
+                  ScanResult{true, Key(0, 10, 45), ClaimAlarm{true, 3000, Key(7, 3000, 44)}}));
   EXPECT_EQ(hint.alarm.due, 3000);
   EXPECT_EQ(hint.alarm.key.id, 3);
 }
@@ -159,8 +163,8 @@ TEST(ClaimHint, RandomInterleavingsNeverHideAReadyJob) {
     for (int step = 0; step < 400; ++step) {
       switch (rng() % 7) {
         case 0: {  // a transaction makes a new job (or a claimed one) pending
-          ClaimKey key{static_cast<int32_t>(rng() % 3), m.now - 5 + static_cast<int64_t>(rng() % 12),
-                       next_id};
+          ClaimKey key{static_cast<int32_t>(rng() % 3),
+                       m.now - 5 + static_cast<int64_t>(rng() % 12), next_id};
           m.jobs[next_id] = Job{key, false};
           if (open.empty() || rng() % 2 == 0) open.emplace_back();
           open[rng() % open.size()].push_back(next_id++);

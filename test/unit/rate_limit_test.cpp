@@ -74,7 +74,8 @@ TEST(RateLimit, NeverMoreThanBurstPlusRateTimesTime) {
   for (int i = 0; i < 100000; ++i) {
     now += (i * 7919) % 5000;
     given += TakeTokens(bucket, rate, now, 1 + i % 4);
-    ASSERT_LE(static_cast<double>(given), BucketBurst(rate) + rate * static_cast<double>(now) / 1e6 + 1e-9);
+    ASSERT_LE(static_cast<double>(given),
+              BucketBurst(rate) + rate * static_cast<double>(now) / 1e6 + 1e-9);
   }
   EXPECT_GT(static_cast<double>(given), 0.95 * rate * static_cast<double>(now) / 1e6);
 }

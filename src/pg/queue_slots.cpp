@@ -1,0 +1,157 @@
+#include "pg/queue_slots.h"
+
+#include "pg/shared.h"
+
+extern "C" {
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/hsearch.h"
+}
+
+namespace pgq::pg {
+
+namespace {
+
+struct SlotKey {
+  Oid database;
+  int32 queue_id;
+};
+
+}  // namespace
+
+struct QueueSlot {
+  SlotKey key;  // first: the hash key
+  slock_t mutex;
+  core::ClaimHint hint;
+  bool has_bucket;
+  core::TokenBucket bucket;
+};
+
+namespace {
+
+HTAB* slots = nullptr;
+
+// A few slots this backend used last, so a claim does not search the shared
+// table (and take its lock) every time. Entries are never removed from the
+// shared table, so a remembered pointer stays valid.
+struct RecentSlot {
+  int32 queue_id;
+  QueueSlot* slot;
+};
+constexpr int kRecentSlots = 8;
+RecentSlot recent[kRecentSlots];
+int recent_next = 0;
+
+LWLock* SlotsLock() { return Shared()->slots_lock; }
+
+}  // namespace
+
+Size QueueSlotsSize() { return hash_estimate_size(kMaxQueueSlots, sizeof(QueueSlot)); }
+
+void InitQueueSlots() {
+  HASHCTL info;
+  std::memset(&info, 0, sizeof(info));
+  info.keysize = sizeof(SlotKey);
+  info.entrysize = sizeof(QueueSlot);
+  slots = ShmemInitHash("pgq_cpp queue slots", kMaxQueueSlots, kMaxQueueSlots, &info,
+                        HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+}
+
+QueueSlot* FindQueueSlot(int32 queue_id) {
+  if (Shared() == nullptr || slots == nullptr) return nullptr;
+  for (const RecentSlot& r : recent) {
+    if (r.slot != nullptr && r.queue_id == queue_id && r.slot->key.database == MyDatabaseId) {
+      return r.slot;
+    }
+  }
+  SlotKey key;
+  std::memset(&key, 0, sizeof(key));
+  key.database = MyDatabaseId;
+  key.queue_id = queue_id;
+  LWLockAcquire(SlotsLock(), LW_SHARED);
+  auto* slot = static_cast<QueueSlot*>(hash_search(slots, &key, HASH_FIND, nullptr));
+  LWLockRelease(SlotsLock());
+  if (slot == nullptr) {
+    LWLockAcquire(SlotsLock(), LW_EXCLUSIVE);
+    bool found = false;
+    // HASH_ENTER_NULL: nullptr instead of an error when the table is full.
+    slot = static_cast<QueueSlot*>(hash_search(slots, &key, HASH_ENTER_NULL, &found));
+    if (slot != nullptr && !found) {
+      SpinLockInit(&slot->mutex);
+      slot->hint = core::ClaimHint{};
+      slot->has_bucket = false;
+      slot->bucket = core::TokenBucket{0, 0};
+    }
+    LWLockRelease(SlotsLock());
+    if (slot == nullptr) return nullptr;
+  }
+  recent[recent_next] = RecentSlot{queue_id, slot};
+  recent_next = (recent_next + 1) % kRecentSlots;
+  return slot;
+}
+
+core::ScanPlan PlanClaimScan(QueueSlot* slot, int64 now) {
+  SpinLockAcquire(&slot->mutex);
+  const core::ScanPlan plan = core::PlanScan(slot->hint, now);
+  SpinLockRelease(&slot->mutex);
+  return plan;
+}
+
+void PublishClaimScan(QueueSlot* slot, const core::ScanPlan& plan, const core::ScanResult& result) {
+  SpinLockAcquire(&slot->mutex);
+  (void)core::PublishScan(slot->hint, plan, result);
+  SpinLockRelease(&slot->mutex);
+}
+
+void LowerClaimHint(QueueSlot* slot, const core::ClaimKey& key) {
+  SpinLockAcquire(&slot->mutex);
+  core::LowerHint(slot->hint, key);
+  SpinLockRelease(&slot->mutex);
+}
+
+void ResetQueueHint(QueueSlot* slot) {
+  SpinLockAcquire(&slot->mutex);
+  core::ResetHint(slot->hint);
+  SpinLockRelease(&slot->mutex);
+}
+
+void ResetDatabaseSlots(bool buckets_too) {
+  if (Shared() == nullptr || slots == nullptr) return;
+  LWLockAcquire(SlotsLock(), LW_SHARED);
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, slots);
+  while (auto* slot = static_cast<QueueSlot*>(hash_seq_search(&scan))) {
+    if (slot->key.database != MyDatabaseId) continue;
+    SpinLockAcquire(&slot->mutex);
+    core::ResetHint(slot->hint);
+    if (buckets_too) slot->has_bucket = false;
+    SpinLockRelease(&slot->mutex);
+  }
+  LWLockRelease(SlotsLock());
+}
+
+int32 TakeRateTokens(QueueSlot* slot, double rate, int64 now_us, int32 want) {
+  SpinLockAcquire(&slot->mutex);
+  if (!slot->has_bucket) {
+    slot->bucket = core::FullBucket(rate, now_us);
+    slot->has_bucket = true;
+  }
+  const int32 taken = core::TakeTokens(slot->bucket, rate, now_us, want);
+  SpinLockRelease(&slot->mutex);
+  return taken;
+}
+
+void ReturnRateTokens(QueueSlot* slot, double rate, int32 unused) {
+  SpinLockAcquire(&slot->mutex);
+  core::ReturnTokens(slot->bucket, rate, unused);
+  SpinLockRelease(&slot->mutex);
+}
+
+int64 MicrosUntilRateToken(QueueSlot* slot, double rate) {
+  SpinLockAcquire(&slot->mutex);
+  const int64 micros = core::MicrosUntilToken(slot->bucket, rate);
+  SpinLockRelease(&slot->mutex);
+  return micros;
+}
+
+}  // namespace pgq::pg

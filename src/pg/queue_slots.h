@@ -1,0 +1,49 @@
+// Per-queue state in shared memory (preloaded only): the claim hint
+// (core/claim_hint.h) and the rate-limit bucket (core/rate_limit.h).
+//
+// A fixed-size shared hash keyed by (database, queue id), at most
+// kMaxQueueSlots entries for the whole cluster; entries are never removed
+// (a queue id is never reused within one installation of the extension, and
+// CREATE EXTENSION resets the database's entries). A queue that finds the
+// table full works without a slot: its claims scan from the start and its
+// rate limit is kept in pgq.rate_buckets, as without preload.
+#pragma once
+
+#include "core/claim_hint.h"
+#include "core/rate_limit.h"
+#include "pg/pg.h"
+
+namespace pgq::pg {
+
+inline constexpr long kMaxQueueSlots = 4096;
+
+struct QueueSlot;
+
+// Space and lock requests; called from the shared-memory hooks.
+Size QueueSlotsSize();
+void InitQueueSlots();
+
+// This database's slot for `queue_id`, created on first use; nullptr without
+// shared memory or when the table is full. The pointer stays valid for the
+// life of the server.
+QueueSlot* FindQueueSlot(int32 queue_id);
+
+// The hint operations of core/claim_hint.h, under the slot's spinlock.
+core::ScanPlan PlanClaimScan(QueueSlot* slot, int64 now);
+void PublishClaimScan(QueueSlot* slot, const core::ScanPlan& plan, const core::ScanResult& result);
+void LowerClaimHint(QueueSlot* slot, const core::ClaimKey& key);
+void ResetQueueHint(QueueSlot* slot);
+
+// Forgets the hints of every queue of this database (next claims scan from
+// the start) and, with `buckets_too`, their rate-limit buckets (a new
+// installation of the extension). Safe in a commit callback.
+void ResetDatabaseSlots(bool buckets_too);
+
+// Rate limit: takes up to `want` tokens of the queue's bucket (created full
+// on first use, refilled at `rate` per second); ReturnRateTokens gives back
+// what was not used. MicrosUntilRateToken: how long until the next token.
+int32 TakeRateTokens(QueueSlot* slot, double rate, int64 now_us, int32 want);
+void ReturnRateTokens(QueueSlot* slot, double rate, int32 unused);
+int64 MicrosUntilRateToken(QueueSlot* slot, double rate);
+
+}  // namespace pgq::pg
