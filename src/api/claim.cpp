@@ -27,14 +27,15 @@ namespace {
 #define PGQ_FROM_START(alias) PGQ_KEY(alias) " >= ($6, $7, $8)"
 #define PGQ_IN_ORDER(alias) " ORDER BY -" alias ".priority, " alias ".run_at, " alias ".id"
 
-// $1 queue id, $2 n, $3 lease, $4 now, $5 queue name, $6..$8 scan start.
+// $1 queue id, $2 n, $3 lease, $4 now, $5 queue name, $6..$8 scan start,
+// $9 whether to report the jobs passed (ScanPlan::must_report_passed).
 // Columns 1-8 are pgq.claimed_job, one row per claimed job in claim order
 // (one row of NULLs when none was claimed). Columns 9-15 are the scan result
 // for the hint, from the claim's own snapshot: the first pending ready job at
-// or after the start (9-11, NULL if none), and of the not-yet-due pending
-// jobs before it the earliest run_at (12) and the first in claim order
-// (13-15). The claimed jobs are still pending in that snapshot, so the next
-// claim starts at the first of them at the latest.
+// or after the start (9-11, NULL if none), and with $9, of the not-yet-due
+// pending jobs at or after the start the earliest run_at (12) and the first
+// in claim order (13-15). The claimed jobs are still pending in that snapshot, so the
+// next claim starts at the first of them at the latest.
 pg::Statement claim_jobs = {
     "WITH f AS ("
     "  SELECT p.priority, p.run_at, p.id FROM pgq.jobs p"
@@ -42,10 +43,7 @@ pg::Statement claim_jobs = {
     PGQ_IN_ORDER("p") " LIMIT 1"
     "), passed AS ("
     "  SELECT u.priority, u.run_at, u.id FROM pgq.jobs u"
-    "   WHERE u.queue_id = $1 AND u.state = 'p' AND u.run_at > $4 AND " PGQ_FROM_START("u")
-    "     AND " PGQ_KEY("u") " < (COALESCE(-(SELECT f.priority FROM f), 2147483647),"
-    "                             COALESCE((SELECT f.run_at FROM f), 'infinity'),"
-    "                             COALESCE((SELECT f.id FROM f), 9223372036854775807))"
+    "   WHERE $9 AND u.queue_id = $1 AND u.state = 'p' AND u.run_at > $4 AND " PGQ_FROM_START("u")
     "), claimed AS ("
     "  UPDATE pgq.jobs j"
     "     SET state = 'r', attempt = j.attempt + 1, lease_until = $4 + $3"
@@ -64,8 +62,9 @@ pg::Statement claim_jobs = {
     "  LEFT JOIN f ON true"
     "  LEFT JOIN LATERAL (SELECT * FROM passed pp" PGQ_IN_ORDER("pp") " LIMIT 1) a ON true"
     " ORDER BY c.priority DESC, c.run_at, c.id",
-    8,
-    {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID},
+    9,
+    {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID,
+     BOOLOID},
     nullptr};
 
 constexpr int kClaimedColumns = 8;
@@ -107,12 +106,13 @@ core::ScanResult ScanResultOf(const pg::SpiSession& spi) {
 // One claim attempt: returns the jobs claimed (their rows are in spi's
 // result, rows 0..count-1, when count > 0).
 uint64 ClaimOnce(pg::SpiSession& spi, pg::Params& params, pg::QueueSlot* slot, TimestampTz now) {
-  core::ScanPlan plan{0, false, false, core::kFirstKey};
+  core::ScanPlan plan{0, false, false, core::kFirstKey, true};
   if (slot != nullptr) plan = pg::PlanClaimScan(slot, now);
   if (plan.skip_scan) return 0;  // nothing pending: no statement at all
   params.Set(5, Int32GetDatum(-plan.from.priority))
       .Set(6, TimestampTzGetDatum(plan.from.run_at))
-      .Set(7, Int64GetDatum(plan.from.id));
+      .Set(7, Int64GetDatum(plan.from.id))
+      .Set(8, BoolGetDatum(plan.must_report_passed));
   spi.Execute(claim_jobs, params);
   // A snapshot older than the read of the hint (REPEATABLE READ) could
   // publish past jobs that committed in between; such claims only read it.

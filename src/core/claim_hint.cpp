@@ -11,12 +11,14 @@ ClaimAlarm MergeAlarms(const ClaimAlarm& a, const ClaimAlarm& b) {
 }
 
 ScanPlan PlanScan(const ClaimHint& hint, int64_t now) {
-  ScanPlan plan{hint.generation, hint.nothing_pending, false, hint.start};
+  ScanPlan plan{hint.generation, hint.nothing_pending, false, hint.start, false};
   if (hint.alarm.set && hint.alarm.due <= now) {
     plan.skip_scan = false;
     plan.alarm_consumed = true;
     plan.from = hint.nothing_pending ? hint.alarm.key : EarlierKey(hint.start, hint.alarm.key);
   }
+  const bool from_start = !ClaimsBefore(kFirstKey, plan.from);
+  plan.must_report_passed = !plan.skip_scan && (plan.alarm_consumed || from_start);
   return plan;
 }
 
@@ -34,6 +36,11 @@ bool PublishScan(ClaimHint& hint, const ScanPlan& plan, const ScanResult& result
 void LowerHint(ClaimHint& hint, const ClaimKey& key) {
   if (hint.nothing_pending || ClaimsBefore(key, hint.start)) hint.start = key;
   hint.nothing_pending = false;
+  ++hint.generation;
+}
+
+void AddAlarm(ClaimHint& hint, const ClaimAlarm& alarm) {
+  hint.alarm = MergeAlarms(hint.alarm, alarm);
   ++hint.generation;
 }
 

@@ -12,21 +12,22 @@
 //       claim key below H, except jobs covered by the alarm.
 // A claim scans from H (or from the alarm's key once the alarm is due) and
 // computes, from its own snapshot, the first pending ready key F at or after
-// where it started, and the alarm: the earliest run_at and the lowest key of
-// the pending jobs it passed before F because they were not due yet. It then
-// publishes F only if nothing else touched the hint since it read it (the
-// generation is unchanged). Every transaction that makes a job pending
-// (enqueue, release, retry, expiry, a group's next job) lowers the hint to
-// that job's key *after its commit is visible* (its commit callback). So:
+// where it started. It then publishes F only if nothing else touched the
+// hint since it read it (the generation is unchanged). Every transaction
+// that makes a job pending (enqueue, release, retry, expiry, a group's next
+// job) lowers the hint to that job's key *after its commit is visible* (its
+// commit callback), or, for a job not due yet, adds it to the alarm. So:
 //  - a change that committed before the claim read the hint is in the
 //    claim's snapshot (the snapshot is taken after the read), so F is at or
 //    below it;
 //  - a change that commits later lowers the hint afterwards, or bumps the
 //    generation before the claim publishes, and the publication is dropped.
-// Jobs that become due by the clock alone are what the alarm is for: a
-// claim that passes a not-yet-due job (only possible in a higher priority
-// than F, see ClaimKey) records it, and the first claim after its run_at
-// starts from it again.
+// Jobs that become due by the clock alone are what the alarm is for: the
+// earliest run_at and the lowest key of the pending jobs that were not due
+// when they became pending. The first claim after that run_at starts from
+// the alarm's key and, having lost the alarm's detail, reports every
+// not-yet-due job it passes (ScanPlan::must_report_passed) as the new alarm;
+// so does a claim that scans from the start, after a reset.
 //
 // A hint is only ever a shortcut: starting from kFirstKey is always correct.
 // Pure C++; the shared-memory table and the SQL live in pg/claim_hint.cpp.
@@ -86,6 +87,9 @@ struct ScanPlan {
   bool skip_scan;       // nothing can be pending: return no job without a statement
   bool alarm_consumed;  // the scan starts at the alarm's key and covers its jobs
   ClaimKey from;
+  // The scan must report the not-yet-due jobs it passes (ScanResult::passed):
+  // it consumes the alarm or starts from the beginning.
+  bool must_report_passed;
 };
 
 ScanPlan PlanScan(const ClaimHint& hint, int64_t now);
@@ -94,15 +98,23 @@ ScanPlan PlanScan(const ClaimHint& hint, int64_t now);
 struct ScanResult {
   bool found_ready;  // false: no pending ready job at or after plan.from
   ClaimKey first_ready;
-  ClaimAlarm passed;  // not-yet-due pending jobs before first_ready (or to the end)
+  // With plan.must_report_passed: every not-yet-due pending job at or after
+  // plan.from (a lost alarm's jobs may lie beyond first_ready, in a lower
+  // priority that later claims pass); otherwise left unset.
+  ClaimAlarm passed;
 };
 
 // Publishes a claim's result; false (and no change) if the hint changed since
 // `plan` was read.
 bool PublishScan(ClaimHint& hint, const ScanPlan& plan, const ScanResult& result);
 
-// A job with `key` became pending (called after its commit is visible).
+// A job with `key` became pending and is due (called after its commit is
+// visible).
 void LowerHint(ClaimHint& hint, const ClaimKey& key);
+
+// Jobs became pending that are not due yet (called after the commit is
+// visible): the earliest run_at among them and the lowest key.
+void AddAlarm(ClaimHint& hint, const ClaimAlarm& alarm);
 
 // Forget everything: the next claim scans from the start. For changes whose
 // keys are not known (a maintenance pass, writes we did not make).

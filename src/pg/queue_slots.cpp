@@ -103,9 +103,10 @@ void PublishClaimScan(QueueSlot* slot, const core::ScanPlan& plan, const core::S
   SpinLockRelease(&slot->mutex);
 }
 
-void LowerClaimHint(QueueSlot* slot, const core::ClaimKey& key) {
+void UpdateClaimHint(QueueSlot* slot, const core::ClaimKey* due, const core::ClaimAlarm& later) {
   SpinLockAcquire(&slot->mutex);
-  core::LowerHint(slot->hint, key);
+  if (due != nullptr) core::LowerHint(slot->hint, *due);
+  if (later.set) core::AddAlarm(slot->hint, later);
   SpinLockRelease(&slot->mutex);
 }
 

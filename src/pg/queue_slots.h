@@ -31,7 +31,8 @@ QueueSlot* FindQueueSlot(int32 queue_id);
 // The hint operations of core/claim_hint.h, under the slot's spinlock.
 core::ScanPlan PlanClaimScan(QueueSlot* slot, int64 now);
 void PublishClaimScan(QueueSlot* slot, const core::ScanPlan& plan, const core::ScanResult& result);
-void LowerClaimHint(QueueSlot* slot, const core::ClaimKey& key);
+// Lowers the hint to `due` (if not nullptr) and adds `later` to its alarm.
+void UpdateClaimHint(QueueSlot* slot, const core::ClaimKey* due, const core::ClaimAlarm& later);
 void ResetQueueHint(QueueSlot* slot);
 
 // Forgets the hints of every queue of this database (next claims scan from

@@ -4,6 +4,7 @@
 
 #include "pg/boundary.h"
 #include "pg/queue_slots.h"
+#include "pg/settings.h"
 #include "pg/shared.h"
 
 extern "C" {
@@ -27,12 +28,15 @@ int32 noted_queues[kMaxNotedQueues];
 int noted_count = 0;
 bool noted_database = false;
 
-// Claim hints to lower at commit, one entry per queue (the earliest key).
-// A transaction that makes jobs pending in more queues than this resets the
-// hints of its database instead.
+// Claim hints to update at commit, one entry per queue: the earliest key of
+// the jobs it made pending that were due when noted, and the alarm of those
+// that were not. A transaction that makes jobs pending in more queues than
+// this resets the hints of its database instead.
 struct Lowering {
   QueueSlot* slot;
-  core::ClaimKey key;
+  bool has_due;
+  core::ClaimKey due;
+  core::ClaimAlarm later;
 };
 Lowering lowerings[kMaxNotedQueues];
 int lowering_count = 0;
@@ -90,7 +94,10 @@ void LowerNotedHints() {
     ResetDatabaseSlots(false);
     return;
   }
-  for (int i = 0; i < lowering_count; ++i) LowerClaimHint(lowerings[i].slot, lowerings[i].key);
+  for (int i = 0; i < lowering_count; ++i) {
+    const Lowering& l = lowerings[i];
+    UpdateClaimHint(l.slot, l.has_due ? &l.due : nullptr, l.later);
+  }
 }
 
 void ResetPublishedHints() {
@@ -204,17 +211,26 @@ void NoteJobsPending(int32 queue_id, const core::ClaimKey& key, bool wake) {
   if (reset_hints) return;
   QueueSlot* slot = FindQueueSlot(queue_id);
   if (slot == nullptr) return;  // no hint kept for this queue
-  for (int i = 0; i < lowering_count; ++i) {
-    if (lowerings[i].slot == slot) {
-      lowerings[i].key = core::EarlierKey(lowerings[i].key, key);
+  Lowering* entry = nullptr;
+  for (int i = 0; i < lowering_count && entry == nullptr; ++i) {
+    if (lowerings[i].slot == slot) entry = &lowerings[i];
+  }
+  if (entry == nullptr) {
+    if (lowering_count == kMaxNotedQueues) {
+      reset_hints = true;
       return;
     }
+    entry = &lowerings[lowering_count++];
+    *entry = Lowering{slot, false, core::kFirstKey, core::ClaimAlarm{}};
   }
-  if (lowering_count == kMaxNotedQueues) {
-    reset_hints = true;
-    return;
+  // Due or not is decided now, with this statement's clock: a job noted as
+  // not due that is due by commit time only makes the alarm ring at once.
+  if (key.run_at > Now()) {
+    entry->later = core::MergeAlarms(entry->later, core::ClaimAlarm{true, key.run_at, key});
+  } else {
+    entry->due = entry->has_due ? core::EarlierKey(entry->due, key) : key;
+    entry->has_due = true;
   }
-  lowerings[lowering_count++] = Lowering{slot, key};
 }
 
 void NoteHintPublished(QueueSlot* slot) {
