@@ -27,24 +27,15 @@ namespace {
 #define PGQ_FROM_START(alias) PGQ_KEY(alias) " >= ($6, $7, $8)"
 #define PGQ_IN_ORDER(alias) " ORDER BY -" alias ".priority, " alias ".run_at, " alias ".id"
 
-// $1 queue id, $2 n, $3 lease, $4 now, $5 queue name, $6..$8 scan start,
-// $9 whether to report the jobs passed (ScanPlan::must_report_passed).
-// Columns 1-8 are pgq.claimed_job, one row per claimed job in claim order
-// (one row of NULLs when none was claimed). Columns 9-15 are the scan result
-// for the hint, from the claim's own snapshot: the first pending ready job at
-// or after the start (9-11, NULL if none), and with $9, of the not-yet-due
-// pending jobs at or after the start the earliest run_at (12) and the first
-// in claim order (13-15). The claimed jobs are still pending in that snapshot, so the
-// next claim starts at the first of them at the latest.
+// $1 queue id, $2 n, $3 lease, $4 now, $5 queue name, $6..$8 scan start.
+// Columns 1-8 are pgq.claimed_job, then run_at: one row per claimed job, in
+// claim order. The first row's key is where the next claim may start: every
+// pending ready job before it in this snapshot is locked by a transaction
+// that will claim or remove it, or reset the hint if it rolls back
+// (NoteResetOnAbort), and the claimed jobs themselves are running once this
+// commits.
 pg::Statement claim_jobs = {
-    "WITH f AS ("
-    "  SELECT p.priority, p.run_at, p.id FROM pgq.jobs p"
-    "   WHERE p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4 AND " PGQ_FROM_START("p")
-    PGQ_IN_ORDER("p") " LIMIT 1"
-    "), passed AS ("
-    "  SELECT u.priority, u.run_at, u.id FROM pgq.jobs u"
-    "   WHERE $9 AND u.queue_id = $1 AND u.state = 'p' AND u.run_at > $4 AND " PGQ_FROM_START("u")
-    "), claimed AS ("
+    "WITH claimed AS ("
     "  UPDATE pgq.jobs j"
     "     SET state = 'r', attempt = j.attempt + 1, lease_until = $4 + $3"
     "   WHERE j.id = ANY (ARRAY("
@@ -54,17 +45,26 @@ pg::Statement claim_jobs = {
     "  RETURNING j.id, j.payload, j.attempt, j.max_attempts, j.lease_until, j.enqueued_at,"
     "            j.priority, j.run_at"
     ") "
-    "SELECT c.id, $5, c.payload, c.attempt, c.max_attempts, c.lease_until, c.enqueued_at,"
-    "       c.priority, f.priority, f.run_at, f.id, (SELECT min(run_at) FROM passed),"
+    "SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priority, run_at"
+    "  FROM claimed ORDER BY priority DESC, run_at, id",
+    8,
+    {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID},
+    nullptr};
+
+// The pending jobs not due at $2 from the scan start $3..$5 on: their
+// earliest run_at and the first of them in claim order (all NULL if none).
+// Only after a reset or when the alarm rings (ScanPlan::must_report_passed).
+pg::Statement passed_jobs = {
+    "SELECT (SELECT min(u.run_at) FROM pgq.jobs u"
+    "         WHERE u.queue_id = $1 AND u.state = 'p' AND u.run_at > $2"
+    "           AND " PGQ_KEY("u") " >= ($3, $4, $5)),"
     "       a.priority, a.run_at, a.id"
-    "  FROM (SELECT) AS one"
-    "  LEFT JOIN claimed c ON true"
-    "  LEFT JOIN f ON true"
-    "  LEFT JOIN LATERAL (SELECT * FROM passed pp" PGQ_IN_ORDER("pp") " LIMIT 1) a ON true"
-    " ORDER BY c.priority DESC, c.run_at, c.id",
-    9,
-    {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID,
-     BOOLOID},
+    "  FROM (SELECT) AS one LEFT JOIN LATERAL ("
+    "    SELECT u.priority, u.run_at, u.id FROM pgq.jobs u"
+    "     WHERE u.queue_id = $1 AND u.state = 'p' AND u.run_at > $2"
+    "       AND " PGQ_KEY("u") " >= ($3, $4, $5)" PGQ_IN_ORDER("u") " LIMIT 1) a ON true",
+    5,
+    {INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, INT8OID},
     nullptr};
 
 constexpr int kClaimedColumns = 8;
@@ -79,50 +79,57 @@ long MillisUntil(TimestampTz deadline, TimestampTz now) {
   return static_cast<long>((deadline - now + 999) / 1000);
 }
 
-core::ClaimKey KeyAt(const pg::SpiSession& spi, int first_column, bool* is_null) {
-  const Datum priority = spi.Value(0, first_column, is_null);
-  if (*is_null) return core::kFirstKey;
-  bool null = false;
-  return core::ClaimKey{DatumGetInt32(priority),
-                        DatumGetTimestampTz(spi.Value(0, first_column + 1, &null)),
-                        DatumGetInt64(spi.Value(0, first_column + 2, &null))};
+// The key of row `row` of a result whose priority, run_at and id are in
+// the given columns.
+core::ClaimKey KeyAt(const pg::SpiSession& spi, uint64 row, int priority, int run_at, int id) {
+  bool is_null = false;
+  return core::ClaimKey{spi.Int32(row, priority),
+                        DatumGetTimestampTz(spi.Value(row, run_at, &is_null)), spi.Int64(row, id)};
 }
 
-// The scan result of the last claim_jobs execution (columns 9-15 of row 0).
-core::ScanResult ScanResultOf(const pg::SpiSession& spi) {
-  core::ScanResult result{};
-  bool no_ready = false;
-  result.first_ready = KeyAt(spi, 9, &no_ready);
-  result.found_ready = !no_ready;
-  bool no_alarm = false;
-  const Datum due = spi.Value(0, 12, &no_alarm);
-  if (!no_alarm) {
-    bool is_null = false;
-    result.passed = core::ClaimAlarm{true, DatumGetTimestampTz(due), KeyAt(spi, 13, &is_null)};
-  }
-  return result;
+core::ClaimAlarm PassedJobs(pg::SpiSession& spi, int32 queue_id, TimestampTz now,
+                            const core::ClaimKey& from) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id))
+      .Set(1, TimestampTzGetDatum(now))
+      .Set(2, Int32GetDatum(-from.priority))
+      .Set(3, TimestampTzGetDatum(from.run_at))
+      .Set(4, Int64GetDatum(from.id));
+  spi.Execute(passed_jobs, params);
+  bool none = false;
+  const Datum due = spi.Value(0, 1, &none);
+  if (none) return core::ClaimAlarm{};
+  return core::ClaimAlarm{true, DatumGetTimestampTz(due), KeyAt(spi, 0, 2, 3, 4)};
 }
 
 // One claim attempt: returns the jobs claimed (their rows are in spi's
-// result, rows 0..count-1, when count > 0).
-uint64 ClaimOnce(pg::SpiSession& spi, pg::Params& params, pg::QueueSlot* slot, TimestampTz now) {
-  core::ScanPlan plan{0, false, false, core::kFirstKey, true};
+// result, rows 0..count-1).
+uint64 ClaimOnce(pg::SpiSession& spi, pg::Params& params, int32 queue_id, pg::QueueSlot* slot,
+                 TimestampTz now) {
+  core::ScanPlan plan{0, false, false, core::kFirstKey, false};
   if (slot != nullptr) plan = pg::PlanClaimScan(slot, now);
   if (plan.skip_scan) return 0;  // nothing pending: no statement at all
+  core::ScanResult result{false, core::kFirstKey, {}};
+  // Report the passed jobs first: the claim's rows must stay the last result.
+  if (slot != nullptr && plan.must_report_passed) {
+    result.passed = PassedJobs(spi, queue_id, now, plan.from);
+  }
   params.Set(5, Int32GetDatum(-plan.from.priority))
       .Set(6, TimestampTzGetDatum(plan.from.run_at))
-      .Set(7, Int64GetDatum(plan.from.id))
-      .Set(8, BoolGetDatum(plan.must_report_passed));
-  spi.Execute(claim_jobs, params);
+      .Set(7, Int64GetDatum(plan.from.id));
+  const uint64 claimed = spi.Execute(claim_jobs, params);
+  if (slot == nullptr) return claimed;
+  // Others skip the rows this claim locked; if it rolls back they are
+  // pending again behind a hint that moved on.
+  if (claimed > 0) pg::NoteResetOnAbort(queue_id);
   // A snapshot older than the read of the hint (REPEATABLE READ) could
   // publish past jobs that committed in between; such claims only read it.
-  if (slot != nullptr && !IsolationUsesXactSnapshot()) {
-    pg::PublishClaimScan(slot, plan, ScanResultOf(spi));
-    pg::NoteHintPublished(slot);
+  if (!IsolationUsesXactSnapshot()) {
+    result.found_ready = claimed > 0;
+    if (claimed > 0) result.first_ready = KeyAt(spi, 0, 8, 9, 1);
+    pg::PublishClaimScan(slot, plan, result);
   }
-  bool none = false;
-  (void)spi.Value(0, 1, &none);
-  return none ? 0 : spi.tuples()->numvals;
+  return claimed;
 }
 
 }  // namespace
@@ -191,7 +198,7 @@ PGQ_FUNCTION(pgq_claim) {
             .Set(1, Int32GetDatum(want))
             .Set(2, has_lease ? PG_GETARG_DATUM(2) : IntervalPGetDatum(&queue.lease))
             .Set(3, TimestampTzGetDatum(now));
-        claimed = api::ClaimOnce(spi, params, slot, now);
+        claimed = api::ClaimOnce(spi, params, queue.id, slot, now);
         for (uint64 row = 0; row < claimed; ++row) {
           Datum values[api::kClaimedColumns];
           bool nulls[api::kClaimedColumns];

@@ -100,6 +100,7 @@ PGQ_FUNCTION(pgq_cancel) {
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(pg::Now()));
   if (spi.Execute(api::cancel_job, params) == 0) PG_RETURN_BOOL(false);
+  pg::NoteResetOnAbort(spi.Int32(0, 1));  // it locked a pending job
   std::vector<api::GroupRef> groups = api::GroupsOfResult(spi, 1, 2);
   if (!groups.empty()) api::MoveGroupsOn(spi, std::move(groups));
   PG_RETURN_BOOL(true);

@@ -27,10 +27,10 @@ namespace {
 pg::Statement complete_job = {
     "WITH d AS ("
     "  DELETE FROM pgq.jobs j WHERE j.id = $1 AND j.attempt = $2 AND " PGQ_STILL_HELD
-    "  RETURNING j.queue_id, j.group_key"
+    "  RETURNING j.queue_id, j.group_key, j.state"
     "), f AS (INSERT INTO pgq.finished (queue_id, finished_at, jobs) SELECT d.queue_id, $3, 1 FROM "
     "d) "
-    "SELECT d.queue_id, d.group_key FROM d",
+    "SELECT d.queue_id, d.group_key, d.state = 'p' FROM d",
     3,
     {INT8OID, INT4OID, TIMESTAMPTZOID},
     nullptr};
@@ -40,7 +40,7 @@ pg::Statement complete_jobs = {
     "  DELETE FROM pgq.jobs j"
     "   USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)"
     "   WHERE j.id = c.id AND j.attempt = c.attempt AND " PGQ_STILL_HELD
-    "  RETURNING j.queue_id, j.group_key"
+    "  RETURNING j.queue_id, j.group_key, j.state"
     ")" PGQ_COUNT_FINISHED("$3"),
     3,
     {INT8ARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID},
@@ -132,6 +132,7 @@ PGQ_FUNCTION(pgq_complete) {
       .Set(1, Int32GetDatum(claim.attempt))
       .Set(2, TimestampTzGetDatum(pg::Now()));
   if (spi.Execute(api::complete_job, params) == 0) PG_RETURN_BOOL(false);
+  if (spi.Bool(0, 3)) pg::NoteResetOnAbort(spi.Int32(0, 1));  // an expired lease's late complete
   bool no_group = false;
   (void)spi.Value(0, 2, &no_group);
   if (!no_group) api::MoveGroupsOn(spi, api::GroupsOfResult(spi, 1, 2));
@@ -166,6 +167,9 @@ PGQ_FUNCTION(pgq_complete_many) {
       .Set(2, TimestampTzGetDatum(pg::Now()));
   spi.Execute(api::complete_jobs, params);
   const int32 completed = static_cast<int32>(spi.Int64(0, 1));
+  for (uint64 row = 0; row < spi.tuples()->numvals; ++row) {
+    if (spi.Bool(row, 4)) pg::NoteResetOnAbort(spi.Int32(row, 2));
+  }
   std::vector<api::GroupRef> groups = api::GroupsOfResult(spi, 2, 3);
   if (!groups.empty()) api::MoveGroupsOn(spi, std::move(groups));
   PG_RETURN_INT32(completed);
@@ -200,6 +204,7 @@ PGQ_FUNCTION(pgq_fail) {
       // Due later: no wake-up now, but the claim hint must still come back
       // to it (it may come before jobs already passed, core/claim_hint.h).
       api::NotePendingAgain(spi, delay_us == 0);
+      pg::NoteResetOnAbort(spi.Int32(0, 1));  // it may have locked a pending job
     } else {
       pg::Params dead;
       dead.Set(0, Int64GetDatum(claim.id))

@@ -16,12 +16,15 @@
   "RETURNING (SELECT q.queue_id FROM pgq.queues q WHERE q.name = dead_jobs.queue), group_key"
 
 // Counts the rows of `d` into pgq.finished (one row per queue) and returns
-// how many there were (column 1), with the groups whose head they were
-// (columns 2-3, one row per group; a single row of NULLs when none).
-#define PGQ_COUNT_FINISHED(finished_at)                                            \
-  ", f AS (INSERT INTO pgq.finished (queue_id, finished_at, jobs) "                \
-  "        SELECT d.queue_id, " finished_at                                        \
-  ", count(*) FROM d GROUP BY d.queue_id) "                                        \
-  "SELECT (SELECT count(*) FROM d), g.queue_id, g.group_key FROM (SELECT) AS one " \
-  "  LEFT JOIN (SELECT DISTINCT d.queue_id, d.group_key FROM d "                   \
-  "              WHERE d.group_key IS NOT NULL) g ON true"
+// how many there were (column 1), with the groups whose head they were and
+// the queues where they were pending, i.e. locked by this statement
+// (columns 2-4: queue id, group key or NULL, was pending; a single row of
+// NULLs when neither).
+#define PGQ_COUNT_FINISHED(finished_at)                                                 \
+  ", f AS (INSERT INTO pgq.finished (queue_id, finished_at, jobs) "                     \
+  "        SELECT d.queue_id, " finished_at                                             \
+  ", count(*) FROM d GROUP BY d.queue_id) "                                             \
+  "SELECT (SELECT count(*) FROM d), g.queue_id, g.group_key, g.was_pending "            \
+  "  FROM (SELECT) AS one "                                                             \
+  "  LEFT JOIN (SELECT DISTINCT d.queue_id, d.group_key, d.state = 'p' AS was_pending " \
+  "              FROM d WHERE d.group_key IS NOT NULL OR d.state = 'p') g ON true"

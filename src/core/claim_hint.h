@@ -8,15 +8,20 @@
 // taken. The hint lets a claim start its index scan past them.
 //
 // The rule. For each queue the hint holds a key H with this invariant:
-//   (I) no job of the queue that is pending in the committed state has a
+//   (I) no job of the queue that is pending in the committed state and not
+//       locked by a transaction that will remove it or reset the hint has a
 //       claim key below H, except jobs covered by the alarm.
-// A claim scans from H (or from the alarm's key once the alarm is due) and
-// computes, from its own snapshot, the first pending ready key F at or after
-// where it started. It then publishes F only if nothing else touched the
-// hint since it read it (the generation is unchanged). Every transaction
-// that makes a job pending (enqueue, release, retry, expiry, a group's next
-// job) lowers the hint to that job's key *after its commit is visible* (its
-// commit callback), or, for a job not due yet, adds it to the alarm. So:
+// A claim scans from H (or from the alarm's key once the alarm is due),
+// takes the first unlocked pending ready jobs (SKIP LOCKED) and publishes
+// the key F of the first one it took, only if nothing else touched the hint
+// since it read it (the generation is unchanged). Every pending ready job
+// before F in its snapshot was locked by another transaction, and every
+// transaction of ours that locks pending jobs (a claim, a cancel, a late
+// complete or fail of an expired lease) resets the hint if it rolls back.
+// Every transaction that makes a job pending (enqueue, release, retry,
+// expiry, a group's next job) lowers the hint to that job's key *after its
+// commit is visible* (its commit callback), or, for a job not due yet, adds
+// it to the alarm. So:
 //  - a change that committed before the claim read the hint is in the
 //    claim's snapshot (the snapshot is taken after the read), so F is at or
 //    below it;
@@ -30,7 +35,8 @@
 // so does a claim that scans from the start, after a reset.
 //
 // A hint is only ever a shortcut: starting from kFirstKey is always correct.
-// Pure C++; the shared-memory table and the SQL live in pg/claim_hint.cpp.
+// Pure C++; the shared-memory table is pg/queue_slots.cpp, the SQL
+// api/claim.cpp and the commit-time updates pg/wakeup.cpp.
 #pragma once
 
 #include <cstdint>

@@ -42,7 +42,7 @@ Lowering lowerings[kMaxNotedQueues];
 int lowering_count = 0;
 bool reset_hints = false;
 
-// Hints this transaction published (reset unless it commits).
+// Hints to reset unless this transaction commits (NoteResetOnAbort).
 QueueSlot* published[kMaxNotedQueues];
 int published_count = 0;
 bool published_overflow = false;
@@ -139,9 +139,9 @@ void OnTransactionEnd(XactEvent event, void*) {
       // The commit happens later in another backend, which knows nothing of
       // these queues: waiters notice those jobs at their next periodic look,
       // and claim hints at the maintenance worker's next reset (its
-      // kHintRefresh). Hints published by this transaction are reset now:
-      // other sessions see its changes as uncommitted, so a hint they
-      // publish is safe whether it commits or rolls back.
+      // kHintRefresh). If it is rolled back, the jobs it locked are pending
+      // again behind hints that moved past them; that too is caught by the
+      // refresh.
       ResetPublishedHints();
       break;
     default:
@@ -233,7 +233,10 @@ void NoteJobsPending(int32 queue_id, const core::ClaimKey& key, bool wake) {
   }
 }
 
-void NoteHintPublished(QueueSlot* slot) {
+void NoteResetOnAbort(int32 queue_id) {
+  if (Shared() == nullptr) return;
+  QueueSlot* slot = FindQueueSlot(queue_id);
+  if (slot == nullptr) return;
   for (int i = 0; i < published_count; ++i) {
     if (published[i] == slot) return;
   }

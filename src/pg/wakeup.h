@@ -36,11 +36,11 @@ void NoteJobsReadyInDatabase();
 // and, with `wake`, its waiting claims are woken.
 void NoteJobsPending(int32 queue_id, const core::ClaimKey& key, bool wake);
 
-struct QueueSlot;
-// This transaction published the claim hint of `slot` from a snapshot that
-// sees its own uncommitted changes; if it (or the subtransaction) does not
-// commit, the hint is reset.
-void NoteHintPublished(QueueSlot* slot);
+// This transaction locked pending jobs of `queue_id` (a claim, a cancel, a
+// completion of a job whose lease expired): claims of other sessions skip
+// them and their claim hint moves past them, so if the transaction (or a
+// subtransaction) rolls back, or is prepared, the queue's hint is reset.
+void NoteResetOnAbort(int32 queue_id);
 
 // For a background worker that waits across its loop (handler workers):
 // publishes this backend's slot for `queue_id` and resets its latch. The
