@@ -9,7 +9,12 @@ SELECT pgq.complete(:j1, 2) AS wrong_attempt;
 SELECT pgq.complete(:j1, 1) AS completed;
 SELECT pgq.complete(:j1, 1) AS completed_twice;
 SELECT count(*) AS in_hot_table FROM pgq.jobs WHERE id = :j1;
+-- Counted once (preloaded: in shared memory until a maintenance pass writes
+-- it to pgq.finished; queue_stats adds both).
+SELECT done_recent FROM pgq.queue_stats WHERE queue = 'mail';
+SELECT finished_dropped FROM pgq.maintain();
 SELECT queue_id, jobs FROM pgq.finished;
+SELECT done_recent FROM pgq.queue_stats WHERE queue = 'mail';
 -- A pending job was never claimed by anyone: nothing to complete.
 SELECT pgq.enqueue('mail', '{"n": 2}') AS j2 \gset
 SELECT pgq.complete(:j2, 0) AS pending_job;

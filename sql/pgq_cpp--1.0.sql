@@ -113,7 +113,10 @@ CREATE INDEX dead_jobs_queue_idx ON pgq.dead_jobs (queue, id);
 -- How many jobs of a queue each completing statement finished, and when:
 -- what queue_stats.done_recent counts, kept for the queue's retention. One
 -- row per statement and queue, not per job, so completing a batch of 100
--- costs one small insert; append-only and BRIN-indexed by time.
+-- costs one small insert; append-only and BRIN-indexed by time. When the
+-- library is preloaded, single completions are counted in shared memory
+-- instead and written here by the maintenance pass, one row per queue
+-- (pgq.unflushed_completions has the rest).
 CREATE TABLE pgq.finished (
     queue_id    integer     NOT NULL,
     finished_at timestamptz NOT NULL,
@@ -277,6 +280,11 @@ CREATE FUNCTION pgq.clock() RETURNS timestamptz
 COMMENT ON FUNCTION pgq.clock() IS
     'the time pgq uses for leases and readiness: the wall clock, shifted by pgq.debug_clock_offset';
 
+CREATE FUNCTION pgq.unflushed_completions(queue_id integer) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'pgq_unflushed_completions' LANGUAGE C VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION pgq.unflushed_completions(integer) IS
+    'completions of the queue counted in shared memory and not yet written to pgq.finished (internal, for queue_stats)';
+
 -- Queues -------------------------------------------------------------------
 
 CREATE FUNCTION pgq.create_queue(
@@ -433,7 +441,8 @@ SELECT q.name                                   AS queue,
          WHERE d.queue OPERATOR(pg_catalog.=) q.name)                    AS dead,
        (SELECT COALESCE(pg_catalog.sum(f.jobs), 0) FROM pgq.finished f
          WHERE f.queue_id OPERATOR(pg_catalog.=) q.queue_id
-           AND f.finished_at OPERATOR(pg_catalog.>=) (c.now OPERATOR(pg_catalog.-) q.retention)) AS done_recent,
+           AND f.finished_at OPERATOR(pg_catalog.>=) (c.now OPERATOR(pg_catalog.-) q.retention))
+         OPERATOR(pg_catalog.+) pgq.unflushed_completions(q.queue_id) AS done_recent,
        c.now OPERATOR(pg_catalog.-) j.oldest_ready AS oldest_ready_age,
        q.paused
   FROM pgq.queues q

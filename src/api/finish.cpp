@@ -22,17 +22,20 @@ namespace {
 
 #define PGQ_STILL_HELD "(j.state = 'r' OR (j.state = 'p' AND j.lease_until IS NOT NULL))"
 
-// One job: counted without the GROUP BY of PGQ_COUNT_FINISHED. Returns one
-// row (queue id, group key) if it completed the job.
+// One job. Returns one row (queue id, group key, was pending) if it
+// completed the job; the completion is counted by the caller
+// (CountFinished).
 pg::Statement complete_job = {
-    "WITH d AS ("
-    "  DELETE FROM pgq.jobs j WHERE j.id = $1 AND j.attempt = $2 AND " PGQ_STILL_HELD
-    "  RETURNING j.queue_id, j.group_key, j.state"
-    "), f AS (INSERT INTO pgq.finished (queue_id, finished_at, jobs) SELECT d.queue_id, $3, 1 FROM "
-    "d) "
-    "SELECT d.queue_id, d.group_key, d.state = 'p' FROM d",
+    "DELETE FROM pgq.jobs j WHERE j.id = $1 AND j.attempt = $2 AND " PGQ_STILL_HELD
+    " RETURNING j.queue_id, j.group_key, j.state = 'p'",
+    2,
+    {INT8OID, INT4OID},
+    nullptr};
+
+pg::Statement insert_finished = {
+    "INSERT INTO pgq.finished (queue_id, finished_at, jobs) VALUES ($1, $2, $3)",
     3,
-    {INT8OID, INT4OID, TIMESTAMPTZOID},
+    {INT4OID, TIMESTAMPTZOID, INT4OID},
     nullptr};
 
 pg::Statement complete_jobs = {
@@ -102,6 +105,17 @@ void NotePendingAgain(const pg::SpiSession& spi, bool wake) {
   pg::NoteJobsPending(spi.Int32(0, 1), key, wake);
 }
 
+// What queue_stats.done_recent counts: in shared memory when preloaded
+// (flushed to pgq.finished by maintenance), else one pgq.finished row.
+void CountFinished(pg::SpiSession& spi, int32 queue_id) {
+  if (pg::NoteFinished(queue_id, 1)) return;
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id))
+      .Set(1, TimestampTzGetDatum(pg::Now()))
+      .Set(2, Int32GetDatum(1));
+  spi.Execute(insert_finished, params);
+}
+
 Claim ClaimArgs(FunctionCallInfo fcinfo) {
   return Claim{pg::RequiredInt64(fcinfo, 0, "id"), pg::RequiredInt32(fcinfo, 1, "attempt")};
 }
@@ -128,14 +142,14 @@ PGQ_FUNCTION(pgq_complete) {
   const api::Claim claim = api::ClaimArgs(fcinfo);
   pg::SpiSession spi;
   pg::Params params;
-  params.Set(0, Int64GetDatum(claim.id))
-      .Set(1, Int32GetDatum(claim.attempt))
-      .Set(2, TimestampTzGetDatum(pg::Now()));
+  params.Set(0, Int64GetDatum(claim.id)).Set(1, Int32GetDatum(claim.attempt));
   if (spi.Execute(api::complete_job, params) == 0) PG_RETURN_BOOL(false);
-  if (spi.Bool(0, 3)) pg::NoteResetOnAbort(spi.Int32(0, 1));  // an expired lease's late complete
+  const int32 queue_id = spi.Int32(0, 1);
+  if (spi.Bool(0, 3)) pg::NoteResetOnAbort(queue_id);  // an expired lease's late complete
   bool no_group = false;
   (void)spi.Value(0, 2, &no_group);
   if (!no_group) api::MoveGroupsOn(spi, api::GroupsOfResult(spi, 1, 2));
+  api::CountFinished(spi, queue_id);
   PG_RETURN_BOOL(true);
 }
 

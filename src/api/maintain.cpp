@@ -55,6 +55,15 @@ pg::Statement expire_to_dead = {
     {TIMESTAMPTZOID, INT4OID},
     nullptr};
 
+// Completions counted in shared memory (pg/queue_slots.h), one row per
+// queue and pass; a queue dropped meanwhile gets none.
+pg::Statement flush_finished = {
+    "INSERT INTO pgq.finished (queue_id, finished_at, jobs)"
+    " SELECT q.queue_id, $2, $3 FROM pgq.queues q WHERE q.queue_id = $1",
+    3,
+    {INT4OID, TIMESTAMPTZOID, INT8OID},
+    nullptr};
+
 pg::Statement list_retention = {
     "SELECT queue_id, retention FROM pgq.queues ORDER BY queue_id", 0, {}, nullptr};
 
@@ -91,6 +100,16 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
     pg::ResetDatabaseSlots(false);
     last_hint_reset = wall;
   }
+
+  // Counts taken here are lost if this transaction fails: done_recent is a
+  // statistic, not a ledger.
+  pg::TakeFinishedCounts([&](int32 queue_id, uint64 jobs) {
+    pg::Params params;
+    params.Set(0, Int32GetDatum(queue_id))
+        .Set(1, TimestampTzGetDatum(now))
+        .Set(2, Int64GetDatum(static_cast<int64>(jobs)));
+    spi.Execute(flush_finished, params);
+  });
 
   // Retention is per queue; queues are few, finished jobs many.
   pg::Params none;
@@ -150,3 +169,9 @@ PGQ_FUNCTION(pgq_maintain) {
 }
 
 PGQ_FUNCTION(pgq_clock) { PG_RETURN_TIMESTAMPTZ(pg::Now()); }
+
+// unflushed_completions(queue_id) returns bigint
+PGQ_FUNCTION(pgq_unflushed_completions) {
+  const int32 queue_id = pg::RequiredInt32(fcinfo, 0, "queue_id");
+  PG_RETURN_INT64(static_cast<int64>(pg::UnflushedFinished(queue_id)));
+}

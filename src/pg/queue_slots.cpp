@@ -25,6 +25,7 @@ struct QueueSlot {
   core::ClaimHint hint;
   bool has_bucket;
   core::TokenBucket bucket;
+  pg_atomic_uint64 finished;  // completions not yet in pgq.finished
 };
 
 namespace {
@@ -81,6 +82,7 @@ QueueSlot* FindQueueSlot(int32 queue_id) {
       slot->hint = core::ClaimHint{};
       slot->has_bucket = false;
       slot->bucket = core::TokenBucket{0, 0};
+      pg_atomic_init_u64(&slot->finished, 0);
     }
     LWLockRelease(SlotsLock());
     if (slot == nullptr) return nullptr;
@@ -125,10 +127,48 @@ void ResetDatabaseSlots(bool buckets_too) {
     if (slot->key.database != MyDatabaseId) continue;
     SpinLockAcquire(&slot->mutex);
     core::ResetHint(slot->hint);
-    if (buckets_too) slot->has_bucket = false;
+    if (buckets_too) {
+      slot->has_bucket = false;
+      pg_atomic_write_u64(&slot->finished, 0);
+    }
     SpinLockRelease(&slot->mutex);
   }
   LWLockRelease(SlotsLock());
+}
+
+void AddFinished(QueueSlot* slot, uint64 jobs) { pg_atomic_fetch_add_u64(&slot->finished, jobs); }
+
+uint64 UnflushedFinished(int32 queue_id) {
+  if (Shared() == nullptr || slots == nullptr) return 0;
+  SlotKey key;
+  std::memset(&key, 0, sizeof(key));
+  key.database = MyDatabaseId;
+  key.queue_id = queue_id;
+  LWLockAcquire(SlotsLock(), LW_SHARED);
+  auto* slot = static_cast<QueueSlot*>(hash_search(slots, &key, HASH_FIND, nullptr));
+  const uint64 jobs = slot == nullptr ? 0 : pg_atomic_read_u64(&slot->finished);
+  LWLockRelease(SlotsLock());
+  return jobs;
+}
+
+int TakeFinishedCountsInto(int32* queue_ids, uint64* jobs, int capacity) {
+  if (Shared() == nullptr || slots == nullptr) return 0;
+  int n = 0;
+  LWLockAcquire(SlotsLock(), LW_SHARED);
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, slots);
+  while (auto* slot = static_cast<QueueSlot*>(hash_seq_search(&scan))) {
+    if (slot->key.database != MyDatabaseId) continue;
+    if (pg_atomic_read_u64(&slot->finished) == 0) continue;
+    queue_ids[n] = slot->key.queue_id;
+    jobs[n] = pg_atomic_exchange_u64(&slot->finished, 0);
+    if (++n == capacity) {
+      hash_seq_term(&scan);
+      break;
+    }
+  }
+  LWLockRelease(SlotsLock());
+  return n;
 }
 
 int32 TakeRateTokens(QueueSlot* slot, double rate, int64 now_us, int32 want) {

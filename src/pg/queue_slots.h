@@ -36,9 +36,20 @@ void UpdateClaimHint(QueueSlot* slot, const core::ClaimKey* due, const core::Cla
 void ResetQueueHint(QueueSlot* slot);
 
 // Forgets the hints of every queue of this database (next claims scan from
-// the start) and, with `buckets_too`, their rate-limit buckets (a new
-// installation of the extension). Safe in a commit callback.
+// the start) and, with `buckets_too`, their rate-limit buckets and unflushed
+// completions (a new installation of the extension). Safe in a commit
+// callback.
 void ResetDatabaseSlots(bool buckets_too);
+
+// Completions counted in shared memory instead of one pgq.finished row per
+// complete() (flushed into pgq.finished by maintenance, see api/maintain.cpp).
+void AddFinished(QueueSlot* slot, uint64 jobs);
+// Counted and not yet taken; 0 without a slot.
+uint64 UnflushedFinished(int32 queue_id);
+// Takes this database's unflushed counts: calls `take(queue_id, jobs)` for
+// each queue with some, after zeroing them.
+template <typename Take>
+void TakeFinishedCounts(Take take);
 
 // Rate limit: takes up to `want` tokens of the queue's bucket (created full
 // on first use, refilled at `rate` per second); ReturnRateTokens gives back
@@ -46,5 +57,21 @@ void ResetDatabaseSlots(bool buckets_too);
 int32 TakeRateTokens(QueueSlot* slot, double rate, int64 now_us, int32 want);
 void ReturnRateTokens(QueueSlot* slot, double rate, int32 unused);
 int64 MicrosUntilRateToken(QueueSlot* slot, double rate);
+
+// The slots of this database with unflushed completions, zeroed; for
+// TakeFinishedCounts.
+int TakeFinishedCountsInto(int32* queue_ids, uint64* jobs, int capacity);
+
+template <typename Take>
+void TakeFinishedCounts(Take take) {
+  constexpr int kChunk = 64;
+  int32 queue_ids[kChunk];
+  uint64 jobs[kChunk];
+  for (;;) {
+    const int n = TakeFinishedCountsInto(queue_ids, jobs, kChunk);
+    for (int i = 0; i < n; ++i) take(queue_ids[i], jobs[i]);
+    if (n < kChunk) return;
+  }
+}
 
 }  // namespace pgq::pg

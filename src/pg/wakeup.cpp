@@ -42,6 +42,14 @@ Lowering lowerings[kMaxNotedQueues];
 int lowering_count = 0;
 bool reset_hints = false;
 
+// Completions to count at commit, per queue slot (NoteFinished).
+struct Finished {
+  QueueSlot* slot;
+  uint64 jobs;
+};
+Finished finished[kMaxNotedQueues];
+int finished_count = 0;
+
 // Hints to reset unless this transaction commits (NoteResetOnAbort).
 QueueSlot* published[kMaxNotedQueues];
 int published_count = 0;
@@ -115,6 +123,7 @@ void ForgetNotes() {
   reset_hints = false;
   published_count = 0;
   published_overflow = false;
+  finished_count = 0;
 }
 
 void OnSubTransactionEnd(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
@@ -126,6 +135,7 @@ void OnSubTransactionEnd(SubXactEvent event, SubTransactionId, SubTransactionId,
 void OnTransactionEnd(XactEvent event, void*) {
   switch (event) {
     case XACT_EVENT_COMMIT:
+      for (int i = 0; i < finished_count; ++i) AddFinished(finished[i].slot, finished[i].jobs);
       if (lowering_count > 0 || reset_hints) LowerNotedHints();
       if (noted_count > 0 || noted_database) WakeNotedWaiters();
       break;
@@ -231,6 +241,21 @@ void NoteJobsPending(int32 queue_id, const core::ClaimKey& key, bool wake) {
     entry->due = entry->has_due ? core::EarlierKey(entry->due, key) : key;
     entry->has_due = true;
   }
+}
+
+bool NoteFinished(int32 queue_id, uint64 jobs) {
+  if (Shared() == nullptr) return false;
+  QueueSlot* slot = FindQueueSlot(queue_id);
+  if (slot == nullptr) return false;
+  for (int i = 0; i < finished_count; ++i) {
+    if (finished[i].slot == slot) {
+      finished[i].jobs += jobs;
+      return true;
+    }
+  }
+  if (finished_count == kMaxNotedQueues) return false;
+  finished[finished_count++] = Finished{slot, jobs};
+  return true;
 }
 
 void NoteResetOnAbort(int32 queue_id) {

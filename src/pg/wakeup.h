@@ -36,6 +36,11 @@ void NoteJobsReadyInDatabase();
 // and, with `wake`, its waiting claims are woken.
 void NoteJobsPending(int32 queue_id, const core::ClaimKey& key, bool wake);
 
+// The current transaction completed `jobs` jobs of `queue_id`: counted in
+// shared memory at commit (pg/queue_slots.h). False without shared memory or
+// a slot for the queue: the caller records them in pgq.finished itself.
+bool NoteFinished(int32 queue_id, uint64 jobs);
+
 // This transaction locked pending jobs of `queue_id` (a claim, a cancel, a
 // completion of a job whose lease expired): claims of other sessions skip
 // them and their claim hint moves past them, so if the transaction (or a
