@@ -1,15 +1,24 @@
 #!/usr/bin/python3
-"""Held-xmin and deep-churning-drain benchmark: pgq_cpp against the plain-SQL
-baseline (bench/baseline.sql). Driven by bench/bloat.sh, which starts the
-throwaway cluster; this file runs the workloads and writes the report.
+"""Held-xmin, active-readers and deep-churning-drain benchmark: pgq_cpp against
+the plain-SQL baseline (bench/baseline.sql). Driven by bench/bloat.sh, which
+starts the throwaway cluster; this file runs the workloads, and
+bench/bloat_report.py writes the report and the charts.
 
-    bloat.py run  DSN OUTDIR     runs everything, writes OUTDIR/results.json
-    bloat.py report OUTDIR       prints the markdown report from results.json
+    bloat.py run DSN OUTDIR     runs the PARTS, writes OUTDIR/results.json
+
+Parts (PARTS, default "held readers drain"):
+  held     steady state for PRE s, then a session holding a txid open for HOLD
+           s, then released, POST s more;
+  readers  steady state for PRE s, then READERS overlapping REPEATABLE READ
+           sessions scanning the queue table for READ s (each transaction open
+           READ_XACT s, staggered, a full scan every READ_EVERY s), POST s more;
+  drain    DRAIN_JOBS pushed by 2 unthrottled producers while 4 consumers drain.
 
 Every client is its own OS process (multiprocessing), one connection each,
 autocommit, so one job is one transaction per statement, as in the pgbench
 scripts of bench/sql/.
 """
+import bisect
 import json
 import multiprocessing as mp
 import os
@@ -35,10 +44,23 @@ PGQ_ENQ = "SELECT pgq.enqueue('bench', '{\"k\":1}')"
 PGQ_CLAIM = "SELECT id, attempt FROM pgq.claim('bench', 1)"
 PGQ_DONE = "SELECT pgq.complete(%s, %s)"
 
+# The active readers' full scan of the queue table.
+READ_SQL = {
+    "baseline": "SELECT count(*), max(payload::text) FROM bench_jobs",
+    "pgq": "SELECT count(*), max(payload::text) FROM pgq.jobs",
+}
+
+# Sizes: pg_total_relation_size (heap, TOAST, indexes). pgq: every table of the
+# schema but pgq.queues (the tables reset() empties), with pgq.jobs and
+# pgq.finished also on their own, so a change of storage layout is still counted.
 SIZE_SQL = {
-    "baseline": "SELECT pg_total_relation_size('bench_jobs'), 0::bigint, "
-                "(SELECT count(*) FROM bench_jobs)",
-    "pgq": "SELECT pg_total_relation_size('pgq.jobs'), pg_total_relation_size('pgq.finished'), "
+    "baseline": "SELECT pg_total_relation_size('bench_jobs'), pg_total_relation_size('bench_jobs'), "
+                "0::bigint, (SELECT count(*) FROM bench_jobs)",
+    "pgq": "SELECT (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint "
+           "          FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace "
+           "         WHERE s.nspname = 'pgq' AND c.relkind = 'r' AND c.relname <> 'queues'), "
+           "coalesce(pg_total_relation_size(to_regclass('pgq.jobs')), 0), "
+           "coalesce(pg_total_relation_size(to_regclass('pgq.finished')), 0), "
            "(SELECT count(*) FROM pgq.jobs)",
 }
 
@@ -118,18 +140,56 @@ def consumer(dsn, system, sync_commit, t0, stop_at, done_evt, idle_sleep, out, c
     out.put(("c", t_end.tobytes(), lat.tobytes(), (got.tobytes(), t_done.tobytes(), fails)))
 
 
+def reader(dsn, system, idx, n_readers, t0, start, stop, xact_s, every_s, out):
+    """An active reader, from t0+start to t0+stop: REPEATABLE READ transactions
+    of xact_s seconds back to back, a full scan of the queue table at the start
+    of each and every every_s within it. Reader idx's first transaction lasts
+    (idx + 1) / n_readers of xact_s, so the readers' commits are staggered and
+    at every moment each of them holds a snapshot (and a lock on the table)."""
+    conn = psycopg.connect(dsn, autocommit=True)
+    conn.execute("SET application_name = 'pgq_bloat_reader'")
+    sql = READ_SQL[system]
+    scan_t, scan_ms, xacts = array("d"), array("d"), []
+    d = t0 + start - time.time()
+    if d > 0:
+        time.sleep(d)
+    end = start + xact_s * (idx + 1) / n_readers
+    while time.time() - t0 < stop:
+        end = min(end, stop)
+        began = time.time() - t0
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        while True:
+            a = time.time()
+            conn.execute(sql).fetchone()
+            b = time.time()
+            scan_t.append(b - t0)
+            scan_ms.append((b - a) * 1000)
+            if b >= t0 + end:
+                break
+            time.sleep(max(0.0, min(a + every_s, t0 + end) - time.time()))
+            if time.time() >= t0 + end:
+                break
+        conn.execute("COMMIT")
+        xacts.append((began, time.time() - t0))
+        end += xact_s
+    conn.close()
+    out.put(("r", scan_t.tobytes(), scan_ms.tobytes(), xacts))
+
+
 def collect(out, n):
-    prods, cons = [], []
+    prods, cons, readers = [], [], []
     for _ in range(n):
         kind, a, b, c = out.get()
         if kind == "p":
             prods.append(array("d", a))
+        elif kind == "r":
+            readers.append({"t": array("d", a), "ms": array("d", b), "xacts": c})
         else:
             lat = array("d", b)
             got = array("b", c[0])
             cons.append({"t": array("d", a), "lat": lat, "got": got,
                          "done": array("d", c[1]), "fails": c[2]})
-    return prods, cons
+    return prods, cons, readers
 
 
 def pct(xs, p):
@@ -142,7 +202,8 @@ def pct(xs, p):
 
 def sizes(admin, system):
     r = admin.execute(SIZE_SQL[system]).fetchone()
-    return {"table_bytes": r[0] + r[1], "jobs_bytes": r[0], "finished_bytes": r[1], "rows": r[2]}
+    return {"table_bytes": r[0], "jobs_bytes": r[1], "finished_bytes": r[2],
+            "other_bytes": r[0] - r[1] - r[2], "rows": r[3]}
 
 
 def reset(admin):
@@ -154,12 +215,59 @@ def reset(admin):
     admin.execute("CHECKPOINT")
 
 
-# --- held xmin ----------------------------------------------------------------
+# --- held xmin and active readers ---------------------------------------------
 
-def held(dsn, system):
-    pre, hold, post = env_int("PRE", 60), env_int("HOLD", 300), env_int("POST", 60)
-    rate, step = env_int("RATE", 500), env_int("INTERVAL", 30)
-    total = pre + hold + post
+def window(prods, cons, readers, lo, hi):
+    """What happened in [lo, hi): jobs/s enqueued and completed, claim latency
+    of the claims that got a job, empty claims, reader scans."""
+    lats, n_claims, n_empty, n_done = [], 0, 0, 0
+    for c in cons:
+        i, j = bisect.bisect_left(c["t"], lo), bisect.bisect_left(c["t"], hi)
+        for k in range(i, j):
+            n_claims += 1
+            if c["got"][k]:
+                lats.append(c["lat"][k])
+            else:
+                n_empty += 1
+        n_done += bisect.bisect_left(c["done"], hi) - bisect.bisect_left(c["done"], lo)
+    n_enq = sum(bisect.bisect_left(p, hi) - bisect.bisect_left(p, lo) for p in prods)
+    scans = [ms for r in readers for t, ms in zip(r["t"], r["ms"]) if lo <= t < hi]
+    return {"from": lo, "to": hi, "enq_s": n_enq / (hi - lo), "done_s": n_done / (hi - lo),
+            "done": n_done, "p50_ms": (pct(lats, 50) or 0) * 1000,
+            "p99_ms": (pct(lats, 99) or 0) * 1000, "claims": n_claims, "empty": n_empty,
+            "scans": len(scans), "scan_p50_ms": pct(scans, 50) or 0,
+            "scan_max_ms": max(scans) if scans else 0}
+
+
+def overlap(readers, lo, hi, n):
+    """Share of [lo, hi) with at least one reader transaction open, and with all n."""
+    ev = []
+    for r in readers:
+        for b, e in r["xacts"]:
+            ev += [(max(b, lo), 1), (min(e, hi), -1)]
+    ev.sort()
+    open_, last, any_s, all_s = 0, lo, 0.0, 0.0
+    for t, d in ev:
+        if open_ >= 1:
+            any_s += t - last
+        if open_ >= n:
+            all_s += t - last
+        open_, last = open_ + d, t
+    span = hi - lo
+    return (any_s / span if span else 0), (all_s / span if span else 0)
+
+
+def phased(dsn, system, kind):
+    """Steady state for PRE s, the middle phase (held: a txid held open for HOLD s;
+    readers: the active readers for READ s), then POST s: throughput, claim
+    latency and sizes per INTERVAL, and per phase."""
+    pre, post, step = env_int("PRE", 60), env_int("POST", 60), env_int("INTERVAL", 30)
+    mid = env_int("HOLD", 300) if kind == "held" else env_int("READ", env_int("HOLD", 300))
+    mid_name = "hold" if kind == "held" else "readers"
+    rate = env_int("RATE", 150)
+    n_readers, xact_s = env_int("READERS", 4), env_int("READ_XACT", 10)
+    every_s = float(os.environ.get("READ_EVERY", 1))
+    total = pre + mid + post
     admin = psycopg.connect(dsn, autocommit=True)
     reset(admin)
     out = mp.Queue()
@@ -168,6 +276,10 @@ def held(dsn, system):
     procs = [mp.Process(target=producer, args=(dsn, system, "on", t0, t0 + total, rate, 0, out))]
     procs += [mp.Process(target=consumer, args=(dsn, system, "on", t0, total, never, 0.002, out))
               for _ in range(2)]
+    if kind == "readers":
+        procs += [mp.Process(target=reader, args=(dsn, system, i, n_readers, t0, pre, pre + mid,
+                                                  xact_s, every_s, out))
+                  for i in range(n_readers)]
     for p in procs:
         p.start()
     samples = []   # (t, sizes)
@@ -177,42 +289,45 @@ def held(dsn, system):
         d = t0 + bt - time.time()
         if d > 0:
             time.sleep(d)
-        if bt == pre:
+        if kind == "held" and bt == pre:
             holder = psycopg.connect(dsn)   # not autocommit: BEGIN implicit
             holder.execute("SELECT txid_current()")  # takes an xid: holds VACUUM's horizon
-        if bt == pre + hold and holder is not None:
+        if bt == pre + mid and holder is not None:
             holder.commit()
             holder.close()
             holder = None
         samples.append((bt, sizes(admin, system)))
-    prods, cons = collect(out, len(procs))
+    prods, cons, readers = collect(out, len(procs))
     for p in procs:
         p.join()
-    enq = sum(len(p) for p in prods)
     rows = []
     for i in range(len(boundaries) - 1):
         lo, hi = boundaries[i], boundaries[i + 1]
-        lats, n_claims, n_empty, n_done = [], 0, 0, 0
-        for c in cons:
-            for t, l, g in zip(c["t"], c["lat"], c["got"]):
-                if lo <= t < hi:
-                    n_claims += 1
-                    if g:
-                        lats.append(l)
-                    else:
-                        n_empty += 1
-            n_done += sum(1 for t in c["done"] if lo <= t < hi)
-        n_enq = sum(sum(1 for t in p if lo <= t < hi) for p in prods)
-        phase = "before" if hi <= pre else ("hold" if hi <= pre + hold else "after")
-        rows.append({"from": lo, "to": hi, "phase": phase, "enq_s": n_enq / (hi - lo),
-                     "done_s": n_done / (hi - lo),
-                     "p50_ms": (pct(lats, 50) or 0) * 1000, "p99_ms": (pct(lats, 99) or 0) * 1000,
-                     "claims": n_claims, "empty": n_empty,
-                     "size_end": samples[i + 1][1], "size_start": samples[i][1]})
-    res = {"pre": pre, "hold": hold, "post": post, "rate": rate, "interval": step,
-           "enqueued": enq, "completed": sum(len(c["done"]) for c in cons),
+        row = window(prods, cons, readers, lo, hi)
+        row["phase"] = "before" if hi <= pre else (mid_name if hi <= pre + mid else "after")
+        row["size_start"], row["size_end"] = samples[i][1], samples[i + 1][1]
+        rows.append(row)
+    size_at = dict(samples)
+    phases = {}
+    for name, lo, hi in (("before", 0, pre), (mid_name, pre, pre + mid), ("after", pre + mid, total)):
+        ph = window(prods, cons, readers, lo, hi)
+        ph["size_start"], ph["size_end"] = size_at.get(lo), size_at.get(hi)
+        phases[name] = ph
+    res = {"kind": kind, "mid": mid_name, "pre": pre, "hold": mid, "post": post, "rate": rate,
+           "interval": step, "enqueued": sum(len(p) for p in prods),
+           "completed": sum(len(c["done"]) for c in cons),
            "fails": sum(c["fails"] for c in cons), "size0": samples[0][1],
-           "size_final": sizes(admin, system), "rows": rows}
+           "size_final": sizes(admin, system), "rows": rows, "phases": phases}
+    if kind == "readers":
+        any_open, all_open = overlap(readers, pre, pre + mid, n_readers)
+        lens = [e - b for r in readers for b, e in r["xacts"]]
+        scans = [ms for r in readers for ms in r["ms"]]
+        res["readers"] = {"n": n_readers, "xact_s": xact_s, "every_s": every_s,
+                          "xacts": len(lens), "xact_mean_s": sum(lens) / len(lens) if lens else 0,
+                          "xact_max_s": max(lens) if lens else 0, "scans": len(scans),
+                          "scan_p50_ms": pct(scans, 50) or 0, "scan_p99_ms": pct(scans, 99) or 0,
+                          "share_any_open": any_open, "share_all_open": all_open,
+                          "sql": READ_SQL[system]}
     admin.close()
     return res
 
@@ -244,7 +359,7 @@ def drain(dsn, system):
             if s["table_bytes"] > size_peak["table_bytes"]:
                 size_peak = s
     done_evt.set()
-    prods, cons = collect(out, n_prod + n_cons)
+    prods, cons, _ = collect(out, n_prod + n_cons)
     for p in prods_p + cons_p:
         p.join()
     enq_all = sorted(t for p in prods for t in p)
@@ -254,7 +369,6 @@ def drain(dsn, system):
     prod_end = enq_all[-1] if enq_all else 0.0
     # backlog peak from timestamps
     peak = 0
-    import bisect
     for k in range(0, len(enq_all), 500):
         t = enq_all[k]
         peak = max(peak, k + 1 - bisect.bisect_right(done_all, t))
@@ -279,110 +393,22 @@ def drain(dsn, system):
     return res
 
 
-# --- report -------------------------------------------------------------------
-
-def kb(b):
-    return f"{b / 1024:,.0f}"
-
-
-def ratio(a, b):
-    return f"{a / b:.2f}x" if b else "n/a"
-
-
-def report(outdir):
-    r = json.load(open(os.path.join(outdir, "results.json")))
-    L = []
-    if "held" in r:
-        hb, hp = r["held"]["baseline"], r["held"]["pgq"]
-        L.append("## 1. Held xmin (synchronous_commit = on)")
-        L.append("")
-        L.append(f"1 producer paced at {hb['rate']} jobs/s (1 enqueue per transaction), 2 consumers "
-                 f"claiming + completing 1 job at a time (2 ms sleep after an empty claim). "
-                 f"{hb['pre']} s steady, then `BEGIN; SELECT txid_current();` idle for {hb['hold']} s, "
-                 f"commit, {hb['post']} s more. Latency = the claim statement's round trip as seen by "
-                 f"the consumer, claims that returned a job. Size = pg_total_relation_size at the end "
-                 f"of the interval (baseline: bench_jobs; pgq: pgq.jobs + pgq.finished).")
-        L.append("")
-        L.append("| interval (s) | phase | base done/s | pgq done/s | ratio | base claim p50/p99 ms | pgq claim p50/p99 ms | p99 ratio | base size kB | pgq size kB (jobs+finished) | size ratio | base/pgq rows left |")
-        L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for a, b in zip(hb["rows"], hp["rows"]):
-            L.append(f"| {a['from']}-{a['to']} | {a['phase']} | {a['done_s']:.0f} | {b['done_s']:.0f} | "
-                     f"{ratio(b['done_s'], a['done_s'])} | {a['p50_ms']:.2f} / {a['p99_ms']:.2f} | "
-                     f"{b['p50_ms']:.2f} / {b['p99_ms']:.2f} | {ratio(b['p99_ms'], a['p99_ms'])} | "
-                     f"{kb(a['size_end']['table_bytes'])} | {kb(b['size_end']['table_bytes'])} "
-                     f"({kb(b['size_end']['jobs_bytes'])}+{kb(b['size_end']['finished_bytes'])}) | "
-                     f"{ratio(b['size_end']['table_bytes'], a['size_end']['table_bytes'])} | "
-                     f"{a['size_end']['rows']} / {b['size_end']['rows']} |")
-        L.append("")
-        L.append("| system | enqueued | completed | lost completes | size at start kB | size end of hold kB | size at the end kB | growth per 1,000 jobs during hold (kB) | empty claims |")
-        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for name, h in (("baseline", hb), ("pgq", hp)):
-            pre_end = [x for x in h["rows"] if x["to"] == h["pre"]]
-            hold_end = [x for x in h["rows"] if x["to"] == h["pre"] + h["hold"]]
-            s_pre = pre_end[0]["size_end"]["table_bytes"] if pre_end else h["size0"]["table_bytes"]
-            s_hold = hold_end[0]["size_end"]["table_bytes"] if hold_end else 0
-            jobs_hold = sum(x["done_s"] * (x["to"] - x["from"]) for x in h["rows"] if x["phase"] == "hold")
-            growth = (s_hold - s_pre) / 1024 / (jobs_hold / 1000) if jobs_hold else 0
-            L.append(f"| {name} | {h['enqueued']} | {h['completed']} | {h['fails']} | "
-                     f"{kb(h['size0']['table_bytes'])} | {kb(s_hold)} | {kb(h['size_final']['table_bytes'])} | "
-                     f"{growth:.1f} | {sum(x['empty'] for x in h['rows'])} |")
-        L.append("")
-    if "drain" in r:
-        db, dp = r["drain"]["baseline"], r["drain"]["pgq"]
-        L.append("## 2. Deep churning drain (synchronous_commit = off)")
-        L.append("")
-        L.append(f"2 unthrottled producers (1 enqueue per transaction) push {db['jobs']:,} jobs while 4 "
-                 f"consumers claim + complete 1 at a time (1 ms sleep after an empty claim); the drain "
-                 f"ends when the last job is completed.")
-        L.append("")
-        L.append("| | baseline | pgq | pgq/baseline |")
-        L.append("|---|---:|---:|---:|")
-        def row(label, a, b, fmt="{:,.0f}", rat=True):
-            L.append(f"| {label} | {fmt.format(a)} | {fmt.format(b)} | {ratio(b, a) if rat else ''} |")
-        row("drain total time (s)", db["time_s"], dp["time_s"], "{:,.1f}")
-        row("drain jobs/s (completed / total time)", db["jobs_s"], dp["jobs_s"])
-        row("producers finished at (s)", db["producers_end_s"], dp["producers_end_s"], "{:,.1f}")
-        row("producer enqueue rate (jobs/s)", db["enq_s"], dp["enq_s"])
-        row("peak backlog (jobs)", db["backlog_peak"], dp["backlog_peak"])
-        row("consumers jobs/s, first 25% of the run", db["quarters"][0]["done_s"], dp["quarters"][0]["done_s"])
-        row("consumers jobs/s, last 25% of the run", db["quarters"][3]["done_s"], dp["quarters"][3]["done_s"])
-        row("last 25% / first 25%", db["quarters"][3]["done_s"] / max(db["quarters"][0]["done_s"], 1e-9),
-            dp["quarters"][3]["done_s"] / max(dp["quarters"][0]["done_s"], 1e-9), "{:.2f}", False)
-        row("peak size while producing (kB)", db["size_peak"]["table_bytes"] / 1024, dp["size_peak"]["table_bytes"] / 1024)
-        row("size at the end (kB)", db["size_end"]["table_bytes"] / 1024, dp["size_end"]["table_bytes"] / 1024)
-        row("completed / lost completes", db["completed"], dp["completed"], "{:,}", False)
-        L.append("")
-        L.append("Per quarter of each system's own run time:")
-        L.append("")
-        L.append("| quarter | base time (s) | base enq/s | base done/s | base claim p50/p99 ms | base backlog at end | pgq time (s) | pgq enq/s | pgq done/s | pgq claim p50/p99 ms | pgq backlog at end | done/s ratio |")
-        L.append("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
-        for i, (a, b) in enumerate(zip(db["quarters"], dp["quarters"])):
-            L.append(f"| Q{i + 1} | {a['from']:.0f}-{a['to']:.0f} | {a['enq_s']:,.0f} | {a['done_s']:,.0f} | "
-                     f"{a['p50_ms']:.2f} / {a['p99_ms']:.2f} | {a['backlog_end']:,} | "
-                     f"{b['from']:.0f}-{b['to']:.0f} | {b['enq_s']:,.0f} | {b['done_s']:,.0f} | "
-                     f"{b['p50_ms']:.2f} / {b['p99_ms']:.2f} | {b['backlog_end']:,} | "
-                     f"{ratio(b['done_s'], a['done_s'])} |")
-        L.append("")
-        L.append(f"Lost completes (pgq.complete returned false): baseline n/a, pgq {dp['fails']}.")
-        L.append("")
-    print("\n".join(L))
-
-
 def main():
-    if sys.argv[1] == "report":
-        report(sys.argv[2])
-        return
+    if sys.argv[1] != "run":
+        sys.exit("usage: bloat.py run DSN OUTDIR   (the report: bloat_report.py)")
     dsn, outdir = sys.argv[2], sys.argv[3]
-    parts = os.environ.get("PARTS", "held drain").split()
+    parts = os.environ.get("PARTS", "held readers drain").split()
     path = os.path.join(outdir, "results.json")
     r = json.load(open(path)) if os.path.exists(path) else {}
     r.setdefault("meta", {})
     for part in parts:
+        if part not in ("held", "readers", "drain"):
+            sys.exit(f"unknown part {part!r} (held, readers, drain)")
         r[part] = {}
         for system in SYSTEMS:
             t = time.time()
             print(f"==> {part} {system} ...", file=sys.stderr, flush=True)
-            r[part][system] = (held if part == "held" else drain)(dsn, system)
+            r[part][system] = drain(dsn, system) if part == "drain" else phased(dsn, system, part)
             print(f"    done in {time.time() - t:.0f} s", file=sys.stderr, flush=True)
             json.dump(r, open(path, "w"), indent=1)
 

@@ -1,51 +1,78 @@
 #!/usr/bin/env bash
-# pgq_cpp bloat benchmark: what a long transaction (held xmin) and a deep
-# churning drain do to pgq_cpp and to the hand-written plain-SQL queue
-# (bench/baseline.sql), side by side in one throwaway cluster.
+# pgq_cpp bloat benchmark: what a long transaction (held xmin), overlapping
+# REPEATABLE READ readers and a deep churning drain do to pgq_cpp and to the
+# hand-written plain-SQL queue (bench/baseline.sql), side by side in one
+# throwaway cluster. The steady state before the hold and before the readers
+# is reported on its own (jobs/s, claim p50/p99).
 #
 #   bash bench/bloat.sh
-#   HOLD=60 DRAIN_JOBS=20000 bash bench/bloat.sh      quick development run
+#   HOLD=30 PRE=30 POST=30 INTERVAL=10 DRAIN_JOBS=5000 bash bench/bloat.sh      quick development run
 #
 # Environment:
 #   HOLD        seconds the held transaction stays open (default 300; a multiple of INTERVAL)
-#   PRE, POST   steady-state seconds before / after the hold (default 60 / 60)
+#   READ        seconds the active readers run (default: HOLD; a multiple of INTERVAL)
+#   PRE, POST   steady-state seconds before / after the hold and the readers (default 60 / 60)
 #   INTERVAL    reporting interval, seconds (default 30)
-#   RATE        producer pace in the held-xmin workload, jobs/s (default 150: both
-#               systems must keep up before the hold, or the run measures a
+#   RATE        producer pace in the held-xmin and readers workloads, jobs/s (default
+#               150: both systems must keep up before the hold, or the run measures a
 #               growing backlog instead)
+#   READERS     overlapping reader sessions (default 4)
+#   READ_XACT   seconds each reader transaction stays open (default 10)
+#   READ_EVERY  seconds between a reader's full scans within a transaction (default 1)
 #   DRAIN_JOBS  jobs pushed in the deep churning drain (default 200000)
 #   DRAIN_MAX   seconds after which the drain consumers give up (default 600)
-#   PARTS       subset of: held drain (default both)
+#   PARTS       subset of: held readers drain (default all three)
+#   OUT_DIR     report, raw results, charts and server log (default /tmp/pgq_bloat_out;
+#               emptied at the start)
+#   CHART_TO    where the held-xmin chart is copied (default bench/held-xmin.png;
+#               empty: not copied)
+#
+# Wall time of the full default run: held 2 x 420 s, readers 2 x 420 s, drain
+# 2 x ~2 minutes (200,000 jobs at ~1,700-1,900 jobs/s), plus a reset per run:
+# about 33 minutes.
 #
 # It does not build or install anything: it measures the pgq_cpp installed in
 # $(pg_config --pkglibdir). Clients are bench/bloat.py (Debian's python3 with
 # python3-psycopg), one OS process per connection. Each workload runs the
 # baseline first, then pgq, in the same cluster; before each: TRUNCATE,
-# VACUUM ANALYZE, CHECKPOINT. The report goes to stdout and to
-# /tmp/pgq_bloat_out/bloat-latest.md.
+# VACUUM ANALYZE, CHECKPOINT. The report (bench/bloat_report.py) goes to
+# stdout and to $OUT_DIR/bloat-latest.md, the charts (gnuplot) to
+# $OUT_DIR/held-xmin.png and readers.png.
 
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../scripts/lib.sh"
 
 export HOLD="${HOLD:-300}" PRE="${PRE:-60}" POST="${POST:-60}" INTERVAL="${INTERVAL:-30}"
-export RATE="${RATE:-150}" DRAIN_JOBS="${DRAIN_JOBS:-200000}" DRAIN_MAX="${DRAIN_MAX:-600}" PARTS="${PARTS:-held drain}"
-for v in HOLD PRE POST INTERVAL RATE DRAIN_JOBS DRAIN_MAX; do
+export READ="${READ:-$HOLD}" READERS="${READERS:-4}" READ_XACT="${READ_XACT:-10}" READ_EVERY="${READ_EVERY:-1}"
+export RATE="${RATE:-150}" DRAIN_JOBS="${DRAIN_JOBS:-200000}" DRAIN_MAX="${DRAIN_MAX:-600}" PARTS="${PARTS:-held readers drain}"
+for v in HOLD READ PRE POST INTERVAL RATE READERS READ_XACT DRAIN_JOBS DRAIN_MAX; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "$v must be a positive integer" >&2; exit 2; }
 done
-((PRE % INTERVAL == 0 && HOLD % INTERVAL == 0 && POST % INTERVAL == 0)) \
-  || { echo "PRE, HOLD and POST must be multiples of INTERVAL" >&2; exit 2; }
+[[ "$READ_EVERY" =~ ^[0-9]*\.?[0-9]+$ ]] && [[ ! "$READ_EVERY" =~ ^0*\.?0*$ ]] \
+  || { echo "READ_EVERY must be a positive number of seconds" >&2; exit 2; }
+((PRE % INTERVAL == 0 && HOLD % INTERVAL == 0 && READ % INTERVAL == 0 && POST % INTERVAL == 0)) \
+  || { echo "PRE, HOLD, READ and POST must be multiples of INTERVAL" >&2; exit 2; }
+for p in $PARTS; do
+  [[ $p == held || $p == readers || $p == drain ]] || { echo "PARTS: unknown part '$p' (held readers drain)" >&2; exit 2; }
+done
 
 BENCH_HOME="$PGQ_ROOT/bench"
 PGDIR=/tmp/pgq_bloat
 PORT=55442
 DB=bench
-OUTDIR=/tmp/pgq_bloat_out
+OUTDIR="${OUT_DIR:-/tmp/pgq_bloat_out}"
 OUT_MD="$OUTDIR/bloat-latest.md"
+CHART_TO="${CHART_TO-$BENCH_HOME/held-xmin.png}"
 PY=/usr/bin/python3
-CMDLINE="HOLD=$HOLD PRE=$PRE POST=$POST INTERVAL=$INTERVAL RATE=$RATE DRAIN_JOBS=$DRAIN_JOBS DRAIN_MAX=$DRAIN_MAX PARTS=\"$PARTS\" bash bench/bloat.sh"
+CMDLINE="HOLD=$HOLD READ=$READ PRE=$PRE POST=$POST INTERVAL=$INTERVAL RATE=$RATE READERS=$READERS READ_XACT=$READ_XACT READ_EVERY=$READ_EVERY DRAIN_JOBS=$DRAIN_JOBS DRAIN_MAX=$DRAIN_MAX PARTS=\"$PARTS\" bash bench/bloat.sh"
+
+# Packages only this benchmark needs, on top of scripts/lib.sh's: gnuplot
+# draws the charts.
+BENCH_PACKAGES=(gnuplot-nox)
+PGQ_PACKAGES+=("${BENCH_PACKAGES[@]}")
 
 # Durable, like bench/run.sh, but autovacuum on with its defaults: a real
 # server vacuums. synchronous_commit is set per session by the clients (on for
-# the held-xmin workload, off for the drain).
+# the held-xmin and readers workloads, off for the drain).
 CLUSTER_CONF=(
   "${BENCH_DURABLE_CONF[@]}"
   "autovacuum = on"
@@ -59,7 +86,7 @@ sql() { "${PSQL[@]}" -c "$1"; }
 cleanup() { stop_cluster "$PGDIR"; }
 trap cleanup EXIT
 stop_cluster "$PGDIR"
-rm -rf "$PGDIR" "$OUTDIR"
+rm -rf "$PGDIR" "${OUTDIR:?}"
 mkdir -p "$OUTDIR"
 
 SO_FILE="$("$PG_CONFIG" --pkglibdir)/pgq_cpp.so"
@@ -82,8 +109,18 @@ LOAD_AFTER=$(uptime)
 AV_LINES=$(grep -c 'automatic vacuum' "$PGDIR/server.log" || true)
 cp "$PGDIR/server.log" "$OUTDIR/server.log"
 
+# Charts: bloat_report.py writes the data and the gnuplot scripts.
+CHARTS=()
+for gp in $("$PY" "$BENCH_HOME/bloat_report.py" chart "$OUTDIR"); do
+  gnuplot "$gp"
+  CHARTS+=("${gp%.gp}.png")
+done
+if [[ -n "$CHART_TO" && -f "$OUTDIR/held-xmin.png" ]]; then
+  cp "$OUTDIR/held-xmin.png" "$CHART_TO"
+fi
+
 {
-  echo "# pgq_cpp bloat benchmark: held xmin and deep churning drain"
+  echo "# pgq_cpp bloat benchmark: steady state, held xmin, active readers, deep churning drain"
   echo
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); wall time of the workloads: ${ELAPSED} s"
   echo "- command: \`$CMDLINE\`"
@@ -93,8 +130,9 @@ cp "$PGDIR/server.log" "$OUTDIR/server.log"
   echo "- cluster ($PGDIR, port $PORT): $(IFS=';'; echo "${CLUSTER_CONF[*]}" | sed 's/;/, /g'); autovacuum otherwise default; pgq_cpp preloaded (its maintenance worker runs)"
   echo "- autovacuum runs logged during the whole run: $AV_LINES (server log copied to $OUTDIR/server.log)"
   echo "- load before: \`${LOAD_BEFORE## }\`; after: \`${LOAD_AFTER## }\`"
+  echo "- charts: ${CHARTS[*]:-none}$([[ -n "$CHART_TO" && -f "$OUTDIR/held-xmin.png" ]] && echo "; held-xmin.png copied to $CHART_TO")"
   echo
-  "$PY" "$BENCH_HOME/bloat.py" report "$OUTDIR"
+  "$PY" "$BENCH_HOME/bloat_report.py" report "$OUTDIR"
 } >"$OUT_MD"
 cat "$OUT_MD"
 say "written to $OUT_MD"
