@@ -18,6 +18,7 @@
 extern "C" {
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "commands/extension.h"
 #include "tcop/utility.h"
 }
 
@@ -78,8 +79,9 @@ Oid BeforeUtility(Node* statement) {
     case T_CreateExtensionStmt:
       if (strcmp(reinterpret_cast<CreateExtensionStmt*>(statement)->extname, "pgq_cpp") == 0) {
         probe_at_commit = true;
-        // Queue ids start again at 1: forget the slots of an earlier install.
-        pg::ResetDatabaseSlots(true);
+        // Queue ids start again at 1: forget the slots of an earlier install
+        // (not of this one, for CREATE EXTENSION IF NOT EXISTS).
+        if (!OidIsValid(get_extension_oid("pgq_cpp", true))) pg::ResetDatabaseSlots(true);
       }
       break;
     default:
