@@ -97,6 +97,7 @@ $jobs++;
 	$psql->query_safe('BEGIN');
 	is($psql->query_safe("SELECT id FROM pgq.claim('work', 1, '10 minutes')"),
 		$job_a, '(a) the job is claimed inside an open transaction');
+	ok(completions_flushed($node), '(a) completions so far are in pgq.finished');
 	crash_restart($node, '(a) kill -9 of the claiming backend',
 		sub { kill 'KILL', $pid or die "kill $pid: $!"; });
 	close_session($psql);
@@ -125,6 +126,7 @@ $jobs++;
 	my ($psql, $pid) = session();
 	is($psql->query_safe("SELECT id FROM pgq.claim('work', 1, '4 seconds')"),
 		$job_b, '(b) the job is claimed with a four-second lease, committed');
+	ok(completions_flushed($node), '(b) completions so far are in pgq.finished');
 	crash_restart($node, '(b) kill -9 of the backend that claimed it',
 		sub { kill 'KILL', $pid or die "kill $pid: $!"; });
 	close_session($psql);
@@ -153,6 +155,7 @@ is(jobs_accounted($node), $jobs, '(b) every job is accounted for');
 ($launcher, $worker) = workers_up('(c) before');
 if ($worker =~ /^\d+$/)
 {
+	ok(completions_flushed($node), '(c) completions so far are in pgq.finished');
 	crash_restart($node, '(c) kill -9 of the maintenance worker',
 		sub { kill 'KILL', $worker or die "kill $worker: $!"; });
 	my ($launcher_c, $worker_c) = workers_up('(c) after the restart', 1);
@@ -175,6 +178,7 @@ is( $node->safe_psql(
 		"SELECT id || ' ' || attempt FROM pgq.claim('work', 1, '2 seconds')"),
 	"$job_d 1",
 	'(d) the job is claimed with a two-second lease');
+ok(completions_flushed($node), '(d) completions so far are in pgq.finished');
 $node->stop('immediate');
 $node->start;
 workers_up('(d) after the restart', 1);

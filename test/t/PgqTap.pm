@@ -17,6 +17,7 @@ our @EXPORT = qw(
   $SHORT $LONG $PROMPT
   pgq_node prompt wait_for wait_for_log log_size log_since count_matches
   launcher_pid worker_pid pgq_backends crash_restart jobs_accounted
+  completions_flushed
   no_lasting_worker outputs_during
 );
 
@@ -168,6 +169,18 @@ sub pgq_backends
 # crash_restart(NODE, NAME, CODE): runs CODE (which kills something), then
 # asserts that the postmaster went through a crash restart and accepts
 # connections again. Returns true when it did.
+# Waits until the maintenance worker has written every completion counted in
+# shared memory to pgq.finished: a crash loses the counts not yet written
+# (done_recent is a statistic; docs/operations.md), so tests that account for
+# every job call this before they inject a crash.
+sub completions_flushed
+{
+	my ($node, $db) = @_;
+	return wait_for($node, $db // 'postgres',
+		'SELECT coalesce(sum(pgq.unflushed_completions(queue_id)), 0) FROM pgq.queues',
+		'0', $LONG);
+}
+
 sub crash_restart
 {
 	my ($node, $name, $code) = @_;
@@ -188,13 +201,14 @@ sub crash_restart
 }
 
 # Every job the node was given and still accounts for: live jobs, dead-letter
-# rows and completions counted in pgq.finished.
+# rows and completions (queue_stats.done_recent: pgq.finished plus the
+# completions still counted in shared memory).
 sub jobs_accounted
 {
 	my ($node, $db) = @_;
 	return $node->safe_psql($db // 'postgres',
 		    "SELECT (SELECT count(*) FROM pgq.jobs) + (SELECT count(*) FROM pgq.dead_jobs) "
-		  . "+ (SELECT coalesce(sum(jobs), 0) FROM pgq.finished)");
+		  . "+ (SELECT coalesce(sum(done_recent), 0) FROM pgq.queue_stats)");
 }
 
 # no_lasting_worker(NODE, [DB...], SECONDS): samples pg_stat_activity every
