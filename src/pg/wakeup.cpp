@@ -51,9 +51,9 @@ Finished finished[kMaxNotedQueues];
 int finished_count = 0;
 
 // Hints to reset unless this transaction commits (NoteResetOnAbort).
-QueueSlot* published[kMaxNotedQueues];
-int published_count = 0;
-bool published_overflow = false;
+QueueSlot* reset_on_abort[kMaxNotedQueues];
+int reset_on_abort_count = 0;
+bool reset_on_abort_overflow = false;
 
 // Whether this backend's waiter slot is published.
 bool slot_published = false;
@@ -108,12 +108,12 @@ void LowerNotedHints() {
   }
 }
 
-void ResetPublishedHints() {
-  if (published_overflow) {
+void ResetHintsOfLockedQueues() {
+  if (reset_on_abort_overflow) {
     ResetDatabaseSlots(false);
     return;
   }
-  for (int i = 0; i < published_count; ++i) ResetQueueHint(published[i]);
+  for (int i = 0; i < reset_on_abort_count; ++i) ResetQueueHint(reset_on_abort[i]);
 }
 
 void ForgetNotes() {
@@ -121,15 +121,15 @@ void ForgetNotes() {
   noted_database = false;
   lowering_count = 0;
   reset_hints = false;
-  published_count = 0;
-  published_overflow = false;
+  reset_on_abort_count = 0;
+  reset_on_abort_overflow = false;
   finished_count = 0;
 }
 
 void OnSubTransactionEnd(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
   // Rows claimed or removed in the subtransaction (or one of its children)
-  // are pending again; reset every hint the transaction published so far.
-  if (event == SUBXACT_EVENT_ABORT_SUB) ResetPublishedHints();
+  // are pending again; reset the hints of every queue where the transaction locked pending jobs.
+  if (event == SUBXACT_EVENT_ABORT_SUB) ResetHintsOfLockedQueues();
 }
 
 void OnTransactionEnd(XactEvent event, void*) {
@@ -141,7 +141,7 @@ void OnTransactionEnd(XactEvent event, void*) {
       break;
     case XACT_EVENT_ABORT:
       // Rows this transaction claimed or removed are pending again.
-      ResetPublishedHints();
+      ResetHintsOfLockedQueues();
       // A claim that raised while waiting (cancel, timeout) leaves its slot.
       Unpublish();
       break;
@@ -152,7 +152,7 @@ void OnTransactionEnd(XactEvent event, void*) {
       // kHintRefresh). If it is rolled back, the jobs it locked are pending
       // again behind hints that moved past them; that too is caught by the
       // refresh.
-      ResetPublishedHints();
+      ResetHintsOfLockedQueues();
       break;
     default:
       break;
@@ -262,14 +262,14 @@ void NoteResetOnAbort(int32 queue_id) {
   if (Shared() == nullptr) return;
   QueueSlot* slot = FindQueueSlot(queue_id);
   if (slot == nullptr) return;
-  for (int i = 0; i < published_count; ++i) {
-    if (published[i] == slot) return;
+  for (int i = 0; i < reset_on_abort_count; ++i) {
+    if (reset_on_abort[i] == slot) return;
   }
-  if (published_count == kMaxNotedQueues) {
-    published_overflow = true;
+  if (reset_on_abort_count == kMaxNotedQueues) {
+    reset_on_abort_overflow = true;
     return;
   }
-  published[published_count++] = slot;
+  reset_on_abort[reset_on_abort_count++] = slot;
 }
 
 ClaimWaiter::ClaimWaiter(int32 queue_id) : shared_(Publish(queue_id)) {}
