@@ -97,7 +97,7 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
   if (counts.expired_requeued > 0) pg::NoteJobsReadyInDatabase();
   const TimestampTz wall = GetCurrentTimestamp();
   if (wall - last_hint_reset >= kHintRefreshMicros || wall < last_hint_reset) {
-    pg::ResetDatabaseSlots(false);
+    pg::Guard([] { pg::ResetDatabaseSlots(false); });
     last_hint_reset = wall;
   }
 

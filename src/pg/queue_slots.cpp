@@ -1,5 +1,6 @@
 #include "pg/queue_slots.h"
 
+#include "pg/boundary.h"
 #include "pg/shared.h"
 
 extern "C" {
@@ -45,6 +46,14 @@ int recent_next = 0;
 
 LWLock* SlotsLock() { return Shared()->slots_lock; }
 
+SlotKey KeyOf(int32 queue_id) {
+  SlotKey key;
+  std::memset(&key, 0, sizeof(key));  // HASH_BLOBS compares the padding too
+  key.database = MyDatabaseId;
+  key.queue_id = queue_id;
+  return key;
+}
+
 }  // namespace
 
 Size QueueSlotsSize() { return hash_estimate_size(kMaxQueueSlots, sizeof(QueueSlot)); }
@@ -65,26 +74,30 @@ QueueSlot* FindQueueSlot(int32 queue_id) {
       return r.slot;
     }
   }
-  SlotKey key;
-  std::memset(&key, 0, sizeof(key));
-  key.database = MyDatabaseId;
-  key.queue_id = queue_id;
-  LWLockAcquire(SlotsLock(), LW_SHARED);
-  auto* slot = static_cast<QueueSlot*>(hash_search(slots, &key, HASH_FIND, nullptr));
-  LWLockRelease(SlotsLock());
-  if (slot == nullptr) {
-    LWLockAcquire(SlotsLock(), LW_EXCLUSIVE);
-    bool found = false;
-    // HASH_ENTER_NULL: nullptr instead of an error when the table is full.
-    slot = static_cast<QueueSlot*>(hash_search(slots, &key, HASH_ENTER_NULL, &found));
-    if (slot != nullptr && !found) {
-      SpinLockInit(&slot->mutex);
-      slot->hint = core::ClaimHint{};
-      slot->has_bucket = false;
-      slot->bucket = core::TokenBucket{0, 0};
-      pg_atomic_init_u64(&slot->finished, 0);
-    }
+  const SlotKey key = KeyOf(queue_id);
+  // Not reached from a cached slot: the claim hot path stops above.
+  QueueSlot* slot = Guard([&] {
+    LWLockAcquire(SlotsLock(), LW_SHARED);
+    auto* found = static_cast<QueueSlot*>(hash_search(slots, &key, HASH_FIND, nullptr));
     LWLockRelease(SlotsLock());
+    return found;
+  });
+  if (slot == nullptr) {
+    slot = Guard([&] {
+      LWLockAcquire(SlotsLock(), LW_EXCLUSIVE);
+      bool found = false;
+      // HASH_ENTER_NULL: nullptr instead of an error when the table is full.
+      auto* entry = static_cast<QueueSlot*>(hash_search(slots, &key, HASH_ENTER_NULL, &found));
+      if (entry != nullptr && !found) {
+        SpinLockInit(&entry->mutex);
+        entry->hint = core::ClaimHint{};
+        entry->has_bucket = false;
+        entry->bucket = core::TokenBucket{0, 0};
+        pg_atomic_init_u64(&entry->finished, 0);
+      }
+      LWLockRelease(SlotsLock());
+      return entry;
+    });
     if (slot == nullptr) return nullptr;
   }
   recent[recent_next] = RecentSlot{queue_id, slot};
@@ -118,6 +131,8 @@ void ResetQueueHint(QueueSlot* slot) {
   SpinLockRelease(&slot->mutex);
 }
 
+// Unguarded: it runs in commit callbacks and the utility hook, frames without
+// C++ objects; nothing in it raises (a lock we never nest, a full scan).
 void ResetDatabaseSlots(bool buckets_too) {
   if (Shared() == nullptr || slots == nullptr) return;
   LWLockAcquire(SlotsLock(), LW_SHARED);
@@ -140,35 +155,36 @@ void AddFinished(QueueSlot* slot, uint64 jobs) { pg_atomic_fetch_add_u64(&slot->
 
 uint64 UnflushedFinished(int32 queue_id) {
   if (Shared() == nullptr || slots == nullptr) return 0;
-  SlotKey key;
-  std::memset(&key, 0, sizeof(key));
-  key.database = MyDatabaseId;
-  key.queue_id = queue_id;
-  LWLockAcquire(SlotsLock(), LW_SHARED);
-  auto* slot = static_cast<QueueSlot*>(hash_search(slots, &key, HASH_FIND, nullptr));
-  const uint64 jobs = slot == nullptr ? 0 : pg_atomic_read_u64(&slot->finished);
-  LWLockRelease(SlotsLock());
-  return jobs;
+  const SlotKey key = KeyOf(queue_id);
+  return Guard([&] {
+    LWLockAcquire(SlotsLock(), LW_SHARED);
+    auto* slot = static_cast<QueueSlot*>(hash_search(slots, &key, HASH_FIND, nullptr));
+    const uint64 jobs = slot == nullptr ? 0 : pg_atomic_read_u64(&slot->finished);
+    LWLockRelease(SlotsLock());
+    return jobs;
+  });
 }
 
 int TakeFinishedCountsInto(int32* queue_ids, uint64* jobs, int capacity) {
   if (Shared() == nullptr || slots == nullptr) return 0;
-  int n = 0;
-  LWLockAcquire(SlotsLock(), LW_SHARED);
-  HASH_SEQ_STATUS scan;
-  hash_seq_init(&scan, slots);
-  while (auto* slot = static_cast<QueueSlot*>(hash_seq_search(&scan))) {
-    if (slot->key.database != MyDatabaseId) continue;
-    if (pg_atomic_read_u64(&slot->finished) == 0) continue;
-    queue_ids[n] = slot->key.queue_id;
-    jobs[n] = pg_atomic_exchange_u64(&slot->finished, 0);
-    if (++n == capacity) {
-      hash_seq_term(&scan);
-      break;
+  return Guard([&] {
+    int n = 0;
+    LWLockAcquire(SlotsLock(), LW_SHARED);
+    HASH_SEQ_STATUS scan;
+    hash_seq_init(&scan, slots);
+    while (auto* slot = static_cast<QueueSlot*>(hash_seq_search(&scan))) {
+      if (slot->key.database != MyDatabaseId) continue;
+      if (pg_atomic_read_u64(&slot->finished) == 0) continue;
+      queue_ids[n] = slot->key.queue_id;
+      jobs[n] = pg_atomic_exchange_u64(&slot->finished, 0);
+      if (++n == capacity) {
+        hash_seq_term(&scan);
+        break;
+      }
     }
-  }
-  LWLockRelease(SlotsLock());
-  return n;
+    LWLockRelease(SlotsLock());
+    return n;
+  });
 }
 
 int32 TakeRateTokens(QueueSlot* slot, double rate, int64 now_us, int32 want) {
