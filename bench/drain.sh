@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# Deep churning drain with C clients (pgbench): pgq_cpp against the
+# hand-written plain-SQL queue (bench/baseline.sql) in one throwaway cluster.
+#
+#   bash bench/drain.sh
+#   DRAIN_JOBS=20000 ROUNDS=1 bash bench/drain.sh      quick development run
+#
+# The workload of issue 6: DRAIN_JOBS jobs pushed by PRODUCERS unthrottled
+# producers (one enqueue per transaction) while CONSUMERS consumers claim and
+# complete one job at a time (two autocommit statements; bench/sql/drain_*.sql),
+# synchronous_commit = off, autovacuum on with its defaults, from empty
+# tables. Every SAMPLE seconds a monitor session counts the jobs produced
+# (from the id sequence) and left (count(*) of the table); the run ends when
+# the producers are done and the table is empty (or after DRAIN_MAX seconds).
+# Reported per system: drain time and jobs/s, the completion rate and the
+# consumers' mean transaction latency per interval, and the slowest interval
+# after the peak against the peak (the "falls to 40 % of its clean rate" of
+# the issue).
+# bench/bloat.sh has the same workload with Python clients.
+#
+# Environment:
+#   DRAIN_JOBS  jobs pushed per run (default 200000)
+#   PRODUCERS, CONSUMERS  client counts (default 2 and 4)
+#   ROUNDS      baseline-then-pgq rounds (default 2)
+#   SAMPLE      seconds per interval (default 5)
+#   DRAIN_MAX   seconds after which a run gives up (default 900)
+#   STATS       seeded (default): before each run the table is filled with
+#               DRAIN_JOBS jobs, analyzed and truncated, so the planner has
+#               column statistics of a backlog (the hand-written queue at its
+#               best); empty: analyzed while empty, as a queue that sat idle
+#               before a burst (its claim then runs at a few jobs/s until
+#               autoanalyze; see bench/RESULTS.md)
+#   NO_INSTALL  1: measure the pgq_cpp already installed
+#   OUT_MD      report (default bench/drain-latest.md)
+#
+# Truncating pgq.jobs behind pgq_cpp's back is safe for its claim hint: it
+# only removes jobs, and a hint may point before jobs that are gone.
+#
+# Wall time with the defaults: about 2 x ROUNDS x (drain time + 10 s), some
+# 6-10 minutes on this 2-core machine.
+
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../scripts/lib.sh"
+
+DRAIN_JOBS="${DRAIN_JOBS:-200000}"
+PRODUCERS="${PRODUCERS:-2}"
+CONSUMERS="${CONSUMERS:-4}"
+ROUNDS="${ROUNDS:-2}"
+SAMPLE="${SAMPLE:-5}"
+DRAIN_MAX="${DRAIN_MAX:-900}"
+NO_INSTALL="${NO_INSTALL:-0}"
+STATS="${STATS:-seeded}"
+[[ $STATS == seeded || $STATS == empty ]] || { echo "STATS must be seeded or empty" >&2; exit 2; }
+for v in DRAIN_JOBS PRODUCERS CONSUMERS ROUNDS SAMPLE DRAIN_MAX; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v must be a positive integer" >&2; exit 2; }
+done
+((DRAIN_JOBS % PRODUCERS == 0)) || { echo "DRAIN_JOBS must be a multiple of PRODUCERS" >&2; exit 2; }
+
+BENCH_HOME="$PGQ_ROOT/bench"
+PGDIR=/tmp/pgq_drain
+PGPORT_DRAIN=55443
+DB=bench
+OUT_MD="${OUT_MD:-$BENCH_HOME/drain-latest.md}"
+WORK=$(mktemp -d)
+
+ensure_packages
+if [[ $NO_INSTALL == 1 ]]; then
+  say "NO_INSTALL=1: measuring the pgq_cpp already installed"
+else
+  build_and_install
+fi
+
+PSQL=("$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$PGDIR" -p "$PGPORT_DRAIN" -U postgres -d "$DB")
+sql() { "${PSQL[@]}" -c "$1"; }
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do pkill -P "$p" pgbench 2>/dev/null || true; done
+  stop_cluster "$PGDIR"
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+stop_cluster "$PGDIR"
+rm -rf "$PGDIR"
+GIT_AT_START="git $(git -C "$PGQ_ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$PGQ_ROOT" diff --quiet HEAD -- src sql 2>/dev/null || echo ' (working tree modified)')"
+say "starting the drain cluster in $PGDIR (port $PGPORT_DRAIN)"
+start_cluster "$PGDIR" "$PGPORT_DRAIN" "${BENCH_DURABLE_CONF[@]}" "autovacuum = on"
+"$PG_BIN/createdb" -h "$PGDIR" -p "$PGPORT_DRAIN" -U postgres "$DB"
+sql "CREATE EXTENSION pgq_cpp"
+sql "SELECT pgq.create_queue('bench')" >/dev/null
+"${PSQL[@]}" -f "$BENCH_HOME/baseline.sql"
+
+PGQ_TABLES=$(sql "SELECT string_agg(format('%I.%I', schemaname, tablename), ', ')
+                    FROM pg_tables WHERE schemaname = 'pgq' AND tablename <> 'queues'")
+
+declare -A TABLE=([baseline]=bench_jobs [pgq]=pgq.jobs)
+declare -A SEQ=([baseline]=bench_jobs_id_seq [pgq]=pgq.job_id_seq)
+declare -A CONSUME=([baseline]=drain_base.sql [pgq]=drain_pgq.sql)
+declare -A PRODUCE=([baseline]=base_enqueue.sql [pgq]=pgq_enqueue.sql)
+
+seq_now() { sql "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM ${SEQ[$1]}"; }
+
+# pgbench_bg OUTFILE OPTIONS pgbench-args...: starts pgbench with
+# synchronous_commit off and the server OPTIONS; its exit status lands in
+# OUTFILE.rc when it ends.
+pgbench_bg() {
+  local out="$1" opts="$2"; shift 2
+  (
+    rc=0
+    PGOPTIONS="-c synchronous_commit=off $opts" "$PG_BIN/pgbench" -n -M prepared \
+      -h "$PGDIR" -p "$PGPORT_DRAIN" -U postgres "$@" "$DB" >"$out" 2>&1 || rc=$?
+    echo "$rc" >"$out.rc"
+  ) 2>/dev/null &  # no "Terminated" line when the consumers are stopped
+  PIDS+=($!)
+  LAST_PID=$!
+}
+
+# one_run SYSTEM ROUND: appends "system round t produced left rate lat" lines
+# to $WORK/intervals and "system round seconds jobs" to $WORK/totals.
+one_run() {
+  local system="$1" round="$2" seq0 t0 elapsed produced left prev_done=0 done_ rate lat
+  sql "TRUNCATE bench_jobs, $PGQ_TABLES"
+  if [[ $STATS == seeded ]]; then
+    # TRUNCATE keeps the column statistics ANALYZE took of the backlog.
+    if [[ $system == pgq ]]; then
+      sql "SELECT count(*) FROM pgq.enqueue_many('bench', array_fill('{\"k\":1}'::jsonb, ARRAY[$DRAIN_JOBS]))" >/dev/null
+    else
+      sql "INSERT INTO bench_jobs (queue, payload) SELECT 'bench', '{\"k\":1}'::jsonb FROM generate_series(1, $DRAIN_JOBS)"
+    fi
+    sql "ANALYZE ${TABLE[$system]}"
+    sql "TRUNCATE bench_jobs, $PGQ_TABLES"
+  else
+    sql "VACUUM ANALYZE bench_jobs" && sql "VACUUM ANALYZE pgq.jobs"
+  fi
+  sql "CHECKPOINT"
+  seq0=$(seq_now "$system")
+  local cons_out="$WORK/cons-$system-$round" prod_out="$WORK/prod-$system-$round"
+  pgbench_bg "$cons_out" "" -c "$CONSUMERS" -j 2 -T "$DRAIN_MAX" -P "$SAMPLE" -f "$BENCH_HOME/sql/${CONSUME[$system]}"
+  local cons_pid=$LAST_PID
+  pgbench_bg "$prod_out" "" -c "$PRODUCERS" -j 2 -t $((DRAIN_JOBS / PRODUCERS)) -f "$BENCH_HOME/sql/${PRODUCE[$system]}"
+  local prod_pid=$LAST_PID
+  t0=$(date +%s.%N)
+  local next=$SAMPLE prod_done=0 last=0
+  # The monitor counts at each interval's end, and once the producers are
+  # done every second: it is itself a reader of the table, so it stays light.
+  while :; do
+    elapsed=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')
+    if ((prod_done == 0)) && [[ -e "$prod_out.rc" ]]; then
+      [[ $(cat "$prod_out.rc") == 0 ]] || { echo "producers failed:" >&2; tail -5 "$prod_out" >&2; exit 1; }
+      prod_done=1
+    fi
+    if awk -v e="$elapsed" -v n="$next" 'BEGIN { exit !(e >= n) }' \
+       || { ((prod_done == 1)) && awk -v e="$elapsed" -v l="$last" 'BEGIN { exit !(e >= l + 1) }'; }; then
+      last=$elapsed
+      # Left first, then produced: a job counted as produced but not seen in
+      # the count was enqueued in between, so "done" may be over by a few.
+      left=$(sql "SELECT count(*) FROM ${TABLE[$system]}")
+      produced=$(( $(seq_now "$system") - seq0 ))
+      done_=$((produced - left))
+      if ((prod_done == 1 && left == 0)) || awk -v e="$elapsed" -v m="$DRAIN_MAX" 'BEGIN { exit !(e >= m) }'; then
+        rate=$(awk -v d="$((done_ - prev_done))" -v e="$elapsed" -v n="$next" -v s="$SAMPLE" \
+               'BEGIN { span = e - (n - s); printf "%.0f", (span > 0 ? d / span : 0) }')
+        echo "$system $round $elapsed $produced $left $rate -" >>"$WORK/intervals"
+        echo "$system $round $elapsed $done_" >>"$WORK/totals"
+        break
+      fi
+      if awk -v e="$elapsed" -v n="$next" 'BEGIN { exit !(e >= n) }'; then
+        lat=$(grep -E "^progress: $next\.0 s" "$cons_out" | sed -n 's/.* lat \([0-9.]*\) ms.*/\1/p' | tail -1)
+        echo "$system $round $next $produced $left $(( (done_ - prev_done) / SAMPLE )) ${lat:--}" >>"$WORK/intervals"
+        printf '  %-8s round %s  t=%4s s  produced %7s  left %7s  %6s jobs/s  lat %s ms\n' \
+          "$system" "$round" "$next" "$produced" "$left" "$(( (done_ - prev_done) / SAMPLE ))" "${lat:--}" >&2
+        prev_done=$done_
+        next=$((next + SAMPLE))
+      fi
+    fi
+    sleep 0.1
+  done
+  # Background jobs ignore SIGINT; SIGTERM ends the -T run early.
+  pkill -TERM -P "$cons_pid" pgbench 2>/dev/null || true
+  wait "$cons_pid" "$prod_pid" 2>/dev/null || true
+  if grep -qiE "error|abort" "$cons_out"; then
+    echo "consumers of $system reported errors:" >&2; grep -iE "error|abort" "$cons_out" | head -5 >&2; exit 1
+  fi
+  say "$system round $round: $done_ jobs in $elapsed s"
+}
+
+START=$(date -u '+%Y-%m-%d %H:%M UTC')
+for round in $(seq 1 "$ROUNDS"); do
+  for system in baseline pgq; do
+    say "drain: $system, round $round ($DRAIN_JOBS jobs, $PRODUCERS producers, $CONSUMERS consumers)"
+    one_run "$system" "$round"
+  done
+done
+
+# --- report -------------------------------------------------------------------
+{
+  echo "# pgq_cpp deep churning drain, pgbench clients ($START)"
+  echo
+  echo "Command: \`STATS=$STATS DRAIN_JOBS=$DRAIN_JOBS PRODUCERS=$PRODUCERS CONSUMERS=$CONSUMERS ROUNDS=$ROUNDS SAMPLE=$SAMPLE bash bench/drain.sh\`"
+  echo "(measured: $GIT_AT_START; synchronous_commit = off, autovacuum on with defaults,"
+  echo "claim and complete as two autocommit statements per job)."
+  echo
+  echo "| system | round | drain time s | jobs/s | peak interval jobs/s (at s) | slowest interval after the peak (at s) | slowest/peak | consumer latency at peak -> max ms |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+  while read -r system round secs jobs; do
+    # Whole intervals only (the last, partial one has no latency column).
+    awk -v s="$system" -v r="$round" -v secs="$secs" -v jobs="$jobs" '
+      $1 == s && $2 == r && $7 != "-" { n++; rate[n] = $6; at[n] = $3; lat[n] = $7 }
+      END {
+        p = 1
+        for (i = 2; i <= n; i++) if (rate[i] > rate[p]) p = i
+        slow = p; maxlat = p
+        for (i = p + 1; i <= n; i++) { if (rate[i] < rate[slow]) slow = i
+                                       if (lat[i] + 0 > lat[maxlat] + 0) maxlat = i }
+        printf "| %s | %s | %.1f | %.0f | %d (%s) | %d (%s) | %.2f | %s -> %s |\n",
+               s, r, secs, jobs / secs, rate[p], at[p], rate[slow], at[slow],
+               (rate[p] > 0 ? rate[slow] / rate[p] : 0), lat[p], lat[maxlat]
+      }' "$WORK/intervals"
+  done <"$WORK/totals"
+  echo
+  awk '{ t[$1] += $3; j[$1] += $4 } END {
+         if (t["baseline"] > 0 && t["pgq"] > 0)
+           printf "pgq/baseline, jobs/s over all rounds: %.2fx (%.0f vs %.0f jobs/s)\n",
+                  (j["pgq"] / t["pgq"]) / (j["baseline"] / t["baseline"]), j["pgq"] / t["pgq"], j["baseline"] / t["baseline"] }' "$WORK/totals"
+  echo
+  echo "Per interval (completions counted by the monitor; latency from pgbench -P, which also counts empty claims):"
+  echo
+  echo "| system | round | t s | produced | left | jobs/s | consumer latency ms |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  awk '{ printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7 }' "$WORK/intervals"
+} | tee "$OUT_MD"
