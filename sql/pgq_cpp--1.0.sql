@@ -378,6 +378,11 @@ CREATE FUNCTION pgq.maintain(
     OUT schedules_fired  bigint)
 RETURNS record AS 'MODULE_PATHNAME', 'pgq_maintain' LANGUAGE C VOLATILE;
 
+-- Rewrites pgq.jobs with only its live jobs (ADR 0008); the maintenance pass
+-- does it by itself past pgq.compact_min_size. NULL: the table stayed busy.
+CREATE FUNCTION pgq.compact_jobs()
+RETURNS bigint AS 'MODULE_PATHNAME', 'pgq_compact_jobs' LANGUAGE C VOLATILE;
+
 -- Coordination -------------------------------------------------------------
 
 CREATE FUNCTION pgq.add_member(team text, member text)

@@ -2,6 +2,7 @@
 // background worker runs the same pass; without it, call this from cron.
 #include "api/maintain.h"
 
+#include "api/compact.h"
 #include "api/groups.h"
 #include "api/job_sql.h"
 #include "api/outbox.h"
@@ -155,6 +156,9 @@ PGQ_FUNCTION(pgq_maintain) {
   const TimestampTz now = pg::Now();
   api::PassCounts counts;
   for (bool more = true; more;) counts += api::RunMaintenanceBatch(now, &more);
+  // Compacting holds pgq.jobs exclusively until the caller commits: only
+  // when that is the end of this statement, and never from an old snapshot.
+  if (!IsTransactionBlock() && !IsolationUsesXactSnapshot()) api::MaybeCompactJobs();
   TupleDesc desc = nullptr;
   pg::Guard([&] {
     if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) {

@@ -9,6 +9,7 @@
 // DATABASE: SIGTERM, see bgw/database_hooks.cpp).
 #include <algorithm>
 
+#include "api/compact.h"
 #include "api/maintain.h"
 #include "bgw/bgw.h"
 #include "bgw/worker_slot.h"
@@ -102,8 +103,48 @@ bool RunBatchTransaction(TimestampTz now, api::PassCounts* counts, bool* more) {
   return installed;
 }
 
+// How often the worker looks whether pgq.jobs needs compacting (ADR 0008):
+// a rewrite invalidates every session's plans on the table, so not at each
+// pass; a hold of minutes still grows it by at most this much traffic.
+constexpr int64 kCompactCheckMicros = 10 * USECS_PER_SEC;
+constexpr int64 kCompactTooBigPauseMicros = 5 * 60 * USECS_PER_SEC;
+TimestampTz next_compact_check = 0;
+
+// Compacts pgq.jobs in its own short transaction when it is worth it.
+// INVARIANT: no C++ object lives in this frame; an error longjmps out of it
+// into the caller's PG_TRY.
+void RunCompactionTransaction(const char* database_name) {
+  SetCurrentStatementStartTimestamp();
+  StartTransactionCommand();
+  PushActiveSnapshot(GetTransactionSnapshot());
+  pgstat_report_activity(STATE_RUNNING, "pgq compaction check");
+  const Oid extension = get_extension_oid("pgq_cpp", true);
+  if (OidIsValid(extension)) LockDatabaseObject(ExtensionRelationId, extension, 0, AccessShareLock);
+  api::CompactResult result;
+  if (OidIsValid(extension) && get_extension_oid("pgq_cpp", true) == extension) {
+    pg::AtBoundary([&] { result = api::MaybeCompactJobs(); });
+  }
+  PopActiveSnapshot();
+  CommitTransactionCommand();
+  pgstat_report_activity(STATE_IDLE, nullptr);
+  if (result.outcome == api::CompactOutcome::kCompacted) {
+    ereport(LOG, (errmsg("pgq compacted pgq.jobs in database \"%s\": %lld live jobs kept, "
+                         "%lld kB -> %lld kB",
+                         database_name, static_cast<long long>(result.jobs),
+                         static_cast<long long>(result.bytes_before / 1024),
+                         static_cast<long long>(result.bytes_after / 1024))));
+  } else if (result.outcome == api::CompactOutcome::kTooBig) {
+    // The statistics said "mostly dead" but the rows are live (counters
+    // reset by a crash, say): leave the table to VACUUM for a while.
+    next_compact_check = GetCurrentTimestamp() + kCompactTooBigPauseMicros;
+  } else if (result.outcome == api::CompactOutcome::kBusy) {
+    ereport(DEBUG1, (errmsg("pgq compaction of pgq.jobs in database \"%s\" skipped: table busy",
+                            database_name)));
+  }
+}
+
 // Runs one pass; returns false if it failed with an error (logged).
-bool RunPass(api::PassCounts* counts, bool* installed) {
+bool RunPass(api::PassCounts* counts, bool* installed, const char* database_name) {
   // volatile: read after a longjmp back into this frame.
   volatile bool ok = true;
   MemoryContext pass_context = CurrentMemoryContext;
@@ -115,6 +156,13 @@ bool RunPass(api::PassCounts* counts, bool* installed) {
       more = false;
       *installed = RunBatchTransaction(now, counts, &more);
       CHECK_FOR_INTERRUPTS();
+    }
+    // (A check far in the future means the clock went back: check now.)
+    const TimestampTz wall = GetCurrentTimestamp();
+    if (*installed &&
+        (wall >= next_compact_check || next_compact_check - wall > kCompactTooBigPauseMicros)) {
+      next_compact_check = wall + kCompactCheckMicros;
+      RunCompactionTransaction(database_name);
     }
   }
   PG_CATCH();
@@ -166,7 +214,7 @@ void pgq_maintenance_main(Datum main_arg) {
 
     api::PassCounts counts;
     bool installed = true;
-    const bool ok = bgw::RunPass(&counts, &installed);
+    const bool ok = bgw::RunPass(&counts, &installed, name);
     if (!installed) {
       ereport(DEBUG1,
               (errmsg("pgq maintenance worker exiting: database \"%s\" has no pgq_cpp", name)));

@@ -18,6 +18,7 @@ int debug_clock_offset_seconds = 0;
 int maintenance_interval_ms = 1000;
 int handler_workers = 2;
 char* databases = nullptr;
+int compact_min_size_kb = 2048;
 
 }  // namespace
 
@@ -45,6 +46,11 @@ void DefineSettings() {
       "pgq.handler_workers", "Background workers per database that run in-database handlers.",
       "Started while some queue of the database has a handler; 0 runs no handler.",
       &handler_workers, 2, 0, 64, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "pgq.compact_min_size", "Size of pgq.jobs from which it is compacted.",
+      "When the table and its indexes are at least this large and the live jobs fill at most an "
+      "eighth of it, the maintenance pass rewrites it with only the live jobs. -1 never does.",
+      &compact_min_size_kb, 2048, -1, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr, nullptr);
   DefineCustomStringVariable(
       "pgq.databases", "Databases where the background workers run.",
       "A comma-separated list of database names. Empty: every database with pgq_cpp installed.",
@@ -55,6 +61,10 @@ void DefineSettings() {
 int MaintenanceIntervalMillis() { return maintenance_interval_ms; }
 
 int HandlerWorkers() { return handler_workers; }
+
+int64 CompactMinBytes() {
+  return compact_min_size_kb < 0 ? -1 : static_cast<int64>(compact_min_size_kb) * 1024;
+}
 
 const char* DatabasesSetting() { return databases != nullptr ? databases : ""; }
 

@@ -12,6 +12,8 @@ int64 MaxPayloadBytes();
 int64 MaxLeaseMicros();
 int MaintenanceIntervalMillis();
 int HandlerWorkers();
+// pgq.compact_min_size in bytes; -1: never compact (api/compact.h).
+int64 CompactMinBytes();
 // pgq.databases as written: a comma-separated list, or "" for all.
 const char* DatabasesSetting();
 

@@ -1,0 +1,246 @@
+"""Compaction of pgq.jobs (ADR 0008): a rewrite keeps every live job as it
+was, frees the space a held-open transaction pins, never loses or repeats a
+job under concurrent workers, and leaves a REPEATABLE READ transaction that
+began before it able to see (and complete) its own job.
+
+Runs like test_concurrency.py (same DSN, same fresh-extension setUp).
+"""
+
+import threading
+
+import psycopg
+from psycopg import errors
+from psycopg.types.json import Jsonb
+
+from test_concurrency import HANG, PgqTestCase
+
+JOB_COLUMNS = "SELECT * FROM pgq.jobs ORDER BY id"
+
+
+class CompactTests(PgqTestCase):
+    def jobs(self):
+        return [tuple(r) for r in self.admin.execute(JOB_COLUMNS).fetchall()]
+
+    def filenode(self):
+        return self.scalar("SELECT pg_relation_filenode('pgq.jobs')")
+
+    def size(self):
+        return self.scalar("SELECT pg_total_relation_size('pgq.jobs')")
+
+    def churn(self, jobs, batch=500):
+        """Enqueues, claims and completes `jobs` jobs in batches, in a queue
+        of their own ('churn'): the dead rows a busy queue leaves behind."""
+        self.admin.execute(
+            "SELECT pgq.create_queue('churn') WHERE NOT EXISTS"
+            " (SELECT FROM pgq.queues WHERE name = 'churn')"
+        )
+        for _ in range(jobs // batch):
+            self.admin.execute(
+                "SELECT count(*) FROM pgq.enqueue_many('churn', array_fill('{\"k\":1}'::jsonb, ARRAY[%s]))",
+                (batch,),
+            )
+            done = self.scalar(
+                "SELECT pgq.complete_many(array_agg(id), array_agg(attempt)) FROM pgq.claim('churn', %s)",
+                (batch,),
+            )
+            self.assertEqual(done, batch)
+
+    def test_rewrite_keeps_every_live_job(self):
+        """Pending, delayed, running, grouped (waiting), deduplicated and
+        TOASTed jobs come back column for column in a new file; the running
+        job completes with its attempt, the dedupe key still holds, claims
+        still follow priority."""
+        self.enqueue(self.admin, "q", {"kind": "pending"}, priority=5)
+        self.enqueue(self.admin, "q", {"kind": "later"}, run_at="2999-01-01T00:00:00Z")
+        self.enqueue(self.admin, "q", {"kind": "dedupe"}, dedupe_key="d1")
+        self.enqueue(self.admin, "q", {"kind": "g1"}, group_key="g")
+        self.enqueue(self.admin, "q", {"kind": "g2"}, group_key="g")
+        big = {"kind": "toast", "blob": "x" * 300_000}
+        self.enqueue(self.admin, "q", big)
+        running = self.admin.execute("SELECT id, attempt FROM pgq.claim('q', 1)").fetchone()
+        self.churn(2000)
+        before, node = self.jobs(), self.filenode()
+        self.assertEqual(len(before), 6)
+
+        kept = self.scalar("SELECT pgq.compact_jobs()")
+
+        self.assertEqual(kept, 6)
+        self.assertNotEqual(self.filenode(), node, "the table was not rewritten")
+        self.assertEqual(self.jobs(), before)
+        self.assertEqual(self.scalar("SELECT count(*) FROM pgq.jobs WHERE payload = %s", (Jsonb(big),)), 1)
+        self.assertTrue(self.scalar("SELECT pgq.complete(%s, %s)", running))
+        self.assertEqual(
+            self.scalar("SELECT pgq.enqueue('q', '{}', dedupe_key => 'd1')"),
+            self.scalar("SELECT id FROM pgq.jobs WHERE dedupe_key = 'd1'"),
+        )
+        # amcheck agrees the rebuilt indexes match the rows.
+        self.admin.execute("CREATE EXTENSION IF NOT EXISTS amcheck")
+        self.admin.execute(
+            "SELECT bt_index_check(indexrelid, true) FROM pg_index"
+            " WHERE indrelid = 'pgq.jobs'::regclass"
+        )
+        first = self.admin.execute("SELECT payload FROM pgq.claim('q', 1)").fetchone()[0]
+        self.assertEqual(first["kind"], "dedupe")  # the priority-5 job was the one running
+
+    def test_frees_the_space_a_held_transaction_pins(self):
+        """VACUUM can free nothing while a transaction holds the xmin
+        horizon; the rewrite frees it all, the holder still open."""
+        holder = self.connect(autocommit=False)
+        holder.execute("SELECT txid_current()")
+        self.churn(4000)
+        self.admin.execute("VACUUM pgq.jobs")
+        pinned = self.size()
+
+        self.assertEqual(self.scalar("SELECT pgq.compact_jobs()"), 0)
+
+        after = self.size()
+        self.assertLess(after * 4, pinned, f"{pinned} -> {after} bytes")
+        holder.rollback()
+
+    def test_old_repeatable_read_snapshot_still_sees_its_job(self):
+        """A worker's REPEATABLE READ transaction that took its snapshot
+        before the rewrite completes the job it holds (rows come back frozen,
+        not as new rows its snapshot could not see)."""
+        job = self.enqueue(self.admin, "q", {"n": 1})
+        other = self.enqueue(self.admin, "q", {"n": 2})
+        claimed = self.admin.execute("SELECT id, attempt FROM pgq.claim('q', 1)").fetchone()
+        self.assertEqual(claimed[0], job)
+        worker = self.connect(autocommit=False)
+        worker.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        worker.execute("SELECT 1")  # the snapshot is taken here
+
+        self.assertEqual(self.scalar("SELECT pgq.compact_jobs()"), 2)
+
+        self.assertTrue(self.scalar("SELECT pgq.complete(%s, %s)", claimed, conn=worker))
+        self.assertEqual(
+            self.scalar("SELECT count(*) FROM pgq.jobs WHERE id = %s", (other,), conn=worker), 1
+        )
+        worker.commit()
+        self.assertEqual(self.scalar("SELECT array_agg(id) FROM pgq.jobs"), [other])
+
+    def test_busy_table_returns_null_and_loses_nothing(self):
+        """An open transaction that wrote to pgq.jobs keeps the rewrite out:
+        compact_jobs() gives up after its lock timeout with NULL, and the
+        uncommitted job is there once both are done."""
+        writer = self.connect(autocommit=False)
+        job = self.enqueue(writer, "q", {"n": 1})
+        self.assertIsNone(self.scalar("SELECT pgq.compact_jobs()"))
+        writer.commit()
+        self.assertEqual(self.scalar("SELECT pgq.compact_jobs()"), 1)
+        self.assertEqual(self.scalar("SELECT id FROM pgq.claim('q', 1)"), job)
+
+    def test_refused_from_a_repeatable_read_transaction(self):
+        conn = self.connect(autocommit=False)
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        with self.assertRaises(errors.InvalidTransactionState):
+            conn.execute("SELECT pgq.compact_jobs()")
+        conn.rollback()
+
+    def test_maintain_compacts_past_the_threshold_only(self):
+        """pgq.maintain() rewrites the table once it passes
+        pgq.compact_min_size and is mostly dead space; -1 turns it off."""
+        holder = self.connect(autocommit=False)
+        holder.execute("SELECT txid_current()")
+        self.churn(3000)
+        node = self.filenode()
+        self.admin.execute("SET pgq.compact_min_size = -1")
+        self.admin.execute("SELECT pgq.maintain()")
+        self.assertEqual(self.filenode(), node)
+        self.admin.execute("SET pgq.compact_min_size = '1GB'")
+        self.admin.execute("SELECT pgq.maintain()")
+        self.assertEqual(self.filenode(), node)
+        self.admin.execute("SET pgq.compact_min_size = '256kB'")
+        self.admin.execute("SELECT pgq.maintain()")
+        self.assertNotEqual(self.filenode(), node)
+        holder.rollback()
+
+    def test_concurrent_workers_lose_and_repeat_nothing(self):
+        """4 workers claim and complete while 2 producers enqueue and a
+        third session compacts over and over: every job is completed exactly
+        once, none is left, and rewrites did happen in the middle of it."""
+        per_producer, producers, workers = 1500, 2, 4
+        done_producing = threading.Event()
+        completed = []
+        lock = threading.Lock()
+        compactions = [0, 0]  # rewritten, busy
+
+        def produce(k):
+            conn = self.connect()
+            ids = []
+            for i in range(per_producer):
+                ids.append(self.enqueue(conn, "q", {"p": k, "i": i}))
+            return ids
+
+        def work():
+            conn = self.connect()
+            idle_after_done = 0
+            while idle_after_done < 3:
+                rows = conn.execute("SELECT id, attempt FROM pgq.claim('q', 5)").fetchall()
+                if not rows:
+                    if done_producing.is_set():
+                        idle_after_done += 1
+                    continue
+                idle_after_done = 0
+                for job, attempt in rows:
+                    ok = conn.execute("SELECT pgq.complete(%s, %s)", (job, attempt)).fetchone()[0]
+                    if not ok:
+                        raise AssertionError(f"complete({job}, {attempt}) refused")
+                    with lock:
+                        completed.append(job)
+
+        def compact():
+            conn = self.connect()
+            while not done_producing.is_set() or compactions[0] < 3:
+                kept = conn.execute("SELECT pgq.compact_jobs()").fetchone()[0]
+                compactions[0 if kept is not None else 1] += 1
+
+        prod = [self.spawn(lambda k=k: produce(k), f"producer{k}") for k in range(producers)]
+        work_tasks = [self.spawn(work, f"worker{w}") for w in range(workers)]
+        compactor = self.spawn(compact, "compactor")
+        enqueued = []
+        for p in prod:
+            enqueued += p.value(timeout=120)
+        done_producing.set()
+        compactor.value(timeout=HANG * 4)
+        for w in work_tasks:
+            w.value(timeout=HANG * 4)
+
+        self.assertGreaterEqual(compactions[0], 3)
+        self.assertEqual(len(completed), len(set(completed)), "a job was completed twice")
+        self.assertEqual(sorted(completed), sorted(enqueued))
+        self.assertEqual(self.job_count(), 0)
+
+
+class WorkerCompactsTests(PgqTestCase):
+    def test_maintenance_worker_compacts_by_itself(self):
+        """With the library preloaded, the maintenance worker rewrites a
+        table that a held transaction bloated, within its check interval."""
+        self.admin.execute("ALTER SYSTEM SET pgq.compact_min_size = '512kB'")
+        self.admin.execute("SELECT pg_reload_conf()")
+        try:
+            holder = self.connect(autocommit=False)
+            holder.execute("SELECT txid_current()")
+            node = self.scalar("SELECT pg_relation_filenode('pgq.jobs')")
+            self.admin.execute(
+                "SELECT count(*) FROM pgq.enqueue_many('q', array_fill('{\"k\":1}'::jsonb, ARRAY[5000]))"
+            )
+            self.admin.execute(
+                "SELECT pgq.complete_many(array_agg(id), array_agg(attempt)) FROM pgq.claim('q', 5000)"
+            )
+            bloated = self.scalar("SELECT pg_total_relation_size('pgq.jobs')")
+            self.assertGreater(bloated, 1024 * 1024)
+            # Statistics lag: the worker may first rewrite the 5,000 live jobs
+            # and only a later check see them all dead; wait for the result.
+            self.wait_for(
+                "the maintenance worker to shrink pgq.jobs",
+                lambda: self.scalar(
+                    "SELECT pg_relation_filenode('pgq.jobs') <> %s"
+                    "   AND pg_total_relation_size('pgq.jobs') < 512 * 1024",
+                    (node,),
+                ),
+                timeout=HANG * 4,
+            )
+            holder.rollback()
+        finally:
+            self.admin.execute("ALTER SYSTEM RESET pgq.compact_min_size")
+            self.admin.execute("SELECT pg_reload_conf()")
