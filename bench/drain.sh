@@ -62,12 +62,7 @@ DB=bench
 OUT_MD="${OUT_MD:-$BENCH_HOME/drain-latest.md}"
 WORK=$(mktemp -d)
 
-ensure_packages
-if [[ $NO_INSTALL == 1 ]]; then
-  say "NO_INSTALL=1: measuring the pgq_cpp already installed"
-else
-  build_and_install
-fi
+bench_install
 
 PSQL=("$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$PGDIR" -p "$PGPORT_DRAIN" -U postgres -d "$DB")
 sql() { "${PSQL[@]}" -c "$1"; }

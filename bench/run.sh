@@ -75,13 +75,7 @@ for w in $WORKLOADS; do
     || { echo "unknown workload '$w'" >&2; exit 2; }
 done
 
-ensure_packages
-if [[ $NO_INSTALL == 1 ]]; then
-  say "NO_INSTALL=1: measuring the pgq_cpp already installed (not building the tree)"
-else
-  # Measure the tree as it is: build and install it (a no-op when up to date).
-  build_and_install
-fi
+bench_install
 
 PSQL=("$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$PGDIR" -p "$PGPORT_BENCH" -U postgres -d "$DB")
 sql() { "${PSQL[@]}" -c "$1"; }

@@ -50,6 +50,17 @@ build_and_install() {
   make -C "$PGQ_ROOT" -s install >/dev/null
 }
 
+# What a benchmark measures: the tree as it is (built and installed; a no-op
+# when up to date), or with NO_INSTALL=1 the pgq_cpp already installed.
+bench_install() {
+  ensure_packages
+  if [[ ${NO_INSTALL:-0} == 1 ]]; then
+    say "NO_INSTALL=1: measuring the pgq_cpp already installed (not building the tree)"
+  else
+    build_and_install
+  fi
+}
+
 # The OS user that runs clusters: PostgreSQL refuses to run as root.
 PGQ_OS_USER="${PGQ_OS_USER:-postgres}"
 

@@ -76,30 +76,41 @@ void SuperviseHandlerWorkers(Oid database) {
   }
 }
 
-// One batch in its own transaction; false when pgq_cpp is not installed.
-// INVARIANT: no C++ object lives in this frame; an error longjmps out of it
-// into the caller's PG_TRY.
-bool RunBatchTransaction(TimestampTz now, api::PassCounts* counts, bool* more) {
+// Worker transactions.
+// INVARIANT: no C++ object lives in these frames; an error longjmps out of
+// them into the caller's PG_TRY.
+
+// Starts a worker transaction; returns whether pgq_cpp is installed.
+bool BeginWorkerTransaction(const char* activity) {
   SetCurrentStatementStartTimestamp();
   StartTransactionCommand();
   PushActiveSnapshot(GetTransactionSnapshot());
-  pgstat_report_activity(STATE_RUNNING, "pgq maintenance pass");
+  pgstat_report_activity(STATE_RUNNING, activity);
   // DROP EXTENSION locks the extension before any of its tables; so do we,
   // in the same order, so the two never deadlock (and a drop waits for this
-  // short batch). Looked up again once locked: it may have gone meanwhile.
+  // short transaction). Looked up again once locked: it may have gone.
   const Oid extension = get_extension_oid("pgq_cpp", true);
   if (OidIsValid(extension)) LockDatabaseObject(ExtensionRelationId, extension, 0, AccessShareLock);
-  const bool installed = OidIsValid(extension) && get_extension_oid("pgq_cpp", true) == extension;
+  return OidIsValid(extension) && get_extension_oid("pgq_cpp", true) == extension;
+}
+
+void CommitWorkerTransaction() {
+  PopActiveSnapshot();
+  CommitTransactionCommand();
+  pgstat_report_stat(false);
+  pgstat_report_activity(STATE_IDLE, nullptr);
+}
+
+// One batch in its own transaction; false when pgq_cpp is not installed.
+bool RunBatchTransaction(TimestampTz now, api::PassCounts* counts, bool* more) {
+  const bool installed = BeginWorkerTransaction("pgq maintenance pass");
   if (installed) {
     pg::AtBoundary([&] {
       *counts += api::RunMaintenanceBatch(now, more);
       wants_handlers = HasHandlerQueues();
     });
   }
-  PopActiveSnapshot();
-  CommitTransactionCommand();
-  pgstat_report_stat(false);
-  pgstat_report_activity(STATE_IDLE, nullptr);
+  CommitWorkerTransaction();
   return installed;
 }
 
@@ -111,22 +122,12 @@ constexpr int64 kCompactTooBigPauseMicros = 5 * 60 * USECS_PER_SEC;
 TimestampTz next_compact_check = 0;
 
 // Compacts pgq.jobs in its own short transaction when it is worth it.
-// INVARIANT: no C++ object lives in this frame; an error longjmps out of it
-// into the caller's PG_TRY.
 void RunCompactionTransaction(const char* database_name) {
-  SetCurrentStatementStartTimestamp();
-  StartTransactionCommand();
-  PushActiveSnapshot(GetTransactionSnapshot());
-  pgstat_report_activity(STATE_RUNNING, "pgq compaction check");
-  const Oid extension = get_extension_oid("pgq_cpp", true);
-  if (OidIsValid(extension)) LockDatabaseObject(ExtensionRelationId, extension, 0, AccessShareLock);
   api::CompactResult result;
-  if (OidIsValid(extension) && get_extension_oid("pgq_cpp", true) == extension) {
+  if (BeginWorkerTransaction("pgq compaction check")) {
     pg::AtBoundary([&] { result = api::MaybeCompactJobs(); });
   }
-  PopActiveSnapshot();
-  CommitTransactionCommand();
-  pgstat_report_activity(STATE_IDLE, nullptr);
+  CommitWorkerTransaction();
   if (result.outcome == api::CompactOutcome::kCompacted) {
     ereport(LOG, (errmsg("pgq compacted pgq.jobs in database \"%s\": %lld live jobs kept, "
                          "%lld kB -> %lld kB",
