@@ -57,6 +57,8 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.enqueue('q', '{}', group_key => repeat('g', 513))$$),
   ($$SELECT pgq.enqueue('q', '{}', priority => -2147483648)$$),
   ($$SELECT pgq.enqueue_many('q', ARRAY['{}'::jsonb], priority => -2147483648)$$),
+  -- a hand-written row with that priority: the ready index cannot negate it
+  ($$INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, enqueued_at, payload) VALUES (-1, 1, 'p', -2147483648, now(), 0, 1, now(), '{}')$$),
   ($$SELECT pgq.create_queue('r', rate_limit => 0)$$),
   ($$SELECT pgq.create_queue('r', rate_limit => -1)$$),
   ($$SELECT pgq.create_queue('r', rate_limit => 'NaN')$$),

@@ -55,7 +55,7 @@ CREATE TABLE pgq.jobs (
     id           bigint      NOT NULL PRIMARY KEY,
     queue_id     integer     NOT NULL,
     state        "char"      NOT NULL,      -- 'p' pending, 'r' running, 'w' waiting in its group
-    priority     integer     NOT NULL CHECK (priority OPERATOR(pg_catalog.>) -2147483648),
+    priority     integer     NOT NULL,      -- above -2147483648: jobs_ready_idx negates it
     run_at       timestamptz NOT NULL,
     attempt      integer     NOT NULL,      -- claims so far, counting the current one
     max_attempts integer     NOT NULL,

@@ -20,29 +20,31 @@ namespace {
 // A job of a FIFO group waits ('w') while its group has any other job; the
 // caller holds the group's lock (pg/queue_lock.h), so that check and the
 // promotion of the next job when the head leaves (api/groups.h) never race.
-#define PGQ_INSERT_JOB                                                                   \
+// Jobs without a group get statements without that check: its subplan would
+// be set up on every execution even where it never runs.
+#define PGQ_INSERT_JOB(state)                                                            \
   "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, " \
   "                      enqueued_at, dedupe_key, group_key, payload) "                  \
-  "VALUES (pg_catalog.nextval('pgq.job_id_seq'), $1, "                                   \
-  "        CASE WHEN $7::text IS NOT NULL AND EXISTS ("                                  \
-  "               SELECT 1 FROM pgq.jobs g WHERE g.queue_id = $1 AND g.group_key = $7)"  \
-  "             THEN 'w' ELSE 'p' END, "                                                 \
-  "        $4, $3, 0, $6, pg_catalog.now(), $5, $7, $2) "
-
-pg::Statement insert_job = {PGQ_INSERT_JOB "RETURNING id, state = 'p'",
-                            7,
-                            {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID},
-                            nullptr};
-
+  "VALUES (pg_catalog.nextval('pgq.job_id_seq'), $1, " state                             \
+  ",       $4, $3, 0, $6, pg_catalog.now(), $5, $7, $2) "
+#define PGQ_GROUP_STATE                                                                    \
+  "CASE WHEN EXISTS (SELECT 1 FROM pgq.jobs g WHERE g.queue_id = $1 AND g.group_key = $7)" \
+  " THEN 'w' ELSE 'p' END"
 // With a dedupe key: a pending or running job holding it wins, and we return
 // its id instead (looked up below).
-pg::Statement insert_job_dedupe = {
-    PGQ_INSERT_JOB
-    "ON CONFLICT (queue_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING "
-    "RETURNING id, state = 'p'",
-    7,
-    {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID},
-    nullptr};
+#define PGQ_ON_DEDUPE "ON CONFLICT (queue_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING "
+#define PGQ_INSERT_RETURNING "RETURNING id, state = 'p'"
+#define PGQ_INSERT_ARGS \
+  { INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID }
+
+// [has dedupe key][has group key]
+pg::Statement insert_job[2][2] = {
+    {{PGQ_INSERT_JOB("'p'") PGQ_INSERT_RETURNING, 7, PGQ_INSERT_ARGS, nullptr},
+     {PGQ_INSERT_JOB(PGQ_GROUP_STATE) PGQ_INSERT_RETURNING, 7, PGQ_INSERT_ARGS, nullptr}},
+    {{PGQ_INSERT_JOB("'p'") PGQ_ON_DEDUPE PGQ_INSERT_RETURNING, 7, PGQ_INSERT_ARGS, nullptr},
+     {PGQ_INSERT_JOB(PGQ_GROUP_STATE) PGQ_ON_DEDUPE PGQ_INSERT_RETURNING, 7, PGQ_INSERT_ARGS,
+      nullptr}},
+};
 
 pg::Statement find_dedupe = {"SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2",
                              2,
@@ -158,7 +160,7 @@ PGQ_FUNCTION(pgq_enqueue) {
     if (has_group) pg::LockGroup(queue.id, group);
     params.Set(0, Int32GetDatum(queue.id));
     if (!has_max_attempts) params.Set(5, Int32GetDatum(queue.max_attempts));
-    pg::Statement& insert = has_dedupe ? api::insert_job_dedupe : api::insert_job;
+    pg::Statement& insert = api::insert_job[has_dedupe][has_group];
     if (spi.Execute(insert, params) == 1) {
       const int64 id = spi.Int64(0, 1);
       // A job waiting behind its group's head becomes pending later (api/groups.h).
