@@ -21,6 +21,7 @@ extern "C" {
 #include "access/tableam.h"
 #include "catalog/namespace.h"
 #include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -185,10 +186,15 @@ int64 CompactInSubtransaction(Oid relid, int lock_timeout_ms, int64 max_jobs, in
 
 }  // namespace
 
+bool MayCompactJobs() {
+  const Oid relid = JobsRelid();
+  return pg::Guard([&] { return pg_class_ownercheck(relid, GetUserId()); });
+}
+
 bool JobsWantCompaction(int64* bytes) {
   *bytes = 0;
   const int64 min_bytes = pg::CompactMinBytes();
-  if (min_bytes < 0) return false;
+  if (min_bytes < 0 || !MayCompactJobs()) return false;
   const Oid relid = JobsRelid();
   pg::SpiSession spi;
   int64 live = 0;
@@ -246,6 +252,11 @@ constexpr int64 kCallMaxBytes = 512 * 1024 * 1024;
 // compact_jobs() returns bigint: the live jobs kept, NULL when the table was
 // busy for a second.
 PGQ_FUNCTION(pgq_compact_jobs) {
+  // Checked before the lock: taking it needs no privilege of its own.
+  if (!api::MayCompactJobs()) {
+    pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied to compact pgq.jobs",
+              "Only the owner of pgq.jobs (the role that installed pgq_cpp) or a superuser may.");
+  }
   if (IsolationUsesXactSnapshot()) {
     pg::Raise(ERRCODE_INVALID_TRANSACTION_STATE,
               "pgq.compact_jobs() must run in a READ COMMITTED transaction",
@@ -255,7 +266,8 @@ PGQ_FUNCTION(pgq_compact_jobs) {
       api::CompactJobs(kCallLockTimeoutMillis, kCallMaxJobs, kCallMaxBytes);
   if (result.outcome == api::CompactOutcome::kTooBig) {
     pg::Raise(ERRCODE_PROGRAM_LIMIT_EXCEEDED, "pgq.jobs holds too many live jobs to compact",
-              "At most 1000000 jobs and 512 MB are rewritten at once.",
+              "At most " + std::to_string(kCallMaxJobs) + " jobs and " +
+                  std::to_string(kCallMaxBytes / (1024 * 1024)) + " MB are rewritten at once.",
               "VACUUM reclaims the space once no old transaction holds it.");
   }
   if (result.outcome == api::CompactOutcome::kBusy) PG_RETURN_NULL();

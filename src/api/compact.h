@@ -23,9 +23,14 @@ struct CompactResult {
   int64 bytes_after = 0;
 };
 
+// Whether the current role owns pgq.jobs (or is a superuser): the only ones
+// that may rewrite it. The ACCESS EXCLUSIVE lock itself checks nothing.
+bool MayCompactJobs();
+
 // Whether pgq.jobs is worth compacting now: at least pgq.compact_min_size on
-// disk, of which the live jobs need at most an eighth. Cheap: file sizes and
-// the statistics counters, no scan. Sets *bytes to the table's size.
+// disk, of which the live jobs need at most an eighth, and the current role
+// may rewrite it. Cheap: file sizes and the statistics counters, no scan.
+// Sets *bytes to the table's size.
 bool JobsWantCompaction(int64* bytes);
 
 // Rewrites pgq.jobs in a subtransaction of the current transaction, which

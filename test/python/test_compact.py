@@ -136,6 +136,28 @@ class CompactTests(PgqTestCase):
             conn.execute("SELECT pgq.compact_jobs()")
         conn.rollback()
 
+    def test_only_the_owner_may_compact(self):
+        """A role that does not own pgq.jobs gets 42501, checked before the
+        table lock is asked for (which needs no privilege of its own): with a
+        writer holding the table, it is refused at once rather than queued
+        behind the writer, blocking everyone, until its lock timeout."""
+        self.admin.execute("DROP ROLE IF EXISTS pgq_compact_outsider")
+        self.admin.execute("CREATE ROLE pgq_compact_outsider")
+        try:
+            self.admin.execute("GRANT USAGE ON SCHEMA pgq TO pgq_compact_outsider")
+            self.admin.execute("GRANT SELECT ON ALL TABLES IN SCHEMA pgq TO pgq_compact_outsider")
+            writer = self.connect(autocommit=False)
+            self.enqueue(writer, "q", {"n": 1})
+            conn = self.connect()
+            conn.execute("SET ROLE pgq_compact_outsider")
+            with self.assertRaises(errors.InsufficientPrivilege):
+                conn.execute("SELECT pgq.compact_jobs()")
+            conn.close()
+            writer.rollback()
+        finally:
+            self.admin.execute("DROP OWNED BY pgq_compact_outsider")
+            self.admin.execute("DROP ROLE pgq_compact_outsider")
+
     def test_maintain_compacts_past_the_threshold_only(self):
         """pgq.maintain() rewrites the table once it passes
         pgq.compact_min_size and is mostly dead space; -1 turns it off."""
