@@ -77,8 +77,8 @@ void SuperviseHandlerWorkers(Oid database) {
 }
 
 // Worker transactions.
-// INVARIANT: no C++ object lives in these frames; an error longjmps out of
-// them into the caller's PG_TRY.
+// INVARIANT: no C++ object with a destructor lives in these frames; an error
+// longjmps out of them into the caller's PG_TRY.
 
 // Starts a worker transaction; returns whether pgq_cpp is installed.
 bool BeginWorkerTransaction(const char* activity) {
