@@ -1,5 +1,8 @@
 -- pgq_cpp 1.0: a durable job queue inside PostgreSQL.
 --
+-- Released and frozen: later changes go into update scripts
+-- (pgq_cpp--1.0--1.1.sql, ...), never into this file.
+--
 -- Hardening: CREATE EXTENSION runs this script with search_path set to
 -- pg_catalog only (the control file's schema), every object of ours is
 -- qualified with pgq., and the schema is created here, so an existing schema

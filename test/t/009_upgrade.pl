@@ -1,0 +1,136 @@
+
+# The upgrade path: a database that installed release 1.0 and holds live
+# jobs (pending, delayed, grouped, running, dead), a schedule and a team is
+# updated with ALTER EXTENSION pgq_cpp UPDATE. It ends at the default version
+# with the same catalog as a fresh install (every object of the extension,
+# every column, index, constraint, view, function definition, privilege and
+# configuration-dump entry), and with every job: the running one completes
+# with its attempt token, the others are claimed as before.
+use strict;
+use warnings FATAL => 'all';
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use PgqTap;
+
+my $node = pgq_node('main');
+$node->start;
+$node->safe_psql('postgres', 'CREATE DATABASE fresh');
+$node->safe_psql('postgres', 'CREATE DATABASE old');
+
+my $default = $node->safe_psql('postgres',
+	"SELECT default_version FROM pg_available_extensions WHERE name = 'pgq_cpp'");
+is( $node->safe_psql(
+		'postgres',
+		"SELECT string_agg(version, ',' ORDER BY version) FROM pg_available_extension_versions "
+		  . "WHERE name = 'pgq_cpp'"),
+	"1.0,$default",
+	"release 1.0 and the default version $default are installable");
+
+$node->safe_psql('fresh', 'CREATE EXTENSION pgq_cpp');
+is($node->safe_psql('fresh', "SELECT extversion FROM pg_extension WHERE extname = 'pgq_cpp'"),
+	$default, 'a fresh install is at the default version');
+
+# --- release 1.0, in use ----------------------------------------------------------
+$node->safe_psql('old', "CREATE EXTENSION pgq_cpp VERSION '1.0'");
+$node->safe_psql(
+	'old', q{
+SELECT pgq.create_queue('mail', max_attempts => 1, lease => '10 minutes');
+SELECT pgq.enqueue('mail', '{"n": "running"}', priority => 9);
+SELECT pgq.enqueue('mail', '{"n": "due"}');
+SELECT pgq.enqueue('mail', '{"n": "later"}', run_at => '2999-01-01');
+SELECT pgq.enqueue('mail', '{"n": "g1"}', group_key => 'c');
+SELECT pgq.enqueue('mail', '{"n": "g2"}', group_key => 'c');
+SELECT pgq.enqueue('mail', '{"n": "doomed"}', priority => 5);
+SELECT pgq.schedule('nightly', 'mail', '0 3 * * *');
+SELECT pgq.add_member('sellers', 'ann');
+});
+my ($run_id, $run_attempt) = split /\|/,
+  $node->safe_psql('old', "SELECT id, attempt FROM pgq.claim('mail', 1)");
+my ($doomed, $doomed_attempt) = split /\|/,
+  $node->safe_psql('old', "SELECT id, attempt FROM pgq.claim('mail', 1)");
+is($node->safe_psql('old', "SELECT pgq.fail($doomed, $doomed_attempt, 'boom')"),
+	'dead', 'a job is dead-lettered before the update');
+my $jobs_before = $node->safe_psql('old',
+	"SELECT string_agg(id || ':' || state::text || ':' || attempt, ',' ORDER BY id) FROM pgq.jobs");
+
+$node->safe_psql('old', 'ALTER EXTENSION pgq_cpp UPDATE');
+is($node->safe_psql('old', "SELECT extversion FROM pg_extension WHERE extname = 'pgq_cpp'"),
+	$default, "ALTER EXTENSION UPDATE reaches $default");
+
+# --- the same catalog ------------------------------------------------------------------
+# Names, not OIDs: every object that belongs to the extension with its
+# definition, then the details of the schema's tables.
+my $catalog = q{
+WITH ext AS (SELECT oid FROM pg_extension WHERE extname = 'pgq_cpp'),
+members AS (
+  SELECT d.classid, d.objid FROM pg_depend d, ext
+   WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext.oid AND d.deptype = 'e'),
+rels AS (SELECT oid FROM pg_class WHERE relnamespace = 'pgq'::regnamespace)
+SELECT string_agg(line, E'\n' ORDER BY line) FROM (
+  SELECT 'member ' || pg_describe_object(m.classid, m.objid, 0) || ' ' || coalesce(
+           CASE m.classid
+             WHEN 'pg_proc'::regclass THEN
+               (SELECT pg_get_functiondef(p.oid) || ' acl=' || coalesce(p.proacl::text, '-')
+                       || ' config=' || coalesce(p.proconfig::text, '-')
+                       || ' secdef=' || p.prosecdef
+                  FROM pg_proc p WHERE p.oid = m.objid)
+             WHEN 'pg_class'::regclass THEN
+               (SELECT c.relkind::text || ' acl=' || coalesce(c.relacl::text, '-')
+                       || ' options=' || coalesce(c.reloptions::text, '-')
+                  FROM pg_class c WHERE c.oid = m.objid)
+             WHEN 'pg_namespace'::regclass THEN
+               (SELECT 'acl=' || coalesce(n.nspacl::text, '-') FROM pg_namespace n WHERE n.oid = m.objid)
+             ELSE '' END, '') AS line
+    FROM members m
+  UNION ALL
+  SELECT format('column %s.%s #%s %s notnull=%s default=%s', a.attrelid::regclass, a.attname,
+                a.attnum, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+                pg_get_expr(ad.adbin, ad.adrelid))
+    FROM pg_attribute a LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+   WHERE a.attrelid IN (SELECT oid FROM rels) AND a.attnum > 0 AND NOT a.attisdropped
+  UNION ALL
+  SELECT 'index ' || pg_get_indexdef(i.indexrelid) FROM pg_index i WHERE i.indrelid IN (SELECT oid FROM rels)
+  UNION ALL
+  SELECT format('constraint %s %s %s', c.conrelid::regclass, c.conname, pg_get_constraintdef(c.oid))
+    FROM pg_constraint c WHERE c.connamespace = 'pgq'::regnamespace
+  UNION ALL
+  SELECT format('view %s %s', c.oid::regclass, pg_get_viewdef(c.oid))
+    FROM pg_class c WHERE c.oid IN (SELECT oid FROM rels) AND c.relkind = 'v'
+  UNION ALL
+  SELECT format('trigger %s %s', t.tgrelid::regclass, pg_get_triggerdef(t.oid))
+    FROM pg_trigger t WHERE t.tgrelid IN (SELECT oid FROM rels) AND NOT t.tgisinternal
+  UNION ALL
+  SELECT format('dumped %s %s', cfg.rel::regclass, coalesce(cfg.cond, '-'))
+    FROM pg_extension e, ext, unnest(e.extconfig, e.extcondition) AS cfg(rel, cond)
+   WHERE e.oid = ext.oid
+) lines};
+my $fresh_catalog = $node->safe_psql('fresh', $catalog);
+like($fresh_catalog, qr/^member function pgq\.claim\(/m, 'the catalog description lists functions');
+like($fresh_catalog, qr/^index CREATE INDEX jobs_ready_idx/m, 'and indexes');
+like($fresh_catalog, qr/^dumped pgq\.jobs /m, 'and configuration-dump entries');
+is($node->safe_psql('old', $catalog), $fresh_catalog,
+	'the updated database has exactly the catalog of a fresh install');
+
+# --- no job lost ---------------------------------------------------------------------
+is( $node->safe_psql(
+		'old',
+		"SELECT string_agg(id || ':' || state::text || ':' || attempt, ',' ORDER BY id) FROM pgq.jobs"),
+	$jobs_before, 'every job is there, in the state and attempt it had');
+is($node->safe_psql('old', "SELECT pgq.complete($run_id, $run_attempt)"),
+	't', 'the job running across the update completes with its attempt token');
+is( $node->safe_psql(
+		'old', "SELECT string_agg(payload->>'n', ',' ORDER BY id) FROM pgq.claim('mail', 10)"),
+	'due,g1', 'the pending jobs are claimed as before');
+is($node->safe_psql('old', "SELECT count(*) FROM pgq.dead_jobs WHERE id = $doomed"),
+	'1', 'the dead job is kept');
+is($node->safe_psql('old', "SELECT count(*) FROM pgq.schedules WHERE name = 'nightly'"),
+	'1', 'the schedule is kept');
+is($node->safe_psql('old', "SELECT pgq.next_turn('sellers')"), 'ann', 'the team is kept');
+
+$node->stop;
+done_testing();
