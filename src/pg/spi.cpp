@@ -1,6 +1,7 @@
 #include "pg/spi.h"
 
 extern "C" {
+#include "catalog/namespace.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/plancache.h"
@@ -47,6 +48,22 @@ void PlanWithIndexes(SPIPlanPtr plan) {
   });
 }
 
+// Our statements are planned and run with pg_catalog as the whole search
+// path, whatever the session's (INVARIANT of Statement: every object of ours
+// is qualified with pgq.): an operator or function planted in a schema that
+// comes first on a caller's search_path is never resolved, so never called.
+// A cached plan keeps the path it was prepared with and is re-planned each
+// time the current one differs, so the path is pushed for the execution too.
+OverrideSearchPath* CatalogOnlyPath() {
+  static OverrideSearchPath* path = nullptr;
+  if (path == nullptr) {
+    path = static_cast<OverrideSearchPath*>(
+        MemoryContextAllocZero(TopMemoryContext, sizeof(OverrideSearchPath)));
+    path->addCatalog = true;
+  }
+  return path;
+}
+
 }  // namespace
 
 SpiSession::SpiSession() : uncaught_at_entry_(std::uncaught_exceptions()) {
@@ -62,6 +79,9 @@ SpiSession::~SpiSession() {
 }
 
 uint64 SpiSession::Execute(Statement& statement, Params& params, long limit) {
+  // Popped below; an error in between ends the transaction, whose abort
+  // drops the pushed path (AtEOXact_Namespace).
+  Guard([] { PushOverrideSearchPath(CatalogOnlyPath()); });
   if (statement.plan == nullptr) {
     SPIPlanPtr plan = Guard([&statement] {
       // Always the generic plan: planning once per backend is the point, and
@@ -87,6 +107,7 @@ uint64 SpiSession::Execute(Statement& statement, Params& params, long limit) {
     Raise(ERRCODE_INTERNAL_ERROR,
           "SPI_execute_plan failed: " + std::string(SPI_result_code_string(rc)), statement.sql);
   }
+  Guard([] { PopOverrideSearchPath(); });
   return SPI_processed;
 }
 

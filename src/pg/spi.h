@@ -13,7 +13,9 @@ inline constexpr int kMaxStatementArgs = 12;
 // itself when the tables change (for instance DROP and CREATE EXTENSION).
 //
 // INVARIANT: `sql` holds no user value: every value is a $n parameter, and
-// every table and function is schema-qualified.
+// every table and function of ours is qualified with pgq.; everything else
+// resolves in pg_catalog alone, whatever the caller's search_path (see
+// CatalogOnlyPath in spi.cpp).
 //
 // Statements run with their generic plan, so they must be written for one:
 // select rows to lock as `id = ANY (ARRAY(SELECT ... LIMIT $n FOR UPDATE SKIP

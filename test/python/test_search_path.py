@@ -1,0 +1,101 @@
+"""Nothing of pgq_cpp resolves a name through the caller's search_path
+(issue 7, catalog audit): a schema planted first on a session's search_path,
+holding a malicious now(), = and < operators for the types our statements
+compare, unnest() and count(), is never called by any pgq function, although
+the session's own unqualified SQL does pick them up.
+
+Every call logs into a table the planted objects write to; the log must stay
+empty. Runs like test_concurrency.py (same DSN, same fresh-extension setUp).
+"""
+
+from test_concurrency import PgqTestCase
+
+PLANT = r"""
+DROP SCHEMA IF EXISTS evil CASCADE;
+CREATE SCHEMA evil;
+CREATE TABLE evil.calls (what text);
+GRANT ALL ON SCHEMA evil TO PUBLIC;
+GRANT ALL ON evil.calls TO PUBLIC;
+CREATE FUNCTION evil.now() RETURNS timestamptz LANGUAGE sql VOLATILE AS
+  $$ INSERT INTO evil.calls VALUES ('now()'); SELECT pg_catalog.now() $$;
+CREATE FUNCTION evil.count(anyelement) RETURNS bigint LANGUAGE sql VOLATILE AS
+  $$ INSERT INTO evil.calls VALUES ('count()'); SELECT 1::bigint $$;
+CREATE FUNCTION evil.unnest(anyarray) RETURNS SETOF anyelement LANGUAGE sql VOLATILE AS
+  $$ INSERT INTO evil.calls VALUES ('unnest()'); SELECT * FROM pg_catalog.unnest($1) $$;
+"""
+
+# (type, operator, pg_catalog function that does the real work)
+OPERATORS = [
+    ("bigint", "=", "int8eq"), ("integer", "=", "int4eq"), ("text", "=", "texteq"),
+    ("timestamptz", "<", "timestamptz_lt"), ("timestamptz", "<=", "timestamptz_le"),
+    ("integer", "<", "int4lt"), ("integer", ">=", "int4ge"), ("bigint", "<", "int8lt"),
+]
+
+
+class SearchPathTest(PgqTestCase):
+    def plant(self):
+        self.admin.execute(PLANT)
+        for i, (typ, op, real) in enumerate(OPERATORS):
+            self.admin.execute(
+                f"CREATE FUNCTION evil.op{i}(a {typ}, b {typ}) RETURNS boolean LANGUAGE sql"
+                f" VOLATILE AS $$ INSERT INTO evil.calls VALUES ('{typ} {op}');"
+                f" SELECT pg_catalog.{real}(a, b) $$"
+            )
+            self.admin.execute(
+                f"CREATE OPERATOR evil.{op} (leftarg = {typ}, rightarg = {typ},"
+                f" function = evil.op{i})"
+            )
+
+    def calls(self):
+        return [r[0] for r in self.admin.execute("SELECT what FROM evil.calls").fetchall()]
+
+    def test_planted_objects_are_never_called(self):
+        self.plant()
+        victim = self.connect()
+        victim.execute("SET search_path = evil, pg_catalog, public")
+        # The planted objects work: the session's own SQL calls them.
+        victim.execute("SELECT now(), 1::bigint = 1::bigint")
+        self.assertEqual(sorted(self.calls()), ["bigint =", "now()"])
+        self.admin.execute("TRUNCATE evil.calls")
+
+        run = lambda q, *a: victim.execute(q, a).fetchall()  # noqa: E731
+        run("SELECT pgq.create_queue('mail', max_attempts => 2, rate_limit => 100)")
+        run("SELECT pgq.create_queue('g')")
+        ids = [run("SELECT pgq.enqueue('mail', '{}', priority => %s)", p)[0][0] for p in (1, 2)]
+        run("SELECT pgq.enqueue('mail', '{}', dedupe_key => 'd')")
+        run("SELECT pgq.enqueue('mail', '{}', dedupe_key => 'd')")
+        run("SELECT pgq.enqueue('g', '{}', group_key => 'k')")
+        run("SELECT pgq.enqueue('g', '{}', group_key => 'k')")
+        run("SELECT pgq.enqueue_many('mail', ARRAY['{}', '{}']::jsonb[])")
+        claimed = run("SELECT id, attempt FROM pgq.claim('mail', 3)")
+        self.assertEqual(len(claimed), 3)
+        (a, aa), (b, ba), (c, ca) = claimed
+        run("SELECT pgq.complete(%s, %s)", a, aa)
+        run("SELECT pgq.extend(%s, %s, '5 minutes')", b, ba)
+        run("SELECT pgq.release(%s, %s)", b, ba)
+        run("SELECT pgq.fail(%s, %s, 'x', '0')", c, ca)
+        more = run("SELECT id, attempt FROM pgq.claim('mail', 10, wait => '10 ms')")
+        run("SELECT pgq.complete_many(%s::bigint[], %s::int[])",
+            [m[0] for m in more], [m[1] for m in more])
+        g = run("SELECT id, attempt FROM pgq.claim('g', 1)")[0]
+        run("SELECT pgq.complete(%s, %s)", *g)
+        run("SELECT pgq.cancel(id) FROM pgq.jobs WHERE state = 'p' LIMIT 1")
+        run("SELECT pgq.retry_dead('mail', 10)")
+        run("SELECT * FROM pgq.maintain()")
+        run("SELECT pgq.compact_jobs()")
+        run("SELECT pgq.pause('mail'), pgq.resume('mail')")
+        run("SELECT pgq.add_member('t', 'ann'), pgq.add_member('t', 'bob')")
+        run("SELECT pgq.next_turn('t'), pgq.assign('t', 's1'), pgq.assign('t', 's1')")
+        run("SELECT pgq.set_member_active('t', 'bob', false), pgq.remove_member('t', 'ann')")
+        run("SELECT pgq.set_switch('s', true), pgq.switch('s')")
+        run("SELECT pgq.advance('l', 1), pgq.advance('l', 3), pgq.once('o'), pgq.once('o')")
+        run("SELECT pgq.schedule('sch', 'mail', '@every 1 second')")
+        run("SELECT pgq.subscribe('topic', 'mail')")
+        run("SELECT pgq.publish('topic', '{}', dedupe_key => 'e1')")
+        run("SELECT pgq.publish('topic', '{}', dedupe_key => 'e1')")
+        run("SELECT pgq.unsubscribe('topic', 'mail'), pgq.unschedule('sch')")
+        run("SELECT pgq.alter_queue('mail', lease => '1 minute', rate_limit => 0)")
+        run("SELECT pgq.drop_queue('g', force => true)")
+        self.assertTrue(ids)
+
+        self.assertEqual(self.calls(), [], "a pgq function called a planted object")
