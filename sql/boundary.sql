@@ -21,8 +21,15 @@ RESET statement_timeout;
 SELECT count(*) AS session_usable FROM pgq.claim('empty');
 
 -- A PostgreSQL error raised inside SPI crosses the C++ frames with its
--- SQLSTATE: this role may call the functions but not read our tables, so the
--- prepared statement fails with insufficient_privilege (42501).
+-- SQLSTATE: in a read-only transaction our INSERT fails in the executor
+-- with read_only_sql_transaction (25006).
+\set VERBOSITY terse
+BEGIN READ ONLY;
+SELECT pgq.enqueue('empty', '{}');
+ROLLBACK;
+\set VERBOSITY default
+-- A role without a grant is refused by pgq_cpp before any statement runs
+-- (insufficient_privilege, 42501), whatever it passes.
 CREATE ROLE pgq_regress_outsider;
 GRANT USAGE ON SCHEMA pgq TO pgq_regress_outsider;
 SET ROLE pgq_regress_outsider;
@@ -32,11 +39,12 @@ RESET ROLE;
 
 -- 100,000 errors in one session leave the backend's memory flat, on both
 -- paths: errors raised by pgq_cpp itself (undefined_object) and PostgreSQL
--- errors re-raised through the boundary (insufficient_privilege).
+-- errors re-raised through the boundary (read_only_sql_transaction, from
+-- inside SPI).
 CREATE FUNCTION pg_temp.backend_bytes() RETURNS bigint LANGUAGE sql AS
   'SELECT sum(used_bytes)::bigint FROM pg_backend_memory_contexts';
 -- Runs `sql` n times, each in its own subtransaction; returns how many raised
--- undefined_object or insufficient_privilege (the two paths below).
+-- undefined_object or read_only_sql_transaction (the two paths below).
 CREATE FUNCTION pg_temp.error_loop(sql text, n int) RETURNS int LANGUAGE plpgsql AS $$
 DECLARE
   caught int := 0;
@@ -44,7 +52,7 @@ BEGIN
   FOR i IN 1..n LOOP
     BEGIN
       EXECUTE sql;
-    EXCEPTION WHEN undefined_object OR insufficient_privilege THEN
+    EXCEPTION WHEN undefined_object OR read_only_sql_transaction THEN
       caught := caught + 1;
     END;
   END LOOP;
@@ -56,14 +64,12 @@ SELECT pg_temp.backend_bytes() AS before_user_errors \gset
 SELECT pg_temp.error_loop($$SELECT pgq.enqueue('no_such_queue', '{}')$$, 100000) AS user_errors;
 SELECT pg_temp.backend_bytes() - :before_user_errors < 64 * 1024 AS memory_flat_after_user_errors;
 
-SET ROLE pgq_regress_outsider;
-SELECT pg_temp.error_loop('SELECT pgq.complete(1, 1)', 1000) AS warmup;
-RESET ROLE;
+BEGIN READ ONLY;
+SELECT pg_temp.error_loop($$SELECT pgq.enqueue('empty', '{}')$$, 1000) AS warmup;
 SELECT pg_temp.backend_bytes() AS before_pg_errors \gset
-SET ROLE pgq_regress_outsider;
-SELECT pg_temp.error_loop('SELECT pgq.complete(1, 1)', 100000) AS postgres_errors;
-RESET ROLE;
+SELECT pg_temp.error_loop($$SELECT pgq.enqueue('empty', '{}')$$, 100000) AS postgres_errors;
 SELECT pg_temp.backend_bytes() - :before_pg_errors < 64 * 1024 AS memory_flat_after_postgres_errors;
+COMMIT;
 
 DROP EXTENSION pgq_cpp;
 DROP ROLE pgq_regress_outsider;

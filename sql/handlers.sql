@@ -33,9 +33,7 @@ SELECT name, handler FROM pgq.queues ORDER BY name;
 
 -- A role that may not execute the handler cannot make it its queue's.
 CREATE ROLE pgq_regress_app;
-GRANT USAGE ON SCHEMA pgq TO pgq_regress_app;
-GRANT ALL ON ALL TABLES IN SCHEMA pgq TO pgq_regress_app;
-GRANT ALL ON ALL SEQUENCES IN SCHEMA pgq TO pgq_regress_app;
+SELECT pgq.grant('pgq_regress_app', NULL, 'admin');  -- may create queues
 SET ROLE pgq_regress_app;
 SELECT pg_temp.error_of($$SELECT pgq.create_queue('mine', handler => 'public.private(pgq.claimed_job)')$$);
 SELECT pgq.create_queue('mine', handler => 'public.recompute(pgq.claimed_job)');
@@ -43,6 +41,18 @@ RESET ROLE;
 -- alter_queue checks the queue's owner, not the caller (a superuser here).
 SELECT pg_temp.error_of($$SELECT pgq.alter_queue('mine', handler => 'public.private(pgq.claimed_job)')$$);
 SELECT name, handler, owner FROM pgq.queues WHERE name = 'mine';
+-- The handler runs as the owner, so choosing it is the owner's: a role with
+-- the admin right on the queue (but not its owner) may change its settings
+-- but not its handler.
+CREATE ROLE pgq_regress_ops;
+SELECT pgq.grant('pgq_regress_ops', 'mine', 'admin');
+SET ROLE pgq_regress_ops;
+SELECT pgq.alter_queue('mine', max_attempts => 7);
+SELECT pg_temp.error_of($$SELECT pgq.alter_queue('mine', handler => 'public.recompute(pgq.claimed_job)')$$);
+SELECT pg_temp.error_of($$SELECT pgq.alter_queue('mine', handler => 0::regprocedure)$$);
+RESET ROLE;
+SELECT name, handler, owner, max_attempts FROM pgq.queues WHERE name = 'mine';
+DROP ROLE pgq_regress_ops;
 
 -- Wrong shapes are refused when the queue is made, not when a job runs.
 \set VERBOSITY default

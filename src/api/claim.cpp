@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "api/queue_ref.h"
+#include "api/rights.h"
 #include "api/rate_bucket.h"
 #include "core/validate.h"
 #include "pg/args.h"
@@ -173,6 +174,7 @@ PGQ_FUNCTION(pgq_claim) {
     // Each try sees what committed before it: a drop (undefined_object), a
     // pause, a resume, a new default lease or rate limit.
     const pg::CachedQueue queue = api::CurrentQueue(spi, name);
+    api::RequireRight(spi, queue.id, name, core::kConsume);  // a revoke counts while waiting
     if (wait_us > 0) {
       // A queue dropped and created again under the same name has a new id.
       if (!waiter || waiter_queue != queue.id) {

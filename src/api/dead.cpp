@@ -3,6 +3,7 @@
 #include "api/groups.h"
 #include "api/job_sql.h"
 #include "api/queue_ref.h"
+#include "api/rights.h"
 #include "pg/args.h"
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
@@ -96,10 +97,15 @@ using namespace pgq;
 // cancel(id): a pending job goes to dead-letter with reason 'cancelled'.
 PGQ_FUNCTION(pgq_cancel) {
   const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
+  // A producer may take back what it sent, as may an admin.
+  constexpr uint8 kMayCancel = core::kProduce | core::kAdmin;
   pg::SpiSession spi;
+  api::RequireRightSomewhere(spi, kMayCancel);
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(pg::Now()));
   if (spi.Execute(api::cancel_job, params) == 0) PG_RETURN_BOOL(false);
+  // Found in another queue: the error rolls the statement back.
+  api::RequireRightOnQueueId(spi, spi.Int32(0, 1), kMayCancel);
   pg::NoteResetOnAbort(spi.Int32(0, 1));  // it locked a pending job
   std::vector<api::GroupRef> groups = api::GroupsOfResult(spi, 1, 2);
   if (!groups.empty()) api::MoveGroupsOn(spi, std::move(groups));
@@ -110,10 +116,12 @@ PGQ_FUNCTION(pgq_cancel) {
 PGQ_FUNCTION(pgq_retry_dead) {
   const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
   pg::SpiSession spi;
+  api::RequireRightSomewhere(spi, core::kAdmin);
   pg::Params lookup;
   lookup.Set(0, Int64GetDatum(id));
   if (spi.Execute(api::queue_of_dead_job, lookup, 1) == 0) PG_RETURN_BOOL(false);
   const int32 queue_id = spi.Int32(0, 1);
+  api::RequireRightOnQueueId(spi, queue_id, core::kAdmin);
   pg::LockQueueShared(queue_id);  // the queue cannot be dropped under us now
   pg::Params params;
   params.Set(0, Int64GetDatum(id))
@@ -131,6 +139,7 @@ PGQ_FUNCTION(pgq_retry_dead_queue) {
   if (max < 1) pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "max must be at least 1");
   pg::SpiSession spi;
   const api::QueueRef queue = api::FindQueue(spi, name);
+  api::RequireRight(spi, queue.id, name, core::kAdmin);
   pg::LockQueueShared(queue.id);
   pg::Params params;
   params.Set(0, pg::TextDatum(name))

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "api/queue_ref.h"
+#include "api/rights.h"
 #include "core/validate.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
@@ -157,6 +158,7 @@ PGQ_FUNCTION(pgq_enqueue) {
     // Locked on every try: a try that found the key's holder gone may mean
     // the queue was dropped meanwhile, and then this raises undefined_object.
     const pg::CachedQueue queue = api::LockQueueForEnqueue(spi, name);
+    api::RequireRight(spi, queue.id, name, core::kProduce);
     if (has_group) pg::LockGroup(queue.id, group);
     params.Set(0, Int32GetDatum(queue.id));
     if (!has_max_attempts) params.Set(5, Int32GetDatum(queue.max_attempts));
@@ -220,6 +222,7 @@ PGQ_FUNCTION(pgq_enqueue_many) {
   {
     pg::SpiSession spi;
     const api::QueueRef queue = api::FindQueue(spi, name);
+    api::RequireRight(spi, queue.id, name, core::kProduce);
     if (count == 0) return static_cast<Datum>(0);
     pg::LockQueueShared(queue.id);
     pg::Params params;

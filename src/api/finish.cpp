@@ -11,6 +11,7 @@
 #include "api/groups.h"
 #include "api/job_sql.h"
 #include "api/queue_ref.h"
+#include "api/rights.h"
 #include "core/backoff.h"
 #include "pg/args.h"
 #include "pg/settings.h"
@@ -78,7 +79,7 @@ pg::Statement fail_dead = {
 
 pg::Statement extend_lease = {
     "UPDATE pgq.jobs SET lease_until = $3 WHERE id = $1 AND attempt = $2 AND state = 'r' "
-    "RETURNING lease_until",
+    "RETURNING lease_until, queue_id",
     3,
     {INT8OID, INT4OID, TIMESTAMPTZOID},
     nullptr};
@@ -116,6 +117,29 @@ void CountFinished(pg::SpiSession& spi, int32 queue_id) {
   spi.Execute(insert_finished, params);
 }
 
+// Every function here takes a job by id: a role that may consume no queue
+// is refused before anything is touched; one that may consume some queue
+// is refused after its statement found the job in another (the error rolls
+// the statement back), so the job's queue is never looked up twice.
+void RequireConsumeOf(pg::SpiSession& spi, int32 queue_id) {
+  RequireRightOnQueueId(spi, queue_id, core::kConsume);
+}
+
+// complete_many's statement returned the ids of the queues it finished jobs
+// of in column 5.
+void RequireConsumeOfResultQueues(pg::SpiSession& spi) {
+  bool is_null = false;
+  const Datum ids = spi.Value(0, 5, &is_null);
+  if (is_null) return;
+  Datum* elements = nullptr;
+  int count = 0;
+  pg::Guard([&] {
+    deconstruct_array(DatumGetArrayTypeP(ids), INT4OID, sizeof(int32), true, TYPALIGN_INT,
+                      &elements, nullptr, &count);
+  });
+  for (int i = 0; i < count; ++i) RequireConsumeOf(spi, DatumGetInt32(elements[i]));
+}
+
 Claim ClaimArgs(FunctionCallInfo fcinfo) {
   return Claim{pg::RequiredInt64(fcinfo, 0, "id"), pg::RequiredInt32(fcinfo, 1, "attempt")};
 }
@@ -141,10 +165,12 @@ using namespace pgq;
 PGQ_FUNCTION(pgq_complete) {
   const api::Claim claim = api::ClaimArgs(fcinfo);
   pg::SpiSession spi;
+  api::RequireRightSomewhere(spi, core::kConsume);
   pg::Params params;
   params.Set(0, Int64GetDatum(claim.id)).Set(1, Int32GetDatum(claim.attempt));
   if (spi.Execute(api::complete_job, params) == 0) PG_RETURN_BOOL(false);
   const int32 queue_id = spi.Int32(0, 1);
+  api::RequireConsumeOf(spi, queue_id);
   if (spi.Bool(0, 3)) pg::NoteResetOnAbort(queue_id);  // an expired lease's late complete
   bool no_group = false;
   (void)spi.Value(0, 2, &no_group);
@@ -173,13 +199,15 @@ PGQ_FUNCTION(pgq_complete_many) {
   if (array_contains_nulls(ids) || array_contains_nulls(attempts)) {
     pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "ids and attempts must not contain nulls");
   }
-  if (count == 0) PG_RETURN_INT32(0);
   pg::SpiSession spi;
+  api::RequireRightSomewhere(spi, core::kConsume);
+  if (count == 0) PG_RETURN_INT32(0);
   pg::Params params;
   params.Set(0, PointerGetDatum(ids))
       .Set(1, PointerGetDatum(attempts))
       .Set(2, TimestampTzGetDatum(pg::Now()));
   spi.Execute(api::complete_jobs, params);
+  api::RequireConsumeOfResultQueues(spi);
   const int32 completed = static_cast<int32>(spi.Int64(0, 1));
   for (uint64 row = 0; row < spi.tuples()->numvals; ++row) {
     if (spi.Bool(row, 4)) pg::NoteResetOnAbort(spi.Int32(row, 2));
@@ -205,6 +233,7 @@ PGQ_FUNCTION(pgq_fail) {
   const char* outcome = "lost";
   {
     pg::SpiSession spi;
+    api::RequireRightSomewhere(spi, core::kConsume);
     const TimestampTz now = pg::Now();
     const int64 delay_us = has_retry_in ? retry_in_us : api::NextRetryDelay(spi, claim);
 
@@ -214,6 +243,7 @@ PGQ_FUNCTION(pgq_fail) {
         .Set(2, TimestampTzGetDatum(pg::AddMicros(now, delay_us, "retry_in")))
         .SetOptional(3, !has_error, has_error ? PG_GETARG_DATUM(2) : 0);
     if (spi.Execute(api::fail_retry, retry) == 1) {
+      api::RequireConsumeOf(spi, spi.Int32(0, 1));
       outcome = "retry";
       // Due later: no wake-up now, but the claim hint must still come back
       // to it (it may come before jobs already passed, core/claim_hint.h).
@@ -226,6 +256,7 @@ PGQ_FUNCTION(pgq_fail) {
           .SetOptional(2, !has_error, has_error ? PG_GETARG_DATUM(2) : 0)
           .Set(3, TimestampTzGetDatum(now));
       if (spi.Execute(api::fail_dead, dead) == 1) {
+        api::RequireConsumeOf(spi, spi.Int32(0, 1));
         outcome = "dead";
         api::MoveGroupsOn(spi, api::GroupsOfResult(spi, 1, 2));
       }
@@ -242,11 +273,13 @@ PGQ_FUNCTION(pgq_extend) {
   const int64 lease_us = pg::RequiredIntervalMicros(fcinfo, 2, "lease");
   pg::CheckLeaseValue(lease_us, "lease");
   pg::SpiSession spi;
+  api::RequireRightSomewhere(spi, core::kConsume);
   pg::Params params;
   params.Set(0, Int64GetDatum(claim.id))
       .Set(1, Int32GetDatum(claim.attempt))
       .Set(2, TimestampTzGetDatum(pg::AddMicros(pg::Now(), lease_us, "lease")));
   if (spi.Execute(api::extend_lease, params) == 0) PG_RETURN_NULL();
+  api::RequireConsumeOf(spi, spi.Int32(0, 2));
   bool is_null = false;
   PG_RETURN_DATUM(spi.Value(0, 1, &is_null));
 }
@@ -255,9 +288,11 @@ PGQ_FUNCTION(pgq_extend) {
 PGQ_FUNCTION(pgq_release) {
   const api::Claim claim = api::ClaimArgs(fcinfo);
   pg::SpiSession spi;
+  api::RequireRightSomewhere(spi, core::kConsume);
   pg::Params params;
   params.Set(0, Int64GetDatum(claim.id)).Set(1, Int32GetDatum(claim.attempt));
   if (spi.Execute(api::release_job, params) == 0) PG_RETURN_BOOL(false);
+  api::RequireConsumeOf(spi, spi.Int32(0, 1));
   api::NotePendingAgain(spi, true);
   PG_RETURN_BOOL(true);
 }

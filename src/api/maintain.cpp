@@ -6,6 +6,7 @@
 #include "api/groups.h"
 #include "api/job_sql.h"
 #include "api/outbox.h"
+#include "api/rights.h"
 #include "api/schedules.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
@@ -56,6 +57,16 @@ pg::Statement expire_to_dead = {
     {TIMESTAMPTZOID, INT4OID},
     nullptr};
 
+// Grants of roles dropped since: they grant nothing (no current role has a
+// dropped role's privileges), and are deleted before the OID could ever
+// name another role.
+pg::Statement drop_orphan_grants = {
+    "DELETE FROM pgq.grants g"
+    " WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = g.role::oid)",
+    0,
+    {},
+    nullptr};
+
 // Completions counted in shared memory (pg/queue_slots.h), one row per
 // queue and pass; a queue dropped meanwhile gets none.
 pg::Statement flush_finished = {
@@ -100,6 +111,10 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
   if (wall - last_hint_reset >= kHintRefreshMicros || wall < last_hint_reset) {
     pg::Guard([] { pg::ResetDatabaseSlots(false); });
     last_hint_reset = wall;
+    if (GrantsTableExists()) {
+      pg::Params none;
+      spi.Execute(drop_orphan_grants, none);
+    }
   }
 
   // Counts taken here are lost if this transaction fails: done_recent is a
@@ -152,6 +167,10 @@ using namespace pgq;
 
 // maintain() returns (expired_requeued, expired_dead, finished_dropped, schedules_fired)
 PGQ_FUNCTION(pgq_maintain) {
+  {
+    pg::SpiSession spi;
+    api::RequireRightOnEveryQueue(spi, core::kAdmin, "run maintenance");
+  }
   // One statement's clock for the whole pass, as the worker does.
   const TimestampTz now = pg::Now();
   api::PassCounts counts;
@@ -177,5 +196,9 @@ PGQ_FUNCTION(pgq_clock) { PG_RETURN_TIMESTAMPTZ(pg::Now()); }
 // unflushed_completions(queue_id) returns bigint
 PGQ_FUNCTION(pgq_unflushed_completions) {
   const int32 queue_id = pg::RequiredInt32(fcinfo, 0, "queue_id");
+  {
+    pg::SpiSession spi;
+    api::RequireRightOnQueueId(spi, queue_id, core::kAllRights);
+  }
   PG_RETURN_INT64(static_cast<int64>(pg::UnflushedFinished(queue_id)));
 }

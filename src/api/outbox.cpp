@@ -8,6 +8,7 @@
 #include "api/outbox.h"
 
 #include "api/queue_ref.h"
+#include "api/rights.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/queue_lock.h"
@@ -96,6 +97,7 @@ PGQ_FUNCTION(pgq_subscribe) {
   const std::string_view queue = pg::QueueNameArg(fcinfo, 1);
   pg::SpiSession spi;
   const api::QueueRef ref = api::FindQueue(spi, queue);
+  api::RequireRight(spi, ref.id, queue, core::kAdmin);
   pg::Params params;
   params.Set(0, pg::TextDatum(topic)).Set(1, Int32GetDatum(ref.id));
   spi.Execute(api::insert_subscription, params);
@@ -107,7 +109,8 @@ PGQ_FUNCTION(pgq_unsubscribe) {
   const std::string_view topic = pg::KeyArg(fcinfo, 0, "topic");
   const std::string_view queue = pg::QueueNameArg(fcinfo, 1);
   pg::SpiSession spi;
-  (void)api::FindQueue(spi, queue);  // an unknown queue is an error, not false
+  const api::QueueRef ref = api::FindQueue(spi, queue);  // unknown: an error, not false
+  api::RequireRight(spi, ref.id, queue, core::kAdmin);
   pg::Params params;
   params.Set(0, pg::TextDatum(topic)).Set(1, pg::TextDatum(queue));
   PG_RETURN_BOOL(spi.Execute(api::delete_subscription, params) == 1);
@@ -121,6 +124,9 @@ PGQ_FUNCTION(pgq_publish) {
   if (has_dedupe) (void)pg::KeyArg(fcinfo, 2, "dedupe_key");
 
   pg::SpiSession spi;
+  // Publishing enqueues into every subscribed queue: it takes the produce
+  // right on each of them (and on some queue when there are none yet).
+  api::RequireRightSomewhere(spi, core::kProduce);
   pg::Params topic_param;
   topic_param.Set(0, pg::TextDatum(topic));
   const uint64 count = spi.Execute(api::subscribers, topic_param);
@@ -133,6 +139,7 @@ PGQ_FUNCTION(pgq_publish) {
   for (uint64 row = 0; row < count; ++row) {
     queues.push_back(Subscriber{spi.Int32(row, 1), spi.Bool(row, 2), spi.Text(row, 3)});
   }
+  for (const Subscriber& q : queues) api::RequireRight(spi, q.queue_id, q.name, core::kProduce);
   // In queue id order, like every other taker of several queue locks.
   for (const Subscriber& q : queues) pg::LockQueueShared(q.queue_id);
 

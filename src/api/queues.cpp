@@ -3,12 +3,17 @@
 
 #include "api/handlers.h"
 #include "api/queue_ref.h"
+#include "api/rights.h"
 #include "core/rate_limit.h"
 #include "core/validate.h"
 #include "pg/args.h"
 #include "pg/queue_cache.h"
 #include "pg/queue_lock.h"
 #include "pg/wakeup.h"
+
+extern "C" {
+#include "utils/acl.h"
+}
 
 namespace pgq::api {
 
@@ -74,19 +79,21 @@ Interval* IntervalArg(FunctionCallInfo fcinfo, int index, const char* what) {
   return PG_GETARG_INTERVAL_P(index);
 }
 
-// The owner is CURRENT_USER, the role creating the queue (the column default).
+// $10: the owner, the role creating the queue (passed: the statement runs
+// as the owner of pgq's tables, so the column's CURRENT_USER default would
+// name that role instead).
 pg::Statement insert_queue = {
     "INSERT INTO pgq.queues (name, max_attempts, lease, backoff_base, backoff_max, retention, "
-    "notify, handler, rate_limit) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+    "notify, handler, rate_limit, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
     "ON CONFLICT (name) DO NOTHING",
-    9,
+    10,
     {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, BOOLOID, TEXTOID,
-     FLOAT4OID},
+     FLOAT4OID, NAMEOID},
     nullptr};
 
 pg::Statement lock_queue_row = {
     "SELECT max_attempts, lease, backoff_base, backoff_max, retention, notify, handler, "
-    "       owner::text, COALESCE(rate_limit, 0)::float8 "
+    "       owner::text, COALESCE(rate_limit, 0)::float8, queue_id "
     "FROM pgq.queues WHERE name = $1 FOR UPDATE",
     1,
     {TEXTOID},
@@ -121,11 +128,12 @@ pg::Statement set_paused = {
     {TEXTOID, BOOLOID},
     nullptr};
 
-// Runs insert_queue or update_queue; returns the rows written. An empty
-// handler is stored as NULL (no handler).
+// Runs insert_queue (with `owner`) or update_queue; returns the rows
+// written. An empty handler is stored as NULL (no handler).
 uint64 StoreSettings(pg::SpiSession& spi, pg::Statement& statement, std::string_view name,
-                     const QueueSettings& s, const std::string& handler) {
+                     const QueueSettings& s, const std::string& handler, Datum owner = 0) {
   pg::Params params;
+  if (owner != 0) params.Set(9, owner);
   params.Set(0, pg::TextDatum(name))
       .Set(1, Int32GetDatum(s.max_attempts))
       .Set(2, IntervalPGetDatum(s.lease))
@@ -144,8 +152,9 @@ Datum SetPaused(FunctionCallInfo fcinfo, bool paused) {
   pg::Params params;
   params.Set(0, pg::TextDatum(name)).Set(1, BoolGetDatum(paused));
   if (spi.Execute(set_paused, params) == 0) RaiseUnknownQueue(name);
-  pg::QueueCache::InvalidateAll();                  // claims read `paused` from the cache
-  if (!paused) pg::NoteJobsReady(spi.Int32(0, 2));  // waiting claims look again
+  RequireRight(spi, spi.Int32(0, 2), name, core::kAdmin);  // else rolled back
+  pg::QueueCache::InvalidateAll();                         // claims read `paused` from the cache
+  if (!paused) pg::NoteJobsReady(spi.Int32(0, 2));         // waiting claims look again
   return BoolGetDatum(spi.Bool(0, 1));
 }
 
@@ -168,11 +177,19 @@ PGQ_FUNCTION(pgq_create_queue) {
                               pg::ArgIsNull(fcinfo, 7) ? 0.0 : api::RateLimitArg(fcinfo, 7, false)};
   const bool if_not_exists = !pg::ArgIsNull(fcinfo, 9) && PG_GETARG_BOOL(9);
   api::Validate(settings);
-  // The creating role owns the queue; its handler runs as that role.
-  const std::string handler = api::HandlerArg(fcinfo, 8, GetUserId()).value_or(std::string());
-
   pg::SpiSession spi;
-  if (api::StoreSettings(spi, api::insert_queue, name, settings, handler) == 0) {
+  api::RequireRightOnEveryQueue(spi, core::kAdmin, "create queues");
+  // The creating role owns the queue; its handler runs as that role.
+  const Oid owner = GetUserId();
+  const std::string handler = api::HandlerArg(fcinfo, 8, owner).value_or(std::string());
+  const Datum owner_name = pg::Guard([owner] {
+    return DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(owner, false)));
+  });
+  const uint64 created =
+      api::StoreSettings(spi, api::insert_queue, name, settings, handler, owner_name);
+  // Its owner holds every right on it (api/rights.h): lists reload.
+  if (created == 1) pg::QueueCache::InvalidateAll();
+  if (created == 0) {
     if (!if_not_exists) {
       pg::Raise(ERRCODE_DUPLICATE_OBJECT, "queue \"" + std::string(name) + "\" already exists", {},
                 "Use if_not_exists => true to skip existing queues, or pgq.alter_queue.");
@@ -198,6 +215,7 @@ PGQ_FUNCTION(pgq_alter_queue) {
   // A locked read-modify-write: the row lock makes concurrent alters queue up,
   // so cross-field rules (backoff_max >= backoff_base) hold on what is stored.
   if (spi.Execute(api::lock_queue_row, lookup) == 0) api::RaiseUnknownQueue(name);
+  api::RequireRight(spi, spi.Int32(0, 10), name, core::kAdmin);
   auto stored_interval = [&](int column) {
     bool is_null = false;
     return DatumGetIntervalP(spi.Value(0, column, &is_null));
@@ -218,6 +236,15 @@ PGQ_FUNCTION(pgq_alter_queue) {
   std::string handler = spi.Text(0, 7);
   if (!pg::ArgIsNull(fcinfo, 8)) {
     const Oid owner = api::OwnerRole(spi.Text(0, 8), name);
+    // The handler runs as the owner: choosing it is the owner's to do, not
+    // an admin's, who could otherwise run any function the owner may.
+    const Oid me = GetUserId();
+    if (!pg::Guard([&] { return has_privs_of_role(me, owner); })) {
+      pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
+                "permission denied to set the handler of queue \"" + std::string(name) + "\"",
+                "The handler runs as the queue's owner (role \"" + spi.Text(0, 8) +
+                    "\"); only that role, its members and superusers may choose it.");
+    }
     handler = api::HandlerArg(fcinfo, 8, owner).value_or(std::string());
   }
   api::StoreSettings(spi, api::update_queue, name, settings, handler);
@@ -233,6 +260,7 @@ PGQ_FUNCTION(pgq_drop_queue) {
 
   pg::SpiSession spi;
   const api::QueueRef queue = api::FindQueue(spi, name);
+  api::RequireRight(spi, queue.id, name, core::kAdmin);
   // Wait for transactions that are adding jobs to this queue, and keep new
   // ones out until we commit (they then find the queue gone).
   pg::LockQueueExclusive(queue.id);

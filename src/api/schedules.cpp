@@ -16,6 +16,7 @@
 #include "api/schedules.h"
 
 #include "api/queue_ref.h"
+#include "api/rights.h"
 #include "core/cron.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
@@ -38,7 +39,7 @@ pg::Statement upsert_schedule = {
     nullptr};
 
 pg::Statement delete_schedule = {
-    "DELETE FROM pgq.recurring WHERE name = $1", 1, {TEXTOID}, nullptr};
+    "DELETE FROM pgq.recurring WHERE name = $1 RETURNING queue_id", 1, {TEXTOID}, nullptr};
 
 // $1 now, $2 limit. Columns: name, queue_id, spec, timezone, next_run_at,
 // payload, max_attempts, notify, queue name, is @every.
@@ -236,6 +237,7 @@ PGQ_FUNCTION(pgq_schedule) {
 
   pg::SpiSession spi;
   const api::QueueRef ref = api::FindQueue(spi, queue);
+  api::RequireRight(spi, ref.id, queue, core::kAdmin);
   pg::Params params;
   params.Set(0, pg::TextDatum(name))
       .Set(1, Int32GetDatum(ref.id))
@@ -252,7 +254,11 @@ PGQ_FUNCTION(pgq_schedule) {
 PGQ_FUNCTION(pgq_unschedule) {
   const std::string_view name = pg::KeyArg(fcinfo, 0, "schedule name");
   pg::SpiSession spi;
+  api::RequireRightSomewhere(spi, core::kAdmin);
   pg::Params params;
   params.Set(0, pg::TextDatum(name));
-  PG_RETURN_BOOL(spi.Execute(api::delete_schedule, params) == 1);
+  if (spi.Execute(api::delete_schedule, params) == 0) PG_RETURN_BOOL(false);
+  // A schedule of another queue: the error rolls the delete back.
+  api::RequireRightOnQueueId(spi, spi.Int32(0, 1), core::kAdmin);
+  PG_RETURN_BOOL(true);
 }

@@ -20,6 +20,7 @@
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/boundary.h"
+#include "pg/run_as.h"
 #include "pg/settings.h"
 #include "pg/shared.h"
 #include "pg/spi.h"
@@ -136,23 +137,6 @@ Claimed ClaimNext(Job* job) {
   return Claimed::kNone;
 }
 
-// Restores the worker's own role when the handler's scope ends, also when
-// an error unwinds it (the transaction abort would restore it as well).
-class RunAs {
- public:
-  explicit RunAs(Oid role) {
-    GetUserIdAndSecContext(&saved_user_, &saved_context_);
-    SetUserIdAndSecContext(role, saved_context_ | SECURITY_LOCAL_USERID_CHANGE);
-  }
-  ~RunAs() { SetUserIdAndSecContext(saved_user_, saved_context_); }
-  RunAs(const RunAs&) = delete;
-  RunAs& operator=(const RunAs&) = delete;
-
- private:
-  Oid saved_user_ = InvalidOid;
-  int saved_context_ = 0;
-};
-
 // Calls the handler as the queue's owner and completes the job, in the
 // current transaction. Raises on any failure, so the caller rolls it back.
 void RunHandler(const Job& job) {
@@ -185,7 +169,7 @@ void RunHandler(const Job& job) {
   pg::Guard([&] { enable_timeout_after(STATEMENT_TIMEOUT, static_cast<int>(timeout_ms)); });
   {
     pg::SpiSession spi;
-    RunAs as_owner(owner);
+    pg::RunAs as_owner(owner);
     Datum args[1] = {job.row};
     Oid types[1] = {job_type};
     pg::Guard([&] { (void)SPI_execute_with_args(call, 1, types, args, nullptr, false, 0); });

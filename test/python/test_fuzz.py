@@ -72,18 +72,22 @@ REGPROCS = [None, "now()", "pg_sleep(double precision)", "no_such_function(int)"
             "pg_temp.fuzz_handler(pgq.claimed_job)"]
 CRONS = [None, "", "* * * * *", "0 3 * * *", "61 * * * *", "@every 1 second",
          "@every 0 seconds", "@every nonsense", "@hourly", "@yearly", "* * *", "0 0 31 2 *"]
+ROLES = [None, "postgres", "pgq_fuzz_no_such_role", "", "public", "x" * 63, "x" * 64,
+         "Robert'); DROP TABLE pgq.jobs; --"]
+PRIVILEGES = [None, "produce", "consume", "admin", "CONSUME", "produce, consume", "read",
+              "", ",", "produce,", "all"]
 ZONES = [None, "UTC", "Europe/Madrid", "America/Sao_Paulo", "Mars/Olympus", "", "+25:00"]
 
 # Pools by argument name first (where the name says more than the type).
 BY_NAME = {
     "queue": NAMES, "team": NAMES, "member": NAMES, "topic": NAMES, "name": NAMES,
-    "spec": CRONS, "timezone": ZONES, "wait": WAITS,
+    "spec": CRONS, "timezone": ZONES, "wait": WAITS, "privilege": PRIVILEGES,
 }
 BY_TYPE = {
     "text": TEXTS, "jsonb": JSONS, "integer": INTS, "bigint": BIGINTS, "interval": INTERVALS,
     "timestamp with time zone": TIMESTAMPS, "boolean": BOOLS, "real": REALS,
     "bigint[]": BIGINT_ARRAYS, "integer[]": INT_ARRAYS, "jsonb[]": JSON_ARRAYS,
-    "regprocedure": REGPROCS,
+    "regprocedure": REGPROCS, "name": ROLES,
 }
 
 

@@ -8,7 +8,9 @@ Every call logs into a table the planted objects write to; the log must stay
 empty. Runs like test_concurrency.py (same DSN, same fresh-extension setUp).
 """
 
-from test_concurrency import PgqTestCase
+import psycopg
+
+from test_concurrency import DSN, PgqTestCase
 
 PLANT = r"""
 DROP SCHEMA IF EXISTS evil CASCADE;
@@ -22,7 +24,21 @@ CREATE FUNCTION evil.count(anyelement) RETURNS bigint LANGUAGE sql VOLATILE AS
   $$ INSERT INTO evil.calls VALUES ('count()'); SELECT 1::bigint $$;
 CREATE FUNCTION evil.unnest(anyarray) RETURNS SETOF anyelement LANGUAGE sql VOLATILE AS
   $$ INSERT INTO evil.calls VALUES ('unnest()'); SELECT * FROM pg_catalog.unnest($1) $$;
+-- pgq's own names: tables (views that log every read) and functions.
+CREATE FUNCTION evil.log(what text) RETURNS boolean LANGUAGE sql VOLATILE AS
+  $$ INSERT INTO evil.calls VALUES (what); SELECT true $$;
+CREATE VIEW evil.jobs AS SELECT * FROM pgq.jobs WHERE evil.log('jobs');
+CREATE VIEW evil.queues AS SELECT * FROM pgq.queues WHERE evil.log('queues');
+CREATE VIEW evil.grants AS SELECT * FROM pgq.grants WHERE evil.log('grants');
+CREATE FUNCTION evil.clock() RETURNS timestamptz LANGUAGE sql VOLATILE AS
+  $$ INSERT INTO evil.calls VALUES ('clock()'); SELECT pg_catalog.now() $$;
+CREATE FUNCTION evil.has_queue_privilege(text, text) RETURNS boolean LANGUAGE sql VOLATILE AS
+  $$ INSERT INTO evil.calls VALUES ('has_queue_privilege()'); SELECT true $$;
+CREATE FUNCTION evil.unflushed_completions(integer) RETURNS bigint LANGUAGE sql VOLATILE AS
+  $$ INSERT INTO evil.calls VALUES ('unflushed_completions()'); SELECT 0::bigint $$;
+GRANT SELECT ON ALL TABLES IN SCHEMA evil TO PUBLIC;
 """
+APP = "pgq_t_search_path_app"
 
 # (type, operator, pg_catalog function that does the real work)
 OPERATORS = [
@@ -49,15 +65,42 @@ class SearchPathTest(PgqTestCase):
     def calls(self):
         return [r[0] for r in self.admin.execute("SELECT what FROM evil.calls").fetchall()]
 
-    def test_planted_objects_are_never_called(self):
-        self.plant()
+    def tearDown(self):
+        super().tearDown()
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA IF EXISTS evil CASCADE")
+            if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP,)).fetchone():
+                conn.execute(f"DROP OWNED BY {APP}")
+                conn.execute(f"DROP ROLE {APP}")
+
+    def victim(self, superuser):
         victim = self.connect()
+        if not superuser:
+            # Another role, with its grants and nothing else.
+            self.admin.execute(f"DROP ROLE IF EXISTS {APP}")
+            self.admin.execute(f"CREATE ROLE {APP}")
+            for privilege in ("produce", "consume", "admin"):
+                self.admin.execute("SELECT pgq.grant(%s, NULL, %s)", (APP, privilege))
+            self.admin.execute(f"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pgq TO {APP}")
+            victim.execute(f"SET ROLE {APP}")
         victim.execute("SET search_path = evil, pg_catalog, public")
         # The planted objects work: the session's own SQL calls them.
-        victim.execute("SELECT now(), 1::bigint = 1::bigint")
-        self.assertEqual(sorted(self.calls()), ["bigint =", "now()"])
+        victim.execute("SELECT now(), 1::bigint = 1::bigint, clock()")
+        self.assertEqual(sorted(self.calls()), ["bigint =", "clock()", "now()"])
         self.admin.execute("TRUNCATE evil.calls")
+        return victim
 
+    def test_planted_objects_are_never_called(self):
+        self.plant()
+        self.drive(self.victim(superuser=True), superuser=True)
+        self.assertEqual(self.calls(), [], "a pgq function called a planted object")
+
+    def test_planted_objects_are_never_called_for_another_role(self):
+        self.plant()
+        self.drive(self.victim(superuser=False), superuser=False)
+        self.assertEqual(self.calls(), [], "a pgq function called a planted object")
+
+    def drive(self, victim, superuser):
         run = lambda q, *a: victim.execute(q, a).fetchall()  # noqa: E731
         run("SELECT pgq.create_queue('mail', max_attempts => 2, rate_limit => 100)")
         run("SELECT pgq.create_queue('g')")
@@ -79,10 +122,14 @@ class SearchPathTest(PgqTestCase):
             [m[0] for m in more], [m[1] for m in more])
         g = run("SELECT id, attempt FROM pgq.claim('g', 1)")[0]
         run("SELECT pgq.complete(%s, %s)", *g)
-        run("SELECT pgq.cancel(id) FROM pgq.jobs WHERE state = 'p' LIMIT 1")
+        later = run("SELECT pgq.enqueue('mail', '{}', run_at => pg_catalog.now() + '1 hour'::interval)")[0][0]
+        run("SELECT pgq.cancel(%s)", later)
         run("SELECT pgq.retry_dead('mail', 10)")
         run("SELECT * FROM pgq.maintain()")
-        run("SELECT pgq.compact_jobs()")
+        if superuser:
+            run("SELECT pgq.compact_jobs()")
+        run("SELECT * FROM pgq.queue_stats")
+        run("SELECT * FROM pgq.schedules")
         run("SELECT pgq.pause('mail'), pgq.resume('mail')")
         run("SELECT pgq.add_member('t', 'ann'), pgq.add_member('t', 'bob')")
         run("SELECT pgq.next_turn('t'), pgq.assign('t', 's1'), pgq.assign('t', 's1')")
@@ -97,5 +144,3 @@ class SearchPathTest(PgqTestCase):
         run("SELECT pgq.alter_queue('mail', lease => '1 minute', rate_limit => 0)")
         run("SELECT pgq.drop_queue('g', force => true)")
         self.assertTrue(ids)
-
-        self.assertEqual(self.calls(), [], "a pgq function called a planted object")

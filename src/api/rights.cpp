@@ -1,0 +1,188 @@
+#include "api/rights.h"
+
+#include <boost/container/vector.hpp>
+
+#include "pg/allocator.h"
+#include "pg/queue_cache.h"
+
+extern "C" {
+#include "catalog/namespace.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
+}
+
+namespace pgq::api {
+
+namespace {
+
+// Every holder of a right: the grants (queue_id 0 for queue NULL) and each
+// queue's owner with every right. Rows of roles dropped since are still
+// listed until maintenance deletes them; no current role has their
+// privileges, so they grant nothing.
+pg::Statement load_holders = {
+    "SELECT g.role::oid, COALESCE(g.queue_id, 0),"
+    "       CASE g.privilege WHEN 'produce' THEN 1 WHEN 'consume' THEN 2 ELSE 4 END"
+    "  FROM pgq.grants g"
+    " UNION ALL "
+    "SELECT r.oid, q.queue_id, 7 FROM pgq.queues q JOIN pg_catalog.pg_roles r ON r.rolname = "
+    "q.owner",
+    0,
+    {},
+    nullptr};
+
+// The same on a database still at version 1.0 (no pgq.grants yet, between
+// installing new binaries and ALTER EXTENSION pgq_cpp UPDATE): owners only.
+pg::Statement load_owners = {
+    "SELECT r.oid, q.queue_id, 7 FROM pgq.queues q JOIN pg_catalog.pg_roles r ON r.rolname = "
+    "q.owner",
+    0,
+    {},
+    nullptr};
+
+using HolderList =
+    boost::container::vector<core::RightsHolder, pg::ContextAllocator<core::RightsHolder>>;
+
+// INVARIANT: sorted by queue_id; valid while `loaded_generation` is the queue
+// cache's generation.
+HolderList* holders = nullptr;
+uint64 loaded_generation = 0;
+bool loaded = false;
+
+// Keeps the caller's last SPI result across a lookup of ours.
+class KeepResult {
+ public:
+  KeepResult() : tuples_(SPI_tuptable), processed_(SPI_processed) {}
+  ~KeepResult() {
+    SPI_tuptable = tuples_;
+    SPI_processed = processed_;
+  }
+  KeepResult(const KeepResult&) = delete;
+  KeepResult& operator=(const KeepResult&) = delete;
+
+ private:
+  SPITupleTable* tuples_;
+  uint64 processed_;
+};
+
+const HolderList& Holders(pg::SpiSession& spi) {
+  if (loaded && loaded_generation == pg::QueueCache::Generation()) return *holders;
+  if (holders == nullptr) {
+    MemoryContext context = pg::Guard(
+        [] { return AllocSetContextCreate(TopMemoryContext, "pgq rights", ALLOCSET_SMALL_SIZES); });
+    void* memory = pg::Guard([context] { return MemoryContextAlloc(context, sizeof(HolderList)); });
+    holders = new (memory) HolderList(pg::ContextAllocator<core::RightsHolder>(context));
+  }
+  // Read before the load: an invalidation processed during it makes the
+  // next call load again.
+  const uint64 generation = pg::QueueCache::Generation();
+  loaded = false;
+  holders->clear();
+  {
+    KeepResult keep;
+    pg::Params none;
+    const uint64 rows = spi.Execute(GrantsTableExists() ? load_holders : load_owners, none);
+    holders->reserve(rows);
+    for (uint64 row = 0; row < rows; ++row) {
+      bool is_null = false;
+      holders->push_back(core::RightsHolder{DatumGetObjectId(spi.Value(row, 1, &is_null)),
+                                            spi.Int32(row, 2),
+                                            static_cast<uint8>(spi.Int32(row, 3))});
+    }
+    spi.FreeResult();
+  }
+  std::stable_sort(holders->begin(), holders->end());
+  loaded_generation = generation;
+  loaded = true;
+  return *holders;
+}
+
+bool HasPrivsOf(uint32_t member, uint32_t role) {
+  return pg::Guard([&] { return has_privs_of_role(member, role); });
+}
+
+std::string CurrentRoleName() {
+  return pg::Guard([] { return std::string(GetUserNameFromId(GetUserId(), false)); });
+}
+
+std::string WantedNames(uint8 wanted) {
+  std::string names;
+  for (const uint8 right : {core::kProduce, core::kConsume, core::kAdmin}) {
+    if ((wanted & right) == 0) continue;
+    if (!names.empty()) names += " or ";
+    names += core::RightName(right);
+  }
+  return names;
+}
+
+// The first right of `wanted` (a hint names one grant to make).
+std::string_view FirstRight(uint8 wanted) {
+  for (const uint8 right : {core::kProduce, core::kConsume, core::kAdmin}) {
+    if ((wanted & right) != 0) return core::RightName(right);
+  }
+  return "";
+}
+
+bool IsSuperuser(Oid role) {
+  return pg::Guard([role] { return superuser_arg(role); });
+}
+
+}  // namespace
+
+bool GrantsTableExists() {
+  return pg::Guard([] {
+    const Oid schema = get_namespace_oid("pgq", true);
+    return OidIsValid(schema) && OidIsValid(get_relname_relid("grants", schema));
+  });
+}
+
+bool HoldsRight(pg::SpiSession& spi, Oid role, int32 queue_id, uint8 wanted) {
+  if (IsSuperuser(role)) return true;
+  return core::HoldsRight(Holders(spi), role, queue_id, wanted, HasPrivsOf);
+}
+
+void RequireRight(pg::SpiSession& spi, int32 queue_id, std::string_view name, uint8 wanted) {
+  if (HoldsRight(spi, GetUserId(), queue_id, wanted)) return;
+  const std::string role = CurrentRoleName();
+  pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "permission denied for queue \"" + std::string(name) + "\"",
+            "Role \"" + role + "\" holds no " + WantedNames(wanted) + " right on it.",
+            "The queue's owner or a superuser can grant it: SELECT pgq.grant('" + role + "', '" +
+                std::string(name) + "', '" + std::string(FirstRight(wanted)) + "');");
+}
+
+void RequireRightOnQueueId(pg::SpiSession& spi, int32 queue_id, uint8 wanted) {
+  if (HoldsRight(spi, GetUserId(), queue_id, wanted)) return;
+  // By id, not by name: a role that may not use the queue does not learn
+  // its name from a job id.
+  const std::string role = CurrentRoleName();
+  pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "permission denied for queue id " + std::to_string(queue_id),
+            "Role \"" + role + "\" holds no " + WantedNames(wanted) + " right on it.",
+            "The queue's owner or a superuser can grant it with pgq.grant.");
+}
+
+void RequireRightSomewhere(pg::SpiSession& spi, uint8 wanted) {
+  const Oid role = GetUserId();
+  if (IsSuperuser(role) || core::HoldsRightAnywhere(Holders(spi), role, wanted, HasPrivsOf)) {
+    return;
+  }
+  const std::string name = CurrentRoleName();
+  pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "permission denied: role \"" + name + "\" holds no " + WantedNames(wanted) +
+                " right on any queue",
+            {},
+            "A queue's owner or a superuser can grant one: SELECT pgq.grant('" + name +
+                "', '<queue>', '" + std::string(FirstRight(wanted)) + "');");
+}
+
+void RequireRightOnEveryQueue(pg::SpiSession& spi, uint8 wanted, std::string_view action) {
+  if (HoldsRight(spi, GetUserId(), core::kEveryQueue, wanted)) return;
+  const std::string name = CurrentRoleName();
+  pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied to " + std::string(action),
+            "It takes the " + WantedNames(wanted) + " right on every queue; role \"" + name +
+                "\" does not hold it.",
+            "A superuser can grant it: SELECT pgq.grant('" + name + "', NULL, '" +
+                std::string(FirstRight(wanted)) + "');");
+}
+
+}  // namespace pgq::api

@@ -1,0 +1,46 @@
+// Who may do what to a queue (SPEC §7, ADR 0010): checked inside every
+// function that touches a queue, against the grants made with pgq.grant and
+// the queues' owners, before its statements run as the owner of pgq's
+// tables (pg/run_as.h).
+//
+// The rights are produce, consume and admin (core/rights.h says which
+// function takes which). Superusers hold every right; a queue's owner holds
+// every right on it; a grant to a role counts for the roles that have its
+// privileges. Grants are read into a backend-local list that is reloaded
+// after any relcache invalidation (pgq.grant and pgq.revoke send one at
+// commit), so a revoke counts from the next transaction of every session.
+#pragma once
+
+#include "core/rights.h"
+#include "pg/spi.h"
+
+namespace pgq::api {
+
+// True if `role` holds at least one of `wanted` on the queue (core::kEveryQueue:
+// on every queue).
+bool HoldsRight(pg::SpiSession& spi, Oid role, int32 queue_id, uint8 wanted);
+
+// Raises insufficient_privilege unless the current user holds at least one
+// of `wanted` on the queue `name` (whose id is `queue_id`).
+void RequireRight(pg::SpiSession& spi, int32 queue_id, std::string_view name, uint8 wanted);
+
+// The same for a queue known by id (a job's), for the functions that take a
+// job id; the message names the queue by id only.
+void RequireRightOnQueueId(pg::SpiSession& spi, int32 queue_id, uint8 wanted);
+
+// Raises insufficient_privilege unless the current user holds at least one
+// of `wanted` on some queue: what a function that takes a job id checks
+// before it touches anything.
+void RequireRightSomewhere(pg::SpiSession& spi, uint8 wanted);
+
+// Raises insufficient_privilege unless the current user holds `wanted` on
+// every queue (a grant with queue NULL, or superuser). `action` completes
+// "permission denied to ...".
+void RequireRightOnEveryQueue(pg::SpiSession& spi, uint8 wanted, std::string_view action);
+
+// True once ALTER EXTENSION pgq_cpp UPDATE has brought pgq.grants (1.1): the
+// binaries also serve a database still at 1.0, whose queues only their
+// owners and superusers may use.
+bool GrantsTableExists();
+
+}  // namespace pgq::api
