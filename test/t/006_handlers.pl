@@ -64,15 +64,14 @@ is( $node->safe_psql(
 	'sighup,2',
 	'pgq.handler_workers is a SIGHUP setting, 2 by default');
 
-# The role app owns its queues and its handler; it has the rights pgq asks
-# of any caller for now (the privilege model comes later).
+# The role app owns its queues and its handler: it may create queues (the
+# admin right on every queue) and holds every right on the queues it
+# creates; it has no privilege on any pgq table.
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION pgq_cpp;
 CREATE ROLE app LOGIN;
-GRANT USAGE ON SCHEMA pgq TO app;
-GRANT ALL ON ALL TABLES IN SCHEMA pgq TO app;
-GRANT ALL ON ALL SEQUENCES IN SCHEMA pgq TO app;
+SELECT pgq.grant('app', NULL, 'admin');
 GRANT CREATE ON SCHEMA public TO app;
 CREATE TABLE public.handled (
     job_id  bigint NOT NULL,
@@ -379,13 +378,51 @@ is( $node->safe_psql(
 	'4: the handler of "work" is unchanged');
 $node->safe_psql('postgres',
 	'GRANT EXECUTE ON FUNCTION public.secret(pgq.claimed_job) TO app');
-is( as_app(
-		q{BEGIN;
-SELECT 'created' FROM pgq.create_queue('granted', handler => 'public.secret(pgq.claimed_job)');
-SELECT owner || ' ' || handler FROM pgq.queues WHERE name = 'granted';
-ROLLBACK;}),
-	"created\napp public.secret(pgq.claimed_job)",
+as_app(q{SELECT pgq.create_queue('granted', handler => 'public.secret(pgq.claimed_job)')});
+is( $node->safe_psql(
+		'postgres', "SELECT owner || ' ' || handler FROM pgq.queues WHERE name = 'granted'"),
+	'app public.secret(pgq.claimed_job)',
 	'4: once EXECUTE is granted to app, app may create the queue with it');
+as_app(q{SELECT pgq.drop_queue('granted')});
+
+# 5. A handler never has more rights than its queue's owner: app's handler
+# can neither read pgq's tables nor enqueue into a queue app may not produce
+# into, although the worker that calls it is a superuser.
+$node->safe_psql('postgres', q{SELECT pgq.create_queue('foreign')});
+as_app(
+	q{
+CREATE FUNCTION public.overreach(job pgq.claimed_job) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF job.payload->>'do' = 'read' THEN
+        PERFORM count(*) FROM pgq.jobs;
+    ELSE
+        PERFORM pgq.enqueue('foreign', '{"from": "handler"}');
+    END IF;
+END
+$$;
+SELECT pgq.create_queue('reach', max_attempts => 1,
+                        handler => 'public.overreach(pgq.claimed_job)');
+SELECT pgq.enqueue_many('reach', ARRAY['{"do": "read"}', '{"do": "enqueue"}']::jsonb[]);
+});
+ok( wait_for(
+		$node, 'postgres',
+		"SELECT count(*) FROM pgq.dead_jobs WHERE queue = 'reach' AND last_error LIKE 'permission denied%'",
+		'2'),
+	'5: both overreaching jobs fail with permission denied and are dead-lettered');
+like(
+	$node->safe_psql(
+		'postgres',
+		"SELECT string_agg(payload->>'do' || ': ' || last_error, E'\n' ORDER BY id) FROM pgq.dead_jobs WHERE queue = 'reach'"),
+	qr/^read: permission denied for table jobs\nenqueue: permission denied for queue "foreign"/,
+	'5: one could not read pgq.jobs, the other could not enqueue into "foreign", both as app');
+$node->safe_psql('postgres', q{SELECT pgq.grant('app', 'foreign', 'produce')});
+as_app(q{SELECT pgq.enqueue('reach', '{"do": "enqueue"}')});
+ok( wait_for(
+		$node, 'postgres', "SELECT count(*) FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) "
+		  . "WHERE q.name = 'foreign' AND j.payload->>'from' = 'handler'", '1'),
+	'5: once app may produce into "foreign", the same handler enqueues there');
+as_app(q{SELECT pgq.drop_queue('reach', force => true)});
 
 # Removing every handler: the workers exit and do not come back.
 as_app(

@@ -26,6 +26,9 @@ $node->safe_psql('postgres', "ALTER SYSTEM SET pgq.databases = 'dst'");
 $node->reload;
 $node->safe_psql('postgres', 'CREATE DATABASE src');
 $node->safe_psql('src', 'CREATE EXTENSION pgq_cpp');
+# Roles are cluster-wide: restored grants name them again (pg_dumpall
+# --roles-only restores them elsewhere first).
+$node->safe_psql('postgres', 'CREATE ROLE mail_worker; CREATE ROLE ops');
 
 # --- a database in use ---------------------------------------------------------
 $node->safe_psql(
@@ -49,6 +52,8 @@ SELECT pgq.advance('lead-9', 2);
 SELECT pgq.once('welcome-42');
 SELECT pgq.subscribe('orbit.changed', 'orbits');
 SELECT pgq.publish('orbit.changed', '{"sat": 25544}');
+SELECT pgq.grant('mail_worker', 'mail', 'consume');
+SELECT pgq.grant('ops', NULL, 'admin');
 });
 # One running job (the highest priority: "due"), one dead by exhaustion
 # (claimed and failed twice), one cancelled.
@@ -98,6 +103,7 @@ END $$;
 };
 (my $query = $contents) =~ s/pgq_tap_rows/pg_temp.pgq_tap_rows/;
 my $before = $node->safe_psql('src', $helper . $query);
+like($before, qr/^grants: 2 rows, \w{32}$/m, 'the fingerprint covers the grants (by role name)');
 like($before, qr/^jobs: 7 rows, \w{32}$/m, 'the fingerprint covers the jobs table (5 mail jobs, 2 orbits jobs)');
 
 # --- dump and restore ------------------------------------------------------------
@@ -142,6 +148,12 @@ is($node->safe_psql('dst', "SELECT pgq.switch('send-enabled')"), 't', 'switches 
 is($node->safe_psql('dst', "SELECT pgq.once('welcome-42')"), 'f', 'once keys are kept');
 is($node->safe_psql('dst', "SELECT paused FROM pgq.queues WHERE name = 'idle'"),
 	't', 'a paused queue stays paused');
+is( $node->safe_psql(
+		'dst',
+		"SET ROLE mail_worker; SELECT pgq.has_queue_privilege('mail', 'consume'), "
+		  . "pgq.has_queue_privilege('mail', 'produce'), pgq.has_queue_privilege('ops', 'idle', 'admin')"),
+	't|f|t',
+	'the restored grants hold: mail_worker consumes mail, ops administers every queue');
 is($node->safe_psql('dst', "SELECT pgq.retry_dead('mail', 10)"),
 	'2', 'the restored dead jobs can be retried');
 ok( wait_for(
