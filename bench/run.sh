@@ -13,6 +13,10 @@
 #              (default "on off"; set per pgbench run with PGOPTIONS)
 #   WORKLOADS  subset of: ceiling enqueue enqueue_many claim1 claim10 claim100
 #              halving10 halving100 (default: all)
+#   BENCH_ROLE run every pgbench session as this ordinary role (created here;
+#              SET ROLE through PGOPTIONS): pgq through its grants (produce,
+#              consume, admin on every queue), the baseline through rights on
+#              its tables. Default: the superuser, which skips the rights check.
 #   NO_INSTALL 1: do not build and install the tree, measure the pgq_cpp
 #              already installed (for smoke tests of this script)
 #   OUT_MD, OUT_CSV  where the report and the per-run CSV go (default
@@ -46,6 +50,7 @@ CLIENTS="${CLIENTS:-1 4 8}"
 SYNC="${SYNC:-on off}"
 WORKLOADS="${WORKLOADS:-ceiling enqueue enqueue_many claim1 claim10 claim100 halving10 halving100}"
 NO_INSTALL="${NO_INSTALL:-0}"
+BENCH_ROLE="${BENCH_ROLE:-}"
 
 BENCH_HOME="$PGQ_ROOT/bench"
 SCRIPTS="$BENCH_HOME/sql"
@@ -99,6 +104,17 @@ start_cluster "$PGDIR" "$PGPORT_BENCH" "${CLUSTER_CONF[@]}"
 sql "CREATE EXTENSION pgq_cpp"
 sql "SELECT pgq.create_queue('bench')" >/dev/null
 "${PSQL[@]}" -f "$BENCH_HOME/baseline.sql"
+ROLE_OPTION=""
+if [[ -n $BENCH_ROLE ]]; then
+  [[ $BENCH_ROLE =~ ^[a-z_][a-z0-9_]*$ ]] || { echo "BENCH_ROLE must be a plain lower-case name" >&2; exit 2; }
+  sql "CREATE ROLE $BENCH_ROLE"
+  sql "SELECT pgq.grant('$BENCH_ROLE', NULL, p) FROM unnest(ARRAY['produce', 'consume', 'admin']) p" >/dev/null
+  sql "GRANT ALL ON ALL TABLES IN SCHEMA public TO $BENCH_ROLE"
+  sql "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO $BENCH_ROLE"
+  ROLE_OPTION=" -c role=$BENCH_ROLE"
+  got=$(PGOPTIONS="$ROLE_OPTION" "${PSQL[@]}" -c "SELECT current_user")
+  [[ $got == "$BENCH_ROLE" ]] || { echo "PGOPTIONS did not set role=$BENCH_ROLE (got '$got')" >&2; exit 1; }
+fi
 
 # Each SYNC setting reaches the sessions through PGOPTIONS: check it does.
 for s in $SYNC; do
@@ -163,7 +179,7 @@ run_pgbench() {
   local script="$1" sync="$2" clients="$3"; shift 3
   local threads=$((clients < 2 ? clients : 2)) out
   PB_RC=0
-  out=$(PGOPTIONS="-c synchronous_commit=$sync" \
+  out=$(PGOPTIONS="-c synchronous_commit=$sync$ROLE_OPTION" \
         "$PG_BIN/pgbench" -n -M prepared -r -c "$clients" -j "$threads" -T "$DURATION" \
           -h "$PGDIR" -p "$PGPORT_BENCH" -U postgres -f "$SCRIPTS/$script" "$@" "$DB" 2>&1) || PB_RC=$?
   PB_TPS=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out" | head -1)
@@ -295,7 +311,7 @@ SO_AT_END=$(so_id)
   echo "# pgq_cpp benchmark: latest run"
   echo
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); wall time of the runs: ${ELAPSED} s"
-  echo "- command: \`DURATION=$DURATION RUNS=$RUNS CLIENTS=\"$CLIENTS\" SYNC=\"$SYNC\" WORKLOADS=\"$WORKLOADS\"$([[ $NO_INSTALL == 1 ]] && echo ' NO_INSTALL=1') bash bench/run.sh\`"
+  echo "- command: \`DURATION=$DURATION RUNS=$RUNS CLIENTS=\"$CLIENTS\" SYNC=\"$SYNC\" WORKLOADS=\"$WORKLOADS\"$([[ -n $BENCH_ROLE ]] && echo " BENCH_ROLE=$BENCH_ROLE")$([[ $NO_INSTALL == 1 ]] && echo ' NO_INSTALL=1') bash bench/run.sh\`"
   echo "- machine: $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/^Mem:/ {print $2}') GiB RAM, $(uname -sr)"
   echo "- PostgreSQL: $PG_SERVER_VERSION"
   echo "- pgq_cpp measured: $GIT_AT_START, $SO_AT_START (loaded when the cluster started)"

@@ -55,6 +55,15 @@ my ($doomed, $doomed_attempt) = split /\|/,
   $node->safe_psql('old', "SELECT id, attempt FROM pgq.claim('mail', 1)");
 is($node->safe_psql('old', "SELECT pgq.fail($doomed, $doomed_attempt, 'boom')"),
 	'dead', 'a job is dead-lettered before the update');
+# The new binaries serve the 1.0 catalog (no pgq.grants yet): there a role
+# that owns no queue and is no superuser may use none, and is told so.
+$node->safe_psql('postgres', 'CREATE ROLE app_1_0');
+$node->safe_psql('old', 'GRANT USAGE ON SCHEMA pgq TO app_1_0');
+my (undef, undef, $refused) = $node->psql('old',
+	"SET ROLE app_1_0; SELECT pgq.enqueue('mail', '{}')");
+like($refused, qr/permission denied for queue "mail"/,
+	'1.0 catalog, new binaries: a role without a queue of its own is refused (42501)');
+$node->safe_psql('old', 'REVOKE USAGE ON SCHEMA pgq FROM app_1_0');
 my $jobs_before = $node->safe_psql('old',
 	"SELECT string_agg(id || ':' || state::text || ':' || attempt, ',' ORDER BY id) FROM pgq.jobs");
 
