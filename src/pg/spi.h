@@ -15,7 +15,10 @@ inline constexpr int kMaxStatementArgs = 12;
 // INVARIANT: `sql` holds no user value: every value is a $n parameter, and
 // every table and function of ours is qualified with pgq.; everything else
 // resolves in pg_catalog alone, whatever the caller's search_path (see
-// CatalogOnlyPath in spi.cpp).
+// CatalogOnlyPath in spi.cpp). Statements run as the owner of pgq's tables
+// (ADR 0010), so a statement never calls a pgq function on a caller's
+// behalf: the inner call would check the owner's rights, not the caller's
+// (only the workers, whose own role is a superuser, do).
 //
 // Statements run with their generic plan, so they must be written for one:
 // select rows to lock as `id = ANY (ARRAY(SELECT ... LIMIT $n FOR UPDATE SKIP
