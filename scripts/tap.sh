@@ -62,7 +62,7 @@ start=$SECONDS
 # calls it for --config-auth), the test modules on PERL5LIB.
 as_pg env PATH="$PG_BIN:$PATH" TESTDIR="$work" PG_REGRESS="$pg_regress" \
   PERL5LIB="$perl_dir${PERL5LIB:+:$PERL5LIB}" \
-  timeout --kill-after=10 600 prove -v --merge "${tests[@]}" 2>&1 9<&- || status=$?
+  timeout --kill-after=10 "${PGQ_TAP_TIMEOUT:-600}" prove -v --merge "${tests[@]}" 2>&1 9<&- || status=$?
 say "TAP tests took $((SECONDS - start)) s (prove exit status $status)"
 
 # On failure, the end of every server log, without the statements that

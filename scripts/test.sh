@@ -6,6 +6,16 @@ source "$(dirname "$0")/lib.sh"
 # Warnings are errors in CI.
 if [[ "${CI:-}" == "true" ]]; then export WERROR=1; fi
 
+# PGQ_PROFILE=long (make test PROFILE=long): the load tests at ten times
+# their default size, and the time limits that go with them.
+case "${PGQ_PROFILE:-}" in
+  "") ;;
+  long)
+    export PGQ_STRESS_JOBS="${PGQ_STRESS_JOBS:-600000}" PGQ_CHAOS_JOBS="${PGQ_CHAOS_JOBS:-100000}"
+    export PGQ_PYTEST_TIMEOUT="${PGQ_PYTEST_TIMEOUT:-1200}" PGQ_TAP_TIMEOUT="${PGQ_TAP_TIMEOUT:-1800}" ;;
+  *) echo "unknown PROFILE '$PGQ_PROFILE' (use PROFILE=long, or none)" >&2; exit 2 ;;
+esac
+
 ensure_packages
 build_and_install
 

@@ -21,4 +21,4 @@ as_pg "$PG_BIN/createdb" -h "$dir" -p "$port" -U postgres "$db"
 cd "$PGQ_ROOT"
 # Debian's python3 has python3-psycopg; a python3 earlier on PATH (pyenv) may not.
 PGQ_TEST_DSN="host=$dir port=$port user=postgres dbname=$db" PYTHONDONTWRITEBYTECODE=1 \
-  timeout 300 /usr/bin/python3 -m unittest discover -s test/python -v "$@"
+  timeout "${PGQ_PYTEST_TIMEOUT:-300}" /usr/bin/python3 -m unittest discover -s test/python -v "$@"

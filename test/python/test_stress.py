@@ -6,7 +6,7 @@ Each worker records what it completes in a ledger table whose primary key is
 the job id, in the same transaction as the completion, so a job delivered
 and completed twice would be a duplicate-key error, not a silently merged
 set entry. PGQ_STRESS_JOBS sets the size (the longer profile:
-`PGQ_STRESS_JOBS=600000 make test`).
+`make test PROFILE=long`, 600,000 jobs).
 
 Runs like test_concurrency.py (same DSN, same fresh-extension setUp).
 """
