@@ -149,13 +149,14 @@ declare -A RATE_MAX=()
 declare -A RATE_SEEN=()
 declare -A PAIR_PREFILL=()
 
-# Empties both queues: bench_jobs, and every pgq table but pgq.queues (the
-# extension's schema is still moving, so its tables are not named here).
+# Empties both queues: bench_jobs, and every pgq table but pgq.queues and
+# pgq.grants (the extension's schema is still moving, so its tables are not
+# named here).
 PGQ_TABLES=""
 reset_queues() {
   if [[ -z "$PGQ_TABLES" ]]; then
     PGQ_TABLES=$(sql "SELECT string_agg(format('%I.%I', schemaname, tablename), ', ')
-                        FROM pg_tables WHERE schemaname = 'pgq' AND tablename <> 'queues'")
+                        FROM pg_tables WHERE schemaname = 'pgq' AND tablename NOT IN ('queues', 'grants')")
   fi
   sql "TRUNCATE bench_jobs, $PGQ_TABLES"
 }

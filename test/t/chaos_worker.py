@@ -156,6 +156,14 @@ class Client:
             return None
 
 
+def tally(st, ok, accepted, refused):
+    """Counts what pgq.complete answered: True, False, or None (lost)."""
+    if ok:
+        st[accepted] += 1
+    elif ok is False:
+        st[refused] += 1
+
+
 def run_worker(dsn, ctl, w, work_ms):
     c = Client(dsn, ctl, f"chaos_worker_{w}")
     c.worker = w
@@ -177,12 +185,8 @@ def run_worker(dsn, ctl, w, work_ms):
                     wait = lease_until.timestamp() + 0.3 + rng.random() * 1.5 - time.time()
                     if wait > 0:
                         time.sleep(wait)
-                ok = c.complete(job, attempt, "late")
+                tally(st, c.complete(job, attempt, "late"), "late_accepted", "late_refused")
                 orphans.pop(0)
-                if ok:
-                    st["late_accepted"] += 1
-                elif ok is False:
-                    st["late_refused"] += 1
             if not in_hand:
                 if c.stopping():
                     break
@@ -230,12 +234,8 @@ def run_worker(dsn, ctl, w, work_ms):
             while in_hand:
                 job, attempt, _ = in_hand[0]
                 time.sleep(rng.random() * 2 * work_ms / 1000)
-                ok = c.complete(job, attempt, "normal")
+                tally(st, c.complete(job, attempt, "normal"), "completed", "refused")
                 in_hand.pop(0)
-                if ok:
-                    st["completed"] += 1
-                elif ok is False:
-                    st["refused"] += 1
         except psycopg.OperationalError as e:
             if c.alive() and c.statement_failed(e):
                 continue  # in_hand kept: completed on the next round
