@@ -5,7 +5,6 @@
 // role) and superusers; for every queue (queue NULL), superusers. An admin
 // right on a queue does not include changing who holds rights on it, so
 // the three rights stay separate (docs/security.md).
-#include "api/handlers.h"
 #include "api/queue_ref.h"
 #include "api/rights.h"
 #include "pg/args.h"
@@ -42,8 +41,9 @@ pg::Statement delete_grant = {
     nullptr};
 
 Oid RoleArg(FunctionCallInfo fcinfo, int index) {
-  if (pg::ArgIsNull(fcinfo, index))
+  if (pg::ArgIsNull(fcinfo, index)) {
     pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "role must not be null");
+  }
   const Name role = PG_GETARG_NAME(index);
   // undefined_object when there is no such role
   return pg::Guard([role] { return get_role_oid(NameStr(*role), false); });

@@ -101,7 +101,9 @@ bool HasPrivsOf(uint32_t member, uint32_t role) {
 }
 
 std::string CurrentRoleName() {
-  return pg::Guard([] { return std::string(GetUserNameFromId(GetUserId(), false)); });
+  // The string is built outside Guard: nothing with a destructor in there.
+  const char* name = pg::Guard([] { return GetUserNameFromId(GetUserId(), false); });
+  return std::string(name);
 }
 
 std::string WantedNames(uint8 wanted) {

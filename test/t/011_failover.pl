@@ -82,7 +82,10 @@ CREATE FUNCTION public.handle(job pgq.claimed_job) RETURNS void
 LANGUAGE sql AS \$\$
     INSERT INTO public.handled VALUES (job.id, job.attempt, current_setting('port')::int)
 \$\$;
-SELECT pgq.create_queue('handled', handler => 'public.handle(pgq.claimed_job)');
+-- A short lease: a handler worker may hold a job of it when the primary
+-- dies (its claim committed, its handler's transaction not), and that job
+-- comes back only when the lease ends, within the drain's wait.
+SELECT pgq.create_queue('handled', lease => '3 seconds', handler => 'public.handle(pgq.claimed_job)');
 SELECT pgq.schedule('tick', 'ticks', '\@every 1 second', '{"what": "tick"}');
 });
 
