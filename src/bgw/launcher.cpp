@@ -259,6 +259,10 @@ void InitWorkerProcess() {
   pqsignal(SIGHUP, SignalHandlerForConfigReload);
   pqsignal(SIGTERM, die);
   BackgroundWorkerUnblockSignals();
+  // A reload that raced our start is lost: the postmaster may have forked us
+  // before reading the files, and PostgreSQL ignores SIGHUP in a background
+  // worker until we set our handler above. Read them once now, in the loop.
+  ConfigReloadPending = true;
 }
 
 bool IsListedDatabase(const char* name) {

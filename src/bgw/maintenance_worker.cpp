@@ -138,6 +138,12 @@ void RunCompactionTransaction(const char* database_name) {
     // The statistics said "mostly dead" but the rows are live (counters
     // reset by a crash, say): leave the table to VACUUM for a while.
     next_compact_check = GetCurrentTimestamp() + kCompactTooBigPauseMicros;
+    ereport(DEBUG1,
+            (errmsg("pgq compaction of pgq.jobs in database \"%s\" paused: too many live jobs",
+                    database_name)));
+  } else if (result.outcome == api::CompactOutcome::kNotNeeded) {
+    ereport(DEBUG2, (errmsg("pgq compaction of pgq.jobs in database \"%s\" not needed (%lld kB)",
+                            database_name, static_cast<long long>(result.bytes_before / 1024))));
   } else if (result.outcome == api::CompactOutcome::kBusy) {
     ereport(DEBUG1, (errmsg("pgq compaction of pgq.jobs in database \"%s\" skipped: table busy",
                             database_name)));
