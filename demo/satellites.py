@@ -94,14 +94,25 @@ def refresh_worker(dsn, sat, shared):
         sat.stop.set()
 
 
+def observe(conn, sql, params):
+    """A read of pgq's own tables for the demo's report: the application
+    role holds rights on its queues, not on pgq's tables, so the read is made
+    as the session's superuser (in the same transaction, to see what it
+    wrote), and the role is taken again."""
+    conn.execute("RESET ROLE")
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.execute(f"SET ROLE {ROLE}")
+
+
 def refresh(conn, sat, who, job_id, attempt, claimed_at):
     with sat.lock:
         if job_id not in sat.job_order:
             sat.job_order.append(job_id)
         n = sat.job_order.index(job_id) + 1
-    fired = conn.execute("SELECT fired_at FROM pgq.schedule_runs WHERE job_id = %s",
-                         (job_id,)).fetchone()
-    fired_at = fired[0] if fired else None
+    fired = observe(conn, "SELECT fired_at FROM pgq.schedule_runs WHERE job_id = %s", (job_id,))
+    fired_at = fired[0][0] if fired else None
     feed = download(n)
     crash = n == CRASH_REFRESH and attempt == 1
     last = n == REFRESHES
@@ -124,10 +135,11 @@ def refresh(conn, sat, who, job_id, attempt, claimed_at):
                 changed.append((norad, current[norad], epoch, event_id))
             if crash:
                 # What publish created, seen from inside the transaction.
-                jobs = conn.execute(
+                jobs = observe(
+                    conn,
                     "SELECT j.id, q.name FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)"
                     " WHERE j.payload->>'event_id' = ANY (%s) ORDER BY j.id",
-                    ([str(c[3]) for c in changed],)).fetchall()
+                    ([str(c[3]) for c in changed],))
                 raise SimulatedCrash(jobs)
             if last:
                 # Back to the production cadence, atomically with the last
@@ -167,12 +179,13 @@ def refresh(conn, sat, who, job_id, attempt, claimed_at):
 def after_crash(conn, sat, who, n, job_id, attempt, claimed_at, fired_at, changed, jobs):
     event_ids = [c[3] for c in changed]
     job_ids = [j[0] for j in jobs]
-    events_left = conn.execute("SELECT count(*) FROM pgq.events WHERE id = ANY (%s)",
-                               (event_ids,)).fetchone()[0]
-    jobs_left = conn.execute(
+    events_left = observe(conn, "SELECT count(*) FROM pgq.events WHERE id = ANY (%s)",
+                          (event_ids,))[0][0]
+    jobs_left = observe(
+        conn,
         "SELECT (SELECT count(*) FROM pgq.jobs WHERE id = ANY (%(j)s))"
         "     + (SELECT count(*) FROM pgq.dead_jobs WHERE id = ANY (%(j)s))",
-        {"j": job_ids}).fetchone()[0]
+        {"j": job_ids})[0][0]
     epochs = dict(conn.execute("SELECT norad_id, epoch FROM satellites WHERE norad_id = ANY (%s)",
                                ([c[0] for c in changed],)).fetchall())
     unchanged = all(epochs.get(c[0]) == c[1] for c in changed)

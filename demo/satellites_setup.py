@@ -42,10 +42,9 @@ STATIONS = [("Svalbard", 78.2298, 15.3976), ("Madrid", 40.4314, -4.2481),
 SCHEMA = f"""
 -- Re-runnable against the same database: start from scratch.
 DO $$ BEGIN CREATE ROLE {ROLE} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
--- What a non-superuser application role needs for now (no pgq.grant yet).
-GRANT USAGE ON SCHEMA pgq TO {ROLE};
-GRANT ALL ON ALL TABLES IN SCHEMA pgq TO {ROLE};
-GRANT ALL ON ALL SEQUENCES IN SCHEMA pgq TO {ROLE};
+-- The application role creates (and so owns) its queues: the admin right on
+-- every queue; it needs no privilege on pgq's tables (docs/security.md).
+SELECT pgq.grant('{ROLE}', NULL, 'admin');
 GRANT CREATE ON SCHEMA public TO {ROLE};
 SELECT pgq.drop_queue(name, force => true) FROM pgq.queues
  WHERE name IN ('{TLE_QUEUE}', '{PASSES_QUEUE}', '{ALERTS_QUEUE}');
