@@ -164,8 +164,26 @@ void RequireRightOnQueueId(pg::SpiSession& spi, int32 queue_id, uint8 wanted) {
 }
 
 void RequireRightSomewhere(pg::SpiSession& spi, uint8 wanted) {
+  // The last "yes", for the per-job paths (complete, fail, extend run
+  // thousands of times a second), where the walk would look at every
+  // queue's owner. Only a yes is kept: this check is the early refusal, and
+  // the job's own queue is still checked after the statement.
+  static struct {
+    bool valid;
+    uint64 generation;
+    Oid role;
+    uint8 wanted;
+  } held{};
   const Oid role = GetUserId();
-  if (IsSuperuser(role) || core::HoldsRightAnywhere(Holders(spi), role, wanted, HasPrivsOf)) {
+  // A role that holds one of the rights in held.wanted holds one of any
+  // superset of them.
+  if (held.valid && held.generation == pg::QueueCache::Generation() && held.role == role &&
+      (held.wanted & wanted) == held.wanted) {
+    return;
+  }
+  if (IsSuperuser(role)) return;
+  if (core::HoldsRightAnywhere(Holders(spi), role, wanted, HasPrivsOf)) {
+    held = {loaded, loaded_generation, role, wanted};
     return;
   }
   const std::string name = CurrentRoleName();
