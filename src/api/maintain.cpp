@@ -117,20 +117,15 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
     }
   }
 
-  // Counted completions move to pgq.finished: they leave shared memory when
-  // this transaction commits (pg/wakeup.h, NoteFlushed).
-  constexpr int kFlushChunk = 1024;  // queues; more wait for a later pass
-  int32 flush_queues[kFlushChunk];
-  uint64 flush_jobs[kFlushChunk];
-  const int flushes = pg::ReadFinishedCountsInto(flush_queues, flush_jobs, kFlushChunk);
-  for (int i = 0; i < flushes; ++i) {
-    if (!pg::NoteFlushed(flush_queues[i], flush_jobs[i])) continue;  // the next pass
+  // Counts taken here are lost if this transaction fails: done_recent is a
+  // statistic, not a ledger.
+  pg::TakeFinishedCounts([&](int32 queue_id, uint64 jobs) {
     pg::Params params;
-    params.Set(0, Int32GetDatum(flush_queues[i]))
+    params.Set(0, Int32GetDatum(queue_id))
         .Set(1, TimestampTzGetDatum(now))
-        .Set(2, Int64GetDatum(static_cast<int64>(flush_jobs[i])));
+        .Set(2, Int64GetDatum(static_cast<int64>(jobs)));
     spi.Execute(flush_finished, params);
-  }
+  });
 
   // Retention is per queue; queues are few, finished jobs many.
   pg::Params none;

@@ -165,16 +165,7 @@ uint64 UnflushedFinished(int32 queue_id) {
   });
 }
 
-void SubtractFinished(QueueSlot* slot, uint64 jobs) {
-  // Never below zero: the counts may have been reset meanwhile (a new
-  // installation of the extension).
-  uint64 counted = pg_atomic_read_u64(&slot->finished);
-  while (!pg_atomic_compare_exchange_u64(&slot->finished, &counted,
-                                         counted > jobs ? counted - jobs : 0)) {
-  }
-}
-
-int ReadFinishedCountsInto(int32* queue_ids, uint64* jobs, int capacity) {
+int TakeFinishedCountsInto(int32* queue_ids, uint64* jobs, int capacity) {
   if (Shared() == nullptr || slots == nullptr) return 0;
   return Guard([&] {
     int n = 0;
@@ -183,10 +174,9 @@ int ReadFinishedCountsInto(int32* queue_ids, uint64* jobs, int capacity) {
     hash_seq_init(&scan, slots);
     while (auto* slot = static_cast<QueueSlot*>(hash_seq_search(&scan))) {
       if (slot->key.database != MyDatabaseId) continue;
-      const uint64 counted = pg_atomic_read_u64(&slot->finished);
-      if (counted == 0) continue;
+      if (pg_atomic_read_u64(&slot->finished) == 0) continue;
       queue_ids[n] = slot->key.queue_id;
-      jobs[n] = counted;
+      jobs[n] = pg_atomic_exchange_u64(&slot->finished, 0);
       if (++n == capacity) {
         hash_seq_term(&scan);
         break;

@@ -46,10 +46,10 @@ void ResetDatabaseSlots(bool buckets_too);
 void AddFinished(QueueSlot* slot, uint64 jobs);
 // Counted and not yet taken; 0 without a slot.
 uint64 UnflushedFinished(int32 queue_id);
-// Takes back `jobs` counted completions (maintenance wrote them to
-// pgq.finished; called at its commit, see NoteFlushed). Safe in a commit
-// callback.
-void SubtractFinished(QueueSlot* slot, uint64 jobs);
+// Takes this database's unflushed counts: calls `take(queue_id, jobs)` for
+// each queue with some, after zeroing them.
+template <typename Take>
+void TakeFinishedCounts(Take take);
 
 // Rate limit: takes up to `want` tokens of the queue's bucket (created full
 // on first use, refilled at `rate` per second); ReturnRateTokens gives back
@@ -58,10 +58,20 @@ int32 TakeRateTokens(QueueSlot* slot, double rate, int64 now_us, int32 want);
 void ReturnRateTokens(QueueSlot* slot, double rate, int32 unused);
 int64 MicrosUntilRateToken(QueueSlot* slot, double rate);
 
-// Up to `capacity` queues of this database with unflushed completions and
-// their counts, read, not zeroed: they are subtracted when the transaction
-// that writes them to pgq.finished commits (NoteFlushed), so a reader never
-// sees them in neither place, and a failed flush loses nothing.
-int ReadFinishedCountsInto(int32* queue_ids, uint64* jobs, int capacity);
+// The slots of this database with unflushed completions, zeroed; for
+// TakeFinishedCounts.
+int TakeFinishedCountsInto(int32* queue_ids, uint64* jobs, int capacity);
+
+template <typename Take>
+void TakeFinishedCounts(Take take) {
+  constexpr int kChunk = 64;
+  int32 queue_ids[kChunk];
+  uint64 jobs[kChunk];
+  for (;;) {
+    const int n = TakeFinishedCountsInto(queue_ids, jobs, kChunk);
+    for (int i = 0; i < n; ++i) take(queue_ids[i], jobs[i]);
+    if (n < kChunk) return;
+  }
+}
 
 }  // namespace pgq::pg

@@ -50,11 +50,6 @@ struct Finished {
 Finished finished[kMaxNotedQueues];
 int finished_count = 0;
 
-// Completions written to pgq.finished, to subtract at commit (NoteFlushed).
-constexpr int kMaxFlushedQueues = 1024;
-Finished flushed[kMaxFlushedQueues];
-int flushed_count = 0;
-
 // Hints to reset unless this transaction commits (NoteResetOnAbort).
 QueueSlot* reset_on_abort[kMaxNotedQueues];
 int reset_on_abort_count = 0;
@@ -129,7 +124,6 @@ void ForgetNotes() {
   reset_on_abort_count = 0;
   reset_on_abort_overflow = false;
   finished_count = 0;
-  flushed_count = 0;
 }
 
 void OnSubTransactionEnd(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
@@ -142,7 +136,6 @@ void OnTransactionEnd(XactEvent event, void*) {
   switch (event) {
     case XACT_EVENT_COMMIT:
       for (int i = 0; i < finished_count; ++i) AddFinished(finished[i].slot, finished[i].jobs);
-      for (int i = 0; i < flushed_count; ++i) SubtractFinished(flushed[i].slot, flushed[i].jobs);
       if (lowering_count > 0 || reset_hints) LowerNotedHints();
       if (noted_count > 0 || noted_database) WakeNotedWaiters();
       break;
@@ -248,14 +241,6 @@ void NoteJobsPending(int32 queue_id, const core::ClaimKey& key, bool wake) {
     entry->due = entry->has_due ? core::EarlierKey(entry->due, key) : key;
     entry->has_due = true;
   }
-}
-
-bool NoteFlushed(int32 queue_id, uint64 jobs) {
-  if (Shared() == nullptr || flushed_count == kMaxFlushedQueues) return false;
-  QueueSlot* slot = FindQueueSlot(queue_id);
-  if (slot == nullptr) return false;
-  flushed[flushed_count++] = Finished{slot, jobs};
-  return true;
 }
 
 bool NoteFinished(int32 queue_id, uint64 jobs) {

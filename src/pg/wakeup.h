@@ -41,12 +41,6 @@ void NoteJobsPending(int32 queue_id, const core::ClaimKey& key, bool wake);
 // a slot for the queue: the caller records them in pgq.finished itself.
 bool NoteFinished(int32 queue_id, uint64 jobs);
 
-// The current transaction writes `jobs` counted completions of `queue_id`
-// to pgq.finished (maintenance): they leave shared memory at its commit, and
-// stay there if it fails. False when it cannot be noted (no slot, too many
-// queues in one transaction): the caller leaves that queue for later.
-bool NoteFlushed(int32 queue_id, uint64 jobs);
-
 // This transaction locked pending jobs of `queue_id` (a claim, a cancel, a
 // completion of a job whose lease expired): claims of other sessions skip
 // them and their claim hint moves past them, so if the transaction (or a
