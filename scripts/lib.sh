@@ -17,7 +17,7 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 PGQ_PACKAGES=(
   "postgresql-${PG_VERSION}" "postgresql-server-dev-${PG_VERSION}" "postgresql-contrib"
   make g++ cmake clang-format libboost-dev googletest libgtest-dev
-  python3 python3-psycopg libipc-run-perl util-linux tzdata
+  python3 python3-psycopg libipc-run-perl util-linux tzdata libpq-dev gnuplot-nox python3-yaml
 )
 
 ensure_packages() {
@@ -25,6 +25,9 @@ ensure_packages() {
   for pkg in "${PGQ_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
+  # The Node client's tests: Node.js and npm, whichever packages brought them
+  # (Debian's nodejs and npm, or a Node.js package that bundles npm).
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then missing+=(nodejs npm); fi
   if ((${#missing[@]} == 0)); then return 0; fi
   if [[ $(id -u) -ne 0 ]]; then
     echo "missing packages: ${missing[*]} (run as root, or install them first)" >&2

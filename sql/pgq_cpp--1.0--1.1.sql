@@ -111,3 +111,83 @@ SELECT r.name, q.name AS queue, r.spec, r.next_run_at, r.last_run_at, r.last_job
  WHERE pgq.has_queue_privilege(q.name, 'produce, consume, admin');
 
 GRANT SELECT ON pgq.queue_stats, pgq.schedules TO PUBLIC;
+
+-- What an operator watches (docs/operations.md, "Watching the queues") -------
+
+-- Who holds a running job: the claiming backend's pid and when it claimed
+-- (set by every claim; pgq.running_jobs shows them).
+ALTER TABLE pgq.jobs ADD COLUMN claimed_by integer, ADD COLUMN claimed_at timestamptz;
+
+-- One row per running job of the queues the reader holds a right on (as in
+-- queue_stats), with who claimed it as pg_stat_activity knows that session
+-- (NULL where the reader may not see it, and once the session is gone).
+CREATE VIEW pgq.running_jobs WITH (security_barrier) AS
+SELECT j.id,
+       q.name                                             AS queue,
+       j.attempt,
+       j.max_attempts,
+       j.claimed_at,
+       c.now OPERATOR(pg_catalog.-) j.claimed_at          AS running_for,
+       j.lease_until,
+       j.lease_until OPERATOR(pg_catalog.-) c.now         AS lease_left,
+       j.lease_until OPERATOR(pg_catalog.<) c.now         AS expired,
+       j.claimed_by                                       AS claimer_pid,
+       a.usename                                          AS claimer_role,
+       a.application_name                                 AS claimer_application,
+       a.client_addr                                      AS claimer_address,
+       a.pid IS NOT NULL                                  AS claimer_connected,
+       j.group_key,
+       j.enqueued_at
+  FROM pgq.jobs j
+  JOIN pgq.queues q ON q.queue_id OPERATOR(pg_catalog.=) j.queue_id
+ CROSS JOIN (SELECT pgq.clock() AS now) c
+  -- A pid is reused once its session ends: only a session that began
+  -- before the claim is the claimer (backend_start is NULL to a reader who
+  -- may not see that session's details).
+  LEFT JOIN pg_catalog.pg_stat_activity a
+         ON a.pid OPERATOR(pg_catalog.=) j.claimed_by
+        AND (a.backend_start IS NULL OR a.backend_start OPERATOR(pg_catalog.<=) j.claimed_at)
+ WHERE j.state OPERATOR(pg_catalog.=) 'r'
+   AND pgq.has_queue_privilege(q.name, 'produce, consume, admin');
+GRANT SELECT ON pgq.running_jobs TO PUBLIC;
+
+-- Every queue's depths and counters, for monitoring: one row per queue
+-- (postgres_exporter's custom queries), or Prometheus text. They show every
+-- queue (never a payload): EXECUTE is granted to pg_monitor, not PUBLIC.
+CREATE FUNCTION pgq.queue_metrics(
+    OUT queue text, OUT ready bigint, OUT scheduled bigint, OUT running bigint,
+    OUT expired bigint, OUT dead bigint, OUT oldest_ready_seconds double precision,
+    OUT paused boolean, OUT claims bigint, OUT completions bigint, OUT failures bigint,
+    OUT lease_expiries bigint, OUT dead_lettered bigint)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_queue_metrics' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.queue_metrics() IS
+    'one row per queue: jobs by state, age of the oldest ready job, and the counters since the server started (NULL without preload)';
+
+CREATE FUNCTION pgq.metrics()
+RETURNS text AS 'MODULE_PATHNAME', 'pgq_metrics' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.metrics() IS
+    'the queues and workers of this database in the Prometheus text format';
+
+CREATE FUNCTION pgq.worker_slots(OUT pid integer, OUT kind text, OUT database oid,
+                                 OUT last_pass timestamptz)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_worker_slots' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.worker_slots() IS
+    'the pgq background workers running, from shared memory (none without preload); see pgq.workers';
+
+-- The launcher and the workers of every database, as pg_stat_activity
+-- shows them, with the end of each maintenance worker's last pass.
+CREATE VIEW pgq.workers AS
+SELECT a.pid,
+       pg_catalog.substr(a.backend_type, 5)      AS kind,
+       a.datname                                 AS database,
+       a.backend_start                           AS started_at,
+       w.last_pass                               AS last_pass_at,
+       a.state,
+       a.wait_event
+  FROM pg_catalog.pg_stat_activity a
+  LEFT JOIN pgq.worker_slots() w ON w.pid OPERATOR(pg_catalog.=) a.pid
+ WHERE a.backend_type OPERATOR(pg_catalog.=) ANY (ARRAY['pgq launcher', 'pgq maintenance', 'pgq handler']);
+
+REVOKE EXECUTE ON FUNCTION pgq.queue_metrics(), pgq.metrics(), pgq.worker_slots() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgq.queue_metrics(), pgq.metrics(), pgq.worker_slots() TO pg_monitor;
+GRANT SELECT ON pgq.workers TO pg_monitor;

@@ -14,9 +14,15 @@
 #include "api/rate_bucket.h"
 #include "core/validate.h"
 #include "pg/args.h"
+#include "pg/queue_cache.h"
 #include "pg/queue_slots.h"
 #include "pg/settings.h"
 #include "pg/wakeup.h"
+
+extern "C" {
+#include "catalog/namespace.h"
+#include "utils/lsyscache.h"
+}
 
 namespace pgq::api {
 
@@ -28,29 +34,59 @@ namespace {
 #define PGQ_FROM_START(alias) PGQ_KEY(alias) " >= ($6, $7, $8)"
 #define PGQ_IN_ORDER(alias) " ORDER BY -" alias ".priority, " alias ".run_at, " alias ".id"
 
-// $1 queue id, $2 n, $3 lease, $4 now, $5 queue name, $6..$8 scan start.
+// $1 queue id, $2 n, $3 lease, $4 now, $5 queue name, $6..$8 scan start,
+// ($9 this backend's pid: who claimed, for pgq.running_jobs).
 // Columns 1-8 are pgq.claimed_job, then run_at: one row per claimed job, in
 // claim order. The first row's key is where the next claim may start: every
 // pending ready job before it in this snapshot is locked by a transaction
 // that will claim or remove it, or reset the hint if it rolls back
 // (NoteResetOnAbort), and the claimed jobs themselves are running once this
 // commits.
-pg::Statement claim_jobs = {
-    "WITH claimed AS ("
-    "  UPDATE pgq.jobs j"
-    "     SET state = 'r', attempt = j.attempt + 1, lease_until = $4 + $3"
-    "   WHERE j.id = ANY (ARRAY("
-    "     SELECT p.id FROM pgq.jobs p"
-    "      WHERE p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4 AND " PGQ_FROM_START("p")
-    PGQ_IN_ORDER("p") " LIMIT $2 FOR UPDATE OF p SKIP LOCKED))"
-    "  RETURNING j.id, j.payload, j.attempt, j.max_attempts, j.lease_until, j.enqueued_at,"
-    "            j.priority, j.run_at"
-    ") "
-    "SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priority, run_at"
-    "  FROM claimed ORDER BY priority DESC, run_at, id",
+#define PGQ_CLAIM_JOBS(record_claimer) \
+  "WITH claimed AS ("                                                                         \
+  "  UPDATE pgq.jobs j"                                                                       \
+  "     SET state = 'r', attempt = j.attempt + 1, lease_until = $4 + $3" record_claimer       \
+  "   WHERE j.id = ANY (ARRAY("                                                               \
+  "     SELECT p.id FROM pgq.jobs p"                                                          \
+  "      WHERE p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4 AND " PGQ_FROM_START("p") \
+  PGQ_IN_ORDER("p") " LIMIT $2 FOR UPDATE OF p SKIP LOCKED))"                                 \
+  "  RETURNING j.id, j.payload, j.attempt, j.max_attempts, j.lease_until, j.enqueued_at,"     \
+  "            j.priority, j.run_at"                                                          \
+  ") "                                                                                        \
+  "SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priority, run_at" \
+  "  FROM claimed ORDER BY priority DESC, run_at, id"
+
+pg::Statement claim_jobs = {PGQ_CLAIM_JOBS(", claimed_by = $9, claimed_at = $4"),
+                            9,
+                            {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
+                             TIMESTAMPTZOID, INT8OID, INT4OID},
+                            nullptr};
+
+// The same on a 1.0 catalog (before ALTER EXTENSION pgq_cpp UPDATE), whose
+// pgq.jobs has no claimer columns.
+pg::Statement claim_jobs_1_0 = {
+    PGQ_CLAIM_JOBS(""),
     8,
     {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID},
     nullptr};
+
+// Whether pgq.jobs has the claimer columns (1.1), checked again after any
+// relcache invalidation (ALTER EXTENSION UPDATE adds them).
+bool JobsRecordClaimer() {
+  static uint64 checked_generation = 0;
+  static bool checked = false;
+  static bool has_columns = false;
+  const uint64 generation = pg::QueueCache::Generation();
+  if (!checked || generation != checked_generation) {
+    has_columns = pg::Guard([] {
+      const Oid schema = get_namespace_oid("pgq", false);
+      return get_attnum(get_relname_relid("jobs", schema), "claimed_by") != InvalidAttrNumber;
+    });
+    checked_generation = generation;
+    checked = true;
+  }
+  return has_columns;
+}
 
 // The pending jobs not due at $2 from the scan start $3..$5 on: their
 // earliest run_at and the first of them in claim order (all NULL if none).
@@ -118,7 +154,10 @@ uint64 ClaimOnce(pg::SpiSession& spi, pg::Params& params, int32 queue_id, pg::Qu
   params.Set(5, Int32GetDatum(-plan.from.priority))
       .Set(6, TimestampTzGetDatum(plan.from.run_at))
       .Set(7, Int64GetDatum(plan.from.id));
-  const uint64 claimed = spi.Execute(claim_jobs, params);
+  const bool record_claimer = JobsRecordClaimer();
+  if (record_claimer) params.Set(8, Int32GetDatum(MyProcPid));
+  const uint64 claimed = spi.Execute(record_claimer ? claim_jobs : claim_jobs_1_0, params);
+  pg::NoteCount(queue_id, pg::kClaims, claimed);
   if (slot == nullptr) return claimed;
   // Others skip the rows this claim locked; if it rolls back they are
   // pending again behind a hint that moved on.

@@ -107,6 +107,7 @@ PGQ_FUNCTION(pgq_cancel) {
   // Found in another queue: the error rolls the statement back.
   api::RequireRightOnQueueId(spi, spi.Int32(0, 1), kMayCancel);
   pg::NoteResetOnAbort(spi.Int32(0, 1));  // it locked a pending job
+  pg::NoteCount(spi.Int32(0, 1), pg::kDeadLettered, 1);
   std::vector<api::GroupRef> groups = api::GroupsOfResult(spi, 1, 2);
   if (!groups.empty()) api::MoveGroupsOn(spi, std::move(groups));
   PG_RETURN_BOOL(true);

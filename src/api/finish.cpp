@@ -109,6 +109,7 @@ void NotePendingAgain(const pg::SpiSession& spi, bool wake) {
 // What queue_stats.done_recent counts: in shared memory when preloaded
 // (flushed to pgq.finished by maintenance), else one pgq.finished row.
 void CountFinished(pg::SpiSession& spi, int32 queue_id) {
+  pg::NoteCount(queue_id, pg::kCompletions, 1);
   if (pg::NoteFinished(queue_id, 1)) return;
   pg::Params params;
   params.Set(0, Int32GetDatum(queue_id))
@@ -125,19 +126,32 @@ void RequireConsumeOf(pg::SpiSession& spi, int32 queue_id) {
   RequireRightOnQueueId(spi, queue_id, core::kConsume);
 }
 
-// complete_many's statement returned the ids of the queues it finished jobs
-// of in column 5.
-void RequireConsumeOfResultQueues(pg::SpiSession& spi) {
+// An int4[] column of the last result's first row, empty when NULL.
+std::vector<int32> Int32Array(const pg::SpiSession& spi, int column) {
+  std::vector<int32> values;
   bool is_null = false;
-  const Datum ids = spi.Value(0, 5, &is_null);
-  if (is_null) return;
+  const Datum array = spi.Value(0, column, &is_null);
+  if (is_null) return values;
   Datum* elements = nullptr;
   int count = 0;
   pg::Guard([&] {
-    deconstruct_array(DatumGetArrayTypeP(ids), INT4OID, sizeof(int32), true, TYPALIGN_INT,
+    deconstruct_array(DatumGetArrayTypeP(array), INT4OID, sizeof(int32), true, TYPALIGN_INT,
                       &elements, nullptr, &count);
   });
-  for (int i = 0; i < count; ++i) RequireConsumeOf(spi, DatumGetInt32(elements[i]));
+  values.reserve(count);
+  for (int i = 0; i < count; ++i) values.push_back(DatumGetInt32(elements[i]));
+  return values;
+}
+
+// complete_many's statement returned the ids of the queues it finished jobs
+// of in column 5, and how many of each in column 6.
+void RequireConsumeOfResultQueues(pg::SpiSession& spi) {
+  const std::vector<int32> queue_ids = Int32Array(spi, 5);
+  const std::vector<int32> jobs = Int32Array(spi, 6);
+  for (size_t i = 0; i < queue_ids.size(); ++i) {
+    RequireConsumeOf(spi, queue_ids[i]);
+    pg::NoteCount(queue_ids[i], pg::kCompletions, static_cast<uint64>(jobs[i]));
+  }
 }
 
 Claim ClaimArgs(FunctionCallInfo fcinfo) {
@@ -244,6 +258,7 @@ PGQ_FUNCTION(pgq_fail) {
         .SetOptional(3, !has_error, has_error ? PG_GETARG_DATUM(2) : 0);
     if (spi.Execute(api::fail_retry, retry) == 1) {
       api::RequireConsumeOf(spi, spi.Int32(0, 1));
+      pg::NoteCount(spi.Int32(0, 1), pg::kFailures, 1);
       outcome = "retry";
       // Due later: no wake-up now, but the claim hint must still come back
       // to it (it may come before jobs already passed, core/claim_hint.h).
@@ -257,6 +272,8 @@ PGQ_FUNCTION(pgq_fail) {
           .Set(3, TimestampTzGetDatum(now));
       if (spi.Execute(api::fail_dead, dead) == 1) {
         api::RequireConsumeOf(spi, spi.Int32(0, 1));
+        pg::NoteCount(spi.Int32(0, 1), pg::kFailures, 1);
+        pg::NoteCount(spi.Int32(0, 1), pg::kDeadLettered, 1);
         outcome = "dead";
         api::MoveGroupsOn(spi, api::GroupsOfResult(spi, 1, 2));
       }

@@ -19,14 +19,16 @@
 // how many there were (column 1), with the groups whose head they were and
 // the queues where they were pending, i.e. locked by this statement
 // (columns 2-4: queue id, group key or NULL, was pending; a single row of
-// NULLs when neither), and the ids of every queue it finished jobs of
-// (column 5, an int4[], the same in every row; NULL when none).
+// NULLs when neither), the ids of every queue it finished jobs of (column 5,
+// an int4[] in ascending order, the same in every row; NULL when none) and
+// how many of each (column 6, an int4[] in the same order).
 #define PGQ_COUNT_FINISHED(finished_at)                                                 \
   ", f AS (INSERT INTO pgq.finished (queue_id, finished_at, jobs) "                     \
   "        SELECT d.queue_id, " finished_at                                             \
-  ", count(*) FROM d GROUP BY d.queue_id) "                                             \
+  ", count(*) FROM d GROUP BY d.queue_id RETURNING queue_id, jobs) "                    \
   "SELECT (SELECT count(*) FROM d), g.queue_id, g.group_key, g.was_pending, "           \
-  "       (SELECT array_agg(DISTINCT d.queue_id) FROM d) "                              \
+  "       (SELECT array_agg(f.queue_id ORDER BY f.queue_id) FROM f), "                  \
+  "       (SELECT array_agg(f.jobs ORDER BY f.queue_id) FROM f) "                       \
   "  FROM (SELECT) AS one "                                                             \
   "  LEFT JOIN (SELECT DISTINCT d.queue_id, d.group_key, d.state = 'p' AS was_pending " \
   "              FROM d WHERE d.group_key IS NOT NULL OR d.state = 'p') g ON true"

@@ -41,7 +41,8 @@ pg::Statement expire_to_pending = {
     "UPDATE pgq.jobs SET state = 'p', last_error = 'lease expired' "
     " WHERE id = ANY (ARRAY(SELECT id FROM pgq.jobs"
     "   WHERE state = 'r' AND lease_until < $1 AND attempt < max_attempts"
-    "   ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED))",
+    "   ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED))"
+    " RETURNING queue_id",
     2,
     {TIMESTAMPTZOID, INT4OID},
     nullptr};
@@ -90,6 +91,16 @@ pg::Statement drop_finished = {
     {INT4OID, TIMESTAMPTZOID, INT4OID},
     nullptr};
 
+// Counts the leases the last statement expired (their queue ids in column 1,
+// one row each) for pgq.metrics(); with `dead`, the jobs it dead-lettered too.
+void NoteExpiries(const pg::SpiSession& spi, int64 rows, bool dead) {
+  for (int64 row = 0; row < rows; ++row) {
+    const int32 queue_id = spi.Int32(static_cast<uint64>(row), 1);
+    pg::NoteCount(queue_id, pg::kLeaseExpiries, 1);
+    if (dead) pg::NoteCount(queue_id, pg::kDeadLettered, 1);
+  }
+}
+
 }  // namespace
 
 PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
@@ -99,7 +110,9 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
   pg::Params expiry;
   expiry.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(kBatch));
   counts.expired_requeued = static_cast<int64>(spi.Execute(expire_to_pending, expiry));
+  NoteExpiries(spi, counts.expired_requeued, false);
   counts.expired_dead = static_cast<int64>(spi.Execute(expire_to_dead, expiry));
+  NoteExpiries(spi, counts.expired_dead, true);
   if (counts.expired_dead > 0) {
     std::vector<GroupRef> groups = GroupsOfResult(spi, 1, 2);
     if (!groups.empty()) MoveGroupsOn(spi, std::move(groups));
@@ -117,9 +130,7 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
     }
   }
 
-  // Counts taken here are lost if this transaction fails: done_recent is a
-  // statistic, not a ledger.
-  pg::TakeFinishedCounts([&](int32 queue_id, uint64 jobs) {
+  pg::FlushFinishedCounts([&](int32 queue_id, uint64 jobs) {
     pg::Params params;
     params.Set(0, Int32GetDatum(queue_id))
         .Set(1, TimestampTzGetDatum(now))

@@ -27,6 +27,8 @@ struct QueueSlot {
   bool has_bucket;
   core::TokenBucket bucket;
   pg_atomic_uint64 finished;  // completions not yet in pgq.finished
+  pg_atomic_uint32 flusher;   // pid of the backend writing `finished` out, or 0
+  pg_atomic_uint64 counts[kCounterKinds];
 };
 
 namespace {
@@ -94,6 +96,8 @@ QueueSlot* FindQueueSlot(int32 queue_id) {
         entry->has_bucket = false;
         entry->bucket = core::TokenBucket{0, 0};
         pg_atomic_init_u64(&entry->finished, 0);
+        pg_atomic_init_u32(&entry->flusher, 0);
+        for (pg_atomic_uint64& count : entry->counts) pg_atomic_init_u64(&count, 0);
       }
       LWLockRelease(SlotsLock());
       return entry;
@@ -145,6 +149,7 @@ void ResetDatabaseSlots(bool buckets_too) {
     if (buckets_too) {
       slot->has_bucket = false;
       pg_atomic_write_u64(&slot->finished, 0);
+      for (pg_atomic_uint64& count : slot->counts) pg_atomic_write_u64(&count, 0);
     }
     SpinLockRelease(&slot->mutex);
   }
@@ -165,8 +170,9 @@ uint64 UnflushedFinished(int32 queue_id) {
   });
 }
 
-int TakeFinishedCountsInto(int32* queue_ids, uint64* jobs, int capacity) {
+int MarkFlushes(FlushSlot* out, int capacity, int room) {
   if (Shared() == nullptr || slots == nullptr) return 0;
+  const uint32 me = static_cast<uint32>(MyProcPid);
   return Guard([&] {
     int n = 0;
     LWLockAcquire(SlotsLock(), LW_SHARED);
@@ -174,16 +180,59 @@ int TakeFinishedCountsInto(int32* queue_ids, uint64* jobs, int capacity) {
     hash_seq_init(&scan, slots);
     while (auto* slot = static_cast<QueueSlot*>(hash_seq_search(&scan))) {
       if (slot->key.database != MyDatabaseId) continue;
-      if (pg_atomic_read_u64(&slot->finished) == 0) continue;
-      queue_ids[n] = slot->key.queue_id;
-      jobs[n] = pg_atomic_exchange_u64(&slot->finished, 0);
-      if (++n == capacity) {
+      const uint64 finished = pg_atomic_read_u64(&slot->finished);
+      uint32 flusher = 0;
+      bool newly_marked = false;
+      if (pg_atomic_read_u32(&slot->flusher) != me) {
+        if (finished == 0 || room == 0) continue;
+        if (!pg_atomic_compare_exchange_u32(&slot->flusher, &flusher, me)) continue;
+        newly_marked = true;
+        --room;
+      }
+      out[n++] =
+          FlushSlot{slot, slot->key.queue_id, pg_atomic_read_u64(&slot->finished), newly_marked};
+      if (n == capacity) {
         hash_seq_term(&scan);
         break;
       }
     }
     LWLockRelease(SlotsLock());
     return n;
+  });
+}
+
+// Unguarded: runs in transaction callbacks; atomics only.
+void EndFlush(QueueSlot* slot, uint64 flushed, bool committed) {
+  if (committed && flushed > 0) {
+    // Saturating: a new installation of the extension (ResetDatabaseSlots)
+    // may have zeroed the count meanwhile.
+    uint64 count = pg_atomic_read_u64(&slot->finished);
+    while (!pg_atomic_compare_exchange_u64(&slot->finished, &count,
+                                           count > flushed ? count - flushed : 0)) {
+    }
+  }
+  pg_atomic_write_u32(&slot->flusher, 0);
+}
+
+void AddCounts(QueueSlot* slot, const QueueCounts& counts) {
+  for (int i = 0; i < kCounterKinds; ++i) {
+    if (counts.values[i] > 0) pg_atomic_fetch_add_u64(&slot->counts[i], counts.values[i]);
+  }
+}
+
+bool ReadCounts(int32 queue_id, QueueCounts* counts) {
+  if (Shared() == nullptr || slots == nullptr) return false;
+  const SlotKey key = KeyOf(queue_id);
+  return Guard([&] {
+    LWLockAcquire(SlotsLock(), LW_SHARED);
+    auto* slot = static_cast<QueueSlot*>(hash_search(slots, &key, HASH_FIND, nullptr));
+    if (slot != nullptr) {
+      for (int i = 0; i < kCounterKinds; ++i) {
+        counts->values[i] = pg_atomic_read_u64(&slot->counts[i]);
+      }
+    }
+    LWLockRelease(SlotsLock());
+    return slot != nullptr;
   });
 }
 

@@ -36,20 +36,50 @@ void UpdateClaimHint(QueueSlot* slot, const core::ClaimKey* due, const core::Cla
 void ResetQueueHint(QueueSlot* slot);
 
 // Forgets the hints of every queue of this database (next claims scan from
-// the start) and, with `buckets_too`, their rate-limit buckets and unflushed
-// completions (a new installation of the extension). Safe in a commit
-// callback.
+// the start) and, with `buckets_too`, their rate-limit buckets, unflushed
+// completions and counters (a new installation of the extension, whose
+// queue ids start again). Safe in a commit callback.
 void ResetDatabaseSlots(bool buckets_too);
 
 // Completions counted in shared memory instead of one pgq.finished row per
 // complete() (flushed into pgq.finished by maintenance, see api/maintain.cpp).
 void AddFinished(QueueSlot* slot, uint64 jobs);
-// Counted and not yet taken; 0 without a slot.
+// Counted and not yet flushed (including what a flush not yet committed
+// wrote); 0 without a slot.
 uint64 UnflushedFinished(int32 queue_id);
-// Takes this database's unflushed counts: calls `take(queue_id, jobs)` for
-// each queue with some, after zeroing them.
-template <typename Take>
-void TakeFinishedCounts(Take take);
+
+// The flush: one transaction at a time writes a queue's count to
+// pgq.finished. MarkFlushes marks this database's slots with unflushed
+// completions as this backend's (at most `room` not already marked by it;
+// those another backend marked are skipped) and returns them with their
+// counts now. The count stays in shared memory until the flushing
+// transaction ends: EndFlush subtracts what it wrote if it committed, and
+// drops the mark either way. Safe in a commit callback.
+struct FlushSlot {
+  QueueSlot* slot;
+  int32 queue_id;
+  uint64 finished;  // the slot's count when marked
+  bool newly_marked;
+};
+int MarkFlushes(FlushSlot* out, int capacity, int room);
+void EndFlush(QueueSlot* slot, uint64 flushed, bool committed);
+
+// What pgq.metrics() counts per queue since the server started, at the
+// commit of the transaction that did it (pg/wakeup.h, NoteCount).
+enum Counter : int {
+  kClaims = 0,
+  kCompletions,
+  kFailures,       // fail() calls that retried or dead-lettered a job
+  kLeaseExpiries,  // leases that maintenance found expired
+  kDeadLettered,   // jobs moved to pgq.dead_jobs: exhausted, expired or cancelled
+  kCounterKinds
+};
+struct QueueCounts {
+  uint64 values[kCounterKinds];
+};
+void AddCounts(QueueSlot* slot, const QueueCounts& counts);
+// False without shared memory or a slot for the queue.
+bool ReadCounts(int32 queue_id, QueueCounts* counts);
 
 // Rate limit: takes up to `want` tokens of the queue's bucket (created full
 // on first use, refilled at `rate` per second); ReturnRateTokens gives back
@@ -57,21 +87,5 @@ void TakeFinishedCounts(Take take);
 int32 TakeRateTokens(QueueSlot* slot, double rate, int64 now_us, int32 want);
 void ReturnRateTokens(QueueSlot* slot, double rate, int32 unused);
 int64 MicrosUntilRateToken(QueueSlot* slot, double rate);
-
-// The slots of this database with unflushed completions, zeroed; for
-// TakeFinishedCounts.
-int TakeFinishedCountsInto(int32* queue_ids, uint64* jobs, int capacity);
-
-template <typename Take>
-void TakeFinishedCounts(Take take) {
-  constexpr int kChunk = 64;
-  int32 queue_ids[kChunk];
-  uint64 jobs[kChunk];
-  for (;;) {
-    const int n = TakeFinishedCountsInto(queue_ids, jobs, kChunk);
-    for (int i = 0; i < n; ++i) take(queue_ids[i], jobs[i]);
-    if (n < kChunk) return;
-  }
-}
 
 }  // namespace pgq::pg

@@ -42,13 +42,24 @@ Lowering lowerings[kMaxNotedQueues];
 int lowering_count = 0;
 bool reset_hints = false;
 
-// Completions to count at commit, per queue slot (NoteFinished).
-struct Finished {
+// What to count at commit, per queue slot: completions for done_recent
+// (NoteFinished) and the counters of pgq.metrics() (NoteCount).
+struct Counted {
   QueueSlot* slot;
-  uint64 jobs;
+  uint64 finished;
+  QueueCounts counts;
 };
-Finished finished[kMaxNotedQueues];
-int finished_count = 0;
+Counted counted[kMaxNotedQueues];
+int counted_count = 0;
+
+// Completion counts this transaction wrote to pgq.finished, per slot it
+// marked (FlushFinishedCounts): subtracted at commit, unmarked either way.
+struct Flush {
+  QueueSlot* slot;
+  uint64 written;
+};
+Flush flushes[kMaxFlushes];
+int flush_count = 0;
 
 // Hints to reset unless this transaction commits (NoteResetOnAbort).
 QueueSlot* reset_on_abort[kMaxNotedQueues];
@@ -116,6 +127,25 @@ void ResetHintsOfLockedQueues() {
   for (int i = 0; i < reset_on_abort_count; ++i) ResetQueueHint(reset_on_abort[i]);
 }
 
+void EndFlushes(bool committed) {
+  for (int i = 0; i < flush_count; ++i) EndFlush(flushes[i].slot, flushes[i].written, committed);
+  flush_count = 0;
+}
+
+// This transaction's entry for `queue_id`, or nullptr without shared memory,
+// a slot, or room (kMaxNotedQueues queues).
+Counted* CountedEntry(int32 queue_id) {
+  if (Shared() == nullptr) return nullptr;
+  QueueSlot* slot = FindQueueSlot(queue_id);
+  if (slot == nullptr) return nullptr;
+  for (int i = 0; i < counted_count; ++i) {
+    if (counted[i].slot == slot) return &counted[i];
+  }
+  if (counted_count == kMaxNotedQueues) return nullptr;
+  counted[counted_count] = Counted{slot, 0, QueueCounts{}};
+  return &counted[counted_count++];
+}
+
 void ForgetNotes() {
   noted_count = 0;
   noted_database = false;
@@ -123,7 +153,8 @@ void ForgetNotes() {
   reset_hints = false;
   reset_on_abort_count = 0;
   reset_on_abort_overflow = false;
-  finished_count = 0;
+  counted_count = 0;
+  flush_count = 0;
 }
 
 void OnSubTransactionEnd(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
@@ -135,13 +166,18 @@ void OnSubTransactionEnd(SubXactEvent event, SubTransactionId, SubTransactionId,
 void OnTransactionEnd(XactEvent event, void*) {
   switch (event) {
     case XACT_EVENT_COMMIT:
-      for (int i = 0; i < finished_count; ++i) AddFinished(finished[i].slot, finished[i].jobs);
+      for (int i = 0; i < counted_count; ++i) {
+        if (counted[i].finished > 0) AddFinished(counted[i].slot, counted[i].finished);
+        AddCounts(counted[i].slot, counted[i].counts);
+      }
+      EndFlushes(true);
       if (lowering_count > 0 || reset_hints) LowerNotedHints();
       if (noted_count > 0 || noted_database) WakeNotedWaiters();
       break;
     case XACT_EVENT_ABORT:
       // Rows this transaction claimed or removed are pending again.
       ResetHintsOfLockedQueues();
+      EndFlushes(false);
       // A claim that raised while waiting (cancel, timeout) leaves its slot.
       Unpublish();
       break;
@@ -153,6 +189,9 @@ void OnTransactionEnd(XactEvent event, void*) {
       // again behind hints that moved past them; that too is caught by the
       // refresh.
       ResetHintsOfLockedQueues();
+      // Its rows in pgq.finished are counted from now on; if it is rolled
+      // back, done_recent misses them (a statistic, not a ledger).
+      EndFlushes(true);
       break;
     default:
       break;
@@ -244,18 +283,37 @@ void NoteJobsPending(int32 queue_id, const core::ClaimKey& key, bool wake) {
 }
 
 bool NoteFinished(int32 queue_id, uint64 jobs) {
-  if (Shared() == nullptr) return false;
-  QueueSlot* slot = FindQueueSlot(queue_id);
-  if (slot == nullptr) return false;
-  for (int i = 0; i < finished_count; ++i) {
-    if (finished[i].slot == slot) {
-      finished[i].jobs += jobs;
-      return true;
+  Counted* entry = CountedEntry(queue_id);
+  if (entry == nullptr) return false;
+  entry->finished += jobs;
+  return true;
+}
+
+void NoteCount(int32 queue_id, Counter counter, uint64 n) {
+  if (n == 0) return;
+  if (Counted* entry = CountedEntry(queue_id)) {
+    entry->counts.values[counter] += n;
+  } else if (QueueSlot* slot = Shared() == nullptr ? nullptr : FindQueueSlot(queue_id)) {
+    // More queues than noted in one transaction: counted now, committed or
+    // not (a statistic).
+    QueueCounts now{};
+    now.values[counter] = n;
+    AddCounts(slot, now);
+  }
+}
+
+int MarkFinishedToFlush(FlushSlot* out) {
+  const int n = MarkFlushes(out, kMaxFlushes, kMaxFlushes - flush_count);
+  for (int i = 0; i < n; ++i) {
+    if (out[i].newly_marked) flushes[flush_count++] = Flush{out[i].slot, 0};
+    // What this transaction already wrote is not to be written again.
+    for (int f = 0; f < flush_count; ++f) {
+      if (flushes[f].slot != out[i].slot) continue;
+      out[i].finished -= std::min(out[i].finished, flushes[f].written);
+      flushes[f].written += out[i].finished;
     }
   }
-  if (finished_count == kMaxNotedQueues) return false;
-  finished[finished_count++] = Finished{slot, jobs};
-  return true;
+  return n;
 }
 
 void NoteResetOnAbort(int32 queue_id) {

@@ -18,6 +18,7 @@
 
 #include "core/claim_hint.h"
 #include "pg/pg.h"
+#include "pg/queue_slots.h"
 
 namespace pgq::pg {
 
@@ -40,6 +41,20 @@ void NoteJobsPending(int32 queue_id, const core::ClaimKey& key, bool wake);
 // shared memory at commit (pg/queue_slots.h). False without shared memory or
 // a slot for the queue: the caller records them in pgq.finished itself.
 bool NoteFinished(int32 queue_id, uint64 jobs);
+
+// The current transaction did `n` of `counter` in `queue_id`: added to the
+// queue's counters (pgq.metrics()) when it commits.
+void NoteCount(int32 queue_id, Counter counter, uint64 n);
+
+// The flush of completions counted in shared memory into pgq.finished, by
+// the current transaction: calls write(queue_id, jobs) for each queue of
+// this database that has some and that no other transaction is flushing.
+// They stay in shared memory until this transaction commits (then what it
+// wrote is subtracted) or aborts (then they stay for the next flush), so a
+// reader finds every completion in one place or the other; and two flushers
+// never write the same ones.
+template <typename Write>
+void FlushFinishedCounts(Write write);
 
 // This transaction locked pending jobs of `queue_id` (a claim, a cancel, a
 // completion of a job whose lease expired): claims of other sessions skip
@@ -73,5 +88,22 @@ class ClaimWaiter {
  private:
   bool shared_;  // false: not preloaded, Sleep polls
 };
+
+// At most this many queues flushed per transaction; the rest wait for the
+// next pass.
+inline constexpr int kMaxFlushes = 64;
+
+// Marks the slots to flush (pg/queue_slots.h MarkFlushes) and returns them
+// with what is left to write of each.
+int MarkFinishedToFlush(FlushSlot* out);
+
+template <typename Write>
+void FlushFinishedCounts(Write write) {
+  FlushSlot marked[kMaxFlushes];
+  const int n = MarkFinishedToFlush(marked);
+  for (int i = 0; i < n; ++i) {
+    if (marked[i].finished > 0) write(marked[i].queue_id, marked[i].finished);
+  }
+}
 
 }  // namespace pgq::pg

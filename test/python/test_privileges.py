@@ -43,6 +43,8 @@ COORDINATION_FUNCTIONS = {
     "advance": "SELECT pgq.advance('l', 1)",
     "once": "SELECT pgq.once('k')",
 }
+# Every queue's numbers, never a payload: pg_monitor's (docs/security.md).
+MONITORING_FUNCTIONS = {"metrics", "queue_metrics", "worker_slots"}
 # What a role without any grant gets from each public function: 42501. Only
 # clock() and has_queue_privilege() answer anyone (no queue data).
 REFUSED_CALLS = {
@@ -129,7 +131,11 @@ class CatalogAuditTest(PrivilegeTestCase):
         public = {name for name, _, _, _, pub in self.functions() if pub}
         private = {name for name, _, _, _, pub in self.functions() if not pub}
         self.assertEqual(public, PUBLIC_FUNCTIONS)
-        self.assertEqual(private, set(COORDINATION_FUNCTIONS))
+        self.assertEqual(private, set(COORDINATION_FUNCTIONS) | MONITORING_FUNCTIONS)
+        monitor = {name for (name,) in self.admin.execute(
+            "SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'pgq'::regnamespace"
+            "   AND has_function_privilege('pg_monitor', p.oid, 'EXECUTE')")}
+        self.assertEqual(monitor - PUBLIC_FUNCTIONS, MONITORING_FUNCTIONS)
 
     def test_no_function_is_security_definer_and_every_one_is_pinned_to_pg_catalog(self):
         for name, secdef, language, config, _ in self.functions():
@@ -173,6 +179,9 @@ class CatalogAuditTest(PrivilegeTestCase):
         self.refused(nobody, "SELECT pgq.enqueue('q', '{}')")
 
     def test_nothing_in_the_schema_is_readable_by_public_but_the_filtered_views(self):
+        # pgq.workers (no queue data) is pg_monitor's; not PUBLIC's.
+        self.assertTrue(self.admin.execute(
+            "SELECT has_table_privilege('pg_monitor', 'pgq.workers', 'SELECT')").fetchone()[0])
         rows = self.admin.execute(
             "SELECT c.relname, c.relkind, c.reloptions,"
             "       EXISTS (SELECT 1 FROM aclexplode(c.relacl) a WHERE a.grantee = 0),"
@@ -181,7 +190,7 @@ class CatalogAuditTest(PrivilegeTestCase):
             "   AND c.relkind IN ('r', 'v', 'S', 'm', 'p')", (NOBODY,)).fetchall()
         self.assertIn("grants", {r[0] for r in rows})
         for name, kind, options, public, nobody_may in rows:
-            if name in ("queue_stats", "schedules"):
+            if name in ("queue_stats", "schedules", "running_jobs"):
                 self.assertEqual(kind, "v")
                 self.assertIn("security_barrier=true", options or [], name)
                 self.assertTrue(public and nobody_may, name)

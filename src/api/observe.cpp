@@ -1,0 +1,254 @@
+// What an operator watches: pgq.queue_metrics() (one row per queue, for
+// postgres_exporter's custom queries), pgq.metrics() (the same and the
+// workers, as Prometheus text) and pgq.worker_slots() (behind the
+// pgq.workers view).
+//
+// They show every queue of the database, never a payload: EXECUTE on them
+// is the right to see that, revoked from PUBLIC and granted to pg_monitor
+// (docs/security.md). The counters are kept in shared memory (pg/wakeup.h
+// NoteCount), so they exist only when the library is preloaded, and count
+// from the server's start, as Prometheus counters may.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/prometheus.h"
+#include "pg/args.h"
+#include "pg/queue_slots.h"
+#include "pg/settings.h"
+#include "pg/shared.h"
+#include "pg/spi.h"
+
+extern "C" {
+#include "commands/dbcommands.h"
+}
+
+namespace pgq::api {
+
+namespace {
+
+// $1 now. One row per queue: its id, then the columns of queue_metrics()
+// up to paused, in order. Waiting jobs of a FIFO group count as ready, as
+// in pgq.queue_stats.
+pg::Statement queue_gauges = {
+    "SELECT q.queue_id, q.name,"
+    "       count(j.id) FILTER (WHERE j.state <> 'r' AND j.run_at <= $1),"
+    "       count(j.id) FILTER (WHERE j.state <> 'r' AND j.run_at > $1),"
+    "       count(j.id) FILTER (WHERE j.state = 'r'),"
+    "       count(j.id) FILTER (WHERE j.state = 'r' AND j.lease_until < $1),"
+    "       (SELECT count(*) FROM pgq.dead_jobs d WHERE d.queue = q.name),"
+    "       COALESCE(EXTRACT(epoch FROM $1 - min(j.run_at)"
+    "                  FILTER (WHERE j.state <> 'r' AND j.run_at <= $1)), 0)::float8,"
+    "       q.paused"
+    "  FROM pgq.queues q LEFT JOIN pgq.jobs j ON j.queue_id = q.queue_id"
+    " GROUP BY q.queue_id ORDER BY q.name",
+    1,
+    {TIMESTAMPTZOID},
+    nullptr};
+
+enum GaugeColumn : int {
+  kQueueId = 1,
+  kName,
+  kReady,
+  kScheduled,
+  kRunning,
+  kExpired,
+  kDead,
+  kOldestReadySeconds,
+  kPaused,
+};
+
+constexpr const char* kStates[] = {"ready", "scheduled", "running", "expired", "dead"};
+
+struct QueueMetrics {
+  std::string name;
+  int64 jobs[5];  // by kStates
+  double oldest_ready_seconds;
+  bool paused;
+  bool has_counts;
+  pg::QueueCounts counts;
+};
+
+std::vector<QueueMetrics> ReadQueueMetrics() {
+  std::vector<QueueMetrics> queues;
+  pg::SpiSession spi;
+  pg::Params params;
+  params.Set(0, TimestampTzGetDatum(pg::Now()));
+  const uint64 rows = spi.Execute(queue_gauges, params);
+  queues.reserve(rows);
+  for (uint64 row = 0; row < rows; ++row) {
+    QueueMetrics queue{spi.Text(row, kName),
+                       {spi.Int64(row, kReady), spi.Int64(row, kScheduled),
+                        spi.Int64(row, kRunning), spi.Int64(row, kExpired), spi.Int64(row, kDead)},
+                       spi.Float8(row, kOldestReadySeconds),
+                       spi.Bool(row, kPaused),
+                       false,
+                       pg::QueueCounts{}};
+    queue.has_counts = pg::ReadCounts(spi.Int32(row, kQueueId), &queue.counts);
+    queues.push_back(std::move(queue));
+  }
+  return queues;
+}
+
+struct WorkerSummary {
+  int maintenance = 0;
+  int handlers = 0;
+  TimestampTz last_pass = 0;  // 0: none completed
+};
+
+// This database's background workers, from their shared slots.
+WorkerSummary SummarizeWorkers() {
+  WorkerSummary summary;
+  pg::SharedState* shared = pg::Shared();
+  if (shared == nullptr) return summary;
+  pg::Guard([&] {
+    LWLockAcquire(shared->lock, LW_SHARED);
+    for (int i = 0; i < shared->worker_slot_count; ++i) {
+      const pg::WorkerSlot& slot = shared->workers[i];
+      if (slot.pid == 0 || slot.database != MyDatabaseId) continue;
+      if (slot.kind == pg::WorkerKind::kMaintenance) {
+        ++summary.maintenance;
+        summary.last_pass = std::max(summary.last_pass, slot.last_pass);
+      } else {
+        ++summary.handlers;
+      }
+    }
+    LWLockRelease(shared->lock);
+  });
+  return summary;
+}
+
+double UnixSeconds(TimestampTz t) {
+  return static_cast<double>(t - SetEpochTimestamp()) / USECS_PER_SEC;
+}
+
+struct CounterFamily {
+  pg::Counter counter;
+  const char* name;
+  const char* help;
+};
+
+constexpr CounterFamily kCounterFamilies[] = {
+    {pg::kClaims, "pgq_claims_total", "Jobs claimed since the server started."},
+    {pg::kCompletions, "pgq_completions_total", "Jobs completed since the server started."},
+    {pg::kFailures, "pgq_failures_total",
+     "Failed attempts reported with pgq.fail since the server started."},
+    {pg::kLeaseExpiries, "pgq_lease_expiries_total",
+     "Leases that ran out before their job was completed, since the server started."},
+    {pg::kDeadLettered, "pgq_dead_lettered_total",
+     "Jobs moved to pgq.dead_jobs (exhausted, expired or cancelled) since the server started."},
+};
+
+std::string MetricsText(const std::vector<QueueMetrics>& queues, const WorkerSummary& workers,
+                        std::string_view database) {
+  core::MetricsText text;
+  text.Family("pgq_jobs", "gauge",
+              "Jobs by state: ready (due now), scheduled (due later), running (leased), "
+              "expired (running past the lease), dead (in pgq.dead_jobs).");
+  for (const QueueMetrics& q : queues) {
+    for (int s = 0; s < 5; ++s) {
+      text.Sample("pgq_jobs", {{"database", database}, {"queue", q.name}, {"state", kStates[s]}},
+                  static_cast<double>(q.jobs[s]));
+    }
+  }
+  text.Family("pgq_oldest_ready_age_seconds", "gauge",
+              "How long the oldest ready job has been due; 0 when none is.");
+  for (const QueueMetrics& q : queues) {
+    text.Sample("pgq_oldest_ready_age_seconds", {{"database", database}, {"queue", q.name}},
+                q.oldest_ready_seconds);
+  }
+  text.Family("pgq_queue_paused", "gauge", "1 while the queue is paused.");
+  for (const QueueMetrics& q : queues) {
+    text.Sample("pgq_queue_paused", {{"database", database}, {"queue", q.name}}, q.paused ? 1 : 0);
+  }
+  // Counted in shared memory: without preload there is nothing to show.
+  if (pg::Shared() != nullptr) {
+    for (const CounterFamily& family : kCounterFamilies) {
+      text.Family(family.name, "counter", family.help);
+      for (const QueueMetrics& q : queues) {
+        text.Sample(family.name, {{"database", database}, {"queue", q.name}},
+                    static_cast<double>(q.counts.values[family.counter]));
+      }
+    }
+    text.Family("pgq_workers", "gauge", "pgq background workers running for this database.");
+    text.Sample("pgq_workers", {{"database", database}, {"kind", "maintenance"}},
+                workers.maintenance);
+    text.Sample("pgq_workers", {{"database", database}, {"kind", "handler"}}, workers.handlers);
+    if (workers.last_pass != 0) {
+      text.Family("pgq_maintenance_last_pass_timestamp_seconds", "gauge",
+                  "When the maintenance worker of this database last completed a pass "
+                  "(Unix time).");
+      text.Sample("pgq_maintenance_last_pass_timestamp_seconds", {{"database", database}},
+                  UnixSeconds(workers.last_pass));
+    }
+  }
+  return text.text();
+}
+
+}  // namespace
+
+}  // namespace pgq::api
+
+using namespace pgq;
+
+// queue_metrics() returns SETOF (queue, ready, scheduled, running, expired,
+// dead, oldest_ready_seconds, paused, claims, completions, failures,
+// lease_expiries, dead_lettered)
+PGQ_FUNCTION(pgq_queue_metrics) {
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+  const std::vector<api::QueueMetrics> queues = api::ReadQueueMetrics();
+  constexpr int kColumns = 13;
+  for (const api::QueueMetrics& q : queues) {
+    Datum values[kColumns];
+    bool nulls[kColumns] = {};
+    values[0] = pg::TextDatum(q.name);
+    for (int s = 0; s < 5; ++s) values[1 + s] = Int64GetDatum(q.jobs[s]);
+    values[6] = Float8GetDatum(q.oldest_ready_seconds);
+    values[7] = BoolGetDatum(q.paused);
+    // Counted in shared memory: NULL without preload; 0 for a queue nothing
+    // happened to since the server started (it has no slot yet).
+    for (int c = 0; c < pg::kCounterKinds; ++c) {
+      values[8 + c] = Int64GetDatum(q.has_counts ? static_cast<int64>(q.counts.values[c]) : 0);
+      nulls[8 + c] = pg::Shared() == nullptr;
+    }
+    pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
+  }
+  return static_cast<Datum>(0);
+}
+
+// metrics() returns text
+PGQ_FUNCTION(pgq_metrics) {
+  const std::vector<api::QueueMetrics> queues = api::ReadQueueMetrics();
+  const api::WorkerSummary workers = api::SummarizeWorkers();
+  const char* database = pg::Guard([] { return get_database_name(MyDatabaseId); });
+  return pg::TextDatum(api::MetricsText(queues, workers, database != nullptr ? database : ""));
+}
+
+// worker_slots() returns SETOF (pid, kind, database, last_pass): the pgq
+// background workers running, in every database (none without preload).
+PGQ_FUNCTION(pgq_worker_slots) {
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+  pg::SharedState* shared = pg::Shared();
+  if (shared == nullptr) return static_cast<Datum>(0);
+  // Copied under the lock (into room reserved before), returned after it.
+  std::vector<pg::WorkerSlot> running;
+  running.reserve(shared->worker_slot_count);
+  pg::Guard([&] {
+    LWLockAcquire(shared->lock, LW_SHARED);
+    for (int i = 0; i < shared->worker_slot_count; ++i) {
+      if (shared->workers[i].pid != 0) running.push_back(shared->workers[i]);
+    }
+    LWLockRelease(shared->lock);
+  });
+  for (const pg::WorkerSlot& slot : running) {
+    Datum values[4] = {
+        Int32GetDatum(slot.pid),
+        pg::TextDatum(slot.kind == pg::WorkerKind::kMaintenance ? "maintenance" : "handler"),
+        ObjectIdGetDatum(slot.database), TimestampTzGetDatum(slot.last_pass)};
+    bool nulls[4] = {false, false, false, slot.last_pass == 0};
+    pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
+  }
+  return static_cast<Datum>(0);
+}
