@@ -8,6 +8,7 @@
 #include "pg/shared.h"
 
 extern "C" {
+#include "libpq/libpq-be.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "utils/wait_event.h"
@@ -345,8 +346,21 @@ void ClaimWaiter::Arm() {
 void ClaimWaiter::Sleep(long max_millis) {
   const long millis = shared_ ? max_millis : std::min(max_millis, kPollMillis);
   Guard([&] {
-    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-                    millis > 0 ? millis : 1, PG_WAIT_EXTENSION);
+    // A client gone while its claim waits ends the session now, as
+    // client_connection_check_interval would: otherwise the claim would
+    // take the next job for nobody and hold it a whole lease.
+    int events = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
+    pgsocket client = PGINVALID_SOCKET;
+    if (MyProcPort != nullptr && WaitEventSetCanReportClosed()) {
+      events |= WL_SOCKET_CLOSED;
+      client = MyProcPort->sock;
+    }
+    const int happened =
+        WaitLatchOrSocket(MyLatch, events, client, millis > 0 ? millis : 1, PG_WAIT_EXTENSION);
+    if ((happened & WL_SOCKET_CLOSED) != 0) {
+      ClientConnectionLost = true;
+      InterruptPending = true;
+    }
     CHECK_FOR_INTERRUPTS();
   });
 }

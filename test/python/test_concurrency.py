@@ -16,6 +16,7 @@ sleep.
 """
 
 import os
+import subprocess
 import threading
 import time
 import unittest
@@ -340,6 +341,29 @@ class ClaimTest(PgqTestCase):
         self.assertLess(time.monotonic() - start, 2.0)
         a.execute("RESET statement_timeout")
         self.assertEqual(a.execute("SELECT 1").fetchone()[0], 1)
+
+
+    def test_a_waiting_claim_of_a_client_that_died_ends_with_its_session(self):
+        """kill -9 of a client whose claim waits: its backend ends at once
+        instead of sleeping on, claiming the next job for nobody and holding
+        it a whole lease."""
+        script = (
+            "import psycopg, sys\n"
+            "conn = psycopg.connect(sys.argv[1], autocommit=True, application_name='doomed')\n"
+            "conn.execute(\"SELECT * FROM pgq.claim('q', 1, wait => '60 s')\")\n"
+        )
+        client = subprocess.Popen(["/usr/bin/python3", "-c", script, DSN])
+        try:
+            pid = self.wait_for("the doomed claim to wait", lambda: self.scalar(
+                "SELECT (SELECT pid FROM pg_stat_activity WHERE application_name = 'doomed'"
+                "           AND state = 'active' AND query LIKE '%%pgq.claim%%')"))
+        finally:
+            client.kill()
+            client.wait()
+        self.wait_for("the dead client's backend to end", lambda: self.scalar(
+            "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s", (pid,)), timeout=HANG)
+        job = self.scalar("SELECT pgq.enqueue('q', '{}')")
+        self.assertEqual(self.scalar("SELECT state FROM pgq.jobs WHERE id = %s", (job,)), "p")
 
 
 class EnqueueTest(PgqTestCase):
