@@ -7,7 +7,10 @@ the welcome-email story (steps 1-3 below), the final report (step 6) and
 main(), and re-runs itself with --crash-worker as the worker that gets killed.
 The CRM scene (step 4) is in crm.py, the satellite scene (step 5) in
 satellites.py; the console, colours, connections and table printing that they
-all use are in common.py. The story:
+all use are in common.py. While the scenes run, live.py samples
+pgq.queue_stats: a live table at the bottom of a terminal, one summary line
+per scene, and at the end chart.py draws the run as demo/out/run.png. The
+story:
 
   1. A worker process claims a job with a 3 second lease and is killed with
      SIGKILL. The job stays 'running' until its lease runs out; pgq_cpp's
@@ -54,8 +57,10 @@ import sys
 import threading
 import time
 
-from common import BOLD, DIM, GREEN, RED, RESET, connect, errors, out, query_table
+from chart import draw_chart
+from common import BOLD, DIM, GREEN, RED, RESET, TERMINAL, connect, errors, out, query_table
 from crm import crm_scene
+from live import Monitor
 from satellites import satellites_scene
 
 QUEUE = "welcome_email"
@@ -310,6 +315,8 @@ def maintenance(server_log, offset, shared):
 
 
 def progress(dsn, shared):
+    """The queue's counts every second, as event lines: section 2's record
+    in a log, when stdout is not a terminal and there is no live view."""
     who = "queue"
     try:
         with connect(dsn) as conn:
@@ -465,8 +472,50 @@ def final_report(conn, shared, crash_job_id, scene_checks=()):
 
 # --- main -------------------------------------------------------------------
 
+def signup_story(dsn, conn, shared, server_log, log_offset, crash_job_id):
+    """Section 2: producers and workers until the queue is empty. Returns
+    whether it gave up at DEADLINE."""
+    out.heading(f"2. {PRODUCERS} producers sign users up while {WORKERS} workers send emails")
+    out.line(f"{DIM}each signup: INSERT INTO users + pgq.enqueue in one transaction; "
+             f"each delivery: INSERT INTO deliveries + pgq.complete in one transaction{RESET}")
+    out.line()
+    out.restart_clock()
+    threads = [threading.Thread(target=maintenance, args=(server_log, log_offset, shared), daemon=True)]
+    if not TERMINAL:
+        # On a terminal the live view (live.py) shows the queue instead.
+        threads.append(threading.Thread(target=progress, args=(dsn, shared), daemon=True))
+    threads += [threading.Thread(target=worker, args=(dsn, shared, i), daemon=True)
+                for i in range(1, WORKERS + 1)]
+    producers = [threading.Thread(target=producer, args=(dsn, shared, i, CRASH_EMAIL),
+                                  daemon=True) for i in range(1, PRODUCERS + 1)]
+    for t in threads + producers:
+        t.start()
+
+    with shared.lock:
+        shared.committed_jobs[crash_job_id] = CRASH_EMAIL
+    deadline = time.monotonic() + DEADLINE
+    timed_out = False
+    while not shared.stop.is_set():
+        time.sleep(0.2)
+        with shared.lock:
+            producing = shared.producers_done < PRODUCERS
+        if not producing and conn.execute("SELECT count(*) FROM pgq.jobs").fetchone()[0] == 0:
+            break
+        if time.monotonic() > deadline:
+            timed_out = True
+            out.event("main", f"{RED}gave up after {DEADLINE} s: jobs are still "
+                              f"pending or running{RESET}")
+            break
+    shared.stop.set()
+    for t in threads + producers:
+        t.join(timeout=10)
+    out.event("main", "queue empty, producers done: stopping threads")
+    return timed_out
+
+
 def run(dsn, server_log):
     shared = Shared()
+    monitor = Monitor(dsn, shared.record_error)
     log_offset = os.path.getsize(server_log)  # the worker's lines from here on
     with connect(dsn) as conn:
         out.heading(f"pgq_cpp demo: a signup form sends welcome emails through queue '{QUEUE}'")
@@ -474,59 +523,24 @@ def run(dsn, server_log):
         out.line(f"tables users and deliveries created; queue '{QUEUE}': max_attempts "
                  f"{MAX_ATTEMPTS}, backoff 200 ms doubling up to 1 s, lease {WORKER_LEASE}")
 
-        crash_job_id = crash_story(dsn, conn)
-
-        out.heading(f"2. {PRODUCERS} producers sign users up while {WORKERS} workers send emails")
-        out.line(f"{DIM}each signup: INSERT INTO users + pgq.enqueue in one transaction; "
-                 f"each delivery: INSERT INTO deliveries + pgq.complete in one transaction{RESET}")
-        out.line()
-        out.restart_clock()
-        threads = [threading.Thread(target=maintenance, args=(server_log, log_offset, shared), daemon=True),
-                   threading.Thread(target=progress, args=(dsn, shared), daemon=True)]
-        threads += [threading.Thread(target=worker, args=(dsn, shared, i), daemon=True)
-                    for i in range(1, WORKERS + 1)]
-        producers = [threading.Thread(target=producer, args=(dsn, shared, i, CRASH_EMAIL),
-                                      daemon=True) for i in range(1, PRODUCERS + 1)]
-        for t in threads + producers:
-            t.start()
-
-        with shared.lock:
-            shared.committed_jobs[crash_job_id] = CRASH_EMAIL
-        deadline = time.monotonic() + DEADLINE
-        timed_out = False
-        while not shared.stop.is_set():
-            time.sleep(0.2)
-            with shared.lock:
-                producing = shared.producers_done < PRODUCERS
-            if not producing and conn.execute("SELECT count(*) FROM pgq.jobs").fetchone()[0] == 0:
-                break
-            if time.monotonic() > deadline:
-                timed_out = True
-                out.event("main", f"{RED}gave up after {DEADLINE} s: jobs are still "
-                                  f"pending or running{RESET}")
-                break
-        shared.stop.set()
-        for t in threads + producers:
-            t.join(timeout=10)
-        out.event("main", "queue empty, producers done: stopping threads")
-
-        crm_checks = crm_scene(dsn, conn, shared)
-        satellite_checks = satellites_scene(dsn, conn, shared, server_log)
+        # The live view runs through the scenes; the report after them reads
+        # a queue that no longer moves.
+        try:
+            monitor.start("1 crash")
+            crash_job_id = crash_story(dsn, conn)
+            monitor.scene("2 signups")
+            timed_out = signup_story(dsn, conn, shared, server_log, log_offset, crash_job_id)
+            monitor.scene("3 CRM")
+            crm_checks = crm_scene(dsn, conn, shared)
+            monitor.scene("4 satellites")
+            satellite_checks = satellites_scene(dsn, conn, shared, server_log)
+        finally:
+            monitor.stop()
+        chart = draw_chart(monitor.history, monitor.scenes)
         ok = final_report(conn, shared, crash_job_id, crm_checks + satellite_checks) \
             and not timed_out
 
-    host = dict(p.split("=", 1) for p in dsn.split())
-    out.heading("Explore")
-    out.line(f"psql -h {host['host']} -p {host['port']} -U postgres {host['dbname']}")
-    out.line(f"{DIM}e.g. SELECT * FROM pgq.queue_stats; SELECT * FROM pgq.dead_jobs; "
-             f"SELECT pgq.retry_dead({QUEUE!r});{RESET}")
-    out.line(f"{DIM}     SELECT owner, count(*) FROM pgq.assignments GROUP BY 1; "
-             f"SELECT * FROM pgq.ladders; SELECT * FROM pgq.switches;{RESET}")
-    out.line(f"{DIM}     SELECT * FROM pgq.schedules; SELECT * FROM pgq.schedule_runs; "
-             f"SELECT * FROM passes_log; SELECT * FROM alerts;{RESET}")
-    out.line(f"stop the demo cluster: bash scripts/demo.sh stop   "
-             f"{DIM}(runs pg_ctl -D {host['host']}/data stop as postgres, "
-             f"deletes {host['host']}){RESET}")
+    explore(dsn, chart)
     out.line()
     if ok:
         out.line(f"{GREEN}{BOLD}demo OK{RESET}: nothing lost, nothing duplicated, "
@@ -534,6 +548,26 @@ def run(dsn, server_log):
         return 0
     out.line(f"{RED}{BOLD}demo FAILED{RESET}: see the checks above")
     return 1
+
+
+def explore(dsn, chart):
+    """Where to look next: psql, the chart of the run, how to stop."""
+    host = dict(p.split("=", 1) for p in dsn.split())
+    out.heading("Explore")
+    out.line(f"psql -h {host['host']} -p {host['port']} -U postgres {host['dbname']}")
+    out.line(f"{DIM}e.g. SELECT * FROM pgq.queue_stats; SELECT * FROM pgq.dead_jobs; "
+             f"SELECT pgq.retry_dead({QUEUE!r});{RESET}")
+    out.line(f"{DIM}     SELECT * FROM pgq.running_jobs; SELECT * FROM pgq.workers; "
+             f"SELECT pgq.metrics();{RESET}")
+    out.line(f"{DIM}     SELECT owner, count(*) FROM pgq.assignments GROUP BY 1; "
+             f"SELECT * FROM pgq.ladders; SELECT * FROM pgq.switches;{RESET}")
+    out.line(f"{DIM}     SELECT * FROM pgq.schedules; SELECT * FROM pgq.schedule_runs; "
+             f"SELECT * FROM passes_log; SELECT * FROM alerts;{RESET}")
+    for line in chart:
+        out.line(line)
+    out.line(f"stop the demo cluster: bash scripts/demo.sh stop   "
+             f"{DIM}(runs pg_ctl -D {host['host']}/data stop as postgres, "
+             f"deletes {host['host']}){RESET}")
 
 
 def main():

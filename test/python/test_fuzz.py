@@ -5,7 +5,7 @@ from a pool for its type: NULLs, empty and huge strings, 63/64-character
 names, every n and lease edge, NaN and infinities, deep and \\u0000-carrying
 JSON, bad intervals, cron specs and time zones, wrong-typed regprocedures,
 1- and 2-dimensional arrays, ids of real and missing jobs. Every call must
-end in a result or an error whose SQLSTATE is one we document (README, SPEC
+end in a result or an error whose SQLSTATE is one we document (docs/reference.md, SPEC
 section 7); never an internal error (XX000), never a lost connection (a
 crashed backend), and the session stays usable after each call.
 
@@ -23,7 +23,7 @@ from test_concurrency import PgqTestCase
 CALLS = int(os.environ.get("PGQ_FUZZ_CALLS", "10000"))
 SEED = int(os.environ.get("PGQ_FUZZ_SEED", "20261202"))
 
-# SQLSTATEs a caller may see. Ours (README "API overview", sql/bad_input.sql)
+# SQLSTATEs a caller may see. Ours (docs/reference.md, sql/bad_input.sql)
 # and PostgreSQL's own for arguments it rejects before or while casting them.
 DOCUMENTED = {
     "22023",  # invalid_parameter_value
