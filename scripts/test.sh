@@ -32,12 +32,12 @@ record() {  # record NAME PASSED FAILED
 
 # 0. Formatting: the C++ sources are clang-formatted (.clang-format).
 say "format (clang-format)"
-mapfile -t sources < <(cd "$PGQ_ROOT" && find src test/unit -name '*.cpp' -o -name '*.h' | sort)
+mapfile -t sources < <(cd "$PGQ_ROOT" && find src test/unit cli -name '*.cpp' -o -name '*.h' | sort)
 if (cd "$PGQ_ROOT" && clang-format --dry-run --Werror "${sources[@]}") >"$log_dir/format.log" 2>&1; then
   record "format" 1 0
 else
   head -n 40 "$log_dir/format.log"
-  echo "run: clang-format -i \$(find src test/unit -name '*.cpp' -o -name '*.h')"
+  echo "run: clang-format -i \$(find src test/unit cli -name '*.cpp' -o -name '*.h')"
   record "format" 0 1
 fi
 
@@ -111,6 +111,59 @@ if ((bad > 0)); then
   echo
 fi
 record "tap (workers, crash, standby)" "$ok" "$bad"
+
+# 5. The clients (Python, Node, the pgq-worker command) against a throwaway
+# cluster of their own; each runner prints its own summary.
+say "clients (Python, Node, pgq-worker)"
+clients_dir=/tmp/pgq_cpp_clients
+clients_port=55466
+stop_cluster "$clients_dir"
+rm -rf "$clients_dir"
+trap 'stop_cluster "$clients_dir"' EXIT
+start_cluster "$clients_dir" "$clients_port" "fsync = off" "lc_messages = 'C'" "log_min_messages = warning"
+as_pg "$PG_BIN/createdb" -h "$clients_dir" -p "$clients_port" -U postgres clients
+clients_dsn="host=$clients_dir port=$clients_port user=postgres dbname=clients"
+
+# unittest: "Ran N tests", then "OK" or "FAILED (failures=F, errors=E)".
+count_unittest() {  # count_unittest NAME LOG
+  local ran verdict bad=0 n kind
+  if ! ran=$(grep -oE '^Ran [0-9]+ tests?' "$2" | grep -oE '[0-9]+'); then
+    tail -n 60 "$2"; record "$1 (did not run)" 0 1; return
+  fi
+  verdict=$(grep -E '^(OK|FAILED)' "$2" | tail -n 1 || true)
+  for kind in failures errors skipped 'unexpected successes'; do
+    n=$(grep -oE "$kind=[0-9]+" <<<"$verdict" | grep -oE '[0-9]+' || echo 0)
+    bad=$((bad + n))
+  done
+  if [[ -z "$verdict" ]] && ((bad == 0)); then bad=1; fi
+  if ((bad > 0)); then sed -n '/^======/,$p' "$2" | head -c 20000 || true; fi
+  record "$1" $((ran > bad ? ran - bad : 0)) "$bad"
+}
+
+if PGQ_TEST_DSN="$clients_dsn" bash "$PGQ_ROOT/clients/python/run_tests.sh" >"$log_dir/client_python.log" 2>&1; then :; else suite_status=1; fi
+count_unittest "python client" "$log_dir/client_python.log"
+
+# node --test: "# pass N", "# fail M" (and cancelled ones, counted as failed).
+if PGQ_TEST_DSN="$clients_dsn" bash "$PGQ_ROOT/clients/node/run_tests.sh" >"$log_dir/client_node.log" 2>&1; then :; else suite_status=1; fi
+if ok=$(grep -oE '^# pass [0-9]+' "$log_dir/client_node.log" | grep -oE '[0-9]+'); then
+  bad=$(( $(grep -oE '^# fail [0-9]+' "$log_dir/client_node.log" | grep -oE '[0-9]+' || echo 0) \
+        + $(grep -oE '^# cancelled [0-9]+' "$log_dir/client_node.log" | grep -oE '[0-9]+' || echo 0) ))
+  if ((bad > 0)); then grep -E -B2 -A20 '^not ok' "$log_dir/client_node.log" | head -c 20000 || true; fi
+  record "node client" "$ok" "$bad"
+else
+  tail -n 60 "$log_dir/client_node.log"; record "node client (did not run)" 0 1
+fi
+
+# pgq-worker (built by `make unit` above): "N passed, M failed".
+if PGQ_TEST_DSN="$clients_dsn" bash "$PGQ_ROOT/cli/run_tests.sh" "$PGQ_ROOT/build/pgq-worker" >"$log_dir/cli.log" 2>&1; then :; else suite_status=1; fi
+if line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log_dir/cli.log" | tail -n 1); then
+  bad=$(sed -E 's/.* ([0-9]+) failed/\1/' <<<"$line")
+  if ((bad > 0)); then tail -n 80 "$log_dir/cli.log"; fi
+  record "pgq-worker" "$(sed -E 's/ passed.*//' <<<"$line")" "$bad"
+else
+  tail -n 60 "$log_dir/cli.log"; record "pgq-worker (did not run)" 0 1
+fi
+stop_cluster "$clients_dir"
 
 echo
 echo "logs: $log_dir"

@@ -1,0 +1,117 @@
+// pgq-worker: runs a command for each job of a pgq_cpp queue (issue 8).
+//
+//   pgq-worker --queue NAME [--dsn CONNINFO] [--concurrency N] [--prefetch N]
+//              [--lease INTERVAL] [--wait INTERVAL] [--once | --max-jobs N]
+//              -- command [args...]
+//
+// Exit status: 0 normal end (also after SIGTERM/SIGINT), 1 connection, server
+// or other error, 2 usage error. cli/README.md has the whole contract.
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "options.h"
+#include "pq.h"
+#include "process.h"
+#include "worker.h"
+
+namespace pgq::cli {
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+void PrintError(const std::string& message) {
+  std::fprintf(stderr, "pgq-worker: %s\n", message.c_str());
+}
+
+int UsageError(const std::string& message) {
+  PrintError(message);
+  std::fprintf(stderr, "Try 'pgq-worker --help'.\n");
+  return kExitUsage;
+}
+
+// A closed stdin, stdout or stderr would make the next file opened take its
+// number, and a command's pipes could then land on the wrong one.
+void OpenStandardFds() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) (void)open("/dev/null", O_RDWR);
+  }
+}
+
+// The seconds of an interval, as the server reads it (the same parser as
+// pgq.claim's); nullopt when the text is not an interval.
+std::optional<double> IntervalSeconds(Connection& connection, const std::string& text,
+                                      std::string* error) {
+  try {
+    const Result result =
+        connection.Exec("SELECT pg_catalog.date_part('epoch', $1::interval)", {text.c_str()});
+    return std::strtod(PQgetvalue(result.get(), 0, 0), nullptr);
+  } catch (const DbError& e) {
+    // Class 22: bad input; anything else is not the user's typo.
+    if (e.sqlstate().rfind("22", 0) != 0) throw;
+    *error = e.what();
+    return std::nullopt;
+  }
+}
+
+int Main(const std::vector<std::string>& args) {
+  const ParseResult parsed = ParseOptions(args);
+  if (parsed.status == ParseStatus::kHelp) {
+    std::fputs(UsageText().c_str(), stdout);
+    return kExitOk;
+  }
+  if (parsed.status == ParseStatus::kUsageError) return UsageError(parsed.error);
+  const Options& options = parsed.options;
+  if (!IsRunnable(options.command.front())) {
+    return UsageError("cannot run " + options.command.front() +
+                      ": not an executable file (nor one in PATH)");
+  }
+
+  // Before connecting: a stop signal that comes while connecting is kept in
+  // the pipe, and the loop then ends before its first claim.
+  SignalPipe signals = SignalPipe::Install();
+  Connection control = Connection::Open(options.dsn);
+  LeaseSetting lease;
+  std::string error;
+  if (!options.lease.empty()) {
+    const std::optional<double> seconds = IntervalSeconds(control, options.lease, &error);
+    if (!seconds) return UsageError("--lease: " + error);
+    if (*seconds <= 0) return UsageError("--lease must be more than 0");
+    lease = LeaseSetting{options.lease, *seconds};
+  }
+  const std::optional<double> wait = IntervalSeconds(control, options.wait, &error);
+  if (!wait) return UsageError("--wait: " + error);
+  if (*wait < 0) return UsageError("--wait must not be negative");
+  if (*wait == 0 && options.max_jobs == 0) {
+    return UsageError("--wait must be more than 0 without --once or --max-jobs");
+  }
+  Connection claims = Connection::Open(options.dsn);
+  Worker worker(options, lease, std::move(claims), std::move(control), signals);
+  return worker.Run();
+}
+
+}  // namespace
+
+}  // namespace pgq::cli
+
+int main(int argc, char** argv) {
+  pgq::cli::OpenStandardFds();
+  try {
+    return pgq::cli::Main(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const pgq::cli::DbError& e) {
+    pgq::cli::PrintError(e.Describe());
+  } catch (const std::exception& e) {
+    pgq::cli::PrintError(std::string("error: ") + e.what());
+  }
+  return pgq::cli::kExitError;
+}

@@ -1,0 +1,77 @@
+// The libpq boundary of pgq-worker: owned connections and results, statements
+// always with parameters, server errors kept with their SQLSTATE.
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <initializer_list>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace pgq::cli {
+
+struct ResultDeleter {
+  void operator()(PGresult* result) const { PQclear(result); }
+};
+using Result = std::unique_ptr<PGresult, ResultDeleter>;
+
+// A failed connection or statement. sqlstate is empty when the server did not
+// send one (the connection broke, or never opened).
+class DbError : public std::runtime_error {
+ public:
+  DbError(std::string sqlstate, const std::string& message, std::string detail = {},
+          std::string hint = {})
+      : std::runtime_error(message),
+        sqlstate_(std::move(sqlstate)),
+        detail_(std::move(detail)),
+        hint_(std::move(hint)) {}
+
+  const std::string& sqlstate() const { return sqlstate_; }
+  const std::string& detail() const { return detail_; }
+  const std::string& hint() const { return hint_; }
+  // "message (SQLSTATE 42704)", then "DETAIL: ..." and "HINT: ..." lines.
+  std::string Describe() const;
+
+ private:
+  std::string sqlstate_;
+  std::string detail_;
+  std::string hint_;
+};
+
+class Connection {
+ public:
+  // conninfo: a libpq connection string or URI; empty for libpq's defaults
+  // (the PG* environment variables). Throws DbError.
+  static Connection Open(const std::string& conninfo);
+
+  // Runs one statement (its own transaction) with text parameters, nullptr
+  // for NULL; returns its rows. Throws DbError. A connection found broken is
+  // reset and the statement sent once more: pgq's finishing calls are fenced
+  // by (id, attempt), so a repeat changes nothing.
+  Result Exec(const char* sql, std::initializer_list<const char*> params);
+
+  // The same without waiting: the result is read with Consume().
+  void Send(const char* sql, std::initializer_list<const char*> params);
+  // After the socket was readable: the statement's result once it is all
+  // there (then the connection is idle again), else nullptr. Throws DbError
+  // for a server error or a broken connection.
+  Result Consume();
+  // Asks the server to cancel the statement sent; its result still comes.
+  void Cancel();
+
+  int socket() const { return PQsocket(conn_.get()); }
+
+ private:
+  struct ConnDeleter {
+    void operator()(PGconn* conn) const { PQfinish(conn); }
+  };
+  explicit Connection(PGconn* conn) : conn_(conn) {}
+  Result Run(const char* sql, std::initializer_list<const char*> params);
+  DbError ErrorOf(const PGresult* result) const;
+
+  std::unique_ptr<PGconn, ConnDeleter> conn_;
+  Result pending_;  // Consume(): the statement's result, kept until its end
+};
+
+}  // namespace pgq::cli

@@ -1,0 +1,76 @@
+#include "options.h"
+
+#include <gtest/gtest.h>
+
+namespace pgq::cli {
+namespace {
+
+ParseResult Parse(std::vector<std::string> args) { return ParseOptions(args); }
+
+TEST(Options, DefaultsAndCommandAfterDoubleDash) {
+  const ParseResult r = Parse({"--queue", "thumbnails", "--", "./make_thumbnail.sh", "--size=2"});
+  ASSERT_EQ(r.status, ParseStatus::kRun) << r.error;
+  EXPECT_EQ(r.options.queue, "thumbnails");
+  EXPECT_EQ(r.options.concurrency, 1);
+  EXPECT_EQ(r.options.prefetch, 0);
+  EXPECT_EQ(r.options.max_jobs, 0);
+  EXPECT_EQ(r.options.wait, "30 seconds");
+  EXPECT_TRUE(r.options.lease.empty());
+  EXPECT_TRUE(r.options.dsn.empty());
+  // Options of the command are the command's.
+  EXPECT_EQ(r.options.command, (std::vector<std::string>{"./make_thumbnail.sh", "--size=2"}));
+}
+
+TEST(Options, EveryOptionBothForms) {
+  const ParseResult r =
+      Parse({"--queue=q", "--dsn", "host=/tmp dbname=x", "--concurrency=4", "--prefetch", "2",
+             "--lease", "2 seconds", "--wait=5s", "--max-jobs", "7", "-v", "sh", "-c", "cat"});
+  ASSERT_EQ(r.status, ParseStatus::kRun) << r.error;
+  EXPECT_EQ(r.options.dsn, "host=/tmp dbname=x");
+  EXPECT_EQ(r.options.concurrency, 4);
+  EXPECT_EQ(r.options.prefetch, 2);
+  EXPECT_EQ(r.options.lease, "2 seconds");
+  EXPECT_EQ(r.options.wait, "5s");
+  EXPECT_EQ(r.options.max_jobs, 7);
+  EXPECT_TRUE(r.options.verbose);
+  EXPECT_EQ(r.options.command, (std::vector<std::string>{"sh", "-c", "cat"}));
+}
+
+TEST(Options, OnceIsOneJob) {
+  const ParseResult r = Parse({"--once", "--queue", "q", "--", "true"});
+  ASSERT_EQ(r.status, ParseStatus::kRun) << r.error;
+  EXPECT_EQ(r.options.max_jobs, 1);
+}
+
+TEST(Options, Help) { EXPECT_EQ(Parse({"--queue", "q", "--help"}).status, ParseStatus::kHelp); }
+
+TEST(Options, UsageErrors) {
+  const std::vector<std::vector<std::string>> bad = {
+      {},
+      {"--queue", "q"},            // no command
+      {"--queue", "q", "--"},      // no command
+      {"--", "true"},              // no queue
+      {"--queue=", "--", "true"},  // empty queue
+      {"--queue"},                 // no value
+      {"--queue", "q", "--concurrency", "0", "--", "true"},
+      {"--queue", "q", "--concurrency", "257", "--", "true"},
+      {"--queue", "q", "--concurrency", "2x", "--", "true"},
+      {"--queue", "q", "--concurrency", "", "--", "true"},
+      {"--queue", "q", "--prefetch", "-1", "--", "true"},
+      {"--queue", "q", "--max-jobs", "0", "--", "true"},
+      {"--queue", "q", "--once", "--max-jobs", "2", "--", "true"},
+      {"--queue", "q", "--lease=", "--", "true"},
+      {"--queue", "q", "--bogus", "--", "true"},
+      {"--queue", "q", "--", ""},
+  };
+  for (const auto& args : bad) {
+    const ParseResult r = Parse(args);
+    std::string joined;
+    for (const auto& a : args) joined += "[" + a + "]";
+    EXPECT_EQ(r.status, ParseStatus::kUsageError) << joined;
+    EXPECT_FALSE(r.error.empty()) << joined;
+  }
+}
+
+}  // namespace
+}  // namespace pgq::cli

@@ -1,0 +1,411 @@
+#include "worker.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <system_error>
+#include <vector>
+
+namespace pgq::cli {
+
+namespace {
+
+// The rows of pgq.claim, and how long each lease runs from now as the server
+// sees it (lease_until is set by the claim from pgq.clock()), so the
+// heartbeat needs neither the queue's settings nor a synchronised clock.
+constexpr const char* kClaim =
+    "SELECT c.id, c.attempt, c.max_attempts, c.payload::text,"
+    "       pg_catalog.date_part('epoch', c.lease_until OPERATOR(pg_catalog.-) pgq.clock())"
+    "  FROM pgq.claim($1::text, $2::integer, $3::interval, wait => $4::interval) AS c";
+constexpr const char* kComplete = "SELECT pgq.complete($1::bigint, $2::integer)";
+constexpr const char* kFail = "SELECT pgq.fail($1::bigint, $2::integer, $3::text)";
+constexpr const char* kExtend = "SELECT pgq.extend($1::bigint, $2::integer, $3::interval)";
+constexpr const char* kRelease = "SELECT pgq.release($1::bigint, $2::integer)";
+
+// A lease shorter than this would have the worker do nothing but extend.
+constexpr double kMinLeaseSeconds = 0.2;
+
+// A cancel that reaches the server before the claim has started is lost
+// (there is no statement to cancel yet): until the claim ends, it is sent
+// again this often.
+constexpr auto kCancelRepeat = std::chrono::milliseconds(500);
+
+std::string JobName(const Job& job) { return "job " + job.id + " (attempt " + job.attempt + ")"; }
+
+const char* SignalName(int signo) {
+  switch (signo) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return "signal";
+  }
+}
+
+// Writes all of `bytes` to the worker's stderr; a stderr nobody reads is not
+// worth failing a job for.
+void WriteStderr(const char* bytes, std::size_t size) {
+  while (size > 0) {
+    const ssize_t n = write(STDERR_FILENO, bytes, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    bytes += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace
+
+Worker::Worker(Options options, LeaseSetting lease, Connection claims, Connection control,
+               SignalPipe& signals)
+    : options_(std::move(options)),
+      lease_(std::move(lease)),
+      claims_(std::move(claims)),
+      control_(std::move(control)),
+      signals_(signals) {}
+
+int Worker::Run() {
+  for (;;) {
+    StartJobs();
+    MaybeClaim();
+    if (Finished()) break;
+    PollOnce();
+  }
+  return failed_ ? 1 : 0;
+}
+
+bool Worker::CanClaimMore() const {
+  return !stopping_ && !idle_ && (options_.max_jobs == 0 || claimed_ < options_.max_jobs);
+}
+
+bool Worker::Finished() const {
+  return !claim_in_flight_ && running_.empty() && buffered_.empty() && !CanClaimMore();
+}
+
+void Worker::MaybeClaim() {
+  if (claim_in_flight_ || !CanClaimMore()) return;
+  const long held = static_cast<long>(running_.size() + buffered_.size());
+  long room = options_.concurrency + options_.prefetch - held;
+  if (options_.max_jobs > 0) room = std::min(room, options_.max_jobs - claimed_);
+  if (room <= 0) return;  // without --prefetch: no claim until a slot is free
+  const std::string n = std::to_string(room);
+  try {
+    claims_.Send(kClaim,
+                 {options_.queue.c_str(), n.c_str(),
+                  lease_.text.empty() ? nullptr : lease_.text.c_str(), options_.wait.c_str()});
+    claim_in_flight_ = true;
+  } catch (const DbError& e) {
+    Fatal("pgq.claim", e.Describe());
+  }
+}
+
+void Worker::OnClaimReadable() {
+  Result result;
+  try {
+    result = claims_.Consume();
+    if (!result) return;  // more to come
+  } catch (const DbError& e) {
+    claim_in_flight_ = false;
+    // query_canceled: our own cancel, sent when a stop signal came.
+    if (!(stopping_ && e.sqlstate() == "57014")) Fatal("pgq.claim", e.Describe());
+    return;
+  }
+  claim_in_flight_ = false;
+  const int rows = PQntuples(result.get());
+  if (rows == 0) {
+    // Bounded runs (--once, --max-jobs) end when the queue has nothing for
+    // them within --wait; the others claim again.
+    if (options_.max_jobs > 0) idle_ = true;
+    return;
+  }
+  const Clock::time_point now = Clock::now();
+  for (int row = 0; row < rows; ++row) {
+    Job job;
+    job.id = PQgetvalue(result.get(), row, 0);
+    job.attempt = PQgetvalue(result.get(), row, 1);
+    job.max_attempts = PQgetvalue(result.get(), row, 2);
+    job.payload = PQgetvalue(result.get(), row, 3);
+    double seconds = lease_.seconds;
+    if (lease_.text.empty()) {
+      seconds = std::max(kMinLeaseSeconds, std::strtod(PQgetvalue(result.get(), row, 4), nullptr));
+      char text[64];
+      std::snprintf(text, sizeof text, "%.3f seconds", seconds);
+      job.lease = text;
+    } else {
+      job.lease = lease_.text;
+    }
+    job.half_lease = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(std::max(kMinLeaseSeconds, seconds) / 2));
+    job.next_extend = now + job.half_lease;
+    ++claimed_;
+    if (stopping_) {
+      Release(job);  // the claim ended after a stop signal
+    } else {
+      buffered_.push_back(std::move(job));
+    }
+  }
+}
+
+void Worker::StartJobs() {
+  while (!stopping_ && static_cast<int>(running_.size()) < options_.concurrency &&
+         !buffered_.empty()) {
+    Job job = std::move(buffered_.front());
+    buffered_.pop_front();
+    if (job.lease_lost) {
+      Log(JobName(job) + ": not started, its lease was lost while it waited");
+      continue;
+    }
+    Start(std::move(job));
+  }
+}
+
+void Worker::Start(Job job) {
+  const std::vector<std::string> env = JobEnvironment({{"PGQ_JOB_ID", job.id},
+                                                       {"PGQ_JOB_ATTEMPT", job.attempt},
+                                                       {"PGQ_JOB_MAX_ATTEMPTS", job.max_attempts},
+                                                       {"PGQ_QUEUE", options_.queue}});
+  SpawnedProcess process;
+  try {
+    process = Spawn(options_.command, env);
+  } catch (const std::system_error& e) {
+    // Not the job's fault: give it back rather than spend its attempts.
+    Release(job);
+    Fatal("cannot start the command", e.what());
+    return;
+  }
+  RunningJob& running = running_.emplace_back();
+  running.job = std::move(job);
+  running.pid = process.pid;
+  running.stdin_fd = std::move(process.stdin_fd);
+  running.stderr_fd = std::move(process.stderr_fd);
+  running.input = running.job.payload + "\n";
+  Verbose(JobName(running.job) + ": started, pid " + std::to_string(running.pid));
+  WriteInput(running);
+}
+
+void Worker::PollOnce() {
+  // fds[0] is the signal pipe, fds[1] the claiming connection while a claim
+  // is out; then the pipes of the running commands, owners[i] for fds[i].
+  std::vector<pollfd> fds;
+  std::vector<RunningJob*> owners;
+  fds.push_back({signals_.read_fd(), POLLIN, 0});
+  owners.push_back(nullptr);
+  const bool polls_claim = claim_in_flight_;
+  if (polls_claim) {
+    fds.push_back({claims_.socket(), POLLIN, 0});
+    owners.push_back(nullptr);
+  }
+  for (RunningJob& running : running_) {
+    if (running.stdin_fd.is_open()) {
+      fds.push_back({running.stdin_fd.get(), POLLOUT, 0});
+      owners.push_back(&running);
+    }
+    if (running.stderr_fd.is_open()) {
+      fds.push_back({running.stderr_fd.get(), POLLIN, 0});
+      owners.push_back(&running);
+    }
+  }
+  if (poll(fds.data(), fds.size(), PollTimeoutMillis()) < 0) {
+    if (errno != EINTR) throw std::system_error(errno, std::generic_category(), "poll");
+    return;
+  }
+  for (std::size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents == 0) continue;
+    RunningJob* owner = owners[i];
+    if (i == 0) {
+      for (int signo : signals_.Drain()) OnSignal(signo);
+    } else if (polls_claim && i == 1) {
+      if (claim_in_flight_) OnClaimReadable();
+    } else if (fds[i].events == POLLOUT) {
+      WriteInput(*owner);
+    } else {
+      ReadStderr(*owner);
+    }
+  }
+  ReapChildren();
+  ExtendDueLeases();
+  if (stopping_ && claim_in_flight_ && Clock::now() >= next_cancel_) CancelClaim();
+}
+
+void Worker::OnSignal(int signo) {
+  if (signo == SIGCHLD) return;  // ReapChildren runs after every poll
+  ++stop_signals_;
+  if (stop_signals_ == 1) {
+    Log(std::string(SignalName(signo)) + ": claiming no more jobs; waiting for " +
+        std::to_string(running_.size()) +
+        " running command(s) to finish (signal again to pass it on to them)");
+    StopClaiming();
+    return;
+  }
+  Log(std::string(SignalName(signo)) + ": passing it on to " + std::to_string(running_.size()) +
+      " running command(s)");
+  for (const RunningJob& running : running_) (void)kill(-running.pid, signo);
+}
+
+void Worker::StopClaiming() {
+  if (stopping_) return;
+  stopping_ = true;
+  if (claim_in_flight_) CancelClaim();  // its rows, if any, are released when they come
+  std::list<Job> unstarted = std::move(buffered_);
+  buffered_.clear();
+  for (const Job& job : unstarted) Release(job);
+}
+
+void Worker::CancelClaim() {
+  claims_.Cancel();
+  next_cancel_ = Clock::now() + kCancelRepeat;
+}
+
+void Worker::Fatal(const std::string& what, const std::string& why) {
+  Log("error: " + what + ": " + why);
+  failed_ = true;
+  StopClaiming();
+}
+
+void Worker::WriteInput(RunningJob& running) {
+  while (running.written < running.input.size()) {
+    const ssize_t n = write(running.stdin_fd.get(), running.input.data() + running.written,
+                            running.input.size() - running.written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // poll says when
+    if (n < 0) break;  // EPIPE: the command does not read its stdin
+    running.written += static_cast<std::size_t>(n);
+  }
+  running.stdin_fd.Close();  // end of input
+}
+
+void Worker::ReadStderr(RunningJob& running) {
+  char buffer[16384];
+  for (;;) {
+    const ssize_t n = read(running.stderr_fd.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) break;  // end of file
+    // Shown as it comes (the worker's stderr is the commands' log) and the
+    // end kept for pgq.fail.
+    WriteStderr(buffer, static_cast<std::size_t>(n));
+    running.tail.Append(std::string_view(buffer, static_cast<std::size_t>(n)));
+  }
+  running.stderr_fd.Close();
+}
+
+void Worker::ReapChildren() {
+  for (;;) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;  // none ended (0), or no children left (ECHILD)
+    const auto it = std::find_if(running_.begin(), running_.end(),
+                                 [pid](const RunningJob& r) { return r.pid == pid; });
+    if (it == running_.end()) continue;
+    // What the command wrote is in the pipe now; a background process it
+    // left holding the pipe open does not hold up the report.
+    if (it->stderr_fd.is_open()) ReadStderr(*it);
+    it->stderr_fd.Close();
+    it->stdin_fd.Close();
+    Report(*it, status);
+    running_.erase(it);
+  }
+}
+
+void Worker::Report(RunningJob& running, int wait_status) {
+  const Job& job = running.job;
+  try {
+    if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
+      const Result result = control_.Exec(kComplete, {job.id.c_str(), job.attempt.c_str()});
+      if (std::strcmp(PQgetvalue(result.get(), 0, 0), "t") == 0) {
+        Verbose(JobName(job) + ": completed");
+      } else {
+        Log(JobName(job) + ": done, but its claim was lost to a newer one: not completed");
+      }
+      return;
+    }
+    const std::string error = FailureText(wait_status, running.tail);
+    const Result result =
+        control_.Exec(kFail, {job.id.c_str(), job.attempt.c_str(), error.c_str()});
+    const std::string outcome = PQgetvalue(result.get(), 0, 0);
+    const std::string status = DescribeStatus(wait_status);
+    if (outcome == "retry") {
+      Log(JobName(job) + ": failed (" + status + "), will be retried");
+    } else if (outcome == "dead") {
+      Log(JobName(job) + ": failed (" + status + "), attempts exhausted: dead-lettered");
+    } else {
+      Log(JobName(job) + ": failed (" + status + "), but its claim was lost to a newer one");
+    }
+  } catch (const DbError& e) {
+    Fatal("reporting " + JobName(job), e.Describe());
+  }
+}
+
+void Worker::Release(const Job& job) {
+  try {
+    const Result result = control_.Exec(kRelease, {job.id.c_str(), job.attempt.c_str()});
+    Verbose(JobName(job) + ": released, not started");
+  } catch (const DbError& e) {
+    // Its lease expires by itself; the attempt then counts.
+    Log("error: pgq.release of " + JobName(job) + ": " + e.Describe());
+    failed_ = true;
+  }
+}
+
+void Worker::ExtendDueLeases() {
+  const Clock::time_point now = Clock::now();
+  for (Job& job : buffered_) {
+    if (!job.lease_lost && now >= job.next_extend) Extend(job, now);
+  }
+  for (RunningJob& running : running_) {
+    if (!running.job.lease_lost && now >= running.job.next_extend) Extend(running.job, now);
+  }
+}
+
+void Worker::Extend(Job& job, Clock::time_point now) {
+  job.next_extend = now + job.half_lease;
+  try {
+    const Result result =
+        control_.Exec(kExtend, {job.id.c_str(), job.attempt.c_str(), job.lease.c_str()});
+    if (PQgetisnull(result.get(), 0, 0)) {
+      job.lease_lost = true;
+      Log(JobName(job) + ": its lease was lost (expired and claimed again, or gone)");
+    } else {
+      Verbose(JobName(job) + ": lease extended to " + PQgetvalue(result.get(), 0, 0));
+    }
+  } catch (const DbError& e) {
+    Fatal("pgq.extend of " + JobName(job), e.Describe());
+  }
+}
+
+int Worker::PollTimeoutMillis() const {
+  std::optional<Clock::time_point> next;
+  const auto consider = [&next](const Job& job) {
+    if (!job.lease_lost && (!next || job.next_extend < *next)) next = job.next_extend;
+  };
+  for (const Job& job : buffered_) consider(job);
+  for (const RunningJob& running : running_) consider(running.job);
+  if (stopping_ && claim_in_flight_ && (!next || next_cancel_ < *next)) next = next_cancel_;
+  if (!next) return -1;
+  const auto wait = *next - Clock::now();
+  if (wait <= Clock::duration::zero()) return 0;
+  // Rounded up, so the loop does not wake just before the due time.
+  return static_cast<int>(
+      std::min<long long>(std::chrono::ceil<std::chrono::milliseconds>(wait).count(), 60000));
+}
+
+void Worker::Log(const std::string& line) const {
+  const std::string text = "pgq-worker: " + line + "\n";
+  WriteStderr(text.data(), text.size());
+}
+
+void Worker::Verbose(const std::string& line) const {
+  if (options_.verbose) Log(line);
+}
+
+}  // namespace pgq::cli

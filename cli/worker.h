@@ -1,0 +1,100 @@
+// pgq-worker's event loop: one thread, one poll() over the signal pipe, the
+// claiming connection's socket and every running command's pipes.
+//
+// Two connections: `claims` carries one pgq.claim(..., wait) at a time, which
+// blocks in the server until a job is committed (no polling from here);
+// `control` carries the short fenced calls (complete, fail, extend, release),
+// so a finished command is reported while a claim is still waiting.
+#pragma once
+
+#include <chrono>
+#include <list>
+#include <optional>
+#include <string>
+
+#include "failure_text.h"
+#include "options.h"
+#include "pq.h"
+#include "process.h"
+
+namespace pgq::cli {
+
+using Clock = std::chrono::steady_clock;
+
+// The lease the worker asks for, checked by the server before it starts.
+struct LeaseSetting {
+  std::string text;  // the --lease interval; empty: the queue's default
+  double seconds = 0;
+};
+
+// A claimed job. Ids and attempts stay the text the server sent: they go
+// back to it as parameters unchanged.
+struct Job {
+  std::string id;
+  std::string attempt;
+  std::string max_attempts;
+  std::string payload;
+  std::string lease;  // what pgq.extend renews the lease with
+  Clock::duration half_lease{};
+  Clock::time_point next_extend;
+  bool lease_lost = false;
+};
+
+struct RunningJob {
+  Job job;
+  pid_t pid = -1;
+  Fd stdin_fd;
+  std::string input;  // the payload and a newline
+  std::size_t written = 0;
+  Fd stderr_fd;
+  StderrTail tail;
+};
+
+class Worker {
+ public:
+  Worker(Options options, LeaseSetting lease, Connection claims, Connection control,
+         SignalPipe& signals);
+
+  // Until a stop signal, --once / --max-jobs, or an error; the exit status.
+  int Run();
+
+ private:
+  bool CanClaimMore() const;
+  bool Finished() const;
+  void MaybeClaim();
+  void OnClaimReadable();
+  void StartJobs();
+  void Start(Job job);
+  void PollOnce();
+  void OnSignal(int signo);
+  void StopClaiming();
+  void CancelClaim();
+  void Fatal(const std::string& what, const std::string& why);
+  void WriteInput(RunningJob& running);
+  void ReadStderr(RunningJob& running);
+  void ReapChildren();
+  void Report(RunningJob& running, int wait_status);
+  void Release(const Job& job);
+  void ExtendDueLeases();
+  void Extend(Job& job, Clock::time_point now);
+  int PollTimeoutMillis() const;
+  void Log(const std::string& line) const;
+  void Verbose(const std::string& line) const;
+
+  Options options_;
+  LeaseSetting lease_;
+  Connection claims_;
+  Connection control_;
+  SignalPipe& signals_;
+  std::list<Job> buffered_;        // claimed, not started
+  std::list<RunningJob> running_;  // stable addresses while polled
+  bool claim_in_flight_ = false;
+  bool stopping_ = false;  // no more claims: signal, error, or nothing to do
+  bool idle_ = false;      // --once / --max-jobs: a claim found nothing
+  bool failed_ = false;    // exit 1
+  int stop_signals_ = 0;
+  Clock::time_point next_cancel_;  // while stopping with a claim out
+  long claimed_ = 0;
+};
+
+}  // namespace pgq::cli

@@ -1,0 +1,55 @@
+'use strict';
+
+// The options of enqueue and enqueueMany and the pgq arguments they fill. An
+// option left out (or null) keeps the server's default.
+const ENQUEUE_OPTIONS = {
+  runAt: 'run_at',
+  priority: 'priority',
+  dedupeKey: 'dedupe_key',
+  maxAttempts: 'max_attempts',
+  groupKey: 'group_key',
+};
+const ENQUEUE_MANY_OPTIONS = { runAt: 'run_at', priority: 'priority' };
+
+/** A queue to send jobs to, on the caller's connection and in its transaction. */
+class Queue {
+  constructor(name) {
+    if (typeof name !== 'string') throw new TypeError('the queue name must be a string');
+    this.name = name;
+  }
+
+  /**
+   * Enqueues one job with `client.query`, so inside the caller's transaction
+   * when one is open: the job exists if and only if it commits. Begins and
+   * commits nothing. Resolves to the job id (a string, as pg returns bigint).
+   */
+  async enqueue(client, payload, options = {}) {
+    const values = [this.name, JSON.stringify(payload)];
+    const call = pgqCall('enqueue', values, options, ENQUEUE_OPTIONS);
+    const { rows } = await client.query(`SELECT ${call} AS id`, values);
+    return rows[0].id;
+  }
+
+  /** Enqueues many jobs in one statement; resolves to their ids in input order. */
+  async enqueueMany(client, payloads, options = {}) {
+    const values = [this.name, payloads.map((payload) => JSON.stringify(payload))];
+    const call = pgqCall('enqueue_many', values, options, ENQUEUE_MANY_OPTIONS);
+    const { rows } = await client.query(`SELECT ${call} AS id`, values);
+    return rows.map((row) => row.id);
+  }
+}
+
+// `pgq.fn($1, $2, name => $3, ...)`: the values so far, then one named
+// argument per option given, whose value is appended to `values`.
+function pgqCall(fn, values, options, names) {
+  const args = values.map((_, i) => `$${i + 1}`);
+  for (const [option, value] of Object.entries(options)) {
+    if (!Object.hasOwn(names, option)) throw new TypeError(`unknown option of ${fn}: ${option}`);
+    if (value == null) continue;
+    values.push(value);
+    args.push(`${names[option]} => $${values.length}`);
+  }
+  return `pgq.${fn}(${args.join(', ')})`;
+}
+
+module.exports = { Queue };

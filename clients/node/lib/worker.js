@@ -1,0 +1,337 @@
+'use strict';
+
+const { setTimeout: delay } = require('node:timers/promises');
+const pg = require('pg');
+
+// Reconnect backoff after a failed claim: doubles from the first to the cap.
+const FIRST_BACKOFF_MS = 200;
+const MAX_BACKOFF_MS = 10_000;
+// A claim that has not answered this long after its wait ended is taken for a
+// connection lost without a word (a dead network), and the worker reconnects.
+const CLAIM_GRACE_MS = 10_000;
+
+// pgq.clock() is read after the claim: lease_until minus it is at most the
+// lease, whatever the difference between our clock and the server's.
+const CLAIM_SQL = 'SELECT c.*, pgq.clock() AS now FROM pgq.claim($1, $2, $3::interval, $4::interval) c';
+
+/**
+ * Claims jobs of one queue and runs `handler(job)` on each, up to
+ * `concurrency` at once. See README.md for the lifecycle.
+ */
+class Worker {
+  #queue;
+  #handler;
+  #concurrency;
+  #batch;
+  #lease; // seconds, or null for the queue's own
+  #wait; // seconds
+  #logger;
+  #connection; // pg.Pool config, also used for the claim connection
+
+  #pool = null; // complete, fail, extend, release, the cancel at stop
+  #claimer = null; // the claim's own connection: a waiting claim blocks it
+  #claimEnded = null; // while a claim runs: settles when it ends
+  #ready = []; // claimed, not started: {job, endHeartbeat}
+  #running = new Set(); // promises of the jobs being run
+  #roomForClaim = null; // resolves the loop's wait for a free slot
+  #stopping = false;
+  #abort = new AbortController(); // cuts the backoff sleep short at stop
+  #starting = null; // start()'s promise
+  #loop = null;
+  #removeSignalHandlers = () => {};
+  #markStopped;
+  #stopped = new Promise((resolve) => {
+    this.#markStopped = resolve;
+  });
+
+  constructor(options) {
+    const {
+      queue,
+      handler,
+      concurrency = 1,
+      batch = concurrency,
+      lease = null,
+      wait = 30,
+      logger = console,
+      ...connection
+    } = options;
+    this.#queue = typeof queue === 'string' ? queue : queue?.name;
+    if (typeof this.#queue !== 'string') throw new TypeError('queue must be a name or a Queue');
+    if (typeof handler !== 'function') throw new TypeError('handler must be a function');
+    for (const [name, value] of Object.entries({ concurrency, batch })) {
+      if (!Number.isInteger(value) || value < 1) throw new RangeError(`${name} must be an integer >= 1`);
+    }
+    if (lease !== null && !(lease > 0)) throw new RangeError('lease must be a number of seconds > 0');
+    if (!(wait > 0)) throw new RangeError('wait must be a number of seconds > 0');
+    this.#handler = handler;
+    this.#concurrency = concurrency;
+    this.#batch = batch;
+    this.#lease = lease;
+    this.#wait = wait;
+    this.#logger = logger;
+    this.#connection = connection;
+  }
+
+  /**
+   * Connects and makes a first claim, so that a wrong connection, an unknown
+   * queue (42704) or a missing consume right (42501) rejects here; then runs
+   * in the background until stop().
+   */
+  start() {
+    if (this.#starting || this.#stopping) {
+      return Promise.reject(new Error('a worker starts once, and not after stop()'));
+    }
+    this.#starting = this.#begin();
+    return this.#starting;
+  }
+
+  async #begin() {
+    this.#pool = new pg.Pool(this.#connection);
+    // An idle pooled connection that dies is dropped by the pool; the next
+    // query opens a new one.
+    this.#pool.on('error', () => {});
+    try {
+      this.#claimer = await this.#connect();
+      this.#take(await this.#claim(0));
+    } catch (err) {
+      await this.#close();
+      throw err;
+    }
+    this.#loop = this.#run();
+  }
+
+  /**
+   * Stops claiming, gives back the jobs claimed but not started (pgq.release:
+   * their next claim has the same attempt number), lets the running ones
+   * finish, and closes the connections. Resolves when all that is done; the
+   * same promise for every call.
+   */
+  stop() {
+    if (!this.#stopping) this.#shutdown();
+    return this.#stopped;
+  }
+
+  /**
+   * Calls stop() on the first of these signals (a second one then kills the
+   * process as usual). Resolves once the worker has stopped, however.
+   */
+  stopOnSignals(signals = ['SIGTERM', 'SIGINT']) {
+    const onSignal = (signal) => {
+      this.#logger.warn(`pgq: ${signal}: stopping the worker of queue ${this.#queue}`);
+      this.stop();
+    };
+    this.#removeSignalHandlers();
+    for (const signal of signals) process.once(signal, onSignal);
+    this.#removeSignalHandlers = () => {
+      for (const signal of signals) process.removeListener(signal, onSignal);
+    };
+    return this.#stopped;
+  }
+
+  async #run() {
+    let backoff = FIRST_BACKOFF_MS;
+    while (!this.#stopping) {
+      await this.#freeSlot();
+      if (this.#stopping) break;
+      try {
+        this.#claimer ??= await this.#connect();
+        if (this.#stopping) break;
+        this.#take(await this.#claim(this.#wait));
+        backoff = FIRST_BACKOFF_MS;
+      } catch (err) {
+        if (this.#stopping) break; // the claim was cancelled by stop()
+        const pause = Math.round(backoff * (0.5 + Math.random() / 2));
+        this.#logger.error(`pgq: claim from queue ${this.#queue} failed; retrying in ${pause} ms:`, err);
+        this.#claimer?.end().catch(() => {});
+        this.#claimer = null;
+        await delay(pause, undefined, { signal: this.#abort.signal }).catch(() => {});
+        backoff = Math.min(2 * backoff, MAX_BACKOFF_MS);
+      }
+    }
+  }
+
+  async #connect() {
+    const client = new pg.Client(this.#connection);
+    // A connection lost between two claims makes the next claim fail, and
+    // the loop reconnects then.
+    client.on('error', () => {});
+    await client.connect();
+    // Were this process to die while its claim waits, the server would
+    // otherwise take the next job for it and hold it a whole lease. This lets
+    // the server notice a closed connection within a second. (Servers on
+    // Windows refuse it: they keep the old behaviour.)
+    await client.query('SET client_connection_check_interval = 1000').catch(() => {});
+    return client;
+  }
+
+  async #claim(waitSeconds) {
+    const claim = this.#claimer.query({
+      text: CLAIM_SQL,
+      values: [this.#queue, this.#batch, interval(this.#lease), interval(waitSeconds)],
+      query_timeout: waitSeconds * 1000 + CLAIM_GRACE_MS,
+    });
+    this.#claimEnded = claim.catch(() => {});
+    try {
+      const { rows } = await claim;
+      return rows.map((row) => ({
+        id: row.id,
+        queue: row.queue,
+        payload: row.payload,
+        attempt: row.attempt,
+        maxAttempts: row.max_attempts,
+        leaseUntil: row.lease_until,
+        enqueuedAt: row.enqueued_at,
+        priority: row.priority,
+        leaseMs: this.#lease === null ? row.lease_until - row.now : this.#lease * 1000,
+      }));
+    } finally {
+      this.#claimEnded = null;
+    }
+  }
+
+  // Holds claimed jobs: each heartbeats from now on, and starts when a slot is free.
+  #take(claimed) {
+    for (const { leaseMs, ...job } of claimed) {
+      this.#ready.push({ job, endHeartbeat: this.#heartbeat(job, leaseMs) });
+    }
+    this.#startReady();
+  }
+
+  #startReady() {
+    while (!this.#stopping && this.#ready.length > 0 && this.#running.size < this.#concurrency) {
+      const { job, endHeartbeat } = this.#ready.shift();
+      const run = this.#execute(job, endHeartbeat).finally(() => {
+        this.#running.delete(run);
+        this.#startReady();
+      });
+      this.#running.add(run);
+    }
+    if (this.#hasFreeSlot() && this.#roomForClaim) {
+      this.#roomForClaim();
+      this.#roomForClaim = null;
+    }
+  }
+
+  #hasFreeSlot() {
+    return this.#ready.length === 0 && this.#running.size < this.#concurrency;
+  }
+
+  #freeSlot() {
+    if (this.#hasFreeSlot()) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.#roomForClaim = resolve;
+    });
+  }
+
+  // Extends the job's lease every third of it, so that one missed heartbeat
+  // still leaves time for the next. Returns the function that ends it.
+  #heartbeat(job, leaseMs) {
+    let held = true;
+    const timer = setInterval(async () => {
+      try {
+        const { rows } = await this.#pool.query('SELECT pgq.extend($1, $2, $3::interval) AS lease_until', [
+          job.id,
+          job.attempt,
+          interval(leaseMs / 1000),
+        ]);
+        if (!held) return;
+        if (rows[0].lease_until === null) {
+          clearInterval(timer);
+          this.#logger.warn(`pgq: job ${job.id} attempt ${job.attempt}: lease lost to a newer claim`);
+        } else {
+          job.leaseUntil = rows[0].lease_until;
+        }
+      } catch (err) {
+        if (held) this.#logger.warn(`pgq: heartbeat of job ${job.id} failed; trying again:`, err);
+      }
+    }, leaseMs / 3);
+    return () => {
+      held = false;
+      clearInterval(timer);
+    };
+  }
+
+  async #execute(job, endHeartbeat) {
+    let failure;
+    const succeeded = await Promise.resolve()
+      .then(() => this.#handler(job))
+      .then(
+        () => true,
+        (err) => {
+          failure = err;
+          return false;
+        },
+      );
+    endHeartbeat();
+    try {
+      if (succeeded) {
+        const { rows } = await this.#pool.query('SELECT pgq.complete($1, $2) AS done', [job.id, job.attempt]);
+        if (!rows[0].done) {
+          this.#logger.warn(
+            `pgq: job ${job.id} attempt ${job.attempt} succeeded but its lease was lost to a newer claim`,
+          );
+        }
+      } else {
+        const { rows } = await this.#pool.query('SELECT pgq.fail($1, $2, $3) AS outcome', [
+          job.id,
+          job.attempt,
+          String(failure?.stack ?? failure),
+        ]);
+        this.#logger.warn(`pgq: job ${job.id} attempt ${job.attempt} failed (${rows[0].outcome}):`, failure);
+      }
+    } catch (err) {
+      // The lease expires by itself and the job is claimed again.
+      this.#logger.error(`pgq: could not record the outcome of job ${job.id} attempt ${job.attempt}:`, err);
+    }
+  }
+
+  // Never rejects: every step catches and logs its own failure.
+  async #shutdown() {
+    this.#stopping = true;
+    this.#removeSignalHandlers();
+    this.#abort.abort();
+    this.#roomForClaim?.();
+    await this.#starting?.catch(() => {}); // its first claim does not wait
+    // A waiting claim is cancelled: it ends at once and, rolled back, takes
+    // nothing. The server ignores a cancel that comes before it has begun
+    // the claim, so cancel again until the claim has ended.
+    while (this.#claimEnded) {
+      const claimEnded = this.#claimEnded;
+      await this.#pool
+        .query('SELECT pg_cancel_backend($1)', [this.#claimer.processID])
+        .catch((err) => this.#logger.warn('pgq: could not cancel the waiting claim:', err));
+      await Promise.race([claimEnded, delay(100)]);
+    }
+    await this.#loop;
+    const unstarted = this.#ready.splice(0);
+    if (unstarted.length > 0) {
+      for (const { endHeartbeat } of unstarted) endHeartbeat();
+      await this.#pool
+        .query('SELECT pgq.release(id, attempt) FROM unnest($1::bigint[], $2::int[]) AS j(id, attempt)', [
+          unstarted.map(({ job }) => job.id),
+          unstarted.map(({ job }) => job.attempt),
+        ])
+        .catch((err) =>
+          this.#logger.error('pgq: could not release the unstarted jobs; their leases will expire:', err),
+        );
+    }
+    await Promise.all(this.#running);
+    await this.#close();
+    this.#markStopped();
+  }
+
+  async #close() {
+    const [claimer, pool] = [this.#claimer, this.#pool];
+    this.#claimer = this.#pool = null;
+    await Promise.all([claimer?.end(), pool?.end()]).catch((err) =>
+      this.#logger.warn('pgq: closing the connections failed:', err),
+    );
+  }
+}
+
+// Seconds as an interval literal; null stays null (the server's default).
+function interval(seconds) {
+  return seconds === null ? null : `${seconds} seconds`;
+}
+
+module.exports = { Worker };

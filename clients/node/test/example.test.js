@@ -1,0 +1,54 @@
+'use strict';
+
+// examples/welcome-email.js --demo: signups and their emails, end to end.
+const assert = require('node:assert/strict');
+const { execFile } = require('node:child_process');
+const path = require('node:path');
+const { after, before, test } = require('node:test');
+const { promisify } = require('node:util');
+const { freshDatabase, waitFor } = require('./helpers');
+
+let db;
+before(async () => {
+  db = await freshDatabase('example');
+});
+after(() => db?.close());
+
+// The example connects like any pg program: DATABASE_URL or the PG* variables.
+function connectionEnv({ connectionString, host, port, user, password, database }) {
+  if (connectionString) return { DATABASE_URL: connectionString };
+  const env = { PGHOST: host, PGPORT: port, PGUSER: user, PGPASSWORD: password, PGDATABASE: database };
+  return Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined));
+}
+
+test('the welcome-email demo signs up three users and sends each one email', async () => {
+  const script = path.join(__dirname, '..', 'examples', 'welcome-email.js');
+  const { stdout } = await promisify(execFile)(process.execPath, [script, '--demo'], {
+    env: { ...process.env, ...connectionEnv(db.config) },
+    timeout: 30_000,
+  });
+  assert.match(stdout, /signing up ana@example.com again failed \(23505\)/);
+  assert.match(stdout, /3 users signed up, 3 welcome emails sent/);
+
+  const { rows } = await db.admin.query(`SELECT u.email, count(e.email)::int AS sent
+                                           FROM welcome_demo.users u LEFT JOIN welcome_demo.sent_emails e USING (email)
+                                          GROUP BY u.email ORDER BY u.email`);
+  assert.deepEqual(rows, [
+    { email: 'ana@example.com', sent: 1 },
+    { email: 'bo@example.com', sent: 1 },
+    { email: 'cy@example.com', sent: 1 },
+  ]);
+  // Three jobs, all done: the failed signup's email was rolled back with it.
+  // (Read until it holds: a maintenance flush can make done_recent read off
+  // for a moment.)
+  const expected = JSON.stringify({ ready: '0', scheduled: '0', running: '0', dead: '0', done_recent: '3' });
+  let stats;
+  await waitFor(`welcome_email stats ${expected}`, async () => {
+    ({
+      rows: [stats],
+    } = await db.admin.query(
+      "SELECT ready, scheduled, running, dead, done_recent FROM pgq.queue_stats WHERE queue = 'welcome_email'",
+    ));
+    return JSON.stringify(stats) === expected;
+  }).catch((err) => assert.fail(`${err.message}; last seen ${JSON.stringify(stats)}`));
+});
