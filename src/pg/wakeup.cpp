@@ -128,6 +128,13 @@ void ResetHintsOfLockedQueues() {
   for (int i = 0; i < reset_on_abort_count; ++i) ResetQueueHint(reset_on_abort[i]);
 }
 
+void AddCounted() {
+  for (int i = 0; i < counted_count; ++i) {
+    if (counted[i].finished > 0) AddFinished(counted[i].slot, counted[i].finished);
+    AddCounts(counted[i].slot, counted[i].counts);
+  }
+}
+
 void EndFlushes(bool committed) {
   for (int i = 0; i < flush_count; ++i) EndFlush(flushes[i].slot, flushes[i].written, committed);
   flush_count = 0;
@@ -167,10 +174,7 @@ void OnSubTransactionEnd(SubXactEvent event, SubTransactionId, SubTransactionId,
 void OnTransactionEnd(XactEvent event, void*) {
   switch (event) {
     case XACT_EVENT_COMMIT:
-      for (int i = 0; i < counted_count; ++i) {
-        if (counted[i].finished > 0) AddFinished(counted[i].slot, counted[i].finished);
-        AddCounts(counted[i].slot, counted[i].counts);
-      }
+      AddCounted();
       EndFlushes(true);
       if (lowering_count > 0 || reset_hints) LowerNotedHints();
       if (noted_count > 0 || noted_database) WakeNotedWaiters();
@@ -190,8 +194,9 @@ void OnTransactionEnd(XactEvent event, void*) {
       // again behind hints that moved past them; that too is caught by the
       // refresh.
       ResetHintsOfLockedQueues();
-      // Its rows in pgq.finished are counted from now on; if it is rolled
-      // back, done_recent misses them (a statistic, not a ledger).
+      // Its counts are taken as committed now (its rows in pgq.finished
+      // too): statistics, off only if it is rolled back later.
+      AddCounted();
       EndFlushes(true);
       break;
     default:

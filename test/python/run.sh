@@ -15,7 +15,8 @@ stop_cluster "$dir"
 rm -rf "$dir"
 trap 'stop_cluster "$dir"' EXIT
 
-start_cluster "$dir" "$port" "fsync = off" "lc_messages = 'C'" "log_min_messages = warning"
+start_cluster "$dir" "$port" "fsync = off" "lc_messages = 'C'" "log_min_messages = warning" \
+  "max_prepared_transactions = 4"
 as_pg "$PG_BIN/createdb" -h "$dir" -p "$port" -U postgres "$db"
 
 cd "$PGQ_ROOT"

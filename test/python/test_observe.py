@@ -146,6 +146,17 @@ class ObserveTest(PgqTestCase):
         self.assertEqual(self.counters("c"), {
             "claims": 5, "completions": 3, "failures": 2, "lease_expiries": 0, "dead_lettered": 2})
 
+    def test_a_prepared_transaction_is_counted(self):
+        self.admin.execute("SELECT pgq.enqueue('q', '{}')")
+        conn = self.connect(autocommit=False)
+        conn.execute("SELECT pgq.complete(id, attempt) FROM pgq.claim('q', 1)")
+        conn.execute("PREPARE TRANSACTION 'pgq_observe'")
+        conn.commit()
+        self.admin.execute("COMMIT PREPARED 'pgq_observe'")
+        c = self.counters("q")
+        self.assertEqual((c["claims"], c["completions"]), (1, 1))
+        self.assertEqual(self.scalar("SELECT done_recent FROM pgq.queue_stats WHERE queue = 'q'"), 1)
+
     def test_lease_expiries_count_the_requeued_and_the_dead(self):
         self.admin.execute("SELECT pgq.create_queue('e', max_attempts => 2)")
         self.admin.execute("SELECT pgq.enqueue_many('e', array_fill('{}'::jsonb, ARRAY[2]))")
