@@ -156,10 +156,10 @@ class Worker {
     // the loop reconnects then.
     client.on('error', () => {});
     await client.connect();
-    // Were this process to die while its claim waits, the server would
-    // otherwise take the next job for it and hold it a whole lease. This lets
-    // the server notice a closed connection within a second. (Servers on
-    // Windows refuse it: they keep the old behaviour.)
+    // Were this process to die while its claim waits, a pgq_cpp 1.0 server
+    // would take the next job for it and hold it a whole lease (1.1 watches
+    // the client's socket itself). This lets an older server notice a closed
+    // connection within a second. (Servers on Windows refuse it.)
     await client.query('SET client_connection_check_interval = 1000').catch(() => {});
     return client;
   }
