@@ -81,5 +81,20 @@ cmp_ok($took, '<', 5, 'within a poll or two of the commit, not at the end of the
 note(sprintf('the waiting claim returned %.3f s after the enqueue committed', $took));
 $waiter->quit;
 
+# Monitoring without shared memory: the depths are there, the counters and
+# the workers are not (NULL in queue_metrics, absent from the text).
+is( $node->safe_psql(
+		'postgres',
+		"SELECT ready || ' ' || running || ' ' || coalesce(claims::text, 'null') "
+		  . "|| ' ' || coalesce(completions::text, 'null') FROM pgq.queue_metrics() WHERE queue = 'q'"),
+	'0 1 null null',
+	'queue_metrics(): depths read (the waiter\'s job runs), counters NULL without preload');
+my $metrics = $node->safe_psql('postgres', 'SELECT pgq.metrics()');
+like($metrics, qr/^pgq_jobs\{database="postgres",queue="q",state="ready"\} 0$/m,
+	'metrics(): the jobs by state');
+unlike($metrics, qr/_total|pgq_workers/, 'metrics(): no counters, no workers');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM pgq.workers'),
+	'0', 'pgq.workers: none');
+
 $node->stop;
 done_testing();
