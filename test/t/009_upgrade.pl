@@ -64,6 +64,13 @@ my (undef, undef, $refused) = $node->psql('old',
 like($refused, qr/permission denied for queue "mail"/,
 	'1.0 catalog, new binaries: a role without a queue of its own is refused (42501)');
 $node->safe_psql('old', 'REVOKE USAGE ON SCHEMA pgq FROM app_1_0');
+# A session that lives across the update claims with the 1.0 statement
+# before it and records who claimed after it (claimed_by is new in 1.1).
+$node->safe_psql('old',
+	"SELECT pgq.create_queue('long'); SELECT pgq.enqueue_many('long', ARRAY['{}', '{}']::jsonb[])");
+my $long = $node->background_psql('old');
+my $long_pid = $long->query_safe('SELECT pg_backend_pid()');
+my $long_first = $long->query_safe("SELECT id FROM pgq.claim('long', 1)");
 my $jobs_before = $node->safe_psql('old',
 	"SELECT string_agg(id || ':' || state::text || ':' || attempt, ',' ORDER BY id) FROM pgq.jobs");
 
@@ -140,6 +147,15 @@ is($node->safe_psql('old', "SELECT count(*) FROM pgq.dead_jobs WHERE id = $doome
 is($node->safe_psql('old', "SELECT count(*) FROM pgq.schedules WHERE name = 'nightly'"),
 	'1', 'the schedule is kept');
 is($node->safe_psql('old', "SELECT pgq.next_turn('sellers')"), 'ann', 'the team is kept');
+
+my $long_second = $long->query_safe("SELECT id FROM pgq.claim('long', 1)");
+is( $node->safe_psql(
+		'old',
+		"SELECT string_agg(id || ':' || coalesce(claimer_pid::text, '-'), ',' ORDER BY id) "
+		  . "FROM pgq.running_jobs WHERE queue = 'long'"),
+	"$long_first:-,$long_second:$long_pid",
+	'a session across the update: its claim before it has no claimer, its claim after it has');
+$long->quit;
 
 $node->stop;
 done_testing();
