@@ -353,10 +353,10 @@ class Worker:
     # -- handler threads --------------------------------------------------
 
     def _run(self, job: Job) -> None:
-        error: Exception | None = None
+        error: BaseException | None = None
         try:
             self._handler(job)
-        except Exception as exc:
+        except BaseException as exc:  # SystemExit too: the attempt failed all the same
             error = exc
         finally:
             self._unlease(job)  # the heartbeat leaves it alone from here on
@@ -380,6 +380,8 @@ class Worker:
             message,
             exc_info=error,
         )
+        if not isinstance(error, Exception):
+            raise error  # recorded; it still ends this handler thread's task
 
     def _unlease(self, job: Job) -> bool:
         """Ends the heartbeat of ``job``; whether it had one."""

@@ -92,6 +92,24 @@ class WorkerTest(PgqTestCase):
         self.assertIsNone(self.job_state(job_id))
         self.assertEqual(outcomes(), ["retry", "retry", "dead"])
 
+    def test_a_handler_that_calls_sys_exit_fails_its_attempt(self) -> None:
+        """SystemExit is not an Exception: the attempt is still failed at
+        once (not left leased until its lease ends) and retried."""
+        self.admin.execute("SELECT pgq.alter_queue('q', backoff_base => '10 milliseconds')")
+        job_id = Q.enqueue(self.admin, {})
+        attempts: list[int] = []
+
+        def handler(job: Job) -> None:
+            attempts.append(job.attempt)
+            if job.attempt == 1:
+                raise SystemExit(3)
+
+        with self.assertLogs("pgq_cpp", "WARNING"):
+            self.start_worker(handler, lease=timedelta(minutes=5))
+            self.wait_for("the job done on its second attempt", lambda: self.live_jobs() == 0)
+        self.assertEqual(attempts, [1, 2])
+        self.assertIsNone(self.job_state(job_id))
+
     def test_heartbeat_keeps_a_long_job_from_being_redelivered(self) -> None:
         # Beats every lease / 3: the lease lapses only if a beat comes two
         # thirds of a lease (1.3 s) late.
