@@ -76,7 +76,10 @@ export class Worker<Payload = unknown> {
   constructor(options: WorkerOptions<Payload>);
   /** Connects and claims once: rejects on a bad connection, an unknown queue (42704) or no consume right (42501). */
   start(): Promise<void>;
-  /** Gives back claimed jobs not started, lets running ones finish, closes the connections. */
+  /**
+   * Gives back claimed jobs not started, lets running ones finish, closes the connections. Waits for
+   * their outcomes to be recorded: after a lost connection, retried for up to a lease (README.md).
+   */
   stop(): Promise<void>;
   /** stop() on the first of these signals (default SIGTERM and SIGINT); resolves once the worker has stopped. */
   stopOnSignals(signals?: NodeJS.Signals[]): Promise<void>;

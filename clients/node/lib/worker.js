@@ -9,6 +9,21 @@ const MAX_BACKOFF_MS = 10_000;
 // A claim that has not answered this long after its wait ended is taken for a
 // connection lost without a word (a dead network), and the worker reconnects.
 const CLAIM_GRACE_MS = 10_000;
+// Retrying complete, fail or release after a lost connection: the backoff
+// doubles from the first to the cap, for as long as the job's lease lasts.
+const FIRST_SETTLE_RETRY_MS = 100;
+const MAX_SETTLE_RETRY_MS = 2_000;
+// SQLSTATEs that mean the server could not take the statement (the session
+// ended, or no new one could begin): it did not run, or its outcome is
+// unknown, and the same statement may work on a new connection. Also any code
+// of class 08 (connection exception), and 55000 as a FATAL error (a database
+// not accepting connections, seen while connecting).
+const CONNECTION_SQLSTATES = new Set([
+  '57P01', // admin_shutdown: terminated, or the server is stopping
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now: the server is starting or stopping
+  '53300', // too_many_connections
+]);
 
 // pgq.clock() is read after the claim: lease_until minus it is at most the
 // lease, whatever the difference between our clock and the server's.
@@ -31,7 +46,7 @@ class Worker {
   #pool = null; // complete, fail, extend, release, the cancel at stop
   #claimer = null; // the claim's own connection: a waiting claim blocks it
   #claimEnded = null; // while a claim runs: settles when it ends
-  #ready = []; // claimed, not started: {job, endHeartbeat}
+  #ready = []; // claimed, not started: {job, lease} (lease: see #heartbeat)
   #running = new Set(); // promises of the jobs being run
   #roomForClaim = null; // resolves the loop's wait for a free slot
   #stopping = false;
@@ -104,7 +119,9 @@ class Worker {
    * Stops claiming, gives back the jobs claimed but not started (pgq.release:
    * their next claim has the same attempt number), lets the running ones
    * finish, and closes the connections. Resolves when all that is done; the
-   * same promise for every call.
+   * same promise for every call. A release or an outcome that cannot be
+   * recorded for a lost connection is retried for up to the job's lease
+   * (#settle), so stop() may wait that long after the last handler ends.
    */
   stop() {
     if (!this.#stopping) this.#shutdown();
@@ -173,6 +190,7 @@ class Worker {
     this.#claimEnded = claim.catch(() => {});
     try {
       const { rows } = await claim;
+      const returnedAt = Date.now();
       return rows.map((row) => ({
         id: row.id,
         queue: row.queue,
@@ -183,6 +201,8 @@ class Worker {
         enqueuedAt: row.enqueued_at,
         priority: row.priority,
         leaseMs: this.#lease === null ? row.lease_until - row.now : this.#lease * 1000,
+        // When the lease ends, on this process's clock.
+        expiresAt: returnedAt + (row.lease_until - row.now),
       }));
     } finally {
       this.#claimEnded = null;
@@ -191,16 +211,16 @@ class Worker {
 
   // Holds claimed jobs: each heartbeats from now on, and starts when a slot is free.
   #take(claimed) {
-    for (const { leaseMs, ...job } of claimed) {
-      this.#ready.push({ job, endHeartbeat: this.#heartbeat(job, leaseMs) });
+    for (const { leaseMs, expiresAt, ...job } of claimed) {
+      this.#ready.push({ job, lease: this.#heartbeat(job, leaseMs, expiresAt) });
     }
     this.#startReady();
   }
 
   #startReady() {
     while (!this.#stopping && this.#ready.length > 0 && this.#running.size < this.#concurrency) {
-      const { job, endHeartbeat } = this.#ready.shift();
-      const run = this.#execute(job, endHeartbeat).finally(() => {
+      const { job, lease } = this.#ready.shift();
+      const run = this.#execute(job, lease).finally(() => {
         this.#running.delete(run);
         this.#startReady();
       });
@@ -224,10 +244,16 @@ class Worker {
   }
 
   // Extends the job's lease every third of it, so that one missed heartbeat
-  // still leaves time for the next. Returns the function that ends it.
-  #heartbeat(job, leaseMs) {
+  // still leaves time for the next, until the job's outcome is recorded (or
+  // given up). Returns {expiresAt, settling, end}: when the lease ends on this
+  // process's clock (as far as known), whether the outcome is being recorded
+  // (a lease found gone then is the outcome's to report: a complete that
+  // committed, or one that will return false), and the function that ends it.
+  #heartbeat(job, leaseMs, expiresAt) {
     let held = true;
+    const lease = { expiresAt, settling: false, end: null };
     const timer = setInterval(async () => {
+      const sentAt = Date.now();
       try {
         const { rows } = await this.#pool.query('SELECT pgq.extend($1, $2, $3::interval) AS lease_until', [
           job.id,
@@ -237,21 +263,49 @@ class Worker {
         if (!held) return;
         if (rows[0].lease_until === null) {
           clearInterval(timer);
-          this.#logger.warn(`pgq: job ${job.id} attempt ${job.attempt}: lease lost to a newer claim`);
+          if (!lease.settling) {
+            this.#logger.warn(`pgq: job ${job.id} attempt ${job.attempt}: lease lost to a newer claim`);
+          }
         } else {
           job.leaseUntil = rows[0].lease_until;
+          lease.expiresAt = sentAt + leaseMs;
         }
       } catch (err) {
         if (held) this.#logger.warn(`pgq: heartbeat of job ${job.id} failed; trying again:`, err);
       }
     }, leaseMs / 3);
-    return () => {
+    lease.end = () => {
       held = false;
       clearInterval(timer);
     };
+    return lease;
   }
 
-  async #execute(job, endHeartbeat) {
+  /**
+   * Runs complete, fail or release (`text`, `values`) on the pool. An error
+   * that means the database could not be reached or the connection broke
+   * (isConnectionError) is retried with backoff, on a new connection, until
+   * it works or the lease ends (`expiresAt()`, which the heartbeat moves on):
+   * after that the server takes the job back by itself. Resolves to
+   * {rows, tries}; rejects with any other error, or the last one.
+   */
+  async #settle(what, text, values, expiresAt) {
+    let backoff = FIRST_SETTLE_RETRY_MS;
+    for (let tries = 1; ; tries++) {
+      try {
+        const { rows } = await this.#pool.query(text, values);
+        return { rows, tries };
+      } catch (err) {
+        const pause = Math.round(backoff * (0.5 + Math.random() / 2));
+        if (!isConnectionError(err) || Date.now() + pause >= expiresAt()) throw err;
+        this.#logger.warn(`pgq: ${what} failed; retrying in ${pause} ms:`, err);
+        await delay(pause);
+        backoff = Math.min(2 * backoff, MAX_SETTLE_RETRY_MS);
+      }
+    }
+  }
+
+  async #execute(job, lease) {
     let failure;
     const succeeded = await Promise.resolve()
       .then(() => this.#handler(job))
@@ -262,26 +316,41 @@ class Worker {
           return false;
         },
       );
-    endHeartbeat();
+    // The heartbeat goes on until the outcome is recorded: retries after a
+    // lost connection last as long as the lease, which it keeps extending.
+    lease.settling = true;
+    const name = `job ${job.id} attempt ${job.attempt}`;
+    const expiresAt = () => lease.expiresAt;
     try {
       if (succeeded) {
-        const { rows } = await this.#pool.query('SELECT pgq.complete($1, $2) AS done', [job.id, job.attempt]);
-        if (!rows[0].done) {
+        const { rows, tries } = await this.#settle(
+          `complete of ${name}`,
+          'SELECT pgq.complete($1, $2) AS done',
+          [job.id, job.attempt],
+          expiresAt,
+        );
+        if (!rows[0].done && tries === 1) {
+          this.#logger.warn(`pgq: ${name} succeeded but its lease was lost to a newer claim`);
+        } else if (!rows[0].done) {
           this.#logger.warn(
-            `pgq: job ${job.id} attempt ${job.attempt} succeeded but its lease was lost to a newer claim`,
+            `pgq: ${name} succeeded; its retried completion returned false: an earlier try committed ` +
+              'before the connection broke, or its lease was lost to a newer claim',
           );
         }
       } else {
-        const { rows } = await this.#pool.query('SELECT pgq.fail($1, $2, $3) AS outcome', [
-          job.id,
-          job.attempt,
-          String(failure?.stack ?? failure),
-        ]);
-        this.#logger.warn(`pgq: job ${job.id} attempt ${job.attempt} failed (${rows[0].outcome}):`, failure);
+        const { rows } = await this.#settle(
+          `fail of ${name}`,
+          'SELECT pgq.fail($1, $2, $3) AS outcome',
+          [job.id, job.attempt, String(failure?.stack ?? failure)],
+          expiresAt,
+        );
+        this.#logger.warn(`pgq: ${name} failed (${rows[0].outcome}):`, failure);
       }
     } catch (err) {
       // The lease expires by itself and the job is claimed again.
-      this.#logger.error(`pgq: could not record the outcome of job ${job.id} attempt ${job.attempt}:`, err);
+      this.#logger.error(`pgq: could not record the outcome of ${name}:`, err);
+    } finally {
+      lease.end();
     }
   }
 
@@ -305,15 +374,19 @@ class Worker {
     await this.#loop;
     const unstarted = this.#ready.splice(0);
     if (unstarted.length > 0) {
-      for (const { endHeartbeat } of unstarted) endHeartbeat();
-      await this.#pool
-        .query('SELECT pgq.release(id, attempt) FROM unnest($1::bigint[], $2::int[]) AS j(id, attempt)', [
-          unstarted.map(({ job }) => job.id),
-          unstarted.map(({ job }) => job.attempt),
-        ])
+      for (const { lease } of unstarted) lease.settling = true;
+      await this.#settle(
+        'release of the unstarted jobs',
+        'SELECT pgq.release(id, attempt) FROM unnest($1::bigint[], $2::int[]) AS j(id, attempt)',
+        [unstarted.map(({ job }) => job.id), unstarted.map(({ job }) => job.attempt)],
+        () => Math.max(...unstarted.map(({ lease }) => lease.expiresAt)),
+      )
         .catch((err) =>
           this.#logger.error('pgq: could not release the unstarted jobs; their leases will expire:', err),
-        );
+        )
+        .finally(() => {
+          for (const { lease } of unstarted) lease.end();
+        });
     }
     await Promise.all(this.#running);
     await this.#close();
@@ -327,6 +400,17 @@ class Worker {
       this.#logger.warn('pgq: closing the connections failed:', err),
     );
   }
+}
+
+// Whether `err` means the database could not be reached or the connection
+// broke, rather than an error the server raised for the statement: any error
+// without a SQLSTATE (not a pg DatabaseError: connection refused or reset, a
+// socket closed, "Connection terminated unexpectedly", a pg timeout), a code
+// of class 08, one of CONNECTION_SQLSTATES, or 55000 at FATAL severity.
+function isConnectionError(err) {
+  if (!(err instanceof pg.DatabaseError) || typeof err.code !== 'string') return true;
+  if (err.code.startsWith('08') || CONNECTION_SQLSTATES.has(err.code)) return true;
+  return err.code === '55000' && err.severity === 'FATAL';
 }
 
 // Seconds as an interval literal; null stays null (the server's default).

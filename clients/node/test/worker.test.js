@@ -9,7 +9,7 @@ const path = require('node:path');
 const { after, before, test } = require('node:test');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { Queue, Worker } = require('..');
-const { freshDatabase, gate, recordingLogger, waitFor } = require('./helpers');
+const { freshDatabase, gate, recordingLogger, waitFor, withServer } = require('./helpers');
 
 let db;
 let queueCount = 0;
@@ -310,6 +310,63 @@ test('the worker reconnects after losing its connections', async (t) => {
   assert.match(
     logger.lines[0],
     /^pgq: claim from queue q\d+ failed; retrying in \d+ ms: error: terminating connection/,
+  );
+});
+
+test('a completion that cannot be recorded for a while is retried: the job runs once', async (t) => {
+  const queue = await newQueue();
+  const application = `worker_${queue.name}`;
+  const {
+    rows: [{ database }],
+  } = await db.admin.query('SELECT current_database() AS database');
+  // From another database: a session cannot disallow connections to its own.
+  const allowConnections = (allow) =>
+    withServer((client) => client.query(`ALTER DATABASE ${database} WITH ALLOW_CONNECTIONS ${allow}`));
+  t.after(() => allowConnections(true)); // before the worker stops: after-hooks run in order
+  const runs = [];
+  const { logger } = await startWorker(t, queue, {
+    lease: 6, // heartbeats every 2 s; without retries the outcome would be lost, not saved by expiry
+    handler: async (job) => {
+      runs.push(job.attempt);
+      if (runs.length > 1) return;
+      // After a heartbeat the pool holds a connection, which breaks below.
+      const claimedUntil = job.leaseUntil;
+      await waitFor('a heartbeat', () => job.leaseUntil > claimedUntil);
+      // New connections are refused (55000, FATAL) and the worker's ones end
+      // (57P01); not the test's own (db.admin).
+      await allowConnections(false);
+      await db.admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [
+        application,
+      ]);
+      await waitFor("the worker's connections to end", async () => {
+        const { rows } = await db.admin.query('SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [
+          application,
+        ]);
+        return rows.length === 0;
+      });
+    },
+  });
+  const id = await queue.enqueue(db.admin, {});
+  const retry = `pgq: complete of job ${id} attempt 1 failed; retrying in `;
+  // About a second of retries (0.1 s doubling, with jitter), then connections are allowed again.
+  await waitFor('four retries of the completion', () => {
+    const lost = logger.lines.find((line) => line.startsWith('pgq: could not record the outcome'));
+    if (lost) throw new Error(`not retried: ${lost}`);
+    return logger.lines.filter((line) => line.startsWith(retry)).length >= 4;
+  });
+  assert.equal((await stats(queue)).running, 1, 'the job is held while its completion is retried');
+  await allowConnections(true);
+  await statsAre(queue, { ready: 0, scheduled: 0, running: 0, dead: 0, done_recent: 1 });
+  assert.deepEqual(runs, [1]);
+  const { rows: left } = await db.admin.query('SELECT 1 FROM pgq.jobs WHERE id = $1', [id]);
+  assert.deepEqual(left, []);
+  assert.ok(
+    logger.lines.some((line) => line.startsWith(retry) && line.includes('is not currently accepting connections')),
+    logger.lines.join('\n'),
+  );
+  assert.deepEqual(
+    logger.lines.filter((line) => /could not record|succeeded/.test(line)),
+    [],
   );
 });
 
