@@ -66,25 +66,28 @@ fi
 if ((bad > 0)); then sed -n '/^---- /,$p' "$log_dir/regress.log" | head -c 20000 || true; fi
 record "pg_regress + isolation" "$ok" "$bad"
 
-# 3. Multi-connection tests (unittest + psycopg 3) on a throwaway cluster.
-say "multi-connection tests (python unittest, psycopg)"
-if bash "$PGQ_ROOT/test/python/run.sh" >"$log_dir/python.log" 2>&1; then :; else suite_status=1; fi
-grep -E ' \.\.\. (ok|FAIL|ERROR|skipped|expected failure|unexpected success)' "$log_dir/python.log" || true
 # unittest ends with "Ran N tests" and "OK" or "FAILED (failures=F, errors=E)";
 # a skipped test counts as failed here: make test provides everything they need.
-if ran=$(grep -oE '^Ran [0-9]+ tests?' "$log_dir/python.log" | grep -oE '[0-9]+'); then
-  verdict=$(grep -E '^(OK|FAILED)' "$log_dir/python.log" | tail -n 1 || true)
-  bad=0
+count_unittest() {  # count_unittest NAME LOG
+  local ran verdict bad=0 n kind
+  if ! ran=$(grep -oE '^Ran [0-9]+ tests?' "$2" | grep -oE '[0-9]+'); then
+    tail -n 60 "$2"; record "$1 (did not run)" 0 1; return
+  fi
+  verdict=$(grep -E '^(OK|FAILED)' "$2" | tail -n 1 || true)
   for kind in failures errors skipped 'unexpected successes'; do
     n=$(grep -oE "$kind=[0-9]+" <<<"$verdict" | grep -oE '[0-9]+' || echo 0)
     bad=$((bad + n))
   done
   if [[ -z "$verdict" ]] && ((bad == 0)); then bad=1; fi
-  if ((bad > 0)); then sed -n '/^======/,$p' "$log_dir/python.log" | head -c 20000 || true; fi
-  record "python (multi-connection)" $((ran > bad ? ran - bad : 0)) "$bad"
-else
-  cat "$log_dir/python.log"; record "python (did not run)" 0 1
-fi
+  if ((bad > 0)); then sed -n '/^======/,$p' "$2" | head -c 20000 || true; fi
+  record "$1" $((ran > bad ? ran - bad : 0)) "$bad"
+}
+
+# 3. Multi-connection tests (unittest + psycopg 3) on a throwaway cluster.
+say "multi-connection tests (python unittest, psycopg)"
+if bash "$PGQ_ROOT/test/python/run.sh" >"$log_dir/python.log" 2>&1; then :; else suite_status=1; fi
+grep -E ' \.\.\. (ok|FAIL|ERROR|skipped|expected failure|unexpected success)' "$log_dir/python.log" || true
+count_unittest "python (multi-connection)" "$log_dir/python.log"
 
 # 4. TAP tests (PostgreSQL::Test::Cluster): background workers, crash
 # restarts, DROP DATABASE, standby and promotion; as postgres, by tap.sh.
@@ -124,21 +127,6 @@ start_cluster "$clients_dir" "$clients_port" "fsync = off" "lc_messages = 'C'" "
 as_pg "$PG_BIN/createdb" -h "$clients_dir" -p "$clients_port" -U postgres clients
 clients_dsn="host=$clients_dir port=$clients_port user=postgres dbname=clients"
 
-# unittest: "Ran N tests", then "OK" or "FAILED (failures=F, errors=E)".
-count_unittest() {  # count_unittest NAME LOG
-  local ran verdict bad=0 n kind
-  if ! ran=$(grep -oE '^Ran [0-9]+ tests?' "$2" | grep -oE '[0-9]+'); then
-    tail -n 60 "$2"; record "$1 (did not run)" 0 1; return
-  fi
-  verdict=$(grep -E '^(OK|FAILED)' "$2" | tail -n 1 || true)
-  for kind in failures errors skipped 'unexpected successes'; do
-    n=$(grep -oE "$kind=[0-9]+" <<<"$verdict" | grep -oE '[0-9]+' || echo 0)
-    bad=$((bad + n))
-  done
-  if [[ -z "$verdict" ]] && ((bad == 0)); then bad=1; fi
-  if ((bad > 0)); then sed -n '/^======/,$p' "$2" | head -c 20000 || true; fi
-  record "$1" $((ran > bad ? ran - bad : 0)) "$bad"
-}
 
 if PGQ_TEST_DSN="$clients_dsn" bash "$PGQ_ROOT/clients/python/run_tests.sh" >"$log_dir/client_python.log" 2>&1; then :; else suite_status=1; fi
 count_unittest "python client" "$log_dir/client_python.log"
