@@ -51,7 +51,8 @@ DbError Connection::ErrorOf(const PGresult* result) const {
     return DbError("", Trimmed(PQerrorMessage(conn_.get())));
   }
   return DbError(Field(result, PG_DIAG_SQLSTATE), Field(result, PG_DIAG_MESSAGE_PRIMARY),
-                 Field(result, PG_DIAG_MESSAGE_DETAIL), Field(result, PG_DIAG_MESSAGE_HINT));
+                 Field(result, PG_DIAG_MESSAGE_DETAIL), Field(result, PG_DIAG_MESSAGE_HINT),
+                 Field(result, PG_DIAG_SEVERITY_NONLOCALIZED));
 }
 
 Result Connection::Run(const char* sql, std::initializer_list<const char*> params) {
@@ -64,7 +65,9 @@ Result Connection::Exec(const char* sql, std::initializer_list<const char*> para
   Result result = Run(sql, params);
   if (PQresultStatus(result.get()) != PGRES_TUPLES_OK && PQstatus(conn_.get()) == CONNECTION_BAD) {
     PQreset(conn_.get());
-    if (PQstatus(conn_.get()) == CONNECTION_OK) result = Run(sql, params);
+    // Not reconnected: the reason ("not accepting connections", "refused").
+    if (PQstatus(conn_.get()) != CONNECTION_OK) throw ErrorOf(nullptr);
+    result = Run(sql, params);
   }
   if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) throw ErrorOf(result.get());
   return result;

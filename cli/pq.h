@@ -17,17 +17,20 @@ struct ResultDeleter {
 using Result = std::unique_ptr<PGresult, ResultDeleter>;
 
 // A failed connection or statement. sqlstate is empty when the server did not
-// send one (the connection broke, or never opened).
+// send one (the connection broke, or never opened); severity is the server's
+// (ERROR, FATAL, ...), not translated, or empty.
 class DbError : public std::runtime_error {
  public:
   DbError(std::string sqlstate, const std::string& message, std::string detail = {},
-          std::string hint = {})
+          std::string hint = {}, std::string severity = {})
       : std::runtime_error(message),
         sqlstate_(std::move(sqlstate)),
         detail_(std::move(detail)),
-        hint_(std::move(hint)) {}
+        hint_(std::move(hint)),
+        severity_(std::move(severity)) {}
 
   const std::string& sqlstate() const { return sqlstate_; }
+  const std::string& severity() const { return severity_; }
   const std::string& detail() const { return detail_; }
   const std::string& hint() const { return hint_; }
   // "message (SQLSTATE 42704)", then "DETAIL: ..." and "HINT: ..." lines.
@@ -37,6 +40,7 @@ class DbError : public std::runtime_error {
   std::string sqlstate_;
   std::string detail_;
   std::string hint_;
+  std::string severity_;
 };
 
 class Connection {
@@ -48,7 +52,8 @@ class Connection {
   // Runs one statement (its own transaction) with text parameters, nullptr
   // for NULL; returns its rows. Throws DbError. A connection found broken is
   // reset and the statement sent once more: pgq's finishing calls are fenced
-  // by (id, attempt), so a repeat changes nothing.
+  // by (id, attempt), so a repeat changes nothing. (The worker retries them
+  // further after a connection error: see retry.h.)
   Result Exec(const char* sql, std::initializer_list<const char*> params);
 
   // The same without waiting: the result is read with Consume().

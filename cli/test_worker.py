@@ -23,6 +23,7 @@ import unittest
 from datetime import timedelta
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
 DSN = os.environ.get("PGQ_TEST_DSN", "")
@@ -394,6 +395,54 @@ class WorkerTest(unittest.TestCase):
         code, log = self.finish(proc)
         self.assertEqual(code, 0, log)
         self.assertCompleted(job)
+
+    def test_retries_the_outcome_while_the_database_refuses_connections(self):
+        # The command succeeds while the worker cannot reconnect (a restart,
+        # a database closed for a while): the worker keeps trying to record
+        # the outcome instead of leaving the job to run again when its lease
+        # (long here: expiry is not what saves it) runs out.
+        job = self.enqueue({})
+        script = 'echo run >> "$OUT/runs"; touch "$OUT/started"; ' + GATE
+        proc = self.start("--once", "--lease", "20 seconds", command=["sh", "-c", script])
+        wait_for("the command to start", lambda: self.exists("started"))
+        # The current database cannot be closed from a session of its own:
+        # from one on the postgres database.
+        db = self.sql("SELECT current_database()")[0][0]
+        admin = psycopg.connect(make_conninfo(DSN, dbname="postgres"), autocommit=True)
+        self.addCleanup(admin.close)
+        allow = f'ALTER DATABASE "{db}" WITH ALLOW_CONNECTIONS '
+        self.addCleanup(admin.execute, allow + "true")
+        admin.execute(allow + "false")
+        # Both of its sessions end (--once: the claiming one is idle now).
+        terminated = self.sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name = 'pgq-worker'"
+        )
+        self.assertEqual(len(terminated), 2)
+        wait_for(
+            "the sessions to end",
+            lambda: not self.sql(
+                "SELECT 1 FROM pg_stat_activity"
+                " WHERE datname = current_database() AND application_name = 'pgq-worker'"
+            ),
+        )
+        self.open_gate()
+        # The worker tries to complete, is refused, and tries again later
+        # (it used to give up at once: error, exit 1, the job left to run
+        # again once its lease ran out).
+        def refused_twice():
+            if proc.poll() is not None:
+                raise AssertionError(f"pgq-worker exited {proc.returncode}:\n{self.log(proc)}")
+            return self.log(proc).count(f"pgq.complete of job {job} (attempt 1) failed;") >= 2
+
+        wait_for("two refused tries of pgq.complete", refused_twice)
+        self.assertEqual(self.job(job)[:2], ("r", 1))
+        admin.execute(allow + "true")
+        code, log = self.finish(proc)
+        self.assertEqual(code, 0, log)
+        self.assertIn("not currently accepting connections", log)
+        self.assertCompleted(job)
+        self.assertEqual(self.read("runs"), "run\n")  # ran once
 
     def test_commands_run_concurrently(self):
         jobs = [self.enqueue({"n": n}) for n in range(3)]

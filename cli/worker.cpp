@@ -13,6 +13,8 @@
 #include <system_error>
 #include <vector>
 
+#include "retry.h"
+
 namespace pgq::cli {
 
 namespace {
@@ -38,6 +40,20 @@ constexpr double kMinLeaseSeconds = 0.2;
 constexpr auto kCancelRepeat = std::chrono::milliseconds(500);
 
 std::string JobName(const Job& job) { return "job " + job.id + " (attempt " + job.attempt + ")"; }
+
+const char* FunctionOf(Outcome::Kind kind) {
+  switch (kind) {
+    case Outcome::Kind::kComplete:
+      return "pgq.complete";
+    case Outcome::Kind::kFail:
+      return "pgq.fail";
+    case Outcome::Kind::kRelease:
+      return "pgq.release";
+  }
+  return "";
+}
+
+bool IsConnectionLoss(const DbError& e) { return IsConnectionError(e.sqlstate(), e.severity()); }
 
 const char* SignalName(int signo) {
   switch (signo) {
@@ -89,7 +105,8 @@ bool Worker::CanClaimMore() const {
 }
 
 bool Worker::Finished() const {
-  return !claim_in_flight_ && running_.empty() && buffered_.empty() && !CanClaimMore();
+  return !claim_in_flight_ && running_.empty() && buffered_.empty() && outcomes_.empty() &&
+         !CanClaimMore();
 }
 
 void Worker::MaybeClaim() {
@@ -144,9 +161,11 @@ void Worker::OnClaimReadable() {
     } else {
       job.lease = lease_.text;
     }
-    job.half_lease = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(std::max(kMinLeaseSeconds, seconds) / 2));
+    job.lease_length = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(std::max(kMinLeaseSeconds, seconds)));
+    job.half_lease = job.lease_length / 2;
     job.next_extend = now + job.half_lease;
+    job.lease_end = now + job.lease_length;
     ++claimed_;
     if (stopping_) {
       Release(job);  // the claim ended after a stop signal
@@ -234,6 +253,7 @@ void Worker::PollOnce() {
   }
   ReapChildren();
   ExtendDueLeases();
+  RetryDueOutcomes();
   if (stopping_ && claim_in_flight_ && Clock::now() >= next_cancel_) CancelClaim();
 }
 
@@ -318,52 +338,129 @@ void Worker::ReapChildren() {
 }
 
 void Worker::Report(RunningJob& running, int wait_status) {
-  const Job& job = running.job;
-  try {
-    if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
-      const Result result = control_.Exec(kComplete, {job.id.c_str(), job.attempt.c_str()});
-      if (std::strcmp(PQgetvalue(result.get(), 0, 0), "t") == 0) {
-        Verbose(JobName(job) + ": completed");
-      } else {
-        Log(JobName(job) + ": done, but its claim was lost to a newer one: not completed");
-      }
-      return;
-    }
-    const std::string error = FailureText(wait_status, running.tail);
-    const Result result =
-        control_.Exec(kFail, {job.id.c_str(), job.attempt.c_str(), error.c_str()});
-    const std::string outcome = PQgetvalue(result.get(), 0, 0);
-    const std::string status = DescribeStatus(wait_status);
-    if (outcome == "retry") {
-      Log(JobName(job) + ": failed (" + status + "), will be retried");
-    } else if (outcome == "dead") {
-      Log(JobName(job) + ": failed (" + status + "), attempts exhausted: dead-lettered");
-    } else {
-      Log(JobName(job) + ": failed (" + status + "), but its claim was lost to a newer one");
-    }
-  } catch (const DbError& e) {
-    Fatal("reporting " + JobName(job), e.Describe());
+  Outcome outcome;
+  outcome.job = running.job;
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
+    outcome.kind = Outcome::Kind::kComplete;
+  } else {
+    outcome.kind = Outcome::Kind::kFail;
+    outcome.error = FailureText(wait_status, running.tail);
+    outcome.status = DescribeStatus(wait_status);
   }
+  Settle(std::move(outcome));
 }
 
 void Worker::Release(const Job& job) {
+  Outcome outcome;
+  outcome.kind = Outcome::Kind::kRelease;
+  outcome.job = job;
+  Settle(std::move(outcome));
+}
+
+void Worker::Settle(Outcome outcome) {
+  outcome.backoff = kFirstRetry;
+  if (!TrySettle(outcome)) outcomes_.push_back(std::move(outcome));
+}
+
+// One try at recording an outcome: true when it is over (recorded, or given
+// up), false when it is to be tried again at outcome.next_try.
+bool Worker::TrySettle(Outcome& outcome) {
+  const Job& job = outcome.job;
+  ++outcome.tries;
+  // A repeat of a statement whose first try went through before the
+  // connection broke finds the attempt finished: like a lost lease.
+  const std::string lost =
+      outcome.tries > 1 ? " (or an earlier try went through before the connection broke)" : "";
   try {
-    const Result result = control_.Exec(kRelease, {job.id.c_str(), job.attempt.c_str()});
-    Verbose(JobName(job) + ": released, not started");
+    switch (outcome.kind) {
+      case Outcome::Kind::kComplete: {
+        const Result result = control_.Exec(kComplete, {job.id.c_str(), job.attempt.c_str()});
+        if (std::strcmp(PQgetvalue(result.get(), 0, 0), "t") == 0) {
+          Verbose(JobName(job) + ": completed");
+        } else {
+          Log(JobName(job) + ": done, but its claim was lost to a newer one" + lost +
+              ": not completed");
+        }
+        break;
+      }
+      case Outcome::Kind::kFail: {
+        const Result result =
+            control_.Exec(kFail, {job.id.c_str(), job.attempt.c_str(), outcome.error.c_str()});
+        const std::string result_text = PQgetvalue(result.get(), 0, 0);
+        if (result_text == "retry") {
+          Log(JobName(job) + ": failed (" + outcome.status + "), will be retried");
+        } else if (result_text == "dead") {
+          Log(JobName(job) + ": failed (" + outcome.status +
+              "), attempts exhausted: dead-lettered");
+        } else {
+          Log(JobName(job) + ": failed (" + outcome.status +
+              "), but its claim was lost to a newer one" + lost);
+        }
+        break;
+      }
+      case Outcome::Kind::kRelease: {
+        const Result result = control_.Exec(kRelease, {job.id.c_str(), job.attempt.c_str()});
+        Verbose(JobName(job) + ": released, not started");
+        break;
+      }
+    }
+    return true;
   } catch (const DbError& e) {
-    // Its lease expires by itself; the attempt then counts.
-    Log("error: pgq.release of " + JobName(job) + ": " + e.Describe());
-    failed_ = true;
+    const Clock::time_point now = Clock::now();
+    const std::chrono::milliseconds pause =
+        Jittered(outcome.backoff, std::uniform_real_distribution<double>(0, 1)(random_));
+    if (IsConnectionLoss(e) && now + pause < job.lease_end) {
+      Log(std::string(FunctionOf(outcome.kind)) + " of " + JobName(job) + " failed; retrying in " +
+          std::to_string(pause.count()) + " ms: " + e.Describe());
+      outcome.next_try = now + pause;
+      outcome.backoff = NextBackoff(outcome.backoff);
+      return false;
+    }
+    const std::string after =
+        outcome.tries > 1 ? " (after " + std::to_string(outcome.tries) + " tries)" : "";
+    if (outcome.kind == Outcome::Kind::kRelease) {
+      // Its lease expires by itself; the attempt then counts.
+      Log("error: pgq.release of " + JobName(job) + after + ": " + e.Describe());
+      failed_ = true;
+    } else {
+      Fatal("reporting " + JobName(job) + after, e.Describe());
+    }
+    return true;
+  }
+}
+
+void Worker::RetryDueOutcomes() {
+  // TrySettle may add to the list (a release after a fatal error): those
+  // come at its end, and are tried once they are due.
+  for (auto it = outcomes_.begin(); it != outcomes_.end();) {
+    if (Clock::now() >= it->next_try && TrySettle(*it)) {
+      it = outcomes_.erase(it);
+    } else {
+      ++it;
+    }
   }
 }
 
 void Worker::ExtendDueLeases() {
   const Clock::time_point now = Clock::now();
+  // An extend that fails for good stops claiming (Fatal), which gives the
+  // buffered jobs back and may queue their releases: the lists walked here
+  // change under the loop, so the walk ends there (the next pass goes on).
+  const bool was_failed = failed_;
+  const auto extend = [&](Job& job) {
+    if (job.lease_lost || now < job.next_extend) return true;
+    Extend(job, now);
+    return was_failed || !failed_;
+  };
   for (Job& job : buffered_) {
-    if (!job.lease_lost && now >= job.next_extend) Extend(job, now);
+    if (!extend(job)) return;
   }
   for (RunningJob& running : running_) {
-    if (!running.job.lease_lost && now >= running.job.next_extend) Extend(running.job, now);
+    if (!extend(running.job)) return;
+  }
+  // The heartbeat goes on while an outcome waits to be recorded again.
+  for (Outcome& outcome : outcomes_) {
+    if (!extend(outcome.job)) return;
   }
 }
 
@@ -376,9 +473,17 @@ void Worker::Extend(Job& job, Clock::time_point now) {
       job.lease_lost = true;
       Log(JobName(job) + ": its lease was lost (expired and claimed again, or gone)");
     } else {
+      job.lease_end = now + job.lease_length;  // renewed from when it was asked
       Verbose(JobName(job) + ": lease extended to " + PQgetvalue(result.get(), 0, 0));
     }
   } catch (const DbError& e) {
+    if (IsConnectionLoss(e)) {
+      // The server is out of reach for now: tried again soon, while the
+      // lease lasts (its end does not move until an extend works).
+      job.next_extend = now + std::min<Clock::duration>(job.half_lease / 2, kMaxRetry);
+      Log("pgq.extend of " + JobName(job) + " failed; retrying: " + e.Describe());
+      return;
+    }
     Fatal("pgq.extend of " + JobName(job), e.Describe());
   }
 }
@@ -390,6 +495,10 @@ int Worker::PollTimeoutMillis() const {
   };
   for (const Job& job : buffered_) consider(job);
   for (const RunningJob& running : running_) consider(running.job);
+  for (const Outcome& outcome : outcomes_) {
+    consider(outcome.job);
+    if (!next || outcome.next_try < *next) next = outcome.next_try;
+  }
   if (stopping_ && claim_in_flight_ && (!next || next_cancel_ < *next)) next = next_cancel_;
   if (!next) return -1;
   const auto wait = *next - Clock::now();

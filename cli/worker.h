@@ -10,6 +10,7 @@
 #include <chrono>
 #include <list>
 #include <optional>
+#include <random>
 #include <string>
 
 #include "failure_text.h"
@@ -35,8 +36,12 @@ struct Job {
   std::string max_attempts;
   std::string payload;
   std::string lease;  // what pgq.extend renews the lease with
+  Clock::duration lease_length{};
   Clock::duration half_lease{};
   Clock::time_point next_extend;
+  // When the lease ends, on this clock: from the claim, moved on by each
+  // extend that worked (from when it was sent).
+  Clock::time_point lease_end;
   bool lease_lost = false;
 };
 
@@ -48,6 +53,19 @@ struct RunningJob {
   std::size_t written = 0;
   Fd stderr_fd;
   StderrTail tail;
+};
+
+// A job's outcome to record: tried at once, and again after a connection
+// error (retry.h) until it is recorded or the job's lease ends.
+struct Outcome {
+  enum class Kind { kComplete, kFail, kRelease };
+  Kind kind = Kind::kComplete;
+  Job job;
+  std::string error;   // kFail: pgq.fail's text
+  std::string status;  // kFail: how the command ended, for the log
+  int tries = 0;
+  std::chrono::milliseconds backoff{};
+  Clock::time_point next_try;
 };
 
 class Worker {
@@ -75,6 +93,9 @@ class Worker {
   void ReapChildren();
   void Report(RunningJob& running, int wait_status);
   void Release(const Job& job);
+  void Settle(Outcome outcome);
+  bool TrySettle(Outcome& outcome);
+  void RetryDueOutcomes();
   void ExtendDueLeases();
   void Extend(Job& job, Clock::time_point now);
   int PollTimeoutMillis() const;
@@ -88,6 +109,7 @@ class Worker {
   SignalPipe& signals_;
   std::list<Job> buffered_;        // claimed, not started
   std::list<RunningJob> running_;  // stable addresses while polled
+  std::list<Outcome> outcomes_;    // to record again, after a connection error
   bool claim_in_flight_ = false;
   bool stopping_ = false;  // no more claims: signal, error, or nothing to do
   bool idle_ = false;      // --once / --max-jobs: a claim found nothing
@@ -95,6 +117,7 @@ class Worker {
   int stop_signals_ = 0;
   Clock::time_point next_cancel_;  // while stopping with a claim out
   long claimed_ = 0;
+  std::mt19937 random_{std::random_device{}()};  // the retries' jitter
 };
 
 }  // namespace pgq::cli
