@@ -374,11 +374,8 @@ class WorkerTest(unittest.TestCase):
         self.assertCompleted(read)
         self.assertCompleted(ignored)
 
-    def test_reconnects_to_report_after_losing_its_connections(self):
-        job = self.enqueue({})
-        proc = self.start("--once", command=["sh", "-c", 'touch "$OUT/started"; ' + GATE])
-        wait_for("the command to start", lambda: self.exists("started"))
-        # Both of the worker's sessions end (a server restart, an idle timeout).
+    def end_worker_sessions(self):
+        """Terminates the worker's two sessions and waits until they are gone."""
         terminated = self.sql(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE datname = current_database() AND application_name = 'pgq-worker'"
@@ -391,6 +388,13 @@ class WorkerTest(unittest.TestCase):
                 " WHERE datname = current_database() AND application_name = 'pgq-worker'"
             ),
         )
+
+    def test_reconnects_to_report_after_losing_its_connections(self):
+        job = self.enqueue({})
+        proc = self.start("--once", command=["sh", "-c", 'touch "$OUT/started"; ' + GATE])
+        wait_for("the command to start", lambda: self.exists("started"))
+        # Both of the worker's sessions end (a server restart, an idle timeout).
+        self.end_worker_sessions()
         self.open_gate()
         code, log = self.finish(proc)
         self.assertEqual(code, 0, log)
@@ -414,18 +418,7 @@ class WorkerTest(unittest.TestCase):
         self.addCleanup(admin.execute, allow + "true")
         admin.execute(allow + "false")
         # Both of its sessions end (--once: the claiming one is idle now).
-        terminated = self.sql(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND application_name = 'pgq-worker'"
-        )
-        self.assertEqual(len(terminated), 2)
-        wait_for(
-            "the sessions to end",
-            lambda: not self.sql(
-                "SELECT 1 FROM pg_stat_activity"
-                " WHERE datname = current_database() AND application_name = 'pgq-worker'"
-            ),
-        )
+        self.end_worker_sessions()
         self.open_gate()
         # The worker tries to complete, is refused, and tries again later
         # (it used to give up at once: error, exit 1, the job left to run
