@@ -92,9 +92,11 @@ class ObserveTest(PgqTestCase):
 
     def test_running_jobs_shows_expired_leases_and_only_running_jobs(self):
         self.admin.execute("SELECT pgq.enqueue_many('q', array_fill('{}'::jsonb, ARRAY[3]))")
-        self.admin.execute("SELECT pgq.claim('q', 1, '1 millisecond')")
-        self.admin.execute("SELECT pg_sleep(0.01)")
+        self.admin.execute("SELECT pgq.claim('q', 1, '1 minute')")
         self.admin.execute("SELECT pgq.claim('q', 1, '1 hour')")
+        # Two minutes on, in this session's clock only: the maintenance
+        # worker, on the real one, leaves the first lease alone meanwhile.
+        self.admin.execute("SET pgq.debug_clock_offset = '2min'")
         self.assertEqual(self.admin.execute(
             "SELECT expired, lease_left < '0' FROM pgq.running_jobs ORDER BY id").fetchall(),
             [(True, True), (False, False)])
@@ -158,13 +160,16 @@ class ObserveTest(PgqTestCase):
         self.assertEqual(self.scalar("SELECT done_recent FROM pgq.queue_stats WHERE queue = 'q'"), 1)
 
     def test_lease_expiries_count_the_requeued_and_the_dead(self):
+        # The leases run out on this session's clock only (moved on with
+        # pgq.debug_clock_offset): the maintenance worker, on the real one,
+        # never races this session's pgq.maintain() for them.
         self.admin.execute("SELECT pgq.create_queue('e', max_attempts => 2)")
         self.admin.execute("SELECT pgq.enqueue_many('e', array_fill('{}'::jsonb, ARRAY[2]))")
-        self.admin.execute("SELECT pgq.claim('e', 2, '1 millisecond')")
-        self.admin.execute("SELECT pg_sleep(0.01)")
+        self.assertEqual(len(self.admin.execute("SELECT pgq.claim('e', 2, '1 minute')").fetchall()), 2)
+        self.admin.execute("SET pgq.debug_clock_offset = '2min'")
         self.admin.execute("SELECT * FROM pgq.maintain()")  # both back, attempt 1 of 2
-        self.admin.execute("SELECT pgq.claim('e', 2, '1 millisecond')")
-        self.admin.execute("SELECT pg_sleep(0.01)")
+        self.assertEqual(len(self.admin.execute("SELECT pgq.claim('e', 2, '1 minute')").fetchall()), 2)
+        self.admin.execute("SET pgq.debug_clock_offset = '4min'")
         self.admin.execute("SELECT * FROM pgq.maintain()")  # both dead
         self.assertEqual(self.scalar("SELECT count(*) FROM pgq.dead_jobs WHERE queue = 'e'"), 2)
         c = self.counters("e")
