@@ -106,10 +106,10 @@ void NotePendingAgain(const pg::SpiSession& spi, bool wake) {
   pg::NoteJobsPending(spi.Int32(0, 1), key, wake);
 }
 
-// What queue_stats.done_recent counts: in shared memory when preloaded
-// (flushed to pgq.finished by maintenance), else one pgq.finished row.
+// What queue_stats.done_recent and the completions counter count: in shared
+// memory when preloaded (flushed to pgq.finished by maintenance), else one
+// pgq.finished row.
 void CountFinished(pg::SpiSession& spi, int32 queue_id) {
-  pg::NoteCount(queue_id, pg::kCompletions, 1);
   if (pg::NoteFinished(queue_id, 1)) return;
   pg::Params params;
   params.Set(0, Int32GetDatum(queue_id))

@@ -290,8 +290,12 @@ void NoteJobsPending(int32 queue_id, const core::ClaimKey& key, bool wake) {
 
 bool NoteFinished(int32 queue_id, uint64 jobs) {
   Counted* entry = CountedEntry(queue_id);
-  if (entry == nullptr) return false;
+  if (entry == nullptr) {
+    NoteCount(queue_id, kCompletions, jobs);
+    return false;
+  }
   entry->finished += jobs;
+  entry->counts.values[kCompletions] += jobs;
   return true;
 }
 

@@ -38,8 +38,9 @@ void NoteJobsReadyInDatabase();
 void NoteJobsPending(int32 queue_id, const core::ClaimKey& key, bool wake);
 
 // The current transaction completed `jobs` jobs of `queue_id`: counted in
-// shared memory at commit (pg/queue_slots.h). False without shared memory or
-// a slot for the queue: the caller records them in pgq.finished itself.
+// shared memory at commit (pg/queue_slots.h), for done_recent and as
+// completions for pgq.metrics(). False without shared memory or a slot for
+// the queue: the caller records them in pgq.finished itself.
 bool NoteFinished(int32 queue_id, uint64 jobs);
 
 // The current transaction did `n` of `counter` in `queue_id`: added to the

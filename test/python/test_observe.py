@@ -5,6 +5,7 @@ queries shipped in docs/postgres_exporter.yaml.
 The counters live in shared memory (the test cluster preloads the library)
 and count at commit: each test reads them after the fact, on queues of its
 own (every test installs the extension afresh, which resets them)."""
+import contextlib
 import os
 import re
 
@@ -55,6 +56,20 @@ def parse_metrics(text):
 
 
 class ObserveTest(PgqTestCase):
+    @contextlib.contextmanager
+    def session_of_new_role(self, role, options=""):
+        """A connection acting as `role`, created for the block and dropped
+        after it (its session first)."""
+        self.admin.execute(f"DROP ROLE IF EXISTS {role}")
+        self.admin.execute(f"CREATE ROLE {role} LOGIN {options}")
+        conn = self.connect()
+        try:
+            conn.execute(f"SET ROLE {role}")
+            yield conn
+        finally:
+            conn.close()
+            self.admin.execute(f"DROP ROLE {role}")
+
     def metrics_row(self, queue, conn=None):
         row = (conn or self.admin).execute(
             "SELECT * FROM pgq.queue_metrics() WHERE queue = %s", (queue,)
@@ -106,18 +121,9 @@ class ObserveTest(PgqTestCase):
         self.admin.execute("SELECT pgq.create_queue('other')")
         self.admin.execute("SELECT pgq.enqueue('q', '{}'), pgq.enqueue('other', '{}')")
         self.admin.execute("SELECT pgq.claim('q', 1), pgq.claim('other', 1)")
-        self.admin.execute("DROP ROLE IF EXISTS observe_app")
-        self.admin.execute("CREATE ROLE observe_app LOGIN")
-        try:
+        with self.session_of_new_role("observe_app") as app:
             self.admin.execute("SELECT pgq.grant('observe_app', 'q', 'consume')")
-            app = self.connect()
-            app.execute("SET ROLE observe_app")
             self.assertEqual(app.execute("SELECT queue FROM pgq.running_jobs").fetchall(), [("q",)])
-        finally:
-            self.admin.execute("SELECT pgq.revoke('observe_app', 'q', 'consume')")
-            for conn in self._conns:
-                conn.close()
-            self.admin.execute("DROP ROLE observe_app")
 
     # counters ---------------------------------------------------------------
 
@@ -232,11 +238,7 @@ class ObserveTest(PgqTestCase):
     # who may watch ---------------------------------------------------------------
 
     def test_metrics_are_for_pg_monitor_not_public(self):
-        self.admin.execute("DROP ROLE IF EXISTS observe_watch")
-        self.admin.execute("CREATE ROLE observe_watch LOGIN")
-        try:
-            watcher = self.connect()
-            watcher.execute("SET ROLE observe_watch")
+        with self.session_of_new_role("observe_watch") as watcher:
             for sql in ("SELECT pgq.metrics()", "SELECT * FROM pgq.queue_metrics()",
                         "SELECT * FROM pgq.workers", "SELECT * FROM pgq.worker_slots()"):
                 with self.assertRaises(errors.InsufficientPrivilege, msg=sql):
@@ -248,10 +250,6 @@ class ObserveTest(PgqTestCase):
             # Watching is not consuming: no payload, no claim.
             with self.assertRaises(errors.InsufficientPrivilege):
                 watcher.execute("SELECT * FROM pgq.claim('q', 1)")
-        finally:
-            for conn in self._conns:
-                conn.close()
-            self.admin.execute("DROP ROLE observe_watch")
 
     # postgres_exporter --------------------------------------------------------------
 
@@ -267,11 +265,7 @@ class ObserveTest(PgqTestCase):
         }
         self.assertGreaterEqual(len(queries), 1)
         self.admin.execute("SELECT pgq.enqueue('q', '{}')")
-        self.admin.execute("DROP ROLE IF EXISTS observe_exporter")
-        self.admin.execute("CREATE ROLE observe_exporter LOGIN IN ROLE pg_monitor")
-        try:
-            exporter = self.connect()
-            exporter.execute("SET ROLE observe_exporter")
+        with self.session_of_new_role("observe_exporter", "IN ROLE pg_monitor") as exporter:
             for name, (query, columns) in queries.items():
                 cur = exporter.execute(query)
                 self.assertEqual([c.name for c in cur.description], [c for c, _ in columns], name)
@@ -281,8 +275,3 @@ class ObserveTest(PgqTestCase):
                     for value, (column, usage) in zip(row, columns):
                         if usage in ("GAUGE", "COUNTER"):
                             self.assertIsInstance(value, (int, float), f"{name}.{column}")
-        finally:
-            for conn in self._conns:
-                conn.close()
-            self.admin.execute("DROP ROLE observe_exporter")
-
