@@ -86,7 +86,7 @@ sub close_session
 }
 
 my ($launcher, $worker) = workers_up('start');
-is(jobs_accounted($node), $jobs, 'start: every job is accounted for');
+is(jobs_accounted($node, $jobs), $jobs, 'start: every job is accounted for');
 
 # (a) A claim inside an open transaction, its backend killed: the claim never
 # committed, so after the crash restart the job is pending with attempt 0.
@@ -115,7 +115,7 @@ is( $node->safe_psql(
 	'(a) and it is claimed again as attempt 1');
 is($node->safe_psql('postgres', "SELECT pgq.complete($job_a, 1)"),
 	't', '(a) and completed');
-is(jobs_accounted($node), $jobs, '(a) every job is accounted for');
+is(jobs_accounted($node, $jobs), $jobs, '(a) every job is accounted for');
 
 # (b) A committed claim, its claimer killed: the claim holds until its lease
 # expires, then the worker puts the job back. Never earlier: each poll below
@@ -148,7 +148,7 @@ is( $node->safe_psql(
 		  . "WHERE id = $job_b AND attempt = 2"),
 	't',
 	'(b) it is claimed again as attempt 2 and completed');
-is(jobs_accounted($node), $jobs, '(b) every job is accounted for');
+is(jobs_accounted($node, $jobs), $jobs, '(b) every job is accounted for');
 
 # (c) kill -9 of the maintenance worker: a crash restart like any backend's;
 # the launcher and the worker come back and leases still expire.
@@ -167,7 +167,7 @@ else
 	fail('(c) kill -9 of the maintenance worker: there is no worker to kill');
 }
 lease_expires('(c)');
-is(jobs_accounted($node), $jobs, '(c) every job is accounted for');
+is(jobs_accounted($node, $jobs), $jobs, '(c) every job is accounted for');
 
 # (d) An immediate shutdown with a lease running, then a start: the worker
 # comes back and catches up with the lease that expired meanwhile.
@@ -195,7 +195,7 @@ is( $node->safe_psql(
 	't',
 	'(d) it is claimed again as attempt 2 and completed');
 lease_expires('(d)');
-is(jobs_accounted($node), $jobs, '(d) every job is accounted for');
+is(jobs_accounted($node, $jobs), $jobs, '(d) every job is accounted for');
 is( $node->safe_psql('postgres',
 		"SELECT count(*) FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) WHERE q.name = 'ballast' AND state = 'p' AND attempt = 0"),
 	'20',

@@ -203,12 +203,18 @@ sub crash_restart
 # Every job the node was given and still accounts for: live jobs, dead-letter
 # rows and completions (queue_stats.done_recent: pgq.finished plus the
 # completions still counted in shared memory).
+# jobs_accounted(NODE, EXPECTED, [DB]): live + dead + done_recent, once it
+# reads EXPECTED (or the last reading after a few seconds): done_recent is a
+# statistic that a reader racing a maintenance flush's commit can see off by
+# the flushed count for that instant (docs/reference.md).
 sub jobs_accounted
 {
-	my ($node, $db) = @_;
-	return $node->safe_psql($db // 'postgres',
+	my ($node, $expected, $db) = @_;
+	my (undef, $out) = wait_for($node, $db // 'postgres',
 		    "SELECT (SELECT count(*) FROM pgq.jobs) + (SELECT count(*) FROM pgq.dead_jobs) "
-		  . "+ (SELECT coalesce(sum(done_recent), 0) FROM pgq.queue_stats)");
+		  . "+ (SELECT coalesce(sum(done_recent), 0) FROM pgq.queue_stats)",
+		$expected);
+	return $out;
 }
 
 # no_lasting_worker(NODE, [DB...], SECONDS): samples pg_stat_activity every
