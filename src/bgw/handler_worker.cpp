@@ -9,9 +9,14 @@
 //     transaction: the handler's writes and the completion commit together
 //     or not at all (a completion fenced out by a newer claim rolls the
 //     writes back);
-//  3. if 2 failed: pgq.fail(id, attempt, error) — back-off or dead-letter —
+//  3. whatever 2 did: the session reset as DISCARD ALL resets it, so that
+//     nothing the handler left in this process (settings, temporary tables,
+//     prepared statements, cursors, advisory locks, LISTEN) reaches the next
+//     handler, another owner's perhaps (ADR 0012);
+//  4. if 2 failed: pgq.fail(id, attempt, error) — back-off or dead-letter —
 //     and the error is logged with the job's id.
-// A worker that dies in 2 leaves the job to its lease, like any worker.
+// A worker that dies in 2 leaves the job to its lease, like any worker; one
+// that cannot reset its session exits, and its successor starts clean.
 #include <algorithm>
 
 #include "api/handlers.h"
@@ -21,6 +26,7 @@
 #include "pg/args.h"
 #include "pg/boundary.h"
 #include "pg/run_as.h"
+#include "pg/session_reset.h"
 #include "pg/settings.h"
 #include "pg/shared.h"
 #include "pg/spi.h"
@@ -262,6 +268,30 @@ char* AbortWork() {
   return error->message;
 }
 
+// Step 3: forgets whatever the handler left in the session, in a transaction
+// of its own (DISCARD ALL cannot run in the handler's, and must run whether
+// that committed or not: an advisory lock survives an abort). A session it
+// cannot reset ends this process instead of running the next handler in it.
+// INVARIANT: no C++ object lives in this frame (PG_TRY).
+void ResetAfterHandler() {
+  PG_TRY();
+  {
+    StartWork();
+    pg::AtBoundary([] { pg::ResetSession(); });
+    EndWork();
+  }
+  PG_CATCH();
+  {
+    (void)AbortWork();
+    ereport(FATAL, (errmsg("pgq handler worker could not reset its session after a handler"),
+                    errdetail("The worker exits so that the next handler runs in a new process.")));
+  }
+  PG_END_TRY();
+  // A handler may have set application_name; the reset took it back to the
+  // default, and pg_stat_activity must still say who we are.
+  pgstat_report_appname(kHandlerName);
+}
+
 // One job, if any. INVARIANT: no C++ object lives in this frame (PG_TRY).
 Claimed RunOneJob(Job* job) {
   volatile Claimed claimed = Claimed::kNone;
@@ -304,6 +334,9 @@ Claimed RunOneJob(Job* job) {
     failure = AbortWork();
   }
   PG_END_TRY();
+  // Before anything else runs in this session, pgq.fail included: a
+  // read-only default or a timeout the handler set must not reach it.
+  ResetAfterHandler();
 
   if (failure != nullptr) {
     PG_TRY();
