@@ -26,9 +26,10 @@ BackgroundWorkerHandle* StartMaintenanceWorker(Oid database);
 // setting is empty).
 bool IsListedDatabase(const char* name);
 
-// Starts handler worker number `index` of `database`, reporting to the
-// calling process (its maintenance worker); nullptr when no slot is free.
-BackgroundWorkerHandle* StartHandlerWorker(Oid database, int index);
+// Starts handler worker `number` (1..pgq.handler_workers) of `database`,
+// reporting to the calling process (its maintenance worker); nullptr when no
+// slot is free.
+BackgroundWorkerHandle* StartHandlerWorker(Oid database, int32 number);
 
 // Installs the utility hook that keeps workers out of the way of statements
 // that need a database to themselves, and tells the launcher about CREATE
@@ -40,10 +41,14 @@ void InstallDatabaseHooks();
 void InitWorkerProcess();
 
 // Registers a dynamic worker `function` (a pgq_*_main of this library) for
-// `database`, reporting to the calling process, which decides about
-// restarts; nullptr when no background worker slot is free.
+// `database`, worker `number` of its kind (WorkerNumber() in the worker),
+// reporting to the calling process, which decides about restarts; nullptr
+// when no background worker slot is free.
 BackgroundWorkerHandle* StartDynamicWorker(const char* function, const char* type, Oid database,
-                                           const char* name);
+                                           int32 number, const char* name);
+
+// In a worker started by StartDynamicWorker: the number it was given.
+int32 WorkerNumber();
 
 // Application names, also what pg_stat_activity.backend_type shows.
 inline constexpr const char* kLauncherName = "pgq launcher";

@@ -367,10 +367,10 @@ Claimed RunOneJob(Job* job) {
 
 }  // namespace
 
-BackgroundWorkerHandle* StartHandlerWorker(Oid database, int index) {
+BackgroundWorkerHandle* StartHandlerWorker(Oid database, int32 number) {
   char name[BGW_MAXLEN];
-  std::snprintf(name, sizeof(name), "%s %d for database %u", kHandlerName, index, database);
-  return StartDynamicWorker("pgq_handler_main", kHandlerName, database, name);
+  std::snprintf(name, sizeof(name), "%s %d for database %u", kHandlerName, number, database);
+  return StartDynamicWorker("pgq_handler_main", kHandlerName, database, number, name);
 }
 
 }  // namespace pgq::bgw
@@ -380,8 +380,12 @@ void pgq_handler_main(Datum main_arg) {
   const Oid database = DatumGetObjectId(main_arg);
   bgw::InitWorkerProcess();
 
+  // Numbers beyond pgq.handler_workers are not wanted; a number that runs
+  // already is not run twice (TakeSlot): the database's cap.
+  const int32 number = bgw::WorkerNumber();
   pg::SharedState* shared = pg::Shared();
-  if (shared == nullptr || !bgw::TakeSlot(database, pg::WorkerKind::kHandler)) proc_exit(0);
+  if (shared == nullptr || number < 1 || number > pg::HandlerWorkers()) proc_exit(0);
+  if (!bgw::TakeSlot(database, pg::WorkerKind::kHandler, number)) proc_exit(0);
   if (pg::IsDatabasePaused(shared, database, GetCurrentTimestamp())) proc_exit(0);
   BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
   pgstat_report_appname(bgw::kHandlerName);
@@ -397,7 +401,7 @@ void pgq_handler_main(Datum main_arg) {
     if (ConfigReloadPending) {
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);
-      if (!bgw::IsListedDatabase(name)) proc_exit(0);
+      if (!bgw::IsListedDatabase(name) || number > pg::HandlerWorkers()) proc_exit(0);
     }
     // Published before looking, so a job committed meanwhile wakes us.
     pg::PublishWaiter(pg::ClaimWaiter::kAnyQueue);

@@ -18,6 +18,8 @@
 // A worker the launcher did not start (the launcher itself was restarted) is
 // seen in the shared worker slots and left alone; the worker refuses to run
 // twice for one database anyway.
+#include <algorithm>
+
 #include <boost/container/flat_map.hpp>
 
 #include "bgw/bgw.h"
@@ -47,16 +49,34 @@ namespace pgq::bgw {
 
 namespace {
 
-constexpr long kScanMillis = 1000;          // pg_database is read this often
-constexpr long kProbeAgainMillis = 10000;   // a database without pgq_cpp
-constexpr long kRestartDelayMillis = 5000;  // after a worker failed
+constexpr long kScanMillis = 1000;         // pg_database is read this often
+constexpr long kProbeAgainMillis = 10000;  // a database without pgq_cpp
+// A worker that failed (an error it could not get past, or terminated) is
+// started again at once: while none runs, no lease of the database expires.
+// One that keeps failing soon after its start waits longer each time,
+// kFirstRetryMillis doubled up to kMaxRestartDelayMillis; one that ran
+// kHealthyMillis counts as a first failure again.
+constexpr long kFirstRetryMillis = 100;
+constexpr long kMaxRestartDelayMillis = 5000;
+constexpr long kHealthyMillis = 60 * 1000;
 constexpr long kNoSlotRetryMillis = 10000;  // max_worker_processes reached
 
 struct Database {
   BackgroundWorkerHandle* handle = nullptr;  // in TopMemoryContext
   TimestampTz not_before = 0;
+  TimestampTz started_at = 0;  // of the current or last worker
+  int quick_failures = 0;      // failures in a row, each soon after its start
   bool without_extension = false;
 };
+
+// How long to wait before starting a worker again after its failure number
+// `failures` in a row: 0 for the first.
+long RestartDelayMillis(int failures) {
+  if (failures <= 1) return 0;
+  long delay = kFirstRetryMillis;
+  for (int i = 2; i < failures && delay < kMaxRestartDelayMillis; ++i) delay *= 2;
+  return std::min(delay, kMaxRestartDelayMillis);
+}
 
 using DatabaseMap = boost::container::flat_map<Oid, Database, std::less<Oid>,
                                                pg::ContextAllocator<std::pair<Oid, Database>>>;
@@ -181,7 +201,10 @@ void Watch(pg::SharedState* shared, Oid oid, Database& db, TimestampTz now) {
       break;
     case pg::WorkerExit::kRunning:
       // It failed (an error it could not get past, or it was terminated).
-      db.not_before = TimestampTzPlusMilliseconds(now, kRestartDelayMillis);
+      db.quick_failures = TimestampDifferenceExceeds(db.started_at, now, kHealthyMillis)
+                              ? 1
+                              : db.quick_failures + 1;
+      db.not_before = TimestampTzPlusMilliseconds(now, RestartDelayMillis(db.quick_failures));
       break;
   }
 }
@@ -201,11 +224,14 @@ void Start(pg::SharedState* shared, Oid oid, Database& db, TimestampTz now) {
     db.not_before = TimestampTzPlusMilliseconds(now, kNoSlotRetryMillis);
     return;
   }
+  db.started_at = now;
   warned_no_slot = false;
 }
 
 // One round: reconcile the running workers with the databases that want one.
-void Tick(pg::SharedState* shared) {
+// Returns how long to sleep: until the next scan, or sooner when a worker
+// is due to be started again before then.
+long Tick(pg::SharedState* shared) {
   DatabaseRow* rows = nullptr;
   const int count = ScanDatabases(&rows);
   const TimestampTz now = GetCurrentTimestamp();
@@ -225,10 +251,16 @@ void Tick(pg::SharedState* shared) {
   pfree(rows);
 
   TakeProbeRequests(shared);
+  long sleep_ms = kScanMillis;
   for (auto& [oid, db] : *databases) {
     if (db.handle != nullptr) Watch(shared, oid, db, now);
     if (db.handle == nullptr) Start(shared, oid, db, now);
+    if (db.handle == nullptr && db.not_before > now) {
+      const long due_ms = static_cast<long>((db.not_before - now + 999) / 1000);
+      sleep_ms = std::min(sleep_ms, std::max(1L, due_ms));
+    }
   }
+  return sleep_ms;
 }
 
 void SetLauncherLatch(pg::SharedState* shared, Latch* latch) {
@@ -297,7 +329,7 @@ void RegisterLauncher() {
 }
 
 BackgroundWorkerHandle* StartDynamicWorker(const char* function, const char* type, Oid database,
-                                           const char* name) {
+                                           int32 number, const char* name) {
   BackgroundWorker worker;
   std::memset(&worker, 0, sizeof(worker));
   worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -305,6 +337,8 @@ BackgroundWorkerHandle* StartDynamicWorker(const char* function, const char* typ
   worker.bgw_restart_time = BGW_NEVER_RESTART;  // the caller decides
   worker.bgw_notify_pid = MyProcPid;
   worker.bgw_main_arg = ObjectIdGetDatum(database);
+  static_assert(sizeof(number) <= BGW_EXTRALEN);
+  std::memcpy(worker.bgw_extra, &number, sizeof(number));
   std::snprintf(worker.bgw_library_name, BGW_MAXLEN, "pgq_cpp");
   std::snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
   std::snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
@@ -319,7 +353,13 @@ BackgroundWorkerHandle* StartDynamicWorker(const char* function, const char* typ
 BackgroundWorkerHandle* StartMaintenanceWorker(Oid database) {
   char name[BGW_MAXLEN];
   std::snprintf(name, sizeof(name), "%s for database %u", kMaintenanceName, database);
-  return StartDynamicWorker("pgq_maintenance_main", kMaintenanceName, database, name);
+  return StartDynamicWorker("pgq_maintenance_main", kMaintenanceName, database, 0, name);
+}
+
+int32 WorkerNumber() {
+  int32 number = 0;
+  std::memcpy(&number, MyBgworkerEntry->bgw_extra, sizeof(number));
+  return number;
 }
 
 }  // namespace pgq::bgw
@@ -350,8 +390,9 @@ void pgq_launcher_main(Datum) {
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);
     }
-    pg::AtBoundary([shared] { bgw::Tick(shared); });
-    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, bgw::kScanMillis,
+    long sleep_ms = bgw::kScanMillis;
+    pg::AtBoundary([shared, &sleep_ms] { sleep_ms = bgw::Tick(shared); });
+    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms,
                     PG_WAIT_EXTENSION);
     ResetLatch(MyLatch);
   }

@@ -8,6 +8,7 @@
 // longer lists it, or when a backend needs the database to itself (DROP
 // DATABASE: SIGTERM, see bgw/database_hooks.cpp).
 #include <algorithm>
+#include <csignal>
 
 #include "api/compact.h"
 #include "api/maintain.h"
@@ -57,10 +58,17 @@ bool HasHandlerQueues() {
   return spi.Bool(0, 1);
 }
 
-// Keeps pgq.handler_workers handler workers running while some queue has a
-// handler. They stop by themselves when none has (or the extension goes).
+// Keeps handler workers 1..pgq.handler_workers running while some queue has
+// a handler, and no other. The shared worker slots are the truth, not the
+// handles: a worker started by this process's predecessor (killed, or
+// restarted) is adopted, never doubled, and stopped like ours when it is
+// not wanted (TakeSlot refuses a second worker of one number anyway). They
+// also stop by themselves when no queue has a handler (or the extension
+// goes).
 void SuperviseHandlerWorkers(Oid database) {
   const int wanted = wants_handlers ? std::min(pg::HandlerWorkers(), kMaxHandlerWorkers) : 0;
+  pid_t live[kMaxHandlerWorkers];
+  LiveWorkers(database, pg::WorkerKind::kHandler, live, kMaxHandlerWorkers);
   for (int i = 0; i < kMaxHandlerWorkers; ++i) {
     BackgroundWorkerHandle*& handle = handler_workers[i];
     pid_t pid = 0;
@@ -68,10 +76,12 @@ void SuperviseHandlerWorkers(Oid database) {
       pfree(handle);
       handle = nullptr;
     }
-    if (i < wanted && handle == nullptr) {
-      handle = StartHandlerWorker(database, i + 1);
-    } else if (i >= wanted && handle != nullptr) {
+    if (i < wanted) {
+      if (handle == nullptr && live[i] == 0) handle = StartHandlerWorker(database, i + 1);
+    } else if (handle != nullptr) {
       TerminateBackgroundWorker(handle);
+    } else if (live[i] != 0) {
+      (void)kill(live[i], SIGTERM);  // a predecessor's, no longer wanted
     }
   }
 }
@@ -197,7 +207,7 @@ void pgq_maintenance_main(Datum main_arg) {
   bgw::InitWorkerProcess();
 
   pg::SharedState* shared = pg::Shared();
-  if (!bgw::TakeSlot(database, pg::WorkerKind::kMaintenance)) proc_exit(0);
+  if (!bgw::TakeSlot(database, pg::WorkerKind::kMaintenance, 0)) proc_exit(0);
   // Registered before the check, so a pause that comes after it sees our
   // pid and stops us (see pg::PauseDatabase).
   if (pg::IsDatabasePaused(shared, database, GetCurrentTimestamp())) {

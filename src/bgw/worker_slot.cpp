@@ -1,5 +1,6 @@
 #include "bgw/worker_slot.h"
 
+#include <algorithm>
 #include <csignal>
 
 extern "C" {
@@ -24,13 +25,16 @@ void ReleaseSlot(int, Datum) {
   LWLockRelease(shared->lock);
 }
 
+// Whether the slot's worker still runs.
+bool IsLive(const pg::WorkerSlot& slot) { return slot.pid != 0 && kill(slot.pid, 0) == 0; }
+
 }  // namespace
 
 // A slot whose worker is gone is free: for a maintenance worker its own
 // database's first, since the launcher may not have read the reason left
 // there yet; then one never used (or freed by the launcher); then any other
 // (the reason of a database the launcher forgot, dropped say, is never read).
-bool TakeSlot(Oid database, pg::WorkerKind kind) {
+bool TakeSlot(Oid database, pg::WorkerKind kind, int32 number) {
   pg::SharedState* shared = pg::Shared();
   if (shared == nullptr) return false;
   const bool maintenance = kind == pg::WorkerKind::kMaintenance;
@@ -41,10 +45,9 @@ bool TakeSlot(Oid database, pg::WorkerKind kind) {
   bool duplicate = false;
   for (int i = 0; i < shared->worker_slot_count; ++i) {
     pg::WorkerSlot& slot = shared->workers[i];
-    const bool live = slot.pid != 0 && kill(slot.pid, 0) == 0;
     const bool same = slot.database == database && slot.kind == kind;
-    if (live) {
-      if (same && maintenance) duplicate = true;
+    if (IsLive(slot)) {
+      if (same && slot.number == number) duplicate = true;
       continue;
     }
     if (same && maintenance) own_database = &slot;
@@ -56,6 +59,7 @@ bool TakeSlot(Oid database, pg::WorkerKind kind) {
   if (!duplicate && slot != nullptr) {
     slot->database = database;
     slot->kind = kind;
+    slot->number = number;
     slot->pid = MyProcPid;
     slot->exit = pg::WorkerExit::kRunning;
     slot->last_pass = 0;
@@ -65,6 +69,19 @@ bool TakeSlot(Oid database, pg::WorkerKind kind) {
   LWLockRelease(shared->lock);
   if (taken) on_shmem_exit(ReleaseSlot, 0);
   return taken;
+}
+
+void LiveWorkers(Oid database, pg::WorkerKind kind, pid_t* pids, int count) {
+  std::fill(pids, pids + count, 0);
+  pg::SharedState* shared = pg::Shared();
+  LWLockAcquire(shared->lock, LW_SHARED);
+  for (int i = 0; i < shared->worker_slot_count; ++i) {
+    const pg::WorkerSlot& slot = shared->workers[i];
+    if (slot.database != database || slot.kind != kind) continue;
+    if (slot.number < 1 || slot.number > count || !IsLive(slot)) continue;
+    pids[slot.number - 1] = slot.pid;
+  }
+  LWLockRelease(shared->lock);
 }
 
 void ExitBecause(pg::WorkerExit reason) {

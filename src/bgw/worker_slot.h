@@ -6,10 +6,18 @@
 
 namespace pgq::bgw {
 
-// Takes a slot for this process, working in `database`; false when none is
-// free, or, for a maintenance worker, when a live one already runs there (the
-// launcher restarted and started us again). Registers its release at exit.
-bool TakeSlot(Oid database, pg::WorkerKind kind);
+// Takes a slot for this process, worker `number` of its kind in `database`
+// (0 for the maintenance worker, 1.. for handler workers); false when none is
+// free, or when a live worker of that kind and number already runs there
+// (started by a launcher or maintenance worker that has since been
+// restarted: the new one adopts it). This is the one place that caps a
+// database's workers, whatever was killed and in what order. Registers its
+// release at exit.
+bool TakeSlot(Oid database, pg::WorkerKind kind, int32 number);
+
+// The live workers of `kind` in `database`: pids[number - 1] is the pid of
+// worker `number` (1..count), 0 where none runs.
+void LiveWorkers(Oid database, pg::WorkerKind kind, pid_t* pids, int count);
 
 // Ends this worker, leaving `reason` for the launcher.
 [[noreturn]] void ExitBecause(pg::WorkerExit reason);

@@ -39,6 +39,11 @@ enum class WorkerKind : uint32 {
 struct WorkerSlot {
   Oid database;  // InvalidOid: free
   WorkerKind kind;
+  // A handler worker's number in its database (1..pgq.handler_workers); 0
+  // for a maintenance worker. INVARIANT: at most one live slot per
+  // (database, kind, number): the cap on a database's workers, whoever
+  // started them (bgw/worker_slot.h).
+  int32 number;
   pid_t pid;
   WorkerExit exit;
   TimestampTz last_pass;  // end of the last pass that completed
