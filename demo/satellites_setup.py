@@ -148,6 +148,7 @@ SELECT pgq.create_queue('{PASSES_QUEUE}', handler => 'recompute_passes(pgq.claim
 SELECT pgq.create_queue('{ALERTS_QUEUE}', max_attempts => {ALERT_MAX_ATTEMPTS},
                         backoff_base => '{ALERT_BACKOFF}', backoff_max => '1 second',
                         handler => 'page_operators(pgq.claimed_job)');
+SELECT pgq.create_topic('{TOPIC}', if_not_exists => true);
 SELECT pgq.subscribe('{TOPIC}', '{PASSES_QUEUE}');
 SELECT pgq.subscribe('{TOPIC}', '{ALERTS_QUEUE}');
 RESET ROLE;

@@ -43,6 +43,10 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.create_queue('s11', lease => '100000000 years')$$),
   ($$SELECT pgq.alter_queue('q', lease => '0')$$),
   ($$SELECT pgq.alter_queue('q', max_attempts => -1)$$),
+  -- intervals that would take maintenance out of the timestamp range
+  ($$SELECT pgq.create_queue('s12', retention => '101 years')$$),
+  ($$SELECT pgq.create_queue('s13', backoff_max => '200000 years')$$),
+  ($$SELECT pgq.alter_queue('q', retention => '200000 years')$$),
   -- unknown queues
   ($$SELECT pgq.enqueue('missing', '{}')$$),
   ($$SELECT pgq.enqueue_many('missing', ARRAY['{}']::jsonb[])$$),
@@ -70,6 +74,16 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.enqueue_many('q', NULL)$$),
   ($$SELECT pgq.enqueue_many('q', ARRAY['{}', NULL]::jsonb[])$$),
   ($$SELECT pgq.enqueue_many('q', ARRAY[['{}'], ['{}']]::jsonb[])$$),
+  -- infinite times mean nothing for a job
+  ($$SELECT pgq.enqueue('q', '{}', run_at => '-infinity')$$),
+  ($$SELECT pgq.enqueue('q', '{}', run_at => 'infinity')$$),
+  ($$SELECT pgq.enqueue_many('q', ARRAY['{}'::jsonb], run_at => '-infinity')$$),
+  -- schedules: long specs, long @every, time zones outside pg_timezone_names
+  ($$SELECT pgq.schedule('s', 'q', repeat('1,', 100) || '1 * * * *')$$),
+  ($$SELECT pgq.schedule('s', 'q', '@every 101 years')$$),
+  ($$SELECT pgq.schedule('s', 'q', '@daily', timezone => 'garbage5')$$),
+  ($$SELECT pgq.schedule('s', 'q', '@daily', timezone => '+01:00')$$),
+  ($$SELECT pgq.schedule('s', 'q', '@daily', timezone => 'Mars/Olympus')$$),
   -- claim
   ($$SELECT pgq.claim('q', 0)$$),
   ($$SELECT pgq.claim('q', -1)$$),
@@ -96,6 +110,33 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.retry_dead(NULL::bigint)$$),
   ($$SELECT pgq.retry_dead('q', 0)$$)
 ) AS t(s);
+
+-- A time zone is matched as PostgreSQL matches names, in any case, and
+-- stored in its canonical spelling.
+SELECT pgq.schedule('zoned', 'q', '0 12 * * *', timezone => 'europe/madrid');
+SELECT timezone FROM pgq.schedules WHERE name = 'zoned';
+SELECT pgq.unschedule('zoned');
+
+-- An error text is kept up to 8192 bytes, cut at a character boundary with a
+-- marker; a short one is kept whole.
+SELECT pgq.create_queue('errq', backoff_base => '0', backoff_max => '0');
+SELECT pgq.enqueue('errq', '{}') AS err_job \gset
+SELECT attempt FROM pgq.claim('errq');
+SELECT pgq.fail(:err_job, 1, repeat('ñ', 5000000));
+SELECT octet_length(last_error) AS bytes, right(last_error, 16) AS ending
+  FROM pgq.jobs WHERE id = :err_job;
+SELECT attempt FROM pgq.claim('errq');
+SELECT pgq.fail(:err_job, 2, 'short');
+SELECT last_error FROM pgq.jobs WHERE id = :err_job;
+
+-- A row stored before 1.2 with an infinite run_at (written here by hand)
+-- blinds no monitoring function.
+INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, enqueued_at, payload)
+SELECT -2, queue_id, 'p', 0, '-infinity', 0, 1, now(), '{}' FROM pgq.queues WHERE name = 'errq';
+SELECT queue, ready, oldest_ready_age IS NOT NULL AS has_age FROM pgq.queue_stats WHERE queue = 'errq';
+SELECT queue, ready FROM pgq.queue_metrics() WHERE queue = 'errq';
+SELECT pgq.metrics() LIKE '%pgq_oldest_ready_age_seconds{%queue="errq"}%' AS metrics_ok;
+SELECT pgq.drop_queue('errq', force => true);
 
 -- Nothing was half-written, and the session still works.
 SELECT name FROM pgq.queues ORDER BY name;

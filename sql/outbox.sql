@@ -12,7 +12,10 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
--- Two queues subscribe to a topic; subscribing again changes nothing.
+-- A topic is created first (by a role with admin on every queue, which owns
+-- it); two queues subscribe to it; subscribing again changes nothing.
+SELECT pgq.create_topic('orbit.changed');
+SELECT pgq.create_topic('nobody.listens');
 SELECT pgq.subscribe('orbit.changed', 'passes');
 SELECT pgq.subscribe('orbit.changed', 'alerts');
 SELECT pgq.subscribe('orbit.changed', 'alerts');
@@ -62,6 +65,12 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.subscribe(NULL, 'passes')$$),
   ($$SELECT pgq.subscribe('', 'passes')$$),
   ($$SELECT pgq.subscribe('t', 'missing')$$),
+  ($$SELECT pgq.subscribe('no.such.topic', 'passes')$$),
+  ($$SELECT pgq.publish('no.such.topic', '{}')$$),
+  ($$SELECT pgq.create_topic('orbit.changed')$$),
+  ($$SELECT pgq.create_topic(NULL)$$),
+  ($$SELECT pgq.grant_topic('postgres', 'orbit.changed', 'read')$$),
+  ($$SELECT pgq.grant_topic('postgres', 'no.such.topic', 'publish')$$),
   ($$SELECT pgq.unsubscribe('t', 'missing')$$),
   ($$SELECT pgq.publish(NULL, '{}')$$),
   ($$SELECT pgq.publish('t', NULL)$$),

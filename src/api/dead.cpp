@@ -15,10 +15,11 @@ namespace {
 
 pg::Statement cancel_job = {
     "WITH d AS ("
-    "  DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w') RETURNING *"
+    "  DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w')"
+    "     AND ($3 OR queue_id = ANY ($4)) RETURNING *"
     ") " PGQ_BURY_DELETED("d.last_error", "cancelled", "$2"),
-    2,
-    {INT8OID, TIMESTAMPTZOID},
+    4,
+    {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID},
     nullptr};
 
 pg::Statement queue_of_dead_job = {
@@ -101,11 +102,12 @@ PGQ_FUNCTION(pgq_cancel) {
   constexpr uint8 kMayCancel = core::kProduce | core::kAdmin;
   pg::SpiSession spi;
   api::RequireRightSomewhere(spi, kMayCancel);
+  // Only jobs of the caller's queues are found: one of another queue is
+  // answered as one that does not exist (issue 15, L4).
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(pg::Now()));
+  api::SetScope(params, 2, api::QueuesWithRight(spi, kMayCancel));
   if (spi.Execute(api::cancel_job, params) == 0) PG_RETURN_BOOL(false);
-  // Found in another queue: the error rolls the statement back.
-  api::RequireRightOnQueueId(spi, spi.Int32(0, 1), kMayCancel);
   pg::NoteResetOnAbort(spi.Int32(0, 1));  // it locked a pending job
   pg::NoteCount(spi.Int32(0, 1), pg::kDeadLettered, 1);
   std::vector<api::GroupRef> groups = api::GroupsOfResult(spi, 1, 2);
@@ -122,7 +124,9 @@ PGQ_FUNCTION(pgq_retry_dead) {
   lookup.Set(0, Int64GetDatum(id));
   if (spi.Execute(api::queue_of_dead_job, lookup, 1) == 0) PG_RETURN_BOOL(false);
   const int32 queue_id = spi.Int32(0, 1);
-  api::RequireRightOnQueueId(spi, queue_id, core::kAdmin);
+  // A dead job of a queue the caller does not administer: as if it did not
+  // exist (issue 15, L4).
+  if (!api::HoldsRight(spi, GetUserId(), queue_id, core::kAdmin)) PG_RETURN_BOOL(false);
   pg::LockQueueShared(queue_id);  // the queue cannot be dropped under us now
   pg::Params params;
   params.Set(0, Int64GetDatum(id))

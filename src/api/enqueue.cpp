@@ -73,9 +73,16 @@ pg::Statement insert_many = {
 // needs that race to happen again, so a few tries always suffice in practice.
 constexpr int kDedupeTries = 8;
 
+// Infinite times mean nothing for a job, and every reader that subtracts one
+// (queue_stats' oldest_ready_age) would fail on it: refused (issue 15, M3).
 TimestampTz RunAtArg(FunctionCallInfo fcinfo, int index) {
-  return pg::ArgIsNull(fcinfo, index) ? GetCurrentTransactionStartTimestamp()
-                                      : PG_GETARG_TIMESTAMPTZ(index);
+  if (pg::ArgIsNull(fcinfo, index)) return GetCurrentTransactionStartTimestamp();
+  const TimestampTz run_at = PG_GETARG_TIMESTAMPTZ(index);
+  if (TIMESTAMP_NOT_FINITE(run_at)) {
+    pg::Raise(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE, "run_at must be a finite timestamp", "",
+              "Leave run_at NULL (or now()) for a job that is due at once.");
+  }
+  return run_at;
 }
 
 int32 PriorityArg(FunctionCallInfo fcinfo, int index) {
@@ -87,9 +94,9 @@ int32 PriorityArg(FunctionCallInfo fcinfo, int index) {
 int32 CheckedPriority(FunctionCallInfo fcinfo, int index) {
   const int32 priority = PriorityArg(fcinfo, index);
   if (priority == PG_INT32_MIN) {
-    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "priority must be between " +
-                                                   std::to_string(PG_INT32_MIN + 1) + " and " +
-                                                   std::to_string(PG_INT32_MAX));
+    pg::Raise(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE, "priority must be between " +
+                                                      std::to_string(PG_INT32_MIN + 1) + " and " +
+                                                      std::to_string(PG_INT32_MAX));
   }
   return priority;
 }

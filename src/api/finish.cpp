@@ -13,6 +13,7 @@
 #include "api/queue_ref.h"
 #include "api/rights.h"
 #include "core/backoff.h"
+#include "core/validate.h"
 #include "pg/args.h"
 #include "pg/settings.h"
 #include "pg/wakeup.h"
@@ -28,9 +29,10 @@ namespace {
 // (CountFinished).
 pg::Statement complete_job = {
     "DELETE FROM pgq.jobs j WHERE j.id = $1 AND j.attempt = $2 AND " PGQ_STILL_HELD
+    "   AND ($3 OR j.queue_id = ANY ($4))"
     " RETURNING j.queue_id, j.group_key, j.state = 'p'",
-    2,
-    {INT8OID, INT4OID},
+    4,
+    {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID},
     nullptr};
 
 pg::Statement insert_finished = {
@@ -44,10 +46,11 @@ pg::Statement complete_jobs = {
     "  DELETE FROM pgq.jobs j"
     "   USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)"
     "   WHERE j.id = c.id AND j.attempt = c.attempt AND " PGQ_STILL_HELD
+    "     AND ($4 OR j.queue_id = ANY ($5))"
     "  RETURNING j.queue_id, j.group_key, j.state"
     ")" PGQ_COUNT_FINISHED("$3"),
-    3,
-    {INT8ARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID},
+    5,
+    {INT8ARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID},
     nullptr};
 
 pg::Statement backoff_of_job = {
@@ -62,34 +65,37 @@ pg::Statement backoff_of_job = {
 pg::Statement fail_retry = {
     "UPDATE pgq.jobs j SET state = 'p', run_at = $3, lease_until = NULL, last_error = $4 "
     " WHERE j.id = $1 AND j.attempt = $2 AND j.attempt < j.max_attempts AND " PGQ_STILL_HELD
+    "   AND ($5 OR j.queue_id = ANY ($6))"
     " RETURNING j.queue_id, j.priority, j.run_at, j.id",
-    4,
-    {INT8OID, INT4OID, TIMESTAMPTZOID, TEXTOID},
+    6,
+    {INT8OID, INT4OID, TIMESTAMPTZOID, TEXTOID, BOOLOID, INT4ARRAYOID},
     nullptr};
 
 pg::Statement fail_dead = {
     "WITH d AS ("
     "  DELETE FROM pgq.jobs WHERE id = $1 AND attempt = $2 AND state = 'r'"
-    "     AND attempt >= max_attempts"
+    "     AND attempt >= max_attempts AND ($5 OR queue_id = ANY ($6))"
     "  RETURNING *"
     ") " PGQ_BURY_DELETED("$3", "exhausted", "$4"),
-    4,
-    {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID},
+    6,
+    {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID},
     nullptr};
 
 pg::Statement extend_lease = {
     "UPDATE pgq.jobs SET lease_until = $3 WHERE id = $1 AND attempt = $2 AND state = 'r' "
+    "   AND ($4 OR queue_id = ANY ($5)) "
     "RETURNING lease_until, queue_id",
-    3,
-    {INT8OID, INT4OID, TIMESTAMPTZOID},
+    5,
+    {INT8OID, INT4OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID},
     nullptr};
 
 // The next claim increments attempt again, so it carries the same number.
 pg::Statement release_job = {
     "UPDATE pgq.jobs SET state = 'p', attempt = attempt - 1, lease_until = NULL "
-    " WHERE id = $1 AND attempt = $2 AND state = 'r' RETURNING queue_id, priority, run_at, id",
-    2,
-    {INT8OID, INT4OID},
+    " WHERE id = $1 AND attempt = $2 AND state = 'r' AND ($3 OR queue_id = ANY ($4))"
+    " RETURNING queue_id, priority, run_at, id",
+    4,
+    {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID},
     nullptr};
 
 struct Claim {
@@ -119,11 +125,13 @@ void CountFinished(pg::SpiSession& spi, int32 queue_id) {
 }
 
 // Every function here takes a job by id: a role that may consume no queue
-// is refused before anything is touched; one that may consume some queue
-// is refused after its statement found the job in another (the error rolls
-// the statement back), so the job's queue is never looked up twice.
-void RequireConsumeOf(pg::SpiSession& spi, int32 queue_id) {
-  RequireRightOnQueueId(spi, queue_id, core::kConsume);
+// is refused before anything is touched (42501); for one that may consume
+// some, each statement finds only the jobs of the queues it may consume, so
+// a job of another queue is answered as one that does not exist (false,
+// 'lost', NULL) and tells it nothing (issue 15, L4).
+QueueScope ConsumableQueues(pg::SpiSession& spi) {
+  RequireRightSomewhere(spi, core::kConsume);
+  return QueuesWithRight(spi, core::kConsume);
 }
 
 // An int4[] column of the last result's first row, empty when NULL.
@@ -145,11 +153,10 @@ std::vector<int32> Int32Array(const pg::SpiSession& spi, int column) {
 
 // complete_many's statement returned the ids of the queues it finished jobs
 // of in column 5, and how many of each in column 6.
-void RequireConsumeOfResultQueues(pg::SpiSession& spi) {
+void CountResultCompletions(pg::SpiSession& spi) {
   const std::vector<int32> queue_ids = Int32Array(spi, 5);
   const std::vector<int32> jobs = Int32Array(spi, 6);
   for (size_t i = 0; i < queue_ids.size(); ++i) {
-    RequireConsumeOf(spi, queue_ids[i]);
     pg::NoteCount(queue_ids[i], pg::kCompletions, static_cast<uint64>(jobs[i]));
   }
 }
@@ -179,12 +186,12 @@ using namespace pgq;
 PGQ_FUNCTION(pgq_complete) {
   const api::Claim claim = api::ClaimArgs(fcinfo);
   pg::SpiSession spi;
-  api::RequireRightSomewhere(spi, core::kConsume);
+  const api::QueueScope scope = api::ConsumableQueues(spi);
   pg::Params params;
   params.Set(0, Int64GetDatum(claim.id)).Set(1, Int32GetDatum(claim.attempt));
+  api::SetScope(params, 2, scope);
   if (spi.Execute(api::complete_job, params) == 0) PG_RETURN_BOOL(false);
   const int32 queue_id = spi.Int32(0, 1);
-  api::RequireConsumeOf(spi, queue_id);
   if (spi.Bool(0, 3)) pg::NoteResetOnAbort(queue_id);  // an expired lease's late complete
   bool no_group = false;
   (void)spi.Value(0, 2, &no_group);
@@ -214,14 +221,15 @@ PGQ_FUNCTION(pgq_complete_many) {
     pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "ids and attempts must not contain nulls");
   }
   pg::SpiSession spi;
-  api::RequireRightSomewhere(spi, core::kConsume);
+  const api::QueueScope scope = api::ConsumableQueues(spi);
   if (count == 0) PG_RETURN_INT32(0);
   pg::Params params;
   params.Set(0, PointerGetDatum(ids))
       .Set(1, PointerGetDatum(attempts))
       .Set(2, TimestampTzGetDatum(pg::Now()));
+  api::SetScope(params, 3, scope);
   spi.Execute(api::complete_jobs, params);
-  api::RequireConsumeOfResultQueues(spi);
+  api::CountResultCompletions(spi);
   const int32 completed = static_cast<int32>(spi.Int64(0, 1));
   for (uint64 row = 0; row < spi.tuples()->numvals; ++row) {
     if (spi.Bool(row, 4)) pg::NoteResetOnAbort(spi.Int32(row, 2));
@@ -234,6 +242,8 @@ PGQ_FUNCTION(pgq_complete_many) {
 // fail(id, attempt, error, retry_in) returns 'retry', 'dead' or 'lost'
 PGQ_FUNCTION(pgq_fail) {
   const api::Claim claim = api::ClaimArgs(fcinfo);
+  // Bounded: an error text is kept with the job and shown in dead-letter.
+  const Datum error = pg::BoundedTextArg(fcinfo, 2, core::kMaxErrorTextBytes);
   const bool has_error = !pg::ArgIsNull(fcinfo, 2);
   const bool has_retry_in = !pg::ArgIsNull(fcinfo, 3);
   int64 retry_in_us = 0;
@@ -247,7 +257,7 @@ PGQ_FUNCTION(pgq_fail) {
   const char* outcome = "lost";
   {
     pg::SpiSession spi;
-    api::RequireRightSomewhere(spi, core::kConsume);
+    const api::QueueScope scope = api::ConsumableQueues(spi);
     const TimestampTz now = pg::Now();
     const int64 delay_us = has_retry_in ? retry_in_us : api::NextRetryDelay(spi, claim);
 
@@ -255,9 +265,9 @@ PGQ_FUNCTION(pgq_fail) {
     retry.Set(0, Int64GetDatum(claim.id))
         .Set(1, Int32GetDatum(claim.attempt))
         .Set(2, TimestampTzGetDatum(pg::AddMicros(now, delay_us, "retry_in")))
-        .SetOptional(3, !has_error, has_error ? PG_GETARG_DATUM(2) : 0);
+        .SetOptional(3, !has_error, error);
+    api::SetScope(retry, 4, scope);
     if (spi.Execute(api::fail_retry, retry) == 1) {
-      api::RequireConsumeOf(spi, spi.Int32(0, 1));
       pg::NoteCount(spi.Int32(0, 1), pg::kFailures, 1);
       outcome = "retry";
       // Due later: no wake-up now, but the claim hint must still come back
@@ -268,10 +278,10 @@ PGQ_FUNCTION(pgq_fail) {
       pg::Params dead;
       dead.Set(0, Int64GetDatum(claim.id))
           .Set(1, Int32GetDatum(claim.attempt))
-          .SetOptional(2, !has_error, has_error ? PG_GETARG_DATUM(2) : 0)
+          .SetOptional(2, !has_error, error)
           .Set(3, TimestampTzGetDatum(now));
+      api::SetScope(dead, 4, scope);
       if (spi.Execute(api::fail_dead, dead) == 1) {
-        api::RequireConsumeOf(spi, spi.Int32(0, 1));
         pg::NoteCount(spi.Int32(0, 1), pg::kFailures, 1);
         pg::NoteCount(spi.Int32(0, 1), pg::kDeadLettered, 1);
         outcome = "dead";
@@ -290,13 +300,13 @@ PGQ_FUNCTION(pgq_extend) {
   const int64 lease_us = pg::RequiredIntervalMicros(fcinfo, 2, "lease");
   pg::CheckLeaseValue(lease_us, "lease");
   pg::SpiSession spi;
-  api::RequireRightSomewhere(spi, core::kConsume);
+  const api::QueueScope scope = api::ConsumableQueues(spi);
   pg::Params params;
   params.Set(0, Int64GetDatum(claim.id))
       .Set(1, Int32GetDatum(claim.attempt))
       .Set(2, TimestampTzGetDatum(pg::AddMicros(pg::Now(), lease_us, "lease")));
+  api::SetScope(params, 3, scope);
   if (spi.Execute(api::extend_lease, params) == 0) PG_RETURN_NULL();
-  api::RequireConsumeOf(spi, spi.Int32(0, 2));
   bool is_null = false;
   PG_RETURN_DATUM(spi.Value(0, 1, &is_null));
 }
@@ -305,11 +315,11 @@ PGQ_FUNCTION(pgq_extend) {
 PGQ_FUNCTION(pgq_release) {
   const api::Claim claim = api::ClaimArgs(fcinfo);
   pg::SpiSession spi;
-  api::RequireRightSomewhere(spi, core::kConsume);
+  const api::QueueScope scope = api::ConsumableQueues(spi);
   pg::Params params;
   params.Set(0, Int64GetDatum(claim.id)).Set(1, Int32GetDatum(claim.attempt));
+  api::SetScope(params, 2, scope);
   if (spi.Execute(api::release_job, params) == 0) PG_RETURN_BOOL(false);
-  api::RequireConsumeOf(spi, spi.Int32(0, 1));
   api::NotePendingAgain(spi, true);
   PG_RETURN_BOOL(true);
 }

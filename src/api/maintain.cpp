@@ -7,6 +7,7 @@
 #include "api/job_sql.h"
 #include "api/outbox.h"
 #include "api/rights.h"
+#include "api/topics.h"
 #include "api/schedules.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
@@ -68,6 +69,14 @@ pg::Statement drop_orphan_grants = {
     {},
     nullptr};
 
+// The same for topic grants (1.2).
+pg::Statement drop_orphan_topic_grants = {
+    "DELETE FROM pgq.topic_grants g"
+    " WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = g.role::oid)",
+    0,
+    {},
+    nullptr};
+
 // Completions counted in shared memory (pg/queue_slots.h), one row per
 // queue and pass; a queue dropped meanwhile gets none.
 pg::Statement flush_finished = {
@@ -124,10 +133,9 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
   if (wall - last_hint_reset >= kHintRefreshMicros || wall < last_hint_reset) {
     pg::Guard([] { pg::ResetDatabaseSlots(false); });
     last_hint_reset = wall;
-    if (GrantsTableExists()) {
-      pg::Params none;
-      spi.Execute(drop_orphan_grants, none);
-    }
+    pg::Params none;
+    if (GrantsTableExists()) spi.Execute(drop_orphan_grants, none);
+    if (TopicsTableExists()) spi.Execute(drop_orphan_topic_grants, none);
   }
 
   pg::FlushFinishedCounts([&](int32 queue_id, uint64 jobs) {

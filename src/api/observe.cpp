@@ -37,8 +37,11 @@ pg::Statement queue_gauges = {
     "       count(j.id) FILTER (WHERE j.state = 'r'),"
     "       count(j.id) FILTER (WHERE j.state = 'r' AND j.lease_until < $1),"
     "       (SELECT count(*) FROM pgq.dead_jobs d WHERE d.queue = q.name),"
+    // Rows stored with an infinite run_at (refused since 1.2) are left
+    // out of the age: subtracting one would fail the whole statement.
     "       COALESCE(EXTRACT(epoch FROM $1 - min(j.run_at)"
-    "                  FILTER (WHERE j.state <> 'r' AND j.run_at <= $1)), 0)::float8,"
+    "                  FILTER (WHERE j.state <> 'r' AND j.run_at <= $1"
+    "                            AND pg_catalog.isfinite(j.run_at))), 0)::float8,"
     "       q.paused"
     "  FROM pgq.queues q LEFT JOIN pgq.jobs j ON j.queue_id = q.queue_id"
     " GROUP BY q.queue_id ORDER BY q.name",

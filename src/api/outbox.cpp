@@ -5,10 +5,18 @@
 // and only if the business change committed. Each subscriber is a queue of
 // its own, so each handler retries and dead-letters on its own and a retry
 // never re-runs a handler that already succeeded.
+//
+// Rights (1.2, issue 15 M4; docs/security.md): subscribing takes the admin
+// right on the queue and the subscribe right on the topic, publishing the
+// publish right on the topic, and nothing on the subscribed queues: whoever
+// subscribed decided that the topic's events go there. On a database still
+// at 1.1 (no pgq.topics), 1.1's rule: publishing takes the produce right on
+// every subscribed queue.
 #include "api/outbox.h"
 
 #include "api/queue_ref.h"
 #include "api/rights.h"
+#include "api/topics.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/queue_lock.h"
@@ -98,6 +106,7 @@ PGQ_FUNCTION(pgq_subscribe) {
   pg::SpiSession spi;
   const api::QueueRef ref = api::FindQueue(spi, queue);
   api::RequireRight(spi, ref.id, queue, core::kAdmin);
+  if (api::TopicsTableExists()) api::RequireTopicRight(spi, topic, api::TopicRight::kSubscribe);
   pg::Params params;
   params.Set(0, pg::TextDatum(topic)).Set(1, Int32GetDatum(ref.id));
   spi.Execute(api::insert_subscription, params);
@@ -110,7 +119,10 @@ PGQ_FUNCTION(pgq_unsubscribe) {
   const std::string_view queue = pg::QueueNameArg(fcinfo, 1);
   pg::SpiSession spi;
   const api::QueueRef ref = api::FindQueue(spi, queue);  // unknown: an error, not false
-  api::RequireRight(spi, ref.id, queue, core::kAdmin);
+  // The queue's admin, or the topic's owner (who may cut a subscriber off).
+  if (!api::TopicsTableExists() || !api::OwnsTopic(spi, topic)) {
+    api::RequireRight(spi, ref.id, queue, core::kAdmin);
+  }
   pg::Params params;
   params.Set(0, pg::TextDatum(topic)).Set(1, pg::TextDatum(queue));
   PG_RETURN_BOOL(spi.Execute(api::delete_subscription, params) == 1);
@@ -124,9 +136,12 @@ PGQ_FUNCTION(pgq_publish) {
   if (has_dedupe) (void)pg::KeyArg(fcinfo, 2, "dedupe_key");
 
   pg::SpiSession spi;
-  // Publishing enqueues into every subscribed queue: it takes the produce
-  // right on each of them (and on some queue when there are none yet).
-  api::RequireRightSomewhere(spi, core::kProduce);
+  const bool topic_rights = api::TopicsTableExists();
+  if (topic_rights) {
+    api::RequireTopicRight(spi, topic, api::TopicRight::kPublish);
+  } else {
+    api::RequireRightSomewhere(spi, core::kProduce);
+  }
   pg::Params topic_param;
   topic_param.Set(0, pg::TextDatum(topic));
   const uint64 count = spi.Execute(api::subscribers, topic_param);
@@ -139,7 +154,9 @@ PGQ_FUNCTION(pgq_publish) {
   for (uint64 row = 0; row < count; ++row) {
     queues.push_back(Subscriber{spi.Int32(row, 1), spi.Bool(row, 2), spi.Text(row, 3)});
   }
-  for (const Subscriber& q : queues) api::RequireRight(spi, q.queue_id, q.name, core::kProduce);
+  if (!topic_rights) {
+    for (const Subscriber& q : queues) api::RequireRight(spi, q.queue_id, q.name, core::kProduce);
+  }
   // In queue id order, like every other taker of several queue locks.
   for (const Subscriber& q : queues) pg::LockQueueShared(q.queue_id);
 

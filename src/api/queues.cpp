@@ -42,8 +42,13 @@ void Validate(const QueueSettings& s) {
   if (cap < base) {
     pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "backoff_max must not be less than backoff_base");
   }
-  if (pg::IntervalMicros(s.retention, "retention") < 0) {
-    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "retention must not be negative");
+  const int64 retention = pg::IntervalMicros(s.retention, "retention");
+  if (retention < 0) pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "retention must not be negative");
+  for (const auto& [what, micros] :
+       {std::pair{"backoff_max", cap}, std::pair{"retention", retention}}) {
+    if (micros > core::kMaxSettingIntervalMicros) {
+      pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, std::string(what) + " must be at most 100 years");
+    }
   }
 }
 

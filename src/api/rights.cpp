@@ -1,5 +1,7 @@
 #include "api/rights.h"
 
+#include <vector>
+
 #include <boost/container/vector.hpp>
 
 #include "pg/allocator.h"
@@ -47,6 +49,7 @@ using HolderList =
 HolderList* holders = nullptr;
 uint64 loaded_generation = 0;
 bool loaded = false;
+MemoryContext rights_context = nullptr;  // holds `holders` and the scope below
 
 // Keeps the caller's last SPI result across a lookup of ours.
 class KeepResult {
@@ -71,6 +74,7 @@ const HolderList& Holders(pg::SpiSession& spi) {
         [] { return AllocSetContextCreate(TopMemoryContext, "pgq rights", ALLOCSET_SMALL_SIZES); });
     void* memory = pg::Guard([context] { return MemoryContextAlloc(context, sizeof(HolderList)); });
     holders = new (memory) HolderList(pg::ContextAllocator<core::RightsHolder>(context));
+    rights_context = context;
   }
   // Read before the load: an invalidation processed during it makes the
   // next call load again.
@@ -124,6 +128,13 @@ std::string_view FirstRight(uint8 wanted) {
   return "";
 }
 
+// A literal for a hint's SQL, as quote_literal writes it: a role named
+// o'brien must give a hint that grants to o'brien when pasted, nothing else.
+std::string Literal(std::string_view value) {
+  const std::string copy(value);
+  return std::string(pg::Guard([&] { return quote_literal_cstr(copy.c_str()); }));
+}
+
 bool IsSuperuser(Oid role) {
   return pg::Guard([role] { return superuser_arg(role); });
 }
@@ -148,8 +159,8 @@ void RequireRight(pg::SpiSession& spi, int32 queue_id, std::string_view name, ui
   pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
             "permission denied for queue \"" + std::string(name) + "\"",
             "Role \"" + role + "\" holds no " + WantedNames(wanted) + " right on it.",
-            "The queue's owner or a superuser can grant it: SELECT pgq.grant('" + role + "', '" +
-                std::string(name) + "', '" + std::string(FirstRight(wanted)) + "');");
+            "The queue's owner or a superuser can grant it: SELECT pgq.grant(" + Literal(role) +
+                ", " + Literal(name) + ", " + Literal(FirstRight(wanted)) + ");");
 }
 
 void RequireRightOnQueueId(pg::SpiSession& spi, int32 queue_id, uint8 wanted) {
@@ -191,8 +202,57 @@ void RequireRightSomewhere(pg::SpiSession& spi, uint8 wanted) {
             "permission denied: role \"" + name + "\" holds no " + WantedNames(wanted) +
                 " right on any queue",
             {},
-            "A queue's owner or a superuser can grant one: SELECT pgq.grant('" + name +
-                "', '<queue>', '" + std::string(FirstRight(wanted)) + "');");
+            "A queue's owner or a superuser can grant one: SELECT pgq.grant(" + Literal(name) +
+                ", '<queue>', " + Literal(FirstRight(wanted)) + ");");
+}
+
+QueueScope QueuesWithRight(pg::SpiSession& spi, uint8 wanted) {
+  // The last answer: the per-job paths (complete, fail, extend) ask it
+  // thousands of times a second, with the same role and right.
+  static struct {
+    bool valid;
+    uint64 generation;
+    Oid role;
+    uint8 wanted;
+    QueueScope scope;
+  } last{};
+  const Oid role = GetUserId();
+  if (last.valid && last.generation == pg::QueueCache::Generation() && last.role == role &&
+      last.wanted == wanted) {
+    return last.scope;
+  }
+  const HolderList& list = Holders(spi);  // also makes rights_context
+  QueueScope scope{IsSuperuser(role), 0};
+  std::vector<int32> ids;
+  if (!scope.every) {
+    for (const core::RightsHolder& holder : list) {
+      if ((holder.rights & wanted) == 0 || !HasPrivsOf(role, holder.role)) continue;
+      if (holder.queue_id == core::kEveryQueue) {
+        scope.every = true;
+        break;
+      }
+      if (ids.empty() || ids.back() != holder.queue_id) ids.push_back(holder.queue_id);
+    }
+  }
+  // Read after Holders(): built from what it loaded.
+  const uint64 generation = loaded_generation;
+  const bool valid = loaded;
+  if (last.valid && last.scope.ids != 0) {
+    pg::Guard([] { pfree(DatumGetPointer(last.scope.ids)); });
+    last.valid = false;
+  }
+  scope.ids = pg::Guard([&] {
+    MemoryContext old = MemoryContextSwitchTo(rights_context);
+    Datum* elements = static_cast<Datum*>(palloc(sizeof(Datum) * (ids.size() + 1)));
+    for (size_t i = 0; i < ids.size(); ++i) elements[i] = Int32GetDatum(ids[i]);
+    ArrayType* array = construct_array(elements, static_cast<int>(ids.size()), INT4OID,
+                                       sizeof(int32), true, TYPALIGN_INT);
+    pfree(elements);
+    MemoryContextSwitchTo(old);
+    return PointerGetDatum(array);
+  });
+  last = {valid, generation, role, wanted, scope};
+  return scope;
 }
 
 void RequireRightOnEveryQueue(pg::SpiSession& spi, uint8 wanted, std::string_view action) {
@@ -201,8 +261,8 @@ void RequireRightOnEveryQueue(pg::SpiSession& spi, uint8 wanted, std::string_vie
   pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied to " + std::string(action),
             "It takes the " + WantedNames(wanted) + " right on every queue; role \"" + name +
                 "\" does not hold it.",
-            "A superuser can grant it: SELECT pgq.grant('" + name + "', NULL, '" +
-                std::string(FirstRight(wanted)) + "');");
+            "A superuser can grant it: SELECT pgq.grant(" + Literal(name) + ", NULL, " +
+                Literal(FirstRight(wanted)) + ");");
 }
 
 }  // namespace pgq::api

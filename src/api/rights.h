@@ -33,6 +33,23 @@ void RequireRightOnQueueId(pg::SpiSession& spi, int32 queue_id, uint8 wanted);
 // before it touches anything.
 void RequireRightSomewhere(pg::SpiSession& spi, uint8 wanted);
 
+// The queues on which the current user holds at least one of `wanted`, as
+// parameters of a statement's WHERE clause: `($every OR queue_id = ANY
+// ($ids))`. A function that takes a job id finds only the jobs of those
+// queues, so a job of any other queue is answered as one that does not
+// exist and the caller learns nothing about it (issue 15, L4). Kept until the
+// role, `wanted` or the rights change; `ids` is an int4[] in memory of ours.
+struct QueueScope {
+  bool every;
+  Datum ids;
+};
+QueueScope QueuesWithRight(pg::SpiSession& spi, uint8 wanted);
+
+// Sets parameters `first` (boolean) and `first` + 1 (int4[]) to `scope`.
+inline pg::Params& SetScope(pg::Params& params, int first, const QueueScope& scope) {
+  return params.Set(first, BoolGetDatum(scope.every)).Set(first + 1, scope.ids);
+}
+
 // Raises insufficient_privilege unless the current user holds `wanted` on
 // every queue (a grant with queue NULL, or superuser). `action` completes
 // "permission denied to ...".

@@ -18,6 +18,7 @@
 #include "api/queue_ref.h"
 #include "api/rights.h"
 #include "core/cron.h"
+#include "core/validate.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/queue_lock.h"
@@ -28,18 +29,35 @@ namespace pgq::api {
 
 namespace {
 
+// Creates the schedule, or replaces one of the same queue. A schedule of
+// another queue is left alone (no row returned) but locked: ON CONFLICT
+// locks the conflicting row before it tests the WHERE.
 pg::Statement upsert_schedule = {
     "INSERT INTO pgq.recurring (name, queue_id, spec, every, timezone, payload, next_run_at)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7)"
-    " ON CONFLICT (name) DO UPDATE SET queue_id = EXCLUDED.queue_id, spec = EXCLUDED.spec,"
+    " ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec,"
     "   every = EXCLUDED.every, timezone = EXCLUDED.timezone, payload = EXCLUDED.payload,"
-    "   next_run_at = EXCLUDED.next_run_at",
+    "   next_run_at = EXCLUDED.next_run_at"
+    " WHERE recurring.queue_id = EXCLUDED.queue_id"
+    " RETURNING 1",
+    7,
+    {TEXTOID, INT4OID, TEXTOID, INTERVALOID, TEXTOID, JSONBOID, TIMESTAMPTZOID},
+    nullptr};
+
+pg::Statement schedule_queue = {
+    "SELECT queue_id FROM pgq.recurring WHERE name = $1", 1, {TEXTOID}, nullptr};
+
+// Moves a schedule to another queue (the caller may administer both).
+pg::Statement move_schedule = {
+    "UPDATE pgq.recurring SET queue_id = $2, spec = $3, every = $4, timezone = $5,"
+    "   payload = $6, next_run_at = $7"
+    " WHERE name = $1",
     7,
     {TEXTOID, INT4OID, TEXTOID, INTERVALOID, TEXTOID, JSONBOID, TIMESTAMPTZOID},
     nullptr};
 
 pg::Statement delete_schedule = {
-    "DELETE FROM pgq.recurring WHERE name = $1 RETURNING queue_id", 1, {TEXTOID}, nullptr};
+    "DELETE FROM pgq.recurring WHERE name = $1 AND queue_id = $2", 2, {TEXTOID, INT4OID}, nullptr};
 
 // $1 now, $2 limit. Columns: name, queue_id, spec, timezone, next_run_at,
 // payload, max_attempts, notify, queue name, is @every.
@@ -95,10 +113,42 @@ pg::Statement drop_old_runs = {
     {TIMESTAMPTZOID, INT4OID},
     nullptr};
 
+// Zone names as pg_timezone_names lists them (as PostgreSQL, any case).
+pg::Statement zone_name = {
+    "SELECT name FROM pg_catalog.pg_timezone_names"
+    " WHERE pg_catalog.lower(name) = pg_catalog.lower($1) LIMIT 1",
+    1,
+    {TEXTOID},
+    nullptr};
+
+// A schedule's time zone: a name of the tz database, as pg_timezone_names
+// lists it, in its canonical spelling. PostgreSQL also takes POSIX-style
+// specs ('+01:00', 'garbage5') in SET TIME ZONE, where '+01:00' means an
+// hour west of UTC, the opposite of ISO 8601 and of SET TIME ZONE INTERVAL
+// '+01:00': too easy to get backwards in a schedule, so refused (issue 15,
+// L2). Schedules stored before keep firing in the zone they were given.
+std::string CheckedZoneName(pg::SpiSession& spi, std::string_view name) {
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name));
+  if (spi.Execute(zone_name, params) == 0) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              "time zone \"" + std::string(name.substr(0, 80)) + "\" not recognized",
+              "A schedule's time zone is a name from pg_timezone_names; POSIX-style specs such as "
+              "'+01:00' are refused, their sign being the opposite of ISO 8601's.",
+              "Use a name such as UTC, Europe/Madrid or America/Santiago (Etc/GMT-1 is UTC+01).");
+  }
+  return spi.Text(0, 1);
+}
+
 // The shortest @every delay: a schedule is not a busy loop.
 constexpr int64 kMinEveryMicros = USECS_PER_SEC;
 
 core::ScheduleSpec ParseSpec(std::string_view spec) {
+  if (spec.size() > core::kMaxScheduleSpecBytes) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              "spec must be at most " + std::to_string(core::kMaxScheduleSpecBytes) + " bytes",
+              "It is " + std::to_string(spec.size()) + " bytes.");
+  }
   core::ScheduleSpec parsed;
   std::string error;
   if (!core::ParseSchedule(spec, &parsed, &error)) {
@@ -122,8 +172,13 @@ Interval* EveryInterval(const std::string& text) {
     pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "invalid interval \"" + text + "\" in @every spec",
               "", "Write it as PostgreSQL interval input, for example @every 2 hours.");
   }
-  if (pg::IntervalMicros(every, "@every") < kMinEveryMicros) {
+  const int64 micros = pg::IntervalMicros(every, "@every");
+  if (micros < kMinEveryMicros) {
     pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "@every interval must be at least 1 second",
+              "It is " + text + ".");
+  }
+  if (micros > core::kMaxSettingIntervalMicros) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "@every interval must be at most 100 years",
               "It is " + text + ".");
   }
   return every;
@@ -214,7 +269,9 @@ PGQ_FUNCTION(pgq_schedule) {
 
   // Everything is checked here, so that a schedule never fails at fire time.
   const core::ScheduleSpec parsed = api::ParseSpec(spec);
-  const pg::Zone zone = pg::Zone::Find(zone_name);
+  pg::SpiSession spi;
+  const std::string canonical_zone = api::CheckedZoneName(spi, zone_name);
+  const pg::Zone zone = pg::Zone::Find(canonical_zone);
   const TimestampTz now = pg::Now();
   Interval* every = nullptr;
   TimestampTz next = 0;
@@ -235,18 +292,32 @@ PGQ_FUNCTION(pgq_schedule) {
     }
   }
 
-  pg::SpiSession spi;
   const api::QueueRef ref = api::FindQueue(spi, queue);
+  // A schedule is run by the queue's admins and sends jobs into it: both.
   api::RequireRight(spi, ref.id, queue, core::kAdmin);
+  api::RequireRight(spi, ref.id, queue, core::kProduce);
   pg::Params params;
   params.Set(0, pg::TextDatum(name))
       .Set(1, Int32GetDatum(ref.id))
       .Set(2, pg::TextDatum(spec))
       .SetOptional(3, every == nullptr, IntervalPGetDatum(every))
-      .Set(4, pg::TextDatum(zone_name))
+      .Set(4, pg::TextDatum(canonical_zone))
       .Set(5, payload)
       .Set(6, TimestampTzGetDatum(next));
-  spi.Execute(api::upsert_schedule, params);
+  if (spi.Execute(api::upsert_schedule, params) == 1) PG_RETURN_VOID();
+  // The name belongs to a schedule of another queue (locked now): moving it
+  // takes the admin right on that queue too, and a role without it learns
+  // nothing about that queue (issue 15, M2).
+  pg::Params by_name;
+  by_name.Set(0, pg::TextDatum(name));
+  spi.Execute(api::schedule_queue, by_name);
+  if (!api::HoldsRight(spi, GetUserId(), spi.Int32(0, 1), core::kAdmin)) {
+    pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
+              "permission denied for schedule \"" + std::string(name) + "\"",
+              "A schedule of that name exists on a queue you do not administer.",
+              "Choose another name.");
+  }
+  spi.Execute(api::move_schedule, params);
   PG_RETURN_VOID();
 }
 
@@ -257,8 +328,12 @@ PGQ_FUNCTION(pgq_unschedule) {
   api::RequireRightSomewhere(spi, core::kAdmin);
   pg::Params params;
   params.Set(0, pg::TextDatum(name));
-  if (spi.Execute(api::delete_schedule, params) == 0) PG_RETURN_BOOL(false);
-  // A schedule of another queue: the error rolls the delete back.
-  api::RequireRightOnQueueId(spi, spi.Int32(0, 1), core::kAdmin);
-  PG_RETURN_BOOL(true);
+  // A schedule of a queue the caller does not administer is answered as one
+  // that does not exist: false, and nothing learnt (issue 15, L4). The
+  // delete names the queue checked: a schedule moved meanwhile is not it.
+  if (spi.Execute(api::schedule_queue, params) == 0) PG_RETURN_BOOL(false);
+  const int32 queue_id = spi.Int32(0, 1);
+  if (!api::HoldsRight(spi, GetUserId(), queue_id, core::kAdmin)) PG_RETURN_BOOL(false);
+  params.Set(1, Int32GetDatum(queue_id));
+  PG_RETURN_BOOL(spi.Execute(api::delete_schedule, params) == 1);
 }

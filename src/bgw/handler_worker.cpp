@@ -269,8 +269,8 @@ char* AbortWork() {
 }
 
 // Step 3: forgets whatever the handler left in the session, in a transaction
-// of its own (DISCARD ALL cannot run in the handler's, and must run whether
-// that committed or not: an advisory lock survives an abort). A session it
+// of its own: it must run whether the handler's committed or not (an
+// advisory lock or a prepared statement survives an abort). A session it
 // cannot reset ends this process instead of running the next handler in it.
 // INVARIANT: no C++ object lives in this frame (PG_TRY).
 void ResetAfterHandler() {

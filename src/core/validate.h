@@ -19,6 +19,22 @@ inline constexpr std::size_t kMaxDedupeKeyBytes = 512;
 // btree keys, so the same bound as a dedupe key.
 inline constexpr std::size_t kMaxKeyBytes = 512;
 
+// The longest interval a queue setting (backoff_base, backoff_max,
+// retention) or an @every schedule may be: 100 years, as PostgreSQL's
+// interval comparison counts them (1200 months of 30 days). Every
+// one is added to or subtracted from the current time by maintenance and the
+// monitoring views, for every queue at once; a longer one could leave
+// PostgreSQL's timestamp range and fail them for every queue of the database.
+inline constexpr int64_t kMaxSettingIntervalMicros = 36000LL * 24 * 60 * 60 * 1000000;
+
+// The longest cron spec or @every spec accepted, in bytes.
+inline constexpr std::size_t kMaxScheduleSpecBytes = 200;
+
+// The longest error text fail() keeps, in bytes; a longer one is cut at a
+// character boundary and ends with kTruncatedMarker.
+inline constexpr std::size_t kMaxErrorTextBytes = 8192;
+inline constexpr std::string_view kTruncatedMarker = "... [truncated]";
+
 // 1-63 characters of [a-z0-9_.-], starting with a letter or a digit.
 bool IsValidQueueName(std::string_view name);
 

@@ -5,6 +5,7 @@
 
 extern "C" {
 #include "access/detoast.h"
+#include "mb/pg_wchar.h"
 }
 
 namespace pgq::pg {
@@ -115,6 +116,20 @@ Datum TextDatum(std::string_view value) {
   return Guard([&] {
     return PointerGetDatum(cstring_to_text_with_len(value.data(), static_cast<int>(value.size())));
   });
+}
+
+Datum BoundedTextArg(FunctionCallInfo fcinfo, int index, std::size_t max_bytes) {
+  if (ArgIsNull(fcinfo, index)) return 0;
+  text* value = Guard([&] { return PG_GETARG_TEXT_PP(index); });
+  const int bytes = VARSIZE_ANY_EXHDR(value);
+  if (static_cast<std::size_t>(bytes) <= max_bytes) return PointerGetDatum(value);
+  const std::string_view marker = core::kTruncatedMarker;
+  const int keep = Guard([&] {
+    return pg_mbcliplen(VARDATA_ANY(value), bytes, static_cast<int>(max_bytes - marker.size()));
+  });
+  std::string cut(VARDATA_ANY(value), keep);
+  cut += marker;
+  return TextDatum(cut);
 }
 
 }  // namespace pgq::pg

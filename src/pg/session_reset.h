@@ -10,8 +10,8 @@ namespace pgq::pg {
 // Resets the session as DISCARD ALL does: every setting made with SET or
 // set_config(..., false) back to its default, temporary tables and schema
 // dropped, prepared statements and WITH HOLD cursors closed, LISTEN
-// registrations and session advisory locks released, sequence caches and
-// cached plans forgotten. Runs in the current transaction, which must be a
+// registrations and session advisory locks released, sequence caches
+// forgotten; cached plans are kept (see the .cpp for why). Runs in the current transaction, which must be a
 // top-level one of its own (not a block, not a subtransaction); commit it
 // right after. Raises on failure.
 void ResetSession();

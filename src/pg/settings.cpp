@@ -27,8 +27,8 @@ void DefineSettings() {
       "pgq.max_payload_bytes", "Largest job payload accepted by pgq.enqueue, in bytes.",
       "Larger payloads are refused with program_limit_exceeded. Keep payloads small and store "
       "large documents in your own tables.",
-      &max_payload_bytes, 1024 * 1024, 1, MaxAllocSize, PGC_USERSET, GUC_UNIT_BYTE, nullptr,
-      nullptr, nullptr);
+      &max_payload_bytes, 1024 * 1024, 1, MaxAllocSize, PGC_SUSET, GUC_UNIT_BYTE, nullptr, nullptr,
+      nullptr);
   DefineCustomIntVariable("pgq.max_lease", "Longest lease a claim or extend may take.", nullptr,
                           &max_lease_seconds, 24 * 60 * 60, 1, INT_MAX / 2, PGC_SUSET, GUC_UNIT_S,
                           nullptr, nullptr, nullptr);

@@ -59,7 +59,7 @@ JSONS = [None, "{}", "[]", "null", '"s"', "1", '{"a": 1}', DEEP, '{"a": "\\u0000
 INTS = [None, 0, 1, -1, 2, 10000, 10001, 2**31 - 1, -(2**31)]
 BIGINTS = [None, 0, 1, -1, 2**63 - 1, -(2**63), "JOB", "JOB+1"]
 INTERVALS = [None, "0", "-1 second", "1 millisecond", "1 second", "10 minutes", "1 day",
-             "2 days", "178000000 years", "1 mon", "nonsense", "P1D"]
+             "2 days", "178000000 years", "200000 years", "101 years", "1 mon", "nonsense", "P1D"]
 WAITS = [None, "0", "-1 second", "10 milliseconds", "nonsense"]
 TIMESTAMPS = [None, "infinity", "-infinity", "epoch", "2999-01-01", "4713-01-01 BC",
               "now", "not a time"]
@@ -70,13 +70,15 @@ INT_ARRAYS = [None, "{}", "{NULL}", "{1,2}", "{{1}}", "{1}"]
 JSON_ARRAYS = [None, "{}", "{NULL}", '{"{}"}', '{{"{}"}}', '{"{}","[]"}']
 REGPROCS = [None, "now()", "pg_sleep(double precision)", "no_such_function(int)",
             "pg_temp.fuzz_handler(pgq.claimed_job)"]
-CRONS = [None, "", "* * * * *", "0 3 * * *", "61 * * * *", "@every 1 second",
+CRONS = [None, "", "* * * * *", "0 3 * * *", "61 * * * *", "@every 1 second", "1," * 500 + "1 * * * *",
+         "@every 200000 years",
          "@every 0 seconds", "@every nonsense", "@hourly", "@yearly", "* * *", "0 0 31 2 *"]
 ROLES = [None, "postgres", "pgq_fuzz_no_such_role", "", "public", "x" * 63, "x" * 64,
          "Robert'); DROP TABLE pgq.jobs; --"]
 PRIVILEGES = [None, "produce", "consume", "admin", "CONSUME", "produce, consume", "read",
               "", ",", "produce,", "all"]
-ZONES = [None, "UTC", "Europe/Madrid", "America/Sao_Paulo", "Mars/Olympus", "", "+25:00"]
+ZONES = [None, "UTC", "Europe/Madrid", "America/Sao_Paulo", "Mars/Olympus", "", "+25:00",
+         "garbage5", "+01:00", "europe/madrid"]
 
 # Pools by argument name first (where the name says more than the type).
 BY_NAME = {
@@ -163,4 +165,11 @@ class FuzzTest(PgqTestCase):
             # The session is still usable.
             self.assertEqual(conn.execute("SELECT 1").fetchone()[0], 1)
         self.assertNotIn("XX000", seen)
+        # Whatever the calls stored, no stored row blinds monitoring or stops
+        # maintenance (issue 15, M3: one infinite run_at failed them all).
+        for check in ("SELECT count(*) FROM pgq.queue_stats", "SELECT pgq.metrics()",
+                      "SELECT count(*) FROM pgq.queue_metrics()", "SELECT * FROM pgq.maintain()",
+                      "SELECT count(*) FROM pgq.schedules", "SELECT count(*) FROM pgq.running_jobs"):
+            with self.subTest(check=check):
+                admin.execute(check)
         print(f"\n  fuzz: {CALLS} calls over {len(names)} functions, outcomes {sorted(seen.items())}")

@@ -172,6 +172,7 @@ class OutboxTest(PgqTestCase):
             " handler => 'public.recompute_predictions(pgq.claimed_job)')"
         )
         self.admin.execute("SELECT pgq.create_queue('notifications', backoff_base => '1 second')")
+        self.admin.execute("SELECT pgq.create_topic(%s)", (TOPIC,))
         self.admin.execute("SELECT pgq.subscribe(%s, 'predictions')", (TOPIC,))
         self.admin.execute("SELECT pgq.subscribe(%s, 'notifications')", (TOPIC,))
         self.client = None

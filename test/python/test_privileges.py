@@ -14,7 +14,7 @@ by PUBLIC except the two filtered, security-barrier views.
 Roles are cluster-wide: each test creates the ones it needs and drops them.
 """
 import psycopg
-from psycopg import errors
+from psycopg import errors, sql
 
 from test_concurrency import DSN, PgqTestCase
 
@@ -30,6 +30,7 @@ PUBLIC_FUNCTIONS = {
     "enqueue", "enqueue_many", "claim", "complete", "complete_many", "fail", "extend",
     "release", "cancel", "retry_dead", "maintain", "compact_jobs",
     "schedule", "unschedule", "subscribe", "unsubscribe", "publish", "grant", "revoke",
+    "create_topic", "drop_topic", "grant_topic", "revoke_topic",
 }
 # Not about queues: nobody's until GRANT EXECUTE.
 COORDINATION_FUNCTIONS = {
@@ -73,6 +74,10 @@ REFUSED_CALLS = {
     "publish": "SELECT pgq.publish('topic', '{}')",
     "grant": "SELECT pgq.grant('pgq_t_nobody', 'q', 'consume')",
     "revoke": "SELECT pgq.revoke('pgq_t_nobody', 'q', 'consume')",
+    "create_topic": "SELECT pgq.create_topic('mine')",
+    "drop_topic": "SELECT pgq.drop_topic('topic')",
+    "grant_topic": "SELECT pgq.grant_topic('pgq_t_nobody', 'topic', 'publish')",
+    "revoke_topic": "SELECT pgq.revoke_topic('pgq_t_nobody', 'topic', 'publish')",
 }
 ANSWER_ANYONE = {"clock", "has_queue_privilege"}
 
@@ -95,10 +100,10 @@ class PrivilegeTestCase(PgqTestCase):
     @staticmethod
     def drop_roles(conn):
         conn.execute("DROP FUNCTION IF EXISTS public.leak(text)")
-        for role in ["pgq_t_noinherit", "pgq_t_gone"] + ROLES:
+        for role in ["pgq_t_noinherit", "pgq_t_gone", "pgq_t_o'brien"] + ROLES:
             if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
-                conn.execute(f"DROP OWNED BY {role}")
-                conn.execute(f"DROP ROLE {role}")
+                conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
     def grant(self, role, queue, privilege):
         self.admin.execute("SELECT pgq.grant(%s, %s, %s)", (role, queue, privilege))
@@ -153,6 +158,7 @@ class CatalogAuditTest(PrivilegeTestCase):
         q_id = self.admin.execute("SELECT queue_id FROM pgq.queues WHERE name = 'q'").fetchone()[0]
         job = self.admin.execute("SELECT pgq.enqueue('q', '{\"secret\": 1}')").fetchone()[0]
         self.admin.execute("SELECT * FROM pgq.claim('q')")
+        self.admin.execute("SELECT pgq.create_topic('topic')")
         self.admin.execute("SELECT pgq.subscribe('topic', 'q'), pgq.schedule('s', 'q', '@daily')")
         nobody = self.as_role(NOBODY)
         for name, sql in REFUSED_CALLS.items():
@@ -225,32 +231,161 @@ class RightsTest(PrivilegeTestCase):
                     "SELECT pgq.pause('q2')", "SELECT pgq.create_queue('mine')"):
             self.refused(admin, sql)
         admin.execute("SELECT pgq.pause('q'), pgq.resume('q'), pgq.alter_queue('q', max_attempts => 9)")
-        admin.execute("SELECT pgq.retry_dead('q'), pgq.schedule('nightly', 'q', '@daily')")
-        admin.execute("SELECT pgq.subscribe('signup', 'q')")
+        admin.execute("SELECT pgq.retry_dead('q')")
+        # A schedule sends jobs: it takes produce as well as admin.
+        self.refused(admin, "SELECT pgq.schedule('nightly', 'q', '@daily')")
+        self.grant(ADMIN, "q", "produce")
+        admin.execute("SELECT pgq.schedule('nightly', 'q', '@daily')")
         self.assertEqual(admin.execute("SELECT name, queue FROM pgq.schedules").fetchall(),
                          [("nightly", "q")])
+        # Subscribing takes admin on the queue and the subscribe right on the
+        # topic, which its owner grants.
+        self.admin.execute("SELECT pgq.create_topic('signup')")
+        self.refused(admin, "SELECT pgq.subscribe('signup', 'q')")
+        self.admin.execute("SELECT pgq.grant_topic(%s, 'signup', 'subscribe')", (ADMIN,))
+        admin.execute("SELECT pgq.subscribe('signup', 'q')")
         # A producer may take back a pending job it can produce into.
         other = producer.execute("SELECT pgq.enqueue('q', '{}')").fetchone()[0]
         self.assertTrue(producer.execute("SELECT pgq.cancel(%s)", (other,)).fetchone()[0])
-        # Publishing takes produce on every subscribed queue.
+        # Publishing takes the publish right on the topic, and nothing on the
+        # subscribed queues: a new subscriber never makes it fail.
+        self.refused(producer, "SELECT pgq.publish('signup', '{}')")
+        self.admin.execute("SELECT pgq.grant_topic(%s, 'signup', 'publish')", (PRODUCER,))
         producer.execute("SELECT pgq.publish('signup', '{}')")
         self.admin.execute("SELECT pgq.subscribe('signup', 'q2')")
-        self.refused(producer, "SELECT pgq.publish('signup', '{}')")
+        producer.execute("SELECT pgq.publish('signup', '{}')")
+        self.assertEqual(self.admin.execute(
+            "SELECT q.name, count(*) FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)"
+            " WHERE j.payload->>'topic' = 'signup' GROUP BY q.name ORDER BY 1").fetchall(),
+            [("q", 2), ("q2", 1)])
 
     def test_a_consumer_cannot_touch_a_job_of_a_queue_it_was_not_granted(self):
+        # Nor learn that it exists (issue 15, L4): a running job of another
+        # queue, with its right attempt, is answered exactly as an id that
+        # was never used (false, 0, 'lost', NULL), and stays as it was.
         self.grant(CONSUMER, "q", "consume")
         job = self.admin.execute("SELECT pgq.enqueue('q2', '{}')").fetchone()[0]
         self.admin.execute("SELECT * FROM pgq.claim('q2')")
+        never = job + 1000
         consumer = self.as_role(CONSUMER)
         for sql in ("SELECT pgq.complete(%(job)s, 1)",
                     "SELECT pgq.complete_many(ARRAY[%(job)s]::bigint[], ARRAY[1])",
                     "SELECT pgq.fail(%(job)s, 1, 'no')", "SELECT pgq.extend(%(job)s, 1, '1 hour')",
                     "SELECT pgq.release(%(job)s, 1)"):
             with self.subTest(sql=sql):
-                self.refused(consumer, sql, {"job": job})
+                other = consumer.execute(sql, {"job": job}).fetchone()
+                self.assertEqual(other, consumer.execute(sql, {"job": never}).fetchone())
+                self.assertIn(other[0], (False, 0, "lost", None))
                 self.assertEqual(self.job_state(job), ("r", 1))
         # A wrong attempt tells nothing either way: false, as for a lost lease.
         self.assertFalse(consumer.execute("SELECT pgq.complete(%s, 7)", (job,)).fetchone()[0])
+
+    def test_no_oracle_for_jobs_schedules_and_dead_jobs_of_other_queues(self):
+        # Issue 15, L4: cancel, retry_dead(id) and unschedule answer a job,
+        # dead job or schedule of a queue the caller has no right on as one
+        # that does not exist, and leave it alone.
+        self.grant(PRODUCER, "q", "produce")
+        self.grant(ADMIN, "q", "admin")
+        pending = self.admin.execute("SELECT pgq.enqueue('q2', '{}')").fetchone()[0]
+        doomed = self.admin.execute("SELECT pgq.enqueue('q2', '{}')").fetchone()[0]
+        self.admin.execute("SELECT pgq.cancel(%s)", (doomed,))
+        self.admin.execute("SELECT pgq.schedule('s2', 'q2', '@daily')")
+        producer, admin = self.as_role(PRODUCER), self.as_role(ADMIN)
+        never = doomed + 1000
+        self.assertEqual(producer.execute("SELECT pgq.cancel(%s), pgq.cancel(%s)",
+                                          (pending, never)).fetchone(), (False, False))
+        self.assertEqual(admin.execute("SELECT pgq.cancel(%s)", (pending,)).fetchone(), (False,))
+        self.assertEqual(admin.execute("SELECT pgq.retry_dead(%s), pgq.retry_dead(%s)",
+                                       (doomed, never)).fetchone(), (False, False))
+        self.assertEqual(admin.execute("SELECT pgq.unschedule('s2'), pgq.unschedule('none')")
+                         .fetchone(), (False, False))
+        self.assertEqual(self.job_state(pending), ("p", 0))
+        self.assertEqual(self.admin.execute(
+            "SELECT count(*) FROM pgq.dead_jobs WHERE id = %s", (doomed,)).fetchone()[0], 1)
+        self.assertEqual(self.admin.execute(
+            "SELECT queue FROM pgq.schedules WHERE name = 's2'").fetchone(), ("q2",))
+
+    def test_an_admin_of_one_queue_cannot_take_over_another_queues_schedule(self):
+        # Issue 15, M2: schedule() with the name of another queue's schedule
+        # moved it to the caller's queue.
+        self.admin.execute(
+            "SELECT pgq.schedule('nightly_b', 'q2', '0 3 * * *', '{\"job\": \"B\"}')")
+        self.grant(ADMIN, "q", "admin")
+        self.grant(ADMIN, "q", "produce")
+        admin = self.as_role(ADMIN)
+        self.refused(admin, "SELECT pgq.schedule('nightly_b', 'q', '0 0 1 1 *')")
+        self.assertEqual(self.admin.execute(
+            "SELECT queue, spec, payload FROM pgq.schedules WHERE name = 'nightly_b'").fetchone(),
+            ("q2", "0 3 * * *", {"job": "B"}))
+        # With the admin right on both queues, it may move it.
+        self.grant(ADMIN, "q2", "admin")
+        admin.execute("SELECT pgq.schedule('nightly_b', 'q', '0 0 1 1 *')")
+        self.assertEqual(self.admin.execute(
+            "SELECT queue, spec FROM pgq.schedules WHERE name = 'nightly_b'").fetchone(),
+            ("q", "0 0 1 1 *"))
+
+    def test_topics_across_teams(self):
+        # Issue 15, M4: team A (queue q) and team B (queue q2, topic tb).
+        # A's admin cannot route B's events into q, B's publisher never
+        # fails because of someone else's subscription, A cannot publish on
+        # B's topic, and B's topic owner may cut a subscriber off.
+        self.grant(GLOBAL, None, "admin")
+        b_owner = self.as_role(GLOBAL)
+        b_owner.execute("SELECT pgq.create_topic('tb')")
+        b_owner.execute("SELECT pgq.subscribe('tb', 'q2')")
+        b_owner.execute("SELECT pgq.grant_topic(%s, 'tb', 'publish')", (PRODUCER,))
+        self.grant(ADMIN, "q", "admin")
+        a_admin, b_producer = self.as_role(ADMIN), self.as_role(PRODUCER)
+        self.refused(a_admin, "SELECT pgq.subscribe('tb', 'q')")
+        self.refused(a_admin, "SELECT pgq.publish('tb', '{}')")
+        self.refused(a_admin, "SELECT pgq.grant_topic(%s, 'tb', 'subscribe')", (ADMIN,))
+        self.refused(a_admin, "SELECT pgq.create_topic('ta')")  # admin of one queue only
+        self.assertFalse(a_admin.execute("SELECT pgq.drop_topic('tb')").fetchone()[0])
+        b_producer.execute("SELECT pgq.publish('tb', '{\"n\": 1}')")
+        # B lets A subscribe: B's publisher, who holds no right on q, still
+        # publishes, and the event reaches both queues.
+        b_owner.execute("SELECT pgq.grant_topic(%s, 'tb', 'subscribe')", (ADMIN,))
+        a_admin.execute("SELECT pgq.subscribe('tb', 'q')")
+        b_producer.execute("SELECT pgq.publish('tb', '{\"n\": 2}')")
+        counts = ("SELECT q.name, count(*) FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)"
+                  " WHERE j.payload->>'topic' = 'tb' GROUP BY q.name ORDER BY 1")
+        self.assertEqual(self.admin.execute(counts).fetchall(), [("q", 1), ("q2", 2)])
+        # B's owner takes the subscription back; revoking the right stops
+        # A from subscribing again.
+        self.assertTrue(b_owner.execute("SELECT pgq.unsubscribe('tb', 'q')").fetchone()[0])
+        self.assertTrue(b_owner.execute(
+            "SELECT pgq.revoke_topic(%s, 'tb', 'subscribe')", (ADMIN,)).fetchone()[0])
+        self.refused(a_admin, "SELECT pgq.subscribe('tb', 'q')")
+        b_producer.execute("SELECT pgq.publish('tb', '{\"n\": 3}')")
+        self.assertEqual(self.admin.execute(counts).fetchall(), [("q", 1), ("q2", 3)])
+        # Dropping the topic drops its subscriptions; its events stay.
+        self.assertTrue(b_owner.execute("SELECT pgq.drop_topic('tb')").fetchone()[0])
+        with self.assertRaises(errors.UndefinedObject):
+            b_producer.execute("SELECT pgq.publish('tb', '{}')")
+        self.assertEqual(self.admin.execute(
+            "SELECT count(*) FROM pgq.subscriptions WHERE topic = 'tb'").fetchone()[0], 0)
+        self.assertEqual(self.admin.execute(
+            "SELECT count(*) FROM pgq.events WHERE topic = 'tb'").fetchone()[0], 3)
+
+    def test_a_producer_cannot_raise_the_payload_limit(self):
+        # A limit a producer could raise in its own session would be none.
+        self.grant(PRODUCER, "q", "produce")
+        producer = self.as_role(PRODUCER)
+        self.refused(producer, "SET pgq.max_payload_bytes = 1000000000")
+        with self.assertRaises(errors.ProgramLimitExceeded):
+            producer.execute("SELECT pgq.enqueue('q', jsonb_build_object('x', repeat('a', 2000000)))")
+
+    def test_the_hint_of_a_refusal_quotes_the_role_name(self):
+        # Issue 15, L3: pasting the hint grants to the role that was refused.
+        self.admin.execute('CREATE ROLE "pgq_t_o\'brien"')
+        conn = self.connect()
+        conn.execute('SET ROLE "pgq_t_o\'brien"')
+        with self.assertRaises(errors.InsufficientPrivilege) as refused:
+            conn.execute("SELECT pgq.enqueue('q', '{}')")
+        hint = refused.exception.diag.message_hint
+        self.assertIn("SELECT pgq.grant('pgq_t_o''brien', 'q', 'produce');", hint)
+        self.admin.execute(hint[hint.index("SELECT"):])
+        conn.execute("SELECT pgq.enqueue('q', '{}')")
 
     def test_nobody_without_a_grant_sees_a_queue_or_its_payloads(self):
         self.grant(CONSUMER, "q", "consume")

@@ -137,6 +137,7 @@ class SearchPathTest(PgqTestCase):
         run("SELECT pgq.set_switch('s', true), pgq.switch('s')")
         run("SELECT pgq.advance('l', 1), pgq.advance('l', 3), pgq.once('o'), pgq.once('o')")
         run("SELECT pgq.schedule('sch', 'mail', '@every 1 second')")
+        run("SELECT pgq.create_topic('topic')")
         run("SELECT pgq.subscribe('topic', 'mail')")
         run("SELECT pgq.publish('topic', '{}', dedupe_key => 'e1')")
         run("SELECT pgq.publish('topic', '{}', dedupe_key => 'e1')")

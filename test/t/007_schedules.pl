@@ -302,6 +302,7 @@ $node->safe_psql(
 	'postgres', q{
 SELECT pgq.create_queue('passes');
 SELECT pgq.create_queue('alerts');
+SELECT pgq.create_topic('orbit.changed');
 SELECT pgq.subscribe('orbit.changed', 'passes');
 SELECT pgq.subscribe('orbit.changed', 'alerts');
 });

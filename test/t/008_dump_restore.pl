@@ -50,6 +50,7 @@ SELECT pgq.assign('sellers', 'conversation-1');
 SELECT pgq.set_switch('send-enabled', true);
 SELECT pgq.advance('lead-9', 2);
 SELECT pgq.once('welcome-42');
+SELECT pgq.create_topic('orbit.changed');
 SELECT pgq.subscribe('orbit.changed', 'orbits');
 SELECT pgq.publish('orbit.changed', '{"sat": 25544}');
 SELECT pgq.grant('mail_worker', 'mail', 'consume');

@@ -21,6 +21,7 @@ my $node = pgq_node('main');
 $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('postgres', 'CREATE DATABASE old');
+$node->safe_psql('postgres', 'CREATE DATABASE old11');
 
 my $default = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'pgq_cpp'");
@@ -28,8 +29,8 @@ is( $node->safe_psql(
 		'postgres',
 		"SELECT string_agg(version, ',' ORDER BY version) FROM pg_available_extension_versions "
 		  . "WHERE name = 'pgq_cpp'"),
-	"1.0,$default",
-	"release 1.0 and the default version $default are installable");
+	"1.0,1.1,$default",
+	"releases 1.0 and 1.1 and the default version $default are installable");
 
 $node->safe_psql('fresh', 'CREATE EXTENSION pgq_cpp');
 is($node->safe_psql('fresh', "SELECT extversion FROM pg_extension WHERE extname = 'pgq_cpp'"),
@@ -147,6 +148,56 @@ is($node->safe_psql('old', "SELECT count(*) FROM pgq.dead_jobs WHERE id = $doome
 is($node->safe_psql('old', "SELECT count(*) FROM pgq.schedules WHERE name = 'nightly'"),
 	'1', 'the schedule is kept');
 is($node->safe_psql('old', "SELECT pgq.next_turn('sellers')"), 'ann', 'the team is kept');
+
+# --- release 1.1, with topics in use and values 1.2 refuses ---------------------
+# Topics had no owner and publishing took the produce right on every
+# subscribed queue; a retention of 200000 years and a job due at -infinity
+# were accepted (and failed maintenance and monitoring, issue 15 M3).
+$node->safe_psql('postgres', 'CREATE ROLE team_a; CREATE ROLE pub_both; CREATE ROLE pub_half');
+$node->safe_psql(
+	'old11', q{
+CREATE EXTENSION pgq_cpp VERSION '1.1';
+SELECT pgq.grant('team_a', NULL, 'admin');
+SET ROLE team_a;
+SELECT pgq.create_queue('qa');
+SELECT pgq.create_queue('qb');
+RESET ROLE;
+-- (The new binaries refuse both values: written by hand as 1.1 stored them.)
+SELECT pgq.create_queue('far');
+UPDATE pgq.queues SET retention = '200000 years' WHERE name = 'far';
+SELECT pgq.enqueue('far', '{"n": "minus infinity"}');
+UPDATE pgq.jobs SET run_at = '-infinity' WHERE payload->>'n' = 'minus infinity';
+SELECT pgq.subscribe('tb', 'qa'), pgq.subscribe('tb', 'qb');
+SELECT pgq.grant('pub_both', 'qa', 'produce'), pgq.grant('pub_both', 'qb', 'produce');
+SELECT pgq.grant('pub_half', 'qa', 'produce');
+SELECT pgq.publish('lonely', '{}');
+});
+my (undef, undef, $blind) = $node->psql('old11', 'SELECT * FROM pgq.queue_stats');
+like($blind, qr/cannot subtract infinite timestamps/, '1.1: a job due at -infinity blinds queue_stats');
+$node->safe_psql('old11', 'ALTER EXTENSION pgq_cpp UPDATE');
+is($node->safe_psql('old11', $catalog), $fresh_catalog,
+	'1.1 updated: exactly the catalog of a fresh install');
+is( $node->safe_psql(
+		'old11', "SELECT string_agg(name || ':' || owner::text, ',' ORDER BY name) FROM pgq.topics"),
+	'lonely:postgres,tb:team_a',
+	'1.1 topics are owned by their first subscribed queue\'s owner, else by the tables\' owner');
+is($node->safe_psql('old11', "SET ROLE pub_both; SELECT pgq.publish('tb', '{}') > 0"),
+	't', 'a role that could publish in 1.1 still may');
+my (undef, undef, $half) = $node->psql('old11', "SET ROLE pub_half; SELECT pgq.publish('tb', '{}')");
+like($half, qr/permission denied for topic "tb"/, 'one that could not still may not');
+$node->safe_psql('old11',
+	"SET ROLE team_a; SELECT pgq.create_queue('qc'); SELECT pgq.subscribe('tb', 'qc')");
+is($node->safe_psql('old11', "SELECT count(*) FROM pgq.subscriptions WHERE topic = 'tb'"),
+	'3', 'the owner of the subscribed queues may subscribe another');
+is( $node->safe_psql(
+		'old11',
+		"SELECT retention FROM pgq.queues WHERE name = 'far'") . ' '
+	  . $node->safe_psql('old11',
+		"SELECT isfinite(run_at) AND run_at <= now() FROM pgq.jobs WHERE payload->>'n' = 'minus infinity'"),
+	'100 years t', 'the retention is brought within 100 years, the job due at -infinity is due now');
+is($node->safe_psql('old11', "SELECT ready, oldest_ready_age IS NOT NULL FROM pgq.queue_stats WHERE queue = 'far'"),
+	'1|t', 'and queue_stats answers');
+$node->safe_psql('old11', 'SELECT * FROM pgq.maintain()');
 
 my $long_second = $long->query_safe("SELECT id FROM pgq.claim('long', 1)");
 is( $node->safe_psql(

@@ -1,0 +1,210 @@
+// pgq.create_topic, pgq.drop_topic, pgq.grant_topic, pgq.revoke_topic, and
+// the check of a topic right that subscribe and publish make.
+#include "api/topics.h"
+
+#include <cctype>
+#include <vector>
+
+#include "api/rights.h"
+#include "pg/args.h"
+
+extern "C" {
+#include "catalog/namespace.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
+}
+
+namespace pgq::api {
+
+namespace {
+
+pg::Statement insert_topic = {
+    "INSERT INTO pgq.topics (name, owner) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+    2,
+    {TEXTOID, REGROLEOID},
+    nullptr};
+
+pg::Statement delete_topic = {"DELETE FROM pgq.topics WHERE name = $1", 1, {TEXTOID}, nullptr};
+
+// The topic's owner and the roles granted `$2` on it, the row locked.
+pg::Statement topic_holders = {
+    "SELECT t.owner::oid,"
+    "       ARRAY(SELECT g.role::oid FROM pgq.topic_grants g"
+    "              WHERE g.topic = t.name AND g.privilege = $2)"
+    "  FROM pgq.topics t WHERE t.name = $1 FOR KEY SHARE",
+    2,
+    {TEXTOID, TEXTOID},
+    nullptr};
+
+pg::Statement insert_topic_grant = {
+    "INSERT INTO pgq.topic_grants (role, topic, privilege) VALUES ($1, $2, $3)"
+    " ON CONFLICT DO NOTHING",
+    3,
+    {REGROLEOID, TEXTOID, TEXTOID},
+    nullptr};
+
+pg::Statement delete_topic_grant = {
+    "DELETE FROM pgq.topic_grants WHERE role = $1 AND topic = $2 AND privilege = $3",
+    3,
+    {REGROLEOID, TEXTOID, TEXTOID},
+    nullptr};
+
+const char* RightName(TopicRight right) {
+  return right == TopicRight::kPublish ? "publish" : "subscribe";
+}
+
+bool HasPrivsOf(Oid member, Oid role) {
+  return OidIsValid(role) && pg::Guard([&] { return has_privs_of_role(member, role); });
+}
+
+[[noreturn]] void RaiseUnknownTopic(std::string_view topic) {
+  const std::string copy(topic);
+  const char* quoted = pg::Guard([&] { return quote_literal_cstr(copy.c_str()); });
+  pg::Raise(ERRCODE_UNDEFINED_OBJECT, "topic \"" + copy + "\" does not exist", "",
+            "Create it with pgq.create_topic(" + std::string(quoted) + ").");
+}
+
+struct TopicHolders {
+  bool exists = false;
+  Oid owner = InvalidOid;
+  std::vector<Oid> granted;
+};
+
+TopicHolders LoadHolders(pg::SpiSession& spi, std::string_view topic, TopicRight right) {
+  TopicHolders holders;
+  pg::Params params;
+  params.Set(0, pg::TextDatum(topic)).Set(1, pg::TextDatum(RightName(right)));
+  if (spi.Execute(topic_holders, params, 1) == 0) return holders;
+  holders.exists = true;
+  bool is_null = false;
+  holders.owner = DatumGetObjectId(spi.Value(0, 1, &is_null));
+  const Datum array = spi.Value(0, 2, &is_null);
+  Datum* elements = nullptr;
+  int count = 0;
+  pg::Guard([&] {
+    deconstruct_array(DatumGetArrayTypeP(array), OIDOID, sizeof(Oid), true, TYPALIGN_INT, &elements,
+                      nullptr, &count);
+  });
+  for (int i = 0; i < count; ++i) holders.granted.push_back(DatumGetObjectId(elements[i]));
+  return holders;
+}
+
+bool IsOwner(Oid me, const TopicHolders& holders) {
+  return pg::Guard([me] { return superuser_arg(me); }) || HasPrivsOf(me, holders.owner);
+}
+
+std::string CurrentRoleName() {
+  const char* name = pg::Guard([] { return GetUserNameFromId(GetUserId(), false); });
+  return std::string(name);
+}
+
+Oid RoleArg(FunctionCallInfo fcinfo, int index) {
+  if (pg::ArgIsNull(fcinfo, index)) {
+    pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "role must not be null");
+  }
+  const Name role = PG_GETARG_NAME(index);
+  return pg::Guard([role] { return get_role_oid(NameStr(*role), false); });
+}
+
+TopicRight TopicRightArg(FunctionCallInfo fcinfo, int index) {
+  const std::string_view text = pg::RequiredText(fcinfo, index, "privilege");
+  std::string lower(text);  // any case, as has_table_privilege takes them
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "publish") return TopicRight::kPublish;
+  if (lower == "subscribe") return TopicRight::kSubscribe;
+  pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+            "unrecognized topic privilege type \"" + std::string(text) + "\"", {},
+            "Use publish or subscribe.");
+}
+
+Datum ChangeTopicGrant(FunctionCallInfo fcinfo, bool give) {
+  const Oid role = RoleArg(fcinfo, 0);
+  const std::string_view topic = pg::KeyArg(fcinfo, 1, "topic");
+  const TopicRight right = TopicRightArg(fcinfo, 2);
+  pg::SpiSession spi;
+  const TopicHolders holders = LoadHolders(spi, topic, right);
+  if (!holders.exists) RaiseUnknownTopic(topic);
+  if (!IsOwner(GetUserId(), holders)) {
+    pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
+              std::string("permission denied to ") + (give ? "grant" : "revoke") +
+                  " rights on topic \"" + std::string(topic) + "\"",
+              "Only its owner or a superuser may.");
+  }
+  pg::Params params;
+  params.Set(0, ObjectIdGetDatum(role))
+      .Set(1, pg::TextDatum(topic))
+      .Set(2, pg::TextDatum(RightName(right)));
+  PG_RETURN_BOOL(spi.Execute(give ? insert_topic_grant : delete_topic_grant, params) == 1);
+}
+
+}  // namespace
+
+bool TopicsTableExists() {
+  return pg::Guard([] {
+    const Oid schema = get_namespace_oid("pgq", true);
+    return OidIsValid(schema) && OidIsValid(get_relname_relid("topics", schema));
+  });
+}
+
+void RequireTopicRight(pg::SpiSession& spi, std::string_view topic, TopicRight right) {
+  const TopicHolders holders = LoadHolders(spi, topic, right);
+  if (!holders.exists) RaiseUnknownTopic(topic);
+  const Oid me = GetUserId();
+  if (IsOwner(me, holders)) return;
+  for (const Oid granted : holders.granted) {
+    if (HasPrivsOf(me, granted)) return;
+  }
+  const std::string role = CurrentRoleName();
+  const std::string topic_copy(topic);
+  const char* quoted_role = pg::Guard([&] { return quote_literal_cstr(role.c_str()); });
+  const char* quoted_topic = pg::Guard([&] { return quote_literal_cstr(topic_copy.c_str()); });
+  const std::string quoted = std::string(quoted_role) + ", " + quoted_topic;
+  pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "permission denied for topic \"" + std::string(topic) + "\"",
+            "Role \"" + role + "\" holds no " + RightName(right) + " right on it.",
+            "The topic's owner or a superuser can grant it: SELECT pgq.grant_topic(" + quoted +
+                ", '" + RightName(right) + "');");
+}
+
+bool OwnsTopic(pg::SpiSession& spi, std::string_view topic) {
+  const TopicHolders holders = LoadHolders(spi, topic, TopicRight::kPublish);
+  return holders.exists && IsOwner(GetUserId(), holders);
+}
+
+}  // namespace pgq::api
+
+using namespace pgq;
+
+// create_topic(topic, if_not_exists)
+PGQ_FUNCTION(pgq_create_topic) {
+  const std::string_view topic = pg::KeyArg(fcinfo, 0, "topic");
+  const bool if_not_exists = !pg::ArgIsNull(fcinfo, 1) && PG_GETARG_BOOL(1);
+  pg::SpiSession spi;
+  // As create_queue: making names others will rely on is an operator's act.
+  api::RequireRightOnEveryQueue(spi, core::kAdmin, "create topics");
+  pg::Params params;
+  params.Set(0, pg::TextDatum(topic)).Set(1, ObjectIdGetDatum(GetUserId()));
+  if (spi.Execute(api::insert_topic, params) == 0 && !if_not_exists) {
+    pg::Raise(ERRCODE_DUPLICATE_OBJECT, "topic \"" + std::string(topic) + "\" already exists", "",
+              "Use if_not_exists => true to ignore an existing topic.");
+  }
+  PG_RETURN_VOID();
+}
+
+// drop_topic(topic) returns whether it existed
+PGQ_FUNCTION(pgq_drop_topic) {
+  const std::string_view topic = pg::KeyArg(fcinfo, 0, "topic");
+  pg::SpiSession spi;
+  api::RequireRightSomewhere(spi, core::kAllRights);
+  // A topic the caller does not own is answered as one that does not exist.
+  if (!api::OwnsTopic(spi, topic)) PG_RETURN_BOOL(false);
+  pg::Params params;
+  params.Set(0, pg::TextDatum(topic));
+  PG_RETURN_BOOL(spi.Execute(api::delete_topic, params) == 1);
+}
+
+// grant_topic(role, topic, privilege) returns whether role did not hold it yet
+PGQ_FUNCTION(pgq_grant_topic) { return api::ChangeTopicGrant(fcinfo, true); }
+
+// revoke_topic(role, topic, privilege) returns whether there was such a grant
+PGQ_FUNCTION(pgq_revoke_topic) { return api::ChangeTopicGrant(fcinfo, false); }
