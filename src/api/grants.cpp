@@ -40,15 +40,6 @@ pg::Statement delete_grant = {
     {REGROLEOID, INT4OID, TEXTOID},
     nullptr};
 
-Oid RoleArg(FunctionCallInfo fcinfo, int index) {
-  if (pg::ArgIsNull(fcinfo, index)) {
-    pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "role must not be null");
-  }
-  const Name role = PG_GETARG_NAME(index);
-  // undefined_object when there is no such role
-  return pg::Guard([role] { return get_role_oid(NameStr(*role), false); });
-}
-
 uint8 RightArg(FunctionCallInfo fcinfo, int index, bool list) {
   const std::string_view text = pg::RequiredText(fcinfo, index, "privilege");
   const std::optional<uint8> rights = list ? core::ParseRights(text) : core::ParseRight(text);
@@ -61,7 +52,7 @@ uint8 RightArg(FunctionCallInfo fcinfo, int index, bool list) {
 }
 
 Datum ChangeGrant(FunctionCallInfo fcinfo, bool give) {
-  const Oid role = RoleArg(fcinfo, 0);
+  const Oid role = pg::RoleArg(fcinfo, 0);
   const bool every_queue = pg::ArgIsNull(fcinfo, 1);
   const std::string_view queue = every_queue ? std::string_view() : pg::QueueNameArg(fcinfo, 1);
   const uint8 right = RightArg(fcinfo, 2, false);
@@ -128,5 +119,5 @@ PGQ_FUNCTION(pgq_has_queue_privilege) { return api::HasQueuePrivilege(fcinfo, Ge
 
 // has_queue_privilege(role, queue, privilege)
 PGQ_FUNCTION(pgq_has_role_queue_privilege) {
-  return api::HasQueuePrivilege(fcinfo, api::RoleArg(fcinfo, 0), 1);
+  return api::HasQueuePrivilege(fcinfo, pg::RoleArg(fcinfo, 0), 1);
 }

@@ -104,12 +104,6 @@ bool HasPrivsOf(uint32_t member, uint32_t role) {
   return pg::Guard([&] { return has_privs_of_role(member, role); });
 }
 
-std::string CurrentRoleName() {
-  // The string is built outside Guard: nothing with a destructor in there.
-  const char* name = pg::Guard([] { return GetUserNameFromId(GetUserId(), false); });
-  return std::string(name);
-}
-
 std::string WantedNames(uint8 wanted) {
   std::string names;
   for (const uint8 right : {core::kProduce, core::kConsume, core::kAdmin}) {
@@ -140,6 +134,12 @@ bool IsSuperuser(Oid role) {
 }
 
 }  // namespace
+
+std::string CurrentRoleName() {
+  // The string is built outside Guard: nothing with a destructor in there.
+  const char* name = pg::Guard([] { return GetUserNameFromId(GetUserId(), false); });
+  return std::string(name);
+}
 
 bool GrantsTableExists() {
   return pg::Guard([] {

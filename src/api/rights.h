@@ -55,6 +55,9 @@ inline pg::Params& SetScope(pg::Params& params, int first, const QueueScope& sco
 // "permission denied to ...".
 void RequireRightOnEveryQueue(pg::SpiSession& spi, uint8 wanted, std::string_view action);
 
+// The current user's name (for messages).
+std::string CurrentRoleName();
+
 // True once ALTER EXTENSION pgq_cpp UPDATE has brought pgq.grants (1.1): the
 // binaries also serve a database still at 1.0, whose queues only their
 // owners and superusers may use.

@@ -93,19 +93,6 @@ bool IsOwner(Oid me, const TopicHolders& holders) {
   return pg::Guard([me] { return superuser_arg(me); }) || HasPrivsOf(me, holders.owner);
 }
 
-std::string CurrentRoleName() {
-  const char* name = pg::Guard([] { return GetUserNameFromId(GetUserId(), false); });
-  return std::string(name);
-}
-
-Oid RoleArg(FunctionCallInfo fcinfo, int index) {
-  if (pg::ArgIsNull(fcinfo, index)) {
-    pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "role must not be null");
-  }
-  const Name role = PG_GETARG_NAME(index);
-  return pg::Guard([role] { return get_role_oid(NameStr(*role), false); });
-}
-
 TopicRight TopicRightArg(FunctionCallInfo fcinfo, int index) {
   const std::string_view text = pg::RequiredText(fcinfo, index, "privilege");
   std::string lower(text);  // any case, as has_table_privilege takes them
@@ -118,7 +105,7 @@ TopicRight TopicRightArg(FunctionCallInfo fcinfo, int index) {
 }
 
 Datum ChangeTopicGrant(FunctionCallInfo fcinfo, bool give) {
-  const Oid role = RoleArg(fcinfo, 0);
+  const Oid role = pg::RoleArg(fcinfo, 0);
   const std::string_view topic = pg::KeyArg(fcinfo, 1, "topic");
   const TopicRight right = TopicRightArg(fcinfo, 2);
   pg::SpiSession spi;

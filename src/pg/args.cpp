@@ -6,6 +6,7 @@
 extern "C" {
 #include "access/detoast.h"
 #include "mb/pg_wchar.h"
+#include "utils/acl.h"
 }
 
 namespace pgq::pg {
@@ -130,6 +131,12 @@ Datum BoundedTextArg(FunctionCallInfo fcinfo, int index, std::size_t max_bytes) 
   std::string cut(VARDATA_ANY(value), keep);
   cut += marker;
   return TextDatum(cut);
+}
+
+Oid RoleArg(FunctionCallInfo fcinfo, int index) {
+  if (ArgIsNull(fcinfo, index)) Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "role must not be null");
+  const Name role = PG_GETARG_NAME(index);
+  return Guard([role] { return get_role_oid(NameStr(*role), false); });
 }
 
 }  // namespace pgq::pg

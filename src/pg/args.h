@@ -18,6 +18,10 @@ std::string_view QueueNameArg(FunctionCallInfo fcinfo, int index);
 // switch, ladder, once key): not NULL, 1 to core::kMaxKeyBytes bytes.
 std::string_view KeyArg(FunctionCallInfo fcinfo, int index, const char* what);
 
+// A role argument (type name): its OID; 22004 when NULL, 42704 when there is
+// no such role.
+Oid RoleArg(FunctionCallInfo fcinfo, int index);
+
 int32 RequiredInt32(FunctionCallInfo fcinfo, int index, const char* what);
 int64 RequiredInt64(FunctionCallInfo fcinfo, int index, const char* what);
 bool RequiredBool(FunctionCallInfo fcinfo, int index, const char* what);

@@ -11,9 +11,9 @@ namespace pgq::pg {
 // set_config(..., false) back to its default, temporary tables and schema
 // dropped, prepared statements and WITH HOLD cursors closed, LISTEN
 // registrations and session advisory locks released, sequence caches
-// forgotten; cached plans are kept (see the .cpp for why). Runs in the current transaction, which must be a
-// top-level one of its own (not a block, not a subtransaction); commit it
-// right after. Raises on failure.
+// forgotten; cached plans are kept (the .cpp says why). Runs in the current
+// transaction, which must be a top-level one of its own (not a block, not a
+// subtransaction); commit it right after. Raises on failure.
 void ResetSession();
 
 }  // namespace pgq::pg
