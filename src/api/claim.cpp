@@ -116,14 +116,6 @@ long MillisUntil(TimestampTz deadline, TimestampTz now) {
   return static_cast<long>((deadline - now + 999) / 1000);
 }
 
-// The key of row `row` of a result whose priority, run_at and id are in
-// the given columns.
-core::ClaimKey KeyAt(const pg::SpiSession& spi, uint64 row, int priority, int run_at, int id) {
-  bool is_null = false;
-  return core::ClaimKey{spi.Int32(row, priority),
-                        DatumGetTimestampTz(spi.Value(row, run_at, &is_null)), spi.Int64(row, id)};
-}
-
 core::ClaimAlarm PassedJobs(pg::SpiSession& spi, int32 queue_id, TimestampTz now,
                             const core::ClaimKey& from) {
   pg::Params params;
@@ -132,22 +124,23 @@ core::ClaimAlarm PassedJobs(pg::SpiSession& spi, int32 queue_id, TimestampTz now
       .Set(2, Int32GetDatum(-from.priority))
       .Set(3, TimestampTzGetDatum(from.run_at))
       .Set(4, Int64GetDatum(from.id));
-  spi.Execute(passed_jobs, params);
+  pg::Result passed = spi.Execute(passed_jobs, params);
   bool none = false;
-  const Datum due = spi.Value(0, 1, &none);
-  if (none) return core::ClaimAlarm{};
-  return core::ClaimAlarm{true, DatumGetTimestampTz(due), KeyAt(spi, 0, 2, 3, 4)};
+  const Datum due = passed.Value(0, 1, &none);
+  const core::ClaimAlarm alarm =
+      none ? core::ClaimAlarm{}
+           : core::ClaimAlarm{true, DatumGetTimestampTz(due), ClaimKeyOf(passed, 0)};
+  passed.Free();  // a waiting claim runs this again and again
+  return alarm;
 }
 
-// One claim attempt: returns the jobs claimed (their rows are in spi's
-// result, rows 0..count-1).
-uint64 ClaimOnce(pg::SpiSession& spi, pg::Params& params, int32 queue_id, pg::QueueSlot* slot,
-                 TimestampTz now) {
+// One claim attempt: the jobs claimed, in claimed_job's columns 1-8.
+pg::Result ClaimOnce(pg::SpiSession& spi, pg::Params& params, int32 queue_id, pg::QueueSlot* slot,
+                     TimestampTz now) {
   core::ScanPlan plan{0, false, false, core::kFirstKey, false};
   if (slot != nullptr) plan = pg::PlanClaimScan(slot, now);
-  if (plan.skip_scan) return 0;  // nothing pending: no statement at all
+  if (plan.skip_scan) return pg::Result();  // nothing pending: no statement at all
   core::ScanResult result{false, core::kFirstKey, {}};
-  // Report the passed jobs first: the claim's rows must stay the last result.
   if (slot != nullptr && plan.must_report_passed) {
     result.passed = PassedJobs(spi, queue_id, now, plan.from);
   }
@@ -156,9 +149,10 @@ uint64 ClaimOnce(pg::SpiSession& spi, pg::Params& params, int32 queue_id, pg::Qu
       .Set(7, Int64GetDatum(plan.from.id));
   const bool record_claimer = JobsRecordClaimer();
   if (record_claimer) params.Set(8, Int32GetDatum(MyProcPid));
-  const uint64 claimed = spi.Execute(record_claimer ? claim_jobs : claim_jobs_1_0, params);
+  pg::Result jobs = spi.Execute(record_claimer ? claim_jobs : claim_jobs_1_0, params);
+  const uint64 claimed = jobs.size();
   pg::NoteCount(queue_id, pg::kClaims, claimed);
-  if (slot == nullptr) return claimed;
+  if (slot == nullptr) return jobs;
   // Others skip the rows this claim locked; if it rolls back they are
   // pending again behind a hint that moved on.
   if (claimed > 0) pg::NoteResetOnAbort(queue_id);
@@ -166,10 +160,10 @@ uint64 ClaimOnce(pg::SpiSession& spi, pg::Params& params, int32 queue_id, pg::Qu
   // publish past jobs that committed in between; such claims only read it.
   if (!IsolationUsesXactSnapshot()) {
     result.found_ready = claimed > 0;
-    if (claimed > 0) result.first_ready = KeyAt(spi, 0, 8, 9, 1);
+    if (claimed > 0) result.first_ready = ClaimKeyOf(jobs, 0);
     pg::PublishClaimScan(slot, plan, result);
   }
-  return claimed;
+  return jobs;
 }
 
 }  // namespace
@@ -239,17 +233,18 @@ PGQ_FUNCTION(pgq_claim) {
             .Set(1, Int32GetDatum(want))
             .Set(2, has_lease ? PG_GETARG_DATUM(2) : IntervalPGetDatum(&queue.lease))
             .Set(3, TimestampTzGetDatum(now));
-        claimed = api::ClaimOnce(spi, params, queue.id, slot, now);
+        pg::Result jobs = api::ClaimOnce(spi, params, queue.id, slot, now);
+        claimed = jobs.size();
         for (uint64 row = 0; row < claimed; ++row) {
           Datum values[api::kClaimedColumns];
           bool nulls[api::kClaimedColumns];
           for (int column = 0; column < api::kClaimedColumns; ++column) {
-            values[column] = spi.Value(row, column + 1, &nulls[column]);
+            values[column] = jobs.Value(row, column + 1, &nulls[column]);
           }
           pg::Guard(
               [&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
         }
-        spi.FreeResult();
+        jobs.Free();
         if (bucket) bucket->Return(want - static_cast<int32>(claimed));
       } else {
         // No token: sleep until the next one rather than a full recheck.

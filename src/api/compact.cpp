@@ -64,9 +64,9 @@ Oid JobsRelid() {
 int64 JobsBytes(pg::SpiSession& spi, Oid relid, int64* live) {
   pg::Params params;
   params.Set(0, ObjectIdGetDatum(relid));
-  spi.Execute(jobs_size, params);
-  if (live != nullptr) *live = spi.Int64(0, 2);
-  return spi.Int64(0, 1);
+  const pg::Result size = spi.Execute(jobs_size, params);
+  if (live != nullptr) *live = size.Int64(0, 2);
+  return size.Int64(0, 1);
 }
 
 void ExecuteUtility(const char* sql) {

@@ -71,21 +71,17 @@ pg::Statement retry_dead_jobs = {
 
 // After a revival: ungrouped jobs are pending (the hint comes back to the
 // first of them), grouped ones move their group on.
-void AnnounceRevived(pg::SpiSession& spi, int32 queue_id, uint64 revived) {
+void AnnounceRevived(pg::SpiSession& spi, int32 queue_id, const pg::Result& revived) {
   bool have_first = false;
   core::ClaimKey first = core::kFirstKey;
-  for (uint64 row = 0; row < revived; ++row) {
-    bool ungrouped = false;
-    (void)spi.Value(row, 2, &ungrouped);
-    if (!ungrouped) continue;
-    bool is_null = false;
-    const core::ClaimKey key{spi.Int32(row, 3), DatumGetTimestampTz(spi.Value(row, 4, &is_null)),
-                             spi.Int64(row, 5)};
+  for (uint64 row = 0; row < revived.size(); ++row) {
+    if (!revived.IsNull(row, "group_key")) continue;  // grouped: its group moves on below
+    const core::ClaimKey key = ClaimKeyOf(revived, row);
     first = have_first ? core::EarlierKey(first, key) : key;
     have_first = true;
   }
   if (have_first) pg::NoteJobsPending(queue_id, first, true);
-  std::vector<GroupRef> groups = GroupsOfResult(spi, 1, 2);
+  std::vector<GroupRef> groups = GroupsOfResult(revived);
   if (!groups.empty()) MoveGroupsOn(spi, std::move(groups));
 }
 
@@ -107,10 +103,11 @@ PGQ_FUNCTION(pgq_cancel) {
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(pg::Now()));
   api::SetScope(params, 2, api::QueuesWithRight(spi, kMayCancel));
-  if (spi.Execute(api::cancel_job, params) == 0) PG_RETURN_BOOL(false);
-  pg::NoteResetOnAbort(spi.Int32(0, 1));  // it locked a pending job
-  pg::NoteCount(spi.Int32(0, 1), pg::kDeadLettered, 1);
-  std::vector<api::GroupRef> groups = api::GroupsOfResult(spi, 1, 2);
+  const pg::Result cancelled = spi.Execute(api::cancel_job, params);
+  if (cancelled.empty()) PG_RETURN_BOOL(false);
+  pg::NoteResetOnAbort(cancelled.Int32(0, 1));  // it locked a pending job
+  pg::NoteCount(cancelled.Int32(0, 1), pg::kDeadLettered, 1);
+  std::vector<api::GroupRef> groups = api::GroupsOfResult(cancelled);
   if (!groups.empty()) api::MoveGroupsOn(spi, std::move(groups));
   PG_RETURN_BOOL(true);
 }
@@ -122,8 +119,9 @@ PGQ_FUNCTION(pgq_retry_dead) {
   api::RequireRightSomewhere(spi, core::kAdmin);
   pg::Params lookup;
   lookup.Set(0, Int64GetDatum(id));
-  if (spi.Execute(api::queue_of_dead_job, lookup, 1) == 0) PG_RETURN_BOOL(false);
-  const int32 queue_id = spi.Int32(0, 1);
+  const pg::Result dead = spi.Execute(api::queue_of_dead_job, lookup, 1);
+  if (dead.empty()) PG_RETURN_BOOL(false);
+  const int32 queue_id = dead.Int32(0, 1);
   // A dead job of a queue the caller does not administer: as if it did not
   // exist (issue 15, L4).
   if (!api::HoldsRight(spi, GetUserId(), queue_id, core::kAdmin)) PG_RETURN_BOOL(false);
@@ -132,9 +130,9 @@ PGQ_FUNCTION(pgq_retry_dead) {
   params.Set(0, Int64GetDatum(id))
       .Set(1, Int32GetDatum(queue_id))
       .Set(2, TimestampTzGetDatum(pg::Now()));
-  const uint64 revived = spi.Execute(api::retry_dead_job, params);
+  const pg::Result revived = spi.Execute(api::retry_dead_job, params);
   api::AnnounceRevived(spi, queue_id, revived);
-  PG_RETURN_BOOL(revived == 1);
+  PG_RETURN_BOOL(revived.size() == 1);
 }
 
 // retry_dead(queue, max): up to max dead jobs of the queue, oldest first.
@@ -151,7 +149,7 @@ PGQ_FUNCTION(pgq_retry_dead_queue) {
       .Set(1, Int32GetDatum(queue.id))
       .Set(2, TimestampTzGetDatum(pg::Now()))
       .Set(3, Int32GetDatum(max));
-  const uint64 revived = spi.Execute(api::retry_dead_jobs, params);
+  const pg::Result revived = spi.Execute(api::retry_dead_jobs, params);
   api::AnnounceRevived(spi, queue.id, revived);
-  PG_RETURN_INT32(static_cast<int32>(revived));
+  PG_RETURN_INT32(static_cast<int32>(revived.size()));
 }

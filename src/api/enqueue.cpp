@@ -170,10 +170,11 @@ PGQ_FUNCTION(pgq_enqueue) {
     params.Set(0, Int32GetDatum(queue.id));
     if (!has_max_attempts) params.Set(5, Int32GetDatum(queue.max_attempts));
     pg::Statement& insert = api::insert_job[has_dedupe][has_group];
-    if (spi.Execute(insert, params) == 1) {
-      const int64 id = spi.Int64(0, 1);
+    const pg::Result inserted = spi.Execute(insert, params);
+    if (inserted.size() == 1) {
+      const int64 id = inserted.Int64(0, 1);
       // A job waiting behind its group's head becomes pending later (api/groups.h).
-      if (spi.Bool(0, 2)) {
+      if (inserted.Bool(0, 2)) {
         api::AnnounceNewJobs(spi, queue.id, queue.notify, name,
                              core::ClaimKey{priority, run_at, id});
       }
@@ -184,7 +185,8 @@ PGQ_FUNCTION(pgq_enqueue) {
     if (!has_dedupe) pg::Raise(ERRCODE_INTERNAL_ERROR, "enqueue inserted no row");
     pg::Params key;
     key.Set(0, Int32GetDatum(queue.id)).Set(1, PG_GETARG_DATUM(4));
-    if (spi.Execute(api::find_dedupe, key, 1) == 1) PG_RETURN_INT64(spi.Int64(0, 1));
+    const pg::Result holder = spi.Execute(api::find_dedupe, key, 1);
+    if (holder.size() == 1) PG_RETURN_INT64(holder.Int64(0, 1));
   }
   pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
             "could not enqueue with dedupe_key: its holder kept changing",
@@ -237,10 +239,10 @@ PGQ_FUNCTION(pgq_enqueue_many) {
         .Set(1, PointerGetDatum(payloads))
         .Set(2, TimestampTzGetDatum(run_at))
         .Set(3, Int32GetDatum(priority));
-    const uint64 inserted = spi.Execute(api::insert_many, params);
-    if (inserted == 0) api::RaiseUnknownQueue(name);
-    ids.reserve(inserted);
-    for (uint64 row = 0; row < inserted; ++row) ids.push_back(spi.Int64(row, 1));
+    const pg::Result inserted = spi.Execute(api::insert_many, params);
+    if (inserted.empty()) api::RaiseUnknownQueue(name);
+    ids.reserve(inserted.size());
+    for (uint64 row = 0; row < inserted.size(); ++row) ids.push_back(inserted.Int64(row, 1));
     const int64 first_id = *std::min_element(ids.begin(), ids.end());
     api::AnnounceNewJobs(spi, queue.id, queue.notify, name,
                          core::ClaimKey{priority, run_at, first_id});

@@ -103,13 +103,10 @@ struct Claim {
   int32 attempt;
 };
 
-// A job made pending again by the last statement, which returned its queue
-// id and claim key in columns 1-4.
-void NotePendingAgain(const pg::SpiSession& spi, bool wake) {
-  bool is_null = false;
-  const core::ClaimKey key{spi.Int32(0, 2), DatumGetTimestampTz(spi.Value(0, 3, &is_null)),
-                           spi.Int64(0, 4)};
-  pg::NoteJobsPending(spi.Int32(0, 1), key, wake);
+// A job made pending again by a statement that returned its queue_id,
+// priority, run_at and id.
+void NotePendingAgain(const pg::Result& pending, bool wake) {
+  pg::NoteJobsPending(pending.Int32(0, "queue_id"), ClaimKeyOf(pending, 0), wake);
 }
 
 // What queue_stats.done_recent and the completions counter count: in shared
@@ -134,11 +131,11 @@ QueueScope ConsumableQueues(pg::SpiSession& spi) {
   return QueuesWithRight(spi, core::kConsume);
 }
 
-// An int4[] column of the last result's first row, empty when NULL.
-std::vector<int32> Int32Array(const pg::SpiSession& spi, int column) {
+// An int4[] column of a result's first row, empty when NULL.
+std::vector<int32> Int32Array(const pg::Result& result, int column) {
   std::vector<int32> values;
   bool is_null = false;
-  const Datum array = spi.Value(0, column, &is_null);
+  const Datum array = result.Value(0, column, &is_null);
   if (is_null) return values;
   Datum* elements = nullptr;
   int count = 0;
@@ -153,9 +150,9 @@ std::vector<int32> Int32Array(const pg::SpiSession& spi, int column) {
 
 // complete_many's statement returned the ids of the queues it finished jobs
 // of in column 5, and how many of each in column 6.
-void CountResultCompletions(pg::SpiSession& spi) {
-  const std::vector<int32> queue_ids = Int32Array(spi, 5);
-  const std::vector<int32> jobs = Int32Array(spi, 6);
+void CountResultCompletions(const pg::Result& completed) {
+  const std::vector<int32> queue_ids = Int32Array(completed, 5);
+  const std::vector<int32> jobs = Int32Array(completed, 6);
   for (size_t i = 0; i < queue_ids.size(); ++i) {
     pg::NoteCount(queue_ids[i], pg::kCompletions, static_cast<uint64>(jobs[i]));
   }
@@ -168,11 +165,12 @@ Claim ClaimArgs(FunctionCallInfo fcinfo) {
 int64 NextRetryDelay(pg::SpiSession& spi, const Claim& claim) {
   pg::Params params;
   params.Set(0, Int64GetDatum(claim.id));
-  if (spi.Execute(backoff_of_job, params, 1) == 0) return 0;  // gone: the writes will say 'lost'
+  const pg::Result queue = spi.Execute(backoff_of_job, params, 1);
+  if (queue.empty()) return 0;  // gone: the writes will say 'lost'
   bool is_null = false;
   const core::BackoffPolicy policy{
-      pg::IntervalMicros(DatumGetIntervalP(spi.Value(0, 1, &is_null)), "backoff_base"),
-      pg::IntervalMicros(DatumGetIntervalP(spi.Value(0, 2, &is_null)), "backoff_max")};
+      pg::IntervalMicros(DatumGetIntervalP(queue.Value(0, 1, &is_null)), "backoff_base"),
+      pg::IntervalMicros(DatumGetIntervalP(queue.Value(0, 2, &is_null)), "backoff_max")};
   return core::BackoffDelay(policy, claim.attempt, pg_prng_double(&pg_global_prng_state));
 }
 
@@ -190,12 +188,11 @@ PGQ_FUNCTION(pgq_complete) {
   pg::Params params;
   params.Set(0, Int64GetDatum(claim.id)).Set(1, Int32GetDatum(claim.attempt));
   api::SetScope(params, 2, scope);
-  if (spi.Execute(api::complete_job, params) == 0) PG_RETURN_BOOL(false);
-  const int32 queue_id = spi.Int32(0, 1);
-  if (spi.Bool(0, 3)) pg::NoteResetOnAbort(queue_id);  // an expired lease's late complete
-  bool no_group = false;
-  (void)spi.Value(0, 2, &no_group);
-  if (!no_group) api::MoveGroupsOn(spi, api::GroupsOfResult(spi, 1, 2));
+  const pg::Result completed = spi.Execute(api::complete_job, params);
+  if (completed.empty()) PG_RETURN_BOOL(false);
+  const int32 queue_id = completed.Int32(0, 1);
+  if (completed.Bool(0, 3)) pg::NoteResetOnAbort(queue_id);  // an expired lease's late complete
+  if (!completed.IsNull(0, "group_key")) api::MoveGroupsOn(spi, api::GroupsOfResult(completed));
   api::CountFinished(spi, queue_id);
   PG_RETURN_BOOL(true);
 }
@@ -228,13 +225,13 @@ PGQ_FUNCTION(pgq_complete_many) {
       .Set(1, PointerGetDatum(attempts))
       .Set(2, TimestampTzGetDatum(pg::Now()));
   api::SetScope(params, 3, scope);
-  spi.Execute(api::complete_jobs, params);
-  api::CountResultCompletions(spi);
-  const int32 completed = static_cast<int32>(spi.Int64(0, 1));
-  for (uint64 row = 0; row < spi.tuples()->numvals; ++row) {
-    if (spi.Bool(row, 4)) pg::NoteResetOnAbort(spi.Int32(row, 2));
+  const pg::Result result = spi.Execute(api::complete_jobs, params);
+  api::CountResultCompletions(result);
+  const int32 completed = static_cast<int32>(result.Int64(0, 1));
+  for (uint64 row = 0; row < result.size(); ++row) {
+    if (result.Bool(row, 4)) pg::NoteResetOnAbort(result.Int32(row, 2));
   }
-  std::vector<api::GroupRef> groups = api::GroupsOfResult(spi, 2, 3);
+  std::vector<api::GroupRef> groups = api::GroupsOfResult(result);
   if (!groups.empty()) api::MoveGroupsOn(spi, std::move(groups));
   PG_RETURN_INT32(completed);
 }
@@ -267,13 +264,13 @@ PGQ_FUNCTION(pgq_fail) {
         .Set(2, TimestampTzGetDatum(pg::AddMicros(now, delay_us, "retry_in")))
         .SetOptional(3, !has_error, error);
     api::SetScope(retry, 4, scope);
-    if (spi.Execute(api::fail_retry, retry) == 1) {
-      pg::NoteCount(spi.Int32(0, 1), pg::kFailures, 1);
+    if (const pg::Result retried = spi.Execute(api::fail_retry, retry); retried.size() == 1) {
+      pg::NoteCount(retried.Int32(0, 1), pg::kFailures, 1);
       outcome = "retry";
       // Due later: no wake-up now, but the claim hint must still come back
       // to it (it may come before jobs already passed, core/claim_hint.h).
-      api::NotePendingAgain(spi, delay_us == 0);
-      pg::NoteResetOnAbort(spi.Int32(0, 1));  // it may have locked a pending job
+      api::NotePendingAgain(retried, delay_us == 0);
+      pg::NoteResetOnAbort(retried.Int32(0, 1));  // it may have locked a pending job
     } else {
       pg::Params dead;
       dead.Set(0, Int64GetDatum(claim.id))
@@ -281,11 +278,11 @@ PGQ_FUNCTION(pgq_fail) {
           .SetOptional(2, !has_error, error)
           .Set(3, TimestampTzGetDatum(now));
       api::SetScope(dead, 4, scope);
-      if (spi.Execute(api::fail_dead, dead) == 1) {
-        pg::NoteCount(spi.Int32(0, 1), pg::kFailures, 1);
-        pg::NoteCount(spi.Int32(0, 1), pg::kDeadLettered, 1);
+      if (const pg::Result buried = spi.Execute(api::fail_dead, dead); buried.size() == 1) {
+        pg::NoteCount(buried.Int32(0, 1), pg::kFailures, 1);
+        pg::NoteCount(buried.Int32(0, 1), pg::kDeadLettered, 1);
         outcome = "dead";
-        api::MoveGroupsOn(spi, api::GroupsOfResult(spi, 1, 2));
+        api::MoveGroupsOn(spi, api::GroupsOfResult(buried));
       }
     }
   }
@@ -306,9 +303,10 @@ PGQ_FUNCTION(pgq_extend) {
       .Set(1, Int32GetDatum(claim.attempt))
       .Set(2, TimestampTzGetDatum(pg::AddMicros(pg::Now(), lease_us, "lease")));
   api::SetScope(params, 3, scope);
-  if (spi.Execute(api::extend_lease, params) == 0) PG_RETURN_NULL();
+  const pg::Result extended = spi.Execute(api::extend_lease, params);
+  if (extended.empty()) PG_RETURN_NULL();
   bool is_null = false;
-  PG_RETURN_DATUM(spi.Value(0, 1, &is_null));
+  PG_RETURN_DATUM(extended.Value(0, 1, &is_null));
 }
 
 // release(id, attempt) returns boolean
@@ -319,7 +317,8 @@ PGQ_FUNCTION(pgq_release) {
   pg::Params params;
   params.Set(0, Int64GetDatum(claim.id)).Set(1, Int32GetDatum(claim.attempt));
   api::SetScope(params, 2, scope);
-  if (spi.Execute(api::release_job, params) == 0) PG_RETURN_BOOL(false);
-  api::NotePendingAgain(spi, true);
+  const pg::Result released = spi.Execute(api::release_job, params);
+  if (released.empty()) PG_RETURN_BOOL(false);
+  api::NotePendingAgain(released, true);
   PG_RETURN_BOOL(true);
 }

@@ -72,9 +72,10 @@ Datum ChangeGrant(FunctionCallInfo fcinfo, bool give) {
   } else {
     pg::Params lookup;
     lookup.Set(0, pg::TextDatum(queue));
-    if (spi.Execute(lock_queue_owner, lookup, 1) == 0) RaiseUnknownQueue(queue);
-    queue_id = spi.Int32(0, 1);
-    const std::string owner_name = spi.Text(0, 2);
+    const pg::Result found = spi.Execute(lock_queue_owner, lookup, 1);
+    if (found.empty()) RaiseUnknownQueue(queue);
+    queue_id = found.Int32(0, 1);
+    const std::string owner_name = found.Text(0, 2);
     const Oid owner = pg::Guard([&] { return get_role_oid(owner_name.c_str(), true); });
     const bool owns = OidIsValid(owner) && pg::Guard([&] { return has_privs_of_role(me, owner); });
     if (!superuser && !owns) {
@@ -88,7 +89,7 @@ Datum ChangeGrant(FunctionCallInfo fcinfo, bool give) {
   params.Set(0, ObjectIdGetDatum(role))
       .SetOptional(1, every_queue, Int32GetDatum(queue_id))
       .Set(2, pg::TextDatum(core::RightName(right)));
-  const bool changed = spi.Execute(give ? insert_grant : delete_grant, params) == 1;
+  const bool changed = spi.Execute(give ? insert_grant : delete_grant, params).size() == 1;
   // Every session checks rights from a list it reloads on invalidation.
   if (changed) pg::QueueCache::InvalidateAll();
   PG_RETURN_BOOL(changed);

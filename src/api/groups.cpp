@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "api/queue_ref.h"
 #include "pg/args.h"
 #include "pg/queue_lock.h"
 #include "pg/wakeup.h"
@@ -25,15 +26,14 @@ pg::Statement promote_next = {
 
 }  // namespace
 
-std::vector<GroupRef> GroupsOfResult(const pg::SpiSession& spi, int queue_column,
-                                     int group_column) {
+std::vector<GroupRef> GroupsOfResult(const pg::Result& result) {
   std::vector<GroupRef> groups;
-  const uint64 rows = spi.tuples() == nullptr ? 0 : spi.tuples()->numvals;
-  for (uint64 row = 0; row < rows; ++row) {
-    bool is_null = false;
-    (void)spi.Value(row, group_column, &is_null);
-    if (is_null) continue;
-    groups.push_back(GroupRef{spi.Int32(row, queue_column), spi.Text(row, group_column)});
+  if (result.empty()) return groups;
+  const int queue_column = result.ColumnNumber("queue_id");
+  const int group_column = result.ColumnNumber("group_key");
+  for (uint64 row = 0; row < result.size(); ++row) {
+    if (result.IsNull(row, group_column)) continue;
+    groups.push_back(GroupRef{result.Int32(row, queue_column), result.Text(row, group_column)});
   }
   return groups;
 }
@@ -51,11 +51,9 @@ void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups) {
     pg::LockGroup(group.queue_id, group.group_key);
     pg::Params params;
     params.Set(0, Int32GetDatum(group.queue_id)).Set(1, pg::TextDatum(group.group_key));
-    if (spi.Execute(promote_next, params) == 0) continue;
-    bool is_null = false;
-    const core::ClaimKey key{spi.Int32(0, 1), DatumGetTimestampTz(spi.Value(0, 2, &is_null)),
-                             spi.Int64(0, 3)};
-    pg::NoteJobsPending(group.queue_id, key, true);
+    const pg::Result promoted = spi.Execute(promote_next, params);
+    if (promoted.empty()) continue;
+    pg::NoteJobsPending(group.queue_id, ClaimKeyOf(promoted, 0), true);
   }
 }
 

@@ -22,9 +22,9 @@ struct GroupRef {
   std::string group_key;
 };
 
-// Reads the (queue id, group key) pairs of columns `queue_column` and
-// `group_column` of the last result's rows whose group key is not NULL.
-std::vector<GroupRef> GroupsOfResult(const pg::SpiSession& spi, int queue_column, int group_column);
+// The (queue_id, group_key) pairs of the rows of `result` (a statement that
+// returned columns of those names) whose group key is not NULL.
+std::vector<GroupRef> GroupsOfResult(const pg::Result& result);
 
 // Moves each group on, in a fixed order (no deadlock between two callers).
 void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups);

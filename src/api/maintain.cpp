@@ -100,11 +100,11 @@ pg::Statement drop_finished = {
     {INT4OID, TIMESTAMPTZOID, INT4OID},
     nullptr};
 
-// Counts the leases the last statement expired (their queue ids in column 1,
-// one row each) for pgq.metrics(); with `dead`, the jobs it dead-lettered too.
-void NoteExpiries(const pg::SpiSession& spi, int64 rows, bool dead) {
-  for (int64 row = 0; row < rows; ++row) {
-    const int32 queue_id = spi.Int32(static_cast<uint64>(row), 1);
+// Counts the leases a statement expired (their queue ids in column 1, one
+// row each) for pgq.metrics(); with `dead`, the jobs it dead-lettered too.
+void NoteExpiries(const pg::Result& expired, bool dead) {
+  for (uint64 row = 0; row < expired.size(); ++row) {
+    const int32 queue_id = expired.Int32(row, 1);
     pg::NoteCount(queue_id, pg::kLeaseExpiries, 1);
     if (dead) pg::NoteCount(queue_id, pg::kDeadLettered, 1);
   }
@@ -118,12 +118,14 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
   pg::SpiSession spi;
   pg::Params expiry;
   expiry.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(kBatch));
-  counts.expired_requeued = static_cast<int64>(spi.Execute(expire_to_pending, expiry));
-  NoteExpiries(spi, counts.expired_requeued, false);
-  counts.expired_dead = static_cast<int64>(spi.Execute(expire_to_dead, expiry));
-  NoteExpiries(spi, counts.expired_dead, true);
+  const pg::Result requeued = spi.Execute(expire_to_pending, expiry);
+  counts.expired_requeued = static_cast<int64>(requeued.size());
+  NoteExpiries(requeued, false);
+  const pg::Result dead = spi.Execute(expire_to_dead, expiry);
+  counts.expired_dead = static_cast<int64>(dead.size());
+  NoteExpiries(dead, true);
   if (counts.expired_dead > 0) {
-    std::vector<GroupRef> groups = GroupsOfResult(spi, 1, 2);
+    std::vector<GroupRef> groups = GroupsOfResult(dead);
     if (!groups.empty()) MoveGroupsOn(spi, std::move(groups));
   }
   *more = counts.expired_requeued == kBatch || counts.expired_dead == kBatch;
@@ -148,27 +150,18 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
 
   // Retention is per queue; queues are few, finished jobs many.
   pg::Params none;
-  const uint64 queues = spi.Execute(list_retention, none);
-  struct Retention {
-    int32 queue_id;
-    TimestampTz cutoff;
-  };
-  // Read every row before the next Execute replaces SPI_tuptable.
-  auto cutoffs = pg::MakeSmallVector<Retention, 16>(CurrentMemoryContext);
-  for (uint64 row = 0; row < queues; ++row) {
+  const pg::Result queues = spi.Execute(list_retention, none);
+  for (uint64 row = 0; row < queues.size(); ++row) {
     bool is_null = false;
     const int64 keep =
-        pg::IntervalMicros(DatumGetIntervalP(spi.Value(row, 2, &is_null)), "retention");
-    cutoffs.push_back(Retention{spi.Int32(row, 1), now - keep});
-  }
-  for (const Retention& r : cutoffs) {
+        pg::IntervalMicros(DatumGetIntervalP(queues.Value(row, 2, &is_null)), "retention");
     pg::Params params;
-    params.Set(0, Int32GetDatum(r.queue_id))
-        .Set(1, TimestampTzGetDatum(r.cutoff))
+    params.Set(0, Int32GetDatum(queues.Int32(row, 1)))
+        .Set(1, TimestampTzGetDatum(now - keep))
         .Set(2, Int32GetDatum(kBatch));
-    spi.Execute(drop_finished, params);
-    counts.finished_dropped += spi.Int64(0, 2);
-    if (spi.Int64(0, 1) == kBatch) *more = true;
+    const pg::Result dropped = spi.Execute(drop_finished, params);
+    counts.finished_dropped += dropped.Int64(0, 2);
+    if (dropped.Int64(0, 1) == kBatch) *more = true;
   }
 
   // Recurring jobs and the outbox's history.

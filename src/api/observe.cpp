@@ -77,17 +77,18 @@ std::vector<QueueMetrics> ReadQueueMetrics() {
   pg::SpiSession spi;
   pg::Params params;
   params.Set(0, TimestampTzGetDatum(pg::Now()));
-  const uint64 rows = spi.Execute(queue_gauges, params);
-  queues.reserve(rows);
-  for (uint64 row = 0; row < rows; ++row) {
-    QueueMetrics queue{spi.Text(row, kName),
-                       {spi.Int64(row, kReady), spi.Int64(row, kScheduled),
-                        spi.Int64(row, kRunning), spi.Int64(row, kExpired), spi.Int64(row, kDead)},
-                       spi.Float8(row, kOldestReadySeconds),
-                       spi.Bool(row, kPaused),
-                       false,
-                       pg::QueueCounts{}};
-    queue.has_counts = pg::ReadCounts(spi.Int32(row, kQueueId), &queue.counts);
+  const pg::Result rows = spi.Execute(queue_gauges, params);
+  queues.reserve(rows.size());
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    QueueMetrics queue{
+        rows.Text(row, kName),
+        {rows.Int64(row, kReady), rows.Int64(row, kScheduled), rows.Int64(row, kRunning),
+         rows.Int64(row, kExpired), rows.Int64(row, kDead)},
+        rows.Float8(row, kOldestReadySeconds),
+        rows.Bool(row, kPaused),
+        false,
+        pg::QueueCounts{}};
+    queue.has_counts = pg::ReadCounts(rows.Int32(row, kQueueId), &queue.counts);
     queues.push_back(std::move(queue));
   }
   return queues;

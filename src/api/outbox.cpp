@@ -92,7 +92,7 @@ pg::Statement drop_old_events = {
 int64 DropOldEvents(pg::SpiSession& spi, TimestampTz now, int32 limit) {
   pg::Params params;
   params.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(limit));
-  return static_cast<int64>(spi.Execute(drop_old_events, params));
+  return static_cast<int64>(spi.Execute(drop_old_events, params).size());
 }
 
 }  // namespace pgq::api
@@ -125,7 +125,7 @@ PGQ_FUNCTION(pgq_unsubscribe) {
   }
   pg::Params params;
   params.Set(0, pg::TextDatum(topic)).Set(1, pg::TextDatum(queue));
-  PG_RETURN_BOOL(spi.Execute(api::delete_subscription, params) == 1);
+  PG_RETURN_BOOL(spi.Execute(api::delete_subscription, params).size() == 1);
 }
 
 // publish(topic, payload, dedupe_key) returns the event id
@@ -144,15 +144,16 @@ PGQ_FUNCTION(pgq_publish) {
   }
   pg::Params topic_param;
   topic_param.Set(0, pg::TextDatum(topic));
-  const uint64 count = spi.Execute(api::subscribers, topic_param);
+  const pg::Result subscribed = spi.Execute(api::subscribers, topic_param);
   struct Subscriber {
     int32 queue_id;
     bool notify;
     std::string name;
   };
   auto queues = pg::MakeSmallVector<Subscriber, 8>(CurrentMemoryContext);
-  for (uint64 row = 0; row < count; ++row) {
-    queues.push_back(Subscriber{spi.Int32(row, 1), spi.Bool(row, 2), spi.Text(row, 3)});
+  for (uint64 row = 0; row < subscribed.size(); ++row) {
+    queues.push_back(
+        Subscriber{subscribed.Int32(row, 1), subscribed.Bool(row, 2), subscribed.Text(row, 3)});
   }
   if (!topic_rights) {
     for (const Subscriber& q : queues) api::RequireRight(spi, q.queue_id, q.name, core::kProduce);
@@ -164,17 +165,19 @@ PGQ_FUNCTION(pgq_publish) {
   event.Set(0, pg::TextDatum(topic))
       .Set(1, payload)
       .SetOptional(2, !has_dedupe, has_dedupe ? PG_GETARG_DATUM(2) : 0);
-  if (spi.Execute(api::insert_event, event) == 0) {
+  const pg::Result inserted_event = spi.Execute(api::insert_event, event);
+  if (inserted_event.empty()) {
     // Published before with this dedupe key: that event and its jobs stand.
     pg::Params key;
     key.Set(0, pg::TextDatum(topic)).Set(1, PG_GETARG_DATUM(2));
-    if (spi.Execute(api::find_event, key, 1) == 0) {
+    const pg::Result earlier = spi.Execute(api::find_event, key, 1);
+    if (earlier.empty()) {
       pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
                 "event with this dedupe_key changed concurrently", "", "Retry the transaction.");
     }
-    PG_RETURN_INT64(spi.Int64(0, 1));
+    PG_RETURN_INT64(earlier.Int64(0, 1));
   }
-  const int64 event_id = spi.Int64(0, 1);
+  const int64 event_id = inserted_event.Int64(0, 1);
   if (queues.empty()) PG_RETURN_INT64(event_id);
 
   auto ids = pg::MakeSmallVector<Datum, 8>(CurrentMemoryContext);
@@ -191,16 +194,12 @@ PGQ_FUNCTION(pgq_publish) {
       .Set(4, PointerGetDatum(id_array));
   // One job per queue, so each job's key is its queue's first.
   const TimestampTz run_at = GetCurrentTransactionStartTimestamp();
-  const uint64 inserted = spi.Execute(api::enqueue_event, jobs);
-  // Read every row before AnnounceNewJobs runs a statement (NOTIFY).
-  auto job_ids = pg::MakeSmallVector<std::pair<int32, int64>, 8>(CurrentMemoryContext);
-  for (uint64 row = 0; row < inserted; ++row) {
-    job_ids.emplace_back(spi.Int32(row, 1), spi.Int64(row, 2));
-  }
+  const pg::Result inserted = spi.Execute(api::enqueue_event, jobs);
   for (const Subscriber& q : queues) {
-    for (const auto& [queue_id, job_id] : job_ids) {
-      if (queue_id != q.queue_id) continue;
-      api::AnnounceNewJobs(spi, q.queue_id, q.notify, q.name, core::ClaimKey{0, run_at, job_id});
+    for (uint64 row = 0; row < inserted.size(); ++row) {
+      if (inserted.Int32(row, 1) != q.queue_id) continue;
+      api::AnnounceNewJobs(spi, q.queue_id, q.notify, q.name,
+                           core::ClaimKey{0, run_at, inserted.Int64(row, 2)});
     }
   }
   PG_RETURN_INT64(event_id);

@@ -36,11 +36,12 @@ void RaiseUnknownQueue(std::string_view name) {
 QueueRef FindQueue(pg::SpiSession& spi, std::string_view name) {
   pg::Params params;
   params.Set(0, pg::TextDatum(name));
-  if (spi.Execute(find_queue, params, 1) == 0) RaiseUnknownQueue(name);
+  const pg::Result found = spi.Execute(find_queue, params, 1);
+  if (found.empty()) RaiseUnknownQueue(name);
   bool is_null = false;
-  const Interval lease = *DatumGetIntervalP(spi.Value(0, 5, &is_null));
-  return QueueRef{spi.Int32(0, 1), spi.Int32(0, 2), spi.Bool(0, 3),
-                  spi.Bool(0, 4),  lease,           spi.Float8(0, 6)};
+  const Interval lease = *DatumGetIntervalP(found.Value(0, 5, &is_null));
+  return QueueRef{found.Int32(0, 1), found.Int32(0, 2), found.Bool(0, 3), found.Bool(0, 4), lease,
+                  found.Float8(0, 6)};
 }
 
 pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name) {
@@ -56,6 +57,13 @@ pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name) {
 pg::CachedQueue CurrentQueue(pg::SpiSession& spi, std::string_view name) {
   (void)pg::QueueCache::Revalidate(pg::QueueCache::Generation());
   return CachedOrFoundQueue(spi, name);
+}
+
+core::ClaimKey ClaimKeyOf(const pg::Result& result, uint64 row) {
+  bool is_null = false;
+  return core::ClaimKey{result.Int32(row, "priority"),
+                        DatumGetTimestampTz(result.Value(row, "run_at", &is_null)),
+                        result.Int64(row, "id")};
 }
 
 }  // namespace pgq::api

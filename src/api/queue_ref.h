@@ -35,6 +35,10 @@ pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name);
 void AnnounceNewJobs(pg::SpiSession& spi, int32 queue_id, bool notify, std::string_view name,
                      const core::ClaimKey& first);
 
+// The claim-order key (core/claim_hint.h) of row `row` of a statement that
+// returned a job's columns named priority, run_at and id.
+core::ClaimKey ClaimKeyOf(const pg::Result& result, uint64 row);
+
 // Raises undefined_object for `name`.
 [[noreturn]] void RaiseUnknownQueue(std::string_view name);
 

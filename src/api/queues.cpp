@@ -148,7 +148,7 @@ uint64 StoreSettings(pg::SpiSession& spi, pg::Statement& statement, std::string_
       .Set(6, BoolGetDatum(s.notify))
       .SetOptional(7, handler.empty(), handler.empty() ? 0 : pg::TextDatum(handler))
       .SetOptional(8, s.rate_limit == 0, Float4GetDatum(static_cast<float4>(s.rate_limit)));
-  return spi.Execute(statement, params);
+  return spi.Execute(statement, params).size();
 }
 
 Datum SetPaused(FunctionCallInfo fcinfo, bool paused) {
@@ -156,11 +156,13 @@ Datum SetPaused(FunctionCallInfo fcinfo, bool paused) {
   pg::SpiSession spi;
   pg::Params params;
   params.Set(0, pg::TextDatum(name)).Set(1, BoolGetDatum(paused));
-  if (spi.Execute(set_paused, params) == 0) RaiseUnknownQueue(name);
-  RequireRight(spi, spi.Int32(0, 2), name, core::kAdmin);  // else rolled back
-  pg::QueueCache::InvalidateAll();                         // claims read `paused` from the cache
-  if (!paused) pg::NoteJobsReady(spi.Int32(0, 2));         // waiting claims look again
-  return BoolGetDatum(spi.Bool(0, 1));
+  const pg::Result stored = spi.Execute(set_paused, params);
+  if (stored.empty()) RaiseUnknownQueue(name);
+  const int32 queue_id = stored.Int32(0, 2);
+  RequireRight(spi, queue_id, name, core::kAdmin);  // else rolled back
+  pg::QueueCache::InvalidateAll();                  // claims read `paused` from the cache
+  if (!paused) pg::NoteJobsReady(queue_id);         // waiting claims look again
+  return BoolGetDatum(stored.Bool(0, 1));
 }
 
 }  // namespace
@@ -219,35 +221,35 @@ PGQ_FUNCTION(pgq_alter_queue) {
   lookup.Set(0, pg::TextDatum(name));
   // A locked read-modify-write: the row lock makes concurrent alters queue up,
   // so cross-field rules (backoff_max >= backoff_base) hold on what is stored.
-  if (spi.Execute(api::lock_queue_row, lookup) == 0) api::RaiseUnknownQueue(name);
-  api::RequireRight(spi, spi.Int32(0, 10), name, core::kAdmin);
+  const pg::Result stored = spi.Execute(api::lock_queue_row, lookup);
+  if (stored.empty()) api::RaiseUnknownQueue(name);
+  api::RequireRight(spi, stored.Int32(0, 10), name, core::kAdmin);
   auto stored_interval = [&](int column) {
     bool is_null = false;
-    return DatumGetIntervalP(spi.Value(0, column, &is_null));
+    return DatumGetIntervalP(stored.Value(0, column, &is_null));
   };
   auto pick_interval = [&](int arg, int column) {
     return pg::ArgIsNull(fcinfo, arg) ? stored_interval(column) : PG_GETARG_INTERVAL_P(arg);
   };
-  api::QueueSettings settings{pg::ArgIsNull(fcinfo, 1) ? spi.Int32(0, 1) : PG_GETARG_INT32(1),
+  api::QueueSettings settings{pg::ArgIsNull(fcinfo, 1) ? stored.Int32(0, 1) : PG_GETARG_INT32(1),
                               pick_interval(2, 2),
                               pick_interval(3, 3),
                               pick_interval(4, 4),
                               pick_interval(5, 5),
-                              pg::ArgIsNull(fcinfo, 6) ? spi.Bool(0, 6) : PG_GETARG_BOOL(6),
-                              new_rate ? rate : spi.Float8(0, 9)};
+                              pg::ArgIsNull(fcinfo, 6) ? stored.Bool(0, 6) : PG_GETARG_BOOL(6),
+                              new_rate ? rate : stored.Float8(0, 9)};
   api::Validate(settings);
-  // Read the stored handler and owner before the next statement replaces
-  // the result; a new handler is checked against the queue's owner.
-  std::string handler = spi.Text(0, 7);
+  // A new handler is checked against the queue's owner.
+  std::string handler = stored.Text(0, 7);
   if (!pg::ArgIsNull(fcinfo, 8)) {
-    const Oid owner = api::OwnerRole(spi.Text(0, 8), name);
+    const Oid owner = api::OwnerRole(stored.Text(0, 8), name);
     // The handler runs as the owner: choosing it is the owner's to do, not
     // an admin's, who could otherwise run any function the owner may.
     const Oid me = GetUserId();
     if (!pg::Guard([&] { return has_privs_of_role(me, owner); })) {
       pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
                 "permission denied to set the handler of queue \"" + std::string(name) + "\"",
-                "The handler runs as the queue's owner (role \"" + spi.Text(0, 8) +
+                "The handler runs as the queue's owner (role \"" + stored.Text(0, 8) +
                     "\"); only that role, its members and superusers may choose it.");
     }
     handler = api::HandlerArg(fcinfo, 8, owner).value_or(std::string());
@@ -278,8 +280,7 @@ PGQ_FUNCTION(pgq_drop_queue) {
   if (!force) {
     pg::Params both;
     both.Set(0, Int32GetDatum(queue.id)).Set(1, name_datum);
-    spi.Execute(api::queue_holds_jobs, both);
-    const int64 held = spi.Int64(0, 1);
+    const int64 held = spi.Execute(api::queue_holds_jobs, both).Int64(0, 1);
     if (held > 0) {
       pg::Raise(ERRCODE_OBJECT_IN_USE,
                 "queue \"" + std::string(name) + "\" still holds " + std::to_string(held) + " jobs",

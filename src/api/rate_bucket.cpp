@@ -35,9 +35,10 @@ int32 RateBucket::Take(int32 want, TimestampTz now) {
   spi_.Execute(create_bucket, params);
   pg::Params key;
   key.Set(0, Int32GetDatum(queue_id_));
-  if (spi_.Execute(lock_bucket, key) == 0) return 0;  // the queue is being dropped
+  const pg::Result bucket = spi_.Execute(lock_bucket, key);
+  if (bucket.empty()) return 0;  // the queue is being dropped
   bool is_null = false;
-  row_ = core::TokenBucket{spi_.Float8(0, 1), DatumGetTimestampTz(spi_.Value(0, 2, &is_null))};
+  row_ = core::TokenBucket{bucket.Float8(0, 1), DatumGetTimestampTz(bucket.Value(0, 2, &is_null))};
   return core::TakeTokens(row_, rate_, now, want);
 }
 

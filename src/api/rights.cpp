@@ -51,22 +51,6 @@ uint64 loaded_generation = 0;
 bool loaded = false;
 MemoryContext rights_context = nullptr;  // holds `holders` and the scope below
 
-// Keeps the caller's last SPI result across a lookup of ours.
-class KeepResult {
- public:
-  KeepResult() : tuples_(SPI_tuptable), processed_(SPI_processed) {}
-  ~KeepResult() {
-    SPI_tuptable = tuples_;
-    SPI_processed = processed_;
-  }
-  KeepResult(const KeepResult&) = delete;
-  KeepResult& operator=(const KeepResult&) = delete;
-
- private:
-  SPITupleTable* tuples_;
-  uint64 processed_;
-};
-
 const HolderList& Holders(pg::SpiSession& spi) {
   if (loaded && loaded_generation == pg::QueueCache::Generation()) return *holders;
   if (holders == nullptr) {
@@ -82,17 +66,16 @@ const HolderList& Holders(pg::SpiSession& spi) {
   loaded = false;
   holders->clear();
   {
-    KeepResult keep;
     pg::Params none;
-    const uint64 rows = spi.Execute(GrantsTableExists() ? load_holders : load_owners, none);
-    holders->reserve(rows);
-    for (uint64 row = 0; row < rows; ++row) {
+    pg::Result rows = spi.Execute(GrantsTableExists() ? load_holders : load_owners, none);
+    holders->reserve(rows.size());
+    for (uint64 row = 0; row < rows.size(); ++row) {
       bool is_null = false;
-      holders->push_back(core::RightsHolder{DatumGetObjectId(spi.Value(row, 1, &is_null)),
-                                            spi.Int32(row, 2),
-                                            static_cast<uint8>(spi.Int32(row, 3))});
+      holders->push_back(core::RightsHolder{DatumGetObjectId(rows.Value(row, 1, &is_null)),
+                                            rows.Int32(row, 2),
+                                            static_cast<uint8>(rows.Int32(row, 3))});
     }
-    spi.FreeResult();
+    rows.Free();
   }
   std::stable_sort(holders->begin(), holders->end());
   loaded_generation = generation;

@@ -130,14 +130,15 @@ pg::Statement zone_name = {
 std::string CheckedZoneName(pg::SpiSession& spi, std::string_view name) {
   pg::Params params;
   params.Set(0, pg::TextDatum(name));
-  if (spi.Execute(zone_name, params) == 0) {
+  const pg::Result found = spi.Execute(zone_name, params);
+  if (found.empty()) {
     pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
               "time zone \"" + std::string(name.substr(0, 80)) + "\" not recognized",
               "A schedule's time zone is a name from pg_timezone_names; POSIX-style specs such as "
               "'+01:00' are refused, their sign being the opposite of ISO 8601's.",
               "Use a name such as UTC, Europe/Madrid or America/Santiago (Etc/GMT-1 is UTC+01).");
   }
-  return spi.Text(0, 1);
+  return found.Text(0, 1);
 }
 
 // The shortest @every delay: a schedule is not a busy loop.
@@ -201,13 +202,14 @@ int64 FireDueSchedules(pg::SpiSession& spi, TimestampTz now, int32 limit) {
   };
   pg::Params params;
   params.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(limit));
-  const uint64 count = spi.Execute(due_schedules, params);
+  const pg::Result rows = spi.Execute(due_schedules, params);
   auto due = pg::MakeSmallVector<Due, 8>(CurrentMemoryContext);
-  for (uint64 row = 0; row < count; ++row) {
+  for (uint64 row = 0; row < rows.size(); ++row) {
     bool is_null = false;
-    due.push_back(Due{spi.Text(row, 1), spi.Int32(row, 2), spi.Text(row, 3), spi.Text(row, 4),
-                      spi.Value(row, 5, &is_null), spi.Value(row, 6, &is_null), spi.Int32(row, 7),
-                      spi.Bool(row, 8), spi.Text(row, 9), spi.Bool(row, 10)});
+    due.push_back(Due{rows.Text(row, 1), rows.Int32(row, 2), rows.Text(row, 3), rows.Text(row, 4),
+                      rows.Value(row, 5, &is_null), rows.Value(row, 6, &is_null),
+                      rows.Int32(row, 7), rows.Bool(row, 8), rows.Text(row, 9),
+                      rows.Bool(row, 10)});
   }
 
   int64 fired = 0;
@@ -227,8 +229,7 @@ int64 FireDueSchedules(pg::SpiSession& spi, TimestampTz now, int32 limit) {
         .Set(1, TimestampTzGetDatum(now))
         .Set(2, Int32GetDatum(d.max_attempts))
         .Set(3, d.payload);
-    spi.Execute(insert_scheduled_job, job);
-    const int64 job_id = spi.Int64(0, 1);
+    const int64 job_id = spi.Execute(insert_scheduled_job, job).Int64(0, 1);
 
     pg::Params firing;
     firing.Set(0, pg::TextDatum(d.name))
@@ -252,7 +253,7 @@ void RearmFinishedEverySchedules(pg::SpiSession& spi, TimestampTz now) {
 int64 DropOldScheduleRuns(pg::SpiSession& spi, TimestampTz now, int32 limit) {
   pg::Params params;
   params.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(limit));
-  return static_cast<int64>(spi.Execute(drop_old_runs, params));
+  return static_cast<int64>(spi.Execute(drop_old_runs, params).size());
 }
 
 }  // namespace pgq::api
@@ -304,14 +305,14 @@ PGQ_FUNCTION(pgq_schedule) {
       .Set(4, pg::TextDatum(canonical_zone))
       .Set(5, payload)
       .Set(6, TimestampTzGetDatum(next));
-  if (spi.Execute(api::upsert_schedule, params) == 1) PG_RETURN_VOID();
+  if (spi.Execute(api::upsert_schedule, params).size() == 1) PG_RETURN_VOID();
   // The name belongs to a schedule of another queue (locked now): moving it
   // takes the admin right on that queue too, and a role without it learns
   // nothing about that queue (issue 15, M2).
   pg::Params by_name;
   by_name.Set(0, pg::TextDatum(name));
-  spi.Execute(api::schedule_queue, by_name);
-  if (!api::HoldsRight(spi, GetUserId(), spi.Int32(0, 1), core::kAdmin)) {
+  const int32 old_queue = spi.Execute(api::schedule_queue, by_name).Int32(0, 1);
+  if (!api::HoldsRight(spi, GetUserId(), old_queue, core::kAdmin)) {
     pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
               "permission denied for schedule \"" + std::string(name) + "\"",
               "A schedule of that name exists on a queue you do not administer.",
@@ -331,9 +332,10 @@ PGQ_FUNCTION(pgq_unschedule) {
   // A schedule of a queue the caller does not administer is answered as one
   // that does not exist: false, and nothing learnt (issue 15, L4). The
   // delete names the queue checked: a schedule moved meanwhile is not it.
-  if (spi.Execute(api::schedule_queue, params) == 0) PG_RETURN_BOOL(false);
-  const int32 queue_id = spi.Int32(0, 1);
+  const pg::Result found = spi.Execute(api::schedule_queue, params);
+  if (found.empty()) PG_RETURN_BOOL(false);
+  const int32 queue_id = found.Int32(0, 1);
   if (!api::HoldsRight(spi, GetUserId(), queue_id, core::kAdmin)) PG_RETURN_BOOL(false);
   params.Set(1, Int32GetDatum(queue_id));
-  PG_RETURN_BOOL(spi.Execute(api::delete_schedule, params) == 1);
+  PG_RETURN_BOOL(spi.Execute(api::delete_schedule, params).size() == 1);
 }

@@ -54,8 +54,7 @@ PGQ_FUNCTION(pgq_set_switch) {
   pg::SpiSession spi;
   pg::Params params;
   params.Set(0, pg::TextDatum(name)).Set(1, BoolGetDatum(value));
-  spi.Execute(api::upsert_switch, params);
-  PG_RETURN_BOOL(spi.Bool(0, 1));
+  PG_RETURN_BOOL(spi.Execute(api::upsert_switch, params).Bool(0, 1));
 }
 
 // switch(name) returns the stored value, NULL if never set
@@ -64,8 +63,9 @@ PGQ_FUNCTION(pgq_switch) {
   pg::SpiSession spi;
   pg::Params params;
   params.Set(0, pg::TextDatum(name));
-  if (spi.Execute(api::read_switch, params, 1) == 0) PG_RETURN_NULL();
-  PG_RETURN_BOOL(spi.Bool(0, 1));
+  const pg::Result stored = spi.Execute(api::read_switch, params, 1);
+  if (stored.empty()) PG_RETURN_NULL();
+  PG_RETURN_BOOL(stored.Bool(0, 1));
 }
 
 // advance(subject, step) returns the stored step
@@ -79,15 +79,17 @@ PGQ_FUNCTION(pgq_advance) {
   pg::SpiSession spi;
   pg::Params params;
   params.Set(0, pg::TextDatum(subject)).Set(1, Int32GetDatum(step));
-  if (spi.Execute(api::climb_ladder, params) == 1) PG_RETURN_INT32(spi.Int32(0, 1));
+  const pg::Result climbed = spi.Execute(api::climb_ladder, params);
+  if (climbed.size() == 1) PG_RETURN_INT32(climbed.Int32(0, 1));
   pg::Params read;
   read.Set(0, pg::TextDatum(subject));
-  if (spi.Execute(api::read_ladder, read, 1) == 0) {
+  const pg::Result stored = spi.Execute(api::read_ladder, read, 1);
+  if (stored.empty()) {
     pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
               "ladder \"" + std::string(subject) + "\" changed concurrently", "",
               "Retry the transaction.");
   }
-  PG_RETURN_INT32(spi.Int32(0, 1));
+  PG_RETURN_INT32(stored.Int32(0, 1));
 }
 
 // once(key) returns true for the first caller that commits with key
@@ -96,5 +98,5 @@ PGQ_FUNCTION(pgq_once) {
   pg::SpiSession spi;
   pg::Params params;
   params.Set(0, pg::TextDatum(key));
-  PG_RETURN_BOOL(spi.Execute(api::claim_once, params) == 1);
+  PG_RETURN_BOOL(spi.Execute(api::claim_once, params).size() == 1);
 }

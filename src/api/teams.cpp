@@ -89,8 +89,9 @@ pg::Statement insert_assignment = {
 int32 TeamId(pg::SpiSession& spi, std::string_view team) {
   pg::Params params;
   params.Set(0, pg::TextDatum(team));
-  if (spi.Execute(find_team, params, 1) == 0) RaiseUnknownTeam(team);
-  return spi.Int32(0, 1);
+  const pg::Result found = spi.Execute(find_team, params, 1);
+  if (found.empty()) RaiseUnknownTeam(team);
+  return found.Int32(0, 1);
 }
 
 // A team whose row this transaction holds locked, and its cursor.
@@ -102,8 +103,9 @@ struct LockedTeam {
 LockedTeam LockTeam(pg::SpiSession& spi, std::string_view team) {
   pg::Params params;
   params.Set(0, pg::TextDatum(team));
-  if (spi.Execute(lock_team, params, 1) == 0) RaiseUnknownTeam(team);
-  return LockedTeam{spi.Int32(0, 1), spi.Int64(0, 2)};
+  const pg::Result locked = spi.Execute(lock_team, params, 1);
+  if (locked.empty()) RaiseUnknownTeam(team);
+  return LockedTeam{locked.Int32(0, 1), locked.Int64(0, 2)};
 }
 
 struct Member {
@@ -116,23 +118,23 @@ struct Member {
 Member ChooseMember(pg::SpiSession& spi, std::string_view team, const LockedTeam& locked) {
   pg::Params params;
   params.Set(0, Int32GetDatum(locked.id));
-  const uint64 count = spi.Execute(active_members, params);
+  const pg::Result active = spi.Execute(active_members, params);
   auto ids = pg::MakeSmallVector<int64, 16>(CurrentMemoryContext);
-  ids.reserve(count);
-  for (uint64 row = 0; row < count; ++row) ids.push_back(spi.Int64(row, 1));
+  ids.reserve(active.size());
+  for (uint64 row = 0; row < active.size(); ++row) ids.push_back(active.Int64(row, 1));
   const std::size_t next = core::NextTurnIndex(ids.data(), ids.size(), locked.last_member_id);
   if (next == ids.size()) {
     pg::Raise(ERRCODE_NO_DATA_FOUND, "team \"" + std::string(team) + "\" has no active member",
               "No turn was taken.",
               "Add a member with pgq.add_member or activate one with pgq.set_member_active.");
   }
-  return Member{ids[next], spi.Text(next, 2)};
+  return Member{ids[next], active.Text(next, 2)};
 }
 
 void SpendTurn(pg::SpiSession& spi, const LockedTeam& locked, const Member& member) {
   pg::Params params;
   params.Set(0, Int32GetDatum(locked.id)).Set(1, Int64GetDatum(member.id));
-  if (spi.Execute(spend_turn, params) != 1) {
+  if (spi.Execute(spend_turn, params).size() != 1) {
     pg::Raise(ERRCODE_INTERNAL_ERROR, "locked team row vanished");
   }
 }
@@ -152,12 +154,16 @@ PGQ_FUNCTION(pgq_add_member) {
   name.Set(0, pg::TextDatum(team));
   // Another session creating the same team makes our insert wait for it and
   // then skip: the lookup after it sees the team.
-  const int32 team_id =
-      spi.Execute(api::create_team, name) == 1 ? spi.Int32(0, 1) : api::TeamId(spi, team);
+  const pg::Result created = spi.Execute(api::create_team, name);
+  const int32 team_id = created.size() == 1 ? created.Int32(0, 1) : api::TeamId(spi, team);
   pg::Params params;
   params.Set(0, Int32GetDatum(team_id)).Set(1, pg::TextDatum(member));
-  if (spi.Execute(api::insert_member, params) == 1) PG_RETURN_INT64(spi.Int64(0, 1));
-  if (spi.Execute(api::find_member, params, 1) == 1) PG_RETURN_INT64(spi.Int64(0, 1));
+  if (const pg::Result added = spi.Execute(api::insert_member, params); added.size() == 1) {
+    PG_RETURN_INT64(added.Int64(0, 1));
+  }
+  if (const pg::Result found = spi.Execute(api::find_member, params, 1); found.size() == 1) {
+    PG_RETURN_INT64(found.Int64(0, 1));
+  }
   // Inserted and removed by others between our two statements.
   pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
             "member \"" + std::string(member) + "\" changed concurrently", "",
@@ -174,11 +180,12 @@ PGQ_FUNCTION(pgq_set_member_active) {
   params.Set(0, Int32GetDatum(api::TeamId(spi, team)))
       .Set(1, pg::TextDatum(member))
       .Set(2, BoolGetDatum(active));
-  if (spi.Execute(api::set_active, params) == 0) {
+  const pg::Result stored = spi.Execute(api::set_active, params);
+  if (stored.empty()) {
     pg::Raise(ERRCODE_UNDEFINED_OBJECT, "member \"" + std::string(member) + "\" is not in team \"" +
                                             std::string(team) + "\"");
   }
-  PG_RETURN_BOOL(spi.Bool(0, 1));
+  PG_RETURN_BOOL(stored.Bool(0, 1));
 }
 
 // remove_member(team, member) returns whether it was a member
@@ -188,7 +195,7 @@ PGQ_FUNCTION(pgq_remove_member) {
   pg::SpiSession spi;
   pg::Params params;
   params.Set(0, Int32GetDatum(api::TeamId(spi, team))).Set(1, pg::TextDatum(member));
-  PG_RETURN_BOOL(spi.Execute(api::delete_member, params) == 1);
+  PG_RETURN_BOOL(spi.Execute(api::delete_member, params).size() == 1);
 }
 
 // next_turn(team) returns the member whose turn it is
@@ -215,15 +222,15 @@ PGQ_FUNCTION(pgq_assign) {
     pg::Params lookup;
     lookup.Set(0, pg::TextDatum(team)).Set(1, pg::TextDatum(subject));
     // Owned already: no lock, no turn.
-    if (spi.Execute(api::find_owner, lookup, 1) == 1) {
-      owner = spi.Text(0, 1);
+    if (const pg::Result owned = spi.Execute(api::find_owner, lookup, 1); owned.size() == 1) {
+      owner = owned.Text(0, 1);
     } else {
       // Assigners of a team queue on its row lock; the one that waited sees
       // the owner its predecessor committed (a new snapshot per statement in
       // READ COMMITTED) and returns it without spending a turn.
       const api::LockedTeam locked = api::LockTeam(spi, team);
-      if (spi.Execute(api::find_owner, lookup, 1) == 1) {
-        owner = spi.Text(0, 1);
+      if (const pg::Result waited = spi.Execute(api::find_owner, lookup, 1); waited.size() == 1) {
+        owner = waited.Text(0, 1);
       } else {
         api::Member member = api::ChooseMember(spi, team, locked);
         pg::Params assignment;
@@ -232,11 +239,12 @@ PGQ_FUNCTION(pgq_assign) {
             .Set(2, Int64GetDatum(member.id))
             .Set(3, pg::TextDatum(member.name));
         // The conditional write: only the first owner is stored.
-        if (spi.Execute(api::insert_assignment, assignment) == 1) {
+        if (spi.Execute(api::insert_assignment, assignment).size() == 1) {
           api::SpendTurn(spi, locked, member);
           owner = std::move(member.name);
-        } else if (spi.Execute(api::find_owner, lookup, 1) == 1) {
-          owner = spi.Text(0, 1);  // written without the team lock
+        } else if (const pg::Result raced = spi.Execute(api::find_owner, lookup, 1);
+                   raced.size() == 1) {
+          owner = raced.Text(0, 1);  // written without the team lock
         } else {
           pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
                     "assignment of \"" + std::string(subject) + "\" changed concurrently", "",

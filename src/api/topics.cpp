@@ -74,11 +74,12 @@ TopicHolders LoadHolders(pg::SpiSession& spi, std::string_view topic, TopicRight
   TopicHolders holders;
   pg::Params params;
   params.Set(0, pg::TextDatum(topic)).Set(1, pg::TextDatum(RightName(right)));
-  if (spi.Execute(topic_holders, params, 1) == 0) return holders;
+  const pg::Result found = spi.Execute(topic_holders, params, 1);
+  if (found.empty()) return holders;
   holders.exists = true;
   bool is_null = false;
-  holders.owner = DatumGetObjectId(spi.Value(0, 1, &is_null));
-  const Datum array = spi.Value(0, 2, &is_null);
+  holders.owner = DatumGetObjectId(found.Value(0, 1, &is_null));
+  const Datum array = found.Value(0, 2, &is_null);
   Datum* elements = nullptr;
   int count = 0;
   pg::Guard([&] {
@@ -121,7 +122,7 @@ Datum ChangeTopicGrant(FunctionCallInfo fcinfo, bool give) {
   params.Set(0, ObjectIdGetDatum(role))
       .Set(1, pg::TextDatum(topic))
       .Set(2, pg::TextDatum(RightName(right)));
-  PG_RETURN_BOOL(spi.Execute(give ? insert_topic_grant : delete_topic_grant, params) == 1);
+  PG_RETURN_BOOL(spi.Execute(give ? insert_topic_grant : delete_topic_grant, params).size() == 1);
 }
 
 }  // namespace
@@ -171,7 +172,7 @@ PGQ_FUNCTION(pgq_create_topic) {
   api::RequireRightOnEveryQueue(spi, core::kAdmin, "create topics");
   pg::Params params;
   params.Set(0, pg::TextDatum(topic)).Set(1, ObjectIdGetDatum(GetUserId()));
-  if (spi.Execute(api::insert_topic, params) == 0 && !if_not_exists) {
+  if (spi.Execute(api::insert_topic, params).empty() && !if_not_exists) {
     pg::Raise(ERRCODE_DUPLICATE_OBJECT, "topic \"" + std::string(topic) + "\" already exists", "",
               "Use if_not_exists => true to ignore an existing topic.");
   }
@@ -187,7 +188,7 @@ PGQ_FUNCTION(pgq_drop_topic) {
   if (!api::OwnsTopic(spi, topic)) PG_RETURN_BOOL(false);
   pg::Params params;
   params.Set(0, pg::TextDatum(topic));
-  PG_RETURN_BOOL(spi.Execute(api::delete_topic, params) == 1);
+  PG_RETURN_BOOL(spi.Execute(api::delete_topic, params).size() == 1);
 }
 
 // grant_topic(role, topic, privilege) returns whether role did not hold it yet

@@ -104,28 +104,21 @@ enum class Claimed { kJob, kNone, kNoHandlerQueues };
 Claimed ClaimNext(Job* job) {
   pg::SpiSession spi;
   pg::Params none;
-  const uint64 count = spi.Execute(handler_queues, none);
+  const pg::Result queues = spi.Execute(handler_queues, none);
+  const uint64 count = queues.size();
   if (count == 0) return Claimed::kNoHandlerQueues;
-  struct HandlerQueue {
-    std::string name;
-    std::string handler;
-    std::string owner;
-  };
-  auto queues = pg::MakeSmallVector<HandlerQueue, 8>(CurrentMemoryContext);
-  for (uint64 row = 0; row < count; ++row) {
-    queues.push_back(HandlerQueue{spi.Text(row, 1), spi.Text(row, 2), spi.Text(row, 3)});
-  }
   for (uint64 i = 0; i < count; ++i) {
     const uint64 row = (next_queue + i) % count;
-    const std::string& queue = queues[row].name;
-    const std::string& handler = queues[row].handler;
-    const std::string& owner = queues[row].owner;
+    const std::string queue = queues.Text(row, 1);
+    const std::string handler = queues.Text(row, 2);
+    const std::string owner = queues.Text(row, 3);
     pg::Params name;
     name.Set(0, pg::TextDatum(queue));
-    if (spi.Execute(claim_one, name) == 0) continue;
+    pg::Result claimed = spi.Execute(claim_one, name);
+    if (claimed.empty()) continue;
     next_queue = static_cast<uint32>(row + 1);
     bool is_null = false;
-    const Datum value = spi.Value(0, 1, &is_null);
+    const Datum value = claimed.Value(0, 1, &is_null);
     pg::Guard([&] {
       MemoryContextReset(job_context);
       MemoryContext old = MemoryContextSwitchTo(job_context);
@@ -135,9 +128,9 @@ Claimed ClaimNext(Job* job) {
       job->owner = pstrdup(owner.c_str());
       MemoryContextSwitchTo(old);
     });
-    job->id = spi.Int64(0, 2);
-    job->attempt = spi.Int32(0, 3);
-    job->lease_until = DatumGetTimestampTz(spi.Value(0, 4, &is_null));
+    job->id = claimed.Int64(0, 2);
+    job->attempt = claimed.Int32(0, 3);
+    job->lease_until = DatumGetTimestampTz(claimed.Value(0, 4, &is_null));
     return Claimed::kJob;
   }
   return Claimed::kNone;
@@ -185,8 +178,7 @@ void RunHandler(const Job& job) {
   pg::SpiSession spi;
   pg::Params params;
   params.Set(0, Int64GetDatum(job.id)).Set(1, Int32GetDatum(job.attempt));
-  spi.Execute(complete_job, params);
-  if (!spi.Bool(0, 1)) {
+  if (!spi.Execute(complete_job, params).Bool(0, 1)) {
     pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
               "job " + std::to_string(job.id) + " was claimed again before its handler finished",
               "Its handler's writes are rolled back.");
@@ -201,14 +193,13 @@ std::string FailJob(const Job& job, const char* error) {
   params.Set(0, Int64GetDatum(job.id))
       .Set(1, Int32GetDatum(job.attempt))
       .Set(2, pg::TextDatum(error));
-  spi.Execute(fail_job, params);
-  std::string outcome = spi.Text(0, 1);
+  std::string outcome = spi.Execute(fail_job, params).Text(0, 1);
   if (outcome == "retry") {
     pg::Params id;
     id.Set(0, Int64GetDatum(job.id));
-    if (spi.Execute(retry_time, id, 1) == 1) {
+    if (const pg::Result retry = spi.Execute(retry_time, id, 1); retry.size() == 1) {
       bool is_null = false;
-      const TimestampTz due = DatumGetTimestampTz(spi.Value(0, 1, &is_null));
+      const TimestampTz due = DatumGetTimestampTz(retry.Value(0, 1, &is_null));
       // A noted time already past is stale: its job was claimed again.
       if (next_retry <= GetCurrentTimestamp() || due < next_retry) next_retry = due;
     }

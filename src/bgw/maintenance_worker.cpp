@@ -54,8 +54,7 @@ pg::Statement has_handler_queues = {
 bool HasHandlerQueues() {
   pg::SpiSession spi;
   pg::Params none;
-  spi.Execute(has_handler_queues, none);
-  return spi.Bool(0, 1);
+  return spi.Execute(has_handler_queues, none).Bool(0, 1);
 }
 
 // Keeps handler workers 1..pgq.handler_workers running while some queue has

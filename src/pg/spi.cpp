@@ -104,7 +104,7 @@ SpiSession::~SpiSession() {
   SPI_finish();
 }
 
-uint64 SpiSession::Execute(Statement& statement, Params& params, long limit) {
+Result SpiSession::Execute(Statement& statement, Params& params, long limit) {
   // Every statement of ours runs as the owner of pgq's tables, whoever
   // calls: the caller's rights were checked before (api/rights.h, ADR 0010),
   // and the statement's text holds no value of the caller's (INVARIANT of
@@ -141,45 +141,66 @@ uint64 SpiSession::Execute(Statement& statement, Params& params, long limit) {
           "SPI_execute_plan failed: " + std::string(SPI_result_code_string(rc)), statement.sql);
   }
   Guard([] { PopOverrideSearchPath(); });
-  return SPI_processed;
+  return Result(SPI_tuptable, SPI_processed);
 }
 
-void SpiSession::FreeResult() {
-  SPITupleTable* result = SPI_tuptable;
-  if (result == nullptr) return;
-  Guard([result] { SPI_freetuptable(result); });
+void Result::Free() {
+  SPITupleTable* tuples = tuples_;
+  tuples_ = nullptr;
+  processed_ = 0;
+  if (tuples != nullptr) Guard([tuples] { SPI_freetuptable(tuples); });
 }
 
-Datum SpiSession::Value(uint64 row, int column, bool* is_null) const {
+Datum Result::Value(uint64 row, int column, bool* is_null) const {
+  if (tuples_ == nullptr || row >= processed_) {
+    Raise(ERRCODE_INTERNAL_ERROR, "row " + std::to_string(row) + " of a result of " +
+                                      std::to_string(processed_) + " rows read");
+  }
   // SPI_getbinval reads the tuple in place; it does not allocate or raise.
-  return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column, is_null);
+  return SPI_getbinval(tuples_->vals[row], tuples_->tupdesc, column, is_null);
 }
 
-int64 SpiSession::Int64(uint64 row, int column) const {
+bool Result::IsNull(uint64 row, int column) const {
+  bool is_null = false;
+  (void)Value(row, column, &is_null);
+  return is_null;
+}
+
+int Result::ColumnNumber(const char* name) const {
+  const int number = tuples_ == nullptr
+                         ? SPI_ERROR_NOATTRIBUTE
+                         : Guard([&] { return SPI_fnumber(tuples_->tupdesc, name); });
+  if (number <= 0) {
+    Raise(ERRCODE_INTERNAL_ERROR, "a result has no column \"" + std::string(name) + "\"");
+  }
+  return number;
+}
+
+int64 Result::Int64(uint64 row, int column) const {
   bool is_null = false;
   const Datum value = Value(row, column, &is_null);
   return is_null ? 0 : DatumGetInt64(value);
 }
 
-int32 SpiSession::Int32(uint64 row, int column) const {
+int32 Result::Int32(uint64 row, int column) const {
   bool is_null = false;
   const Datum value = Value(row, column, &is_null);
   return is_null ? 0 : DatumGetInt32(value);
 }
 
-bool SpiSession::Bool(uint64 row, int column) const {
+bool Result::Bool(uint64 row, int column) const {
   bool is_null = false;
   const Datum value = Value(row, column, &is_null);
   return !is_null && DatumGetBool(value);
 }
 
-double SpiSession::Float8(uint64 row, int column) const {
+double Result::Float8(uint64 row, int column) const {
   bool is_null = false;
   const Datum value = Value(row, column, &is_null);
   return is_null ? 0.0 : DatumGetFloat8(value);
 }
 
-std::string SpiSession::Text(uint64 row, int column) const {
+std::string Result::Text(uint64 row, int column) const {
   bool is_null = false;
   const Datum value = Value(row, column, &is_null);
   if (is_null) return std::string();

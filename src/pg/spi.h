@@ -56,6 +56,55 @@ class Params {
   char nulls_[kMaxStatementArgs + 1] = "            ";
 };
 
+// The rows one execution returned (and how many it processed). It holds its
+// own tuple table, so a later statement never changes what it reads: read
+// results in any order, keep several at once. Columns are 1-based positions
+// or names (ColumnNumber resolves a name once, for a loop over rows).
+//
+// INVARIANT: the rows live in the session's memory until Free() or the end
+// of the SpiSession that ran the statement; a Result must not be read after
+// that (declare it inside the session's scope).
+class Result {
+ public:
+  Result() = default;
+  Result(SPITupleTable* tuples, uint64 processed) : tuples_(tuples), processed_(processed) {}
+
+  // Rows returned, or processed by a statement without RETURNING.
+  uint64 size() const { return processed_; }
+  bool empty() const { return processed_ == 0; }
+
+  // Column `column` (1-based) of row `row`.
+  Datum Value(uint64 row, int column, bool* is_null) const;
+  int64 Int64(uint64 row, int column) const;       // 0 when NULL
+  int32 Int32(uint64 row, int column) const;       // 0 when NULL
+  bool Bool(uint64 row, int column) const;         // false when NULL
+  double Float8(uint64 row, int column) const;     // 0 when NULL
+  std::string Text(uint64 row, int column) const;  // copied; "" when NULL
+  bool IsNull(uint64 row, int column) const;
+
+  // The position of the column named `name`; raises when there is none.
+  int ColumnNumber(const char* name) const;
+
+  // By name, for the statements whose columns are read once or twice.
+  Datum Value(uint64 row, const char* name, bool* is_null) const {
+    return Value(row, ColumnNumber(name), is_null);
+  }
+  int64 Int64(uint64 row, const char* name) const { return Int64(row, ColumnNumber(name)); }
+  int32 Int32(uint64 row, const char* name) const { return Int32(row, ColumnNumber(name)); }
+  bool Bool(uint64 row, const char* name) const { return Bool(row, ColumnNumber(name)); }
+  double Float8(uint64 row, const char* name) const { return Float8(row, ColumnNumber(name)); }
+  std::string Text(uint64 row, const char* name) const { return Text(row, ColumnNumber(name)); }
+  bool IsNull(uint64 row, const char* name) const { return IsNull(row, ColumnNumber(name)); }
+
+  // Frees the rows now: a loop of executions (claim's wait) must not let
+  // them pile up until the session ends.
+  void Free();
+
+ private:
+  SPITupleTable* tuples_ = nullptr;
+  uint64 processed_ = 0;
+};
+
 // A scoped SPI connection. On normal exit it calls SPI_finish; when it is
 // unwound by an exception it leaves the SPI stack to the transaction abort
 // that the boundary is about to cause (AtEOXact_SPI / AtEOSubXact_SPI).
@@ -70,24 +119,8 @@ class SpiSession {
   SpiSession(const SpiSession&) = delete;
   SpiSession& operator=(const SpiSession&) = delete;
 
-  // Runs a statement; returns the number of rows processed. `limit` 0 = all.
-  uint64 Execute(Statement& statement, Params& params, long limit = 0);
-
-  SPITupleTable* tuples() const { return SPI_tuptable; }
-
-  // Frees the last result. Results otherwise live until the session ends,
-  // which a loop of executions (claim's wait) must not let pile up.
-  void FreeResult();
-
-  // Column `column` (1-based) of row `row` of the last result.
-  Datum Value(uint64 row, int column, bool* is_null) const;
-  int64 Int64(uint64 row, int column) const;
-  int32 Int32(uint64 row, int column) const;
-  bool Bool(uint64 row, int column) const;
-  // A double precision column; 0 when NULL.
-  double Float8(uint64 row, int column) const;
-  // A text column, copied; "" when NULL.
-  std::string Text(uint64 row, int column) const;
+  // Runs a statement; its rows. `limit` 0 = all.
+  Result Execute(Statement& statement, Params& params, long limit = 0);
 
  private:
   int uncaught_at_entry_;
