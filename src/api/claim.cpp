@@ -7,12 +7,14 @@
 // snapshot, what the next claim may skip: that is what keeps a claim's cost
 // flat when VACUUM cannot remove the index entries of jobs already taken.
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include "api/queue_ref.h"
 #include "api/rights.h"
 #include "api/rate_bucket.h"
 #include "core/validate.h"
+#include "core/wait.h"
 #include "pg/args.h"
 #include "pg/queue_cache.h"
 #include "pg/queue_slots.h"
@@ -111,9 +113,11 @@ constexpr int kClaimedColumns = 8;
 // retry's backoff) are found by looking again at least this often.
 constexpr long kRecheckMillis = 1000;
 
-long MillisUntil(TimestampTz deadline, TimestampTz now) {
-  // Rounded up, so the last sleep does not end just before the deadline.
-  return static_cast<long>((deadline - now + 999) / 1000);
+// Now on the monotonic clock a claim's wait is measured by (core/wait.h).
+int64 MonotonicMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 core::ClaimAlarm PassedJobs(pg::SpiSession& spi, int32 queue_id, TimestampTz now,
@@ -200,7 +204,8 @@ PGQ_FUNCTION(pgq_claim) {
   pg::Params params;
   params.Set(4, pg::TextDatum(name));
 
-  const TimestampTz deadline = pg::AddMicros(GetCurrentTimestamp(), wait_us, "wait");
+  (void)pg::AddMicros(GetCurrentTimestamp(), wait_us, "wait");  // 22008 beyond the timestamp range
+  const int64 wait_end = core::WaitEnd(api::MonotonicMicros(), wait_us);
   std::optional<pg::ClaimWaiter> waiter;
   int32 waiter_queue = 0;
   for (;;) {
@@ -252,9 +257,11 @@ PGQ_FUNCTION(pgq_claim) {
       }
       if (claimed > 0) break;
     }
-    const TimestampTz now = GetCurrentTimestamp();
-    if (now >= deadline) break;
-    waiter->Sleep(std::min(sleep_cap, api::MillisUntil(deadline, now)));
+    // Without a wait there is no waiter: never past this point.
+    if (wait_us == 0) break;
+    const int64 left_ms = core::MillisLeft(wait_end, api::MonotonicMicros());
+    if (left_ms == 0) break;
+    waiter->Sleep(static_cast<long>(std::min<int64>(sleep_cap, left_ms)));
   }
   return static_cast<Datum>(0);
 }
