@@ -46,11 +46,11 @@ pg::Statement complete_jobs = {
     "  DELETE FROM pgq.jobs j"
     "   USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)"
     "   WHERE j.id = c.id AND j.attempt = c.attempt AND " PGQ_STILL_HELD
-    "     AND ($4 OR j.queue_id = ANY ($5))"
+    "     AND ($3 OR j.queue_id = ANY ($4))"
     "  RETURNING j.queue_id, j.group_key, j.state"
-    ")" PGQ_COUNT_FINISHED("$3"),
-    5,
-    {INT8ARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID},
+    ")" PGQ_COUNT_FINISHED,
+    4,
+    {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID},
     nullptr};
 
 pg::Statement backoff_of_job = {
@@ -110,14 +110,14 @@ void NotePendingAgain(const pg::Result& pending, bool wake) {
 }
 
 // What queue_stats.done_recent and the completions counter count: in shared
-// memory when preloaded (flushed to pgq.finished by maintenance), else one
-// pgq.finished row.
-void CountFinished(pg::SpiSession& spi, int32 queue_id) {
-  if (pg::NoteFinished(queue_id, 1)) return;
+// memory when preloaded (flushed to pgq.finished by maintenance, one row per
+// queue and pass), else one pgq.finished row.
+void CountFinished(pg::SpiSession& spi, int32 queue_id, int32 jobs) {
+  if (pg::NoteFinished(queue_id, static_cast<uint64>(jobs))) return;
   pg::Params params;
   params.Set(0, Int32GetDatum(queue_id))
       .Set(1, TimestampTzGetDatum(pg::Now()))
-      .Set(2, Int32GetDatum(1));
+      .Set(2, Int32GetDatum(jobs));
   spi.Execute(insert_finished, params);
 }
 
@@ -150,12 +150,10 @@ std::vector<int32> Int32Array(const pg::Result& result, int column) {
 
 // complete_many's statement returned the ids of the queues it finished jobs
 // of in column 5, and how many of each in column 6.
-void CountResultCompletions(const pg::Result& completed) {
+void CountResultCompletions(pg::SpiSession& spi, const pg::Result& completed) {
   const std::vector<int32> queue_ids = Int32Array(completed, 5);
   const std::vector<int32> jobs = Int32Array(completed, 6);
-  for (size_t i = 0; i < queue_ids.size(); ++i) {
-    pg::NoteCount(queue_ids[i], pg::kCompletions, static_cast<uint64>(jobs[i]));
-  }
+  for (size_t i = 0; i < queue_ids.size(); ++i) CountFinished(spi, queue_ids[i], jobs[i]);
 }
 
 Claim ClaimArgs(FunctionCallInfo fcinfo) {
@@ -193,7 +191,7 @@ PGQ_FUNCTION(pgq_complete) {
   const int32 queue_id = completed.Int32(0, 1);
   if (completed.Bool(0, 3)) pg::NoteResetOnAbort(queue_id);  // an expired lease's late complete
   if (!completed.IsNull(0, "group_key")) api::MoveGroupsOn(spi, api::GroupsOfResult(completed));
-  api::CountFinished(spi, queue_id);
+  api::CountFinished(spi, queue_id, 1);
   PG_RETURN_BOOL(true);
 }
 
@@ -221,12 +219,10 @@ PGQ_FUNCTION(pgq_complete_many) {
   const api::QueueScope scope = api::ConsumableQueues(spi);
   if (count == 0) PG_RETURN_INT32(0);
   pg::Params params;
-  params.Set(0, PointerGetDatum(ids))
-      .Set(1, PointerGetDatum(attempts))
-      .Set(2, TimestampTzGetDatum(pg::Now()));
-  api::SetScope(params, 3, scope);
+  params.Set(0, PointerGetDatum(ids)).Set(1, PointerGetDatum(attempts));
+  api::SetScope(params, 2, scope);
   const pg::Result result = spi.Execute(api::complete_jobs, params);
-  api::CountResultCompletions(result);
+  api::CountResultCompletions(spi, result);
   const int32 completed = static_cast<int32>(result.Int64(0, 1));
   for (uint64 row = 0; row < result.size(); ++row) {
     if (result.Bool(row, 4)) pg::NoteResetOnAbort(result.Int32(row, 2));

@@ -15,17 +15,16 @@
   "       d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key FROM d "                 \
   "RETURNING (SELECT q.queue_id FROM pgq.queues q WHERE q.name = dead_jobs.queue), group_key"
 
-// Counts the rows of `d` into pgq.finished (one row per queue) and returns
-// how many there were (column 1), with the groups whose head they were and
-// the queues where they were pending, i.e. locked by this statement
-// (columns 2-4: queue id, group key or NULL, was pending; a single row of
-// NULLs when neither), the ids of every queue it finished jobs of (column 5,
-// an int4[] in ascending order, the same in every row; NULL when none) and
-// how many of each (column 6, an int4[] in the same order).
-#define PGQ_COUNT_FINISHED(finished_at)                                                 \
-  ", f AS (INSERT INTO pgq.finished (queue_id, finished_at, jobs) "                     \
-  "        SELECT d.queue_id, " finished_at                                             \
-  ", count(*) FROM d GROUP BY d.queue_id RETURNING queue_id, jobs) "                    \
+// Sums the rows of `d` per queue and returns how many there were (column
+// 1), with the groups whose head they were and the queues where they were
+// pending, i.e. locked by this statement (columns 2-4: queue id, group key
+// or NULL, was pending; a single row of NULLs when neither), the ids of
+// every queue it finished jobs of (column 5, an int4[] in ascending order,
+// the same in every row; NULL when none) and how many of each (column 6, an
+// int4[] in the same order). The caller counts them (CountFinished): in
+// shared memory when preloaded, one pgq.finished row per queue otherwise.
+#define PGQ_COUNT_FINISHED                                                              \
+  ", f AS (SELECT d.queue_id, count(*)::int4 AS jobs FROM d GROUP BY d.queue_id) "      \
   "SELECT (SELECT count(*) FROM d), g.queue_id, g.group_key, g.was_pending, "           \
   "       (SELECT array_agg(f.queue_id ORDER BY f.queue_id) FROM f), "                  \
   "       (SELECT array_agg(f.jobs ORDER BY f.queue_id) FROM f) "                       \

@@ -26,8 +26,7 @@ class DoneRecentTest(PgqTestCase):
 
     def test_a_flush_in_progress_or_rolled_back_keeps_every_completion(self):
         self.admin.execute("SELECT pgq.enqueue_many('q', array_fill('{}'::jsonb, ARRAY[3]))")
-        # One at a time: pgq.complete counts in shared memory (complete_many
-        # writes its pgq.finished row itself).
+        # One at a time: pgq.complete counts in shared memory.
         self.admin.execute("SELECT pgq.complete(id, attempt) FROM pgq.claim('q', 3)")
         self.assertEqual(self.admin.execute("SELECT pgq.unflushed_completions(queue_id)"
                                             "  FROM pgq.queues WHERE name = 'q'").fetchone()[0], 3)
@@ -86,3 +85,22 @@ class DoneRecentTest(PgqTestCase):
         self.assertEqual((self.done(self.admin), self.unflushed()), (3, 3))
         self.admin.execute("SELECT * FROM pgq.maintain()")
         self.assertEqual((self.done(self.admin), self.finished_rows(), self.unflushed()), (3, 3, 0))
+
+    def test_completions_reach_pgq_finished_as_one_row_per_queue_and_pass(self):
+        # A public benchmark harness found one pgq.finished row per
+        # complete_many call (issue 16): 108,123 rows for 128,127 jobs.
+        # complete and complete_many both count in shared memory; a pass
+        # writes one row for the queue, however many completed.
+        self.admin.execute("SELECT pgq.enqueue_many('q', array_fill('{}'::jsonb, ARRAY[400]))")
+        worker = self.connect()
+        for _ in range(200):
+            worker.execute("SELECT pgq.complete_many(array_agg(id), array_agg(attempt))"
+                           "  FROM pgq.claim('q', 1)")
+            worker.execute("SELECT pgq.complete(id, attempt) FROM pgq.claim('q', 1)")
+        self.assertEqual(self.admin.execute(
+            "SELECT count(*) FROM pgq.finished").fetchone()[0], 0, "a completion wrote a row")
+        self.assertEqual(self.done(self.admin), 400)
+        self.admin.execute("SELECT * FROM pgq.maintain()")
+        self.assertEqual(self.admin.execute(
+            "SELECT count(*), sum(jobs) FROM pgq.finished").fetchone(), (1, 400))
+        self.assertEqual(self.done(self.admin), 400)
