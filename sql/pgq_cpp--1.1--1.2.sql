@@ -155,3 +155,89 @@ COMMENT ON FUNCTION pgq.subscribe(text, text) IS
     'routes the topic''s events into the queue: the admin right on the queue and the subscribe right on the topic';
 COMMENT ON FUNCTION pgq.publish(text, jsonb, text) IS
     'records an event and enqueues one job per subscribed queue, in the caller''s transaction: the publish right on the topic';
+
+-- Every function, view and table says what it is (issue 16): \df+ and \d+
+-- in psql, and tools that read the catalog, show it. test_reference.py
+-- checks that none lacks one.
+
+COMMENT ON FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean) IS
+    'creates a queue owned by the calling role (the admin right on every queue): its default max_attempts, lease, backoff, retention, NOTIFY, rate limit and in-database handler';
+COMMENT ON FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure) IS
+    'changes the settings given (NULL: unchanged); the handler only by the queue''s owner; admin right';
+COMMENT ON FUNCTION pgq.drop_queue(text, boolean) IS
+    'drops a queue; refuses while it holds pending, running or dead jobs unless force; admin right';
+COMMENT ON FUNCTION pgq.pause(text) IS
+    'stops claims from the queue (enqueues still accepted); returns the stored paused flag; admin right';
+COMMENT ON FUNCTION pgq.resume(text) IS
+    'lets claims take jobs from the queue again; returns the stored paused flag; admin right';
+COMMENT ON FUNCTION pgq.enqueue(text, jsonb, timestamp with time zone, integer, text, integer, text) IS
+    'adds a job in the caller''s transaction and returns its id (the holder''s id for a dedupe_key already held); produce right';
+COMMENT ON FUNCTION pgq.enqueue_many(text, jsonb[], timestamp with time zone, integer) IS
+    'adds one job per payload in one statement; their ids in input order; produce right';
+COMMENT ON FUNCTION pgq.claim(text, integer, interval, interval) IS
+    'leases up to n ready jobs (priority, then run_at, then id) in the same statement that selects them; with wait, blocks until one is enqueued or the wait ends; consume right';
+COMMENT ON FUNCTION pgq.complete(bigint, integer) IS
+    'finishes a claimed job; false when the claim no longer holds it (fenced by attempt); consume right';
+COMMENT ON FUNCTION pgq.complete_many(bigint[], integer[]) IS
+    'finishes several claimed jobs in one statement; how many were still held; consume right';
+COMMENT ON FUNCTION pgq.fail(bigint, integer, text, interval) IS
+    'records a failed attempt: ''retry'' after the backoff (or retry_in), ''dead'' when attempts are exhausted, ''lost'' when fenced; consume right';
+COMMENT ON FUNCTION pgq.extend(bigint, integer, interval) IS
+    'extends a claim''s lease (heartbeat); the new lease_until, or NULL when the claim no longer holds; consume right';
+COMMENT ON FUNCTION pgq.release(bigint, integer) IS
+    'gives a claimed job back now without counting the attempt (graceful shutdown); consume right';
+COMMENT ON FUNCTION pgq.cancel(bigint) IS
+    'moves a pending job to dead-letter with reason cancelled; produce or admin right';
+COMMENT ON FUNCTION pgq.retry_dead(bigint) IS
+    'requeues one dead-letter job with fresh attempts; admin right';
+COMMENT ON FUNCTION pgq.retry_dead(text, integer) IS
+    'requeues up to max dead-letter jobs of the queue, oldest first; how many; admin right';
+COMMENT ON FUNCTION pgq.maintain() IS
+    'one maintenance pass in the calling database (expire leases, dead-letter, drop finished rows, fire schedules): what the background worker runs; admin right on every queue';
+COMMENT ON FUNCTION pgq.compact_jobs() IS
+    'rewrites pgq.jobs now if it is worth it (ADR 0008); owner of pgq.jobs or superuser';
+COMMENT ON FUNCTION pgq.add_member(text, text) IS
+    'adds a member to a team (creating the team); the member''s stable id, which orders the turns';
+COMMENT ON FUNCTION pgq.set_member_active(text, text, boolean) IS
+    'sets whether a member takes turns (explicit value); returns the stored flag';
+COMMENT ON FUNCTION pgq.remove_member(text, text) IS
+    'removes a member from a team; whether it was one';
+COMMENT ON FUNCTION pgq.next_turn(text) IS
+    'the member whose turn it is, spending the turn; concurrent callers get consecutive turns';
+COMMENT ON FUNCTION pgq.assign(text, text) IS
+    'the owner of a subject: the existing one without spending a turn, else the next turn''s member; exactly one owner under any race';
+COMMENT ON FUNCTION pgq.set_switch(text, boolean) IS
+    'sets a named switch to an explicit value; returns the stored value';
+COMMENT ON FUNCTION pgq.switch(text) IS
+    'the stored value of a named switch, NULL if never set';
+COMMENT ON FUNCTION pgq.advance(text, integer) IS
+    'moves a ladder up to step, never down; returns the stored step';
+COMMENT ON FUNCTION pgq.once(text) IS
+    'true for the first transaction that commits with this key, false for every other: the idempotency primitive for handlers';
+COMMENT ON FUNCTION pgq.schedule(text, text, text, jsonb, text) IS
+    'creates or replaces a recurring job (cron in a time zone, @hourly.., or @every <interval>); admin and produce rights on its queue';
+COMMENT ON FUNCTION pgq.unschedule(text) IS
+    'removes a schedule; whether one of a queue the caller administers existed';
+COMMENT ON FUNCTION pgq.unsubscribe(text, text) IS
+    'stops routing a topic''s events into a queue; whether it was subscribed; admin on the queue or owner of the topic';
+
+COMMENT ON VIEW pgq.running_jobs IS
+    'one row per running job of the queues the reader holds a right on: who claimed it (pg_stat_activity) and its lease';
+COMMENT ON VIEW pgq.workers IS
+    'the pgq background workers (launcher, maintenance, handlers) as pg_stat_activity shows them, with each maintenance worker''s last pass; pg_monitor';
+
+COMMENT ON TABLE pgq.queues IS 'the queues and their settings; written by create_queue, alter_queue, pause, resume, drop_queue';
+COMMENT ON TABLE pgq.jobs IS 'pending, waiting and running jobs (the hot table: finished jobs leave it)';
+COMMENT ON TABLE pgq.dead_jobs IS 'dead-letter: jobs whole, with their last error and the reason (exhausted, cancelled, expired)';
+COMMENT ON TABLE pgq.finished IS 'completion counts per queue, written by maintenance (one row per queue and pass), for queue_stats.done_recent';
+COMMENT ON TABLE pgq.rate_buckets IS 'token buckets of rate-limited queues when pgq_cpp is not preloaded (else in shared memory)';
+COMMENT ON TABLE pgq.recurring IS 'schedules: spec, time zone, payload and the next slot; written by schedule and unschedule';
+COMMENT ON TABLE pgq.schedule_runs IS 'each firing of a schedule (slot, time, job), kept for the queue''s retention';
+COMMENT ON TABLE pgq.subscriptions IS 'which queues receive which topic''s events; written by subscribe and unsubscribe';
+COMMENT ON TABLE pgq.events IS 'published events, the audit record of the outbox (the jobs carry the payload)';
+COMMENT ON TABLE pgq.teams IS 'teams of the coordination primitives and whose turn was last';
+COMMENT ON TABLE pgq.team_members IS 'members of teams, ordered by id for turns';
+COMMENT ON TABLE pgq.assignments IS 'the owner of each subject (pgq.assign)';
+COMMENT ON TABLE pgq.switches IS 'named switches (pgq.set_switch)';
+COMMENT ON TABLE pgq.ladders IS 'ladders that only climb (pgq.advance)';
+COMMENT ON TABLE pgq.once_keys IS 'keys taken by pgq.once';

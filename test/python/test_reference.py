@@ -41,3 +41,15 @@ class ReferenceTest(PgqTestCase):
         codes = set(re.findall(r"\b(?=[0-9A-Z]*\d)[0-9A-Z]{5}\b", text))
         self.assertLessEqual(codes, DOCUMENTED | {"0A000", "42710"}, codes - DOCUMENTED)
         self.assertIn("42501", codes)
+
+    def test_every_function_view_and_table_says_what_it_is(self):
+        # COMMENT ON for each (issue 16): psql's \df+ and \d+ show it.
+        missing = self.admin.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p"
+            " WHERE p.pronamespace = 'pgq'::regnamespace"
+            "   AND coalesce(obj_description(p.oid, 'pg_proc'), '') = ''"
+            " UNION ALL "
+            "SELECT c.oid::regclass::text FROM pg_class c"
+            " WHERE c.relnamespace = 'pgq'::regnamespace AND c.relkind IN ('r', 'v')"
+            "   AND coalesce(obj_description(c.oid, 'pg_class'), '') = ''").fetchall()
+        self.assertEqual(missing, [])
