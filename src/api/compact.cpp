@@ -1,31 +1,21 @@
-// Compaction of pgq.jobs (ADR 0008) and pgq.compact_jobs().
+// Compaction of pgq.jobs (ADR 0008) and pgq.compact_jobs(): when and how
+// much; the rewrite itself is pg::RewriteTableFrozen (pg/table_rewrite.h).
 //
 // VACUUM cannot remove a row version that some open transaction might still
 // see, so a transaction held open for minutes leaves every job processed
 // meanwhile in the table and its indexes. The queue's live set is small
 // (pending, running and waiting jobs), so instead of waiting for VACUUM we
-// rewrite the table: under an ACCESS EXCLUSIVE lock, copy the live rows
-// aside, TRUNCATE (a new, empty file, whatever the xmin horizon), write them
-// back frozen and rebuild the indexes. Frozen rows are visible to every
-// snapshot, so a REPEATABLE READ transaction that began before the rewrite
-// still sees the jobs that are there (a plain reinsertion would show it an
-// empty table: its complete() would miss its own job).
+// rewrite the table to its live rows.
 #include "api/compact.h"
 
 #include "pg/settings.h"
 #include "pg/spi.h"
+#include "pg/table_rewrite.h"
 
 extern "C" {
-#include "access/heapam.h"
-#include "access/heaptoast.h"
-#include "access/tableam.h"
 #include "catalog/namespace.h"
-#include "storage/lmgr.h"
 #include "utils/acl.h"
-#include "utils/guc.h"
 #include "utils/lsyscache.h"
-#include "utils/rel.h"
-#include "utils/snapmgr.h"
 }
 
 namespace pgq::api {
@@ -43,9 +33,6 @@ constexpr int64 kWorthRatio = 8;
 constexpr int kAutoLockTimeoutMillis = 20;
 constexpr int64 kAutoMaxJobs = 10000;
 constexpr int64 kAutoMaxBytes = 64 * 1024 * 1024;
-
-constexpr int64 kTooBig = -1;
-constexpr int64 kBusy = -2;
 
 pg::Statement jobs_size = {
     "SELECT pg_catalog.pg_total_relation_size($1), pg_catalog.pg_stat_get_live_tuples($1)",
@@ -67,121 +54,6 @@ int64 JobsBytes(pg::SpiSession& spi, Oid relid, int64* live) {
   const pg::Result size = spi.Execute(jobs_size, params);
   if (live != nullptr) *live = size.Int64(0, 2);
   return size.Int64(0, 1);
-}
-
-void ExecuteUtility(const char* sql) {
-  if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY) elog(ERROR, "pgq: \"%s\" failed", sql);
-}
-
-// Rewrites pgq.jobs, which the caller holds ACCESS EXCLUSIVE; returns the
-// jobs kept, or kTooBig (having written nothing) when they exceed the caps.
-// Copies live in `work`.
-// INVARIANT: no C++ object lives in this frame; errors longjmp out of it.
-int64 RewriteLocked(Oid relid, int64 max_jobs, int64 max_bytes, MemoryContext work) {
-  // Every live row, detoasted: the TOAST table is truncated with the heap.
-  CommandCounterIncrement();
-  Relation rel = table_open(relid, NoLock);
-  TupleDesc desc = RelationGetDescr(rel);
-  Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-  TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
-  MemoryContext outer = MemoryContextSwitchTo(work);
-  int64 count = 0;
-  int64 capacity = 64;
-  int64 bytes = 0;
-  HeapTuple* rows = static_cast<HeapTuple*>(palloc(capacity * sizeof(HeapTuple)));
-  for (HeapTuple tuple; (tuple = heap_getnext(scan, ForwardScanDirection)) != nullptr;) {
-    if (count == max_jobs) {
-      count = kTooBig;
-      break;
-    }
-    HeapTuple copy =
-        HeapTupleHasExternal(tuple) ? toast_flatten_tuple(tuple, desc) : heap_copytuple(tuple);
-    bytes += copy->t_len;
-    if (bytes > max_bytes) {
-      count = kTooBig;
-      break;
-    }
-    if (count == capacity) {
-      capacity *= 2;
-      rows = static_cast<HeapTuple*>(repalloc(rows, capacity * sizeof(HeapTuple)));
-    }
-    rows[count++] = copy;
-  }
-  MemoryContextSwitchTo(outer);
-  table_endscan(scan);
-  UnregisterSnapshot(snapshot);
-  // TRUNCATE refuses a table this session still has open.
-  table_close(rel, NoLock);
-  if (count == kTooBig) return kTooBig;
-
-  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "pgq: SPI_connect failed");
-  ExecuteUtility("TRUNCATE pgq.jobs");
-  // Written back frozen (visible to every snapshot, as COPY FREEZE does):
-  // legal because the table was truncated in this subtransaction, so no
-  // other transaction can see these files unless this one commits.
-  rel = table_open(relid, NoLock);
-  BulkInsertState bulk = GetBulkInsertState();
-  const CommandId command = GetCurrentCommandId(true);
-  for (int64 i = 0; i < count; ++i) heap_insert(rel, rows[i], command, HEAP_INSERT_FROZEN, bulk);
-  FreeBulkInsertState(bulk);
-  table_close(rel, NoLock);
-  CommandCounterIncrement();
-  // The indexes, emptied by TRUNCATE, are rebuilt from the rows.
-  ExecuteUtility("REINDEX TABLE pgq.jobs");
-  if (SPI_finish() != SPI_OK_FINISH) elog(ERROR, "pgq: SPI_finish failed");
-  return count;
-}
-
-// RewriteLocked in a subtransaction, after waiting at most lock_timeout_ms
-// for the lock. A timeout (or the table in use by this session's own query)
-// rolls the subtransaction back and returns kBusy; any other error goes on.
-// INVARIANT: no C++ object lives in this frame; errors longjmp out of it.
-int64 CompactInSubtransaction(Oid relid, int lock_timeout_ms, int64 max_jobs, int64 max_bytes) {
-  MemoryContext caller_context = CurrentMemoryContext;
-  ResourceOwner caller_owner = CurrentResourceOwner;
-  MemoryContext work =
-      AllocSetContextCreate(caller_context, "pgq compaction", ALLOCSET_DEFAULT_SIZES);
-  // volatile: assigned in PG_TRY, read after a longjmp.
-  volatile int64 result = kBusy;
-  char timeout[32];
-  snprintf(timeout, sizeof timeout, "%d", lock_timeout_ms);
-  const int guc_level = NewGUCNestLevel();
-  (void)set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-                          true, 0, false);
-  BeginInternalSubTransaction(nullptr);
-  MemoryContextSwitchTo(caller_context);
-  PG_TRY();
-  {
-    LockRelationOid(relid, AccessExclusiveLock);
-    result = RewriteLocked(relid, max_jobs, max_bytes, work);
-    // Too big: nothing was written; rolling back also lets go of the lock.
-    if (result == kTooBig) {
-      RollbackAndReleaseCurrentSubTransaction();
-    } else {
-      ReleaseCurrentSubTransaction();
-    }
-    MemoryContextSwitchTo(caller_context);
-    CurrentResourceOwner = caller_owner;
-  }
-  PG_CATCH();
-  {
-    MemoryContextSwitchTo(caller_context);
-    ErrorData* error = CopyErrorData();
-    FlushErrorState();
-    RollbackAndReleaseCurrentSubTransaction();
-    MemoryContextSwitchTo(caller_context);
-    CurrentResourceOwner = caller_owner;
-    if (error->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE &&
-        error->sqlerrcode != ERRCODE_OBJECT_IN_USE) {
-      ReThrowError(error);
-    }
-    FreeErrorData(error);
-    result = kBusy;
-  }
-  PG_END_TRY();
-  AtEOXact_GUC(true, guc_level);
-  MemoryContextDelete(work);
-  return result;
 }
 
 }  // namespace
@@ -209,11 +81,11 @@ CompactResult CompactJobs(int lock_timeout_ms, int64 max_jobs, int64 max_bytes) 
     pg::SpiSession spi;
     result.bytes_before = JobsBytes(spi, relid, nullptr);
   }
-  const int64 kept = pg::Guard(
-      [&] { return CompactInSubtransaction(relid, lock_timeout_ms, max_jobs, max_bytes); });
-  if (kept == kBusy) {
+  const int64 kept =
+      pg::RewriteTableFrozen(relid, "pgq.jobs", lock_timeout_ms, max_jobs, max_bytes);
+  if (kept == pg::kRewriteBusy) {
     result.outcome = CompactOutcome::kBusy;
-  } else if (kept == kTooBig) {
+  } else if (kept == pg::kRewriteTooBig) {
     result.outcome = CompactOutcome::kTooBig;
   } else {
     result.outcome = CompactOutcome::kCompacted;

@@ -1,4 +1,5 @@
-// Library entry point.
+// Library entry point: _PG_init, above the zones (src/core, pg, api, bgw),
+// so that none of them includes a higher one.
 #include "bgw/bgw.h"
 #include "pg/queue_cache.h"
 #include "pg/settings.h"
