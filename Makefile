@@ -13,7 +13,7 @@ OBJS = $(SRCS:.cpp=.o)
 # pg_regress: one file per feature in sql/ with expected output in expected/,
 # on a temporary instance configured by test/pgq_test.conf.
 REGRESS      = install queues enqueue claim finish dead_letter maintain schedules outbox coordination \
-               handlers bad_input boundary
+               handlers bad_input boundary groups rate_limit rights metrics
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/pgq_test.conf
 
 # Isolation specs live in test/isolation/{specs,expected}.

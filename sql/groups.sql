@@ -1,0 +1,43 @@
+-- FIFO groups (enqueue's group_key): the jobs of a group run one at a time,
+-- in enqueue order; other groups and ungrouped jobs run in parallel.
+CREATE EXTENSION pgq_cpp;
+SELECT pgq.create_queue('chat', max_attempts => 2, backoff_base => '0', backoff_max => '0');
+
+SELECT pgq.enqueue('chat', '{"m": "ann-1"}', group_key => 'ann') AS ann1 \gset
+SELECT pgq.enqueue('chat', '{"m": "ann-2"}', group_key => 'ann') AS ann2 \gset
+SELECT pgq.enqueue('chat', '{"m": "bob-1"}', group_key => 'bob') AS bob1 \gset
+SELECT pgq.enqueue('chat', '{"m": "loose"}') AS loose \gset
+-- Only each group's head is pending; the rest wait ('w').
+SELECT payload->>'m' AS m, state FROM pgq.jobs ORDER BY id;
+-- One claim takes both heads and the ungrouped job, never ann-2.
+SELECT payload->>'m' AS m FROM pgq.claim('chat', 10) ORDER BY id;
+SELECT count(*) AS nothing_more FROM pgq.claim('chat', 10);
+
+-- Completing the head makes the next of its group pending.
+SELECT pgq.complete(:ann1, 1);
+SELECT payload->>'m' AS m, state FROM pgq.jobs WHERE group_key = 'ann';
+SELECT payload->>'m' AS m FROM pgq.claim('chat', 10);
+
+-- A head that fails and retries stays the head: its group waits for it.
+SELECT pgq.enqueue('chat', '{"m": "bob-2"}', group_key => 'bob') AS bob2 \gset
+SELECT pgq.fail(:bob1, 1, 'network');
+SELECT payload->>'m' AS m, state, attempt FROM pgq.jobs WHERE group_key = 'bob' ORDER BY id;
+SELECT payload->>'m' AS m, attempt FROM pgq.claim('chat', 10);
+-- Dead-lettered (attempts exhausted), it lets the group move on.
+SELECT pgq.fail(:bob1, 2, 'network again');
+SELECT payload->>'m' AS m, state FROM pgq.jobs WHERE group_key = 'bob';
+
+-- A cancelled head moves its group on too.
+SELECT pgq.enqueue('chat', '{"m": "cy-1"}', group_key => 'cy') AS cy1 \gset
+SELECT pgq.enqueue('chat', '{"m": "cy-2"}', group_key => 'cy') AS cy2 \gset
+SELECT pgq.cancel(:cy1);
+SELECT payload->>'m' AS m, state FROM pgq.jobs WHERE group_key = 'cy';
+
+-- A group key of another queue is another group.
+SELECT pgq.create_queue('mail');
+SELECT pgq.enqueue('mail', '{"m": "ann-mail"}', group_key => 'ann') AS ann_mail \gset
+SELECT state FROM pgq.jobs WHERE id = :ann_mail;
+
+SELECT reason, payload->>'m' AS m FROM pgq.dead_jobs ORDER BY id;
+
+DROP EXTENSION pgq_cpp;
