@@ -11,6 +11,7 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 }
 
 namespace pgq::pg {
@@ -55,9 +56,18 @@ QueueMap& Map() {
   return *cache;
 }
 
+// Roles changed (membership granted or revoked, a role altered, renamed or
+// dropped): the rights lists and answers kept per generation (api/rights.h)
+// are stale too.
+void OnRoleInvalidation(Datum, int, uint32) { ++generation; }
+
 }  // namespace
 
-void QueueCache::Register() { CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0); }
+void QueueCache::Register() {
+  CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0);
+  CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, OnRoleInvalidation, 0);
+  CacheRegisterSyscacheCallback(AUTHOID, OnRoleInvalidation, 0);
+}
 
 bool QueueCache::Find(std::string_view name, CachedQueue* queue) {
   if (cache == nullptr || name.size() > core::kMaxQueueNameLength) return false;

@@ -36,6 +36,9 @@ class QueueCache {
   // Processes pending invalidation messages; false if that emptied the cache
   // since `generation` was read (the caller must look the queue up again).
   static bool Revalidate(uint64 generation);
+  // Bumped by every relcache invalidation and every change of a role or a
+  // role membership: what is kept per generation (the rights lists and
+  // answers of api/rights.h) is reloaded after either.
   static uint64 Generation();
 
   // Tells every backend (at commit) and this one (at the next command) that

@@ -434,6 +434,23 @@ class RightsTest(PrivilegeTestCase):
         self.assertEqual(len(member.execute("SELECT * FROM pgq.claim('q')").fetchall()), 1)
         self.refused(self.as_role(LONER), "SELECT * FROM pgq.claim('q')")
 
+    def test_leaving_a_group_takes_its_rights_from_the_next_transaction(self):
+        # The queues a role may use are kept per session (for complete,
+        # fail, extend, release, cancel); a membership revoked must count
+        # like a pgq.revoke, from the next transaction.
+        self.grant(WORKERS, "q", "consume")
+        self.grant(WORKER1, "q2", "consume")  # still a consumer somewhere
+        member = self.as_role(WORKER1)
+        first = self.admin.execute("SELECT pgq.enqueue('q', '{}')").fetchone()[0]
+        second = self.admin.execute("SELECT pgq.enqueue('q', '{}')").fetchone()[0]
+        self.admin.execute("SELECT * FROM pgq.claim('q', 2)")
+        self.assertTrue(member.execute("SELECT pgq.complete(%s, 1)", (first,)).fetchone()[0])
+        self.admin.execute(f"REVOKE {WORKERS} FROM {WORKER1}")
+        self.assertFalse(member.execute("SELECT pgq.complete(%s, 1)", (second,)).fetchone()[0])
+        self.assertEqual(self.job_state(second), ("r", 1))
+        self.admin.execute(f"GRANT {WORKERS} TO {WORKER1}")
+        self.assertTrue(member.execute("SELECT pgq.complete(%s, 1)", (second,)).fetchone()[0])
+
     def test_who_may_grant(self):
         self.grant(GLOBAL, None, "admin")
         owner = self.as_role(GLOBAL)
