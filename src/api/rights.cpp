@@ -83,10 +83,6 @@ const HolderList& Holders(pg::SpiSession& spi) {
   return *holders;
 }
 
-bool HasPrivsOf(uint32_t member, uint32_t role) {
-  return pg::Guard([&] { return has_privs_of_role(member, role); });
-}
-
 std::string WantedNames(uint8 wanted) {
   std::string names;
   for (const uint8 right : {core::kProduce, core::kConsume, core::kAdmin}) {
@@ -112,11 +108,15 @@ std::string Literal(std::string_view value) {
   return std::string(pg::Guard([&] { return quote_literal_cstr(copy.c_str()); }));
 }
 
+}  // namespace
+
+bool HasPrivsOf(Oid member, Oid role) {
+  return pg::Guard([&] { return has_privs_of_role(member, role); });
+}
+
 bool IsSuperuser(Oid role) {
   return pg::Guard([role] { return superuser_arg(role); });
 }
-
-}  // namespace
 
 std::string CurrentRoleName() {
   // The string is built outside Guard: nothing with a destructor in there.

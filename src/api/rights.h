@@ -55,6 +55,11 @@ inline pg::Params& SetScope(pg::Params& params, int first, const QueueScope& sco
 // "permission denied to ...".
 void RequireRightOnEveryQueue(pg::SpiSession& spi, uint8 wanted, std::string_view action);
 
+// Whether `member` has the privileges of `role` (membership with INHERIT,
+// as has_privs_of_role), and whether `role` is a superuser.
+bool HasPrivsOf(Oid member, Oid role);
+bool IsSuperuser(Oid role);
+
 // The current user's name (for messages).
 std::string CurrentRoleName();
 

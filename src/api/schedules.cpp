@@ -47,14 +47,10 @@ pg::Statement upsert_schedule = {
 pg::Statement schedule_queue = {
     "SELECT queue_id FROM pgq.recurring WHERE name = $1", 1, {TEXTOID}, nullptr};
 
-// Moves a schedule to another queue (the caller may administer both).
+// Moves a schedule to another queue (the caller may administer both); the
+// upsert then replaces the rest.
 pg::Statement move_schedule = {
-    "UPDATE pgq.recurring SET queue_id = $2, spec = $3, every = $4, timezone = $5,"
-    "   payload = $6, next_run_at = $7"
-    " WHERE name = $1",
-    7,
-    {TEXTOID, INT4OID, TEXTOID, INTERVALOID, TEXTOID, JSONBOID, TIMESTAMPTZOID},
-    nullptr};
+    "UPDATE pgq.recurring SET queue_id = $2 WHERE name = $1", 2, {TEXTOID, INT4OID}, nullptr};
 
 pg::Statement delete_schedule = {
     "DELETE FROM pgq.recurring WHERE name = $1 AND queue_id = $2", 2, {TEXTOID, INT4OID}, nullptr};
@@ -318,7 +314,10 @@ PGQ_FUNCTION(pgq_schedule) {
               "A schedule of that name exists on a queue you do not administer.",
               "Choose another name.");
   }
-  spi.Execute(api::move_schedule, params);
+  pg::Params move;
+  move.Set(0, pg::TextDatum(name)).Set(1, Int32GetDatum(ref.id));
+  spi.Execute(api::move_schedule, move);
+  spi.Execute(api::upsert_schedule, params);
   PG_RETURN_VOID();
 }
 

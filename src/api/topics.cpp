@@ -53,10 +53,6 @@ const char* RightName(TopicRight right) {
   return right == TopicRight::kPublish ? "publish" : "subscribe";
 }
 
-bool HasPrivsOf(Oid member, Oid role) {
-  return OidIsValid(role) && pg::Guard([&] { return has_privs_of_role(member, role); });
-}
-
 [[noreturn]] void RaiseUnknownTopic(std::string_view topic) {
   const std::string copy(topic);
   const char* quoted = pg::Guard([&] { return quote_literal_cstr(copy.c_str()); });
@@ -91,7 +87,7 @@ TopicHolders LoadHolders(pg::SpiSession& spi, std::string_view topic, TopicRight
 }
 
 bool IsOwner(Oid me, const TopicHolders& holders) {
-  return pg::Guard([me] { return superuser_arg(me); }) || HasPrivsOf(me, holders.owner);
+  return IsSuperuser(me) || HasPrivsOf(me, holders.owner);
 }
 
 TopicRight TopicRightArg(FunctionCallInfo fcinfo, int index) {
