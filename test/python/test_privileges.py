@@ -501,13 +501,29 @@ class RightsTest(PrivilegeTestCase):
         self.assertEqual(len(consumer.execute("SELECT * FROM pgq.claim('q')").fetchall()), 1)
 
     def test_grants_of_a_dropped_role_are_removed_by_maintenance(self):
-        self.admin.execute("CREATE ROLE pgq_t_gone")
-        self.grant("pgq_t_gone", "q", "consume")
-        self.admin.execute("DROP ROLE pgq_t_gone")
-        self.assertEqual(self.admin.execute("SELECT count(*) FROM pgq.grants").fetchone()[0], 1)
-        fresh = self.connect()  # its first pass also cleans the grants
-        fresh.execute("SELECT * FROM pgq.maintain()")
-        self.assertEqual(self.admin.execute("SELECT count(*) FROM pgq.grants").fetchone()[0], 0)
+        # No maintenance worker in this database meanwhile: its first pass
+        # (it starts again with each test's CREATE EXTENSION) cleans the
+        # grants too, and could do so before the first count.
+        self.admin.execute("ALTER SYSTEM SET pgq.databases = 'postgres'")
+        self.admin.execute("SELECT pg_reload_conf()")
+        try:
+            self.wait_for("the maintenance worker to leave", lambda: self.admin.execute(
+                "SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'pgq maintenance'"
+                "   AND datname = current_database()").fetchone()[0])
+            self.admin.execute("CREATE ROLE pgq_t_gone")
+            self.grant("pgq_t_gone", "q", "consume")
+            self.admin.execute("SELECT pgq.create_topic('gone')")
+            self.admin.execute("SELECT pgq.grant_topic('pgq_t_gone', 'gone', 'publish')")
+            self.admin.execute("DROP ROLE pgq_t_gone")
+            counts = ("SELECT (SELECT count(*) FROM pgq.grants),"
+                      "       (SELECT count(*) FROM pgq.topic_grants)")
+            self.assertEqual(self.admin.execute(counts).fetchone(), (1, 1))
+            fresh = self.connect()  # its first pass also cleans the grants
+            fresh.execute("SELECT * FROM pgq.maintain()")
+            self.assertEqual(self.admin.execute(counts).fetchone(), (0, 0))
+        finally:
+            self.admin.execute("ALTER SYSTEM RESET pgq.databases")
+            self.admin.execute("SELECT pg_reload_conf()")
 
     def test_the_creator_owns_the_queue_not_the_owner_of_the_tables(self):
         self.grant(GLOBAL, None, "admin")
