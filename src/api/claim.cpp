@@ -19,6 +19,7 @@
 #include "pg/queue_cache.h"
 #include "pg/queue_slots.h"
 #include "pg/settings.h"
+#include "pg/subtransaction.h"
 #include "pg/wakeup.h"
 
 extern "C" {
@@ -170,6 +171,81 @@ pg::Result ClaimOnce(pg::SpiSession& spi, pg::Params& params, int32 queue_id, pg
   return jobs;
 }
 
+// One try of a claim: the queue as committed now, the caller's right, the
+// rate limit's tokens, the statement; the jobs it took go to the result set.
+class Attempt {
+ public:
+  struct Outcome {
+    uint64 claimed;
+    long sleep_cap_ms;  // how long a waiting claim may sleep before the next try
+  };
+
+  // `lease` 0: the queue's default lease.
+  Attempt(pg::SpiSession& spi, std::string_view name, int32 n, Datum lease, ReturnSetInfo* rsinfo)
+      : spi_(spi), name_(name), n_(n), lease_(lease), rsinfo_(rsinfo) {
+    params_.Set(4, pg::TextDatum(name));
+  }
+
+  // `waiter` null: the claim does not wait. Otherwise it is armed before the
+  // statement's snapshot (pg/wakeup.h), and created or replaced for the
+  // queue's current id.
+  Outcome Run(std::optional<pg::ClaimWaiter>* waiter) {
+    // Each try sees what committed before it: a drop (undefined_object), a
+    // pause, a resume, a new default lease or rate limit.
+    const pg::CachedQueue queue = CurrentQueue(spi_, name_);
+    RequireRight(spi_, queue.id, name_, core::kConsume);  // a revoke counts while waiting
+    if (waiter != nullptr) {
+      // A queue dropped and created again under the same name has a new id.
+      if (!*waiter || waiter_queue_ != queue.id) {
+        waiter->reset();
+        waiter->emplace(queue.id);
+        waiter_queue_ = queue.id;
+      }
+      (*waiter)->Arm();
+    }
+    if (queue.paused) return Outcome{0, kRecheckMillis};
+    const TimestampTz now = pg::Now();
+    pg::QueueSlot* slot = pg::FindQueueSlot(queue.id);
+    std::optional<RateBucket> bucket;
+    int32 want = n_;
+    if (queue.rate_limit > 0) {
+      bucket.emplace(spi_, queue.id, queue.rate_limit, slot);
+      want = bucket->Take(n_, now);
+      if (want == 0) {
+        // No token: sleep until the next one rather than a full recheck.
+        return Outcome{0,
+                       std::max(1L, static_cast<long>((bucket->MicrosUntilToken() + 999) / 1000))};
+      }
+    }
+    params_.Set(0, Int32GetDatum(queue.id))
+        .Set(1, Int32GetDatum(want))
+        .Set(2, lease_ != 0 ? lease_ : IntervalPGetDatum(&queue.lease))
+        .Set(3, TimestampTzGetDatum(now));
+    pg::Result jobs = ClaimOnce(spi_, params_, queue.id, slot, now);
+    const uint64 claimed = jobs.size();
+    for (uint64 row = 0; row < claimed; ++row) {
+      Datum values[kClaimedColumns];
+      bool nulls[kClaimedColumns];
+      for (int column = 0; column < kClaimedColumns; ++column) {
+        values[column] = jobs.Value(row, column + 1, &nulls[column]);
+      }
+      pg::Guard([&] { tuplestore_putvalues(rsinfo_->setResult, rsinfo_->setDesc, values, nulls); });
+    }
+    jobs.Free();
+    if (bucket) bucket->Return(want - static_cast<int32>(claimed));
+    return Outcome{claimed, kRecheckMillis};
+  }
+
+ private:
+  pg::SpiSession& spi_;
+  std::string_view name_;
+  int32 n_;
+  Datum lease_;
+  ReturnSetInfo* rsinfo_;
+  pg::Params params_;
+  int32 waiter_queue_ = 0;
+};
+
 }  // namespace
 
 }  // namespace pgq::api
@@ -201,67 +277,31 @@ PGQ_FUNCTION(pgq_claim) {
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
 
   pg::SpiSession spi;
-  pg::Params params;
-  params.Set(4, pg::TextDatum(name));
+  api::Attempt attempt{spi, name, n, has_lease ? PG_GETARG_DATUM(2) : static_cast<Datum>(0),
+                       rsinfo};
 
   (void)pg::AddMicros(GetCurrentTimestamp(), wait_us, "wait");  // 22008 beyond the timestamp range
+  if (wait_us == 0) {
+    // Without a wait there is no waiter and never a sleep.
+    (void)attempt.Run(nullptr);
+    return static_cast<Datum>(0);
+  }
   const int64 wait_end = core::WaitEnd(api::MonotonicMicros(), wait_us);
   std::optional<pg::ClaimWaiter> waiter;
-  int32 waiter_queue = 0;
   for (;;) {
-    // Each try sees what committed before it: a drop (undefined_object), a
-    // pause, a resume, a new default lease or rate limit.
-    const pg::CachedQueue queue = api::CurrentQueue(spi, name);
-    api::RequireRight(spi, queue.id, name, core::kConsume);  // a revoke counts while waiting
-    if (wait_us > 0) {
-      // A queue dropped and created again under the same name has a new id.
-      if (!waiter || waiter_queue != queue.id) {
-        waiter.reset();
-        waiter.emplace(queue.id);
-        waiter_queue = queue.id;
-      }
-      waiter->Arm();
+    // An attempt that takes nothing is rolled back: a claim asleep holds no
+    // lock on pgq.jobs (or anything else it read), so compaction and ALTER
+    // EXTENSION need not wait for it.
+    pg::SubTransaction sub;
+    const api::Attempt::Outcome outcome = attempt.Run(&waiter);
+    if (outcome.claimed > 0) {
+      sub.Commit();
+      break;
     }
-    long sleep_cap = api::kRecheckMillis;
-    if (!queue.paused) {
-      const TimestampTz now = pg::Now();
-      pg::QueueSlot* slot = pg::FindQueueSlot(queue.id);
-      std::optional<api::RateBucket> bucket;
-      int32 want = n;
-      if (queue.rate_limit > 0) {
-        bucket.emplace(spi, queue.id, queue.rate_limit, slot);
-        want = bucket->Take(n, now);
-      }
-      uint64 claimed = 0;
-      if (want > 0) {
-        params.Set(0, Int32GetDatum(queue.id))
-            .Set(1, Int32GetDatum(want))
-            .Set(2, has_lease ? PG_GETARG_DATUM(2) : IntervalPGetDatum(&queue.lease))
-            .Set(3, TimestampTzGetDatum(now));
-        pg::Result jobs = api::ClaimOnce(spi, params, queue.id, slot, now);
-        claimed = jobs.size();
-        for (uint64 row = 0; row < claimed; ++row) {
-          Datum values[api::kClaimedColumns];
-          bool nulls[api::kClaimedColumns];
-          for (int column = 0; column < api::kClaimedColumns; ++column) {
-            values[column] = jobs.Value(row, column + 1, &nulls[column]);
-          }
-          pg::Guard(
-              [&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
-        }
-        jobs.Free();
-        if (bucket) bucket->Return(want - static_cast<int32>(claimed));
-      } else {
-        // No token: sleep until the next one rather than a full recheck.
-        sleep_cap = std::max(1L, static_cast<long>((bucket->MicrosUntilToken() + 999) / 1000));
-      }
-      if (claimed > 0) break;
-    }
-    // Without a wait there is no waiter: never past this point.
-    if (wait_us == 0) break;
+    sub.Rollback();
     const int64 left_ms = core::MillisLeft(wait_end, api::MonotonicMicros());
     if (left_ms == 0) break;
-    waiter->Sleep(static_cast<long>(std::min<int64>(sleep_cap, left_ms)));
+    waiter->Sleep(static_cast<long>(std::min<int64>(outcome.sleep_cap_ms, left_ms)));
   }
   return static_cast<Datum>(0);
 }

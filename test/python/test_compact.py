@@ -136,6 +136,66 @@ class CompactTests(PgqTestCase):
             conn.execute("SELECT pgq.compact_jobs()")
         conn.rollback()
 
+    def sleeping(self, pid):
+        """Whether backend pid is asleep in a claim's wait (not in a lock wait)."""
+        row = self.activity(pid)
+        return row is not None and row[0] == "active" and row[1] == "Extension"
+
+    def test_a_sleeping_claim_holds_no_lock(self):
+        """A claim asleep in its wait has let go of every lock its attempts
+        took (issue 16): an exclusive lock on pgq.jobs (compaction, ALTER
+        EXTENSION) is granted at once, and the claim still wakes for the job
+        enqueued meanwhile and takes it."""
+        a = self.connect()
+        pid = a.info.backend_pid
+        task = self.spawn(lambda: a.execute(
+            "SELECT id FROM pgq.claim('q', 1, wait => '30 s')").fetchall(), "claim")
+        # The queue is new: its first attempt scans pgq.jobs (no hint yet).
+        self.wait_for("the claim to sleep", lambda: self.sleeping(pid) or not task.is_alive())
+        self.assertTrue(task.is_alive(), f"claim ended: {task.error!r}")
+        held = self.scalar("SELECT count(*) FROM pg_locks WHERE pid = %s AND locktype = 'relation'"
+                           "   AND relation IN ('pgq.jobs'::regclass, 'pgq.queues'::regclass)",
+                           (pid,))
+        self.assertEqual(held, 0, "a sleeping claim holds locks on pgq's tables")
+        locker = self.connect(autocommit=False)
+        locker.execute("SET lock_timeout = '2s'")
+        locker.execute("LOCK TABLE pgq.jobs IN ACCESS EXCLUSIVE MODE")
+        locker.rollback()
+        self.assertIsNotNone(self.scalar("SELECT pgq.compact_jobs()"),
+                             "compaction found pgq.jobs busy while the claim slept")
+        job = self.enqueue(self.admin, "q", {"n": 1})
+        self.assertEqual(task.value(), [(job,)])
+        self.assertEqual(self.scalar("SELECT state FROM pgq.jobs WHERE id = %s", (job,)), "r")
+
+    def test_compaction_goes_through_claimers_that_always_wait(self):
+        """Four workers that always claim with a wait on a quiet queue (the
+        usual worker loop): compaction, which waits at most 20 ms for its
+        lock, gets it (before issue 16 each sleeping claim held its lock for
+        its whole wait, and no compaction ever went through)."""
+        stop = threading.Event()
+
+        def worker():
+            conn = self.connect()
+            while not stop.is_set():
+                for job_id, attempt in conn.execute(
+                        "SELECT id, attempt FROM pgq.claim('q', 1, wait => '2 s')").fetchall():
+                    conn.execute("SELECT pgq.complete(%s, %s)", (job_id, attempt))
+
+        workers = [self.spawn(worker, f"worker{i}") for i in range(4)]
+        self.wait_for("the workers to sleep", lambda: self.scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension'"
+            "   AND query LIKE '%%pgq.claim%%'") == 4)
+        kept = []
+        for i in range(5):
+            self.enqueue(self.admin, "q", {"n": i})
+            kept.append(self.scalar("SELECT pgq.compact_jobs()"))
+        stop.set()
+        for w in workers:
+            w.value()
+        rewrites = sum(1 for k in kept if k is not None)
+        self.assertGreaterEqual(rewrites, 3, f"compaction found pgq.jobs busy: {kept}")
+        self.wait_for("every job done", lambda: self.job_count() == 0)
+
     def test_only_the_owner_may_compact(self):
         """A role that does not own pgq.jobs gets 42501, checked before the
         table lock is asked for (which needs no privilege of its own): with a
