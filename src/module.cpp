@@ -1,10 +1,10 @@
 // Library entry point: _PG_init, above the zones (src/core, pg, api, bgw),
 // so that none of them includes a higher one.
 #include "bgw/bgw.h"
+#include "pg/ledger.h"
 #include "pg/queue_cache.h"
 #include "pg/settings.h"
 #include "pg/shared.h"
-#include "pg/wakeup.h"
 
 extern "C" {
 PG_MODULE_MAGIC;
@@ -21,7 +21,7 @@ void _PG_init(void) {
   // them (claim's wait polls, maintenance is pgq.maintain()).
   if (!process_shared_preload_libraries_in_progress) return;
   pgq::pg::RequestSharedState();
-  pgq::pg::RegisterWakeups();
+  pgq::pg::ledger::Register();
   pgq::bgw::InstallDatabaseHooks();
   pgq::bgw::RegisterLauncher();
 }

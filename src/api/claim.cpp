@@ -15,6 +15,7 @@
 #include "api/rate_bucket.h"
 #include "core/validate.h"
 #include "core/wait.h"
+#include "pg/ledger.h"
 #include "pg/args.h"
 #include "pg/queue_cache.h"
 #include "pg/queue_slots.h"
@@ -43,7 +44,7 @@ namespace {
 // claim order. The first row's key is where the next claim may start: every
 // pending ready job before it in this snapshot is locked by a transaction
 // that will claim or remove it, or reset the hint if it rolls back
-// (NoteResetOnAbort), and the claimed jobs themselves are running once this
+// (pg::ledger::NoteLocked), and the claimed jobs themselves are running once this
 // commits.
 #define PGQ_CLAIM_JOBS(record_claimer) \
   "WITH claimed AS ("                                                                         \
@@ -156,11 +157,11 @@ pg::Result ClaimOnce(pg::SpiSession& spi, pg::Params& params, int32 queue_id, pg
   if (record_claimer) params.Set(8, Int32GetDatum(MyProcPid));
   pg::Result jobs = spi.Execute(record_claimer ? claim_jobs : claim_jobs_1_0, params);
   const uint64 claimed = jobs.size();
-  pg::NoteCount(queue_id, pg::kClaims, claimed);
+  pg::ledger::NoteCount(queue_id, pg::kClaims, claimed);
   if (slot == nullptr) return jobs;
   // Others skip the rows this claim locked; if it rolls back they are
   // pending again behind a hint that moved on.
-  if (claimed > 0) pg::NoteResetOnAbort(queue_id);
+  if (claimed > 0) pg::ledger::NoteLocked(queue_id);
   // A snapshot older than the read of the hint (REPEATABLE READ) could
   // publish past jobs that committed in between; such claims only read it.
   if (!IsolationUsesXactSnapshot()) {

@@ -4,10 +4,10 @@
 #include "api/job_sql.h"
 #include "api/queue_ref.h"
 #include "api/rights.h"
+#include "pg/ledger.h"
 #include "pg/args.h"
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
-#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -80,7 +80,7 @@ void AnnounceRevived(pg::SpiSession& spi, int32 queue_id, const pg::Result& revi
     first = have_first ? core::EarlierKey(first, key) : key;
     have_first = true;
   }
-  if (have_first) pg::NoteJobsPending(queue_id, first, true);
+  if (have_first) pg::ledger::NotePending(queue_id, first, true);
   std::vector<GroupRef> groups = GroupsOfResult(revived);
   if (!groups.empty()) MoveGroupsOn(spi, std::move(groups));
 }
@@ -105,8 +105,8 @@ PGQ_FUNCTION(pgq_cancel) {
   api::SetScope(params, 2, api::QueuesWithRight(spi, kMayCancel));
   const pg::Result cancelled = spi.Execute(api::cancel_job, params);
   if (cancelled.empty()) PG_RETURN_BOOL(false);
-  pg::NoteResetOnAbort(cancelled.Int32(0, 1));  // it locked a pending job
-  pg::NoteCount(cancelled.Int32(0, 1), pg::kDeadLettered, 1);
+  pg::ledger::NoteLocked(cancelled.Int32(0, 1));  // it locked a pending job
+  pg::ledger::NoteCount(cancelled.Int32(0, 1), pg::kDeadLettered, 1);
   std::vector<api::GroupRef> groups = api::GroupsOfResult(cancelled);
   if (!groups.empty()) api::MoveGroupsOn(spi, std::move(groups));
   PG_RETURN_BOOL(true);

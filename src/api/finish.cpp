@@ -14,9 +14,9 @@
 #include "api/rights.h"
 #include "core/backoff.h"
 #include "core/validate.h"
+#include "pg/ledger.h"
 #include "pg/args.h"
 #include "pg/settings.h"
-#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -106,14 +106,14 @@ struct Claim {
 // A job made pending again by a statement that returned its queue_id,
 // priority, run_at and id.
 void NotePendingAgain(const pg::Result& pending, bool wake) {
-  pg::NoteJobsPending(pending.Int32(0, "queue_id"), ClaimKeyOf(pending, 0), wake);
+  pg::ledger::NotePending(pending.Int32(0, "queue_id"), ClaimKeyOf(pending, 0), wake);
 }
 
 // What queue_stats.done_recent and the completions counter count: in shared
 // memory when preloaded (flushed to pgq.finished by maintenance, one row per
 // queue and pass), else one pgq.finished row.
 void CountFinished(pg::SpiSession& spi, int32 queue_id, int32 jobs) {
-  if (pg::NoteFinished(queue_id, static_cast<uint64>(jobs))) return;
+  if (pg::ledger::NoteFinished(queue_id, static_cast<uint64>(jobs))) return;
   pg::Params params;
   params.Set(0, Int32GetDatum(queue_id))
       .Set(1, TimestampTzGetDatum(pg::Now()))
@@ -189,7 +189,7 @@ PGQ_FUNCTION(pgq_complete) {
   const pg::Result completed = spi.Execute(api::complete_job, params);
   if (completed.empty()) PG_RETURN_BOOL(false);
   const int32 queue_id = completed.Int32(0, 1);
-  if (completed.Bool(0, 3)) pg::NoteResetOnAbort(queue_id);  // an expired lease's late complete
+  if (completed.Bool(0, 3)) pg::ledger::NoteLocked(queue_id);  // an expired lease's late complete
   if (!completed.IsNull(0, "group_key")) api::MoveGroupsOn(spi, api::GroupsOfResult(completed));
   api::CountFinished(spi, queue_id, 1);
   PG_RETURN_BOOL(true);
@@ -225,7 +225,7 @@ PGQ_FUNCTION(pgq_complete_many) {
   api::CountResultCompletions(spi, result);
   const int32 completed = static_cast<int32>(result.Int64(0, 1));
   for (uint64 row = 0; row < result.size(); ++row) {
-    if (result.Bool(row, 4)) pg::NoteResetOnAbort(result.Int32(row, 2));
+    if (result.Bool(row, 4)) pg::ledger::NoteLocked(result.Int32(row, 2));
   }
   std::vector<api::GroupRef> groups = api::GroupsOfResult(result);
   if (!groups.empty()) api::MoveGroupsOn(spi, std::move(groups));
@@ -261,12 +261,12 @@ PGQ_FUNCTION(pgq_fail) {
         .SetOptional(3, !has_error, error);
     api::SetScope(retry, 4, scope);
     if (const pg::Result retried = spi.Execute(api::fail_retry, retry); retried.size() == 1) {
-      pg::NoteCount(retried.Int32(0, 1), pg::kFailures, 1);
+      pg::ledger::NoteCount(retried.Int32(0, 1), pg::kFailures, 1);
       outcome = "retry";
       // Due later: no wake-up now, but the claim hint must still come back
       // to it (it may come before jobs already passed, core/claim_hint.h).
       api::NotePendingAgain(retried, delay_us == 0);
-      pg::NoteResetOnAbort(retried.Int32(0, 1));  // it may have locked a pending job
+      pg::ledger::NoteLocked(retried.Int32(0, 1));  // it may have locked a pending job
     } else {
       pg::Params dead;
       dead.Set(0, Int64GetDatum(claim.id))
@@ -275,8 +275,8 @@ PGQ_FUNCTION(pgq_fail) {
           .Set(3, TimestampTzGetDatum(now));
       api::SetScope(dead, 4, scope);
       if (const pg::Result buried = spi.Execute(api::fail_dead, dead); buried.size() == 1) {
-        pg::NoteCount(buried.Int32(0, 1), pg::kFailures, 1);
-        pg::NoteCount(buried.Int32(0, 1), pg::kDeadLettered, 1);
+        pg::ledger::NoteCount(buried.Int32(0, 1), pg::kFailures, 1);
+        pg::ledger::NoteCount(buried.Int32(0, 1), pg::kDeadLettered, 1);
         outcome = "dead";
         api::MoveGroupsOn(spi, api::GroupsOfResult(buried));
       }

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "api/queue_ref.h"
+#include "pg/ledger.h"
 #include "pg/args.h"
 #include "pg/queue_lock.h"
-#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -53,7 +53,7 @@ void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups) {
     params.Set(0, Int32GetDatum(group.queue_id)).Set(1, pg::TextDatum(group.group_key));
     const pg::Result promoted = spi.Execute(promote_next, params);
     if (promoted.empty()) continue;
-    pg::NoteJobsPending(group.queue_id, ClaimKeyOf(promoted, 0), true);
+    pg::ledger::NotePending(group.queue_id, ClaimKeyOf(promoted, 0), true);
   }
 }
 

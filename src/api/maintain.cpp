@@ -9,12 +9,12 @@
 #include "api/rights.h"
 #include "api/topics.h"
 #include "api/schedules.h"
+#include "pg/ledger.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/queue_slots.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
-#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -105,8 +105,8 @@ pg::Statement drop_finished = {
 void NoteExpiries(const pg::Result& expired, bool dead) {
   for (uint64 row = 0; row < expired.size(); ++row) {
     const int32 queue_id = expired.Int32(row, 1);
-    pg::NoteCount(queue_id, pg::kLeaseExpiries, 1);
-    if (dead) pg::NoteCount(queue_id, pg::kDeadLettered, 1);
+    pg::ledger::NoteCount(queue_id, pg::kLeaseExpiries, 1);
+    if (dead) pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
   }
 }
 
@@ -130,7 +130,7 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
   }
   *more = counts.expired_requeued == kBatch || counts.expired_dead == kBatch;
   // Claims waiting on those queues look again when this commits.
-  if (counts.expired_requeued > 0) pg::NoteJobsReadyInDatabase();
+  if (counts.expired_requeued > 0) pg::ledger::NoteReadyInDatabase();
   const TimestampTz wall = GetCurrentTimestamp();
   if (wall - last_hint_reset >= kHintRefreshMicros || wall < last_hint_reset) {
     pg::Guard([] { pg::ResetDatabaseSlots(false); });
@@ -140,7 +140,7 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
     if (TopicsTableExists()) spi.Execute(drop_orphan_topic_grants, none);
   }
 
-  pg::FlushFinishedCounts([&](int32 queue_id, uint64 jobs) {
+  pg::ledger::FlushFinishedCounts([&](int32 queue_id, uint64 jobs) {
     pg::Params params;
     params.Set(0, Int32GetDatum(queue_id))
         .Set(1, TimestampTzGetDatum(now))

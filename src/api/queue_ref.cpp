@@ -1,7 +1,7 @@
 #include "api/queue_ref.h"
 
+#include "pg/ledger.h"
 #include "pg/args.h"
-#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -21,7 +21,7 @@ pg::Statement notify_queue = {"SELECT pg_catalog.pg_notify('pgq', $1)", 1, {TEXT
 
 void AnnounceNewJobs(pg::SpiSession& spi, int32 queue_id, bool notify, std::string_view name,
                      const core::ClaimKey& first) {
-  pg::NoteJobsPending(queue_id, first, true);
+  pg::ledger::NotePending(queue_id, first, true);
   if (!notify) return;
   pg::Params params;
   params.Set(0, pg::TextDatum(name));

@@ -6,10 +6,10 @@
 #include "api/rights.h"
 #include "core/rate_limit.h"
 #include "core/validate.h"
+#include "pg/ledger.h"
 #include "pg/args.h"
 #include "pg/queue_cache.h"
 #include "pg/queue_lock.h"
-#include "pg/wakeup.h"
 
 extern "C" {
 #include "utils/acl.h"
@@ -161,7 +161,7 @@ Datum SetPaused(FunctionCallInfo fcinfo, bool paused) {
   const int32 queue_id = stored.Int32(0, 2);
   RequireRight(spi, queue_id, name, core::kAdmin);  // else rolled back
   pg::QueueCache::InvalidateAll();                  // claims read `paused` from the cache
-  if (!paused) pg::NoteJobsReady(queue_id);         // waiting claims look again
+  if (!paused) pg::ledger::NoteReady(queue_id);     // waiting claims look again
   return BoolGetDatum(stored.Bool(0, 1));
 }
 

@@ -1,0 +1,248 @@
+#include "pg/ledger.h"
+
+#include <algorithm>
+
+#include "pg/settings.h"
+#include "pg/shared.h"
+#include "pg/wakeup.h"
+
+namespace pgq::pg::ledger {
+
+namespace {
+
+// Queues one transaction keeps apart; past them it acts on the whole
+// database (a spurious reset or wake-up costs one scan from the start).
+constexpr int kMaxEntries = kMaxFlushes;
+
+struct Entry {
+  int32 queue_id;
+  QueueSlot* slot;  // nullptr: the queue has no shared slot (no hint, counts, flush)
+  // pending
+  bool wake;
+  bool has_due;
+  core::ClaimKey due;      // the earliest due job made pending
+  core::ClaimAlarm later;  // the jobs made pending that were not due yet
+  // locked
+  bool locked;
+  // counts
+  uint64 finished;
+  QueueCounts counts;
+  // flushing
+  bool flushing;
+  uint64 flushed;
+};
+
+Entry entries[kMaxEntries];
+int entry_count = 0;
+// More queues made pending than entries, or NoteReadyInDatabase: at commit
+// every hint of the database is reset and every waiter woken.
+bool whole_database = false;
+// More queues locked than entries: an abort resets every hint of the database.
+bool locked_overflow = false;
+
+Entry* Find(int32 queue_id) {
+  for (int i = 0; i < entry_count; ++i) {
+    if (entries[i].queue_id == queue_id) return &entries[i];
+  }
+  return nullptr;
+}
+
+// The entry of `queue_id`, added if new; nullptr when the ledger is full.
+Entry* Touch(int32 queue_id) {
+  if (Entry* entry = Find(queue_id)) return entry;
+  if (entry_count == kMaxEntries) return nullptr;
+  Entry* entry = &entries[entry_count++];
+  *entry = Entry{};
+  entry->queue_id = queue_id;
+  entry->slot = FindQueueSlot(queue_id);
+  entry->due = core::kFirstKey;
+  return entry;
+}
+
+void ResetLockedHints() {
+  if (locked_overflow) {
+    ResetDatabaseSlots(false);
+    return;
+  }
+  for (int i = 0; i < entry_count; ++i) {
+    if (entries[i].locked && entries[i].slot != nullptr) ResetQueueHint(entries[i].slot);
+  }
+}
+
+void AddCounts() {
+  for (int i = 0; i < entry_count; ++i) {
+    const Entry& e = entries[i];
+    if (e.slot == nullptr) continue;
+    if (e.finished > 0) AddFinished(e.slot, e.finished);
+    pg::AddCounts(e.slot, e.counts);
+  }
+}
+
+void EndFlushes(bool committed) {
+  for (int i = 0; i < entry_count; ++i) {
+    if (entries[i].flushing) EndFlush(entries[i].slot, entries[i].flushed, committed);
+  }
+}
+
+// After the commit is visible (the invariant of core/claim_hint.h), before
+// waking anyone.
+void LowerHints() {
+  if (whole_database) {
+    ResetDatabaseSlots(false);
+    return;
+  }
+  for (int i = 0; i < entry_count; ++i) {
+    const Entry& e = entries[i];
+    if (e.slot == nullptr || (!e.has_due && !e.later.set)) continue;
+    UpdateClaimHint(e.slot, e.has_due ? &e.due : nullptr, e.later);
+  }
+}
+
+void Wake() {
+  int32 queues[kMaxEntries];
+  int n = 0;
+  for (int i = 0; i < entry_count; ++i) {
+    if (entries[i].wake) queues[n++] = entries[i].queue_id;
+  }
+  if (n > 0 || whole_database) WakeWaiters(queues, n, whole_database);
+}
+
+void Forget() {
+  entry_count = 0;
+  whole_database = false;
+  locked_overflow = false;
+}
+
+void OnSubTransactionEnd(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
+  // Rows the subtransaction (or one of its children) claimed or removed are
+  // pending again: reset the hint of every queue where this transaction
+  // locked pending jobs.
+  if (event == SUBXACT_EVENT_ABORT_SUB) ResetLockedHints();
+}
+
+// Runs where nothing may raise an error.
+void OnTransactionEnd(XactEvent event, void*) {
+  switch (event) {
+    case XACT_EVENT_COMMIT:
+      AddCounts();
+      EndFlushes(true);
+      LowerHints();
+      Wake();
+      break;
+    case XACT_EVENT_ABORT:
+      ResetLockedHints();
+      EndFlushes(false);
+      // A claim that raised while waiting (cancel, timeout) leaves its slot.
+      UnpublishWaiter();
+      break;
+    case XACT_EVENT_PREPARE:
+      // The commit happens later in another backend, which knows nothing of
+      // these queues: waiters notice its jobs at their next periodic look,
+      // and claim hints at the maintenance worker's next reset. If it is
+      // rolled back, the jobs it locked are pending again behind hints that
+      // moved past them: reset now.
+      ResetLockedHints();
+      // Its counts are taken as committed now (its pgq.finished rows too):
+      // statistics, off only if it is rolled back later.
+      AddCounts();
+      EndFlushes(true);
+      break;
+    default:
+      return;
+  }
+  Forget();
+}
+
+}  // namespace
+
+void Register() {
+  RegisterXactCallback(OnTransactionEnd, nullptr);
+  RegisterSubXactCallback(OnSubTransactionEnd, nullptr);
+}
+
+void NotePending(int32 queue_id, const core::ClaimKey& first, bool wake) {
+  if (Shared() == nullptr) return;
+  Entry* entry = Touch(queue_id);
+  if (entry == nullptr) {
+    whole_database = true;
+    return;
+  }
+  entry->wake = entry->wake || wake;
+  // Due or not is decided now, with this statement's clock: a job noted as
+  // not due that is due by commit time only makes the alarm ring at once.
+  if (first.run_at > Now()) {
+    entry->later = core::MergeAlarms(entry->later, core::ClaimAlarm{true, first.run_at, first});
+  } else {
+    entry->due = entry->has_due ? core::EarlierKey(entry->due, first) : first;
+    entry->has_due = true;
+  }
+}
+
+void NoteReady(int32 queue_id) {
+  if (Shared() == nullptr) return;
+  if (Entry* entry = Touch(queue_id)) {
+    entry->wake = true;
+  } else {
+    whole_database = true;
+  }
+}
+
+void NoteReadyInDatabase() {
+  if (Shared() != nullptr) whole_database = true;
+}
+
+void NoteLocked(int32 queue_id) {
+  if (Shared() == nullptr) return;
+  if (Entry* entry = Touch(queue_id)) {
+    entry->locked = true;
+  } else {
+    locked_overflow = true;
+  }
+}
+
+void NoteCount(int32 queue_id, Counter counter, uint64 n) {
+  if (n == 0 || Shared() == nullptr) return;
+  if (Entry* entry = Touch(queue_id)) {
+    entry->counts.values[counter] += n;
+  } else if (QueueSlot* slot = FindQueueSlot(queue_id)) {
+    QueueCounts now{};
+    now.values[counter] = n;
+    pg::AddCounts(slot, now);
+  }
+}
+
+bool NoteFinished(int32 queue_id, uint64 jobs) {
+  Entry* entry = Shared() == nullptr ? nullptr : Touch(queue_id);
+  if (entry == nullptr || entry->slot == nullptr) {
+    NoteCount(queue_id, kCompletions, jobs);
+    return false;
+  }
+  entry->finished += jobs;
+  entry->counts.values[kCompletions] += jobs;
+  return true;
+}
+
+int MarkFinishedToFlush(FlushSlot* out) {
+  if (Shared() == nullptr) return 0;
+  int flushing = 0;
+  for (int i = 0; i < entry_count; ++i) flushing += entries[i].flushing ? 1 : 0;
+  // New marks need entries: no more than the ledger has left.
+  const int room = std::min(kMaxFlushes - flushing, kMaxEntries - entry_count);
+  const int n = MarkFlushes(out, kMaxFlushes, room);
+  for (int i = 0; i < n; ++i) {
+    Entry* entry = Touch(out[i].queue_id);
+    if (entry == nullptr) {
+      // Cannot happen (room above); not writing it is always safe.
+      out[i].finished = 0;
+      continue;
+    }
+    entry->slot = out[i].slot;
+    entry->flushing = true;
+    // What this transaction already wrote is not to be written again.
+    out[i].finished -= std::min(out[i].finished, entry->flushed);
+    entry->flushed += out[i].finished;
+  }
+  return n;
+}
+
+}  // namespace pgq::pg::ledger

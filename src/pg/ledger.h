@@ -1,0 +1,89 @@
+// The transaction ledger: what the current transaction did to each queue,
+// acted on when it ends, by one callback for commit, abort and prepare.
+//
+// One entry per queue touched, holding every commit-time effect:
+//
+//   pending   jobs made pending: at commit, after they are visible, the
+//             queue's claim hint is lowered to the first of them
+//             (core/claim_hint.h) and, if any were due, its waiting claims
+//             are woken (pg/wakeup.h)
+//   locked    pending jobs this transaction locked (claimed, removed): claims
+//             of other sessions skip them and the hint moves past them, so
+//             if the transaction or a subtransaction rolls back, or it is
+//             prepared, the hint is reset
+//   counts    pgq.metrics() counters and completions for done_recent, added
+//             to the queue's shared slot at commit (pg/queue_slots.h)
+//   flushing  completions this transaction writes to pgq.finished: they
+//             leave shared memory when it commits, and stay when it aborts
+//
+// The jobs store (store/jobs.h) writes every note; nothing else needs to.
+// A transaction that touches more queues than the ledger holds falls back
+// to the whole database: every hint of it reset, every waiter of it woken.
+//
+// Without shared memory (not preloaded) there are no hints, waiters or
+// counts: every note is a no-op and completions go to pgq.finished.
+#pragma once
+
+#include "core/claim_hint.h"
+#include "pg/pg.h"
+#include "pg/queue_slots.h"
+
+namespace pgq::pg::ledger {
+
+// Registers the transaction callbacks; called from _PG_init when preloaded.
+void Register();
+
+// Jobs of `queue_id` become pending if the transaction commits, the first
+// of them in claim order at `first`. `wake`: some are due now (waiting claims
+// look again); otherwise only the hint's alarm learns of them.
+void NotePending(int32 queue_id, const core::ClaimKey& first, bool wake);
+
+// Waiting claims of `queue_id` look again at commit (a resume), no hint
+// change.
+void NoteReady(int32 queue_id);
+
+// Jobs of some queues of this database became pending by a statement that
+// did not say which first (maintenance returning expired leases): at commit
+// every hint of the database is reset and every waiter woken.
+void NoteReadyInDatabase();
+
+// This transaction locked pending jobs of `queue_id`.
+void NoteLocked(int32 queue_id);
+
+// `n` of `counter` in `queue_id`, counted at commit (a statistic: with no
+// room in the ledger it is counted at once, committed or not).
+void NoteCount(int32 queue_id, Counter counter, uint64 n);
+
+// `jobs` completions of `queue_id`, counted in shared memory at commit for
+// done_recent and the completions counter. False without shared memory, a
+// slot or room: the caller records them in pgq.finished itself.
+bool NoteFinished(int32 queue_id, uint64 jobs);
+
+// At most this many queues flushed per transaction; the rest wait for the
+// next pass.
+inline constexpr int kMaxFlushes = 64;
+
+// The flush of completions counted in shared memory into pgq.finished, by
+// the current transaction: calls write(queue_id, jobs) for each queue of
+// this database that has some and that no other transaction is flushing.
+// They stay in shared memory until this transaction commits (then what it
+// wrote is subtracted) or aborts (then they stay for the next flush), so a
+// reader finds every completion in one place or the other, and two flushers
+// never write the same ones.
+template <typename Write>
+void FlushFinishedCounts(Write write);
+
+// Marks the queues to flush and returns them with what is left to write of
+// each (for FlushFinishedCounts).
+int MarkFinishedToFlush(FlushSlot* out);
+
+template <typename Write>
+void FlushFinishedCounts(Write write) {
+  FlushSlot marked[kMaxFlushes];
+  const int n = MarkFinishedToFlush(marked);
+  for (int i = 0; i < n; ++i) {
+    if (marked[i].finished > 0) write(marked[i].queue_id, marked[i].finished);
+  }
+}
+
+}  // namespace pgq::pg::ledger
