@@ -9,64 +9,11 @@
 #include "pg/args.h"
 #include "pg/queue_cache.h"
 #include "pg/queue_lock.h"
+#include "store/jobs.h"
 
 namespace pgq::api {
 
 namespace {
-
-// The queue's existence is guaranteed by its lock, not by these statements
-// (see pg/queue_cache.h). Without a dedupe key the insert is plain: ON
-// CONFLICT would cost a speculative insertion (and its WAL) on every job.
-//
-// A job of a FIFO group waits ('w') while its group has any other job; the
-// caller holds the group's lock (pg/queue_lock.h), so that check and the
-// promotion of the next job when the head leaves (api/groups.h) never race.
-// Jobs without a group get statements without that check: its subplan would
-// be set up on every execution even where it never runs.
-#define PGQ_INSERT_JOB(state)                                                            \
-  "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, " \
-  "                      enqueued_at, dedupe_key, group_key, payload) "                  \
-  "VALUES (pg_catalog.nextval('pgq.job_id_seq'), $1, " state                             \
-  ",       $4, $3, 0, $6, pg_catalog.now(), $5, $7, $2) "
-#define PGQ_GROUP_STATE                                                                    \
-  "CASE WHEN EXISTS (SELECT 1 FROM pgq.jobs g WHERE g.queue_id = $1 AND g.group_key = $7)" \
-  " THEN 'w' ELSE 'p' END"
-// With a dedupe key: a pending or running job holding it wins, and we return
-// its id instead (looked up below).
-#define PGQ_ON_DEDUPE "ON CONFLICT (queue_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING "
-#define PGQ_INSERT_RETURNING "RETURNING id, state = 'p'"
-#define PGQ_INSERT_ARGS \
-  { INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID }
-
-// [has dedupe key][has group key]
-pg::Statement insert_job[2][2] = {
-    {{PGQ_INSERT_JOB("'p'") PGQ_INSERT_RETURNING, 7, PGQ_INSERT_ARGS, nullptr},
-     {PGQ_INSERT_JOB(PGQ_GROUP_STATE) PGQ_INSERT_RETURNING, 7, PGQ_INSERT_ARGS, nullptr}},
-    {{PGQ_INSERT_JOB("'p'") PGQ_ON_DEDUPE PGQ_INSERT_RETURNING, 7, PGQ_INSERT_ARGS, nullptr},
-     {PGQ_INSERT_JOB(PGQ_GROUP_STATE) PGQ_ON_DEDUPE PGQ_INSERT_RETURNING, 7, PGQ_INSERT_ARGS,
-      nullptr}},
-};
-
-pg::Statement find_dedupe = {"SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2",
-                             2,
-                             {INT4OID, TEXTOID},
-                             nullptr};
-
-// Ids are drawn in input order: volatile functions in the target list are
-// evaluated after the ORDER BY of their own query level.
-pg::Statement insert_many = {
-    "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, "
-    "                      enqueued_at, payload) "
-    "SELECT s.id, q.queue_id, 'p', $4, $3, 0, q.max_attempts, pg_catalog.now(), s.payload "
-    "  FROM pgq.queues q, "
-    "       (SELECT pg_catalog.nextval('pgq.job_id_seq') AS id, p.payload "
-    "          FROM pg_catalog.unnest($2) WITH ORDINALITY AS p(payload, ord) "
-    "         ORDER BY p.ord) s "
-    " WHERE q.queue_id = $1 "
-    "RETURNING id",
-    4,
-    {INT4OID, JSONBARRAYOID, TIMESTAMPTZOID, INT4OID},
-    nullptr};
 
 // Enqueue races with a concurrent complete of the job holding the dedupe key:
 // the insert conflicts, then the holder is gone before we look. Each retry
@@ -153,40 +100,25 @@ PGQ_FUNCTION(pgq_enqueue) {
   }
 
   pg::SpiSession spi;
-  pg::Params params;
-  params.Set(1, payload)
-      .Set(2, TimestampTzGetDatum(run_at))
-      .Set(3, Int32GetDatum(priority))
-      .SetOptional(4, !has_dedupe, has_dedupe ? PG_GETARG_DATUM(4) : 0)
-      .SetOptional(5, !has_max_attempts, has_max_attempts ? PG_GETARG_DATUM(5) : 0)
-      .SetOptional(6, !has_group, has_group ? PG_GETARG_DATUM(6) : 0);
-
+  store::NewJob job{payload,
+                    run_at,
+                    priority,
+                    has_max_attempts ? PG_GETARG_INT32(5) : 0,
+                    has_dedupe ? PG_GETARG_DATUM(4) : static_cast<Datum>(0),
+                    has_group ? PG_GETARG_DATUM(6) : static_cast<Datum>(0),
+                    group};
   for (int tries = 0; tries < api::kDedupeTries; ++tries) {
     // Locked on every try: a try that found the key's holder gone may mean
     // the queue was dropped meanwhile, and then this raises undefined_object.
     const pg::CachedQueue queue = api::LockQueueForEnqueue(spi, name);
     api::RequireRight(spi, queue.id, name, core::kProduce);
-    if (has_group) pg::LockGroup(queue.id, group);
-    params.Set(0, Int32GetDatum(queue.id));
-    if (!has_max_attempts) params.Set(5, Int32GetDatum(queue.max_attempts));
-    pg::Statement& insert = api::insert_job[has_dedupe][has_group];
-    const pg::Result inserted = spi.Execute(insert, params);
-    if (inserted.size() == 1) {
-      const int64 id = inserted.Int64(0, 1);
-      // A job waiting behind its group's head becomes pending later (api/groups.h).
-      if (inserted.Bool(0, 2)) {
-        api::AnnounceNewJobs(spi, queue.id, queue.notify, name,
-                             core::ClaimKey{priority, run_at, id});
-      }
-      PG_RETURN_INT64(id);
+    if (!has_max_attempts) job.max_attempts = queue.max_attempts;
+    const std::optional<int64> id = store::Insert(spi, {queue.id, name, queue.notify}, job);
+    if (id) PG_RETURN_INT64(*id);
+    // The dedupe key is held by a pending or running job: its id.
+    if (const int64 holder = store::DedupeHolder(spi, queue.id, job.dedupe_key); holder != 0) {
+      PG_RETURN_INT64(holder);
     }
-    // Nothing inserted: the dedupe key is held by a pending or running job
-    // (only ON CONFLICT on the dedupe index can skip the row).
-    if (!has_dedupe) pg::Raise(ERRCODE_INTERNAL_ERROR, "enqueue inserted no row");
-    pg::Params key;
-    key.Set(0, Int32GetDatum(queue.id)).Set(1, PG_GETARG_DATUM(4));
-    const pg::Result holder = spi.Execute(api::find_dedupe, key, 1);
-    if (holder.size() == 1) PG_RETURN_INT64(holder.Int64(0, 1));
   }
   pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
             "could not enqueue with dedupe_key: its holder kept changing",
@@ -234,18 +166,13 @@ PGQ_FUNCTION(pgq_enqueue_many) {
     api::RequireRight(spi, queue.id, name, core::kProduce);
     if (count == 0) return static_cast<Datum>(0);
     pg::LockQueueShared(queue.id);
-    pg::Params params;
-    params.Set(0, Int32GetDatum(queue.id))
-        .Set(1, PointerGetDatum(payloads))
-        .Set(2, TimestampTzGetDatum(run_at))
-        .Set(3, Int32GetDatum(priority));
-    const pg::Result inserted = spi.Execute(api::insert_many, params);
+    const pg::Result inserted = store::InsertMany(spi, {queue.id, name, queue.notify},
+                                                  PointerGetDatum(payloads), run_at, priority);
     if (inserted.empty()) api::RaiseUnknownQueue(name);
     ids.reserve(inserted.size());
-    for (uint64 row = 0; row < inserted.size(); ++row) ids.push_back(inserted.Int64(row, 1));
-    const int64 first_id = *std::min_element(ids.begin(), ids.end());
-    api::AnnounceNewJobs(spi, queue.id, queue.notify, name,
-                         core::ClaimKey{priority, run_at, first_id});
+    const int id_column = inserted.ColumnNumber("id");
+    for (uint64 row = 0; row < inserted.size(); ++row)
+      ids.push_back(inserted.Int64(row, id_column));
   }
   std::sort(ids.begin(), ids.end());
   for (const int64 id : ids) {

@@ -3,8 +3,6 @@
 #include "api/maintain.h"
 
 #include "api/compact.h"
-#include "api/groups.h"
-#include "api/job_sql.h"
 #include "api/outbox.h"
 #include "api/rights.h"
 #include "api/topics.h"
@@ -15,6 +13,7 @@
 #include "pg/queue_slots.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
+#include "store/jobs.h"
 
 namespace pgq::api {
 
@@ -32,32 +31,6 @@ constexpr int32 kScheduleBatch = 100;
 // a pass resets the hints of its database.
 constexpr int64 kHintRefreshMicros = 60 * USECS_PER_SEC;
 TimestampTz last_hint_reset = 0;
-
-// An expired lease counts as a failed attempt. The job is ready again at
-// once, in its old place in the claim order (run_at is unchanged): it already
-// waited a whole lease. It keeps lease_until (the marker that lets a late
-// complete or fail from the expired claim still land) and its attempt number
-// until the next claim.
-pg::Statement expire_to_pending = {
-    "UPDATE pgq.jobs SET state = 'p', last_error = 'lease expired' "
-    " WHERE id = ANY (ARRAY(SELECT id FROM pgq.jobs"
-    "   WHERE state = 'r' AND lease_until < $1 AND attempt < max_attempts"
-    "   ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED))"
-    " RETURNING queue_id",
-    2,
-    {TIMESTAMPTZOID, INT4OID},
-    nullptr};
-
-pg::Statement expire_to_dead = {
-    "WITH d AS ("
-    "  DELETE FROM pgq.jobs WHERE id = ANY (ARRAY(SELECT id FROM pgq.jobs"
-    "    WHERE state = 'r' AND lease_until < $1 AND attempt >= max_attempts"
-    "    ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED))"
-    "  RETURNING *"
-    ") " PGQ_BURY_DELETED("'lease expired'", "expired", "$1"),
-    2,
-    {TIMESTAMPTZOID, INT4OID},
-    nullptr};
 
 // Grants of roles dropped since: they grant nothing (no current role has a
 // dropped role's privileges), and are deleted before the OID could ever
@@ -100,37 +73,16 @@ pg::Statement drop_finished = {
     {INT4OID, TIMESTAMPTZOID, INT4OID},
     nullptr};
 
-// Counts the leases a statement expired (their queue ids in column 1, one
-// row each) for pgq.metrics(); with `dead`, the jobs it dead-lettered too.
-void NoteExpiries(const pg::Result& expired, bool dead) {
-  for (uint64 row = 0; row < expired.size(); ++row) {
-    const int32 queue_id = expired.Int32(row, 1);
-    pg::ledger::NoteCount(queue_id, pg::kLeaseExpiries, 1);
-    if (dead) pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
-  }
-}
-
 }  // namespace
 
 PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
   PassCounts counts;
   *more = false;
   pg::SpiSession spi;
-  pg::Params expiry;
-  expiry.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(kBatch));
-  const pg::Result requeued = spi.Execute(expire_to_pending, expiry);
-  counts.expired_requeued = static_cast<int64>(requeued.size());
-  NoteExpiries(requeued, false);
-  const pg::Result dead = spi.Execute(expire_to_dead, expiry);
-  counts.expired_dead = static_cast<int64>(dead.size());
-  NoteExpiries(dead, true);
-  if (counts.expired_dead > 0) {
-    std::vector<GroupRef> groups = GroupsOfResult(dead);
-    if (!groups.empty()) MoveGroupsOn(spi, std::move(groups));
-  }
+  const store::Expired expired = store::ExpireLeases(spi, now, kBatch);
+  counts.expired_requeued = expired.requeued;
+  counts.expired_dead = expired.dead;
   *more = counts.expired_requeued == kBatch || counts.expired_dead == kBatch;
-  // Claims waiting on those queues look again when this commits.
-  if (counts.expired_requeued > 0) pg::ledger::NoteReadyInDatabase();
   const TimestampTz wall = GetCurrentTimestamp();
   if (wall - last_hint_reset >= kHintRefreshMicros || wall < last_hint_reset) {
     pg::Guard([] { pg::ResetDatabaseSlots(false); });

@@ -5,7 +5,7 @@
 //
 // They show every queue of the database, never a payload: EXECUTE on them
 // is the right to see that, revoked from PUBLIC and granted to pg_monitor
-// (docs/security.md). The counters are kept in shared memory (pg/wakeup.h
+// (docs/security.md). The counters are kept in shared memory (pg/ledger.h
 // NoteCount), so they exist only when the library is preloaded, and count
 // from the server's start, as Prometheus counters may.
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include "pg/settings.h"
 #include "pg/shared.h"
 #include "pg/spi.h"
+#include "store/jobs.h"
 
 extern "C" {
 #include "commands/dbcommands.h"
@@ -26,40 +27,6 @@ extern "C" {
 namespace pgq::api {
 
 namespace {
-
-// $1 now. One row per queue: its id, then the columns of queue_metrics()
-// up to paused, in order. Waiting jobs of a FIFO group count as ready, as
-// in pgq.queue_stats.
-pg::Statement queue_gauges = {
-    "SELECT q.queue_id, q.name,"
-    "       count(j.id) FILTER (WHERE j.state <> 'r' AND j.run_at <= $1),"
-    "       count(j.id) FILTER (WHERE j.state <> 'r' AND j.run_at > $1),"
-    "       count(j.id) FILTER (WHERE j.state = 'r'),"
-    "       count(j.id) FILTER (WHERE j.state = 'r' AND j.lease_until < $1),"
-    "       (SELECT count(*) FROM pgq.dead_jobs d WHERE d.queue = q.name),"
-    // Rows stored with an infinite run_at (refused since 1.2) are left
-    // out of the age: subtracting one would fail the whole statement.
-    "       COALESCE(EXTRACT(epoch FROM $1 - min(j.run_at)"
-    "                  FILTER (WHERE j.state <> 'r' AND j.run_at <= $1"
-    "                            AND pg_catalog.isfinite(j.run_at))), 0)::float8,"
-    "       q.paused"
-    "  FROM pgq.queues q LEFT JOIN pgq.jobs j ON j.queue_id = q.queue_id"
-    " GROUP BY q.queue_id ORDER BY q.name",
-    1,
-    {TIMESTAMPTZOID},
-    nullptr};
-
-enum GaugeColumn : int {
-  kQueueId = 1,
-  kName,
-  kReady,
-  kScheduled,
-  kRunning,
-  kExpired,
-  kDead,
-  kOldestReadySeconds,
-  kPaused,
-};
 
 constexpr const char* kStates[] = {"ready", "scheduled", "running", "expired", "dead"};
 
@@ -75,20 +42,19 @@ struct QueueMetrics {
 std::vector<QueueMetrics> ReadQueueMetrics() {
   std::vector<QueueMetrics> queues;
   pg::SpiSession spi;
-  pg::Params params;
-  params.Set(0, TimestampTzGetDatum(pg::Now()));
-  const pg::Result rows = spi.Execute(queue_gauges, params);
+  using namespace store;  // the gauge columns
+  const pg::Result rows = ReadQueueGauges(spi, pg::Now());
   queues.reserve(rows.size());
   for (uint64 row = 0; row < rows.size(); ++row) {
-    QueueMetrics queue{
-        rows.Text(row, kName),
-        {rows.Int64(row, kReady), rows.Int64(row, kScheduled), rows.Int64(row, kRunning),
-         rows.Int64(row, kExpired), rows.Int64(row, kDead)},
-        rows.Float8(row, kOldestReadySeconds),
-        rows.Bool(row, kPaused),
-        false,
-        pg::QueueCounts{}};
-    queue.has_counts = pg::ReadCounts(rows.Int32(row, kQueueId), &queue.counts);
+    QueueMetrics queue{rows.Text(row, kGaugeName),
+                       {rows.Int64(row, kGaugeReady), rows.Int64(row, kGaugeScheduled),
+                        rows.Int64(row, kGaugeRunning), rows.Int64(row, kGaugeExpired),
+                        rows.Int64(row, kGaugeDead)},
+                       rows.Float8(row, kGaugeOldestReadySeconds),
+                       rows.Bool(row, kGaugePaused),
+                       false,
+                       pg::QueueCounts{}};
+    queue.has_counts = pg::ReadCounts(rows.Int32(row, kGaugeQueueId), &queue.counts);
     queues.push_back(std::move(queue));
   }
   return queues;

@@ -20,6 +20,7 @@
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/queue_lock.h"
+#include "store/jobs.h"
 
 namespace pgq::api {
 
@@ -57,23 +58,6 @@ pg::Statement find_event = {"SELECT id FROM pgq.events WHERE topic = $1 AND dedu
                             2,
                             {TEXTOID, TEXTOID},
                             nullptr};
-
-// One job per subscribed queue that still exists now that we hold the
-// queues' locks (a queue dropped first simply gets none). The job's payload
-// carries the event's identity, so a handler can tell a retry from a new
-// event.
-pg::Statement enqueue_event = {
-    "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts,"
-    "                      enqueued_at, payload)"
-    " SELECT pg_catalog.nextval('pgq.job_id_seq'), q.queue_id, 'p', 0, $4, 0, q.max_attempts,"
-    "        pg_catalog.now(),"
-    "        pg_catalog.jsonb_build_object('event_id', $1::bigint, 'topic', $2::text,"
-    "                                      'payload', $3::jsonb)"
-    "   FROM pgq.queues q WHERE q.queue_id = ANY ($5) ORDER BY q.queue_id"
-    " RETURNING queue_id, id",
-    5,
-    {INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4ARRAYOID},
-    nullptr};
 
 // Events are the audit record of what was published; the jobs carry the
 // payload. Kept for the longest retention of any queue.
@@ -180,27 +164,11 @@ PGQ_FUNCTION(pgq_publish) {
   const int64 event_id = inserted_event.Int64(0, 1);
   if (queues.empty()) PG_RETURN_INT64(event_id);
 
-  auto ids = pg::MakeSmallVector<Datum, 8>(CurrentMemoryContext);
-  for (const Subscriber& q : queues) ids.push_back(Int32GetDatum(q.queue_id));
-  ArrayType* id_array = pg::Guard([&] {
-    return construct_array(ids.data(), static_cast<int>(ids.size()), INT4OID, sizeof(int32), true,
-                           TYPALIGN_INT);
-  });
-  pg::Params jobs;
-  jobs.Set(0, Int64GetDatum(event_id))
-      .Set(1, pg::TextDatum(topic))
-      .Set(2, payload)
-      .Set(3, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()))
-      .Set(4, PointerGetDatum(id_array));
-  // One job per queue, so each job's key is its queue's first.
-  const TimestampTz run_at = GetCurrentTransactionStartTimestamp();
-  const pg::Result inserted = spi.Execute(api::enqueue_event, jobs);
-  for (const Subscriber& q : queues) {
-    for (uint64 row = 0; row < inserted.size(); ++row) {
-      if (inserted.Int32(row, 1) != q.queue_id) continue;
-      api::AnnounceNewJobs(spi, q.queue_id, q.notify, q.name,
-                           core::ClaimKey{0, run_at, inserted.Int64(row, 2)});
-    }
-  }
+  // One job per queue that still exists now that we hold the queues' locks
+  // (a queue dropped first simply gets none).
+  auto targets = pg::MakeSmallVector<store::Queue, 8>(CurrentMemoryContext);
+  for (const Subscriber& q : queues) targets.push_back(store::Queue{q.queue_id, q.name, q.notify});
+  store::InsertEvent(spi, targets.data(), static_cast<int>(targets.size()), event_id,
+                     pg::TextDatum(topic), payload, GetCurrentTransactionStartTimestamp());
   PG_RETURN_INT64(event_id);
 }

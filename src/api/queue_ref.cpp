@@ -1,6 +1,5 @@
 #include "api/queue_ref.h"
 
-#include "pg/ledger.h"
 #include "pg/args.h"
 
 namespace pgq::api {
@@ -14,19 +13,7 @@ pg::Statement find_queue = {
     {TEXTOID},
     nullptr};
 
-// NOTIFY is sent at commit, like the wake-ups; payload: the queue's name.
-pg::Statement notify_queue = {"SELECT pg_catalog.pg_notify('pgq', $1)", 1, {TEXTOID}, nullptr};
-
 }  // namespace
-
-void AnnounceNewJobs(pg::SpiSession& spi, int32 queue_id, bool notify, std::string_view name,
-                     const core::ClaimKey& first) {
-  pg::ledger::NotePending(queue_id, first, true);
-  if (!notify) return;
-  pg::Params params;
-  params.Set(0, pg::TextDatum(name));
-  spi.Execute(notify_queue, params);
-}
 
 void RaiseUnknownQueue(std::string_view name) {
   pg::Raise(ERRCODE_UNDEFINED_OBJECT, "queue \"" + std::string(name) + "\" does not exist", {},
@@ -57,13 +44,6 @@ pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name) {
 pg::CachedQueue CurrentQueue(pg::SpiSession& spi, std::string_view name) {
   (void)pg::QueueCache::Revalidate(pg::QueueCache::Generation());
   return CachedOrFoundQueue(spi, name);
-}
-
-core::ClaimKey ClaimKeyOf(const pg::Result& result, uint64 row) {
-  bool is_null = false;
-  return core::ClaimKey{result.Int32(row, "priority"),
-                        DatumGetTimestampTz(result.Value(row, "run_at", &is_null)),
-                        result.Int64(row, "id")};
 }
 
 }  // namespace pgq::api

@@ -1,7 +1,6 @@
 // Looking a queue up by name, shared by every function that takes one.
 #pragma once
 
-#include "core/claim_hint.h"
 #include "pg/queue_cache.h"
 #include "pg/spi.h"
 
@@ -27,17 +26,6 @@ pg::CachedQueue CurrentQueue(pg::SpiSession& spi, std::string_view name);
 // The same without processing invalidations: for callers that do so after
 // taking the queue's lock.
 pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name);
-
-// Jobs were added to the queue in this transaction, the first of them in
-// claim order at `first`: at commit the queue's claim hint is lowered and
-// waiting claims are woken (pg/wakeup.h), and LISTEN pgq clients are
-// notified if the queue asks for it (`notify`).
-void AnnounceNewJobs(pg::SpiSession& spi, int32 queue_id, bool notify, std::string_view name,
-                     const core::ClaimKey& first);
-
-// The claim-order key (core/claim_hint.h) of row `row` of a statement that
-// returned a job's columns named priority, run_at and id.
-core::ClaimKey ClaimKeyOf(const pg::Result& result, uint64 row);
 
 // Raises undefined_object for `name`.
 [[noreturn]] void RaiseUnknownQueue(std::string_view name);

@@ -112,17 +112,6 @@ pg::Statement update_queue = {
      FLOAT4OID},
     nullptr};
 
-pg::Statement queue_holds_jobs = {
-    "SELECT (SELECT count(*) FROM pgq.jobs WHERE queue_id = $1) "
-    "     + (SELECT count(*) FROM pgq.dead_jobs WHERE queue = $2)",
-    2,
-    {INT4OID, TEXTOID},
-    nullptr};
-
-pg::Statement delete_queue_jobs = {
-    "DELETE FROM pgq.jobs WHERE queue_id = $1", 1, {INT4OID}, nullptr};
-pg::Statement delete_queue_dead = {
-    "DELETE FROM pgq.dead_jobs WHERE queue = $1", 1, {TEXTOID}, nullptr};
 pg::Statement delete_queue_done = {
     "DELETE FROM pgq.finished WHERE queue_id = $1", 1, {INT4OID}, nullptr};
 pg::Statement delete_queue = {"DELETE FROM pgq.queues WHERE queue_id = $1", 1, {INT4OID}, nullptr};
@@ -275,12 +264,8 @@ PGQ_FUNCTION(pgq_drop_queue) {
   const Datum name_datum = pg::TextDatum(name);
   pg::Params by_id;
   by_id.Set(0, Int32GetDatum(queue.id));
-  pg::Params by_name;
-  by_name.Set(0, name_datum);
   if (!force) {
-    pg::Params both;
-    both.Set(0, Int32GetDatum(queue.id)).Set(1, name_datum);
-    const int64 held = spi.Execute(api::queue_holds_jobs, both).Int64(0, 1);
+    const int64 held = store::CountQueueJobs(spi, queue.id, name_datum);
     if (held > 0) {
       pg::Raise(ERRCODE_OBJECT_IN_USE,
                 "queue \"" + std::string(name) + "\" still holds " + std::to_string(held) + " jobs",
@@ -288,8 +273,7 @@ PGQ_FUNCTION(pgq_drop_queue) {
                 "Use pgq.drop_queue('" + std::string(name) + "', force => true) to drop them too.");
     }
   }
-  spi.Execute(api::delete_queue_jobs, by_id);
-  spi.Execute(api::delete_queue_dead, by_name);
+  store::PurgeQueueJobs(spi, queue.id, name_datum);
   spi.Execute(api::delete_queue_done, by_id);
   spi.Execute(api::delete_queue, by_id);
   pg::QueueCache::InvalidateAll();

@@ -4,6 +4,7 @@
 
 #include <boost/container/vector.hpp>
 
+#include "store/catalog.h"
 #include "pg/allocator.h"
 #include "pg/queue_cache.h"
 
@@ -124,12 +125,7 @@ std::string CurrentRoleName() {
   return std::string(name);
 }
 
-bool GrantsTableExists() {
-  return pg::Guard([] {
-    const Oid schema = get_namespace_oid("pgq", true);
-    return OidIsValid(schema) && OidIsValid(get_relname_relid("grants", schema));
-  });
-}
+bool GrantsTableExists() { return store::InstalledCatalog().grants; }
 
 bool HoldsRight(pg::SpiSession& spi, Oid role, int32 queue_id, uint8 wanted) {
   if (IsSuperuser(role)) return true;

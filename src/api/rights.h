@@ -13,6 +13,7 @@
 
 #include "core/rights.h"
 #include "pg/spi.h"
+#include "store/jobs.h"
 
 namespace pgq::api {
 
@@ -39,10 +40,7 @@ void RequireRightSomewhere(pg::SpiSession& spi, uint8 wanted);
 // queues, so a job of any other queue is answered as one that does not
 // exist and the caller learns nothing about it (issue 15, L4). Kept until the
 // role, `wanted` or the rights change; `ids` is an int4[] in memory of ours.
-struct QueueScope {
-  bool every;
-  Datum ids;
-};
+using QueueScope = store::Scope;
 QueueScope QueuesWithRight(pg::SpiSession& spi, uint8 wanted);
 
 // Sets parameters `first` (boolean) and `first` + 1 (int4[]) to `scope`.

@@ -24,6 +24,7 @@
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
 #include "pg/zone.h"
+#include "store/jobs.h"
 
 namespace pgq::api {
 
@@ -69,15 +70,6 @@ pg::Statement due_schedules = {
     " FOR UPDATE OF r SKIP LOCKED",
     2,
     {TIMESTAMPTZOID, INT4OID},
-    nullptr};
-
-pg::Statement insert_scheduled_job = {
-    "INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts,"
-    "                      enqueued_at, payload)"
-    " VALUES (pg_catalog.nextval('pgq.job_id_seq'), $1, 'p', 0, $2, 0, $3, pg_catalog.now(), $4)"
-    " RETURNING id",
-    4,
-    {INT4OID, TIMESTAMPTZOID, INT4OID, JSONBOID},
     nullptr};
 
 // $1 name, $2 next slot (NULL: none yet), $3 fired at, $4 job, $5 the slot.
@@ -220,12 +212,8 @@ int64 FireDueSchedules(pg::SpiSession& spi, TimestampTz now, int32 limit) {
       next = pg::NextCronSlot(parsed.cron, now, pg::Zone::Find(d.zone), &never);
     }
 
-    pg::Params job;
-    job.Set(0, Int32GetDatum(d.queue_id))
-        .Set(1, TimestampTzGetDatum(now))
-        .Set(2, Int32GetDatum(d.max_attempts))
-        .Set(3, d.payload);
-    const int64 job_id = spi.Execute(insert_scheduled_job, job).Int64(0, 1);
+    const store::NewJob job{d.payload, now, 0, d.max_attempts, 0, 0, {}};
+    const int64 job_id = *store::Insert(spi, {d.queue_id, d.queue, d.notify}, job);
 
     pg::Params firing;
     firing.Set(0, pg::TextDatum(d.name))
@@ -234,7 +222,6 @@ int64 FireDueSchedules(pg::SpiSession& spi, TimestampTz now, int32 limit) {
         .Set(3, Int64GetDatum(job_id))
         .Set(4, d.slot);
     spi.Execute(record_firing, firing);
-    AnnounceNewJobs(spi, d.queue_id, d.notify, d.queue, core::ClaimKey{0, now, job_id});
     ++fired;
   }
   return fired;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "api/rights.h"
+#include "store/catalog.h"
 #include "pg/args.h"
 
 extern "C" {
@@ -123,12 +124,7 @@ Datum ChangeTopicGrant(FunctionCallInfo fcinfo, bool give) {
 
 }  // namespace
 
-bool TopicsTableExists() {
-  return pg::Guard([] {
-    const Oid schema = get_namespace_oid("pgq", true);
-    return OidIsValid(schema) && OidIsValid(get_relname_relid("topics", schema));
-  });
-}
+bool TopicsTableExists() { return store::InstalledCatalog().topics; }
 
 void RequireTopicRight(pg::SpiSession& spi, std::string_view topic, TopicRight right) {
   const TopicHolders holders = LoadHolders(spi, topic, right);

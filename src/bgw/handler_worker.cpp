@@ -2,10 +2,11 @@
 // Up to pgq.handler_workers per database, started by its maintenance worker
 // while some queue has a handler.
 //
-// One job at a time, in three transactions:
-//  1. claim one job of a handler queue (pgq.claim: lease, attempt counted);
+// One job at a time, in three transactions, calling the services behind
+// pgq.claim, pgq.complete and pgq.fail directly (api/claim.h, store/jobs.h):
+//  1. claim one job of a handler queue (as pgq.claim: lease, attempt counted);
 //  2. as the queue's owner, with a statement timeout just short of what is left of the
-//     lease, call handler(job), then pgq.complete(id, attempt) in the same
+//     lease, call handler(job), then complete(id, attempt) in the same
 //     transaction: the handler's writes and the completion commit together
 //     or not at all (a completion fenced out by a newer claim rolls the
 //     writes back);
@@ -13,14 +14,17 @@
 //     nothing the handler left in this process (settings, temporary tables,
 //     prepared statements, cursors, advisory locks, LISTEN) reaches the next
 //     handler, another owner's perhaps (ADR 0012);
-//  4. if 2 failed: pgq.fail(id, attempt, error) — back-off or dead-letter —
+//  4. if 2 failed: fail(id, attempt, error) — back-off or dead-letter —
 //     and the error is logged with the job's id.
 // A worker that dies in 2 leaves the job to its lease, like any worker; one
 // that cannot reset its session exits, and its successor starts clean.
 #include <algorithm>
 
+#include "api/claim.h"
 #include "api/handlers.h"
+#include "api/rights.h"
 #include "bgw/bgw.h"
+#include "core/validate.h"
 #include "bgw/worker_slot.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
@@ -31,6 +35,7 @@
 #include "pg/shared.h"
 #include "pg/spi.h"
 #include "pg/wakeup.h"
+#include "store/jobs.h"
 
 extern "C" {
 #include "catalog/pg_extension.h"
@@ -42,6 +47,7 @@ extern "C" {
 #include "tcop/tcopprot.h"
 #include "utils/acl.h"
 #include "utils/datum.h"
+#include "utils/typcache.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
@@ -78,19 +84,6 @@ pg::Statement handler_queues = {
     {},
     nullptr};
 
-pg::Statement claim_one = {
-    "SELECT c, (c).id, (c).attempt, (c).lease_until FROM pgq.claim($1, 1) AS c",
-    1,
-    {TEXTOID},
-    nullptr};
-
-pg::Statement complete_job = {"SELECT pgq.complete($1, $2)", 2, {INT8OID, INT4OID}, nullptr};
-
-pg::Statement fail_job = {"SELECT pgq.fail($1, $2, $3)", 3, {INT8OID, INT4OID, TEXTOID}, nullptr};
-
-pg::Statement retry_time = {
-    "SELECT run_at FROM pgq.jobs WHERE id = $1 AND state = 'p'", 1, {INT8OID}, nullptr};
-
 // When a job this worker failed is due again (0: none). Becoming due is not
 // a commit, so nothing would wake us: the idle sleep ends then instead.
 TimestampTz next_retry = 0;
@@ -112,25 +105,31 @@ Claimed ClaimNext(Job* job) {
     const std::string queue = queues.Text(row, 1);
     const std::string handler = queues.Text(row, 2);
     const std::string owner = queues.Text(row, 3);
-    pg::Params name;
-    name.Set(0, pg::TextDatum(queue));
-    pg::Result claimed = spi.Execute(claim_one, name);
+    api::Claimer claimer(spi, queue, 1, 0);
+    const pg::Result claimed = claimer.Once().jobs;
     if (claimed.empty()) continue;
     next_queue = static_cast<uint32>(row + 1);
-    bool is_null = false;
-    const Datum value = claimed.Value(0, 1, &is_null);
+    // The handler's argument: a pgq.claimed_job made of the claim's columns.
+    Datum values[store::kClaimedColumns];
+    bool nulls[store::kClaimedColumns];
+    for (int column = 0; column < store::kClaimedColumns; ++column) {
+      values[column] = claimed.Value(0, column + 1, &nulls[column]);
+    }
+    const Oid job_type = api::ClaimedJobType();
     pg::Guard([&] {
       MemoryContextReset(job_context);
       MemoryContext old = MemoryContextSwitchTo(job_context);
-      job->row = datumCopy(value, false, -1);
+      TupleDesc desc = lookup_rowtype_tupdesc_copy(job_type, -1);
+      job->row = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
       job->queue = pstrdup(queue.c_str());
       job->handler = pstrdup(handler.c_str());
       job->owner = pstrdup(owner.c_str());
       MemoryContextSwitchTo(old);
     });
-    job->id = claimed.Int64(0, 2);
-    job->attempt = claimed.Int32(0, 3);
-    job->lease_until = DatumGetTimestampTz(claimed.Value(0, 4, &is_null));
+    bool is_null = false;
+    job->id = claimed.Int64(0, "id");
+    job->attempt = claimed.Int32(0, "attempt");
+    job->lease_until = DatumGetTimestampTz(claimed.Value(0, "lease_until", &is_null));
     return Claimed::kJob;
   }
   return Claimed::kNone;
@@ -176,35 +175,29 @@ void RunHandler(const Job& job) {
   pg::Guard([] { disable_timeout(STATEMENT_TIMEOUT, false); });
 
   pg::SpiSession spi;
-  pg::Params params;
-  params.Set(0, Int64GetDatum(job.id)).Set(1, Int32GetDatum(job.attempt));
-  if (!spi.Execute(complete_job, params).Bool(0, 1)) {
+  if (!store::Complete(spi, api::QueuesWithRight(spi, core::kConsume), job.id, job.attempt)) {
     pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
               "job " + std::to_string(job.id) + " was claimed again before its handler finished",
               "Its handler's writes are rolled back.");
   }
 }
 
-// Records the failure; returns pgq.fail's outcome ('retry', 'dead', 'lost')
-// and, for a retry, notes when the job is due again.
+// Records the failure as pgq.fail does (error text bounded alike); returns
+// its outcome ('retry', 'dead', 'lost') and, for a retry, notes when the job
+// is due again.
 std::string FailJob(const Job& job, const char* error) {
   pg::SpiSession spi;
-  pg::Params params;
-  params.Set(0, Int64GetDatum(job.id))
-      .Set(1, Int32GetDatum(job.attempt))
-      .Set(2, pg::TextDatum(error));
-  std::string outcome = spi.Execute(fail_job, params).Text(0, 1);
-  if (outcome == "retry") {
-    pg::Params id;
-    id.Set(0, Int64GetDatum(job.id));
-    if (const pg::Result retry = spi.Execute(retry_time, id, 1); retry.size() == 1) {
-      bool is_null = false;
-      const TimestampTz due = DatumGetTimestampTz(retry.Value(0, 1, &is_null));
-      // A noted time already past is stale: its job was claimed again.
-      if (next_retry <= GetCurrentTimestamp() || due < next_retry) next_retry = due;
-    }
+  const Datum bounded = pg::BoundedText(error, core::kMaxErrorTextBytes);
+  const store::FailOutcome outcome =
+      store::Fail(spi, api::QueuesWithRight(spi, core::kConsume), job.id, job.attempt, bounded,
+                  std::nullopt, pg::Now());
+  if (outcome == store::FailOutcome::kDead) return "dead";
+  if (outcome == store::FailOutcome::kLost) return "lost";
+  if (const TimestampTz due = store::PendingRunAt(spi, job.id); due != 0) {
+    // A noted time already past is stale: its job was claimed again.
+    if (next_retry <= GetCurrentTimestamp() || due < next_retry) next_retry = due;
   }
-  return outcome;
+  return "retry";
 }
 
 // How long an idle worker sleeps: until its next look, or until a job it

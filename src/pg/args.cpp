@@ -122,13 +122,19 @@ Datum TextDatum(std::string_view value) {
 Datum BoundedTextArg(FunctionCallInfo fcinfo, int index, std::size_t max_bytes) {
   if (ArgIsNull(fcinfo, index)) return 0;
   text* value = Guard([&] { return PG_GETARG_TEXT_PP(index); });
-  const int bytes = VARSIZE_ANY_EXHDR(value);
-  if (static_cast<std::size_t>(bytes) <= max_bytes) return PointerGetDatum(value);
+  const std::size_t bytes = VARSIZE_ANY_EXHDR(value);
+  if (bytes <= max_bytes) return PointerGetDatum(value);
+  return BoundedText(std::string_view(VARDATA_ANY(value), bytes), max_bytes);
+}
+
+Datum BoundedText(std::string_view value, std::size_t max_bytes) {
+  if (value.size() <= max_bytes) return TextDatum(value);
   const std::string_view marker = core::kTruncatedMarker;
   const int keep = Guard([&] {
-    return pg_mbcliplen(VARDATA_ANY(value), bytes, static_cast<int>(max_bytes - marker.size()));
+    return pg_mbcliplen(value.data(), static_cast<int>(value.size()),
+                        static_cast<int>(max_bytes - marker.size()));
   });
-  std::string cut(VARDATA_ANY(value), keep);
+  std::string cut(value.data(), keep);
   cut += marker;
   return TextDatum(cut);
 }

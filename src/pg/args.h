@@ -41,6 +41,8 @@ void CheckPayloadSize(Datum payload, int64 position);
 // A text argument cut to at most `max_bytes` (at a character boundary, the
 // cut marked with core::kTruncatedMarker); NULL stays NULL (0).
 Datum BoundedTextArg(FunctionCallInfo fcinfo, int index, std::size_t max_bytes);
+// The same for a text of ours (a handler's error message).
+Datum BoundedText(std::string_view value, std::size_t max_bytes);
 
 // Builds a text Datum (allocates, so guarded).
 Datum TextDatum(std::string_view value);

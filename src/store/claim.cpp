@@ -1,0 +1,132 @@
+// The claim statement: up to n ready jobs, leased in the same statement that
+// selects them (FOR UPDATE SKIP LOCKED), so two workers never take the same
+// job and never wait on each other.
+//
+// The scan starts at the queue's claim hint (core/claim_hint.h) instead of
+// the start of the queue, and the same statement reports, from the same
+// snapshot, what the next claim may skip: that is what keeps a claim's cost
+// flat when VACUUM cannot remove the index entries of jobs already taken.
+#include "pg/ledger.h"
+#include "pg/settings.h"
+#include "store/catalog.h"
+#include "store/internal.h"
+
+namespace pgq::store {
+
+namespace {
+
+using internal::BuiltStatement;
+
+// $1 queue id, $2 n, $3 lease, $4 now, $5 queue name, $6..$8 the key the
+// scan starts at, as (- priority, run_at, id): the expression of
+// jobs_ready_idx. (1.1: $9 this backend's pid, who claimed, for
+// pgq.running_jobs.) One row per claimed job, in claim order. The first
+// row's key is where the next claim may start: every pending ready job
+// before it in this snapshot is locked by a transaction that will claim or
+// remove it, or reset the hint if it rolls back (the ledger's locked
+// note), and the claimed jobs themselves are running once this commits.
+std::string ClaimSql(std::string_view record_claimer) {
+  std::string sql = R"sql(
+WITH claimed AS (
+  UPDATE pgq.jobs j
+     SET state = 'r', attempt = j.attempt + 1, lease_until = $4 + $3)sql";
+  sql += record_claimer;
+  sql += R"sql(
+   WHERE j.id = ANY (ARRAY(
+     SELECT p.id FROM pgq.jobs p
+      WHERE p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4
+        AND (- p.priority, p.run_at, p.id) >= ($6, $7, $8)
+      ORDER BY - p.priority, p.run_at, p.id
+      LIMIT $2 FOR UPDATE OF p SKIP LOCKED))
+  RETURNING j.id, j.payload, j.attempt, j.max_attempts, j.lease_until, j.enqueued_at,
+            j.priority, j.run_at
+)
+SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priority, run_at
+  FROM claimed ORDER BY priority DESC, run_at, id)sql";
+  return sql;
+}
+
+BuiltStatement claim_jobs{ClaimSql(", claimed_by = $9, claimed_at = $4"),
+                          {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
+                           TIMESTAMPTZOID, INT8OID, INT4OID}};
+
+// A 1.0 catalog's pgq.jobs has no claimer columns.
+BuiltStatement claim_jobs_1_0{
+    ClaimSql(""),
+    {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID}};
+
+// The pending jobs not due at $2 from the scan start $3..$5 on: their
+// earliest run_at and the first of them in claim order (all NULL if none).
+// Only after a reset or when the alarm rings (ScanPlan::must_report_passed).
+pg::Statement passed_jobs = {R"sql(
+SELECT (SELECT min(u.run_at) FROM pgq.jobs u
+         WHERE u.queue_id = $1 AND u.state = 'p' AND u.run_at > $2
+           AND (- u.priority, u.run_at, u.id) >= ($3, $4, $5)) AS earliest,
+       a.priority, a.run_at, a.id
+  FROM (SELECT) AS one LEFT JOIN LATERAL (
+    SELECT u.priority, u.run_at, u.id FROM pgq.jobs u
+     WHERE u.queue_id = $1 AND u.state = 'p' AND u.run_at > $2
+       AND (- u.priority, u.run_at, u.id) >= ($3, $4, $5)
+     ORDER BY - u.priority, u.run_at, u.id LIMIT 1) a ON true)sql",
+                             5,
+                             {INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, INT8OID},
+                             nullptr};
+
+core::ClaimAlarm PassedJobs(pg::SpiSession& spi, int32 queue_id, TimestampTz now,
+                            const core::ClaimKey& from) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id))
+      .Set(1, TimestampTzGetDatum(now))
+      .Set(2, Int32GetDatum(-from.priority))
+      .Set(3, TimestampTzGetDatum(from.run_at))
+      .Set(4, Int64GetDatum(from.id));
+  pg::Result passed = spi.Execute(passed_jobs, params);
+  bool none = false;
+  const Datum due = passed.Value(0, "earliest", &none);
+  const core::ClaimAlarm alarm =
+      none ? core::ClaimAlarm{}
+           : core::ClaimAlarm{true, DatumGetTimestampTz(due), internal::ClaimKeyOf(passed, 0)};
+  passed.Free();  // a waiting claim runs this again and again
+  return alarm;
+}
+
+}  // namespace
+
+pg::Result Claim(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
+                 TimestampTz now, pg::QueueSlot* slot) {
+  core::ScanPlan plan{0, false, false, core::kFirstKey, false};
+  if (slot != nullptr) plan = pg::PlanClaimScan(slot, now);
+  if (plan.skip_scan) return pg::Result();  // nothing pending: no statement at all
+  core::ScanResult result{false, core::kFirstKey, {}};
+  if (slot != nullptr && plan.must_report_passed) {
+    result.passed = PassedJobs(spi, queue_id, now, plan.from);
+  }
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id))
+      .Set(1, Int32GetDatum(n))
+      .Set(2, lease)
+      .Set(3, TimestampTzGetDatum(now))
+      .Set(4, name)
+      .Set(5, Int32GetDatum(-plan.from.priority))
+      .Set(6, TimestampTzGetDatum(plan.from.run_at))
+      .Set(7, Int64GetDatum(plan.from.id));
+  const bool record_claimer = InstalledCatalog().claimer_columns;
+  if (record_claimer) params.Set(8, Int32GetDatum(MyProcPid));
+  pg::Result jobs = spi.Execute(record_claimer ? claim_jobs.get() : claim_jobs_1_0.get(), params);
+  const uint64 claimed = jobs.size();
+  pg::ledger::NoteCount(queue_id, pg::kClaims, claimed);
+  if (slot == nullptr) return jobs;
+  // Others skip the rows this claim locked; if it rolls back they are
+  // pending again behind a hint that moved on.
+  if (claimed > 0) pg::ledger::NoteLocked(queue_id);
+  // A snapshot older than the read of the hint (REPEATABLE READ) could
+  // publish past jobs that committed in between; such claims only read it.
+  if (!IsolationUsesXactSnapshot()) {
+    result.found_ready = claimed > 0;
+    if (claimed > 0) result.first_ready = internal::ClaimKeyOf(jobs, 0);
+    pg::PublishClaimScan(slot, plan, result);
+  }
+  return jobs;
+}
+
+}  // namespace pgq::store

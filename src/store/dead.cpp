@@ -1,0 +1,129 @@
+// Dead-letter: jobs move into pgq.dead_jobs whole (exhausted, expired,
+// cancelled) and come back with fresh attempts (retry_dead).
+#include "pg/args.h"
+#include "pg/ledger.h"
+#include "store/internal.h"
+
+namespace pgq::store {
+
+namespace internal {
+
+// The queue name comes from a scalar subquery into a NOT NULL column: if the
+// queue were somehow gone, the statement fails instead of losing the job.
+std::string BurySql(std::string_view deleted, std::string_view last_error, std::string_view reason,
+                    std::string_view died_at) {
+  std::string sql = "WITH d AS (";
+  sql += deleted;
+  sql += R"sql()
+INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at,
+                           priority, max_attempts, enqueued_at, dedupe_key, group_key)
+SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload,
+       d.attempt, )sql";
+  sql += last_error;
+  sql += ", '";
+  sql += reason;
+  sql += "', ";
+  sql += died_at;
+  sql += R"sql(, d.priority, d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key
+  FROM d
+RETURNING (SELECT q.queue_id FROM pgq.queues q WHERE q.name = dead_jobs.queue) AS queue_id,
+          group_key)sql";
+  return sql;
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::BuiltStatement;
+
+BuiltStatement cancel_job{internal::BurySql(R"sql(
+DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w') AND ($3 OR queue_id = ANY ($4))
+RETURNING *)sql",
+                                            "d.last_error", "cancelled", "$2"),
+                          {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}};
+
+pg::Statement queue_of_dead_job = {R"sql(
+SELECT q.queue_id FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue WHERE d.id = $1)sql",
+                                   1,
+                                   {INT8OID},
+                                   nullptr};
+
+// A dead job whose dedupe key is held again by a live job stays dead: two
+// live jobs with one key is what dedupe exists to prevent. A job of a FIFO
+// group comes back waiting; its group then moves on, which makes it pending
+// if its group has nothing else. $2 queue id, $3 run_at.
+constexpr std::string_view kDedupeFree = R"sql(
+(d.dedupe_key IS NULL OR NOT EXISTS (
+   SELECT 1 FROM pgq.jobs j WHERE j.queue_id = $2 AND j.dedupe_key = d.dedupe_key)))sql";
+constexpr std::string_view kRevived = R"sql(
+SELECT r.id, $2, CASE WHEN r.group_key IS NULL THEN 'p' ELSE 'w' END, r.priority, $3, 0,
+       r.max_attempts, r.enqueued_at, r.dedupe_key, r.group_key, r.last_error, r.payload
+  FROM revived r)sql";
+
+BuiltStatement revive_job{
+    internal::InsertJobsSql("WITH revived AS (DELETE FROM pgq.dead_jobs d WHERE d.id = $1 AND " +
+                                std::string(kDedupeFree) + " RETURNING d.*)",
+                            kRevived),
+    {INT8OID, INT4OID, TIMESTAMPTZOID}};
+
+// $1 queue name, $4 at most this many. Of dead jobs sharing a key, only the
+// oldest comes back.
+BuiltStatement revive_oldest{internal::InsertJobsSql(R"sql(
+WITH revived AS (
+  DELETE FROM pgq.dead_jobs dd WHERE dd.id = ANY (ARRAY(
+    SELECT d.id FROM pgq.dead_jobs d WHERE d.queue = $1 AND )sql" +
+                                                         std::string(kDedupeFree) + R"sql(
+       AND NOT EXISTS (SELECT 1 FROM pgq.dead_jobs o WHERE o.queue = d.queue
+                          AND o.dedupe_key = d.dedupe_key AND o.id < d.id)
+     ORDER BY d.id LIMIT $4 FOR UPDATE SKIP LOCKED))
+  RETURNING dd.*))sql",
+                                                     kRevived),
+                             {TEXTOID, INT4OID, TIMESTAMPTZOID, INT4OID}};
+
+// Ungrouped revived jobs are pending (AfterInsert); grouped ones move their
+// group on.
+int32 AfterRevival(pg::SpiSession& spi, const Queue& queue, const pg::Result& revived) {
+  internal::AfterInsert(spi, &queue, 1, revived);
+  internal::MoveGroupsOn(spi, internal::GroupsOf(revived));
+  return static_cast<int32>(revived.size());
+}
+
+}  // namespace
+
+bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(now));
+  internal::SetScope(params, 2, scope);
+  const pg::Result cancelled = spi.Execute(cancel_job.get(), params);
+  if (cancelled.empty()) return false;
+  const int32 queue_id = cancelled.Int32(0, "queue_id");
+  pg::ledger::NoteLocked(queue_id);  // it locked a pending job
+  pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
+  internal::MoveGroupsOn(spi, internal::GroupsOf(cancelled));
+  return true;
+}
+
+int32 QueueOfDeadJob(pg::SpiSession& spi, int64 id) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id));
+  const pg::Result dead = spi.Execute(queue_of_dead_job, params, 1);
+  return dead.empty() ? 0 : dead.Int32(0, 1);
+}
+
+int32 Revive(pg::SpiSession& spi, const Queue& queue, int64 id, TimestampTz now) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(queue.id)).Set(2, TimestampTzGetDatum(now));
+  return AfterRevival(spi, queue, spi.Execute(revive_job.get(), params));
+}
+
+int32 ReviveOldest(pg::SpiSession& spi, const Queue& queue, int32 max, TimestampTz now) {
+  pg::Params params;
+  params.Set(0, pg::TextDatum(queue.name))
+      .Set(1, Int32GetDatum(queue.id))
+      .Set(2, TimestampTzGetDatum(now))
+      .Set(3, Int32GetDatum(max));
+  return AfterRevival(spi, queue, spi.Execute(revive_oldest.get(), params));
+}
+
+}  // namespace pgq::store

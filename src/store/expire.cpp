@@ -1,0 +1,63 @@
+// Leases that ran out (the maintenance pass).
+//
+// An expired lease counts as a failed attempt. The job is ready again at
+// once, in its old place in the claim order (run_at is unchanged): it already
+// waited a whole lease. It keeps lease_until (the marker that lets a late
+// complete or fail from the expired claim still land) and its attempt number
+// until the next claim. A job out of attempts is dead-lettered instead.
+#include "pg/ledger.h"
+#include "store/internal.h"
+
+namespace pgq::store {
+
+namespace {
+
+pg::Statement expire_to_pending = {R"sql(
+UPDATE pgq.jobs SET state = 'p', last_error = 'lease expired'
+ WHERE id = ANY (ARRAY(SELECT id FROM pgq.jobs
+   WHERE state = 'r' AND lease_until < $1 AND attempt < max_attempts
+   ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED))
+RETURNING queue_id)sql",
+                                   2,
+                                   {TIMESTAMPTZOID, INT4OID},
+                                   nullptr};
+
+internal::BuiltStatement expire_to_dead{internal::BurySql(R"sql(
+DELETE FROM pgq.jobs WHERE id = ANY (ARRAY(SELECT id FROM pgq.jobs
+  WHERE state = 'r' AND lease_until < $1 AND attempt >= max_attempts
+  ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED))
+RETURNING *)sql",
+                                                          "'lease expired'", "expired", "$1"),
+                                        {TIMESTAMPTZOID, INT4OID}};
+
+// Counts the leases a statement expired (their queue ids in column
+// queue_id, one row each) for pgq.metrics(); with `dead`, the jobs it
+// dead-lettered too.
+void CountExpiries(const pg::Result& expired, bool dead) {
+  if (expired.empty()) return;
+  const int queue_column = expired.ColumnNumber("queue_id");
+  for (uint64 row = 0; row < expired.size(); ++row) {
+    const int32 queue_id = expired.Int32(row, queue_column);
+    pg::ledger::NoteCount(queue_id, pg::kLeaseExpiries, 1);
+    if (dead) pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
+  }
+}
+
+}  // namespace
+
+Expired ExpireLeases(pg::SpiSession& spi, TimestampTz now, int32 batch) {
+  pg::Params params;
+  params.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(batch));
+  const pg::Result requeued = spi.Execute(expire_to_pending, params);
+  CountExpiries(requeued, false);
+  // Claims waiting on those queues look again when this commits; the
+  // statement does not say which job of each comes first, so every hint of
+  // the database is reset.
+  if (!requeued.empty()) pg::ledger::NoteReadyInDatabase();
+  const pg::Result dead = spi.Execute(expire_to_dead.get(), params);
+  CountExpiries(dead, true);
+  internal::MoveGroupsOn(spi, internal::GroupsOf(dead));
+  return Expired{static_cast<int64>(requeued.size()), static_cast<int64>(dead.size())};
+}
+
+}  // namespace pgq::store

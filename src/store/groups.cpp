@@ -1,0 +1,63 @@
+// FIFO groups (pgq.enqueue's group_key): the jobs of a group run one at a
+// time, in enqueue order. An enqueue adds a job waiting when its group has
+// any job (insert.cpp); a complete, a dead-letter, a cancel or a revival
+// then moves the group on. A head that fails and retries later stays the
+// head, so its group waits for it (by design: order first).
+#include <algorithm>
+
+#include "pg/args.h"
+#include "pg/ledger.h"
+#include "pg/queue_lock.h"
+#include "store/internal.h"
+
+namespace pgq::store::internal {
+
+namespace {
+
+// $1 queue id, $2 group key. Run under the group's lock, after the change.
+pg::Statement promote_next = {R"sql(
+UPDATE pgq.jobs j SET state = 'p'
+ WHERE j.id = (SELECT w.id FROM pgq.jobs w WHERE w.queue_id = $1 AND w.group_key = $2
+                ORDER BY w.id LIMIT 1)
+   AND j.state = 'w'
+   AND NOT EXISTS (SELECT 1 FROM pgq.jobs h
+                    WHERE h.queue_id = $1 AND h.group_key = $2 AND h.state <> 'w')
+RETURNING j.priority, j.run_at, j.id)sql",
+                              2,
+                              {INT4OID, TEXTOID},
+                              nullptr};
+
+}  // namespace
+
+std::vector<GroupRef> GroupsOf(const pg::Result& rows) {
+  std::vector<GroupRef> groups;
+  if (rows.empty()) return groups;
+  const int queue_column = rows.ColumnNumber("queue_id");
+  const int group_column = rows.ColumnNumber("group_key");
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    if (rows.IsNull(row, group_column)) continue;
+    groups.push_back(GroupRef{rows.Int32(row, queue_column), rows.Text(row, group_column)});
+  }
+  return groups;
+}
+
+void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups) {
+  if (groups.empty()) return;
+  const auto before = [](const GroupRef& a, const GroupRef& b) {
+    return a.queue_id != b.queue_id ? a.queue_id < b.queue_id : a.group_key < b.group_key;
+  };
+  const auto same = [](const GroupRef& a, const GroupRef& b) {
+    return a.queue_id == b.queue_id && a.group_key == b.group_key;
+  };
+  std::sort(groups.begin(), groups.end(), before);
+  groups.erase(std::unique(groups.begin(), groups.end(), same), groups.end());
+  for (const GroupRef& group : groups) {
+    pg::LockGroup(group.queue_id, group.group_key);
+    pg::Params params;
+    params.Set(0, Int32GetDatum(group.queue_id)).Set(1, pg::TextDatum(group.group_key));
+    const pg::Result promoted = spi.Execute(promote_next, params);
+    if (!promoted.empty()) pg::ledger::NotePending(group.queue_id, ClaimKeyOf(promoted, 0), true);
+  }
+}
+
+}  // namespace pgq::store::internal

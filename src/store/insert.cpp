@@ -1,0 +1,200 @@
+// Every new job: enqueue, enqueue_many, publish, schedules and retry_dead
+// all insert through InsertJobsSql's one column list and announce through
+// AfterInsert.
+#include <algorithm>
+
+#include "pg/args.h"
+#include "pg/ledger.h"
+#include "pg/queue_lock.h"
+#include "store/internal.h"
+
+namespace pgq::store {
+
+namespace internal {
+
+BuiltStatement::BuiltStatement(std::string sql, const Oid* argtypes, int nargs)
+    : sql_(std::move(sql)), statement_{nullptr, nargs, {}, nullptr} {
+  statement_.sql = sql_.c_str();
+  std::copy(argtypes, argtypes + nargs, statement_.argtypes);
+}
+
+std::string InsertJobsSql(std::string_view before, std::string_view rows,
+                          std::string_view conflict) {
+  std::string sql(before);
+  sql += R"sql(
+INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts,
+                      enqueued_at, dedupe_key, group_key, last_error, payload)
+)sql";
+  sql += rows;
+  sql += conflict;
+  sql += R"sql(
+RETURNING queue_id, id, priority, run_at, state = 'p' AS pending, group_key)sql";
+  return sql;
+}
+
+core::ClaimKey ClaimKeyOf(const pg::Result& rows, uint64 row) {
+  bool is_null = false;
+  return core::ClaimKey{rows.Int32(row, "priority"),
+                        DatumGetTimestampTz(rows.Value(row, "run_at", &is_null)),
+                        rows.Int64(row, "id")};
+}
+
+namespace {
+
+// NOTIFY is sent at commit, like the wake-ups; payload: the queue's name.
+pg::Statement notify_queue = {"SELECT pg_catalog.pg_notify('pgq', $1)", 1, {TEXTOID}, nullptr};
+
+}  // namespace
+
+void AfterInsert(pg::SpiSession& spi, const Queue* queues, int count, const pg::Result& rows) {
+  if (rows.empty()) return;
+  const int queue_column = rows.ColumnNumber("queue_id");
+  const int pending_column = rows.ColumnNumber("pending");
+  for (int q = 0; q < count; ++q) {
+    const Queue& queue = queues[q];
+    bool any = false;
+    core::ClaimKey first = core::kFirstKey;
+    for (uint64 row = 0; row < rows.size(); ++row) {
+      // A job waiting behind its group's head becomes pending later (groups.cpp).
+      if (rows.Int32(row, queue_column) != queue.id || !rows.Bool(row, pending_column)) continue;
+      const core::ClaimKey key = ClaimKeyOf(rows, row);
+      first = any ? core::EarlierKey(first, key) : key;
+      any = true;
+    }
+    if (!any) continue;
+    pg::ledger::NotePending(queue.id, first, true);
+    if (!queue.notify) continue;
+    pg::Params params;
+    params.Set(0, pg::TextDatum(queue.name));
+    spi.Execute(notify_queue, params);
+  }
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::BuiltStatement;
+using internal::InsertJobsSql;
+
+// $1 queue id, $2 payload, $3 run_at, $4 priority, $5 dedupe key, $6
+// max_attempts, $7 group key.
+std::string OneJob(std::string_view state) {
+  return "VALUES (pg_catalog.nextval('pgq.job_id_seq'), $1, " + std::string(state) +
+         ", $4, $3, 0, $6, pg_catalog.now(), $5, $7, NULL, $2)";
+}
+
+// A job of a FIFO group waits ('w') while its group has any other job; the
+// caller of Insert holds the group's lock, so that check and the promotion
+// of the next job when the head leaves (groups.cpp) never race. Jobs
+// without a group get statements without the check: its subplan would be
+// set up on every execution even where it never runs.
+constexpr std::string_view kGroupState = R"sql(
+  CASE WHEN EXISTS (SELECT 1 FROM pgq.jobs g WHERE g.queue_id = $1 AND g.group_key = $7)
+       THEN 'w' ELSE 'p' END)sql";
+
+// With a dedupe key, a pending or running job holding it wins. Without one
+// the insert is plain: ON CONFLICT would cost a speculative insertion (and
+// its WAL) on every job.
+constexpr std::string_view kOnDedupe = R"sql(
+ON CONFLICT (queue_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING)sql";
+
+constexpr Oid kOneJobArgs[] = {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID,
+                               TEXTOID, INT4OID,  TEXTOID};
+
+// [has dedupe key][has group key]
+BuiltStatement insert_one[2][2] = {
+    {{InsertJobsSql({}, OneJob("'p'")), kOneJobArgs},
+     {InsertJobsSql({}, OneJob(kGroupState)), kOneJobArgs}},
+    {{InsertJobsSql({}, OneJob("'p'"), kOnDedupe), kOneJobArgs},
+     {InsertJobsSql({}, OneJob(kGroupState), kOnDedupe), kOneJobArgs}},
+};
+
+pg::Statement find_dedupe = {"SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2",
+                             2,
+                             {INT4OID, TEXTOID},
+                             nullptr};
+
+// $1 queue id, $2 payloads, $3 run_at, $4 priority. Ids are drawn in input
+// order: volatile functions in the target list are evaluated after the
+// ORDER BY of their own query level. No row if the queue is gone.
+BuiltStatement insert_many{InsertJobsSql({}, R"sql(
+SELECT s.id, q.queue_id, 'p', $4, $3, 0, q.max_attempts, pg_catalog.now(), NULL, NULL, NULL,
+       s.payload
+  FROM pgq.queues q,
+       (SELECT pg_catalog.nextval('pgq.job_id_seq') AS id, p.payload
+          FROM pg_catalog.unnest($2) WITH ORDINALITY AS p(payload, ord)
+         ORDER BY p.ord) s
+ WHERE q.queue_id = $1)sql"),
+                           {INT4OID, JSONBARRAYOID, TIMESTAMPTZOID, INT4OID}};
+
+// $1 event id, $2 topic, $3 payload, $4 run_at, $5 queue ids. The job's
+// payload carries the event's identity, so a handler can tell a retry from
+// a new event.
+BuiltStatement insert_event{InsertJobsSql({}, R"sql(
+SELECT pg_catalog.nextval('pgq.job_id_seq'), q.queue_id, 'p', 0, $4, 0, q.max_attempts,
+       pg_catalog.now(), NULL, NULL, NULL,
+       pg_catalog.jsonb_build_object('event_id', $1::bigint, 'topic', $2::text,
+                                     'payload', $3::jsonb)
+  FROM pgq.queues q WHERE q.queue_id = ANY ($5) ORDER BY q.queue_id)sql"),
+                            {INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4ARRAYOID}};
+
+}  // namespace
+
+std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
+  const bool has_dedupe = job.dedupe_key != 0;
+  const bool has_group = job.group_key != 0;
+  if (has_group) pg::LockGroup(queue.id, job.group);
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue.id))
+      .Set(1, job.payload)
+      .Set(2, TimestampTzGetDatum(job.run_at))
+      .Set(3, Int32GetDatum(job.priority))
+      .SetOptional(4, !has_dedupe, job.dedupe_key)
+      .Set(5, Int32GetDatum(job.max_attempts))
+      .SetOptional(6, !has_group, job.group_key);
+  const pg::Result inserted = spi.Execute(insert_one[has_dedupe][has_group].get(), params);
+  // Nothing inserted: only ON CONFLICT on the dedupe index can skip the row.
+  if (inserted.empty()) return std::nullopt;
+  internal::AfterInsert(spi, &queue, 1, inserted);
+  return inserted.Int64(0, "id");
+}
+
+int64 DedupeHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id)).Set(1, dedupe_key);
+  const pg::Result holder = spi.Execute(find_dedupe, params, 1);
+  return holder.empty() ? 0 : holder.Int64(0, 1);
+}
+
+pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, TimestampTz run_at,
+                      int32 priority) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue.id))
+      .Set(1, payloads)
+      .Set(2, TimestampTzGetDatum(run_at))
+      .Set(3, Int32GetDatum(priority));
+  pg::Result inserted = spi.Execute(insert_many.get(), params);
+  internal::AfterInsert(spi, &queue, 1, inserted);
+  return inserted;
+}
+
+void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 event_id, Datum topic,
+                 Datum payload, TimestampTz run_at) {
+  auto ids = std::vector<Datum>();
+  ids.reserve(count);
+  for (int i = 0; i < count; ++i) ids.push_back(Int32GetDatum(queues[i].id));
+  ArrayType* id_array = pg::Guard([&] {
+    return construct_array(ids.data(), count, INT4OID, sizeof(int32), true, TYPALIGN_INT);
+  });
+  pg::Params params;
+  params.Set(0, Int64GetDatum(event_id))
+      .Set(1, topic)
+      .Set(2, payload)
+      .Set(3, TimestampTzGetDatum(run_at))
+      .Set(4, PointerGetDatum(id_array));
+  const pg::Result inserted = spi.Execute(insert_event.get(), params);
+  internal::AfterInsert(spi, queues, count, inserted);
+}
+
+}  // namespace pgq::store

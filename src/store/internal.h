@@ -1,0 +1,87 @@
+// What the files of the jobs store share, and nothing outside it uses.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "store/jobs.h"
+
+namespace pgq::store::internal {
+
+// A statement whose text is put together once, when the library loads, from
+// parts that more than one statement shares (the columns of a new job, the
+// move into dead-letter). Not copyable: the statement points into the text.
+class BuiltStatement {
+ public:
+  BuiltStatement(std::string sql, std::initializer_list<Oid> argtypes)
+      : BuiltStatement(std::move(sql), argtypes.begin(), static_cast<int>(argtypes.size())) {}
+  template <size_t N>
+  BuiltStatement(std::string sql, const Oid (&argtypes)[N])
+      : BuiltStatement(std::move(sql), argtypes, static_cast<int>(N)) {}
+  BuiltStatement(std::string sql, const Oid* argtypes, int nargs);
+  BuiltStatement(const BuiltStatement&) = delete;
+  BuiltStatement& operator=(const BuiltStatement&) = delete;
+  pg::Statement& get() { return statement_; }
+
+ private:
+  std::string sql_;
+  pg::Statement statement_;
+};
+
+// `before` (a WITH clause, or nothing), then the insert into pgq.jobs of
+// `rows`, which give every column of a new job in this order:
+//   id, queue_id, state, priority, run_at, attempt, max_attempts,
+//   enqueued_at, dedupe_key, group_key, last_error, payload
+// then `conflict` (an ON CONFLICT clause, or nothing). Returns the columns
+// AfterInsert reads.
+std::string InsertJobsSql(std::string_view before, std::string_view rows,
+                          std::string_view conflict = {});
+
+// The moves into pgq.dead_jobs: `deleted` is a DELETE ... RETURNING * of
+// pgq.jobs, whose rows are buried with `last_error`, `reason` and `died_at`
+// (SQL expressions over the deleted row d). Returns one row per job: its
+// queue_id and group_key (the group moves on).
+std::string BurySql(std::string_view deleted, std::string_view last_error, std::string_view reason,
+                    std::string_view died_at);
+
+// After any statement built by InsertJobsSql: for each of `queues`, the
+// pending jobs among `rows` lower its hint and wake its waiters at commit,
+// and LISTEN pgq clients are told if it asks for it.
+void AfterInsert(pg::SpiSession& spi, const Queue* queues, int count, const pg::Result& rows);
+
+// The claim-order key (core/claim_hint.h) of a row with columns named
+// priority, run_at and id.
+core::ClaimKey ClaimKeyOf(const pg::Result& rows, uint64 row);
+
+// Jobs made pending again by a statement that returned their queue_id,
+// priority, run_at and id: the hint comes back to the first of them; `wake`
+// if they are due now.
+void NotePendingAgain(const pg::Result& rows, bool wake);
+
+// FIFO groups (groups.cpp). Only one job of a group is ever pending or
+// running: its head; the others wait in state 'w', outside the ready index.
+// Whoever adds a job to a group or removes its head holds the group's lock
+// (pg/queue_lock.h) while deciding.
+struct GroupRef {
+  int32 queue_id;
+  std::string group_key;
+};
+// The (queue_id, group_key) pairs of `rows` whose group key is not NULL.
+std::vector<GroupRef> GroupsOf(const pg::Result& rows);
+// Moves each group on: its lowest-id job becomes pending if the group has
+// nothing pending or running. In (queue, key) order: no deadlock between two
+// callers.
+void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups);
+
+// `jobs` completions of `queue_id`, for done_recent and the completions
+// counter: in shared memory when preloaded (flushed to pgq.finished by
+// maintenance, one row per queue and pass), else one pgq.finished row.
+void CountFinished(pg::SpiSession& spi, int32 queue_id, int32 jobs);
+
+// Sets parameters `first` (boolean) and `first` + 1 (int4[]) to `scope`, for
+// a WHERE clause `($first OR queue_id = ANY ($first + 1))`.
+inline pg::Params& SetScope(pg::Params& params, int first, const Scope& scope) {
+  return params.Set(first, BoolGetDatum(scope.every)).Set(first + 1, scope.ids);
+}
+
+}  // namespace pgq::store::internal
