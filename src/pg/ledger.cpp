@@ -241,6 +241,7 @@ int MarkFinishedToFlush(FlushSlot* out) {
     // What this transaction already wrote is not to be written again.
     out[i].finished -= std::min(out[i].finished, entry->flushed);
     entry->flushed += out[i].finished;
+    SetFlushAmount(entry->slot, entry->flushed);
   }
   return n;
 }

@@ -1,12 +1,17 @@
 #include "pg/queue_slots.h"
 
+#include <algorithm>
+
 #include "pg/boundary.h"
 #include "pg/shared.h"
 
 extern "C" {
+#include "access/transam.h"
+#include "access/xact.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/hsearch.h"
+#include "utils/snapmgr.h"
 }
 
 namespace pgq::pg {
@@ -28,6 +33,14 @@ struct QueueSlot {
   core::TokenBucket bucket;
   pg_atomic_uint64 finished;  // completions not yet in pgq.finished
   pg_atomic_uint32 flusher;   // pid of the backend writing `finished` out, or 0
+  // Under `mutex`: the flush in progress (its transaction and what it
+  // writes, still counted in `finished`) and the last one that ended
+  // committed (already subtracted): what lets a reader agree with its
+  // snapshot of pgq.finished (UnflushedFinished).
+  TransactionId flush_xid;
+  uint64 flush_amount;
+  TransactionId last_flush_xid;
+  uint64 last_flush_amount;
   pg_atomic_uint64 counts[kCounterKinds];
 };
 
@@ -97,6 +110,10 @@ QueueSlot* FindQueueSlot(int32 queue_id) {
         entry->bucket = core::TokenBucket{0, 0};
         pg_atomic_init_u64(&entry->finished, 0);
         pg_atomic_init_u32(&entry->flusher, 0);
+        entry->flush_xid = InvalidTransactionId;
+        entry->flush_amount = 0;
+        entry->last_flush_xid = InvalidTransactionId;
+        entry->last_flush_amount = 0;
         for (pg_atomic_uint64& count : entry->counts) pg_atomic_init_u64(&count, 0);
       }
       LWLockRelease(SlotsLock());
@@ -149,6 +166,8 @@ void ResetDatabaseSlots(bool buckets_too) {
     if (buckets_too) {
       slot->has_bucket = false;
       pg_atomic_write_u64(&slot->finished, 0);
+      slot->last_flush_xid = InvalidTransactionId;
+      slot->last_flush_amount = 0;
       for (pg_atomic_uint64& count : slot->counts) pg_atomic_write_u64(&count, 0);
     }
     SpinLockRelease(&slot->mutex);
@@ -158,14 +177,49 @@ void ResetDatabaseSlots(bool buckets_too) {
 
 void AddFinished(QueueSlot* slot, uint64 jobs) { pg_atomic_fetch_add_u64(&slot->finished, jobs); }
 
+namespace {
+
+// Whether the rows written by `xid` are in `snapshot`: it committed before
+// the snapshot was taken. Stable: once true or false for a snapshot, so it
+// stays.
+bool SeenBy(TransactionId xid, Snapshot snapshot) {
+  return TransactionIdIsValid(xid) && !XidInMVCCSnapshot(xid, snapshot) &&
+         TransactionIdDidCommit(xid);
+}
+
+}  // namespace
+
 uint64 UnflushedFinished(int32 queue_id) {
   if (Shared() == nullptr || slots == nullptr) return 0;
   const SlotKey key = KeyOf(queue_id);
   return Guard([&] {
     LWLockAcquire(SlotsLock(), LW_SHARED);
     auto* slot = static_cast<QueueSlot*>(hash_search(slots, &key, HASH_FIND, nullptr));
-    const uint64 jobs = slot == nullptr ? 0 : pg_atomic_read_u64(&slot->finished);
+    uint64 jobs = 0;
+    TransactionId flush_xid = InvalidTransactionId;
+    TransactionId last_xid = InvalidTransactionId;
+    uint64 flush_amount = 0;
+    uint64 last_amount = 0;
+    if (slot != nullptr) {
+      // One instant of the slot: the flusher changes these together under
+      // the same lock (MarkFlushes, SetFlushAmount, EndFlush).
+      SpinLockAcquire(&slot->mutex);
+      jobs = pg_atomic_read_u64(&slot->finished);
+      flush_xid = slot->flush_xid;
+      flush_amount = slot->flush_amount;
+      last_xid = slot->last_flush_xid;
+      last_amount = slot->last_flush_amount;
+      SpinLockRelease(&slot->mutex);
+    }
     LWLockRelease(SlotsLock());
+    // The caller's snapshot decides which flushes its read of pgq.finished
+    // saw: a flush it saw is not counted here too, and one it did not see is.
+    if (slot != nullptr && (TransactionIdIsValid(flush_xid) || TransactionIdIsValid(last_xid))) {
+      const Snapshot snapshot =
+          ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
+      if (SeenBy(flush_xid, snapshot)) jobs -= std::min(jobs, flush_amount);
+      if (TransactionIdIsValid(last_xid) && !SeenBy(last_xid, snapshot)) jobs += last_amount;
+    }
     return jobs;
   });
 }
@@ -174,6 +228,8 @@ int MarkFlushes(FlushSlot* out, int capacity, int room) {
   if (Shared() == nullptr || slots == nullptr) return 0;
   const uint32 me = static_cast<uint32>(MyProcPid);
   return Guard([&] {
+    // Readers tell by it whether their snapshot saw this flush's rows.
+    const TransactionId xid = GetTopTransactionId();
     int n = 0;
     LWLockAcquire(SlotsLock(), LW_SHARED);
     HASH_SEQ_STATUS scan;
@@ -186,6 +242,10 @@ int MarkFlushes(FlushSlot* out, int capacity, int room) {
       if (pg_atomic_read_u32(&slot->flusher) != me) {
         if (finished == 0 || room == 0) continue;
         if (!pg_atomic_compare_exchange_u32(&slot->flusher, &flusher, me)) continue;
+        SpinLockAcquire(&slot->mutex);
+        slot->flush_xid = xid;
+        slot->flush_amount = 0;
+        SpinLockRelease(&slot->mutex);
         newly_marked = true;
         --room;
       }
@@ -201,8 +261,15 @@ int MarkFlushes(FlushSlot* out, int capacity, int room) {
   });
 }
 
-// Unguarded: runs in transaction callbacks; atomics only.
+void SetFlushAmount(QueueSlot* slot, uint64 written) {
+  SpinLockAcquire(&slot->mutex);
+  slot->flush_amount = written;
+  SpinLockRelease(&slot->mutex);
+}
+
+// Unguarded: runs in transaction callbacks; atomics and the slot's spinlock.
 void EndFlush(QueueSlot* slot, uint64 flushed, bool committed) {
+  SpinLockAcquire(&slot->mutex);
   if (committed && flushed > 0) {
     // Saturating: a new installation of the extension (ResetDatabaseSlots)
     // may have zeroed the count meanwhile.
@@ -210,7 +277,12 @@ void EndFlush(QueueSlot* slot, uint64 flushed, bool committed) {
     while (!pg_atomic_compare_exchange_u64(&slot->finished, &count,
                                            count > flushed ? count - flushed : 0)) {
     }
+    slot->last_flush_xid = slot->flush_xid;
+    slot->last_flush_amount = flushed;
   }
+  slot->flush_xid = InvalidTransactionId;
+  slot->flush_amount = 0;
+  SpinLockRelease(&slot->mutex);
   pg_atomic_write_u32(&slot->flusher, 0);
 }
 

@@ -44,8 +44,12 @@ void ResetDatabaseSlots(bool buckets_too);
 // Completions counted in shared memory instead of one pgq.finished row per
 // complete() (flushed into pgq.finished by maintenance, see api/maintain.cpp).
 void AddFinished(QueueSlot* slot, uint64 jobs);
-// Counted and not yet flushed (including what a flush not yet committed
-// wrote); 0 without a slot.
+// Counted and not in pgq.finished as the caller's snapshot sees it (0
+// without a slot): a flush whose rows the snapshot sees is not counted, one
+// whose rows it does not see is, whether the flush is in progress,
+// committing or done. So sum(pgq.finished) + this is exact at every instant
+// of a flush, for any snapshot taken after the flush before it (an older
+// one, in a long REPEATABLE READ transaction, may miss that flush's count).
 uint64 UnflushedFinished(int32 queue_id);
 
 // The flush: one transaction at a time writes a queue's count to
@@ -62,10 +66,13 @@ struct FlushSlot {
   bool newly_marked;
 };
 int MarkFlushes(FlushSlot* out, int capacity, int room);
+// What the flushing transaction writes of the slot in all (before it
+// commits: readers subtract it once they see its rows).
+void SetFlushAmount(QueueSlot* slot, uint64 written);
 void EndFlush(QueueSlot* slot, uint64 flushed, bool committed);
 
 // What pgq.metrics() counts per queue since the server started, at the
-// commit of the transaction that did it (pg/wakeup.h, NoteCount).
+// commit of the transaction that did it (pg/ledger.h, NoteCount).
 enum Counter : int {
   kClaims = 0,
   kCompletions,

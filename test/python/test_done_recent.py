@@ -104,3 +104,22 @@ class DoneRecentTest(PgqTestCase):
         self.assertEqual(self.admin.execute(
             "SELECT count(*), sum(jobs) FROM pgq.finished").fetchone(), (1, 400))
         self.assertEqual(self.done(self.admin), 400)
+
+    def test_a_reader_agrees_with_its_snapshot_of_pgq_finished(self):
+        """done_recent is exact whenever a flush commits (issue 16): the
+        count in shared memory follows the reader's snapshot, so a snapshot
+        taken before the flush committed (which does not see its rows) still
+        counts those completions, and one taken after counts them once."""
+        self.complete_singly(5)
+        reader = self.connect(autocommit=False)
+        reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        self.assertEqual(self.done(reader), 5)  # its snapshot is taken here
+        self.admin.execute("SELECT * FROM pgq.maintain()")  # the flush commits
+        self.assertEqual(self.finished_rows(), 5)
+        self.assertEqual(self.done(reader), 5, "a snapshot from before the flush lost its count")
+        reader.commit()
+        self.assertEqual(self.done(reader), 5, "a snapshot from after the flush counted it twice")
+        # A second flush: the first is now behind every new snapshot.
+        self.complete_singly(2)
+        self.admin.execute("SELECT * FROM pgq.maintain()")
+        self.assertEqual((self.done(self.admin), self.finished_rows(), self.unflushed()), (7, 7, 0))
