@@ -21,6 +21,11 @@
 # Environment:
 #   DRAIN_JOBS  jobs pushed per run (default 200000)
 #   PRODUCERS, CONSUMERS  client counts (default 2 and 4)
+#   BATCH       jobs a consumer claims at once (default 1: claim then
+#               complete; above 1: claim BATCH then complete_many, and the
+#               hand-written queue's claim with LIMIT BATCH then one delete;
+#               bench/sql/drain_*_batch.sql). With 100 the run is
+#               producer-bound: it measures enqueue while claims run.
 #   ROUNDS      baseline-then-pgq rounds (default 2)
 #   SAMPLE      seconds per interval (default 5)
 #   DRAIN_MAX   seconds after which a run gives up (default 900)
@@ -30,6 +35,11 @@
 #               best); empty: analyzed while empty, as a queue that sat idle
 #               before a burst (its claim then runs at a few jobs/s until
 #               autoanalyze; see bench/RESULTS.md)
+#   PGMQ_SQL    a copy of pgmq's pgmq-extension/sql/pgmq.sql (pgmq 1.x is plain
+#               SQL; not shipped here): adds pgmq as a third system, loaded
+#               into the same database as a schema (pgmq.send one message per
+#               transaction; pgmq.read BATCH with a visibility timeout, then
+#               pgmq.delete; bench/sql/*pgmq*.sql)
 #   NO_INSTALL  1: measure the pgq_cpp already installed
 #   OUT_MD      report (default bench/drain-latest.md)
 #
@@ -44,13 +54,14 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../scripts/lib.sh"
 DRAIN_JOBS="${DRAIN_JOBS:-200000}"
 PRODUCERS="${PRODUCERS:-2}"
 CONSUMERS="${CONSUMERS:-4}"
+BATCH="${BATCH:-1}"
 ROUNDS="${ROUNDS:-2}"
 SAMPLE="${SAMPLE:-5}"
 DRAIN_MAX="${DRAIN_MAX:-900}"
 NO_INSTALL="${NO_INSTALL:-0}"
 STATS="${STATS:-seeded}"
 [[ $STATS == seeded || $STATS == empty ]] || { echo "STATS must be seeded or empty" >&2; exit 2; }
-for v in DRAIN_JOBS PRODUCERS CONSUMERS ROUNDS SAMPLE DRAIN_MAX; do
+for v in DRAIN_JOBS PRODUCERS CONSUMERS BATCH ROUNDS SAMPLE DRAIN_MAX; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v must be a positive integer" >&2; exit 2; }
 done
 ((DRAIN_JOBS % PRODUCERS == 0)) || { echo "DRAIN_JOBS must be a multiple of PRODUCERS" >&2; exit 2; }
@@ -83,14 +94,23 @@ start_cluster "$PGDIR" "$PGPORT_DRAIN" "${BENCH_DURABLE_CONF[@]}" "autovacuum = 
 sql "CREATE EXTENSION pgq_cpp"
 sql "SELECT pgq.create_queue('bench')" >/dev/null
 "${PSQL[@]}" -f "$BENCH_HOME/baseline.sql"
+SYSTEMS="baseline pgq"
+if [[ -n ${PGMQ_SQL:-} ]]; then
+  "${PSQL[@]}" -f "$PGMQ_SQL" >/dev/null
+  sql "SELECT pgmq.create('bench')" >/dev/null
+  SYSTEMS="baseline pgq pgmq"
+fi
 
 PGQ_TABLES=$(sql "SELECT string_agg(format('%I.%I', schemaname, tablename), ', ')
                     FROM pg_tables WHERE schemaname = 'pgq' AND tablename <> 'queues'")
 
-declare -A TABLE=([baseline]=bench_jobs [pgq]=pgq.jobs)
-declare -A SEQ=([baseline]=bench_jobs_id_seq [pgq]=pgq.job_id_seq)
-declare -A CONSUME=([baseline]=drain_base.sql [pgq]=drain_pgq.sql)
-declare -A PRODUCE=([baseline]=base_enqueue.sql [pgq]=pgq_enqueue.sql)
+declare -A TABLE=([baseline]=bench_jobs [pgq]=pgq.jobs [pgmq]=pgmq.q_bench)
+declare -A SEQ=([baseline]=bench_jobs_id_seq [pgq]=pgq.job_id_seq [pgmq]=pgmq.q_bench_msg_id_seq)
+declare -A CONSUME=([baseline]=drain_base.sql [pgq]=drain_pgq.sql [pgmq]=drain_pgmq.sql)
+if ((BATCH > 1)); then
+  CONSUME=([baseline]=drain_base_batch.sql [pgq]=drain_pgq_batch.sql [pgmq]=drain_pgmq.sql)
+fi
+declare -A PRODUCE=([baseline]=base_enqueue.sql [pgq]=pgq_enqueue.sql [pgmq]=pgmq_enqueue.sql)
 
 seq_now() { sql "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM ${SEQ[$1]}"; }
 
@@ -114,7 +134,14 @@ pgbench_bg() {
 one_run() {
   local system="$1" round="$2" seq0 t0 elapsed produced left prev_done=0 done_ rate lat
   sql "TRUNCATE bench_jobs, $PGQ_TABLES"
-  if [[ $STATS == seeded ]]; then
+  if [[ $system == pgmq ]]; then sql "TRUNCATE pgmq.q_bench, pgmq.a_bench"; fi
+  if [[ $STATS == seeded && $system == pgmq ]]; then
+    sql "SELECT count(*) FROM pgmq.send_batch('bench', array_fill('{\"k\":1}'::jsonb, ARRAY[$DRAIN_JOBS]))" >/dev/null
+    sql "ANALYZE pgmq.q_bench"
+    sql "TRUNCATE pgmq.q_bench"
+  elif [[ $system == pgmq ]]; then
+    sql "VACUUM ANALYZE pgmq.q_bench"
+  elif [[ $STATS == seeded ]]; then
     # TRUNCATE keeps the column statistics ANALYZE took of the backlog.
     if [[ $system == pgq ]]; then
       sql "SELECT count(*) FROM pgq.enqueue_many('bench', array_fill('{\"k\":1}'::jsonb, ARRAY[$DRAIN_JOBS]))" >/dev/null
@@ -129,7 +156,7 @@ one_run() {
   sql "CHECKPOINT"
   seq0=$(seq_now "$system")
   local cons_out="$WORK/cons-$system-$round" prod_out="$WORK/prod-$system-$round"
-  pgbench_bg "$cons_out" "" -c "$CONSUMERS" -j 2 -T "$DRAIN_MAX" -P "$SAMPLE" -f "$BENCH_HOME/sql/${CONSUME[$system]}"
+  pgbench_bg "$cons_out" "" -c "$CONSUMERS" -j 2 -T "$DRAIN_MAX" -P "$SAMPLE" -D batch="$BATCH" -f "$BENCH_HOME/sql/${CONSUME[$system]}"
   local cons_pid=$LAST_PID
   pgbench_bg "$prod_out" "" -c "$PRODUCERS" -j 2 -t $((DRAIN_JOBS / PRODUCERS)) -f "$BENCH_HOME/sql/${PRODUCE[$system]}"
   local prod_pid=$LAST_PID
@@ -180,7 +207,7 @@ one_run() {
 
 START=$(date -u '+%Y-%m-%d %H:%M UTC')
 for round in $(seq 1 "$ROUNDS"); do
-  for system in baseline pgq; do
+  for system in $SYSTEMS; do
     say "drain: $system, round $round ($DRAIN_JOBS jobs, $PRODUCERS producers, $CONSUMERS consumers)"
     one_run "$system" "$round"
   done
@@ -190,9 +217,12 @@ done
 {
   echo "# pgq_cpp deep churning drain, pgbench clients ($START)"
   echo
-  echo "Command: \`STATS=$STATS DRAIN_JOBS=$DRAIN_JOBS PRODUCERS=$PRODUCERS CONSUMERS=$CONSUMERS ROUNDS=$ROUNDS SAMPLE=$SAMPLE bash bench/drain.sh\`"
+  echo "Command: \`STATS=$STATS DRAIN_JOBS=$DRAIN_JOBS PRODUCERS=$PRODUCERS CONSUMERS=$CONSUMERS BATCH=$BATCH ROUNDS=$ROUNDS SAMPLE=$SAMPLE bash bench/drain.sh\`"
   echo "(measured: $GIT_AT_START; synchronous_commit = off, autovacuum on with defaults,"
   echo "claim and complete as two autocommit statements per job)."
+  if [[ -n ${PGMQ_SQL:-} ]]; then
+    echo "pgmq: \`$(basename "$PGMQ_SQL")\` (sha256 $(sha256sum "$PGMQ_SQL" | cut -c1-12)), loaded as a schema."
+  fi
   echo
   echo "| system | round | drain time s | jobs/s | peak interval jobs/s (at s) | slowest interval after the peak (at s) | slowest/peak | consumer latency at peak -> max ms |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|"
@@ -215,7 +245,10 @@ done
   awk '{ t[$1] += $3; j[$1] += $4 } END {
          if (t["baseline"] > 0 && t["pgq"] > 0)
            printf "pgq/baseline, jobs/s over all rounds: %.2fx (%.0f vs %.0f jobs/s)\n",
-                  (j["pgq"] / t["pgq"]) / (j["baseline"] / t["baseline"]), j["pgq"] / t["pgq"], j["baseline"] / t["baseline"] }' "$WORK/totals"
+                  (j["pgq"] / t["pgq"]) / (j["baseline"] / t["baseline"]), j["pgq"] / t["pgq"], j["baseline"] / t["baseline"]
+         if (t["pgmq"] > 0 && t["pgq"] > 0)
+           printf "\npgq/pgmq, jobs/s over all rounds: %.2fx (%.0f vs %.0f jobs/s)\n",
+                  (j["pgq"] / t["pgq"]) / (j["pgmq"] / t["pgmq"]), j["pgq"] / t["pgq"], j["pgmq"] / t["pgmq"] }' "$WORK/totals"
   echo
   echo "Per interval (completions counted by the monitor; latency from pgbench -P, which also counts empty claims):"
   echo

@@ -8,7 +8,7 @@
 
 #include "api/queue_ref.h"
 #include "api/rights.h"
-#include "api/rate_bucket.h"
+#include "api/rate_limit.h"
 #include "core/validate.h"
 #include "core/wait.h"
 #include "pg/args.h"

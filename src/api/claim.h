@@ -5,10 +5,22 @@
 #include <optional>
 #include <string_view>
 
+#include "pg/args.h"
 #include "pg/spi.h"
 #include "pg/wakeup.h"
 
 namespace pgq::api {
+
+// What a worker holds after a claim: the job and the attempt its lease is
+// for. complete, fail, extend and release take it as their first two
+// arguments (id, attempt).
+struct ClaimId {
+  int64 id;
+  int32 attempt;
+};
+inline ClaimId ClaimIdArgs(FunctionCallInfo fcinfo) {
+  return ClaimId{pg::RequiredInt64(fcinfo, 0, "id"), pg::RequiredInt32(fcinfo, 1, "attempt")};
+}
 
 class Claimer {
  public:

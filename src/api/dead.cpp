@@ -15,10 +15,9 @@ PGQ_FUNCTION(pgq_cancel) {
   // A producer may take back what it sent, as may an admin.
   constexpr uint8 kMayCancel = core::kProduce | core::kAdmin;
   pg::SpiSession spi;
-  api::RequireRightSomewhere(spi, kMayCancel);
   // Only jobs of the caller's queues are found: one of another queue is
   // answered as one that does not exist (issue 15, L4).
-  PG_RETURN_BOOL(store::Cancel(spi, api::QueuesWithRight(spi, kMayCancel), id, pg::Now()));
+  PG_RETURN_BOOL(store::Cancel(spi, api::RequireScope(spi, kMayCancel), id, pg::Now()));
 }
 
 // retry_dead(id): back to pending with fresh attempts.

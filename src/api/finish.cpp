@@ -1,46 +1,26 @@
-// The end of a claim: complete, complete_many, fail, extend, release. The
-// statements, their fencing by (id, attempt) and what each notes for commit
-// are the jobs store's (store/finish.cpp).
+// The end of a claim: complete, complete_many, fail. The statements, their
+// fencing by (id, attempt) and what each notes for commit are the jobs
+// store's (store/finish.cpp).
+//
+// Every function here takes a job by id: a role that may consume no queue
+// is refused before anything is touched (42501); for one that may consume
+// some, each statement finds only the jobs of the queues it may consume, so
+// a job of another queue is answered as one that does not exist (false,
+// 'lost') and tells it nothing (issue 15, L4).
+#include "api/claim.h"
 #include "api/rights.h"
 #include "core/validate.h"
 #include "pg/args.h"
 #include "pg/settings.h"
 #include "store/jobs.h"
 
-namespace pgq::api {
-
-namespace {
-
-struct Claim {
-  int64 id;
-  int32 attempt;
-};
-
-Claim ClaimArgs(FunctionCallInfo fcinfo) {
-  return Claim{pg::RequiredInt64(fcinfo, 0, "id"), pg::RequiredInt32(fcinfo, 1, "attempt")};
-}
-
-// Every function here takes a job by id: a role that may consume no queue
-// is refused before anything is touched (42501); for one that may consume
-// some, each statement finds only the jobs of the queues it may consume, so
-// a job of another queue is answered as one that does not exist (false,
-// 'lost', NULL) and tells it nothing (issue 15, L4).
-store::Scope ConsumableQueues(pg::SpiSession& spi) {
-  RequireRightSomewhere(spi, core::kConsume);
-  return QueuesWithRight(spi, core::kConsume);
-}
-
-}  // namespace
-
-}  // namespace pgq::api
-
 using namespace pgq;
 
 // complete(id, attempt) returns boolean
 PGQ_FUNCTION(pgq_complete) {
-  const api::Claim claim = api::ClaimArgs(fcinfo);
+  const api::ClaimId claim = api::ClaimIdArgs(fcinfo);
   pg::SpiSession spi;
-  const store::Scope scope = api::ConsumableQueues(spi);
+  const store::Scope scope = api::RequireScope(spi, core::kConsume);
   PG_RETURN_BOOL(store::Complete(spi, scope, claim.id, claim.attempt));
 }
 
@@ -65,14 +45,14 @@ PGQ_FUNCTION(pgq_complete_many) {
     pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "ids and attempts must not contain nulls");
   }
   pg::SpiSession spi;
-  const store::Scope scope = api::ConsumableQueues(spi);
+  const store::Scope scope = api::RequireScope(spi, core::kConsume);
   if (count == 0) PG_RETURN_INT32(0);
   PG_RETURN_INT32(store::CompleteMany(spi, scope, PointerGetDatum(ids), PointerGetDatum(attempts)));
 }
 
 // fail(id, attempt, error, retry_in) returns 'retry', 'dead' or 'lost'
 PGQ_FUNCTION(pgq_fail) {
-  const api::Claim claim = api::ClaimArgs(fcinfo);
+  const api::ClaimId claim = api::ClaimIdArgs(fcinfo);
   // Bounded: an error text is kept with the job and shown in dead-letter.
   const Datum error = pg::BoundedTextArg(fcinfo, 2, core::kMaxErrorTextBytes);
   const bool has_error = !pg::ArgIsNull(fcinfo, 2);
@@ -88,7 +68,7 @@ PGQ_FUNCTION(pgq_fail) {
   store::FailOutcome outcome;
   {
     pg::SpiSession spi;
-    const store::Scope scope = api::ConsumableQueues(spi);
+    const store::Scope scope = api::RequireScope(spi, core::kConsume);
     outcome =
         store::Fail(spi, scope, claim.id, claim.attempt, has_error ? error : 0,
                     has_retry_in ? std::optional<int64>(retry_in_us) : std::nullopt, pg::Now());
@@ -104,25 +84,4 @@ PGQ_FUNCTION(pgq_fail) {
       break;
   }
   return pg::TextDatum("lost");
-}
-
-// extend(id, attempt, lease) returns the new lease_until, or NULL
-PGQ_FUNCTION(pgq_extend) {
-  const api::Claim claim = api::ClaimArgs(fcinfo);
-  const int64 lease_us = pg::RequiredIntervalMicros(fcinfo, 2, "lease");
-  pg::CheckLeaseValue(lease_us, "lease");
-  pg::SpiSession spi;
-  const store::Scope scope = api::ConsumableQueues(spi);
-  const std::optional<TimestampTz> until = store::Extend(
-      spi, scope, claim.id, claim.attempt, pg::AddMicros(pg::Now(), lease_us, "lease"));
-  if (!until) PG_RETURN_NULL();
-  PG_RETURN_TIMESTAMPTZ(*until);
-}
-
-// release(id, attempt) returns boolean
-PGQ_FUNCTION(pgq_release) {
-  const api::Claim claim = api::ClaimArgs(fcinfo);
-  pg::SpiSession spi;
-  const store::Scope scope = api::ConsumableQueues(spi);
-  PG_RETURN_BOOL(store::Release(spi, scope, claim.id, claim.attempt));
 }

@@ -155,8 +155,6 @@ PGQ_FUNCTION(pgq_maintain) {
   return pg::Guard([&] { return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)); });
 }
 
-PGQ_FUNCTION(pgq_clock) { PG_RETURN_TIMESTAMPTZ(pg::Now()); }
-
 // unflushed_completions(queue_id) returns bigint
 PGQ_FUNCTION(pgq_unflushed_completions) {
   const int32 queue_id = pg::RequiredInt32(fcinfo, 0, "queue_id");

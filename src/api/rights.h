@@ -43,6 +43,14 @@ void RequireRightSomewhere(pg::SpiSession& spi, uint8 wanted);
 using QueueScope = store::Scope;
 QueueScope QueuesWithRight(pg::SpiSession& spi, uint8 wanted);
 
+// For a function that takes a job id: raises insufficient_privilege when
+// the current user holds none of `wanted` on any queue, before anything is
+// touched; otherwise the queues it holds them on.
+inline QueueScope RequireScope(pg::SpiSession& spi, uint8 wanted) {
+  RequireRightSomewhere(spi, wanted);
+  return QueuesWithRight(spi, wanted);
+}
+
 // Sets parameters `first` (boolean) and `first` + 1 (int4[]) to `scope`.
 inline pg::Params& SetScope(pg::Params& params, int first, const QueueScope& scope) {
   return params.Set(first, BoolGetDatum(scope.every)).Set(first + 1, scope.ids);

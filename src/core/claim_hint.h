@@ -36,7 +36,7 @@
 //
 // A hint is only ever a shortcut: starting from kFirstKey is always correct.
 // Pure C++; the shared-memory table is pg/queue_slots.cpp, the SQL
-// api/claim.cpp and the commit-time updates pg/wakeup.cpp.
+// store/claim.cpp and the commit-time updates pg/ledger.cpp.
 #pragma once
 
 #include <cstdint>

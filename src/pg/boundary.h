@@ -64,8 +64,12 @@ auto Guard(Fn&& fn) -> std::invoke_result_t<Fn&> {
     MemoryContext caller_context = CurrentMemoryContext;
     // volatile: assigned after the longjmp back into this frame.
     ErrorData* volatile error = nullptr;
+    // Called through a noexcept frame: an exception thrown by `fn` would
+    // leave PG_TRY's jump buffer installed for a frame that is gone; this
+    // way it ends the process (std::terminate) instead of corrupting it.
+    const auto call = [&fn]() noexcept { fn(); };
     PG_TRY();
-    { fn(); }
+    { call(); }
     PG_CATCH();
     {
       MemoryContextSwitchTo(caller_context);

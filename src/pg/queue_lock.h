@@ -20,7 +20,7 @@ void LockQueueExclusive(int32 queue_id);
 
 // The lock of one FIFO group of a queue, exclusive until the end of the
 // transaction: taken by whoever adds a job to the group or moves its next
-// job up (api/groups.h). Groups are told apart by a 32-bit hash of their
+// job up (store/groups.cpp). Groups are told apart by a 32-bit hash of their
 // key; two groups that collide only wait for each other.
 void LockGroup(int32 queue_id, std::string_view group_key);
 

@@ -1,4 +1,4 @@
-// The end of a claim: complete, complete_many, fail, extend, release.
+// The end of a claim: complete, complete_many, fail.
 //
 // Every one is a conditional write fenced by (id, attempt): a worker whose
 // lease was lost to a newer claim changes nothing and is told so. Each finds
@@ -89,23 +89,6 @@ DELETE FROM pgq.jobs WHERE id = $1 AND attempt = $2 AND state = 'r'
 RETURNING *)sql",
                                            "$3", "exhausted", "$4"),
                          {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}};
-
-pg::Statement extend_lease = {R"sql(
-UPDATE pgq.jobs SET lease_until = $3
- WHERE id = $1 AND attempt = $2 AND state = 'r' AND ($4 OR queue_id = ANY ($5))
-RETURNING lease_until)sql",
-                              5,
-                              {INT8OID, INT4OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID},
-                              nullptr};
-
-// The next claim increments attempt again, so it carries the same number.
-pg::Statement release_job = {R"sql(
-UPDATE pgq.jobs SET state = 'p', attempt = attempt - 1, lease_until = NULL
- WHERE id = $1 AND attempt = $2 AND state = 'r' AND ($3 OR queue_id = ANY ($4))
-RETURNING queue_id, priority, run_at, id)sql",
-                             4,
-                             {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID},
-                             nullptr};
 
 pg::Statement pending_run_at = {
     "SELECT run_at FROM pgq.jobs WHERE id = $1 AND state = 'p'", 1, {INT8OID}, nullptr};
@@ -206,29 +189,6 @@ FailOutcome Fail(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attemp
   pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
   internal::MoveGroupsOn(spi, internal::GroupsOf(buried));
   return FailOutcome::kDead;
-}
-
-std::optional<TimestampTz> Extend(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt,
-                                  TimestampTz lease_until) {
-  pg::Params params;
-  params.Set(0, Int64GetDatum(id))
-      .Set(1, Int32GetDatum(attempt))
-      .Set(2, TimestampTzGetDatum(lease_until));
-  SetScope(params, 3, scope);
-  const pg::Result extended = spi.Execute(extend_lease, params);
-  if (extended.empty()) return std::nullopt;
-  bool is_null = false;
-  return DatumGetTimestampTz(extended.Value(0, 1, &is_null));
-}
-
-bool Release(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt) {
-  pg::Params params;
-  params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(attempt));
-  SetScope(params, 2, scope);
-  const pg::Result released = spi.Execute(release_job, params);
-  if (released.empty()) return false;
-  internal::NotePendingAgain(released, true);
-  return true;
 }
 
 TimestampTz PendingRunAt(pg::SpiSession& spi, int64 id) {

@@ -16,7 +16,7 @@
 //
 // Files: insert.cpp (every new job: enqueue, enqueue_many, publish,
 // schedules, retry_dead, through one column list and one AfterInsert),
-// claim.cpp, finish.cpp (complete, fail, extend, release), dead.cpp
+// claim.cpp, finish.cpp (complete, fail), lease.cpp (extend, release), dead.cpp
 // (cancel, dead-letter, revival), groups.cpp, expire.cpp (maintenance),
 // queue_jobs.cpp (a queue's jobs as a whole: count, purge, gauges),
 // catalog.cpp (which version of pgq's tables is installed).
@@ -102,13 +102,15 @@ enum class FailOutcome { kRetry, kDead, kLost };
 FailOutcome Fail(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum error,
                  std::optional<int64> retry_in_us, TimestampTz now);
 
+// When the pending job `id` is due, or 0 (gone, or not pending).
+TimestampTz PendingRunAt(pg::SpiSession& spi, int64 id);
+
+// ---- A claim's lease (lease.cpp)
+
 // The new lease_until, or nullopt when the claim is no longer held.
 std::optional<TimestampTz> Extend(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt,
                                   TimestampTz lease_until);
 bool Release(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt);
-
-// When the pending job `id` is due, or 0 (gone, or not pending).
-TimestampTz PendingRunAt(pg::SpiSession& spi, int64 id);
 
 // ---- Dead-letter (dead.cpp)
 

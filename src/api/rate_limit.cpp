@@ -1,4 +1,4 @@
-#include "api/rate_bucket.h"
+#include "api/rate_limit.h"
 
 namespace pgq::api {
 

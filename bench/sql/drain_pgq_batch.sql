@@ -1,0 +1,10 @@
+-- Deep drain consumer, :batch jobs at a time (bench/drain.sh BATCH=N): claim
+-- up to :batch jobs, then complete them with one complete_many, two
+-- autocommit statements; an empty claim completes nothing.
+SELECT count(*) AS n,
+       coalesce(array_agg(id), '{}')::text AS ids,
+       coalesce(array_agg(attempt), '{}')::text AS attempts
+  FROM pgq.claim('bench', :batch) \gset
+\if :n > 0
+SELECT pgq.complete_many(:ids::bigint[], :attempts::int[]);
+\endif

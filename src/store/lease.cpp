@@ -1,0 +1,51 @@
+// A claim's lease: extend and release, fenced by (id, attempt) like the
+// end of a claim (finish.cpp), within the caller's Scope.
+#include "store/internal.h"
+
+namespace pgq::store {
+
+namespace {
+
+pg::Statement extend_lease = {R"sql(
+UPDATE pgq.jobs SET lease_until = $3
+ WHERE id = $1 AND attempt = $2 AND state = 'r' AND ($4 OR queue_id = ANY ($5))
+RETURNING lease_until)sql",
+                              5,
+                              {INT8OID, INT4OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID},
+                              nullptr};
+
+// The next claim increments attempt again, so it carries the same number.
+pg::Statement release_job = {R"sql(
+UPDATE pgq.jobs SET state = 'p', attempt = attempt - 1, lease_until = NULL
+ WHERE id = $1 AND attempt = $2 AND state = 'r' AND ($3 OR queue_id = ANY ($4))
+RETURNING queue_id, priority, run_at, id)sql",
+                             4,
+                             {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID},
+                             nullptr};
+
+}  // namespace
+
+std::optional<TimestampTz> Extend(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt,
+                                  TimestampTz lease_until) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id))
+      .Set(1, Int32GetDatum(attempt))
+      .Set(2, TimestampTzGetDatum(lease_until));
+  internal::SetScope(params, 3, scope);
+  const pg::Result extended = spi.Execute(extend_lease, params);
+  if (extended.empty()) return std::nullopt;
+  bool is_null = false;
+  return DatumGetTimestampTz(extended.Value(0, 1, &is_null));
+}
+
+bool Release(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(attempt));
+  internal::SetScope(params, 2, scope);
+  const pg::Result released = spi.Execute(release_job, params);
+  if (released.empty()) return false;
+  internal::NotePendingAgain(released, true);
+  return true;
+}
+
+}  // namespace pgq::store
