@@ -11,7 +11,7 @@
 #   CLIENTS    client counts (default "1 4 8")
 #   SYNC       synchronous_commit settings, each workload is run under each
 #              (default "on off"; set per pgbench run with PGOPTIONS)
-#   WORKLOADS  subset of: ceiling enqueue enqueue_many claim1 claim10 claim100
+#   WORKLOADS  subset of: ceiling enqueue enqueue_many enqueue_series claim1 claim10 claim100
 #              halving10 halving100 (default: all)
 #   BENCH_ROLE run every pgbench session as this ordinary role (created here;
 #              SET ROLE through PGOPTIONS): pgq through its grants (produce,
@@ -22,7 +22,10 @@
 #   OUT_MD, OUT_CSV  where the report and the per-run CSV go (default
 #              bench/results-latest.md and bench/results-latest-runs.csv)
 #
-# Workloads: enqueue (1 per transaction), enqueue_many (100 per transaction),
+# Workloads: enqueue (1 per transaction), enqueue_many (100 per transaction;
+# the baseline inserts an unnest of an array of 100), enqueue_series (the
+# same pgq.enqueue_many against a multi-row INSERT ... SELECT FROM
+# generate_series(1, 100), the cheapest batch the baseline can do),
 # claimN (claim N, then complete them: two autocommit statements), halvingN
 # (the commit-halving pattern: one transaction completes the previous batch of
 # N and claims the next; bench/sql/*_halving*.sql), ceiling (SELECT 1 and a
@@ -76,7 +79,7 @@ for s in $SYNC; do
   [[ $s == on || $s == off ]] || { echo "SYNC: each setting must be on or off (got '$s')" >&2; exit 2; }
 done
 for w in $WORKLOADS; do
-  [[ $w =~ ^(ceiling|enqueue|enqueue_many|claim(1|10|100)|halving(10|100))$ ]] \
+  [[ $w =~ ^(ceiling|enqueue|enqueue_many|enqueue_series|claim(1|10|100)|halving(10|100))$ ]] \
     || { echo "unknown workload '$w'" >&2; exit 2; }
 done
 
@@ -209,6 +212,8 @@ one_run() {
     enqueue/baseline)    script=base_enqueue.sql ;;
     enqueue/pgq)         script=pgq_enqueue.sql ;;
     enqueue_many/*)      script=${system/baseline/base}_enqueue_many.sql; n=100 ;;
+    enqueue_series/baseline) script=base_enqueue_series.sql; n=100 ;;
+    enqueue_series/pgq)  script=pgq_enqueue_many.sql; n=100 ;;
     claim1/baseline)     script=base_claim1.sql ;;
     claim1/pgq)          script=pgq_claim1.sql ;;
     claim*/baseline)     n=${workload#claim}; script=base_claim$n.sql ;;

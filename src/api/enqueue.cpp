@@ -115,7 +115,9 @@ PGQ_FUNCTION(pgq_enqueue) {
     if (!has_max_attempts) job.max_attempts = queue.max_attempts;
     const std::optional<int64> id = store::Insert(spi, {queue.id, name, queue.notify}, job);
     if (id) PG_RETURN_INT64(*id);
-    // The dedupe key is held by a pending or running job: its id.
+    // Nothing inserted: only ON CONFLICT on the dedupe index skips the row,
+    // so the key is held by a pending or running job: its id.
+    if (!has_dedupe) pg::Raise(ERRCODE_INTERNAL_ERROR, "enqueue inserted no row");
     if (const int64 holder = store::DedupeHolder(spi, queue.id, job.dedupe_key); holder != 0) {
       PG_RETURN_INT64(holder);
     }

@@ -34,9 +34,7 @@ QueueRef FindQueue(pg::SpiSession& spi, std::string_view name) {
 pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name) {
   pg::CachedQueue queue;
   if (pg::QueueCache::Find(name, &queue)) return queue;
-  const QueueRef found = FindQueue(spi, name);  // raises undefined_object
-  queue = pg::CachedQueue{found.id,     found.max_attempts, found.notify,
-                          found.paused, found.lease,        found.rate_limit};
+  queue = FindQueue(spi, name);  // raises undefined_object
   pg::QueueCache::Remember(name, queue);
   return queue;
 }

@@ -6,14 +6,8 @@
 
 namespace pgq::api {
 
-struct QueueRef {
-  int32 id;
-  int32 max_attempts;
-  bool notify;
-  bool paused;
-  Interval lease;
-  double rate_limit;  // claims per second; 0: no limit
-};
+// A queue's id and settings, as read from pgq.queues or the cache.
+using QueueRef = pg::CachedQueue;
 
 // The queue named `name`, or undefined_object with a hint.
 QueueRef FindQueue(pg::SpiSession& spi, std::string_view name);

@@ -32,11 +32,20 @@ RETURNING queue_id, id, priority, run_at, state = 'p' AS pending, group_key)sql"
   return sql;
 }
 
-core::ClaimKey ClaimKeyOf(const pg::Result& rows, uint64 row) {
+KeyColumns::KeyColumns(const pg::Result& rows)
+    : priority(rows.ColumnNumber("priority")),
+      run_at(rows.ColumnNumber("run_at")),
+      id(rows.ColumnNumber("id")) {}
+
+core::ClaimKey KeyColumns::Of(const pg::Result& rows, uint64 row) const {
   bool is_null = false;
-  return core::ClaimKey{rows.Int32(row, "priority"),
-                        DatumGetTimestampTz(rows.Value(row, "run_at", &is_null)),
-                        rows.Int64(row, "id")};
+  return core::ClaimKey{rows.Int32(row, priority),
+                        DatumGetTimestampTz(rows.Value(row, run_at, &is_null)),
+                        rows.Int64(row, id)};
+}
+
+core::ClaimKey ClaimKeyOf(const pg::Result& rows, uint64 row) {
+  return KeyColumns(rows).Of(rows, row);
 }
 
 namespace {
@@ -50,6 +59,7 @@ void AfterInsert(pg::SpiSession& spi, const Queue* queues, int count, const pg::
   if (rows.empty()) return;
   const int queue_column = rows.ColumnNumber("queue_id");
   const int pending_column = rows.ColumnNumber("pending");
+  const KeyColumns key_columns(rows);
   for (int q = 0; q < count; ++q) {
     const Queue& queue = queues[q];
     bool any = false;
@@ -57,7 +67,7 @@ void AfterInsert(pg::SpiSession& spi, const Queue* queues, int count, const pg::
     for (uint64 row = 0; row < rows.size(); ++row) {
       // A job waiting behind its group's head becomes pending later (groups.cpp).
       if (rows.Int32(row, queue_column) != queue.id || !rows.Bool(row, pending_column)) continue;
-      const core::ClaimKey key = ClaimKeyOf(rows, row);
+      const core::ClaimKey key = key_columns.Of(rows, row);
       first = any ? core::EarlierKey(first, key) : key;
       any = true;
     }

@@ -50,7 +50,12 @@ std::string BurySql(std::string_view deleted, std::string_view last_error, std::
 void AfterInsert(pg::SpiSession& spi, const Queue* queues, int count, const pg::Result& rows);
 
 // The claim-order key (core/claim_hint.h) of a row with columns named
-// priority, run_at and id.
+// priority, run_at and id; KeyColumns finds them once for a loop over rows.
+struct KeyColumns {
+  explicit KeyColumns(const pg::Result& rows);
+  core::ClaimKey Of(const pg::Result& rows, uint64 row) const;
+  int priority, run_at, id;
+};
 core::ClaimKey ClaimKeyOf(const pg::Result& rows, uint64 row);
 
 // Jobs made pending again by a statement that returned their queue_id,
