@@ -228,8 +228,9 @@ int MarkFlushes(FlushSlot* out, int capacity, int room) {
   if (Shared() == nullptr || slots == nullptr) return 0;
   const uint32 me = static_cast<uint32>(MyProcPid);
   return Guard([&] {
-    // Readers tell by it whether their snapshot saw this flush's rows.
-    const TransactionId xid = GetTopTransactionId();
+    // Readers tell by it whether their snapshot saw this flush's rows;
+    // assigned only by a transaction that flushes something.
+    TransactionId xid = InvalidTransactionId;
     int n = 0;
     LWLockAcquire(SlotsLock(), LW_SHARED);
     HASH_SEQ_STATUS scan;
@@ -242,6 +243,7 @@ int MarkFlushes(FlushSlot* out, int capacity, int room) {
       if (pg_atomic_read_u32(&slot->flusher) != me) {
         if (finished == 0 || room == 0) continue;
         if (!pg_atomic_compare_exchange_u32(&slot->flusher, &flusher, me)) continue;
+        if (!TransactionIdIsValid(xid)) xid = GetTopTransactionId();
         SpinLockAcquire(&slot->mutex);
         slot->flush_xid = xid;
         slot->flush_amount = 0;
