@@ -22,9 +22,9 @@
 #   DRAIN_JOBS  jobs pushed per run (default 200000)
 #   PRODUCERS, CONSUMERS  client counts (default 2 and 4)
 #   BATCH       jobs a consumer claims at once (default 1: claim then
-#               complete; above 1: claim BATCH then complete_many, and the
-#               hand-written queue's claim with LIMIT BATCH then one delete;
-#               bench/sql/drain_*_batch.sql). With 100 the run is
+#               complete; above 1: claim BATCH then complete_many,
+#               bench/sql/drain_pgq_batch.sql; the hand-written queue claims
+#               with LIMIT BATCH either way). With 100 the run is
 #               producer-bound: it measures enqueue while claims run.
 #   ROUNDS      baseline-then-pgq rounds (default 2)
 #   SAMPLE      seconds per interval (default 5)
@@ -108,7 +108,7 @@ declare -A TABLE=([baseline]=bench_jobs [pgq]=pgq.jobs [pgmq]=pgmq.q_bench)
 declare -A SEQ=([baseline]=bench_jobs_id_seq [pgq]=pgq.job_id_seq [pgmq]=pgmq.q_bench_msg_id_seq)
 declare -A CONSUME=([baseline]=drain_base.sql [pgq]=drain_pgq.sql [pgmq]=drain_pgmq.sql)
 if ((BATCH > 1)); then
-  CONSUME=([baseline]=drain_base_batch.sql [pgq]=drain_pgq_batch.sql [pgmq]=drain_pgmq.sql)
+  CONSUME=([baseline]=drain_base.sql [pgq]=drain_pgq_batch.sql [pgmq]=drain_pgmq.sql)
 fi
 declare -A PRODUCE=([baseline]=base_enqueue.sql [pgq]=pgq_enqueue.sql [pgmq]=pgmq_enqueue.sql)
 
