@@ -115,6 +115,43 @@ class NoMissedJobsTests(PgqTestCase):
         self.assertEqual(self.claim(a), [(jobs[2], 1)])
         a.commit()
 
+    def test_one_transaction_over_more_queues_than_its_ledger_holds(self):
+        """The transaction ledger keeps 64 queues apart and acts on the
+        whole database past them (pg/ledger.h). 70 queues, in one
+        transaction each time: jobs of higher priority than where every
+        queue's hint stands are claimed next after the commit, and jobs
+        locked by a rolled-back claim are claimed next after the rollback,
+        in the 70th queue as in the first."""
+        queues = [f"many{i}" for i in range(70)]
+        for q in queues:
+            self.admin.execute("SELECT pgq.create_queue(%s)", (q,))
+            self.enqueue(self.admin, q, {"first": 1})
+            # The hint moves past the job it claims.
+            self.admin.execute("SELECT pgq.complete(id, attempt) FROM pgq.claim(%s, 1)", (q,))
+
+        tx = self.connect(autocommit=False)
+        urgent = {q: self.enqueue(tx, q, {"urgent": 1}, priority=9) for q in queues}
+        tx.commit()
+        for q in queues:
+            self.assertEqual(self.admin.execute("SELECT id FROM pgq.claim(%s, 1)", (q,)).fetchall(),
+                             [(urgent[q],)], f"{q}: a job enqueued before the hint was not claimed next")
+            self.enqueue(self.admin, q, {"second": 1})
+            self.enqueue(self.admin, q, {"third": 1})
+
+        # Each queue has one running and two pending jobs now; tx claims the
+        # first pending, then the next one (its hint passes the first, which
+        # tx itself holds), and rolls back.
+        pending = {q: [r[0] for r in self.admin.execute(
+            "SELECT id FROM pgq.jobs j JOIN pgq.queues USING (queue_id)"
+            " WHERE name = %s AND state = 'p' ORDER BY id", (q,)).fetchall()] for q in queues}
+        for q in queues:
+            tx.execute("SELECT pgq.claim(%s, 1)", (q,))
+            tx.execute("SELECT pgq.claim(%s, 1)", (q,))
+        tx.rollback()
+        for q in queues:
+            self.assertEqual(self.admin.execute("SELECT id FROM pgq.claim(%s, 1)", (q,)).fetchall(),
+                             [(pending[q][0],)], f"{q}: a job locked by a rolled-back claim was skipped")
+
     def test_an_expired_lease_is_claimed_next(self):
         """A job whose 1 s lease expired is made pending by maintain() and,
         keeping its place in line, is the next claim's."""
