@@ -46,14 +46,20 @@ SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priorit
   return sql;
 }
 
-BuiltStatement claim_jobs{ClaimSql(", claimed_by = $9, claimed_at = $4"),
-                          {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
-                           TIMESTAMPTZOID, INT8OID, INT4OID}};
+pg::Statement& claim_jobs() {
+  static BuiltStatement statement{ClaimSql(", claimed_by = $9, claimed_at = $4"),
+                                  {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
+                                   TIMESTAMPTZOID, INT8OID, INT4OID}};
+  return statement.get();
+}
 
 // A 1.0 catalog's pgq.jobs has no claimer columns.
-BuiltStatement claim_jobs_1_0{
-    ClaimSql(""),
-    {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID}};
+pg::Statement& claim_jobs_1_0() {
+  static BuiltStatement statement{
+      ClaimSql(""),
+      {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID}};
+  return statement.get();
+}
 
 // The pending jobs not due at $2 from the scan start $3..$5 on: their
 // earliest run_at and the first of them in claim order (all NULL if none).
@@ -112,7 +118,7 @@ pg::Result Claim(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum
       .Set(7, Int64GetDatum(plan.from.id));
   const bool record_claimer = InstalledCatalog().claimer_columns;
   if (record_claimer) params.Set(8, Int32GetDatum(MyProcPid));
-  pg::Result jobs = spi.Execute(record_claimer ? claim_jobs.get() : claim_jobs_1_0.get(), params);
+  pg::Result jobs = spi.Execute(record_claimer ? claim_jobs() : claim_jobs_1_0(), params);
   const uint64 claimed = jobs.size();
   pg::ledger::NoteCount(queue_id, pg::kClaims, claimed);
   if (slot == nullptr) return jobs;

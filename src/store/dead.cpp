@@ -37,11 +37,14 @@ namespace {
 
 using internal::BuiltStatement;
 
-BuiltStatement cancel_job{internal::BurySql(R"sql(
+pg::Statement& cancel_job() {
+  static BuiltStatement statement{internal::BurySql(R"sql(
 DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w') AND ($3 OR queue_id = ANY ($4))
 RETURNING *)sql",
-                                            "d.last_error", "cancelled", "$2"),
-                          {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}};
+                                                    "d.last_error", "cancelled", "$2"),
+                                  {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}};
+  return statement.get();
+}
 
 pg::Statement queue_of_dead_job = {R"sql(
 SELECT q.queue_id FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue WHERE d.id = $1)sql",
@@ -61,25 +64,31 @@ SELECT r.id, $2, CASE WHEN r.group_key IS NULL THEN 'p' ELSE 'w' END, r.priority
        r.max_attempts, r.enqueued_at, r.dedupe_key, r.group_key, r.last_error, r.payload
   FROM revived r)sql";
 
-BuiltStatement revive_job{
-    internal::InsertJobsSql("WITH revived AS (DELETE FROM pgq.dead_jobs d WHERE d.id = $1 AND " +
-                                std::string(kDedupeFree) + " RETURNING d.*)",
-                            kRevived),
-    {INT8OID, INT4OID, TIMESTAMPTZOID}};
+pg::Statement& revive_job() {
+  static BuiltStatement statement{
+      internal::InsertJobsSql("WITH revived AS (DELETE FROM pgq.dead_jobs d WHERE d.id = $1 AND " +
+                                  std::string(kDedupeFree) + " RETURNING d.*)",
+                              kRevived),
+      {INT8OID, INT4OID, TIMESTAMPTZOID}};
+  return statement.get();
+}
 
 // $1 queue name, $4 at most this many. Of dead jobs sharing a key, only the
 // oldest comes back.
-BuiltStatement revive_oldest{internal::InsertJobsSql(R"sql(
+pg::Statement& revive_oldest() {
+  static BuiltStatement statement{internal::InsertJobsSql(R"sql(
 WITH revived AS (
   DELETE FROM pgq.dead_jobs dd WHERE dd.id = ANY (ARRAY(
     SELECT d.id FROM pgq.dead_jobs d WHERE d.queue = $1 AND )sql" +
-                                                         std::string(kDedupeFree) + R"sql(
+                                                              std::string(kDedupeFree) + R"sql(
        AND NOT EXISTS (SELECT 1 FROM pgq.dead_jobs o WHERE o.queue = d.queue
                           AND o.dedupe_key = d.dedupe_key AND o.id < d.id)
      ORDER BY d.id LIMIT $4 FOR UPDATE SKIP LOCKED))
   RETURNING dd.*))sql",
-                                                     kRevived),
-                             {TEXTOID, INT4OID, TIMESTAMPTZOID, INT4OID}};
+                                                          kRevived),
+                                  {TEXTOID, INT4OID, TIMESTAMPTZOID, INT4OID}};
+  return statement.get();
+}
 
 // Ungrouped revived jobs are pending (AfterInsert); grouped ones move their
 // group on.
@@ -95,7 +104,7 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(now));
   internal::SetScope(params, 2, scope);
-  const pg::Result cancelled = spi.Execute(cancel_job.get(), params);
+  const pg::Result cancelled = spi.Execute(cancel_job(), params);
   if (cancelled.empty()) return false;
   const int32 queue_id = cancelled.Int32(0, "queue_id");
   pg::ledger::NoteLocked(queue_id);  // it locked a pending job
@@ -114,7 +123,7 @@ int32 QueueOfDeadJob(pg::SpiSession& spi, int64 id) {
 int32 Revive(pg::SpiSession& spi, const Queue& queue, int64 id, TimestampTz now) {
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(queue.id)).Set(2, TimestampTzGetDatum(now));
-  return AfterRevival(spi, queue, spi.Execute(revive_job.get(), params));
+  return AfterRevival(spi, queue, spi.Execute(revive_job(), params));
 }
 
 int32 ReviveOldest(pg::SpiSession& spi, const Queue& queue, int32 max, TimestampTz now) {
@@ -123,7 +132,7 @@ int32 ReviveOldest(pg::SpiSession& spi, const Queue& queue, int32 max, Timestamp
       .Set(1, Int32GetDatum(queue.id))
       .Set(2, TimestampTzGetDatum(now))
       .Set(3, Int32GetDatum(max));
-  return AfterRevival(spi, queue, spi.Execute(revive_oldest.get(), params));
+  return AfterRevival(spi, queue, spi.Execute(revive_oldest(), params));
 }
 
 }  // namespace pgq::store

@@ -22,13 +22,16 @@ RETURNING queue_id)sql",
                                    {TIMESTAMPTZOID, INT4OID},
                                    nullptr};
 
-internal::BuiltStatement expire_to_dead{internal::BurySql(R"sql(
+pg::Statement& expire_to_dead() {
+  static internal::BuiltStatement statement{internal::BurySql(R"sql(
 DELETE FROM pgq.jobs WHERE id = ANY (ARRAY(SELECT id FROM pgq.jobs
   WHERE state = 'r' AND lease_until < $1 AND attempt >= max_attempts
   ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED))
 RETURNING *)sql",
-                                                          "'lease expired'", "expired", "$1"),
-                                        {TIMESTAMPTZOID, INT4OID}};
+                                                              "'lease expired'", "expired", "$1"),
+                                            {TIMESTAMPTZOID, INT4OID}};
+  return statement.get();
+}
 
 // Counts the leases a statement expired (their queue ids in column
 // queue_id, one row each) for pgq.metrics(); with `dead`, the jobs it
@@ -54,7 +57,7 @@ Expired ExpireLeases(pg::SpiSession& spi, TimestampTz now, int32 batch) {
   // statement does not say which job of each comes first, so every hint of
   // the database is reset.
   if (!requeued.empty()) pg::ledger::NoteReadyInDatabase();
-  const pg::Result dead = spi.Execute(expire_to_dead.get(), params);
+  const pg::Result dead = spi.Execute(expire_to_dead(), params);
   CountExpiries(dead, true);
   internal::MoveGroupsOn(spi, internal::GroupsOf(dead));
   return Expired{static_cast<int64>(requeued.size()), static_cast<int64>(dead.size())};

@@ -28,25 +28,33 @@ using internal::SetScope;
 constexpr std::string_view kStillHeld =
     "(j.state = 'r' OR (j.state = 'p' AND j.lease_until IS NOT NULL))";
 
+// `sql` with every $HELD replaced by kStillHeld.
 std::string Held(std::string_view sql) {
   std::string out(sql);
-  const std::string marker = "$HELD";
-  out.replace(out.find(marker), marker.size(), kStillHeld);
+  constexpr std::string_view kMarker = "$HELD";
+  for (size_t at = out.find(kMarker); at != std::string::npos;
+       at = out.find(kMarker, at + kStillHeld.size())) {
+    out.replace(at, kMarker.size(), kStillHeld);
+  }
   return out;
 }
 
-BuiltStatement complete_job{Held(R"sql(
+pg::Statement& complete_job() {
+  static BuiltStatement statement{Held(R"sql(
 DELETE FROM pgq.jobs j
  WHERE j.id = $1 AND j.attempt = $2 AND $HELD AND ($3 OR j.queue_id = ANY ($4))
 RETURNING j.queue_id, j.group_key, j.state = 'p' AS was_pending)sql"),
-                            {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID}};
+                                  {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID}};
+  return statement.get();
+}
 
 // Returns how many it completed (completed), and per queue it finished jobs
 // of: the queue (queue_id), how many (jobs), and whether it took a pending
 // job (was_pending); plus one row per group whose head it removed
 // (group_key, with its queue_id). Rows of one kind have NULL in the other's
 // columns.
-BuiltStatement complete_jobs{Held(R"sql(
+pg::Statement& complete_jobs() {
+  static BuiltStatement statement{Held(R"sql(
 WITH d AS (
   DELETE FROM pgq.jobs j
    USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)
@@ -61,7 +69,9 @@ SELECT (SELECT count(*) FROM d)::int4 AS completed, f.queue_id, f.jobs, f.was_pe
 UNION ALL
 SELECT NULL, g.queue_id, NULL, NULL, g.group_key
   FROM (SELECT DISTINCT d.queue_id, d.group_key FROM d WHERE d.group_key IS NOT NULL) g)sql"),
-                             {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID}};
+                                  {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID}};
+  return statement.get();
+}
 
 pg::Statement insert_finished = {
     "INSERT INTO pgq.finished (queue_id, finished_at, jobs) VALUES ($1, $2, $3)",
@@ -76,19 +86,27 @@ SELECT q.backoff_base, q.backoff_max FROM pgq.jobs j JOIN pgq.queues q USING (qu
                                 {INT8OID},
                                 nullptr};
 
-BuiltStatement fail_retry{Held(R"sql(
+pg::Statement& fail_retry() {
+  static BuiltStatement statement{
+      Held(R"sql(
 UPDATE pgq.jobs j SET state = 'p', run_at = $3, lease_until = NULL, last_error = $4
  WHERE j.id = $1 AND j.attempt = $2 AND j.attempt < j.max_attempts AND $HELD
    AND ($5 OR j.queue_id = ANY ($6))
 RETURNING j.queue_id, j.priority, j.run_at, j.id)sql"),
-                          {INT8OID, INT4OID, TIMESTAMPTZOID, TEXTOID, BOOLOID, INT4ARRAYOID}};
+      {INT8OID, INT4OID, TIMESTAMPTZOID, TEXTOID, BOOLOID, INT4ARRAYOID}};
+  return statement.get();
+}
 
-BuiltStatement fail_dead{internal::BurySql(R"sql(
+pg::Statement& fail_dead() {
+  static BuiltStatement statement{
+      internal::BurySql(R"sql(
 DELETE FROM pgq.jobs WHERE id = $1 AND attempt = $2 AND state = 'r'
    AND attempt >= max_attempts AND ($5 OR queue_id = ANY ($6))
 RETURNING *)sql",
-                                           "$3", "exhausted", "$4"),
-                         {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}};
+                        "$3", "exhausted", "$4"),
+      {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}};
+  return statement.get();
+}
 
 pg::Statement pending_run_at = {
     "SELECT run_at FROM pgq.jobs WHERE id = $1 AND state = 'p'", 1, {INT8OID}, nullptr};
@@ -128,7 +146,7 @@ bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt) 
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(attempt));
   SetScope(params, 2, scope);
-  const pg::Result completed = spi.Execute(complete_job.get(), params);
+  const pg::Result completed = spi.Execute(complete_job(), params);
   if (completed.empty()) return false;
   const int32 queue_id = completed.Int32(0, "queue_id");
   if (completed.Bool(0, "was_pending")) pg::ledger::NoteLocked(queue_id);
@@ -141,7 +159,7 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
   pg::Params params;
   params.Set(0, ids).Set(1, attempts);
   SetScope(params, 2, scope);
-  const pg::Result result = spi.Execute(complete_jobs.get(), params);
+  const pg::Result result = spi.Execute(complete_jobs(), params);
   const int completed_column = result.ColumnNumber("completed");
   const int queue_column = result.ColumnNumber("queue_id");
   const int jobs_column = result.ColumnNumber("jobs");
@@ -167,7 +185,7 @@ FailOutcome Fail(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attemp
       .Set(2, TimestampTzGetDatum(pg::AddMicros(now, delay_us, "retry_in")))
       .SetOptional(3, error == 0, error);
   SetScope(retry, 4, scope);
-  if (const pg::Result retried = spi.Execute(fail_retry.get(), retry); retried.size() == 1) {
+  if (const pg::Result retried = spi.Execute(fail_retry(), retry); retried.size() == 1) {
     const int32 queue_id = retried.Int32(0, "queue_id");
     pg::ledger::NoteCount(queue_id, pg::kFailures, 1);
     // Due later: no wake-up now, but the claim hint must still come back to
@@ -182,7 +200,7 @@ FailOutcome Fail(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attemp
       .SetOptional(2, error == 0, error)
       .Set(3, TimestampTzGetDatum(now));
   SetScope(dead, 4, scope);
-  const pg::Result buried = spi.Execute(fail_dead.get(), dead);
+  const pg::Result buried = spi.Execute(fail_dead(), dead);
   if (buried.size() != 1) return FailOutcome::kLost;
   const int32 queue_id = buried.Int32(0, "queue_id");
   pg::ledger::NoteCount(queue_id, pg::kFailures, 1);

@@ -113,12 +113,15 @@ constexpr Oid kOneJobArgs[] = {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID,
                                TEXTOID, INT4OID,  TEXTOID};
 
 // [has dedupe key][has group key]
-BuiltStatement insert_one[2][2] = {
-    {{InsertJobsSql({}, OneJob("'p'")), kOneJobArgs},
-     {InsertJobsSql({}, OneJob(kGroupState)), kOneJobArgs}},
-    {{InsertJobsSql({}, OneJob("'p'"), kOnDedupe), kOneJobArgs},
-     {InsertJobsSql({}, OneJob(kGroupState), kOnDedupe), kOneJobArgs}},
-};
+pg::Statement& InsertOne(bool dedupe, bool group) {
+  static BuiltStatement statements[2][2] = {
+      {{InsertJobsSql({}, OneJob("'p'")), kOneJobArgs},
+       {InsertJobsSql({}, OneJob(kGroupState)), kOneJobArgs}},
+      {{InsertJobsSql({}, OneJob("'p'"), kOnDedupe), kOneJobArgs},
+       {InsertJobsSql({}, OneJob(kGroupState), kOnDedupe), kOneJobArgs}},
+  };
+  return statements[dedupe][group].get();
+}
 
 pg::Statement find_dedupe = {"SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2",
                              2,
@@ -128,7 +131,8 @@ pg::Statement find_dedupe = {"SELECT id FROM pgq.jobs WHERE queue_id = $1 AND de
 // $1 queue id, $2 payloads, $3 run_at, $4 priority. Ids are drawn in input
 // order: volatile functions in the target list are evaluated after the
 // ORDER BY of their own query level. No row if the queue is gone.
-BuiltStatement insert_many{InsertJobsSql({}, R"sql(
+pg::Statement& insert_many() {
+  static BuiltStatement statement{InsertJobsSql({}, R"sql(
 SELECT s.id, q.queue_id, 'p', $4, $3, 0, q.max_attempts, pg_catalog.now(), NULL, NULL, NULL,
        s.payload
   FROM pgq.queues q,
@@ -136,18 +140,23 @@ SELECT s.id, q.queue_id, 'p', $4, $3, 0, q.max_attempts, pg_catalog.now(), NULL,
           FROM pg_catalog.unnest($2) WITH ORDINALITY AS p(payload, ord)
          ORDER BY p.ord) s
  WHERE q.queue_id = $1)sql"),
-                           {INT4OID, JSONBARRAYOID, TIMESTAMPTZOID, INT4OID}};
+                                  {INT4OID, JSONBARRAYOID, TIMESTAMPTZOID, INT4OID}};
+  return statement.get();
+}
 
 // $1 event id, $2 topic, $3 payload, $4 run_at, $5 queue ids. The job's
 // payload carries the event's identity, so a handler can tell a retry from
 // a new event.
-BuiltStatement insert_event{InsertJobsSql({}, R"sql(
+pg::Statement& insert_event() {
+  static BuiltStatement statement{InsertJobsSql({}, R"sql(
 SELECT pg_catalog.nextval('pgq.job_id_seq'), q.queue_id, 'p', 0, $4, 0, q.max_attempts,
        pg_catalog.now(), NULL, NULL, NULL,
        pg_catalog.jsonb_build_object('event_id', $1::bigint, 'topic', $2::text,
                                      'payload', $3::jsonb)
   FROM pgq.queues q WHERE q.queue_id = ANY ($5) ORDER BY q.queue_id)sql"),
-                            {INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4ARRAYOID}};
+                                  {INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4ARRAYOID}};
+  return statement.get();
+}
 
 }  // namespace
 
@@ -163,7 +172,7 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
       .SetOptional(4, !has_dedupe, job.dedupe_key)
       .Set(5, Int32GetDatum(job.max_attempts))
       .SetOptional(6, !has_group, job.group_key);
-  const pg::Result inserted = spi.Execute(insert_one[has_dedupe][has_group].get(), params);
+  const pg::Result inserted = spi.Execute(InsertOne(has_dedupe, has_group), params);
   // Nothing inserted: only ON CONFLICT on the dedupe index can skip the row.
   if (inserted.empty()) return std::nullopt;
   internal::AfterInsert(spi, &queue, 1, inserted);
@@ -184,7 +193,7 @@ pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, T
       .Set(1, payloads)
       .Set(2, TimestampTzGetDatum(run_at))
       .Set(3, Int32GetDatum(priority));
-  pg::Result inserted = spi.Execute(insert_many.get(), params);
+  pg::Result inserted = spi.Execute(insert_many(), params);
   internal::AfterInsert(spi, &queue, 1, inserted);
   return inserted;
 }
@@ -203,7 +212,7 @@ void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 even
       .Set(2, payload)
       .Set(3, TimestampTzGetDatum(run_at))
       .Set(4, PointerGetDatum(id_array));
-  const pg::Result inserted = spi.Execute(insert_event.get(), params);
+  const pg::Result inserted = spi.Execute(insert_event(), params);
   internal::AfterInsert(spi, queues, count, inserted);
 }
 

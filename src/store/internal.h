@@ -8,9 +8,11 @@
 
 namespace pgq::store::internal {
 
-// A statement whose text is put together once, when the library loads, from
-// parts that more than one statement shares (the columns of a new job, the
-// move into dead-letter). Not copyable: the statement points into the text.
+// A statement whose text is put together once, from parts that more than
+// one statement shares (the columns of a new job, the move into
+// dead-letter). Each is a function-local static, built on first use inside
+// a SQL function's boundary (never at library load). Not copyable: the
+// statement points into the text.
 class BuiltStatement {
  public:
   BuiltStatement(std::string sql, std::initializer_list<Oid> argtypes)
