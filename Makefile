@@ -51,6 +51,16 @@ all:
 	@exit 1
 endif
 
+# PGXS names a dependency file after its source's base name (.deps/claim.Po),
+# so same-named sources of two zones (src/api/claim.cpp, src/store/claim.cpp;
+# core/ and api/ rights.cpp) overwrote each other's, and an incremental
+# build missed what changed: name it after the path instead.
+ifeq ($(autodepend), yes)
+%.o : %.cpp
+	@mkdir -p $(DEPDIR)
+	$(COMPILE.cc) -o $@ $< -MMD -MP -MF $(DEPDIR)/$(subst /,_,$*).Po
+endif
+
 .PHONY: test demo unit bench
 
 # Installs what is missing, builds, runs every test; ends with a summary line.

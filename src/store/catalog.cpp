@@ -5,6 +5,8 @@
 
 extern "C" {
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "utils/syscache.h"
 #include "utils/lsyscache.h"
 }
 
@@ -22,6 +24,25 @@ const Catalog& InstalledCatalog() {
     if (!OidIsValid(schema)) return found;
     const Oid jobs = get_relname_relid("jobs", schema);
     found.claimer_columns = OidIsValid(jobs) && get_attnum(jobs, "claimed_by") != InvalidAttrNumber;
+    found.jobs = jobs;
+    found.job_id_seq = get_relname_relid("job_id_seq", schema);
+    if (OidIsValid(jobs)) {
+      JobColumns& c = found.job_columns;
+      HeapTuple relation = SearchSysCache1(RELOID, ObjectIdGetDatum(jobs));
+      if (HeapTupleIsValid(relation)) {
+        c.natts = reinterpret_cast<Form_pg_class>(GETSTRUCT(relation))->relnatts;
+        ReleaseSysCache(relation);
+      }
+      c.id = get_attnum(jobs, "id");
+      c.queue_id = get_attnum(jobs, "queue_id");
+      c.state = get_attnum(jobs, "state");
+      c.priority = get_attnum(jobs, "priority");
+      c.run_at = get_attnum(jobs, "run_at");
+      c.attempt = get_attnum(jobs, "attempt");
+      c.max_attempts = get_attnum(jobs, "max_attempts");
+      c.enqueued_at = get_attnum(jobs, "enqueued_at");
+      c.payload = get_attnum(jobs, "payload");
+    }
     found.grants = OidIsValid(get_relname_relid("grants", schema));
     found.topics = OidIsValid(get_relname_relid("topics", schema));
     return found;

@@ -4,12 +4,24 @@
 // UPDATE), and the update can happen in the middle of a session.
 #pragma once
 
+#include "pg/pg.h"
+
 namespace pgq::store {
+
+// Where each column a new job is given sits in pgq.jobs (attribute numbers,
+// 1-based), for inserts that build the row themselves (store/insert.cpp).
+struct JobColumns {
+  int natts;
+  AttrNumber id, queue_id, state, priority, run_at, attempt, max_attempts, enqueued_at, payload;
+};
 
 struct Catalog {
   bool claimer_columns;  // 1.1: pgq.jobs.claimed_by and claimed_at
   bool grants;           // 1.1: pgq.grants
   bool topics;           // 1.2: pgq.topics and pgq.topic_grants
+  Oid jobs;              // pgq.jobs, InvalidOid while not installed
+  Oid job_id_seq;        // pgq.job_id_seq
+  JobColumns job_columns;
 };
 
 // Probed again after any relcache invalidation (an update sends them).

@@ -6,6 +6,12 @@
 #include "pg/args.h"
 #include "pg/ledger.h"
 #include "pg/queue_lock.h"
+#include "pg/row_insert.h"
+#include "store/catalog.h"
+
+extern "C" {
+#include "commands/sequence.h"
+}
 #include "store/internal.h"
 
 namespace pgq::store {
@@ -71,13 +77,16 @@ void AfterInsert(pg::SpiSession& spi, const Queue* queues, int count, const pg::
       first = any ? core::EarlierKey(first, key) : key;
       any = true;
     }
-    if (!any) continue;
-    pg::ledger::NotePending(queue.id, first, true);
-    if (!queue.notify) continue;
-    pg::Params params;
-    params.Set(0, pg::TextDatum(queue.name));
-    spi.Execute(notify_queue, params);
+    if (any) AnnounceJobs(spi, queue, first);
   }
+}
+
+void AnnounceJobs(pg::SpiSession& spi, const Queue& queue, const core::ClaimKey& first) {
+  pg::ledger::NotePending(queue.id, first, true);
+  if (!queue.notify) return;
+  pg::Params params;
+  params.Set(0, pg::TextDatum(queue.name));
+  spi.Execute(notify_queue, params);
 }
 
 }  // namespace internal
@@ -158,11 +167,58 @@ SELECT pg_catalog.nextval('pgq.job_id_seq'), q.queue_id, 'p', 0, $4, 0, q.max_at
   return statement.get();
 }
 
+// Most jobs have neither a dedupe key nor a group: their row is built here
+// and inserted without an INSERT statement (pg/row_insert.h), which is a
+// third of what such an enqueue costs. The columns not set are NULL.
+constexpr int kMaxJobColumns = 32;
+
+int64 InsertPlain(pg::SpiSession& spi, const Queue& queue, const NewJob& job,
+                  const Catalog& catalog) {
+  const JobColumns& c = catalog.job_columns;
+  Datum values[kMaxJobColumns] = {};
+  bool nulls[kMaxJobColumns];
+  std::fill(nulls, nulls + c.natts, true);
+  const auto set = [&](AttrNumber column, Datum value) {
+    values[column - 1] = value;
+    nulls[column - 1] = false;
+  };
+  pg::RequireInsertAllowed();  // before the id is drawn, as an INSERT would
+  const int64 id = pg::Guard([&] { return nextval_internal(catalog.job_id_seq, false); });
+  set(c.id, Int64GetDatum(id));
+  set(c.queue_id, Int32GetDatum(queue.id));
+  set(c.state, CharGetDatum('p'));
+  set(c.priority, Int32GetDatum(job.priority));
+  set(c.run_at, TimestampTzGetDatum(job.run_at));
+  set(c.attempt, Int32GetDatum(0));
+  set(c.max_attempts, Int32GetDatum(job.max_attempts));
+  set(c.enqueued_at, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()));
+  set(c.payload, job.payload);
+  pg::InsertRow(catalog.jobs, values, nulls);
+  internal::AnnounceJobs(spi, queue, core::ClaimKey{job.priority, job.run_at, id});
+  return id;
+}
+
+// Whether the installed pgq.jobs has every column InsertPlain sets.
+bool CanInsertPlain(const Catalog& catalog) {
+  const JobColumns& c = catalog.job_columns;
+  if (!OidIsValid(catalog.jobs) || !OidIsValid(catalog.job_id_seq)) return false;
+  if (c.natts <= 0 || c.natts > kMaxJobColumns) return false;
+  for (const AttrNumber column : {c.id, c.queue_id, c.state, c.priority, c.run_at, c.attempt,
+                                  c.max_attempts, c.enqueued_at, c.payload}) {
+    if (column <= 0 || column > c.natts) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
   const bool has_dedupe = job.dedupe_key != 0;
   const bool has_group = job.group_key != 0;
+  if (!has_dedupe && !has_group) {
+    const Catalog& catalog = InstalledCatalog();
+    if (CanInsertPlain(catalog)) return InsertPlain(spi, queue, job, catalog);
+  }
   if (has_group) pg::LockGroup(queue.id, job.group);
   pg::Params params;
   params.Set(0, Int32GetDatum(queue.id))
