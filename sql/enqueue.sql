@@ -41,4 +41,22 @@ SELECT pgq.enqueue('signup', jsonb_build_object('blob', repeat('x', 100)));
 SELECT * FROM pgq.enqueue_many('signup', ARRAY['{}', jsonb_build_object('blob', repeat('x', 100))]);
 RESET pgq.max_payload_bytes;
 
+-- A plain job is written without an INSERT statement (ADR 0014): a payload
+-- stored out of line (TOAST) and one compressed in line come back whole,
+-- every column has its value, and the claim finds the jobs in its index.
+SELECT pgq.create_queue('big');
+SELECT jsonb_build_object('blob', string_agg(md5(i::text), '')) AS big_payload
+  FROM generate_series(1, 4000) AS i \gset
+SELECT pgq.enqueue('big', :'big_payload') AS big_id \gset
+SELECT pgq.enqueue('big', jsonb_build_object('blob', repeat('x', 100000)), priority => 1) AS packed_id \gset
+SELECT state, priority, attempt, max_attempts, run_at = enqueued_at AS due_now,
+       enqueued_at BETWEEN now() - interval '1 minute' AND now() AS enqueued_now,
+       dedupe_key IS NULL AND group_key IS NULL AND last_error IS NULL
+       AND lease_until IS NULL AS no_extras,
+       pg_column_size(payload) < 8000 AS in_line
+  FROM pgq.jobs WHERE queue_id = (SELECT queue_id FROM pgq.queues WHERE name = 'big') ORDER BY id;
+SELECT id = :packed_id AS packed_first, md5(payload::text) = md5(:'big_payload'::jsonb::text)
+       OR payload->>'blob' = repeat('x', 100000) AS payload_intact
+  FROM pgq.claim('big', 2);
+
 DROP EXTENSION pgq_cpp;
