@@ -15,7 +15,8 @@
 //     becomes pending) under the group's lock, in (queue, key) order.
 //
 // Files: insert.cpp (every new job: enqueue, enqueue_many, publish,
-// schedules, retry_dead, through one column list and one AfterInsert),
+// schedules, retry_dead, through one column list and one AfterInsert; a job
+// with no dedupe key and no group as a row built beside it, ADR 0014),
 // claim.cpp, finish.cpp (complete, fail), lease.cpp (extend, release), dead.cpp
 // (cancel, dead-letter, revival), groups.cpp, expire.cpp (maintenance),
 // queue_jobs.cpp (a queue's jobs as a whole: count, purge, gauges),
