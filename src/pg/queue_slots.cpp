@@ -179,12 +179,23 @@ void AddFinished(QueueSlot* slot, uint64 jobs) { pg_atomic_fetch_add_u64(&slot->
 
 namespace {
 
-// Whether the rows written by `xid` are in `snapshot`: it committed before
-// the snapshot was taken. Stable: once true or false for a snapshot, so it
-// stays.
-bool SeenBy(TransactionId xid, Snapshot snapshot) {
+// Whether the rows written by the flush in progress `xid` are in
+// `snapshot`: it committed before the snapshot was taken. Stable: once true
+// or false for a snapshot, so it stays. `xid` is running or has just ended
+// (its commit callback has not run yet), so its status is in pg_xact.
+bool FlushSeenBy(TransactionId xid, Snapshot snapshot) {
   return TransactionIdIsValid(xid) && !XidInMVCCSnapshot(xid, snapshot) &&
          TransactionIdDidCommit(xid);
+}
+
+// The same for the last flush that ended committed (or prepared): it
+// committed, so only the snapshot decides, and no status is looked up (the
+// flush may be older than what pg_xact still holds, for a queue that has
+// had no completion since; XidInMVCCSnapshot answers an xid older than the
+// snapshot's xmin without a lookup). A prepared flush rolled back later is
+// taken as seen: its count is lost to done_recent, a statistic.
+bool LastFlushSeenBy(TransactionId xid, Snapshot snapshot) {
+  return !XidInMVCCSnapshot(xid, snapshot);
 }
 
 }  // namespace
@@ -217,8 +228,10 @@ uint64 UnflushedFinished(int32 queue_id) {
     if (slot != nullptr && (TransactionIdIsValid(flush_xid) || TransactionIdIsValid(last_xid))) {
       const Snapshot snapshot =
           ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
-      if (SeenBy(flush_xid, snapshot)) jobs -= std::min(jobs, flush_amount);
-      if (TransactionIdIsValid(last_xid) && !SeenBy(last_xid, snapshot)) jobs += last_amount;
+      if (FlushSeenBy(flush_xid, snapshot)) jobs -= std::min(jobs, flush_amount);
+      if (TransactionIdIsValid(last_xid) && !LastFlushSeenBy(last_xid, snapshot)) {
+        jobs += last_amount;
+      }
     }
     return jobs;
   });

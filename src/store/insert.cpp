@@ -3,6 +3,7 @@
 // AfterInsert.
 #include <algorithm>
 
+#include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/ledger.h"
 #include "pg/queue_lock.h"
@@ -256,7 +257,7 @@ pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, T
 
 void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 event_id, Datum topic,
                  Datum payload, TimestampTz run_at) {
-  auto ids = std::vector<Datum>();
+  auto ids = pg::MakeSmallVector<Datum, 8>(CurrentMemoryContext);
   ids.reserve(count);
   for (int i = 0; i < count; ++i) ids.push_back(Int32GetDatum(queues[i].id));
   ArrayType* id_array = pg::Guard([&] {
