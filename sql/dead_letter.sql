@@ -7,12 +7,16 @@ SELECT pgq.enqueue('hooks', '{"n": 1}', priority => 3, dedupe_key => 'k1') AS j1
 SELECT pgq.cancel(:j1) AS cancelled;
 SELECT pgq.cancel(:j1) AS cancelled_twice;
 SELECT id, queue, payload, attempts, reason, priority, max_attempts, dedupe_key FROM pgq.dead_jobs;
--- A running job cannot be cancelled: its worker holds it.
+-- A running job is cancelled too (1.2): its claim is fenced at once, so
+-- the worker's fail, complete, extend, progress and snooze find nothing.
 SELECT pgq.enqueue('hooks', '{"n": 2}') AS j2 \gset
 SELECT attempt FROM pgq.claim('hooks');
+SELECT pgq.progress(:j2, 1, '{"done": 3}');
 SELECT pgq.cancel(:j2) AS cancel_running;
-SELECT pgq.fail(:j2, 1, 'HTTP 500');
-SELECT id, reason, attempts, last_error FROM pgq.dead_jobs ORDER BY id;
+SELECT pgq.fail(:j2, 1, 'HTTP 500') AS fail, pgq.complete(:j2, 1) AS complete,
+       pgq.extend(:j2, 1, '1 minute') AS extend, pgq.progress(:j2, 1, '{}') AS progress,
+       pgq.snooze(:j2, 1, '1 minute') AS snooze;
+SELECT id, reason, attempts, last_error, progress FROM pgq.dead_jobs ORDER BY id;
 
 -- retry_dead(id): back to pending with fresh attempts, same id and payload.
 SELECT pgq.retry_dead(:j1) AS retried;

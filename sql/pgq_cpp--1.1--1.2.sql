@@ -33,11 +33,246 @@ UPDATE pgq.jobs
 ALTER TABLE pgq.jobs
     DROP CONSTRAINT jobs_state_check,
     ADD CONSTRAINT jobs_state_check
-        CHECK (state OPERATOR(pg_catalog.=) ANY ('{p,r,w}'::pg_catalog."char"[]));
+        CHECK (state OPERATOR(pg_catalog.=) ANY ('{p,r,w,f}'::pg_catalog."char"[]));
 ALTER TABLE pgq.dead_jobs
     DROP CONSTRAINT dead_jobs_reason_check,
     ADD CONSTRAINT dead_jobs_reason_check
         CHECK (reason OPERATOR(pg_catalog.=) ANY ('{exhausted,cancelled,expired}'::pg_catalog.text[]));
+
+-- The job lifecycle (issue 17, SPEC §8; docs/lifecycle.md, ADR 0015) --------
+--
+-- Settings: completed jobs are kept keep_completed (0: not kept, as in 1.1),
+-- dead jobs keep_dead (NULL: until retried or purged).
+ALTER TABLE pgq.queues
+    ADD COLUMN keep_completed interval NOT NULL DEFAULT '0',
+    ADD COLUMN keep_dead      interval;
+
+-- A running job's progress (pgq.progress); how long its dedupe key stays
+-- taken after it finished (enqueue's dedupe_for); and for a job enqueued
+-- with on_duplicate => 'replace' behind a running holder of its key (state
+-- 'f', following), the key it takes over when that holder finishes. The
+-- follower is outside jobs_dedupe_idx until then, so the holder and it can
+-- both be live; jobs_follower_idx allows one follower per key.
+ALTER TABLE pgq.jobs
+    ADD COLUMN progress    jsonb,
+    ADD COLUMN dedupe_for  interval,
+    ADD COLUMN follows_key text;
+CREATE UNIQUE INDEX jobs_follower_idx ON pgq.jobs (queue_id, follows_key)
+    WHERE follows_key IS NOT NULL;
+
+-- Keys that stay taken after their job finished (dedupe_for): one row per
+-- key, overwritten by the key's next job, deleted by maintenance once past.
+CREATE TABLE pgq.dedupe_holds (
+    queue_id   integer     NOT NULL REFERENCES pgq.queues ON DELETE CASCADE,
+    dedupe_key text        NOT NULL,
+    job_id     bigint      NOT NULL,
+    held_until timestamptz NOT NULL,
+    PRIMARY KEY (queue_id, dedupe_key)
+);
+SELECT pg_catalog.pg_extension_config_dump('pgq.dedupe_holds', '');
+COMMENT ON TABLE pgq.dedupe_holds IS
+    'dedupe keys that stay taken after their job finished (enqueue''s dedupe_for), until held_until';
+
+-- Rings of segments: completed jobs and dead jobs live in tables of four
+-- partitions each, one of them current. Maintenance recycles the oldest
+-- segment: it copies the few rows still kept into the current one and
+-- TRUNCATEs it, so history leaves in bulk, never by row deletes and their
+-- vacuum (ADR 0015). `current` is where new rows go; the ring turns once
+-- `rotated_at` is a period old.
+CREATE TABLE pgq.segment_rings (
+    ring       text        NOT NULL PRIMARY KEY CHECK (ring OPERATOR(pg_catalog.=) ANY ('{history,dead}'::pg_catalog.text[])),
+    segments   smallint    NOT NULL,
+    current    smallint    NOT NULL,
+    rotated_at timestamptz NOT NULL
+);
+INSERT INTO pgq.segment_rings (ring, segments, current, rotated_at)
+VALUES ('history', 4, 0, pg_catalog.now()), ('dead', 4, 0, pg_catalog.now());
+COMMENT ON TABLE pgq.segment_rings IS
+    'which segment of pgq.job_history and pgq.dead_jobs takes new rows; turned by maintenance';
+
+-- Completed jobs of queues with keep_completed > 0, with their result.
+CREATE TABLE pgq.job_history (
+    id           bigint      NOT NULL,
+    queue_id     integer     NOT NULL,
+    attempt      integer     NOT NULL,
+    max_attempts integer     NOT NULL,
+    priority     integer     NOT NULL,
+    run_at       timestamptz NOT NULL,
+    enqueued_at  timestamptz NOT NULL,
+    claimed_at   timestamptz,
+    finished_at  timestamptz NOT NULL,
+    dedupe_key   text,
+    group_key    text,
+    last_error   text,
+    progress     jsonb,
+    result       jsonb,
+    payload      jsonb       NOT NULL,
+    segment      smallint    NOT NULL
+) PARTITION BY LIST (segment);
+CREATE TABLE pgq.job_history_0 PARTITION OF pgq.job_history FOR VALUES IN (0);
+CREATE TABLE pgq.job_history_1 PARTITION OF pgq.job_history FOR VALUES IN (1);
+CREATE TABLE pgq.job_history_2 PARTITION OF pgq.job_history FOR VALUES IN (2);
+CREATE TABLE pgq.job_history_3 PARTITION OF pgq.job_history FOR VALUES IN (3);
+CREATE INDEX job_history_id_idx ON pgq.job_history (id);
+CREATE INDEX job_history_queue_idx ON pgq.job_history (queue_id, id);
+SELECT pg_catalog.pg_extension_config_dump('pgq.job_history_0', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.job_history_1', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.job_history_2', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.job_history_3', '');
+COMMENT ON TABLE pgq.job_history IS
+    'completed jobs kept for their queue''s keep_completed, with their result; a ring of four segments';
+COMMENT ON TABLE pgq.job_history_0 IS 'a segment of pgq.job_history (pgq.segment_rings says which takes new rows)';
+COMMENT ON TABLE pgq.job_history_1 IS 'a segment of pgq.job_history (pgq.segment_rings says which takes new rows)';
+COMMENT ON TABLE pgq.job_history_2 IS 'a segment of pgq.job_history (pgq.segment_rings says which takes new rows)';
+COMMENT ON TABLE pgq.job_history_3 IS 'a segment of pgq.job_history (pgq.segment_rings says which takes new rows)';
+
+-- Dead-letter becomes a ring too. The 1.1 table, with its OID (so its rows
+-- and its registration for pg_dump stay), is attached as segment 0.
+ALTER TABLE pgq.dead_jobs
+    DROP CONSTRAINT dead_jobs_pkey,
+    ADD COLUMN progress   jsonb,
+    ADD COLUMN dedupe_for interval,
+    ADD COLUMN segment    smallint NOT NULL DEFAULT 0;
+ALTER TABLE pgq.dead_jobs ALTER COLUMN segment DROP DEFAULT;
+DROP INDEX pgq.dead_jobs_queue_idx;
+ALTER TABLE pgq.dead_jobs RENAME TO dead_jobs_0;
+CREATE TABLE pgq.dead_jobs (
+    id           bigint      NOT NULL,
+    queue        text        NOT NULL,
+    payload      jsonb       NOT NULL,
+    attempts     integer     NOT NULL,
+    last_error   text,
+    reason       text        NOT NULL,
+    died_at      timestamptz NOT NULL,
+    priority     integer     NOT NULL,
+    max_attempts integer     NOT NULL,
+    enqueued_at  timestamptz NOT NULL,
+    dedupe_key   text,
+    group_key    text,
+    progress     jsonb,
+    dedupe_for   interval,
+    segment      smallint    NOT NULL,
+    CONSTRAINT dead_jobs_reason_check
+        CHECK (reason OPERATOR(pg_catalog.=) ANY ('{exhausted,cancelled,expired}'::pg_catalog.text[]))
+) PARTITION BY LIST (segment);
+ALTER TABLE pgq.dead_jobs ATTACH PARTITION pgq.dead_jobs_0 FOR VALUES IN (0);
+CREATE TABLE pgq.dead_jobs_1 PARTITION OF pgq.dead_jobs FOR VALUES IN (1);
+CREATE TABLE pgq.dead_jobs_2 PARTITION OF pgq.dead_jobs FOR VALUES IN (2);
+CREATE TABLE pgq.dead_jobs_3 PARTITION OF pgq.dead_jobs FOR VALUES IN (3);
+CREATE INDEX dead_jobs_id_idx ON pgq.dead_jobs (id);
+CREATE INDEX dead_jobs_queue_idx ON pgq.dead_jobs (queue, id);
+SELECT pg_catalog.pg_extension_config_dump('pgq.dead_jobs_1', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.dead_jobs_2', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.dead_jobs_3', '');
+COMMENT ON TABLE pgq.dead_jobs IS
+    'dead-letter: jobs whole, with their last error and the reason (exhausted, cancelled, expired); a ring of four segments';
+COMMENT ON TABLE pgq.dead_jobs_0 IS 'a segment of pgq.dead_jobs (pgq.segment_rings says which takes new rows)';
+COMMENT ON TABLE pgq.dead_jobs_1 IS 'a segment of pgq.dead_jobs (pgq.segment_rings says which takes new rows)';
+COMMENT ON TABLE pgq.dead_jobs_2 IS 'a segment of pgq.dead_jobs (pgq.segment_rings says which takes new rows)';
+COMMENT ON TABLE pgq.dead_jobs_3 IS 'a segment of pgq.dead_jobs (pgq.segment_rings says which takes new rows)';
+
+-- What pgq.job and pgq.list_jobs return.
+CREATE TYPE pgq.job_info AS (
+    id           bigint,
+    queue        text,
+    state        text,         -- scheduled, ready, waiting, running, done, dead, cancelled
+    attempt      integer,
+    max_attempts integer,
+    priority     integer,
+    group_key    text,
+    dedupe_key   text,
+    run_at       timestamptz,
+    enqueued_at  timestamptz,
+    claimed_at   timestamptz,
+    lease_until  timestamptz,
+    finished_at  timestamptz,
+    progress     jsonb,
+    result       jsonb,
+    last_error   text,
+    payload      jsonb
+);
+
+-- New arguments come last, so that every 1.1 call means what it meant.
+DROP FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean);
+CREATE FUNCTION pgq.create_queue(
+    queue          text,
+    max_attempts   integer     DEFAULT 5,
+    lease          interval    DEFAULT '2 minutes',
+    backoff_base   interval    DEFAULT '1 second',
+    backoff_max    interval    DEFAULT '1 hour',
+    retention      interval    DEFAULT '1 day',
+    notify         boolean     DEFAULT false,
+    rate_limit     real        DEFAULT NULL,
+    handler        regprocedure DEFAULT NULL,
+    if_not_exists  boolean     DEFAULT false,
+    keep_completed interval    DEFAULT '0',
+    keep_dead      interval    DEFAULT NULL)
+RETURNS void AS 'MODULE_PATHNAME', 'pgq_create_queue' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean, interval, interval) IS
+    'creates a queue owned by the calling role (the admin right on every queue): its default max_attempts, lease, backoff, retention, NOTIFY, rate limit, in-database handler and how long completed and dead jobs are kept';
+
+DROP FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure);
+CREATE FUNCTION pgq.alter_queue(
+    queue          text,
+    max_attempts   integer     DEFAULT NULL,
+    lease          interval    DEFAULT NULL,
+    backoff_base   interval    DEFAULT NULL,
+    backoff_max    interval    DEFAULT NULL,
+    retention      interval    DEFAULT NULL,
+    notify         boolean     DEFAULT NULL,
+    rate_limit     real        DEFAULT NULL,
+    handler        regprocedure DEFAULT NULL,
+    keep_completed interval    DEFAULT NULL,
+    keep_dead      interval    DEFAULT NULL)
+RETURNS void AS 'MODULE_PATHNAME', 'pgq_alter_queue' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, interval, interval) IS
+    'changes the settings given (NULL: unchanged); the handler only by the queue''s owner; admin right';
+
+DROP FUNCTION pgq.enqueue(text, jsonb, timestamptz, integer, text, integer, text);
+CREATE FUNCTION pgq.enqueue(
+    queue        text,
+    payload      jsonb,
+    run_at       timestamptz DEFAULT pg_catalog.now(),
+    priority     integer     DEFAULT 0,
+    dedupe_key   text        DEFAULT NULL,
+    max_attempts integer     DEFAULT NULL,
+    group_key    text        DEFAULT NULL,
+    dedupe_for   interval    DEFAULT NULL,
+    on_duplicate text        DEFAULT 'ignore')
+RETURNS bigint AS 'MODULE_PATHNAME', 'pgq_enqueue' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.enqueue(text, jsonb, timestamp with time zone, integer, text, integer, text, interval, text) IS
+    'adds a job in the caller''s transaction and returns its id; a dedupe_key held by a live job (or finished within its dedupe_for) returns the holder''s id, or with on_duplicate => ''replace'' updates a holder that has not started; produce right';
+
+DROP FUNCTION pgq.complete(bigint, integer);
+CREATE FUNCTION pgq.complete(id bigint, attempt integer, result jsonb DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_complete' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.complete(bigint, integer, jsonb) IS
+    'finishes a claimed job, keeping result with its history when the queue keeps completed jobs; false when the claim no longer holds it (fenced by attempt); consume right';
+
+CREATE FUNCTION pgq.snooze(id bigint, attempt integer, delay interval)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_snooze' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.snooze(bigint, integer, interval) IS
+    'gives a claimed job back, due after delay, without spending the attempt ("not now", not a failure); false when fenced; consume right';
+
+CREATE FUNCTION pgq.progress(id bigint, attempt integer, progress jsonb)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_progress' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.progress(bigint, integer, jsonb) IS
+    'records a running job''s progress (overwriting the last); false when fenced; consume right';
+
+CREATE FUNCTION pgq.job(id bigint)
+RETURNS SETOF pgq.job_info AS 'MODULE_PATHNAME', 'pgq_job' LANGUAGE C STABLE ROWS 1;
+COMMENT ON FUNCTION pgq.job(bigint) IS
+    'the job''s state and history, no row when unknown; produce or consume right on its queue (admin: without payload, progress and result)';
+
+CREATE FUNCTION pgq.list_jobs(queue text, state text DEFAULT NULL, max integer DEFAULT 100, before_id bigint DEFAULT NULL)
+RETURNS SETOF pgq.job_info AS 'MODULE_PATHNAME', 'pgq_list_jobs' LANGUAGE C STABLE ROWS 100;
+COMMENT ON FUNCTION pgq.list_jobs(text, text, integer, bigint) IS
+    'a queue''s jobs, newest first, max per page (next page: before_id => the last id); rights as pgq.job';
+
+CREATE FUNCTION pgq.purge_dead(queue text, older_than interval DEFAULT '0')
+RETURNS bigint AS 'MODULE_PATHNAME', 'pgq_purge_dead' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.purge_dead(text, interval) IS
+    'deletes the queue''s dead jobs that died more than older_than ago; how many; admin right';
 
 -- queue_stats as in 1.1, but the age of the oldest ready job leaves out a
 -- row it could not subtract, so no stored row can make the view fail.
@@ -174,24 +409,16 @@ COMMENT ON FUNCTION pgq.publish(text, jsonb, text) IS
 -- in psql, and tools that read the catalog, show it. test_reference.py
 -- checks that none lacks one.
 
-COMMENT ON FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean) IS
-    'creates a queue owned by the calling role (the admin right on every queue): its default max_attempts, lease, backoff, retention, NOTIFY, rate limit and in-database handler';
-COMMENT ON FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure) IS
-    'changes the settings given (NULL: unchanged); the handler only by the queue''s owner; admin right';
 COMMENT ON FUNCTION pgq.drop_queue(text, boolean) IS
     'drops a queue; refuses while it holds pending, running or dead jobs unless force; admin right';
 COMMENT ON FUNCTION pgq.pause(text) IS
     'stops claims from the queue (enqueues still accepted); returns the stored paused flag; admin right';
 COMMENT ON FUNCTION pgq.resume(text) IS
     'lets claims take jobs from the queue again; returns the stored paused flag; admin right';
-COMMENT ON FUNCTION pgq.enqueue(text, jsonb, timestamp with time zone, integer, text, integer, text) IS
-    'adds a job in the caller''s transaction and returns its id (the holder''s id for a dedupe_key already held); produce right';
 COMMENT ON FUNCTION pgq.enqueue_many(text, jsonb[], timestamp with time zone, integer) IS
     'adds one job per payload in one statement; their ids in input order; produce right';
 COMMENT ON FUNCTION pgq.claim(text, integer, interval, interval) IS
     'leases up to n ready jobs (priority, then run_at, then id) in the same statement that selects them; with wait, blocks until one is enqueued or the wait ends; consume right';
-COMMENT ON FUNCTION pgq.complete(bigint, integer) IS
-    'finishes a claimed job; false when the claim no longer holds it (fenced by attempt); consume right';
 COMMENT ON FUNCTION pgq.complete_many(bigint[], integer[]) IS
     'finishes several claimed jobs in one statement; how many were still held; consume right';
 COMMENT ON FUNCTION pgq.fail(bigint, integer, text, interval) IS
@@ -201,7 +428,7 @@ COMMENT ON FUNCTION pgq.extend(bigint, integer, interval) IS
 COMMENT ON FUNCTION pgq.release(bigint, integer) IS
     'gives a claimed job back now without counting the attempt (graceful shutdown); consume right';
 COMMENT ON FUNCTION pgq.cancel(bigint) IS
-    'moves a pending job to dead-letter with reason cancelled; produce or admin right';
+    'moves a pending, waiting or running job to dead-letter with reason cancelled (a running one''s claim is fenced at once); produce or admin right';
 COMMENT ON FUNCTION pgq.retry_dead(bigint) IS
     'requeues one dead-letter job with fresh attempts; admin right';
 COMMENT ON FUNCTION pgq.retry_dead(text, integer) IS
@@ -242,7 +469,6 @@ COMMENT ON VIEW pgq.workers IS
 
 COMMENT ON TABLE pgq.queues IS 'the queues and their settings; written by create_queue, alter_queue, pause, resume, drop_queue';
 COMMENT ON TABLE pgq.jobs IS 'pending, waiting and running jobs (the hot table: finished jobs leave it)';
-COMMENT ON TABLE pgq.dead_jobs IS 'dead-letter: jobs whole, with their last error and the reason (exhausted, cancelled, expired)';
 COMMENT ON TABLE pgq.finished IS 'completion counts per queue, written by maintenance (one row per queue and pass), for queue_stats.done_recent';
 COMMENT ON TABLE pgq.rate_buckets IS 'token buckets of rate-limited queues when pgq_cpp is not preloaded (else in shared memory)';
 COMMENT ON TABLE pgq.recurring IS 'schedules: spec, time zone, payload and the next slot; written by schedule and unschedule';

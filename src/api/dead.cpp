@@ -1,5 +1,5 @@
-// Dead-letter: cancel sends a pending job there; retry_dead brings jobs back
-// with fresh attempts. The moves are the jobs store's (store/dead.cpp).
+// Dead-letter: cancel sends a job there; retry_dead brings jobs back with
+// fresh attempts; purge_dead drops them. The moves are the jobs store's (store/dead.cpp).
 #include "api/queue_ref.h"
 #include "api/rights.h"
 #include "pg/args.h"
@@ -9,7 +9,8 @@
 
 using namespace pgq;
 
-// cancel(id): a pending job goes to dead-letter with reason 'cancelled'.
+// cancel(id): a job that has not finished goes to dead-letter with reason
+// 'cancelled'; a running one's claim is fenced at once (its row is gone).
 PGQ_FUNCTION(pgq_cancel) {
   const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
   // A producer may take back what it sent, as may an admin.
@@ -45,4 +46,18 @@ PGQ_FUNCTION(pgq_retry_dead_queue) {
   api::RequireRight(spi, queue.id, name, core::kAdmin);
   pg::LockQueueShared(queue.id);
   PG_RETURN_INT32(store::ReviveOldest(spi, {queue.id, name, false}, max, pg::Now()));
+}
+
+// purge_dead(queue, older_than): how many dead jobs it deleted. Routine
+// retention is keep_dead, which drops them in bulk (ADR 0015); this is the
+// operator's explicit clean-up.
+PGQ_FUNCTION(pgq_purge_dead) {
+  const std::string_view name = pg::QueueNameArg(fcinfo, 0);
+  const int64 older_than_us =
+      pg::ArgIsNull(fcinfo, 1) ? 0 : pg::SpanMicros(PG_GETARG_INTERVAL_P(1), "older_than");
+  pg::SpiSession spi;
+  const api::QueueRef queue = api::FindQueue(spi, name);
+  api::RequireRight(spi, queue.id, name, core::kAdmin);
+  PG_RETURN_INT64(
+      store::PurgeDead(spi, name, pg::AddMicros(pg::Now(), -older_than_us, "older_than")));
 }

@@ -9,6 +9,7 @@
 #include "pg/args.h"
 #include "pg/queue_cache.h"
 #include "pg/queue_lock.h"
+#include "pg/settings.h"
 #include "store/jobs.h"
 
 namespace pgq::api {
@@ -60,13 +61,35 @@ pg::CachedQueue LockQueueForEnqueue(pg::SpiSession& spi, std::string_view name) 
   }
 }
 
+// on_duplicate: 'ignore' (the holder's id, as in 1.1) or 'replace'.
+bool ReplacesDuplicate(FunctionCallInfo fcinfo, int index, bool has_dedupe, bool has_group) {
+  const std::string_view value = pg::RequiredText(fcinfo, index, "on_duplicate");
+  if (value == "ignore") return false;
+  if (value != "replace") {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              "unknown on_duplicate \"" + std::string(value) + "\"", {},
+              "Use 'ignore' (return the holder's id) or 'replace' (give the holder the new job).");
+  }
+  if (!has_dedupe) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "on_duplicate 'replace' needs a dedupe_key");
+  }
+  if (has_group) {
+    pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED,
+              "on_duplicate 'replace' cannot be combined with group_key", {},
+              "A FIFO group already runs its jobs one at a time; enqueue with 'ignore', or "
+              "without the group.");
+  }
+  return true;
+}
+
 }  // namespace
 
 }  // namespace pgq::api
 
 using namespace pgq;
 
-// enqueue(queue, payload, run_at, priority, dedupe_key, max_attempts, group_key)
+// enqueue(queue, payload, run_at, priority, dedupe_key, max_attempts, group_key,
+//         dedupe_for, on_duplicate); 1.1 catalogs call it with the first seven.
 PGQ_FUNCTION(pgq_enqueue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   const Datum payload = pg::RequiredPayload(fcinfo, 1);
@@ -98,6 +121,15 @@ PGQ_FUNCTION(pgq_enqueue) {
                 "Use a hash of a longer key, for example md5(key).");
     }
   }
+  const bool has_period = PG_NARGS() > 7 && !pg::ArgIsNull(fcinfo, 7);
+  if (has_period) {
+    pg::SpanMicros(PG_GETARG_INTERVAL_P(7), "dedupe_for");
+    if (!has_dedupe) {
+      pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "dedupe_for needs a dedupe_key", {},
+                "dedupe_for says how long the job's dedupe_key stays taken after it finished.");
+    }
+  }
+  const bool replace = PG_NARGS() > 8 && api::ReplacesDuplicate(fcinfo, 8, has_dedupe, has_group);
 
   pg::SpiSession spi;
   store::NewJob job{payload,
@@ -106,19 +138,24 @@ PGQ_FUNCTION(pgq_enqueue) {
                     has_max_attempts ? PG_GETARG_INT32(5) : 0,
                     has_dedupe ? PG_GETARG_DATUM(4) : static_cast<Datum>(0),
                     has_group ? PG_GETARG_DATUM(6) : static_cast<Datum>(0),
-                    group};
+                    group,
+                    has_period ? PG_GETARG_DATUM(7) : static_cast<Datum>(0)};
   for (int tries = 0; tries < api::kDedupeTries; ++tries) {
     // Locked on every try: a try that found the key's holder gone may mean
     // the queue was dropped meanwhile, and then this raises undefined_object.
     const pg::CachedQueue queue = api::LockQueueForEnqueue(spi, name);
     api::RequireRight(spi, queue.id, name, core::kProduce);
     if (!has_max_attempts) job.max_attempts = queue.max_attempts;
-    const std::optional<int64> id = store::Insert(spi, {queue.id, name, queue.notify}, job);
+    const store::Queue target{queue.id, name, queue.notify};
+    const std::optional<int64> id =
+        replace ? store::Replace(spi, target, job) : store::Insert(spi, target, job);
     if (id) PG_RETURN_INT64(*id);
-    // Nothing inserted: only ON CONFLICT on the dedupe index skips the row,
-    // so the key is held by a pending or running job: its id.
+    // Nothing inserted: only a taken dedupe key skips the row.
     if (!has_dedupe) pg::Raise(ERRCODE_INTERNAL_ERROR, "enqueue inserted no row");
-    if (const int64 holder = store::DedupeHolder(spi, queue.id, job.dedupe_key); holder != 0) {
+    // A live holder that appeared meanwhile is replaced on the next try.
+    if (replace && store::DedupeHolder(spi, queue.id, job.dedupe_key) != 0) continue;
+    if (const int64 holder = store::KeyHolder(spi, queue.id, job.dedupe_key, pg::Now());
+        holder != 0) {
       PG_RETURN_INT64(holder);
     }
   }

@@ -1,4 +1,5 @@
-// The end of a claim: complete, complete_many, fail. The statements, their
+// The end of a claim: complete (with a result kept in the queue's history),
+// complete_many, fail. The statements, their
 // fencing by (id, attempt) and what each notes for commit are the jobs
 // store's (store/finish.cpp).
 //
@@ -16,12 +17,15 @@
 
 using namespace pgq;
 
-// complete(id, attempt) returns boolean
+// complete(id, attempt, result) returns boolean (1.1: without result)
 PGQ_FUNCTION(pgq_complete) {
   const api::ClaimId claim = api::ClaimIdArgs(fcinfo);
+  const bool has_result = PG_NARGS() > 2 && !pg::ArgIsNull(fcinfo, 2);
+  const Datum result = has_result ? PG_GETARG_DATUM(2) : 0;
+  if (has_result) pg::CheckJsonSize(result, "result");
   pg::SpiSession spi;
   const store::Scope scope = api::RequireScope(spi, core::kConsume);
-  PG_RETURN_BOOL(store::Complete(spi, scope, claim.id, claim.attempt));
+  PG_RETURN_BOOL(store::Complete(spi, scope, claim.id, claim.attempt, result, pg::Now()));
 }
 
 // complete_many(ids, attempts) returns integer
@@ -47,7 +51,8 @@ PGQ_FUNCTION(pgq_complete_many) {
   pg::SpiSession spi;
   const store::Scope scope = api::RequireScope(spi, core::kConsume);
   if (count == 0) PG_RETURN_INT32(0);
-  PG_RETURN_INT32(store::CompleteMany(spi, scope, PointerGetDatum(ids), PointerGetDatum(attempts)));
+  PG_RETURN_INT32(
+      store::CompleteMany(spi, scope, PointerGetDatum(ids), PointerGetDatum(attempts), pg::Now()));
 }
 
 // fail(id, attempt, error, retry_in) returns 'retry', 'dead' or 'lost'

@@ -116,6 +116,11 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
     if (dropped.Int64(0, 1) == kBatch) *more = true;
   }
 
+  // Dedupe periods past, followers left behind, and the rings of completed
+  // and dead jobs (ADR 0015).
+  if (store::TendKeys(spi, now, kBatch).holds_dropped == kBatch) *more = true;
+  store::TurnRings(spi, now);
+
   // Recurring jobs and the outbox's history.
   RearmFinishedEverySchedules(spi, now);
   counts.schedules_fired = FireDueSchedules(spi, now, kScheduleBatch);

@@ -112,6 +112,31 @@ pg::Statement update_queue = {
      FLOAT4OID},
     nullptr};
 
+// 1.2: how long completed and dead jobs are kept; NULL leaves a value as it
+// is (keep_dead NULL: dead jobs are kept until retried or purged).
+pg::Statement store_keep = {
+    "UPDATE pgq.queues SET keep_completed = COALESCE($2, keep_completed),"
+    " keep_dead = COALESCE($3, keep_dead) WHERE name = $1",
+    3,
+    {TEXTOID, INTERVALOID, INTERVALOID},
+    nullptr};
+
+// Arguments `first` (keep_completed) and `first` + 1 (keep_dead), when the
+// function has them (a 1.2 catalog): validated, then stored.
+void StoreKeep(pg::SpiSession& spi, FunctionCallInfo fcinfo, int first, std::string_view name) {
+  if (PG_NARGS() <= first + 1) return;
+  const bool has_completed = !pg::ArgIsNull(fcinfo, first);
+  const bool has_dead = !pg::ArgIsNull(fcinfo, first + 1);
+  if (has_completed) pg::SpanMicros(PG_GETARG_INTERVAL_P(first), "keep_completed");
+  if (has_dead) pg::SpanMicros(PG_GETARG_INTERVAL_P(first + 1), "keep_dead");
+  if (!has_completed && !has_dead) return;
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name))
+      .SetOptional(1, !has_completed, PG_GETARG_DATUM(first))
+      .SetOptional(2, !has_dead, PG_GETARG_DATUM(first + 1));
+  spi.Execute(store_keep, params);
+}
+
 pg::Statement delete_queue_done = {
     "DELETE FROM pgq.finished WHERE queue_id = $1", 1, {INT4OID}, nullptr};
 pg::Statement delete_queue = {"DELETE FROM pgq.queues WHERE queue_id = $1", 1, {INT4OID}, nullptr};
@@ -161,7 +186,8 @@ Datum SetPaused(FunctionCallInfo fcinfo, bool paused) {
 using namespace pgq;
 
 // create_queue(queue, max_attempts, lease, backoff_base, backoff_max,
-//              retention, notify, rate_limit, handler, if_not_exists)
+//              retention, notify, rate_limit, handler, if_not_exists,
+//              keep_completed, keep_dead)
 PGQ_FUNCTION(pgq_create_queue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   api::QueueSettings settings{pg::RequiredInt32(fcinfo, 1, "max_attempts"),
@@ -183,6 +209,7 @@ PGQ_FUNCTION(pgq_create_queue) {
   });
   const uint64 created =
       api::StoreSettings(spi, api::insert_queue, name, settings, handler, owner_name);
+  if (created == 1) api::StoreKeep(spi, fcinfo, 10, name);
   // Its owner holds every right on it (api/rights.h): lists reload.
   if (created == 1) pg::QueueCache::InvalidateAll();
   if (created == 0) {
@@ -199,7 +226,8 @@ PGQ_FUNCTION(pgq_create_queue) {
 }
 
 // alter_queue(queue, max_attempts, lease, backoff_base, backoff_max,
-//             retention, notify, rate_limit, handler): NULL = unchanged.
+//             retention, notify, rate_limit, handler, keep_completed,
+//             keep_dead): NULL = unchanged.
 PGQ_FUNCTION(pgq_alter_queue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   const bool new_rate = !pg::ArgIsNull(fcinfo, 7);
@@ -244,6 +272,7 @@ PGQ_FUNCTION(pgq_alter_queue) {
     handler = api::HandlerArg(fcinfo, 8, owner).value_or(std::string());
   }
   api::StoreSettings(spi, api::update_queue, name, settings, handler);
+  api::StoreKeep(spi, fcinfo, 9, name);
   pg::QueueCache::InvalidateAll();
   PG_RETURN_VOID();
 }

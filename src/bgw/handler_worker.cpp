@@ -175,7 +175,8 @@ void RunHandler(const Job& job) {
   pg::Guard([] { disable_timeout(STATEMENT_TIMEOUT, false); });
 
   pg::SpiSession spi;
-  if (!store::Complete(spi, api::QueuesWithRight(spi, core::kConsume), job.id, job.attempt)) {
+  if (!store::Complete(spi, api::QueuesWithRight(spi, core::kConsume), job.id, job.attempt, 0,
+                       pg::Now())) {
     pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
               "job " + std::to_string(job.id) + " was claimed again before its handler finished",
               "Its handler's writes are rolled back.");

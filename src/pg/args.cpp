@@ -80,6 +80,31 @@ int64 RequiredIntervalMicros(FunctionCallInfo fcinfo, int index, const char* wha
   return IntervalMicros(PG_GETARG_INTERVAL_P(index), what);
 }
 
+int64 SpanMicros(const Interval* interval, const char* what) {
+  const int64 micros = IntervalMicros(interval, what);
+  if (micros < 0)
+    Raise(ERRCODE_INVALID_PARAMETER_VALUE, std::string(what) + " must not be negative");
+  if (micros > core::kMaxSettingIntervalMicros) {
+    Raise(ERRCODE_INVALID_PARAMETER_VALUE, std::string(what) + " must be at most 100 years");
+  }
+  return micros;
+}
+
+int64 RequiredSpanMicros(FunctionCallInfo fcinfo, int index, const char* what) {
+  if (ArgIsNull(fcinfo, index)) RaiseNull(what);
+  return SpanMicros(PG_GETARG_INTERVAL_P(index), what);
+}
+
+void CheckJsonSize(Datum value, const char* what) {
+  const Size bytes = Guard([&] { return toast_raw_datum_size(value); }) - VARHDRSZ;
+  if (static_cast<int64>(bytes) > MaxPayloadBytes()) {
+    Raise(ERRCODE_STRING_DATA_RIGHT_TRUNCATION,
+          std::string(what) + " is too large (" + std::to_string(bytes) + " bytes)",
+          "pgq.max_payload_bytes is " + std::to_string(MaxPayloadBytes()) + " bytes.",
+          "Keep large documents in a table of your own and store their key.");
+  }
+}
+
 void CheckLeaseValue(int64 lease_us, const char* what) {
   switch (core::CheckLease(lease_us, MaxLeaseMicros())) {
     case core::LeaseCheck::kOk:

@@ -31,6 +31,16 @@ bool RequiredBool(FunctionCallInfo fcinfo, int index, const char* what);
 int64 IntervalMicros(const Interval* interval, const char* what);
 int64 RequiredIntervalMicros(FunctionCallInfo fcinfo, int index, const char* what);
 
+// A span of time given for later (a delay, a keep or dedupe period): not
+// negative, at most 100 years (core::kMaxSettingIntervalMicros); 22023
+// otherwise. Microseconds; `what` names it in errors.
+int64 SpanMicros(const Interval* interval, const char* what);
+int64 RequiredSpanMicros(FunctionCallInfo fcinfo, int index, const char* what);
+
+// A jsonb argument other than the payload (a result, a progress report):
+// 22001 when it is over pgq.max_payload_bytes.
+void CheckJsonSize(Datum value, const char* what);
+
 // A lease argument: > 0 and <= pgq.max_lease.
 void CheckLeaseValue(int64 lease_us, const char* what);
 

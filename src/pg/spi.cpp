@@ -12,6 +12,7 @@ extern "C" {
 #include "utils/inval.h"
 #include "utils/plancache.h"
 #include "utils/resowner.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 }
 
@@ -105,6 +106,14 @@ SpiSession::~SpiSession() {
 }
 
 Result SpiSession::Execute(Statement& statement, Params& params, long limit) {
+  return Run(statement, params, limit, false);
+}
+
+Result SpiSession::ExecuteSeeingLatest(Statement& statement, Params& params, long limit) {
+  return Run(statement, params, limit, true);
+}
+
+Result SpiSession::Run(Statement& statement, Params& params, long limit, bool latest) {
   // Every statement of ours runs as the owner of pgq's tables, whoever
   // calls: the caller's rights were checked before (api/rights.h, ADR 0010),
   // and the statement's text holds no value of the caller's (INVARIANT of
@@ -134,6 +143,10 @@ Result SpiSession::Execute(Statement& statement, Params& params, long limit) {
   }
   PlanWithIndexes(statement.plan);
   const int rc = Guard([&] {
+    if (latest) {
+      return SPI_execute_snapshot(statement.plan, params.values(), params.nulls(),
+                                  GetLatestSnapshot(), InvalidSnapshot, false, false, limit);
+    }
     return SPI_execute_plan(statement.plan, params.values(), params.nulls(), false, limit);
   });
   if (rc < 0) {

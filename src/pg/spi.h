@@ -121,8 +121,13 @@ class SpiSession {
 
   // Runs a statement; its rows. `limit` 0 = all.
   Result Execute(Statement& statement, Params& params, long limit = 0);
+  // The same, reading what committed up to now even in a REPEATABLE READ
+  // transaction (as foreign-key checks do): for the check that must see a
+  // change committed after the transaction's snapshot was taken.
+  Result ExecuteSeeingLatest(Statement& statement, Params& params, long limit = 0);
 
  private:
+  Result Run(Statement& statement, Params& params, long limit, bool latest);
   int uncaught_at_entry_;
 };
 

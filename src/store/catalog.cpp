@@ -45,6 +45,7 @@ const Catalog& InstalledCatalog() {
     }
     found.grants = OidIsValid(get_relname_relid("grants", schema));
     found.topics = OidIsValid(get_relname_relid("topics", schema));
+    found.lifecycle = OidIsValid(get_relname_relid("job_history", schema));
     return found;
   });
   probed_generation = generation;

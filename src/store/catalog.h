@@ -19,6 +19,7 @@ struct Catalog {
   bool claimer_columns;  // 1.1: pgq.jobs.claimed_by and claimed_at
   bool grants;           // 1.1: pgq.grants
   bool topics;           // 1.2: pgq.topics and pgq.topic_grants
+  bool lifecycle;        // 1.2: history, progress, dedupe periods (issue 17)
   Oid jobs;              // pgq.jobs, InvalidOid while not installed
   Oid job_id_seq;        // pgq.job_id_seq
   JobColumns job_columns;

@@ -2,6 +2,7 @@
 // cancelled) and come back with fresh attempts (retry_dead).
 #include "pg/args.h"
 #include "pg/ledger.h"
+#include "store/catalog.h"
 #include "store/internal.h"
 
 namespace pgq::store {
@@ -10,13 +11,17 @@ namespace internal {
 
 // The queue name comes from a scalar subquery into a NOT NULL column: if the
 // queue were somehow gone, the statement fails instead of losing the job.
+// A 1.2 catalog keeps the job's progress and dedupe period too, puts it in
+// the dead ring's current segment, and returns its key (KeysReleased).
 std::string BurySql(std::string_view deleted, std::string_view last_error, std::string_view reason,
-                    std::string_view died_at) {
+                    std::string_view died_at, bool lifecycle) {
   std::string sql = "WITH d AS (";
   sql += deleted;
   sql += R"sql()
 INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at,
-                           priority, max_attempts, enqueued_at, dedupe_key, group_key)
+                           priority, max_attempts, enqueued_at, dedupe_key, group_key)sql";
+  if (lifecycle) sql += ",\n                           progress, dedupe_for, segment";
+  sql += R"sql()
 SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload,
        d.attempt, )sql";
   sql += last_error;
@@ -24,10 +29,16 @@ SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.pa
   sql += reason;
   sql += "', ";
   sql += died_at;
-  sql += R"sql(, d.priority, d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key
+  sql += ", d.priority, d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key";
+  if (lifecycle) {
+    sql += R"sql(,
+       d.progress, d.dedupe_for, (SELECT r.current FROM pgq.segment_rings r WHERE r.ring = 'dead'))sql";
+  }
+  sql += R"sql(
   FROM d
 RETURNING (SELECT q.queue_id FROM pgq.queues q WHERE q.name = dead_jobs.queue) AS queue_id,
           group_key)sql";
+  if (lifecycle) sql += ", id, dedupe_key, dedupe_for";
   return sql;
 }
 
@@ -37,14 +48,29 @@ namespace {
 
 using internal::BuiltStatement;
 
-pg::Statement& cancel_job() {
-  static BuiltStatement statement{internal::BurySql(R"sql(
+// A running job too (1.2): deleting its row fences its claim at once.
+constexpr std::string_view kCancel = R"sql(
+DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w', 'r', 'f') AND ($3 OR queue_id = ANY ($4))
+RETURNING *)sql";
+constexpr std::string_view kCancel_1_1 = R"sql(
 DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w') AND ($3 OR queue_id = ANY ($4))
-RETURNING *)sql",
-                                                    "d.last_error", "cancelled", "$2"),
-                                  {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}};
-  return statement.get();
+RETURNING *)sql";
+
+pg::Statement& cancel_job() {
+  static BuiltStatement statements[2] = {
+      {internal::BurySql(kCancel_1_1, "d.last_error", "cancelled", "$2", false),
+       {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}},
+      {internal::BurySql(kCancel, "d.last_error", "cancelled", "$2", true),
+       {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}},
+  };
+  return statements[InstalledCatalog().lifecycle].get();
 }
+
+// $1 queue name, $2 died at or before.
+pg::Statement purge_dead = {"DELETE FROM pgq.dead_jobs WHERE queue = $1 AND died_at <= $2",
+                            2,
+                            {TEXTOID, TIMESTAMPTZOID},
+                            nullptr};
 
 pg::Statement queue_of_dead_job = {R"sql(
 SELECT q.queue_id FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue WHERE d.id = $1)sql",
@@ -107,10 +133,17 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
   const pg::Result cancelled = spi.Execute(cancel_job(), params);
   if (cancelled.empty()) return false;
   const int32 queue_id = cancelled.Int32(0, "queue_id");
-  pg::ledger::NoteLocked(queue_id);  // it locked a pending job
+  pg::ledger::NoteLocked(queue_id);  // it may have locked a pending job
   pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
   internal::MoveGroupsOn(spi, internal::GroupsOf(cancelled));
+  internal::KeysReleased(spi, cancelled, now);
   return true;
+}
+
+int64 PurgeDead(pg::SpiSession& spi, std::string_view queue, TimestampTz died_before) {
+  pg::Params params;
+  params.Set(0, pg::TextDatum(queue)).Set(1, TimestampTzGetDatum(died_before));
+  return static_cast<int64>(spi.Execute(purge_dead, params).size());
 }
 
 int32 QueueOfDeadJob(pg::SpiSession& spi, int64 id) {

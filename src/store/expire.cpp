@@ -6,6 +6,7 @@
 // complete or fail from the expired claim still land) and its attempt number
 // until the next claim. A job out of attempts is dead-lettered instead.
 #include "pg/ledger.h"
+#include "store/catalog.h"
 #include "store/internal.h"
 
 namespace pgq::store {
@@ -22,15 +23,20 @@ RETURNING queue_id)sql",
                                    {TIMESTAMPTZOID, INT4OID},
                                    nullptr};
 
-pg::Statement& expire_to_dead() {
-  static internal::BuiltStatement statement{internal::BurySql(R"sql(
+constexpr std::string_view kExpireToDead = R"sql(
 DELETE FROM pgq.jobs WHERE id = ANY (ARRAY(SELECT id FROM pgq.jobs
   WHERE state = 'r' AND lease_until < $1 AND attempt >= max_attempts
   ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED))
-RETURNING *)sql",
-                                                              "'lease expired'", "expired", "$1"),
-                                            {TIMESTAMPTZOID, INT4OID}};
-  return statement.get();
+RETURNING *)sql";
+
+pg::Statement& expire_to_dead() {
+  static internal::BuiltStatement statements[2] = {
+      {internal::BurySql(kExpireToDead, "'lease expired'", "expired", "$1", false),
+       {TIMESTAMPTZOID, INT4OID}},
+      {internal::BurySql(kExpireToDead, "'lease expired'", "expired", "$1", true),
+       {TIMESTAMPTZOID, INT4OID}},
+  };
+  return statements[InstalledCatalog().lifecycle].get();
 }
 
 // Counts the leases a statement expired (their queue ids in column
@@ -60,6 +66,7 @@ Expired ExpireLeases(pg::SpiSession& spi, TimestampTz now, int32 batch) {
   const pg::Result dead = spi.Execute(expire_to_dead(), params);
   CountExpiries(dead, true);
   internal::MoveGroupsOn(spi, internal::GroupsOf(dead));
+  internal::KeysReleased(spi, dead, now);
   return Expired{static_cast<int64>(requeued.size()), static_cast<int64>(dead.size())};
 }
 

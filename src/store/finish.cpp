@@ -14,6 +14,7 @@
 #include "pg/args.h"
 #include "pg/ledger.h"
 #include "pg/settings.h"
+#include "store/catalog.h"
 #include "store/internal.h"
 
 namespace pgq::store {
@@ -39,38 +40,104 @@ std::string Held(std::string_view sql) {
   return out;
 }
 
-pg::Statement& complete_job() {
-  static BuiltStatement statement{Held(R"sql(
+// The completing DELETE of `kind`, a WITH clause named d returning every
+// column of the job, then (with `history`) the insert of the jobs of queues
+// that keep completed ones into the current segment of pgq.job_history,
+// finished at $now with result $result. 1.2 catalogs return the dedupe
+// columns too: a key finishing may stay taken or pass to a follower.
+std::string CompleteSql(std::string_view where, bool history, std::string_view now,
+                        std::string_view result) {
+  std::string sql = "WITH d AS (\n  DELETE FROM pgq.jobs j ";
+  sql += Held(where);
+  sql += "\n  RETURNING j.*)";
+  if (history) {
+    sql += R"sql(,
+kept AS (
+  INSERT INTO pgq.job_history (id, queue_id, attempt, max_attempts, priority, run_at,
+                               enqueued_at, claimed_at, finished_at, dedupe_key, group_key,
+                               last_error, progress, result, payload, segment)
+  SELECT d.id, d.queue_id, d.attempt, d.max_attempts, d.priority, d.run_at, d.enqueued_at,
+         d.claimed_at, )sql";
+    sql += now;
+    sql += ", d.dedupe_key, d.group_key, d.last_error, d.progress, ";
+    sql += result;
+    sql += R"sql(, d.payload,
+         (SELECT r.current FROM pgq.segment_rings r WHERE r.ring = 'history')
+    FROM d JOIN pgq.queues q ON q.queue_id = d.queue_id
+   WHERE q.keep_completed > '0'))sql";
+  }
+  sql += "\n";
+  return sql;
+}
+
+// $1 id, $2 attempt, $3 $4 scope, (1.2) $5 now, $6 result.
+constexpr std::string_view kCompleteOne =
+    "WHERE j.id = $1 AND j.attempt = $2 AND $HELD AND ($3 OR j.queue_id = ANY ($4))";
+
+pg::Statement& complete_job(pg::SpiSession& spi) {
+  static BuiltStatement statements[3] = {
+      {Held(R"sql(
 DELETE FROM pgq.jobs j
  WHERE j.id = $1 AND j.attempt = $2 AND $HELD AND ($3 OR j.queue_id = ANY ($4))
 RETURNING j.queue_id, j.group_key, j.state = 'p' AS was_pending)sql"),
-                                  {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID}};
-  return statement.get();
+       {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID}},
+      {CompleteSql(kCompleteOne, false, "$5", "$6") + R"sql(
+SELECT d.queue_id, d.group_key, d.state = 'p' AS was_pending, d.id, d.dedupe_key, d.dedupe_for
+  FROM d)sql",
+       {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, JSONBOID}},
+      {CompleteSql(kCompleteOne, true, "$5", "$6") + R"sql(
+SELECT d.queue_id, d.group_key, d.state = 'p' AS was_pending, d.id, d.dedupe_key, d.dedupe_for
+  FROM d)sql",
+       {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, JSONBOID}},
+  };
+  return statements[internal::CompletionVariant(spi)].get();
 }
 
 // Returns how many it completed (completed), and per queue it finished jobs
 // of: the queue (queue_id), how many (jobs), and whether it took a pending
 // job (was_pending); plus one row per group whose head it removed
-// (group_key, with its queue_id). Rows of one kind have NULL in the other's
+// (group_key, with its queue_id), and (1.2) one per job with a dedupe key
+// (id, dedupe_key, dedupe_for). Rows of one kind have NULL in the others'
 // columns.
-pg::Statement& complete_jobs() {
-  static BuiltStatement statement{Held(R"sql(
-WITH d AS (
-  DELETE FROM pgq.jobs j
+std::string CompleteManySql(bool lifecycle, bool history) {
+  constexpr std::string_view kWhere = R"sql(
    USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)
-   WHERE j.id = c.id AND j.attempt = c.attempt AND $HELD AND ($3 OR j.queue_id = ANY ($4))
-  RETURNING j.queue_id, j.group_key, j.state
-)
+   WHERE j.id = c.id AND j.attempt = c.attempt AND $HELD AND ($3 OR j.queue_id = ANY ($4)))sql";
+  std::string sql = lifecycle ? CompleteSql(kWhere, history, "$5", "NULL::jsonb")
+                              : "WITH d AS (\n  DELETE FROM pgq.jobs j " + Held(kWhere) +
+                                    "\n  RETURNING j.queue_id, j.group_key, j.state)\n";
+  sql += R"sql(
 SELECT (SELECT count(*) FROM d)::int4 AS completed, f.queue_id, f.jobs, f.was_pending,
-       NULL::text AS group_key
+       NULL::text AS group_key)sql";
+  if (lifecycle)
+    sql += ", NULL::int8 AS id, NULL::text AS dedupe_key, NULL::interval AS dedupe_for";
+  sql += R"sql(
   FROM (SELECT) AS one
   LEFT JOIN (SELECT d.queue_id, count(*)::int4 AS jobs, pg_catalog.bool_or(d.state = 'p') AS was_pending
                FROM d GROUP BY d.queue_id) f ON true
 UNION ALL
-SELECT NULL, g.queue_id, NULL, NULL, g.group_key
-  FROM (SELECT DISTINCT d.queue_id, d.group_key FROM d WHERE d.group_key IS NOT NULL) g)sql"),
-                                  {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID}};
-  return statement.get();
+SELECT NULL, g.queue_id, NULL, NULL, g.group_key)sql";
+  if (lifecycle) sql += ", NULL, NULL, NULL";
+  sql += R"sql(
+  FROM (SELECT DISTINCT d.queue_id, d.group_key FROM d WHERE d.group_key IS NOT NULL) g)sql";
+  if (lifecycle) {
+    sql += R"sql(
+UNION ALL
+SELECT NULL, d.queue_id, NULL, NULL, NULL, d.id, d.dedupe_key, d.dedupe_for
+  FROM d WHERE d.dedupe_key IS NOT NULL)sql";
+  }
+  return sql;
+}
+
+pg::Statement& complete_jobs(pg::SpiSession& spi) {
+  static BuiltStatement statements[3] = {
+      {CompleteManySql(false, false), {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID}},
+      {CompleteManySql(true, false),
+       {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID}},
+      {CompleteManySql(true, true),
+       {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID}},
+  };
+  return statements[internal::CompletionVariant(spi)].get();
 }
 
 pg::Statement insert_finished = {
@@ -97,15 +164,19 @@ RETURNING j.queue_id, j.priority, j.run_at, j.id)sql"),
   return statement.get();
 }
 
-pg::Statement& fail_dead() {
-  static BuiltStatement statement{
-      internal::BurySql(R"sql(
+constexpr std::string_view kFailDead = R"sql(
 DELETE FROM pgq.jobs WHERE id = $1 AND attempt = $2 AND state = 'r'
    AND attempt >= max_attempts AND ($5 OR queue_id = ANY ($6))
-RETURNING *)sql",
-                        "$3", "exhausted", "$4"),
-      {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}};
-  return statement.get();
+RETURNING *)sql";
+
+pg::Statement& fail_dead() {
+  static BuiltStatement statements[2] = {
+      {internal::BurySql(kFailDead, "$3", "exhausted", "$4", false),
+       {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}},
+      {internal::BurySql(kFailDead, "$3", "exhausted", "$4", true),
+       {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}},
+  };
+  return statements[InstalledCatalog().lifecycle].get();
 }
 
 pg::Statement pending_run_at = {
@@ -142,30 +213,35 @@ void CountFinished(pg::SpiSession& spi, int32 queue_id, int32 jobs) {
 
 }  // namespace internal
 
-bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt) {
+bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum result,
+              TimestampTz now) {
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(attempt));
   SetScope(params, 2, scope);
-  const pg::Result completed = spi.Execute(complete_job(), params);
+  params.Set(4, TimestampTzGetDatum(now)).SetOptional(5, result == 0, result);
+  const pg::Result completed = spi.Execute(complete_job(spi), params);
   if (completed.empty()) return false;
   const int32 queue_id = completed.Int32(0, "queue_id");
   if (completed.Bool(0, "was_pending")) pg::ledger::NoteLocked(queue_id);
   if (!completed.IsNull(0, "group_key")) internal::MoveGroupsOn(spi, internal::GroupsOf(completed));
+  internal::KeysReleased(spi, completed, now);
   internal::CountFinished(spi, queue_id, 1);
   return true;
 }
 
-int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum attempts) {
+int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum attempts,
+                   TimestampTz now) {
   pg::Params params;
   params.Set(0, ids).Set(1, attempts);
   SetScope(params, 2, scope);
-  const pg::Result result = spi.Execute(complete_jobs(), params);
+  params.Set(4, TimestampTzGetDatum(now));
+  const pg::Result result = spi.Execute(complete_jobs(spi), params);
   const int completed_column = result.ColumnNumber("completed");
   const int queue_column = result.ColumnNumber("queue_id");
   const int jobs_column = result.ColumnNumber("jobs");
   int32 completed = 0;
   for (uint64 row = 0; row < result.size(); ++row) {
-    if (result.IsNull(row, completed_column)) continue;  // a group's row
+    if (result.IsNull(row, completed_column)) continue;  // a group's or a key's row
     completed = result.Int32(row, completed_column);
     if (result.IsNull(row, queue_column)) continue;  // none completed
     const int32 queue_id = result.Int32(row, queue_column);
@@ -173,6 +249,7 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
     internal::CountFinished(spi, queue_id, result.Int32(row, jobs_column));
   }
   internal::MoveGroupsOn(spi, internal::GroupsOf(result));
+  internal::KeysReleased(spi, result, now);
   return completed;
 }
 
@@ -206,6 +283,7 @@ FailOutcome Fail(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attemp
   pg::ledger::NoteCount(queue_id, pg::kFailures, 1);
   pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
   internal::MoveGroupsOn(spi, internal::GroupsOf(buried));
+  internal::KeysReleased(spi, buried, now);
   return FailOutcome::kDead;
 }
 

@@ -8,6 +8,7 @@
 #include "pg/ledger.h"
 #include "pg/queue_lock.h"
 #include "pg/row_insert.h"
+#include "pg/settings.h"
 #include "store/catalog.h"
 
 extern "C" {
@@ -25,13 +26,14 @@ BuiltStatement::BuiltStatement(std::string sql, const Oid* argtypes, int nargs)
   std::copy(argtypes, argtypes + nargs, statement_.argtypes);
 }
 
-std::string InsertJobsSql(std::string_view before, std::string_view rows,
-                          std::string_view conflict) {
+std::string InsertJobsSql(std::string_view before, std::string_view rows, std::string_view conflict,
+                          std::string_view extra_columns) {
   std::string sql(before);
   sql += R"sql(
 INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts,
-                      enqueued_at, dedupe_key, group_key, last_error, payload)
-)sql";
+                      enqueued_at, dedupe_key, group_key, last_error, payload)sql";
+  sql += extra_columns;
+  sql += ")\n";
   sql += rows;
   sql += conflict;
   sql += R"sql(
@@ -133,6 +135,41 @@ pg::Statement& InsertOne(bool dedupe, bool group) {
   return statements[dedupe][group].get();
 }
 
+// 1.2: $8 dedupe_for, $9 now. The key may also be held by a job finished
+// within its period (pgq.dedupe_holds): then nothing is inserted either.
+std::string OneJobUnlessHeld(std::string_view state) {
+  return "SELECT pg_catalog.nextval('pgq.job_id_seq'), $1, " + std::string(state) +
+         ", $4, $3, 0, $6, pg_catalog.now(), $5, $7, NULL, $2, $8" + R"sql(
+ WHERE NOT EXISTS (SELECT 1 FROM pgq.dedupe_holds h
+                    WHERE h.queue_id = $1 AND h.dedupe_key = $5 AND h.held_until > $9))sql";
+}
+
+constexpr Oid kKeyedJobArgs[] = {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID,       TEXTOID,
+                                 INT4OID, TEXTOID,  INTERVALOID,    TIMESTAMPTZOID};
+
+// [has group key]
+pg::Statement& InsertKeyed(bool group) {
+  static BuiltStatement statements[2] = {
+      {InsertJobsSql({}, OneJobUnlessHeld("'p'"), kOnDedupe, ", dedupe_for"), kKeyedJobArgs},
+      {InsertJobsSql({}, OneJobUnlessHeld(kGroupState), kOnDedupe, ", dedupe_for"), kKeyedJobArgs},
+  };
+  return statements[group].get();
+}
+
+// A follower of its key's running holder (keys.cpp): its key in
+// follows_key, at most one per key.
+pg::Statement& insert_follower() {
+  static BuiltStatement statement{
+      InsertJobsSql(
+          {}, R"sql(
+VALUES (pg_catalog.nextval('pgq.job_id_seq'), $1, 'f', $4, $3, 0, $6, pg_catalog.now(), NULL,
+        NULL, NULL, $2, $7, $5))sql",
+          "\nON CONFLICT (queue_id, follows_key) WHERE follows_key IS NOT NULL DO NOTHING",
+          ", dedupe_for, follows_key"),
+      {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, INTERVALOID}};
+  return statement.get();
+}
+
 pg::Statement find_dedupe = {"SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2",
                              2,
                              {INT4OID, TEXTOID},
@@ -216,10 +253,12 @@ bool CanInsertPlain(const Catalog& catalog) {
 std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
   const bool has_dedupe = job.dedupe_key != 0;
   const bool has_group = job.group_key != 0;
-  if (!has_dedupe && !has_group) {
-    const Catalog& catalog = InstalledCatalog();
-    if (CanInsertPlain(catalog)) return InsertPlain(spi, queue, job, catalog);
+  const Catalog& catalog = InstalledCatalog();
+  if (!has_dedupe && !has_group && CanInsertPlain(catalog)) {
+    return InsertPlain(spi, queue, job, catalog);
   }
+  const bool keyed = has_dedupe && catalog.lifecycle;
+  const TimestampTz now = pg::Now();
   if (has_group) pg::LockGroup(queue.id, job.group);
   pg::Params params;
   params.Set(0, Int32GetDatum(queue.id))
@@ -228,13 +267,43 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
       .Set(3, Int32GetDatum(job.priority))
       .SetOptional(4, !has_dedupe, job.dedupe_key)
       .Set(5, Int32GetDatum(job.max_attempts))
-      .SetOptional(6, !has_group, job.group_key);
-  const pg::Result inserted = spi.Execute(InsertOne(has_dedupe, has_group), params);
-  // Nothing inserted: only ON CONFLICT on the dedupe index can skip the row.
+      .SetOptional(6, !has_group, job.group_key)
+      .SetOptional(7, job.dedupe_for == 0, job.dedupe_for)
+      .Set(8, TimestampTzGetDatum(now));
+  const pg::Result inserted =
+      spi.Execute(keyed ? InsertKeyed(has_group) : InsertOne(has_dedupe, has_group), params);
+  // Nothing inserted: the key is taken (ON CONFLICT on the dedupe index, or
+  // a hold).
   if (inserted.empty()) return std::nullopt;
+  const int64 id = inserted.Int64(0, "id");
+  // The key's holder may have finished, with a period, after the statement
+  // took its snapshot and before its insert went in (the insert waited for
+  // it): read the holds again, as committed now.
+  if (keyed && internal::HeldKeyJob(spi, queue.id, job.dedupe_key, now, true) != 0) {
+    internal::DeleteJustInserted(spi, id);
+    return std::nullopt;
+  }
   internal::AfterInsert(spi, &queue, 1, inserted);
+  return id;
+}
+
+namespace internal {
+
+std::optional<int64> InsertFollower(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue.id))
+      .Set(1, job.payload)
+      .Set(2, TimestampTzGetDatum(job.run_at))
+      .Set(3, Int32GetDatum(job.priority))
+      .Set(4, job.dedupe_key)
+      .Set(5, Int32GetDatum(job.max_attempts))
+      .SetOptional(6, job.dedupe_for == 0, job.dedupe_for);
+  const pg::Result inserted = spi.Execute(insert_follower(), params);
+  if (inserted.empty()) return std::nullopt;
   return inserted.Int64(0, "id");
 }
+
+}  // namespace internal
 
 int64 DedupeHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key) {
   pg::Params params;

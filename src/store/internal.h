@@ -36,15 +36,19 @@ class BuiltStatement {
 //   enqueued_at, dedupe_key, group_key, last_error, payload
 // then `conflict` (an ON CONFLICT clause, or nothing). Returns the columns
 // AfterInsert reads.
+// `extra_columns` (", dedupe_for" ...) follow payload in the column list.
 std::string InsertJobsSql(std::string_view before, std::string_view rows,
-                          std::string_view conflict = {});
+                          std::string_view conflict = {}, std::string_view extra_columns = {});
 
 // The moves into pgq.dead_jobs: `deleted` is a DELETE ... RETURNING * of
 // pgq.jobs, whose rows are buried with `last_error`, `reason` and `died_at`
 // (SQL expressions over the deleted row d). Returns one row per job: its
 // queue_id and group_key (the group moves on).
+// With `lifecycle` (a 1.2 catalog) it keeps progress and dedupe_for, writes
+// the dead ring's current segment and returns id, dedupe_key and dedupe_for
+// too (for KeysReleased).
 std::string BurySql(std::string_view deleted, std::string_view last_error, std::string_view reason,
-                    std::string_view died_at);
+                    std::string_view died_at, bool lifecycle);
 
 // After any statement built by InsertJobsSql: for each of `queues`, the
 // pending jobs among `rows` lower its hint and wake its waiters at commit,
@@ -81,6 +85,27 @@ std::vector<GroupRef> GroupsOf(const pg::Result& rows);
 // nothing pending or running. In (queue, key) order: no deadlock between two
 // callers.
 void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups);
+
+// Dedupe keys (keys.cpp). Jobs that left pgq.jobs, as rows with columns
+// queue_id, id, dedupe_key and dedupe_for (a 1.2 statement's; none on an
+// older catalog): a key with a period stays taken until `finished_at` plus
+// it (pgq.dedupe_holds), and a job following the key's holder (enqueued
+// with on_duplicate => 'replace' while it ran) takes the key over and is
+// pending.
+void KeysReleased(pg::SpiSession& spi, const pg::Result& rows, TimestampTz finished_at);
+// The finished job whose key `key` of `queue_id` stays taken at `now`, or 0;
+// with `latest`, seeing holds committed after the transaction's snapshot.
+int64 HeldKeyJob(pg::SpiSession& spi, int32 queue_id, Datum key, TimestampTz now, bool latest);
+// Takes back the job this transaction has just inserted (insert.cpp, when a
+// key turned out to be held).
+void DeleteJustInserted(pg::SpiSession& spi, int64 id);
+// `job` as the follower of its key's running holder (state 'f'); nullopt
+// when the key has a follower already (insert.cpp).
+std::optional<int64> InsertFollower(pg::SpiSession& spi, const Queue& queue, const NewJob& job);
+
+// Which completing statement applies: 0 a catalog before 1.2; 1 no queue
+// keeps completed jobs; 2 some queue does (history.cpp).
+int CompletionVariant(pg::SpiSession& spi);
 
 // `jobs` completions of `queue_id`, for done_recent and the completions
 // counter: in shared memory when preloaded (flushed to pgq.finished by

@@ -18,7 +18,9 @@
 // schedules, retry_dead, through one column list and one AfterInsert; a job
 // with no dedupe key and no group as a row built beside it, ADR 0014),
 // claim.cpp, finish.cpp (complete, fail), lease.cpp (extend, release), dead.cpp
-// (cancel, dead-letter, revival), groups.cpp, expire.cpp (maintenance),
+// (cancel, dead-letter, revival), groups.cpp, keys.cpp (dedupe periods and
+// followers), history.cpp (the rings of completed and dead jobs), read.cpp
+// (pgq.job, pgq.list_jobs), expire.cpp (maintenance),
 // queue_jobs.cpp (a queue's jobs as a whole: count, purge, gauges),
 // catalog.cpp (which version of pgq's tables is installed).
 //
@@ -63,13 +65,22 @@ struct NewJob {
   Datum dedupe_key;        // text, or 0: none
   Datum group_key;         // text, or 0: none (the group's lock is taken here)
   std::string_view group;  // the same key as a string, when group_key is set
+  Datum dedupe_for;        // interval, or 0: the key is free once the job finished
 };
 
-// One job. Its id; nullopt when a live job of the queue holds `dedupe_key`
-// (then DedupeHolder says which, unless it finished meanwhile).
+// One job. Its id; nullopt when `dedupe_key` is taken: by a live job of the
+// queue, or by one finished within its dedupe_for (then KeyHolder says
+// which, unless it changed meanwhile).
 std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJob& job);
+// on_duplicate => 'replace' (keys.cpp): a holder of the key that has not
+// started gets the job's payload, run_at and priority (its id); a running
+// one gets the job as its follower, made pending when it finishes; with no
+// live holder, Insert. nullopt: taken meanwhile, or held for a period.
+std::optional<int64> Replace(pg::SpiSession& spi, const Queue& queue, const NewJob& job);
 // The live job of `queue_id` holding `dedupe_key`, or 0.
 int64 DedupeHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key);
+// The same, or else the finished job that keeps it taken at `now`, or 0.
+int64 KeyHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key, TimestampTz now);
 
 // One job per payload of `payloads` (jsonb[]), their max_attempts the
 // queue's. Rows: column "id", in no particular order (ids are drawn in
@@ -94,9 +105,13 @@ inline constexpr int kClaimedColumns = 8;
 
 // ---- The end of a claim (finish.cpp), fenced by (id, attempt).
 
-bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt);
+// `result` jsonb or 0 (NULL): kept with the job when its queue keeps
+// completed jobs (pgq.job_history), finished at `now`.
+bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum result,
+              TimestampTz now);
 // ids and attempts: int8[] and int4[] of one length. How many it completed.
-int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum attempts);
+int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum attempts,
+                   TimestampTz now);
 
 enum class FailOutcome { kRetry, kDead, kLost };
 // `error` text or 0 (NULL); `retry_in_us` nullopt: the queue's backoff.
@@ -112,11 +127,19 @@ TimestampTz PendingRunAt(pg::SpiSession& spi, int64 id);
 std::optional<TimestampTz> Extend(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt,
                                   TimestampTz lease_until);
 bool Release(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt);
+// Back to pending at `run_at` without spending the attempt, like Release.
+bool Snooze(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, TimestampTz run_at,
+            bool due_now);
+// Overwrites a running job's progress (jsonb).
+bool SetProgress(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum progress);
 
 // ---- Dead-letter (dead.cpp)
 
-// A pending or waiting job to dead-letter with reason 'cancelled'.
+// A job that has not finished to dead-letter with reason 'cancelled'; on a
+// 1.2 catalog a running one too (its claim is fenced by the row leaving).
 bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now);
+// Deletes the dead jobs of `queue` that died at or before `died_before`.
+int64 PurgeDead(pg::SpiSession& spi, std::string_view queue, TimestampTz died_before);
 // The queue id of dead job `id`, or 0.
 int32 QueueOfDeadJob(pg::SpiSession& spi, int64 id);
 // Back to pending (grouped: waiting, then its group moves on) with fresh
@@ -132,6 +155,33 @@ struct Expired {
 };
 // Leases that ran out before `now`, at most `batch` of each kind.
 Expired ExpireLeases(pg::SpiSession& spi, TimestampTz now, int32 batch);
+
+// Keys upkeep (keys.cpp): holds past their period are deleted (at most
+// `batch`), followers whose holder left unseen take their key.
+struct KeyUpkeep {
+  int64 holds_dropped;
+  int64 followers_promoted;
+};
+KeyUpkeep TendKeys(pg::SpiSession& spi, TimestampTz now, int32 batch);
+
+// History rings (history.cpp): turns pgq.job_history's and pgq.dead_jobs'
+// rings where due (ADR 0015); how many it turned.
+int TurnRings(pg::SpiSession& spi, TimestampTz now);
+
+// ---- Reading jobs (read.cpp)
+
+// Rows of pgq.job_info's columns (1-17), then queue_id: job `id` wherever
+// it is (live, completed and kept, dead), or none.
+pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now);
+// The jobs of one queue, newest first, at most `max`, with ids below
+// `before_id`, in `state` (a pgq.job_info state) if given.
+pg::Result ListJobs(pg::SpiSession& spi, int32 queue_id, std::string_view queue,
+                    std::optional<std::string_view> state, int32 max,
+                    std::optional<int64> before_id, TimestampTz now);
+inline constexpr int kJobInfoColumns = 17;
+inline constexpr int kJobInfoQueueId = 18;
+// Columns a role with only the admin right does not see.
+inline constexpr int kJobInfoProgress = 14, kJobInfoResult = 15, kJobInfoPayload = 17;
 
 // ---- A queue's jobs as a whole (queue_jobs.cpp)
 

@@ -1,4 +1,4 @@
-// A claim's lease: extend and release, fenced by (id, attempt) like the
+// A claim's lease: extend, release, snooze and progress, fenced by (id, attempt) like the
 // end of a claim (finish.cpp), within the caller's Scope.
 #include "store/internal.h"
 
@@ -23,6 +23,24 @@ RETURNING queue_id, priority, run_at, id)sql",
                              {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID},
                              nullptr};
 
+// Release's move, due at $3 ("not now" is not a failure: the attempt is
+// not spent, and last_error stays the last real one).
+pg::Statement snooze_job = {R"sql(
+UPDATE pgq.jobs SET state = 'p', attempt = attempt - 1, lease_until = NULL, run_at = $3
+ WHERE id = $1 AND attempt = $2 AND state = 'r' AND ($4 OR queue_id = ANY ($5))
+RETURNING queue_id, priority, run_at, id)sql",
+                            5,
+                            {INT8OID, INT4OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID},
+                            nullptr};
+
+// No indexed column changes: a HOT update, however often a handler reports.
+pg::Statement set_progress = {R"sql(
+UPDATE pgq.jobs SET progress = $3
+ WHERE id = $1 AND attempt = $2 AND state = 'r' AND ($4 OR queue_id = ANY ($5)))sql",
+                              5,
+                              {INT8OID, INT4OID, JSONBOID, BOOLOID, INT4ARRAYOID},
+                              nullptr};
+
 }  // namespace
 
 std::optional<TimestampTz> Extend(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt,
@@ -46,6 +64,27 @@ bool Release(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt) {
   if (released.empty()) return false;
   internal::NotePendingAgain(released, true);
   return true;
+}
+
+bool Snooze(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, TimestampTz run_at,
+            bool due_now) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id))
+      .Set(1, Int32GetDatum(attempt))
+      .Set(2, TimestampTzGetDatum(run_at));
+  internal::SetScope(params, 3, scope);
+  const pg::Result snoozed = spi.Execute(snooze_job, params);
+  if (snoozed.empty()) return false;
+  // Due later: no wake-up, but the hint must still come back to it.
+  internal::NotePendingAgain(snoozed, due_now);
+  return true;
+}
+
+bool SetProgress(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum progress) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(attempt)).Set(2, progress);
+  internal::SetScope(params, 3, scope);
+  return spi.Execute(set_progress, params).size() == 1;
 }
 
 }  // namespace pgq::store

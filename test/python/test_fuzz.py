@@ -48,6 +48,8 @@ DOCUMENTED = {
     "P0002",  # no_data_found: a team with no active member (docs/coordination.md)
     "42P17",  # invalid_object_definition: a handler of the wrong shape
     "42501",  # insufficient_privilege
+    "22001",  # string_data_right_truncation: a result or progress over the payload limit
+    "0A000",  # feature_not_supported: on_duplicate 'replace' with a group_key
 }
 
 NAMES = [None, "", "q", "fz", "missing", "Upper", "a b", "x;drop table pgq.jobs",
@@ -80,10 +82,14 @@ PRIVILEGES = [None, "produce", "consume", "admin", "CONSUME", "produce, consume"
 ZONES = [None, "UTC", "Europe/Madrid", "America/Sao_Paulo", "Mars/Olympus", "", "+25:00",
          "garbage5", "+01:00", "europe/madrid"]
 
+STATES = [None, "ready", "done", "dead", "cancelled", "waiting", "finished", "", "READY"]
+ON_DUPLICATES = [None, "ignore", "replace", "merge", "", "IGNORE"]
+
 # Pools by argument name first (where the name says more than the type).
 BY_NAME = {
     "queue": NAMES, "team": NAMES, "member": NAMES, "topic": NAMES, "name": NAMES,
     "spec": CRONS, "timezone": ZONES, "wait": WAITS, "privilege": PRIVILEGES,
+    "state": STATES, "on_duplicate": ON_DUPLICATES,
 }
 BY_TYPE = {
     "text": TEXTS, "jsonb": JSONS, "integer": INTS, "bigint": BIGINTS, "interval": INTERVALS,

@@ -31,6 +31,7 @@ PUBLIC_FUNCTIONS = {
     "release", "cancel", "retry_dead", "maintain", "compact_jobs",
     "schedule", "unschedule", "subscribe", "unsubscribe", "publish", "grant", "revoke",
     "create_topic", "drop_topic", "grant_topic", "revoke_topic",
+    "snooze", "progress", "job", "list_jobs", "purge_dead",
 }
 # Not about queues: nobody's until GRANT EXECUTE.
 COORDINATION_FUNCTIONS = {
@@ -78,6 +79,11 @@ REFUSED_CALLS = {
     "drop_topic": "SELECT pgq.drop_topic('topic')",
     "grant_topic": "SELECT pgq.grant_topic('pgq_t_nobody', 'topic', 'publish')",
     "revoke_topic": "SELECT pgq.revoke_topic('pgq_t_nobody', 'topic', 'publish')",
+    "snooze": "SELECT pgq.snooze(%(job)s, 1, '1 minute')",
+    "progress": "SELECT pgq.progress(%(job)s, 1, '{}')",
+    "job": "SELECT * FROM pgq.job(%(job)s)",
+    "list_jobs": "SELECT * FROM pgq.list_jobs('q')",
+    "purge_dead": "SELECT pgq.purge_dead('q')",
 }
 ANSWER_ANYONE = {"clock", "has_queue_privilege"}
 

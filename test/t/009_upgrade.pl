@@ -172,11 +172,46 @@ SELECT pgq.grant('pub_both', 'qa', 'produce'), pgq.grant('pub_both', 'qb', 'prod
 SELECT pgq.grant('pub_half', 'qa', 'produce');
 SELECT pgq.publish('lonely', '{}');
 });
+# Live jobs in every state, and dead ones, across the update (issue 17:
+# pgq.dead_jobs becomes a partitioned ring, its 1.1 table segment 0).
+$node->safe_psql(
+	'old11', q{
+SELECT pgq.create_queue('life', max_attempts => 1);
+SELECT pgq.enqueue('life', '{"n": "run"}', priority => 9);
+SELECT pgq.enqueue('life', '{"n": "die"}', priority => 8);
+SELECT pgq.enqueue('life', '{"n": "ready"}', dedupe_key => 'k');
+SELECT pgq.enqueue('life', '{"n": "later"}', run_at => '2999-01-01');
+SELECT pgq.enqueue('life', '{"n": "head"}', group_key => 'g');
+SELECT pgq.enqueue('life', '{"n": "behind"}', group_key => 'g');
+SELECT pgq.enqueue('life', '{"n": "cancelled"}');
+SELECT pgq.claim('life', 2);
+SELECT pgq.fail(id, 1, 'boom') FROM pgq.jobs WHERE payload->>'n' = 'die';
+SELECT pgq.cancel(id) FROM pgq.jobs WHERE payload->>'n' = 'cancelled';
+});
+my $life_sql = q{SELECT string_agg(payload->>'n' || ':' || state::text || ':' || attempt, ',' ORDER BY id)
+  FROM pgq.jobs WHERE queue_id = (SELECT queue_id FROM pgq.queues WHERE name = 'life')};
+my $dead_sql = q{SELECT string_agg(id || ':' || reason || ':' || coalesce(last_error, '-'), ',' ORDER BY id)
+  FROM pgq.dead_jobs};
+my $life_before = $node->safe_psql('old11', $life_sql);
+my $dead_before = $node->safe_psql('old11', $dead_sql);
+is($life_before, 'run:r:1,ready:p:0,later:p:0,head:p:0,behind:w:0',
+	'1.1: live jobs running, ready, scheduled, heading and waiting in a group');
 my (undef, undef, $blind) = $node->psql('old11', 'SELECT * FROM pgq.queue_stats');
 like($blind, qr/cannot subtract infinite timestamps/, '1.1: a job due at -infinity blinds queue_stats');
 $node->safe_psql('old11', 'ALTER EXTENSION pgq_cpp UPDATE');
 is($node->safe_psql('old11', $catalog), $fresh_catalog,
 	'1.1 updated: exactly the catalog of a fresh install');
+is($node->safe_psql('old11', $life_sql), $life_before, '1.1 updated: every live job keeps its state and attempt');
+is($node->safe_psql('old11', $dead_sql), $dead_before, '1.1 updated: every dead job is kept');
+is( $node->safe_psql(
+		'old11',
+		q{SELECT string_agg(payload->>'n' || ':' || state, ',' ORDER BY id) FROM pgq.list_jobs('life')}),
+	'run:running,die:dead,ready:ready,later:scheduled,head:ready,behind:waiting,cancelled:cancelled',
+	'1.1 updated: pgq.list_jobs sees every job where it is');
+is( $node->safe_psql(
+		'old11',
+		q{SELECT pgq.complete(id, 1, '{"ok": true}') FROM pgq.jobs WHERE payload->>'n' = 'run'}),
+	't', '1.1 updated: the job claimed before the update completes (with a result)');
 is( $node->safe_psql(
 		'old11', "SELECT string_agg(name || ':' || owner::text, ',' ORDER BY name) FROM pgq.topics"),
 	'lonely:postgres,tb:team_a',

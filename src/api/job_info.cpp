@@ -1,0 +1,106 @@
+// pgq.job and pgq.list_jobs: a job wherever it is, as pgq.job_info rows.
+//
+// Rights: produce or consume on the job's queue shows everything; admin
+// alone shows the job without its payload, progress and result (an
+// operator sees that a job failed and why, not the customer data it
+// carried). A job of a queue the caller holds no right on is answered as
+// one that does not exist (issue 15, L4).
+#include <algorithm>
+#include <optional>
+
+#include "api/queue_ref.h"
+#include "api/rights.h"
+#include "core/validate.h"
+#include "pg/args.h"
+#include "pg/settings.h"
+#include "store/jobs.h"
+
+extern "C" {
+#include "funcapi.h"
+}
+
+namespace pgq::api {
+
+namespace {
+
+constexpr std::string_view kStates[] = {"scheduled", "ready", "waiting",  "running",
+                                        "done",      "dead",  "cancelled"};
+
+// Copies `rows` (pgq.job_info columns, then queue_id) into the function's
+// result set; `redact(queue_id)` says whether a row's payload, progress and
+// result are withheld, `shown(queue_id)` whether the row is shown at all.
+template <typename Shown, typename Redact>
+void ReturnJobInfo(FunctionCallInfo fcinfo, const pg::Result& rows, Shown shown, Redact redact) {
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    const int32 queue_id = rows.Int32(row, store::kJobInfoQueueId);
+    if (!shown(queue_id)) continue;
+    const bool hide = redact(queue_id);
+    Datum values[store::kJobInfoColumns];
+    bool nulls[store::kJobInfoColumns];
+    for (int column = 1; column <= store::kJobInfoColumns; ++column) {
+      values[column - 1] = rows.Value(row, column, &nulls[column - 1]);
+      if (hide && (column == store::kJobInfoProgress || column == store::kJobInfoResult ||
+                   column == store::kJobInfoPayload)) {
+        values[column - 1] = 0;
+        nulls[column - 1] = true;
+      }
+    }
+    // The tuplestore copies the row into its own (per-query) memory.
+    pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
+  }
+}
+
+constexpr uint8 kSeesEverything = core::kProduce | core::kConsume;
+
+}  // namespace
+
+}  // namespace pgq::api
+
+using namespace pgq;
+
+// job(id) returns SETOF pgq.job_info (no row or one)
+PGQ_FUNCTION(pgq_job) {
+  const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+  pg::SpiSession spi;
+  api::RequireRightSomewhere(spi, core::kAllRights);
+  const pg::Result job = store::ReadJob(spi, id, pg::Now());
+  const Oid me = GetUserId();
+  api::ReturnJobInfo(
+      fcinfo, job,
+      [&](int32 queue_id) { return api::HoldsRight(spi, me, queue_id, core::kAllRights); },
+      [&](int32 queue_id) { return !api::HoldsRight(spi, me, queue_id, api::kSeesEverything); });
+  return static_cast<Datum>(0);
+}
+
+// list_jobs(queue, state, max, before_id) returns SETOF pgq.job_info
+PGQ_FUNCTION(pgq_list_jobs) {
+  const std::string_view name = pg::QueueNameArg(fcinfo, 0);
+  std::optional<std::string_view> state;
+  if (!pg::ArgIsNull(fcinfo, 1)) {
+    state = pg::RequiredText(fcinfo, 1, "state");
+    if (std::find(std::begin(api::kStates), std::end(api::kStates), *state) ==
+        std::end(api::kStates)) {
+      pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+                "unknown job state \"" + std::string(*state) + "\"", {},
+                "The states are scheduled, ready, waiting, running, done, dead and cancelled.");
+    }
+  }
+  const int32 max = pg::ArgIsNull(fcinfo, 2) ? 100 : PG_GETARG_INT32(2);
+  if (max < 1 || max > core::kMaxClaimBatch) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              "max must be between 1 and " + std::to_string(core::kMaxClaimBatch));
+  }
+  const std::optional<int64> before_id =
+      pg::ArgIsNull(fcinfo, 3) ? std::nullopt : std::optional<int64>(PG_GETARG_INT64(3));
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+  pg::SpiSession spi;
+  const api::QueueRef queue = api::FindQueue(spi, name);
+  api::RequireRight(spi, queue.id, name, core::kAllRights);
+  const bool hide = !api::HoldsRight(spi, GetUserId(), queue.id, api::kSeesEverything);
+  const pg::Result jobs = store::ListJobs(spi, queue.id, name, state, max, before_id, pg::Now());
+  api::ReturnJobInfo(
+      fcinfo, jobs, [](int32) { return true; }, [hide](int32) { return hide; });
+  return static_cast<Datum>(0);
+}

@@ -1,0 +1,185 @@
+// Dedupe keys past their job (SPEC §8): a key that stays taken for a period
+// after its job finished (enqueue's dedupe_for), and the job that follows a
+// running holder of its key (on_duplicate => 'replace').
+//
+// A live job holds its key through jobs_dedupe_idx, as in 1.1. When it
+// leaves pgq.jobs (done, dead or cancelled), every statement that removed it
+// returns its key, and KeysReleased, in the same transaction:
+//   - records the period in pgq.dedupe_holds (one row per key, overwritten
+//     by the key's next job), which enqueue reads before and after its
+//     insert (insert.cpp);
+//   - makes the key's follower, if any, pending under the key.
+// A follower waits in state 'f' with its key in follows_key, outside
+// jobs_dedupe_idx, so that the running holder and it are both live; the
+// enqueue that adds it holds a KEY SHARE lock on the holder's row, so the
+// holder cannot leave before the follower is committed and seen.
+#include "pg/args.h"
+#include "pg/ledger.h"
+#include "pg/settings.h"
+#include "store/catalog.h"
+#include "store/internal.h"
+
+namespace pgq::store {
+
+namespace {
+
+// $1 queue id, $2 key, $3 job id, $4 held until (NULL: no period), then the
+// follower, if any, takes the key.
+pg::Statement release_key = {R"sql(
+WITH held AS (
+  INSERT INTO pgq.dedupe_holds AS h (queue_id, dedupe_key, job_id, held_until)
+  SELECT $1, $2, $3, $4 WHERE $4 IS NOT NULL
+  ON CONFLICT (queue_id, dedupe_key) DO UPDATE
+     SET job_id = excluded.job_id, held_until = excluded.held_until
+)
+UPDATE pgq.jobs f SET state = 'p', dedupe_key = f.follows_key, follows_key = NULL
+ WHERE f.queue_id = $1 AND f.follows_key = $2 AND f.state = 'f'
+RETURNING f.queue_id, f.priority, f.run_at, f.id)sql",
+                             4,
+                             {INT4OID, TEXTOID, INT8OID, TIMESTAMPTZOID},
+                             nullptr};
+
+// $1 queue id, $2 key, $3 now.
+pg::Statement held_key = {R"sql(
+SELECT job_id FROM pgq.dedupe_holds
+ WHERE queue_id = $1 AND dedupe_key = $2 AND held_until > $3)sql",
+                          3,
+                          {INT4OID, TEXTOID, TIMESTAMPTZOID},
+                          nullptr};
+
+// $1 queue id, $2 key. Locks the running holder against leaving (KEY SHARE
+// does not stop its heartbeat, which changes no key column).
+pg::Statement lock_running_holder = {R"sql(
+SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2 AND state = 'r'
+   FOR KEY SHARE)sql",
+                                     2,
+                                     {INT4OID, TEXTOID},
+                                     nullptr};
+
+// $1 queue id, $2 payload, $3 run_at, $4 priority, $5 key. The follower if
+// there is one (it is the one that will run next), else a holder that has
+// not started. Its state is checked again on the row itself: a claim that
+// took it meanwhile makes this update nothing.
+pg::Statement replace_holder = {R"sql(
+UPDATE pgq.jobs j SET payload = $2, run_at = $3, priority = $4
+ WHERE j.id = (SELECT c.id FROM pgq.jobs c
+                WHERE c.queue_id = $1
+                  AND ((c.dedupe_key = $5 AND c.state IN ('p', 'w'))
+                       OR (c.follows_key = $5 AND c.state = 'f'))
+                ORDER BY c.state = 'f' DESC LIMIT 1)
+   AND j.state IN ('p', 'w', 'f')
+RETURNING j.queue_id, j.id, j.priority, j.run_at, j.state = 'p' AS pending, j.group_key)sql",
+                                5,
+                                {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID},
+                                nullptr};
+
+pg::Statement delete_job = {"DELETE FROM pgq.jobs WHERE id = $1", 1, {INT8OID}, nullptr};
+
+// $1 now. Followers whose holder is gone (it left in a transaction that
+// could not see them: a REPEATABLE READ one) take the key: a safety net run
+// by maintenance.
+pg::Statement promote_orphans = {R"sql(
+UPDATE pgq.jobs f SET state = 'p', dedupe_key = f.follows_key, follows_key = NULL
+ WHERE f.state = 'f' AND f.follows_key IS NOT NULL
+   AND NOT EXISTS (SELECT 1 FROM pgq.jobs h
+                    WHERE h.queue_id = f.queue_id AND h.dedupe_key = f.follows_key)
+RETURNING f.queue_id)sql",
+                                 0,
+                                 {},
+                                 nullptr};
+
+pg::Statement drop_expired_holds = {R"sql(
+DELETE FROM pgq.dedupe_holds WHERE ctid = ANY (ARRAY(
+  SELECT ctid FROM pgq.dedupe_holds WHERE held_until <= $1 LIMIT $2)))sql",
+                                    2,
+                                    {TIMESTAMPTZOID, INT4OID},
+                                    nullptr};
+
+}  // namespace
+
+namespace internal {
+
+void KeysReleased(pg::SpiSession& spi, const pg::Result& rows, TimestampTz finished_at) {
+  if (rows.empty() || !InstalledCatalog().lifecycle) return;
+  const int key_column = rows.ColumnNumber("dedupe_key");
+  const int period_column = rows.ColumnNumber("dedupe_for");
+  const int queue_column = rows.ColumnNumber("queue_id");
+  const int id_column = rows.ColumnNumber("id");
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    if (rows.IsNull(row, key_column)) continue;
+    bool is_null = false;
+    pg::Params params;
+    params.Set(0, Int32GetDatum(rows.Int32(row, queue_column)))
+        .Set(1, rows.Value(row, key_column, &is_null))
+        .Set(2, Int64GetDatum(rows.Int64(row, id_column)));
+    if (rows.IsNull(row, period_column)) {
+      params.SetNull(3);
+    } else {
+      const Datum period = rows.Value(row, period_column, &is_null);
+      const int64 period_us = pg::IntervalMicros(DatumGetIntervalP(period), "dedupe_for");
+      params.Set(3, TimestampTzGetDatum(pg::AddMicros(finished_at, period_us, "dedupe_for")));
+    }
+    const pg::Result promoted = spi.Execute(release_key, params);
+    if (!promoted.empty()) NotePendingAgain(promoted, true);
+  }
+}
+
+int64 HeldKeyJob(pg::SpiSession& spi, int32 queue_id, Datum key, TimestampTz now, bool latest) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id)).Set(1, key).Set(2, TimestampTzGetDatum(now));
+  const pg::Result held =
+      latest ? spi.ExecuteSeeingLatest(held_key, params, 1) : spi.Execute(held_key, params, 1);
+  return held.empty() ? 0 : held.Int64(0, 1);
+}
+
+void DeleteJustInserted(pg::SpiSession& spi, int64 id) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id));
+  spi.Execute(delete_job, params);
+}
+
+}  // namespace internal
+
+std::optional<int64> Replace(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
+  pg::Params replace;
+  replace.Set(0, Int32GetDatum(queue.id))
+      .Set(1, job.payload)
+      .Set(2, TimestampTzGetDatum(job.run_at))
+      .Set(3, Int32GetDatum(job.priority))
+      .Set(4, job.dedupe_key);
+  const pg::Result replaced = spi.Execute(replace_holder, replace);
+  if (!replaced.empty()) {
+    // Its place in the claim order moved: it may now come first.
+    pg::ledger::NoteLocked(queue.id);
+    internal::AfterInsert(spi, &queue, 1, replaced);
+    return replaced.Int64(0, "id");
+  }
+  pg::Params holder;
+  holder.Set(0, Int32GetDatum(queue.id)).Set(1, job.dedupe_key);
+  if (!spi.Execute(lock_running_holder, holder, 1).empty()) {
+    return internal::InsertFollower(spi, queue, job);
+  }
+  return Insert(spi, queue, job);
+}
+
+int64 KeyHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key, TimestampTz now) {
+  if (const int64 live = DedupeHolder(spi, queue_id, dedupe_key); live != 0) return live;
+  if (!InstalledCatalog().lifecycle) return 0;
+  // As committed now: the insert that found the key taken may have seen it so.
+  return internal::HeldKeyJob(spi, queue_id, dedupe_key, now, true);
+}
+
+KeyUpkeep TendKeys(pg::SpiSession& spi, TimestampTz now, int32 batch) {
+  KeyUpkeep done{};
+  if (!InstalledCatalog().lifecycle) return done;
+  pg::Params none;
+  const pg::Result promoted = spi.Execute(promote_orphans, none);
+  if (!promoted.empty()) pg::ledger::NoteReadyInDatabase();
+  done.followers_promoted = static_cast<int64>(promoted.size());
+  pg::Params params;
+  params.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(batch));
+  done.holds_dropped = static_cast<int64>(spi.Execute(drop_expired_holds, params).size());
+  return done;
+}
+
+}  // namespace pgq::store

@@ -1,0 +1,113 @@
+// Reading jobs wherever they are (pgq.job, pgq.list_jobs): live in
+// pgq.jobs, completed in pgq.job_history, dead in pgq.dead_jobs, as rows of
+// pgq.job_info. Rows past their queue's keep_completed or keep_dead that
+// maintenance has not dropped yet are not shown.
+#include "pg/args.h"
+#include "store/internal.h"
+
+namespace pgq::store {
+
+namespace {
+
+using internal::BuiltStatement;
+
+// The three sources as one row type: the columns of pgq.job_info, then
+// queue_id. `where_live`, `where_done` and `where_dead` restrict each (the
+// aliases are j, h, d; `state` is each source's state expression).
+std::string JobInfoSql(std::string_view where_live, std::string_view where_done,
+                       std::string_view where_dead, std::string_view order) {
+  constexpr std::string_view kLiveState = R"sql(
+  CASE j.state WHEN 'r' THEN 'running'
+               WHEN 'p' THEN CASE WHEN j.run_at > $2 THEN 'scheduled' ELSE 'ready' END
+               ELSE 'waiting' END)sql";
+  constexpr std::string_view kDeadState =
+      "CASE d.reason WHEN 'cancelled' THEN 'cancelled' ELSE 'dead' END";
+  const auto with_state = [](std::string_view where, std::string_view state) {
+    std::string out(where);
+    for (size_t at = out.find("$STATE"); at != std::string::npos; at = out.find("$STATE", at)) {
+      out.replace(at, 6, state);
+    }
+    return out;
+  };
+  std::string sql = "(SELECT j.id, q.name AS queue,";
+  sql += kLiveState;
+  sql += R"sql( AS state,
+        j.attempt, j.max_attempts, j.priority, j.group_key,
+        COALESCE(j.dedupe_key, j.follows_key) AS dedupe_key, j.run_at, j.enqueued_at,
+        j.claimed_at, CASE WHEN j.state = 'r' THEN j.lease_until END AS lease_until,
+        NULL::timestamptz AS finished_at, j.progress, NULL::jsonb AS result, j.last_error,
+        j.payload, j.queue_id
+   FROM pgq.jobs j JOIN pgq.queues q ON q.queue_id = j.queue_id
+  WHERE )sql";
+  sql += with_state(where_live, kLiveState);
+  sql += order;
+  sql += R"sql()
+UNION ALL
+(SELECT h.id, q.name, 'done', h.attempt, h.max_attempts, h.priority, h.group_key, h.dedupe_key,
+        h.run_at, h.enqueued_at, h.claimed_at, NULL, h.finished_at, h.progress, h.result,
+        h.last_error, h.payload, h.queue_id
+   FROM pgq.job_history h JOIN pgq.queues q ON q.queue_id = h.queue_id
+  WHERE h.finished_at + q.keep_completed > $2 AND )sql";
+  sql += where_done;
+  sql += order;
+  sql += R"sql()
+UNION ALL
+(SELECT d.id, d.queue, )sql";
+  sql += kDeadState;
+  sql += R"sql(, d.attempts, d.max_attempts, d.priority, d.group_key, d.dedupe_key,
+        NULL, d.enqueued_at, NULL, NULL, d.died_at, d.progress, NULL, d.last_error, d.payload,
+        q.queue_id
+   FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue
+  WHERE (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $2) AND )sql";
+  sql += with_state(where_dead, kDeadState);
+  sql += order;
+  sql += ")";
+  return sql;
+}
+
+// $1 id, $2 now.
+pg::Statement& job_info() {
+  static BuiltStatement statement{
+      JobInfoSql("j.id = $1", "h.id = $1", "d.id = $1", "") + "\nLIMIT 1",
+      {INT8OID, TIMESTAMPTZOID}};
+  return statement.get();
+}
+
+// $1 queue id, $2 now, $3 before id (NULL: from the newest), $4 max, $5
+// state (NULL: any), $6 queue name. Each source is cut at max before the
+// merge, newest first.
+pg::Statement& list_jobs() {
+  static BuiltStatement statement{
+      "SELECT * FROM (" +
+          JobInfoSql(
+              "j.queue_id = $1 AND ($3 IS NULL OR j.id < $3) AND ($5 IS NULL OR $STATE = $5)",
+              "h.queue_id = $1 AND ($3 IS NULL OR h.id < $3) AND ($5 IS NULL OR $5 = 'done')",
+              "d.queue = $6 AND ($3 IS NULL OR d.id < $3) AND ($5 IS NULL OR $STATE = $5)",
+              "\n  ORDER BY 1 DESC LIMIT $4") +
+          ") AS jobs ORDER BY id DESC LIMIT $4",
+      {INT4OID, TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID, TEXTOID}};
+  return statement.get();
+}
+
+}  // namespace
+
+pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(now));
+  return spi.Execute(job_info(), params, 1);
+}
+
+pg::Result ListJobs(pg::SpiSession& spi, int32 queue_id, std::string_view queue,
+                    std::optional<std::string_view> state, int32 max,
+                    std::optional<int64> before_id, TimestampTz now) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id))
+      .Set(1, TimestampTzGetDatum(now))
+      .SetOptional(2, !before_id, Int64GetDatum(before_id.value_or(0)))
+      .Set(3, Int32GetDatum(max))
+      .SetOptional(4, !state, state ? pg::TextDatum(*state) : static_cast<Datum>(0))
+      .Set(5, pg::TextDatum(queue));
+  return spi.Execute(list_jobs(), params);
+}
+
+}  // namespace pgq::store
