@@ -17,6 +17,9 @@
 #              SET ROLE through PGOPTIONS): pgq through its grants (produce,
 #              consume, admin on every queue), the baseline through rights on
 #              its tables. Default: the superuser, which skips the rights check.
+#   KEEP_COMPLETED an interval: the bench queue keeps its completed jobs that
+#              long (create_queue's keep_completed: history on, issue 17);
+#              default: nothing kept, as every release before 1.2
 #   NO_INSTALL 1: do not build and install the tree, measure the pgq_cpp
 #              already installed (for smoke tests of this script)
 #   OUT_MD, OUT_CSV  where the report and the per-run CSV go (default
@@ -54,6 +57,7 @@ SYNC="${SYNC:-on off}"
 WORKLOADS="${WORKLOADS:-ceiling enqueue enqueue_many claim1 claim10 claim100 halving10 halving100}"
 NO_INSTALL="${NO_INSTALL:-0}"
 BENCH_ROLE="${BENCH_ROLE:-}"
+KEEP_COMPLETED="${KEEP_COMPLETED:-}"
 
 BENCH_HOME="$PGQ_ROOT/bench"
 SCRIPTS="$BENCH_HOME/sql"
@@ -105,7 +109,12 @@ say "starting the benchmark cluster in $PGDIR (port $PGPORT_BENCH)"
 start_cluster "$PGDIR" "$PGPORT_BENCH" "${CLUSTER_CONF[@]}"
 "$PG_BIN/createdb" -h "$PGDIR" -p "$PGPORT_BENCH" -U postgres "$DB"
 sql "CREATE EXTENSION pgq_cpp"
-sql "SELECT pgq.create_queue('bench')" >/dev/null
+if [[ -n $KEEP_COMPLETED ]]; then
+  [[ $KEEP_COMPLETED =~ ^[0-9a-z\ ]+$ ]] || { echo "KEEP_COMPLETED must be an interval like '1 minute'" >&2; exit 2; }
+  sql "SELECT pgq.create_queue('bench', keep_completed => '$KEEP_COMPLETED')" >/dev/null
+else
+  sql "SELECT pgq.create_queue('bench')" >/dev/null
+fi
 "${PSQL[@]}" -f "$BENCH_HOME/baseline.sql"
 ROLE_OPTION=""
 if [[ -n $BENCH_ROLE ]]; then
@@ -321,6 +330,7 @@ SO_AT_END=$(so_id)
   echo "- machine: $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/^Mem:/ {print $2}') GiB RAM, $(uname -sr)"
   echo "- PostgreSQL: $PG_SERVER_VERSION"
   echo "- pgq_cpp measured: $GIT_AT_START, $SO_AT_START (loaded when the cluster started)"
+  [[ -n $KEEP_COMPLETED ]] && echo "- the bench queue keeps completed jobs for $KEEP_COMPLETED (keep_completed: history on)"
   [[ "$SO_AT_END" != "$SO_AT_START" ]] && echo "- note: the extension was reinstalled during the run (now: $SO_AT_END); the running server kept the build it started with"
   echo "- cluster settings: $(IFS=';'; echo "${CLUSTER_CONF[*]}" | sed 's/;/, /g'); per pgbench run: PGOPTIONS='-c synchronous_commit=<sync>'"
   echo "- load before: \`${LOAD_BEFORE## }\`"

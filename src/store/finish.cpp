@@ -40,16 +40,19 @@ std::string Held(std::string_view sql) {
   return out;
 }
 
-// The completing DELETE of `kind`, a WITH clause named d returning every
-// column of the job, then (with `history`) the insert of the jobs of queues
-// that keep completed ones into the current segment of pgq.job_history,
-// finished at $now with result $result. 1.2 catalogs return the dedupe
-// columns too: a key finishing may stay taken or pass to a follower.
+// A 1.2 catalog's completing DELETE `where`, as a WITH clause named d that
+// returns what the caller reads: the queue, group and state, and the job's
+// dedupe columns (a key finishing may stay taken for a period or pass to a
+// follower). With `history`, every column, and then the insert of the jobs
+// of queues that keep completed ones into the current segment of
+// pgq.job_history, finished at `now` with result `result`.
 std::string CompleteSql(std::string_view where, bool history, std::string_view now,
                         std::string_view result) {
   std::string sql = "WITH d AS (\n  DELETE FROM pgq.jobs j ";
   sql += Held(where);
-  sql += "\n  RETURNING j.*)";
+  sql += history ? "\n  RETURNING j.*)"
+                 : "\n  RETURNING j.queue_id, j.group_key, j.state, j.id, j.dedupe_key, "
+                   "j.dedupe_for)";
   if (history) {
     sql += R"sql(,
 kept AS (
@@ -74,6 +77,8 @@ kept AS (
 constexpr std::string_view kCompleteOne =
     "WHERE j.id = $1 AND j.attempt = $2 AND $HELD AND ($3 OR j.queue_id = ANY ($4))";
 
+// [CompletionVariant]: a catalog before 1.2; 1.2 with no history kept (a
+// plain DELETE, as cheap as 1.1's); 1.2 with history.
 pg::Statement& complete_job(pg::SpiSession& spi) {
   static BuiltStatement statements[3] = {
       {Held(R"sql(
@@ -81,9 +86,11 @@ DELETE FROM pgq.jobs j
  WHERE j.id = $1 AND j.attempt = $2 AND $HELD AND ($3 OR j.queue_id = ANY ($4))
 RETURNING j.queue_id, j.group_key, j.state = 'p' AS was_pending)sql"),
        {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID}},
-      {CompleteSql(kCompleteOne, false, "$5", "$6") + R"sql(
-SELECT d.queue_id, d.group_key, d.state = 'p' AS was_pending, d.id, d.dedupe_key, d.dedupe_for
-  FROM d)sql",
+      {Held(R"sql(
+DELETE FROM pgq.jobs j
+ WHERE j.id = $1 AND j.attempt = $2 AND $HELD AND ($3 OR j.queue_id = ANY ($4))
+RETURNING j.queue_id, j.group_key, j.state = 'p' AS was_pending, j.id, j.dedupe_key,
+          j.dedupe_for)sql"),
        {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, JSONBOID}},
       {CompleteSql(kCompleteOne, true, "$5", "$6") + R"sql(
 SELECT d.queue_id, d.group_key, d.state = 'p' AS was_pending, d.id, d.dedupe_key, d.dedupe_for

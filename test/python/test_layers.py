@@ -1,7 +1,8 @@
 """The source zones of docs/architecture.md (issue 16): a zone includes only
 zones below it (core < pg < store < api < bgw < module.cpp), nothing
 outside src/pg reads SPI's globals, and nothing outside the jobs store
-(src/store) writes pgq.jobs or pgq.dead_jobs. No database needed."""
+(src/store) writes pgq.jobs, pgq.dead_jobs, the history or the dedupe holds.
+No database needed."""
 import glob
 import os
 import re
@@ -10,7 +11,8 @@ import unittest
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 ORDER = ["core", "pg", "store", "api", "bgw"]
 INCLUDE = re.compile(r'^#include "(\w+)/', re.M)
-WRITES_JOBS = re.compile(r"(INSERT INTO|UPDATE|DELETE FROM)\s+pgq\.(jobs|dead_jobs)\b", re.I)
+WRITES_JOBS = re.compile(
+    r"(INSERT INTO|UPDATE|DELETE FROM|TRUNCATE)\s+pgq\.(jobs|dead_jobs|job_history|dedupe_holds)\w*\b", re.I)
 
 
 def sources(zone):
