@@ -3,24 +3,39 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
-from typing import Any, Union
+from datetime import datetime, timedelta
+from typing import Any, TypeVar, Union
 
 import psycopg
-from psycopg.rows import tuple_row
+from psycopg.rows import RowFactory, tuple_row
 from psycopg.types.json import Jsonb
 
-# Where enqueue runs its statement: a connection, or a cursor of one (then
-# on that cursor's connection, leaving the cursor's own results alone).
+# Where a statement runs: a connection, or a cursor of one (then on that
+# cursor's connection, leaving the cursor's own results alone).
 Target = Union["psycopg.Connection[Any]", "psycopg.Cursor[Any]"]
+
+R = TypeVar("R")
 
 # run_at None is the functions' own default, now() (the transaction's start).
 _RUN_AT = "COALESCE(%s::timestamptz, pg_catalog.now())"
-_ENQUEUE = f"SELECT pgq.enqueue(%s, %s, {_RUN_AT}, %s, %s, %s, %s)"
+_ENQUEUE = f"SELECT pgq.enqueue(%s, %s, {_RUN_AT}, %s, %s, %s, %s"
+# The 1.2 arguments are named only when used, so that a producer on this
+# client keeps working against a server not yet updated to 1.2.
+_DEDUPE_FOR = ", dedupe_for => %s::interval"
+_ON_DUPLICATE = ", on_duplicate => %s::text"
 _ENQUEUE_MANY = (
     f"SELECT e.id FROM pgq.enqueue_many(%s, %s, {_RUN_AT}, %s)"
     " WITH ORDINALITY AS e(id, n) ORDER BY e.n"
 )
+
+
+def execute(target: Target, sql: str, params: Any, rows: RowFactory[R]) -> list[R]:
+    """Runs one statement on ``target`` with our own cursor and row factory,
+    whatever row factory the caller uses; never commits."""
+    conn = target if isinstance(target, psycopg.Connection) else target.connection
+    with conn.cursor(row_factory=rows) as cur:
+        cur.execute(sql, params)
+        return cur.fetchall()
 
 
 class Queue:
@@ -54,6 +69,8 @@ class Queue:
         dedupe_key: str | None = None,
         max_attempts: int | None = None,
         group_key: str | None = None,
+        dedupe_for: timedelta | None = None,
+        on_duplicate: str = "ignore",
     ) -> int:
         """Adds one job and returns its id (``pgq.enqueue``).
 
@@ -61,16 +78,27 @@ class Queue:
         run_at: not before this time (use an aware datetime); default now.
         priority: higher runs first.
         dedupe_key: while a pending or running job of this queue has the
-            key, that job's id is returned and nothing is added.
+            key, nothing is added (see ``on_duplicate``).
         max_attempts: overrides the queue's.
         group_key: jobs sharing it run one at a time, in enqueue order.
+        dedupe_for: the key also stays taken this long after its job
+            finished (done or dead): at most one job per key and period.
+        on_duplicate: when the key is taken, ``'ignore'`` returns the
+            holder's id; ``'replace'`` gives a holder that has not started
+            this payload, ``run_at`` and priority and returns its id, and
+            queues a new job behind a holder that is running.
         """
-        row = self._run(
-            conn,
-            _ENQUEUE,
-            (self.name, Jsonb(payload), run_at, priority, dedupe_key, max_attempts, group_key),
-        )
-        return int(row[0][0])
+        sql = _ENQUEUE
+        params: list[Any] = [
+            self.name, Jsonb(payload), run_at, priority, dedupe_key, max_attempts, group_key,
+        ]
+        if dedupe_for is not None:
+            sql += _DEDUPE_FOR
+            params.append(dedupe_for)
+        if on_duplicate != "ignore":
+            sql += _ON_DUPLICATE
+            params.append(on_duplicate)
+        return int(execute(conn, sql + ")", params, tuple_row)[0][0])
 
     def enqueue_many(
         self,
@@ -82,15 +110,5 @@ class Queue:
     ) -> list[int]:
         """Adds one job per payload in one statement (``pgq.enqueue_many``);
         returns their ids in the payloads' order."""
-        rows = self._run(
-            conn, _ENQUEUE_MANY, (self.name, [Jsonb(p) for p in payloads], run_at, priority)
-        )
-        return [int(r[0]) for r in rows]
-
-    @staticmethod
-    def _run(target: Target, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        # Our own cursor with tuple rows, whatever row factory the caller uses.
-        conn = target if isinstance(target, psycopg.Connection) else target.connection
-        with conn.cursor(row_factory=tuple_row) as cur:
-            cur.execute(sql, params)
-            return cur.fetchall()
+        params = (self.name, [Jsonb(p) for p in payloads], run_at, priority)
+        return [int(r[0]) for r in execute(conn, _ENQUEUE_MANY, params, tuple_row)]

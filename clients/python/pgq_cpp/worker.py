@@ -11,17 +11,26 @@ How it is built (one claimer, a pool of handler threads, a heartbeat):
   with ``batch > 1`` the extra ones wait in line for a thread.
 - ``concurrency`` **handler threads** (a ``ThreadPoolExecutor``) run the
   handler, then finish the job on the shared *control* connection:
-  ``pgq.complete(id, attempt)``, or ``pgq.fail(id, attempt, error)`` when the
-  handler raised. The attempt is the fencing token: a ``complete`` that
-  returns false means the lease was lost to a newer claim, which is logged,
-  not raised (the work was done; at-least-once delivery).
+  ``pgq.complete(id, attempt, result)`` with what the handler returned, or
+  ``pgq.fail(id, attempt, error)`` when it raised. Two exceptions are not
+  failures: ``Snooze`` becomes ``pgq.snooze(id, attempt, delay)``, and
+  ``OutcomeUnknown`` leaves the job alone (no heartbeat, no complete, fail
+  or release): its lease runs out and the server hands it out again. The
+  attempt is the fencing token: a ``complete`` that returns false means the
+  lease was lost to a newer claim, which is logged, not raised (the work
+  was done; at-least-once delivery). ``job.progress(value)`` runs
+  ``pgq.progress`` on the control connection too.
 - The **heartbeat** thread wakes every ``lease / 3`` and, in one statement
   on the control connection, extends every job in hand (running or in line)
   to ``lease`` from now with ``pgq.extend(id, attempt, lease)``. A job keeps
   at least two thirds of its lease between beats, however long its handler
   runs, and a missed beat (a lost connection) still leaves it a third. A
-  claim found gone (``extend`` returns NULL) is logged once and not extended
-  again.
+  claim found gone (``extend`` returns NULL) is not extended again; the
+  heartbeat asks ``pgq.job`` why. Cancelled (``pgq.cancel``): it sets the
+  job's ``cancelled`` event, so a cancel reaches the handler within one
+  beat, and the handler's end is not recorded (the server already put the
+  job in dead-letter). Otherwise (expired, taken by a newer claim) it is
+  logged once.
 - ``stop()`` (or SIGTERM/SIGINT under ``run_forever``) ends claiming: it
   cancels a waiting claim (safe, since that connection runs nothing else and
   a cancelled claim takes nothing), gives the jobs still in line back with
@@ -41,6 +50,7 @@ How it is built (one claimer, a pool of handler threads, a heartbeat):
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import threading
@@ -48,13 +58,14 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import psycopg
 from psycopg.rows import RowFactory, class_row, tuple_row
+from psycopg.types.json import Jsonb
 
 from .queue import Queue
 
@@ -69,9 +80,17 @@ _EXTEND = (
     "  FROM ROWS FROM (pg_catalog.unnest(%s::bigint[]), pg_catalog.unnest(%s::integer[]))"
     "       AS j(id, attempt)"
 )
+# Why the heartbeat lost a claim: no row, or 'cancelled', is a cancel.
+_STATES = (
+    "SELECT j.id, i.state"
+    "  FROM pg_catalog.unnest(%s::bigint[]) AS j(id) LEFT JOIN LATERAL pgq.job(j.id) AS i ON true"
+)
 _COMPLETE = "SELECT pgq.complete(%s, %s)"
+_COMPLETE_WITH_RESULT = "SELECT pgq.complete(%s, %s, %s::jsonb)"
 _FAIL = "SELECT pgq.fail(%s, %s, %s)"
 _RELEASE = "SELECT pgq.release(%s, %s)"
+_SNOOZE = "SELECT pgq.snooze(%s, %s, %s::interval)"
+_PROGRESS = "SELECT pgq.progress(%s, %s, %s)"
 
 _FIRST_RETRY = 0.1  # seconds before the first retry after a lost connection
 _MAX_RETRY = 10.0
@@ -80,13 +99,43 @@ _JOIN_STEP = 0.5  # join() re-cancels a claim that slipped past stop() this ofte
 R = TypeVar("R")
 
 
+class Snooze(Exception):
+    """Raised by a handler (or by ``job.snooze(delay)``): run the job again
+    ``delay`` from now, without spending its attempt (``pgq.snooze``). For
+    "not now" (a rate-limited API, a resource not ready), as opposed to a
+    failure."""
+
+    def __init__(self, delay: timedelta) -> None:
+        # Checked here, in the handler: a bad delay fails the attempt like
+        # any handler error, instead of reaching the server.
+        if not isinstance(delay, timedelta):
+            raise TypeError(f"snooze delay must be a timedelta, not {type(delay).__name__}")
+        if delay < timedelta(0):
+            raise ValueError("snooze delay must not be negative")
+        super().__init__(delay)
+        self.delay = delay
+
+    def __str__(self) -> str:
+        return f"snoozed for {self.delay}"
+
+
+class OutcomeUnknown(Exception):
+    """Raised by a handler that cannot know whether its effect happened (a
+    timeout on a call that is not idempotent). The worker neither completes
+    nor fails nor releases the job and stops extending its lease: the job
+    runs again, as a new attempt, only once that lease has run out, which
+    leaves the other side time to finish what it may be doing."""
+
+
 @dataclass
 class Job:
     """A claimed job, as ``pgq.claim`` returned it (``pgq.claimed_job``).
 
     ``(id, attempt)`` identifies this claim: the worker completes, fails,
     extends and releases the job with it. ``lease_until`` moves forward as
-    the heartbeat extends the lease.
+    the heartbeat extends the lease. ``cancelled`` is set when the job was
+    cancelled (``pgq.cancel``) while claimed: a long handler should watch
+    it (``job.cancelled.wait(timeout)`` or ``is_set()``) and stop.
     """
 
     id: int
@@ -97,9 +146,46 @@ class Job:
     lease_until: datetime
     enqueued_at: datetime
     priority: int
+    cancelled: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    # The worker's control connection, for progress(); set when dispatched.
+    _control: _Session | None = field(default=None, init=False, repr=False, compare=False)
+
+    def progress(self, value: Any) -> bool:
+        """Records ``value`` (anything ``json.dumps`` takes) as the job's
+        progress at once (``pgq.progress``), in place of the last one;
+        ``pgq.job`` shows it. False when this claim no longer holds the job
+        (its lease was lost, or it was cancelled). Server and connection
+        errors are raised to the caller (psycopg errors)."""
+        if self._control is None:
+            raise RuntimeError("progress() needs a job its Worker handed to the handler")
+        params = (self.id, self.attempt, Jsonb(value))
+        return bool(self._control.execute(_PROGRESS, params, tuple_row)[0][0])
+
+    def snooze(self, delay: timedelta) -> NoReturn:
+        """Raises ``Snooze(delay)``: the worker puts the job back, due
+        ``delay`` from now, without spending this attempt."""
+        raise Snooze(delay)
 
 
 Handler = Callable[[Job], object]
+
+
+def _encode_result(job: Job, result: object) -> str | None:
+    """The handler's return value as JSON text; None for None, and for a
+    value that is not JSON: the work was done, so the job is completed
+    without a result (failing it would do the work again)."""
+    if result is None:
+        return None
+    try:
+        return json.dumps(result, allow_nan=False)  # NaN is not JSON: jsonb refuses it
+    except (TypeError, ValueError) as exc:
+        _log.warning(
+            "job %d attempt %d: its result is not JSON (%s); completing it without one",
+            job.id,
+            job.attempt,
+            exc,
+        )
+        return None
 
 
 class _Session:
@@ -152,9 +238,11 @@ class Worker:
     conninfo: a libpq connection string; the role needs the ``consume``
         right on the queue (``pgq.grant(role, queue, 'consume')``).
     handler: called in a worker thread with a ``Job``; returning completes
-        the job, raising an ``Exception`` fails it (retried with the queue's
-        backoff, dead-lettered after ``max_attempts``). Handlers must be
-        idempotent: delivery is at-least-once.
+        the job, with the returned value (JSON) as its result unless None;
+        raising an ``Exception`` fails it (retried with the queue's backoff,
+        dead-lettered after ``max_attempts``), except ``Snooze`` (run again
+        later, attempt not spent) and ``OutcomeUnknown`` (left to its lease).
+        Handlers must be idempotent: delivery is at-least-once.
     concurrency: handler threads.
     batch: jobs taken per claim (see the module docstring).
     lease: asked for with every claim and extension (overrides the
@@ -322,6 +410,7 @@ class Worker:
     def _dispatch(self, job: Job) -> None:
         with self._state:
             if not self._stopping.is_set():
+                job._control = self._control
                 self._leased[job.id] = job
                 future = self._pool.submit(self._run, job)
                 self._in_hand[future] = job
@@ -342,8 +431,9 @@ class Worker:
         with self._state:
             waiting = list(self._in_hand.items())
         for future, job in waiting:
-            if future.cancel():  # not started, and now never will be
-                self._unlease(job)
+            # Not started, and now never will be; a cancelled one (the
+            # heartbeat unleased it) is no longer ours to give back.
+            if future.cancel() and self._unlease(job):
                 self._give_back(job)
 
     def _give_back(self, job: Job) -> None:
@@ -353,22 +443,101 @@ class Worker:
     # -- handler threads --------------------------------------------------
 
     def _run(self, job: Job) -> None:
+        if job.cancelled.is_set():
+            _log.info(
+                "job %d attempt %d: cancelled before its handler started", job.id, job.attempt
+            )
+            return
+        result: object = None
         error: BaseException | None = None
         try:
-            self._handler(job)
+            result = self._handler(job)
         except BaseException as exc:  # SystemExit too: the attempt failed all the same
             error = exc
         finally:
-            self._unlease(job)  # the heartbeat leaves it alone from here on
-        if error is None:
-            if self._finish(job, "complete", _COMPLETE) is False:
+            # The heartbeat leaves it alone from here on. INVARIANT: the
+            # heartbeat sets job.cancelled only while the job is leased, in
+            # the same critical section as its unlease, so the check below
+            # sees every cancel that came before this point.
+            self._unlease(job)
+        if job.cancelled.is_set():
+            # The server already ended the claim: complete would return
+            # false and fail 'lost', so the end is only logged.
+            ended = "returned" if error is None else f"raised {type(error).__name__}"
+            _log.info(
+                "job %d attempt %d: cancelled; its handler %s, which is not recorded",
+                job.id,
+                job.attempt,
+                ended,
+            )
+        elif isinstance(error, Snooze):
+            self._snooze(job, error)
+        elif isinstance(error, OutcomeUnknown):
+            _log.warning(
+                "job %d attempt %d: outcome unknown (%s); neither completed nor failed, it runs"
+                " again once its lease ends (%s)",
+                job.id,
+                job.attempt,
+                error,
+                job.lease_until.isoformat(timespec="seconds"),
+            )
+        elif error is None:
+            self._complete(job, result)
+        else:
+            self._fail(job, error)
+        if error is not None and not isinstance(error, Exception):
+            raise error  # handled; it still ends this handler thread's task
+
+    def _complete(self, job: Job, result: object) -> None:
+        done: Any = None
+        encoded = _encode_result(job, result)
+        if encoded is not None:
+            try:
+                done = self._send(job, "complete", _COMPLETE_WITH_RESULT, encoded)
+            except (psycopg.DataError, psycopg.errors.ProgramLimitExceeded) as exc:
+                # A result the server refuses (over pgq.max_payload_bytes:
+                # 22001, or 54000 as for a payload; only the result can be
+                # bad data here): the work was done, so it is recorded as
+                # done (failing it would do the work again).
                 _log.warning(
-                    "job %d attempt %d: lease lost to a newer claim; its completion was not"
-                    " recorded (the work was done: handlers must be idempotent)",
+                    "job %d attempt %d: result refused (%s); completing it without one",
                     job.id,
                     job.attempt,
+                    exc,
                 )
+                done = self._finish(job, "complete", _COMPLETE)
+            except psycopg.Error as exc:
+                self._abort(exc)
+        else:
+            done = self._finish(job, "complete", _COMPLETE)
+        if done is False:
+            _log.warning(
+                "job %d attempt %d: lease lost to a newer claim; its completion was not"
+                " recorded (the work was done: handlers must be idempotent)",
+                job.id,
+                job.attempt,
+            )
+
+    def _snooze(self, job: Job, snooze: Snooze) -> None:
+        try:
+            snoozed = self._send(job, "snooze", _SNOOZE, snooze.delay)
+        except psycopg.DataError as exc:
+            # A delay the server refuses (too far off): the handler's
+            # mistake, recorded as its failure rather than stopping the
+            # worker as a configuration error would.
+            self._fail(job, exc)
             return
+        except psycopg.Error as exc:
+            self._abort(exc)
+            return
+        if snoozed is False:
+            _log.warning(
+                "job %d attempt %d: lease lost to a newer claim; its snooze was not recorded",
+                job.id,
+                job.attempt,
+            )
+
+    def _fail(self, job: Job, error: BaseException) -> None:
         message = "".join(traceback.format_exception_only(type(error), error)).strip()
         outcome = self._finish(job, "fail", _FAIL, message) or "not recorded"
         _log.warning(
@@ -380,8 +549,6 @@ class Worker:
             message,
             exc_info=error,
         )
-        if not isinstance(error, Exception):
-            raise error  # recorded; it still ends this handler thread's task
 
     def _unlease(self, job: Job) -> bool:
         """Ends the heartbeat of ``job``; whether it had one."""
@@ -392,14 +559,25 @@ class Worker:
             return True
 
     def _finish(self, job: Job, verb: str, sql: str, *extra: Any) -> Any:
-        """Runs complete/fail/release for ``job``; the function's result, or
-        None if it could not be sent. A lost connection is retried for one
-        lease: after that the server takes the job back by itself."""
+        """``_send``, where a server error stops the worker (None)."""
+        try:
+            return self._send(job, verb, sql, *extra)
+        except psycopg.Error as exc:
+            self._abort(exc)
+            return None
+
+    def _send(self, job: Job, verb: str, sql: str, *extra: Any) -> Any:
+        """Runs complete/fail/release/snooze for ``job``; the function's
+        result, or None if it could not be sent. A lost connection is
+        retried for one lease: after that the server takes the job back by
+        itself. Raises server errors."""
         deadline = time.monotonic() + self._lease.total_seconds()
         delay = _FIRST_RETRY
         while True:
             try:
                 return self._control.execute(sql, (job.id, job.attempt, *extra), tuple_row)[0][0]
+            except psycopg.errors.ProgramLimitExceeded:
+                raise  # an OperationalError, but about the statement, not the connection
             except psycopg.OperationalError as exc:
                 if time.monotonic() + delay > deadline:
                     _log.error("job %d: could not %s it (%s); giving up", job.id, verb, exc)
@@ -407,9 +585,6 @@ class Worker:
                 _log.warning("job %d: %s failed (%s); retrying in %.1f s", job.id, verb, exc, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, _MAX_RETRY)
-            except psycopg.Error as exc:
-                self._abort(exc)
-                return None
 
     # -- heartbeat thread -------------------------------------------------
 
@@ -417,29 +592,70 @@ class Worker:
         while not self._finished.wait(self._lease.total_seconds() / 3):
             with self._state:
                 jobs = list(self._leased.values())
-            if not jobs:
-                continue
-            params = (self._lease, [j.id for j in jobs], [j.attempt for j in jobs])
-            try:
-                rows = self._control.execute(_EXTEND, params, tuple_row)
-            except psycopg.OperationalError as exc:
-                _log.warning("heartbeat failed (%s); trying again at the next one", exc)
-                continue
-            except psycopg.Error as exc:
-                self._abort(exc)
-                continue
-            leases: dict[int, datetime | None] = {row[0]: row[1] for row in rows}
-            for job in jobs:
-                lease_until = leases[job.id]
-                if lease_until is not None:
-                    job.lease_until = lease_until
-                elif self._unlease(job):  # lost, not just finished: warn once
-                    _log.warning(
-                        "job %d attempt %d: lease no longer held (expired, or taken by a newer"
-                        " claim)",
-                        job.id,
-                        job.attempt,
-                    )
+            if jobs:
+                self._extend(jobs)
+
+    def _extend(self, jobs: list[Job]) -> None:
+        params = (self._lease, [j.id for j in jobs], [j.attempt for j in jobs])
+        try:
+            rows = self._control.execute(_EXTEND, params, tuple_row)
+        except psycopg.OperationalError as exc:
+            _log.warning("heartbeat failed (%s); trying again at the next one", exc)
+            return
+        except psycopg.Error as exc:
+            self._abort(exc)
+            return
+        leases: dict[int, datetime | None] = {row[0]: row[1] for row in rows}
+        gone = []
+        for job in jobs:
+            lease_until = leases[job.id]
+            if lease_until is None:
+                gone.append(job)
+            else:
+                job.lease_until = lease_until
+        if gone:
+            self._lost(gone)
+
+    def _lost(self, jobs: list[Job]) -> None:
+        """The claims ``extend`` found gone: cancels reach their handlers,
+        other losses are logged once."""
+        cancelled = self._cancelled(jobs)
+        if cancelled is None:
+            return  # still leased: the next beat asks again
+        for job in jobs:
+            with self._state:
+                if not self._unlease(job):
+                    continue  # its handler ended meanwhile: not lost, just finished
+                if job.id in cancelled:
+                    job.cancelled.set()
+            if job.id in cancelled:
+                _log.info("job %d attempt %d: cancelled; job.cancelled is set", job.id, job.attempt)
+            else:
+                _log.warning(
+                    "job %d attempt %d: lease no longer held (expired, or taken by a newer"
+                    " claim)",
+                    job.id,
+                    job.attempt,
+                )
+
+    def _cancelled(self, jobs: list[Job]) -> set[int] | None:
+        """Which of ``jobs`` were cancelled; None when the server could not
+        be asked."""
+        try:
+            rows = self._control.execute(_STATES, ([j.id for j in jobs],), tuple_row)
+        except psycopg.errors.UndefinedFunction:
+            return set()  # a server before 1.2: no pgq.job, and no cancel of a claimed job
+        except psycopg.OperationalError as exc:
+            _log.warning("heartbeat failed (%s); trying again at the next one", exc)
+            return None
+        except psycopg.Error as exc:
+            self._abort(exc)
+            return None
+        # No row: the job left the history too (a purge, or done by a newer
+        # claim on a queue that keeps no completed jobs). Taken as a cancel:
+        # the handler's work is no longer wanted and its end could not be
+        # recorded anyway.
+        return {job_id for job_id, state in rows if state is None or state == "cancelled"}
 
     # -- errors -----------------------------------------------------------
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg.conninfo import make_conninfo
+from psycopg.rows import dict_row
 
 from pgq_cpp import Worker
 
@@ -87,6 +88,23 @@ class PgqTestCase(unittest.TestCase):
             "SELECT state::text, attempt FROM pgq.jobs WHERE id = %s", (job_id,)
         ).fetchone()
         return None if row is None else (row[0], row[1])
+
+    def job_row(self, job_id: int) -> dict[str, Any] | None:
+        """The job as pgq.job reports it (straight SQL, not the client's
+        job()), or None when it reports no row."""
+        with self.admin.cursor(row_factory=dict_row) as cur:
+            return cur.execute("SELECT * FROM pgq.job(%s)", (job_id,)).fetchone()
+
+    def wait_job(self, job_id: int, state: str) -> dict[str, Any]:
+        """Waits for pgq.job to report ``state`` for the job; that row."""
+
+        def reached() -> dict[str, Any] | None:
+            row = self.job_row(job_id)
+            return row if row is not None and row["state"] == state else None
+
+        row = self.wait_for(f"job {job_id} {state}", reached)
+        assert row is not None  # wait_for returns a true value
+        return row
 
     def is_pending(self, job_id: int) -> bool:
         state = self.job_state(job_id)

@@ -75,6 +75,48 @@ class EnqueueTest(PgqTestCase):
         claimed = self.admin.execute("SELECT id FROM pgq.claim('q', 10)").fetchall()
         self.assertEqual(claimed, [(high,), (low,), (keyed,)])  # priority first; not the later one
 
+    def test_dedupe_for_keeps_the_key_taken_after_the_job_finished(self) -> None:
+        conn = self.connect(autocommit=True)
+        daily = EMAILS.enqueue(conn, {"n": 1}, dedupe_key="daily", dedupe_for=timedelta(hours=1))
+        plain = EMAILS.enqueue(conn, {"n": 1}, dedupe_key="plain")
+        finished = self.admin.execute(
+            "SELECT c.id, pgq.complete(c.id, c.attempt) FROM pgq.claim('q', 10) c ORDER BY c.id"
+        ).fetchall()
+        self.assertEqual(finished, [(daily, True), (plain, True)])
+        self.assertEqual(self.jobs(), [])
+        # Within the hour: the finished holder's id, and nothing added.
+        self.assertEqual(EMAILS.enqueue(conn, {"n": 2}, dedupe_key="daily"), daily)
+        self.assertEqual(self.jobs(), [])
+        # Without dedupe_for the key was free again once its job was done.
+        again = EMAILS.enqueue(conn, {"n": 2}, dedupe_key="plain")
+        self.assertNotEqual(again, plain)
+        self.assertEqual(self.jobs(), [(again, {"n": 2})])
+
+    def test_on_duplicate_replace_updates_a_holder_that_has_not_started(self) -> None:
+        conn = self.connect(autocommit=True)
+        now = datetime.now(timezone.utc)
+        holder = EMAILS.enqueue(conn, {"v": 1}, dedupe_key="k", run_at=now + timedelta(hours=1))
+        replaced = EMAILS.enqueue(
+            conn, {"v": 2}, dedupe_key="k", run_at=now + timedelta(minutes=5), priority=3,
+            on_duplicate="replace",
+        )
+        self.assertEqual(replaced, holder)
+        ignored = EMAILS.enqueue(conn, {"v": 3}, dedupe_key="k", priority=9)  # 'ignore'
+        self.assertEqual(ignored, holder)
+        stored = "SELECT id, payload, run_at, priority FROM pgq.jobs ORDER BY id"
+        self.assertEqual(
+            self.admin.execute(stored).fetchall(),
+            [(holder, {"v": 2}, now + timedelta(minutes=5), 3)],
+        )
+
+    def test_on_duplicate_replace_queues_behind_a_running_holder(self) -> None:
+        conn = self.connect(autocommit=True)
+        holder = EMAILS.enqueue(conn, {"v": 1}, dedupe_key="k")
+        self.assertEqual(self.scalar("SELECT id FROM pgq.claim('q', 1)"), holder)
+        behind = EMAILS.enqueue(conn, {"v": 2}, dedupe_key="k", on_duplicate="replace")
+        self.assertNotEqual(behind, holder)
+        self.assertEqual(self.jobs(), [(holder, {"v": 1}), (behind, {"v": 2})])
+
     def test_enqueue_many_returns_ids_in_input_order(self) -> None:
         conn = self.connect(autocommit=True)
         later = datetime.now(timezone.utc) + timedelta(hours=1)
