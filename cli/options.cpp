@@ -31,7 +31,9 @@ std::string UsageText() {
          "Claims jobs of a pgq_cpp queue and runs command for each one, with the job's\n"
          "JSON payload on its stdin and PGQ_JOB_ID, PGQ_JOB_ATTEMPT, PGQ_JOB_MAX_ATTEMPTS\n"
          "and PGQ_QUEUE in its environment. Exit 0 completes the job; anything else fails\n"
-         "it with the command's stderr (last 4 kB) and its exit status.\n"
+         "it with the command's stderr (last 4 kB) and its exit status. JSON the command\n"
+         "writes to $PGQ_RESULT_FILE is the job's result; JSON it writes to\n"
+         "$PGQ_PROGRESS_FILE is sent as its progress at each heartbeat.\n"
          "\n"
          "Options:\n"
          "  --queue NAME        the queue to consume (required)\n"
@@ -45,6 +47,19 @@ std::string UsageText() {
          "  --max-jobs N        process N jobs, then exit\n"
          "                      (with --once or --max-jobs, also exit when a claim\n"
          "                      finds nothing within --wait)\n"
+         "  --unknown-exit-code N\n"
+         "                      the command's exit status N (1-255) means outcome unknown:\n"
+         "                      the job is neither completed nor failed nor released,\n"
+         "                      and runs again once its lease has run out\n"
+         "  --snooze-exit-code N\n"
+         "                      exit status N (1-255) snoozes the job (pgq.snooze, the\n"
+         "                      attempt not spent) for the interval the command wrote to\n"
+         "                      $PGQ_SNOOZE_FILE, else for --snooze-delay\n"
+         "  --snooze-delay INTERVAL\n"
+         "                      (default '1 minute')\n"
+         "  --kill-grace INTERVAL\n"
+         "                      a cancelled job's command gets SIGTERM, then SIGKILL\n"
+         "                      this long after (default '10 seconds')\n"
          "  -v, --verbose       log every job to stderr\n"
          "  -h, --help          this text\n"
          "\n"
@@ -89,7 +104,9 @@ ParseResult ParseOptions(const std::vector<std::string>& args) {
     }
     const bool takes_value = name == "--queue" || name == "--dsn" || name == "--concurrency" ||
                              name == "--prefetch" || name == "--lease" || name == "--wait" ||
-                             name == "--max-jobs";
+                             name == "--max-jobs" || name == "--unknown-exit-code" ||
+                             name == "--snooze-exit-code" || name == "--snooze-delay" ||
+                             name == "--kill-grace";
     if (!takes_value) return Error("unknown option " + name);
     if (equals == std::string::npos) {
       if (i + 1 >= args.size()) return Error(name + " needs a value");
@@ -117,6 +134,18 @@ ParseResult ParseOptions(const std::vector<std::string>& args) {
     } else if (name == "--wait") {
       if (value.empty()) return Error("--wait must not be empty");
       options.wait = value;
+    } else if (name == "--unknown-exit-code" || name == "--snooze-exit-code") {
+      if (!ParseNumber(value, 1, 255, &number)) {
+        return Error(name + " must be a number from 1 to 255");
+      }
+      (name == "--unknown-exit-code" ? options.unknown_exit_code : options.snooze_exit_code) =
+          static_cast<int>(number);
+    } else if (name == "--snooze-delay") {
+      if (value.empty()) return Error("--snooze-delay must not be empty");
+      options.snooze_delay = value;
+    } else if (name == "--kill-grace") {
+      if (value.empty()) return Error("--kill-grace must not be empty");
+      options.kill_grace = value;
     } else {  // --max-jobs
       if (!ParseNumber(value, 1, 1000000000L, &number)) {
         return Error("--max-jobs must be a positive number");
@@ -128,6 +157,9 @@ ParseResult ParseOptions(const std::vector<std::string>& args) {
   options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   if (once && has_max_jobs) return Error("--once and --max-jobs cannot be used together");
   if (once) options.max_jobs = 1;
+  if (options.unknown_exit_code != 0 && options.unknown_exit_code == options.snooze_exit_code) {
+    return Error("--unknown-exit-code and --snooze-exit-code must differ");
+  }
   if (options.queue.empty()) return Error("--queue is required");
   if (options.command.empty() || options.command.front().empty()) {
     return Error("a command is required after --");

@@ -16,7 +16,12 @@ struct Options {
   std::string wait = "30 seconds";  // how long one claim blocks in the server
   long max_jobs = 0;                // 0: no limit (run until a signal)
   bool verbose = false;
-  std::vector<std::string> command;  // argv of the command run for each job
+  // Exit statuses of the command with a meaning of their own; 0: none.
+  int unknown_exit_code = 0;              // outcome unknown: left to its lease's end
+  int snooze_exit_code = 0;               // not now: pgq.snooze, the attempt not spent
+  std::string snooze_delay = "1 minute";  // PostgreSQL interval, unless the command wrote one
+  std::string kill_grace = "10 seconds";  // a cancelled command's SIGTERM, then SIGKILL
+  std::vector<std::string> command;       // argv of the command run for each job
 };
 
 enum class ParseStatus { kRun, kHelp, kUsageError };

@@ -2,6 +2,8 @@
 //
 //   pgq-worker --queue NAME [--dsn CONNINFO] [--concurrency N] [--prefetch N]
 //              [--lease INTERVAL] [--wait INTERVAL] [--once | --max-jobs N]
+//              [--unknown-exit-code N] [--snooze-exit-code N]
+//              [--snooze-delay INTERVAL] [--kill-grace INTERVAL]
 //              -- command [args...]
 //
 // Exit status: 0 normal end (also after SIGTERM/SIGINT), 1 connection, server
@@ -10,7 +12,9 @@
 #include <libpq-fe.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -29,6 +33,10 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
+
+// A year: a longer grace is as good as none, and stays far from overflowing
+// the clock's duration.
+constexpr double kMaxKillGraceSeconds = 365.0 * 24 * 3600;
 
 void PrintError(const std::string& message) {
   std::fprintf(stderr, "pgq-worker: %s\n", message.c_str());
@@ -95,8 +103,18 @@ int Main(const std::vector<std::string>& args) {
   if (*wait == 0 && options.max_jobs == 0) {
     return UsageError("--wait must be more than 0 without --once or --max-jobs");
   }
+  // Checked now, not when the first job is snoozed or cancelled.
+  const std::optional<double> snooze_delay = IntervalSeconds(control, options.snooze_delay, &error);
+  if (!snooze_delay) return UsageError("--snooze-delay: " + error);
+  if (*snooze_delay < 0) return UsageError("--snooze-delay must not be negative");
+  const std::optional<double> kill_grace = IntervalSeconds(control, options.kill_grace, &error);
+  if (!kill_grace) return UsageError("--kill-grace: " + error);
+  if (*kill_grace < 0) return UsageError("--kill-grace must not be negative");
   Connection claims = Connection::Open(options.dsn);
-  Worker worker(options, lease, std::move(claims), std::move(control), signals);
+  Worker worker(options, lease,
+                std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(std::min(*kill_grace, kMaxKillGraceSeconds))),
+                std::move(claims), std::move(control), signals);
   return worker.Run();
 }
 

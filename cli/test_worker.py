@@ -24,6 +24,7 @@ from datetime import timedelta
 
 import psycopg
 from psycopg.conninfo import make_conninfo
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 DSN = os.environ.get("PGQ_TEST_DSN", "")
@@ -50,7 +51,10 @@ def wait_for(what, probe, timeout=DEADLINE, interval=0.02):
         time.sleep(interval)
 
 
-class WorkerTest(unittest.TestCase):
+class WorkerHarness(unittest.TestCase):
+    """A queue and a scratch directory per test, and the helpers; the
+    scenarios are in WorkerTest below and in test_worker_lifecycle.py."""
+
     @classmethod
     def setUpClass(cls):
         if not DSN or not BIN:
@@ -110,6 +114,11 @@ class WorkerTest(unittest.TestCase):
         )
         return rows[0] if rows else None
 
+    def info(self, job_id):
+        """pgq.job(id) as a dict, or None (no row)."""
+        with self.db.cursor(row_factory=dict_row) as cur:
+            return cur.execute("SELECT * FROM pgq.job(%s)", (job_id,)).fetchone()
+
     def dead(self, job_id):
         rows = self.sql(
             "SELECT attempts, last_error, reason FROM pgq.dead_jobs WHERE id = %s", job_id
@@ -123,9 +132,13 @@ class WorkerTest(unittest.TestCase):
 
     def start(self, *options, command, env=None, queue=None):
         """Starts pgq-worker in a session (process group) of its own. Its
-        commands find its stderr (a file) in $WORKER_LOG."""
+        commands find its stderr (a file) in $WORKER_LOG. Its per-job
+        directories are made in $OUT (TMPDIR), so that a worker a failed test
+        had to kill leaves none behind."""
         log = os.path.join(self.out, f"worker{len(self.procs)}.err")
-        environment = dict(os.environ, OUT=self.out, WORKER_LOG=log, **(env or {}))
+        environment = dict(
+            os.environ, OUT=self.out, WORKER_LOG=log, TMPDIR=self.out, **(env or {})
+        )
         stderr = open(log, "wb")
         proc = subprocess.Popen(
             [BIN, "--dsn", DSN, "--queue", queue or self.queue, *options, "--", *command],
@@ -176,6 +189,8 @@ class WorkerTest(unittest.TestCase):
     def open_gate(self):
         open(self.path("go"), "w").close()
 
+
+class WorkerTest(WorkerHarness):
     # -- scenarios ----------------------------------------------------------
 
     def test_payload_on_stdin_env_set_exit_0_completes_once_takes_one(self):
@@ -523,6 +538,13 @@ class WorkerTest(unittest.TestCase):
             ["--bogus"],
             ["--lease", "not an interval"],
             ["--wait", "0"],  # a worker that would poll
+            ["--unknown-exit-code", "0"],
+            ["--snooze-exit-code", "256"],
+            ["--unknown-exit-code", "3", "--snooze-exit-code", "3"],
+            ["--snooze-delay", "not an interval"],
+            ["--snooze-delay", "-1 second"],
+            ["--kill-grace", "soon"],
+            ["--kill-grace", "-1 second"],
         ]
         for options in usage:
             code, log = self.run_worker(*options, command=["true"])
@@ -538,6 +560,15 @@ class WorkerTest(unittest.TestCase):
         )
         self.assertEqual(refused.returncode, 1, refused.stderr)
         self.assertIn(b"nonexistent-socket-dir", refused.stderr)
+
+
+def load_tests(loader, tests, pattern):
+    """The 1.2 scenarios (result, progress, snooze, outcome unknown,
+    cancellation) live in a file of their own; they run with these."""
+    import test_worker_lifecycle
+
+    tests.addTests(loader.loadTestsFromModule(test_worker_lifecycle))
+    return tests
 
 
 def main():

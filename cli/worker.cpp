@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <system_error>
 #include <vector>
 
@@ -26,10 +26,6 @@ constexpr const char* kClaim =
     "SELECT c.id, c.attempt, c.max_attempts, c.payload::text,"
     "       pg_catalog.date_part('epoch', c.lease_until OPERATOR(pg_catalog.-) pgq.clock())"
     "  FROM pgq.claim($1::text, $2::integer, $3::interval, wait => $4::interval) AS c";
-constexpr const char* kComplete = "SELECT pgq.complete($1::bigint, $2::integer)";
-constexpr const char* kFail = "SELECT pgq.fail($1::bigint, $2::integer, $3::text)";
-constexpr const char* kExtend = "SELECT pgq.extend($1::bigint, $2::integer, $3::interval)";
-constexpr const char* kRelease = "SELECT pgq.release($1::bigint, $2::integer)";
 
 // A lease shorter than this would have the worker do nothing but extend.
 constexpr double kMinLeaseSeconds = 0.2;
@@ -38,22 +34,6 @@ constexpr double kMinLeaseSeconds = 0.2;
 // (there is no statement to cancel yet): until the claim ends, it is sent
 // again this often.
 constexpr auto kCancelRepeat = std::chrono::milliseconds(500);
-
-std::string JobName(const Job& job) { return "job " + job.id + " (attempt " + job.attempt + ")"; }
-
-const char* FunctionOf(Outcome::Kind kind) {
-  switch (kind) {
-    case Outcome::Kind::kComplete:
-      return "pgq.complete";
-    case Outcome::Kind::kFail:
-      return "pgq.fail";
-    case Outcome::Kind::kRelease:
-      return "pgq.release";
-  }
-  return "";
-}
-
-bool IsConnectionLoss(const DbError& e) { return IsConnectionError(e.sqlstate(), e.severity()); }
 
 const char* SignalName(int signo) {
   switch (signo) {
@@ -82,10 +62,15 @@ void WriteStderr(const char* bytes, std::size_t size) {
 
 }  // namespace
 
-Worker::Worker(Options options, LeaseSetting lease, Connection claims, Connection control,
-               SignalPipe& signals)
+std::string JobName(const Job& job) { return "job " + job.id + " (attempt " + job.attempt + ")"; }
+
+bool IsConnectionLoss(const DbError& e) { return IsConnectionError(e.sqlstate(), e.severity()); }
+
+Worker::Worker(Options options, LeaseSetting lease, Clock::duration kill_grace, Connection claims,
+               Connection control, SignalPipe& signals)
     : options_(std::move(options)),
       lease_(std::move(lease)),
+      kill_grace_(kill_grace),
       claims_(std::move(claims)),
       control_(std::move(control)),
       signals_(signals) {}
@@ -189,13 +174,17 @@ void Worker::StartJobs() {
 }
 
 void Worker::Start(Job job) {
-  const std::vector<std::string> env = JobEnvironment({{"PGQ_JOB_ID", job.id},
-                                                       {"PGQ_JOB_ATTEMPT", job.attempt},
-                                                       {"PGQ_JOB_MAX_ATTEMPTS", job.max_attempts},
-                                                       {"PGQ_QUEUE", options_.queue}});
+  std::vector<std::pair<std::string, std::string>> variables = {
+      {"PGQ_JOB_ID", job.id},
+      {"PGQ_JOB_ATTEMPT", job.attempt},
+      {"PGQ_JOB_MAX_ATTEMPTS", job.max_attempts},
+      {"PGQ_QUEUE", options_.queue}};
+  JobFiles files;
   SpawnedProcess process;
   try {
-    process = Spawn(options_.command, env);
+    files = JobFiles::Create();
+    for (auto& variable : files.Environment()) variables.push_back(std::move(variable));
+    process = Spawn(options_.command, JobEnvironment(variables));
   } catch (const std::system_error& e) {
     // Not the job's fault: give it back rather than spend its attempts.
     Release(job);
@@ -207,6 +196,7 @@ void Worker::Start(Job job) {
   running.pid = process.pid;
   running.stdin_fd = std::move(process.stdin_fd);
   running.stderr_fd = std::move(process.stderr_fd);
+  running.files = std::move(files);
   running.input = running.job.payload + "\n";
   Verbose(JobName(running.job) + ": started, pid " + std::to_string(running.pid));
   WriteInput(running);
@@ -252,6 +242,7 @@ void Worker::PollOnce() {
     }
   }
   ReapChildren();
+  KillOverdue();
   ExtendDueLeases();
   RetryDueOutcomes();
   if (stopping_ && claim_in_flight_ && Clock::now() >= next_cancel_) CancelClaim();
@@ -338,153 +329,61 @@ void Worker::ReapChildren() {
 }
 
 void Worker::Report(RunningJob& running, int wait_status) {
-  Outcome outcome;
-  outcome.job = running.job;
-  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
+  const Job& job = running.job;
+  const int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+  if (running.cancelled) {
+    // pgq.cancel fenced the claim: complete or fail would be refused.
+    Log(JobName(job) + ": cancelled; its command ended (" + DescribeStatus(wait_status) +
+        "): not completed nor failed");
+  } else if (code == 0) {
+    Outcome outcome;
     outcome.kind = Outcome::Kind::kComplete;
+    outcome.job = job;
+    SetResult(running, outcome);
+    Settle(std::move(outcome));
+  } else if (code == options_.unknown_exit_code) {
+    // No heartbeat for it from now on: it runs again once its lease is over.
+    Log(JobName(job) + ": outcome unknown (exit status " + std::to_string(code) +
+        "): not completed, failed nor released; it runs again after its lease ends");
+  } else if (code == options_.snooze_exit_code) {
+    Outcome outcome;
+    outcome.kind = Outcome::Kind::kSnooze;
+    outcome.job = job;
+    SetSnoozeDelay(running, outcome);
+    Settle(std::move(outcome));
   } else {
+    Outcome outcome;
     outcome.kind = Outcome::Kind::kFail;
+    outcome.job = job;
     outcome.error = FailureText(wait_status, running.tail);
     outcome.status = DescribeStatus(wait_status);
+    Settle(std::move(outcome));
   }
-  Settle(std::move(outcome));
+  const std::string not_removed = running.files.Remove();
+  if (!not_removed.empty()) Log("warning: " + JobName(job) + ": " + not_removed);
 }
 
-void Worker::Release(const Job& job) {
-  Outcome outcome;
-  outcome.kind = Outcome::Kind::kRelease;
-  outcome.job = job;
-  Settle(std::move(outcome));
-}
-
-void Worker::Settle(Outcome outcome) {
-  outcome.backoff = kFirstRetry;
-  if (!TrySettle(outcome)) outcomes_.push_back(std::move(outcome));
-}
-
-// One try at recording an outcome: true when it is over (recorded, or given
-// up), false when it is to be tried again at outcome.next_try.
-bool Worker::TrySettle(Outcome& outcome) {
-  const Job& job = outcome.job;
-  ++outcome.tries;
-  // A repeat of a statement whose first try went through before the
-  // connection broke finds the attempt finished: like a lost lease.
-  const std::string lost =
-      outcome.tries > 1 ? " (or an earlier try went through before the connection broke)" : "";
-  try {
-    switch (outcome.kind) {
-      case Outcome::Kind::kComplete: {
-        const Result result = control_.Exec(kComplete, {job.id.c_str(), job.attempt.c_str()});
-        if (std::strcmp(PQgetvalue(result.get(), 0, 0), "t") == 0) {
-          Verbose(JobName(job) + ": completed");
-        } else {
-          Log(JobName(job) + ": done, but its claim was lost to a newer one" + lost +
-              ": not completed");
-        }
-        break;
-      }
-      case Outcome::Kind::kFail: {
-        const Result result =
-            control_.Exec(kFail, {job.id.c_str(), job.attempt.c_str(), outcome.error.c_str()});
-        const std::string result_text = PQgetvalue(result.get(), 0, 0);
-        if (result_text == "retry") {
-          Log(JobName(job) + ": failed (" + outcome.status + "), will be retried");
-        } else if (result_text == "dead") {
-          Log(JobName(job) + ": failed (" + outcome.status +
-              "), attempts exhausted: dead-lettered");
-        } else {
-          Log(JobName(job) + ": failed (" + outcome.status +
-              "), but its claim was lost to a newer one" + lost);
-        }
-        break;
-      }
-      case Outcome::Kind::kRelease: {
-        const Result result = control_.Exec(kRelease, {job.id.c_str(), job.attempt.c_str()});
-        Verbose(JobName(job) + ": released, not started");
-        break;
-      }
-    }
-    return true;
-  } catch (const DbError& e) {
-    const Clock::time_point now = Clock::now();
-    const std::chrono::milliseconds pause =
-        Jittered(outcome.backoff, std::uniform_real_distribution<double>(0, 1)(random_));
-    if (IsConnectionLoss(e) && now + pause < job.lease_end) {
-      Log(std::string(FunctionOf(outcome.kind)) + " of " + JobName(job) + " failed; retrying in " +
-          std::to_string(pause.count()) + " ms: " + e.Describe());
-      outcome.next_try = now + pause;
-      outcome.backoff = NextBackoff(outcome.backoff);
-      return false;
-    }
-    const std::string after =
-        outcome.tries > 1 ? " (after " + std::to_string(outcome.tries) + " tries)" : "";
-    if (outcome.kind == Outcome::Kind::kRelease) {
-      // Its lease expires by itself; the attempt then counts.
-      Log("error: pgq.release of " + JobName(job) + after + ": " + e.Describe());
-      failed_ = true;
-    } else {
-      Fatal("reporting " + JobName(job) + after, e.Describe());
-    }
-    return true;
+// The result file, if the command wrote one; the server decides whether it
+// is JSON (outcome.cpp).
+void Worker::SetResult(RunningJob& running, Outcome& outcome) const {
+  const FileContent content = ReadJobFile(running.files.result_path(), kMaxJsonFileBytes);
+  if (content.status == FileContent::Status::kText) {
+    outcome.result = content.text;
+  } else if (content.status == FileContent::Status::kRejected) {
+    Log("warning: " + JobName(running.job) + ": result file not read (" + content.error +
+        "): completed without a result");
   }
 }
 
-void Worker::RetryDueOutcomes() {
-  // TrySettle may add to the list (a release after a fatal error): those
-  // come at its end, and are tried once they are due.
-  for (auto it = outcomes_.begin(); it != outcomes_.end();) {
-    if (Clock::now() >= it->next_try && TrySettle(*it)) {
-      it = outcomes_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
-void Worker::ExtendDueLeases() {
-  const Clock::time_point now = Clock::now();
-  // An extend that fails for good stops claiming (Fatal), which gives the
-  // buffered jobs back and may queue their releases: the lists walked here
-  // change under the loop, so the walk ends there (the next pass goes on).
-  const bool was_failed = failed_;
-  const auto extend = [&](Job& job) {
-    if (job.lease_lost || now < job.next_extend) return true;
-    Extend(job, now);
-    return was_failed || !failed_;
-  };
-  for (Job& job : buffered_) {
-    if (!extend(job)) return;
-  }
-  for (RunningJob& running : running_) {
-    if (!extend(running.job)) return;
-  }
-  // The heartbeat goes on while an outcome waits to be recorded again.
-  for (Outcome& outcome : outcomes_) {
-    if (!extend(outcome.job)) return;
-  }
-}
-
-void Worker::Extend(Job& job, Clock::time_point now) {
-  job.next_extend = now + job.half_lease;
-  try {
-    const Result result =
-        control_.Exec(kExtend, {job.id.c_str(), job.attempt.c_str(), job.lease.c_str()});
-    if (PQgetisnull(result.get(), 0, 0)) {
-      job.lease_lost = true;
-      Log(JobName(job) + ": its lease was lost (expired and claimed again, or gone)");
-    } else {
-      job.lease_end = now + job.lease_length;  // renewed from when it was asked
-      Verbose(JobName(job) + ": lease extended to " + PQgetvalue(result.get(), 0, 0));
-    }
-  } catch (const DbError& e) {
-    if (IsConnectionLoss(e)) {
-      // The server is out of reach for now: tried again soon, while the
-      // lease lasts (its end does not move until an extend works).
-      job.next_extend = now + std::min<Clock::duration>(job.half_lease / 2, kMaxRetry);
-      Log("pgq.extend of " + JobName(job) + " failed; retrying: " + e.Describe());
-      return;
-    }
-    Fatal("pgq.extend of " + JobName(job), e.Describe());
+void Worker::SetSnoozeDelay(RunningJob& running, Outcome& outcome) const {
+  const FileContent content = ReadJobFile(running.files.snooze_path(), kMaxSnoozeFileBytes);
+  outcome.delay = options_.snooze_delay;
+  if (content.status == FileContent::Status::kText) {
+    outcome.delay = content.text;
+    outcome.delay_from_file = true;
+  } else if (content.status == FileContent::Status::kRejected) {
+    Log("warning: " + JobName(running.job) + ": snooze file not read (" + content.error +
+        "): snoozed for --snooze-delay");
   }
 }
 
@@ -494,7 +393,12 @@ int Worker::PollTimeoutMillis() const {
     if (!job.lease_lost && (!next || job.next_extend < *next)) next = job.next_extend;
   };
   for (const Job& job : buffered_) consider(job);
-  for (const RunningJob& running : running_) consider(running.job);
+  for (const RunningJob& running : running_) {
+    consider(running.job);
+    if (running.cancelled && !running.killed && (!next || running.kill_at < *next)) {
+      next = running.kill_at;
+    }
+  }
   for (const Outcome& outcome : outcomes_) {
     consider(outcome.job);
     if (!next || outcome.next_try < *next) next = outcome.next_try;

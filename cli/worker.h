@@ -5,6 +5,9 @@
 // blocks in the server until a job is committed (no polling from here);
 // `control` carries the short fenced calls (complete, fail, extend, release),
 // so a finished command is reported while a claim is still waiting.
+//
+// The loop is in worker.cpp; recording outcomes (and retrying them) in
+// outcome.cpp; the heartbeat (extend, progress, cancellation) in heartbeat.cpp.
 #pragma once
 
 #include <chrono>
@@ -14,6 +17,7 @@
 #include <string>
 
 #include "failure_text.h"
+#include "job_files.h"
 #include "options.h"
 #include "pq.h"
 #include "process.h"
@@ -47,31 +51,48 @@ struct Job {
 
 struct RunningJob {
   Job job;
-  pid_t pid = -1;
+  pid_t pid = -1;  // also its process group
   Fd stdin_fd;
   std::string input;  // the payload and a newline
   std::size_t written = 0;
   Fd stderr_fd;
   StderrTail tail;
+  JobFiles files;
+  std::string progress_seen;     // the progress file's text last sent (or refused)
+  std::string progress_refused;  // why the progress file was last not read
+  // Cancelled (pgq.cancel): SIGTERM sent, SIGKILL due at kill_at.
+  bool cancelled = false;
+  bool killed = false;
+  Clock::time_point kill_at;
 };
 
 // A job's outcome to record: tried at once, and again after a connection
 // error (retry.h) until it is recorded or the job's lease ends.
 struct Outcome {
-  enum class Kind { kComplete, kFail, kRelease };
+  enum class Kind { kComplete, kFail, kSnooze, kRelease };
   Kind kind = Kind::kComplete;
   Job job;
-  std::string error;   // kFail: pgq.fail's text
-  std::string status;  // kFail: how the command ended, for the log
+  std::optional<std::string> result;  // kComplete: the result file's text
+  std::string error;                  // kFail: pgq.fail's text
+  std::string status;                 // kFail: how the command ended, for the log
+  std::string delay;                  // kSnooze: the interval
+  bool delay_from_file = false;       // kSnooze: written by the command
   int tries = 0;
   std::chrono::milliseconds backoff{};
   Clock::time_point next_try;
 };
 
+// "job 42 (attempt 1)", for the log.
+std::string JobName(const Job& job);
+
+// The error of a statement the server did not take (retry.h).
+bool IsConnectionLoss(const DbError& e);
+
 class Worker {
  public:
-  Worker(Options options, LeaseSetting lease, Connection claims, Connection control,
-         SignalPipe& signals);
+  // kill_grace: how long a cancelled job's command has from SIGTERM to its end.
+  Worker(Options options, LeaseSetting lease, Clock::duration kill_grace, Connection claims,
+         Connection control, SignalPipe& signals);
 
   // Until a stop signal, --once / --max-jobs, or an error; the exit status.
   int Run();
@@ -92,18 +113,30 @@ class Worker {
   void ReadStderr(RunningJob& running);
   void ReapChildren();
   void Report(RunningJob& running, int wait_status);
+  void SetResult(RunningJob& running, Outcome& outcome) const;
+  void SetSnoozeDelay(RunningJob& running, Outcome& outcome) const;
+  // outcome.cpp
   void Release(const Job& job);
   void Settle(Outcome outcome);
   bool TrySettle(Outcome& outcome);
+  bool Record(Outcome& outcome, const std::string& lost);
   void RetryDueOutcomes();
+  // heartbeat.cpp
+  enum class ExtendResult { kExtended, kLost, kNotNow };
   void ExtendDueLeases();
-  void Extend(Job& job, Clock::time_point now);
+  ExtendResult Extend(Job& job, Clock::time_point now);
+  void LeaseLost(Job& job);
+  void CheckCancelled(RunningJob& running, Clock::time_point now);
+  void Cancel(RunningJob& running, Clock::time_point now);
+  void KillOverdue();
+  void SendProgress(RunningJob& running);
   int PollTimeoutMillis() const;
   void Log(const std::string& line) const;
   void Verbose(const std::string& line) const;
 
   Options options_;
   LeaseSetting lease_;
+  Clock::duration kill_grace_;
   Connection claims_;
   Connection control_;
   SignalPipe& signals_;

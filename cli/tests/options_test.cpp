@@ -36,6 +36,44 @@ TEST(Options, EveryOptionBothForms) {
   EXPECT_EQ(r.options.command, (std::vector<std::string>{"sh", "-c", "cat"}));
 }
 
+TEST(Options, ExitCodesAndIntervalsDefaults) {
+  const ParseResult r = Parse({"--queue", "q", "--", "true"});
+  ASSERT_EQ(r.status, ParseStatus::kRun) << r.error;
+  EXPECT_EQ(r.options.unknown_exit_code, 0);  // none: every non-zero status fails the job
+  EXPECT_EQ(r.options.snooze_exit_code, 0);
+  EXPECT_EQ(r.options.snooze_delay, "1 minute");
+  EXPECT_EQ(r.options.kill_grace, "10 seconds");
+}
+
+TEST(Options, ExitCodesAndIntervalsBothForms) {
+  const ParseResult r =
+      Parse({"--queue", "q", "--unknown-exit-code", "75", "--snooze-exit-code=255",
+             "--snooze-delay", "30 seconds", "--kill-grace=0", "--", "true"});
+  ASSERT_EQ(r.status, ParseStatus::kRun) << r.error;
+  EXPECT_EQ(r.options.unknown_exit_code, 75);
+  EXPECT_EQ(r.options.snooze_exit_code, 255);
+  EXPECT_EQ(r.options.snooze_delay, "30 seconds");
+  EXPECT_EQ(r.options.kill_grace, "0");  // read as an interval by the server, at start
+  const ParseResult lowest =
+      Parse({"--queue", "q", "--snooze-exit-code=1", "--unknown-exit-code=2", "--", "true"});
+  ASSERT_EQ(lowest.status, ParseStatus::kRun) << lowest.error;
+  EXPECT_EQ(lowest.options.snooze_exit_code, 1);
+  EXPECT_EQ(lowest.options.unknown_exit_code, 2);
+}
+
+TEST(Options, ExitCodesMustDiffer) {
+  const ParseResult r =
+      Parse({"--queue", "q", "--unknown-exit-code", "9", "--snooze-exit-code", "9", "--", "true"});
+  EXPECT_EQ(r.status, ParseStatus::kUsageError);
+  EXPECT_EQ(r.error, "--unknown-exit-code and --snooze-exit-code must differ");
+}
+
+TEST(Options, ExitCodeErrorsSayTheRange) {
+  const ParseResult r = Parse({"--queue", "q", "--unknown-exit-code", "0", "--", "true"});
+  EXPECT_EQ(r.status, ParseStatus::kUsageError);
+  EXPECT_EQ(r.error, "--unknown-exit-code must be a number from 1 to 255");
+}
+
 TEST(Options, OnceIsOneJob) {
   const ParseResult r = Parse({"--once", "--queue", "q", "--", "true"});
   ASSERT_EQ(r.status, ParseStatus::kRun) << r.error;
@@ -62,6 +100,19 @@ TEST(Options, UsageErrors) {
       {"--queue", "q", "--lease=", "--", "true"},
       {"--queue", "q", "--bogus", "--", "true"},
       {"--queue", "q", "--", ""},
+      {"--queue", "q", "--unknown-exit-code", "0", "--", "true"},  // 0 is success
+      {"--queue", "q", "--unknown-exit-code", "256", "--", "true"},
+      {"--queue", "q", "--unknown-exit-code", "-1", "--", "true"},
+      {"--queue", "q", "--unknown-exit-code", "7x", "--", "true"},
+      {"--queue", "q", "--unknown-exit-code=", "--", "true"},
+      {"--queue", "q", "--unknown-exit-code"},  // no value
+      {"--queue", "q", "--snooze-exit-code", "0", "--", "true"},
+      {"--queue", "q", "--snooze-exit-code", "300", "--", "true"},
+      {"--queue", "q", "--snooze-exit-code", " 3", "--", "true"},
+      {"--queue", "q", "--snooze-exit-code=3", "--unknown-exit-code=3", "--", "true"},
+      {"--queue", "q", "--snooze-delay=", "--", "true"},
+      {"--queue", "q", "--kill-grace", "", "--", "true"},
+      {"--queue", "q", "--kill-grace"},
   };
   for (const auto& args : bad) {
     const ParseResult r = Parse(args);
