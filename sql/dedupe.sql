@@ -68,6 +68,19 @@ SELECT pgq.cancel(:r2);
 SELECT state, payload FROM pgq.job(:r3);
 RESET pgq.debug_clock_offset;
 
+-- A holder whose lease expired is pending, and its old claim could still
+-- complete it late (the work was done): not once it was replaced, since it
+-- now carries work nobody did.
+SELECT pgq.create_queue('late', lease => '1 minute');
+SELECT pgq.enqueue('late', '{"v": 1}', dedupe_key => 'x') AS l1 \gset
+SELECT attempt FROM pgq.claim('late');
+SET pgq.debug_clock_offset = '2min';
+SELECT expired_requeued FROM pgq.maintain();
+SELECT pgq.enqueue('late', '{"v": 2}', dedupe_key => 'x', on_duplicate => 'replace') = :l1 AS replaced;
+SELECT pgq.complete(:l1, 1) AS late_complete;
+SELECT state, payload FROM pgq.job(:l1);
+RESET pgq.debug_clock_offset;
+
 -- Bad input.
 SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.enqueue('predict', '{}', dedupe_key => 'k', on_duplicate => 'merge')$$),
