@@ -130,7 +130,8 @@ CREATE TABLE deliveries (
     delivered_at timestamptz NOT NULL DEFAULT now()
 );
 SELECT pgq.create_queue('{QUEUE}', max_attempts => {MAX_ATTEMPTS}, lease => '{WORKER_LEASE}',
-                        backoff_base => '200 ms', backoff_max => '1 s');
+                        backoff_base => '200 ms', backoff_max => '1 s',
+                        keep_completed => '1 hour');
 """
 
 
@@ -270,7 +271,11 @@ def handle(conn, shared, who, rng, job_id, payload, attempt, max_attempts):
                 "INSERT INTO deliveries (job_id, user_id, email, attempt, worker)"
                 " VALUES (%s, %s, %s, %s, %s)",
                 (job_id, payload["user_id"], email, attempt, who))
-            done = conn.execute("SELECT pgq.complete(%s, %s)", (job_id, attempt)).fetchone()[0]
+            # The result is kept with the job for the queue's keep_completed:
+            # pgq.job(id) answers "was the welcome email sent?".
+            done = conn.execute(
+                "SELECT pgq.complete(%s, %s, jsonb_build_object('sent_to', %s::text, 'by', %s::text))",
+                (job_id, attempt, email, who)).fetchone()[0]
             if not done:
                 raise LeaseLost()
     except LeaseLost:
@@ -384,6 +389,11 @@ def final_report(conn, shared, crash_job_id, scene_checks=()):
              f"FROM pgq.dead_jobs WHERE queue = '{QUEUE}';{RESET}")
     query_table(conn, "SELECT id, payload->>'email' AS email, attempts, reason, last_error"
                       "  FROM pgq.dead_jobs WHERE queue = %s ORDER BY id", (QUEUE,))
+    out.line()
+    out.line(f"{DIM}SELECT id, state, attempt, result, last_error "
+             f"FROM pgq.list_jobs('{QUEUE}', max => 5);{RESET}")
+    query_table(conn, "SELECT id, state, attempt, result, last_error"
+                      "  FROM pgq.list_jobs(%s, max => 5)", (QUEUE,))
 
     checks = []
 
@@ -449,6 +459,12 @@ def final_report(conn, shared, crash_job_id, scene_checks=()):
           "no job and no user delivered twice")
     check("completions counted by pgq", finished_count, not mismatched,
           "pgq.finished agrees with the delivery rows")
+    kept = dict(conn.execute(
+        "SELECT state, count(*) FROM pgq.list_jobs(%s, max => 10000) GROUP BY state",
+        (QUEUE,)).fetchall())
+    check("jobs pgq.job still knows", sum(kept.values()),
+          kept.get("done") == len(deliveries) and kept.get("dead") == len(dead),
+          f"{kept.get('done', 0)} done with their result, {kept.get('dead', 0)} dead (keep_completed)")
     checks.extend(scene_checks)
     check("thread errors", len(shared.errors), not shared.errors)
 

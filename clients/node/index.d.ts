@@ -2,6 +2,10 @@
 // DatabaseError with the SQLSTATE in `.code`: 42501 (no right on the queue),
 // 42704 (unknown queue), 22023 (invalid value), 22004 (null value), 54000
 // (oversized payload).
+//
+// Handlers may also end with a Snooze (job.snooze) or an OutcomeUnknown, and a
+// cancelled job's signal is aborted with a CancelledError; getJob and listJobs
+// read jobs back.
 import type { PoolConfig } from 'pg';
 
 /** Anything that runs a query: a pg.Client, a pg.PoolClient inside your transaction, or a pg.Pool. */
@@ -19,6 +23,16 @@ export interface EnqueueManyOptions {
 export interface EnqueueOptions extends EnqueueManyOptions {
   /** While a pending or running job of the queue holds this key, enqueue returns its id and adds nothing. */
   dedupeKey?: string | null;
+  /**
+   * The dedupe key stays taken this long after its job finished (done or dead): seconds, or interval text
+   * such as '1 hour'. "At most once per period".
+   */
+  dedupeFor?: number | string | null;
+  /**
+   * 'ignore' (default): return the holder's id. 'replace': a holder that has not started gets this payload,
+   * runAt and priority (debounce); a running one gets a new job queued behind it under the same key.
+   */
+  onDuplicate?: 'ignore' | 'replace' | null;
   /** Overrides the queue's max_attempts for this job. */
   maxAttempts?: number | null;
   /** Jobs sharing a group key run one at a time, in enqueue order. */
@@ -48,7 +62,82 @@ export interface Job<Payload = unknown> {
   readonly leaseUntil: Date;
   readonly enqueuedAt: Date;
   readonly priority: number;
+  /**
+   * Aborted, with a CancelledError as its reason, when the job is cancelled (pgq.cancel) while it runs; seen
+   * within one heartbeat (a third of the lease). Its outcome is then not recorded: stop the work.
+   */
+  readonly signal: AbortSignal;
+  /** Sets the job's progress (pgq.progress, any JSON value) at once; false when this claim no longer holds the job. */
+  progress(value: unknown): Promise<boolean>;
+  /** Throws a Snooze: the job is put back to run after `delay` (seconds or interval text), its attempt not spent. */
+  snooze(delay: number | string): never;
 }
+
+/** Thrown by a handler (or job.snooze): not now; run again after `delay` without spending an attempt. */
+export class Snooze extends Error {
+  /** `delay`: seconds, or interval text such as '5 minutes'. */
+  constructor(delay: number | string);
+  readonly delay: number | string;
+}
+
+/**
+ * Thrown by a handler that cannot know whether its effect happened (a timeout on a call that is not
+ * idempotent): the job is neither completed, failed nor released, its heartbeat stops, and it runs again
+ * once its lease has run out.
+ */
+export class OutcomeUnknown extends Error {
+  constructor(message?: string, options?: ErrorOptions);
+}
+
+/** The reason a cancelled job's `signal` is aborted with. */
+export class CancelledError extends Error {
+  constructor(message?: string);
+}
+
+export type JobState = 'scheduled' | 'ready' | 'waiting' | 'running' | 'done' | 'dead' | 'cancelled';
+
+/** One job as pgq.job and pgq.list_jobs show it (pgq.job_info). */
+export interface JobInfo<Payload = unknown> {
+  id: JobId;
+  queue: string;
+  state: JobState;
+  /** The number the job's current or last claim carries (0 before the first; a snooze or release gives it back). */
+  attempt: number;
+  maxAttempts: number;
+  priority: number;
+  groupKey: string | null;
+  dedupeKey: string | null;
+  runAt: Date | null;
+  enqueuedAt: Date | null;
+  claimedAt: Date | null;
+  leaseUntil: Date | null;
+  finishedAt: Date | null;
+  /** The last job.progress value (null for a role with only the admin right). */
+  progress: unknown;
+  /** The handler's resolved value, for a done job of a queue with keep_completed (null for admin only). */
+  result: unknown;
+  lastError: string | null;
+  /** null for a role with only the admin right on the queue. */
+  payload: Payload | null;
+}
+
+export interface ListJobsOptions {
+  state?: JobState | null;
+  /** At most this many (the server's default: 100). */
+  max?: number | null;
+  /** Only ids below this one: the last id of the previous page. */
+  beforeId?: JobId | number | null;
+}
+
+/** The job, or null when the server knows no such job (it never existed, or its history was purged). */
+export function getJob<Payload = unknown>(client: Queryable, id: JobId | number): Promise<JobInfo<Payload> | null>;
+
+/** The queue's jobs, newest first (by id), a page at a time: pass the last id as `beforeId` for the next. */
+export function listJobs<Payload = unknown>(
+  client: Queryable,
+  queue: string,
+  options?: ListJobsOptions,
+): Promise<JobInfo<Payload>[]>;
 
 export interface Logger {
   warn(...args: unknown[]): void;
@@ -58,7 +147,11 @@ export interface Logger {
 /** pg.Pool settings (connectionString, or host, port, user, ...) plus the worker's own. */
 export interface WorkerOptions<Payload = unknown> extends PoolConfig {
   queue: string | Queue<Payload>;
-  /** Resolves: the job is completed. Throws or rejects: the job fails (retry with backoff, or dead-letter). */
+  /**
+   * Resolves: the job is completed, with the resolved value (unless undefined or null) as its result.
+   * Throws or rejects: the job fails (retry with backoff, or dead-letter); a Snooze puts it back for later,
+   * an OutcomeUnknown leaves it to its lease.
+   */
   handler: (job: Job<Payload>) => unknown;
   /** Jobs run at once (default 1). */
   concurrency?: number;

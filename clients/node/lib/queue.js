@@ -1,5 +1,7 @@
 'use strict';
 
+const { interval, pgqCall } = require('./sql');
+
 // The options of enqueue and enqueueMany and the pgq arguments they fill. An
 // option left out (or null) keeps the server's default.
 const ENQUEUE_OPTIONS = {
@@ -8,6 +10,8 @@ const ENQUEUE_OPTIONS = {
   dedupeKey: 'dedupe_key',
   maxAttempts: 'max_attempts',
   groupKey: 'group_key',
+  dedupeFor: ['dedupe_for', interval],
+  onDuplicate: 'on_duplicate',
 };
 const ENQUEUE_MANY_OPTIONS = { runAt: 'run_at', priority: 'priority' };
 
@@ -37,19 +41,6 @@ class Queue {
     const { rows } = await client.query(`SELECT ${call} AS id`, values);
     return rows.map((row) => row.id);
   }
-}
-
-// `pgq.fn($1, $2, name => $3, ...)`: the values so far, then one named
-// argument per option given, whose value is appended to `values`.
-function pgqCall(fn, values, options, names) {
-  const args = values.map((_, i) => `$${i + 1}`);
-  for (const [option, value] of Object.entries(options)) {
-    if (!Object.hasOwn(names, option)) throw new TypeError(`unknown option of ${fn}: ${option}`);
-    if (value == null) continue;
-    values.push(value);
-    args.push(`${names[option]} => $${values.length}`);
-  }
-  return `pgq.${fn}(${args.join(', ')})`;
 }
 
 module.exports = { Queue };

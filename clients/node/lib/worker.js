@@ -2,6 +2,9 @@
 
 const { setTimeout: delay } = require('node:timers/promises');
 const pg = require('pg');
+const { Job } = require('./job');
+const { CancelledError, OutcomeUnknown, Snooze } = require('./outcomes');
+const { interval } = require('./sql');
 
 // Reconnect backoff after a failed claim: doubles from the first to the cap.
 const FIRST_BACKOFF_MS = 200;
@@ -9,8 +12,9 @@ const MAX_BACKOFF_MS = 10_000;
 // A claim that has not answered this long after its wait ended is taken for a
 // connection lost without a word (a dead network), and the worker reconnects.
 const CLAIM_GRACE_MS = 10_000;
-// Retrying complete, fail or release after a lost connection: the backoff
-// doubles from the first to the cap, for as long as the job's lease lasts.
+// Retrying complete, fail, snooze or release after a lost connection: the
+// backoff doubles from the first to the cap, for as long as the job's lease
+// lasts.
 const FIRST_SETTLE_RETRY_MS = 100;
 const MAX_SETTLE_RETRY_MS = 2_000;
 // SQLSTATEs that mean the server could not take the statement (the session
@@ -43,7 +47,7 @@ class Worker {
   #logger;
   #connection; // pg.Pool config, also used for the claim connection
 
-  #pool = null; // complete, fail, extend, release, the cancel at stop
+  #pool = null; // complete, fail, snooze, extend, release, progress, pgq.job, the cancel at stop
   #claimer = null; // the claim's own connection: a waiting claim blocks it
   #claimEnded = null; // while a claim runs: settles when it ends
   #ready = []; // claimed, not started: {job, lease} (lease: see #heartbeat)
@@ -211,15 +215,33 @@ class Worker {
 
   // Holds claimed jobs: each heartbeats from now on, and starts when a slot is free.
   #take(claimed) {
-    for (const { leaseMs, expiresAt, ...job } of claimed) {
-      this.#ready.push({ job, lease: this.#heartbeat(job, leaseMs, expiresAt) });
+    for (const { leaseMs, expiresAt, ...fields } of claimed) {
+      const cancel = new AbortController();
+      const job = new Job(fields, cancel.signal, (value) => this.#saveProgress(job, value));
+      this.#ready.push({ job, lease: this.#heartbeat(job, leaseMs, expiresAt, cancel) });
     }
     this.#startReady();
+  }
+
+  async #saveProgress(job, value) {
+    // The pool closes only once every handler has ended; a handler that kept
+    // its job past that gets this rather than a TypeError.
+    if (!this.#pool) throw new Error(`pgq: job ${job.id}: progress after the worker stopped`);
+    const { rows } = await this.#pool.query('SELECT pgq.progress($1, $2, $3::jsonb) AS saved', [
+      job.id,
+      job.attempt,
+      JSON.stringify(value),
+    ]);
+    return rows[0].saved;
   }
 
   #startReady() {
     while (!this.#stopping && this.#ready.length > 0 && this.#running.size < this.#concurrency) {
       const { job, lease } = this.#ready.shift();
+      if (lease.cancelled) {
+        lease.end(); // cancelled while it waited for a slot: nothing to run or record
+        continue;
+      }
       const run = this.#execute(job, lease).finally(() => {
         this.#running.delete(run);
         this.#startReady();
@@ -245,13 +267,16 @@ class Worker {
 
   // Extends the job's lease every third of it, so that one missed heartbeat
   // still leaves time for the next, until the job's outcome is recorded (or
-  // given up). Returns {expiresAt, settling, end}: when the lease ends on this
-  // process's clock (as far as known), whether the outcome is being recorded
-  // (a lease found gone then is the outcome's to report: a complete that
-  // committed, or one that will return false), and the function that ends it.
-  #heartbeat(job, leaseMs, expiresAt) {
+  // given up). Returns the lease: {expiresAt, settling, cancelled, checking,
+  // end}: when it ends on this process's clock (as far as known); whether the
+  // outcome is being recorded (a lease found gone then is the outcome's to
+  // report: a complete that committed, or one that will return false);
+  // whether the job was found cancelled, and that check while it runs (the
+  // outcome waits for it: a cancelled job's is not recorded); the function
+  // that ends the heartbeat.
+  #heartbeat(job, leaseMs, expiresAt, cancel) {
     let held = true;
-    const lease = { expiresAt, settling: false, end: null };
+    const lease = { expiresAt, settling: false, cancelled: false, checking: null, end: null };
     const timer = setInterval(async () => {
       const sentAt = Date.now();
       try {
@@ -261,15 +286,16 @@ class Worker {
           interval(leaseMs / 1000),
         ]);
         if (!held) return;
-        if (rows[0].lease_until === null) {
-          clearInterval(timer);
-          if (!lease.settling) {
-            this.#logger.warn(`pgq: job ${job.id} attempt ${job.attempt}: lease lost to a newer claim`);
-          }
-        } else {
+        if (rows[0].lease_until !== null) {
           job.leaseUntil = rows[0].lease_until;
           lease.expiresAt = sentAt + leaseMs;
+          return;
         }
+        // (Also keeps a second heartbeat under way, after a slow extend, from
+        // reporting the loss again.)
+        held = false;
+        clearInterval(timer);
+        if (!lease.settling) lease.checking = this.#leaseGone(job, lease, cancel);
       } catch (err) {
         if (held) this.#logger.warn(`pgq: heartbeat of job ${job.id} failed; trying again:`, err);
       }
@@ -281,10 +307,41 @@ class Worker {
     return lease;
   }
 
+  // pgq.extend returned NULL while the handler runs: this claim no longer
+  // holds the job. Cancelled (pgq.cancel; no row: cancelled and its history
+  // purged since, as a job we hold cannot have been completed): the handler's
+  // signal is aborted. Otherwise the lease was lost (it expired, and the job
+  // may be running under a newer claim), as before 1.2. Never rejects.
+  async #leaseGone(job, lease, cancel) {
+    const name = `job ${job.id} attempt ${job.attempt}`;
+    const state = await this.#jobState(job);
+    if (state === undefined) {
+      this.#logger.warn(`pgq: ${name}: lease lost (its state could not be read)`);
+    } else if (state !== null && state !== 'cancelled') {
+      this.#logger.warn(`pgq: ${name}: lease lost to a newer claim (the job is ${state} now)`);
+    } else {
+      lease.cancelled = true;
+      this.#logger.warn(`pgq: ${name} was cancelled: its signal is aborted, and its outcome will not be recorded`);
+      cancel.abort(new CancelledError(`job ${job.id} was cancelled`));
+    }
+  }
+
+  // The job's state (pgq.job), null when the server has no row for it,
+  // undefined when it could not be read (logged).
+  async #jobState(job) {
+    try {
+      const { rows } = await this.#pool.query('SELECT state FROM pgq.job($1)', [job.id]);
+      return rows.length === 0 ? null : rows[0].state;
+    } catch (err) {
+      this.#logger.warn(`pgq: could not read the state of job ${job.id}:`, err);
+      return undefined;
+    }
+  }
+
   /**
-   * Runs complete, fail or release (`text`, `values`) on the pool. An error
-   * that means the database could not be reached or the connection broke
-   * (isConnectionError) is retried with backoff, on a new connection, until
+   * Runs complete, fail, snooze or release (`text`, `values`) on the pool. An
+   * error that means the database could not be reached or the connection
+   * broke (isConnectionError) is retried with backoff, on a new connection, until
    * it works or the lease ends (`expiresAt()`, which the heartbeat moves on):
    * after that the server takes the job back by itself. Resolves to
    * {rows, tries}; rejects with any other error, or the last one.
@@ -306,37 +363,41 @@ class Worker {
   }
 
   async #execute(job, lease) {
-    let failure;
-    const succeeded = await Promise.resolve()
+    const outcome = await Promise.resolve()
       .then(() => this.#handler(job))
       .then(
-        () => true,
-        (err) => {
-          failure = err;
-          return false;
-        },
+        (result) => ({ succeeded: true, result }),
+        (failure) => ({ succeeded: false, failure }),
       );
     // The heartbeat goes on until the outcome is recorded: retries after a
     // lost connection last as long as the lease, which it keeps extending.
     lease.settling = true;
+    await lease.checking;
     const name = `job ${job.id} attempt ${job.attempt}`;
     const expiresAt = () => lease.expiresAt;
+    const { succeeded, result, failure } = outcome;
     try {
-      if (succeeded) {
+      if (lease.cancelled) {
+        // Logged when found; complete would return false and fail 'lost'.
+      } else if (!succeeded && failure instanceof OutcomeUnknown) {
+        // No heartbeat from now on: the lease runs out and the job is claimed
+        // again then, and only then (neither released nor failed, so that
+        // nobody runs it while the first run's effect may still be under way).
+        lease.end();
+        this.#logger.warn(
+          `pgq: ${name}: outcome unknown (${failure.message}); neither completed nor failed: ` +
+            `it runs again once its lease has run out (${job.leaseUntil.toISOString()})`,
+        );
+      } else if (!succeeded && failure instanceof Snooze) {
         const { rows, tries } = await this.#settle(
-          `complete of ${name}`,
-          'SELECT pgq.complete($1, $2) AS done',
-          [job.id, job.attempt],
+          `snooze of ${name}`,
+          'SELECT pgq.snooze($1, $2, $3::interval) AS snoozed',
+          [job.id, job.attempt, interval(failure.delay)],
           expiresAt,
         );
-        if (!rows[0].done && tries === 1) {
-          this.#logger.warn(`pgq: ${name} succeeded but its lease was lost to a newer claim`);
-        } else if (!rows[0].done) {
-          this.#logger.warn(
-            `pgq: ${name} succeeded; its retried completion returned false: an earlier try committed ` +
-              'before the connection broke, or its lease was lost to a newer claim',
-          );
-        }
+        if (!rows[0].snoozed) await this.#reportFenced(job, `${name} snoozed`, 'snooze', tries);
+      } else if (succeeded) {
+        await this.#complete(job, name, result, expiresAt);
       } else {
         const { rows } = await this.#settle(
           `fail of ${name}`,
@@ -351,6 +412,38 @@ class Worker {
       this.#logger.error(`pgq: could not record the outcome of ${name}:`, err);
     } finally {
       lease.end();
+    }
+  }
+
+  // pgq.complete, with the handler's resolved value as the job's result
+  // unless it is undefined or null (then without one, as a 1.1 server takes it).
+  async #complete(job, name, result, expiresAt) {
+    const json = resultJson(result, (why) =>
+      this.#logger.warn(`pgq: ${name}: its handler's result is not JSON (${why}); completed without a result`),
+    );
+    const [text, values] =
+      json === null
+        ? ['SELECT pgq.complete($1, $2) AS done', [job.id, job.attempt]]
+        : ['SELECT pgq.complete($1, $2, $3::jsonb) AS done', [job.id, job.attempt, json]];
+    const { rows, tries } = await this.#settle(`complete of ${name}`, text, values, expiresAt);
+    if (!rows[0].done) await this.#reportFenced(job, `${name} succeeded`, 'completion', tries);
+  }
+
+  // A complete or snooze returned false: the job was cancelled after the last
+  // heartbeat, or the lease was lost to a newer claim, or (retried) an earlier
+  // try did commit. `what` is "job 7 attempt 1 succeeded".
+  async #reportFenced(job, what, call, tries) {
+    // (No row is no proof of a cancel here: a completion that committed
+    // leaves none on a queue that does not keep completed jobs.)
+    if ((await this.#jobState(job)) === 'cancelled') {
+      this.#logger.warn(`pgq: ${what} but it was cancelled meanwhile; its outcome is not recorded`);
+    } else if (tries === 1) {
+      this.#logger.warn(`pgq: ${what} but its lease was lost to a newer claim`);
+    } else {
+      this.#logger.warn(
+        `pgq: ${what}; its retried ${call} returned false: an earlier try committed ` +
+          'before the connection broke, or its lease was lost to a newer claim',
+      );
     }
   }
 
@@ -413,9 +506,21 @@ function isConnectionError(err) {
   return err.code === '55000' && err.severity === 'FATAL';
 }
 
-// Seconds as an interval literal; null stays null (the server's default).
-function interval(seconds) {
-  return seconds === null ? null : `${seconds} seconds`;
+// A handler's resolved value as JSON text, or null for no result (undefined
+// or null). One JSON cannot hold (a BigInt, a cycle, a function) is reported
+// to `warn` and left out: the job's work is done, and failing it for that
+// would only do the work again.
+function resultJson(value, warn) {
+  if (value == null) return null;
+  let json;
+  try {
+    json = JSON.stringify(value);
+  } catch (err) {
+    warn(err.message);
+    return null;
+  }
+  if (json === undefined) warn(`a ${typeof value}`);
+  return json ?? null;
 }
 
 module.exports = { Worker };

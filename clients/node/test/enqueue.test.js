@@ -4,7 +4,7 @@
 const assert = require('node:assert/strict');
 const { after, before, beforeEach, test } = require('node:test');
 const pg = require('pg');
-const { Queue } = require('..');
+const { Queue, getJob } = require('..');
 const { freshDatabase } = require('./helpers');
 
 let db;
@@ -73,6 +73,48 @@ test('enqueue options reach pgq.enqueue', async () => {
   );
 });
 
+test('onDuplicate: ignore keeps the holder as it is; replace updates one not started', async () => {
+  const id = await queue.enqueue(db.admin, { v: 1 }, { dedupeKey: 'k' });
+  assert.equal(await queue.enqueue(db.admin, { v: 2 }, { dedupeKey: 'k', onDuplicate: 'ignore', priority: 7 }), id);
+  const ignored = await getJob(db.admin, id);
+  assert.deepEqual([ignored.payload, ignored.priority, ignored.state], [{ v: 1 }, 0, 'ready']);
+
+  const later = new Date(Date.now() + 3_600_000);
+  const replacement = { dedupeKey: 'k', onDuplicate: 'replace', priority: 7, runAt: later };
+  assert.equal(await queue.enqueue(db.admin, { v: 3 }, replacement), id);
+  const replaced = await getJob(db.admin, id);
+  assert.deepEqual(
+    [replaced.payload, replaced.priority, replaced.runAt.getTime(), replaced.state],
+    [{ v: 3 }, 7, later.getTime(), 'scheduled'],
+  );
+
+  // A running holder keeps its payload; the replacement is a new job behind it.
+  const running = await queue.enqueue(db.admin, { v: 1 }, { dedupeKey: 'r' });
+  assert.deepEqual(
+    (await claimAll()).map((job) => job.id),
+    [running],
+  );
+  const behind = await queue.enqueue(db.admin, { v: 2 }, { dedupeKey: 'r', onDuplicate: 'replace' });
+  assert.notEqual(behind, running);
+  assert.deepEqual((await getJob(db.admin, running)).payload, { v: 1 });
+  assert.deepEqual((await getJob(db.admin, behind)).payload, { v: 2 });
+});
+
+test('dedupeFor keeps the key taken after its job is done, given in seconds or as interval text', async () => {
+  const seconds = await queue.enqueue(db.admin, { n: 1 }, { dedupeKey: 'hourly', dedupeFor: 3600 });
+  const text = await queue.enqueue(db.admin, { n: 1 }, { dedupeKey: 'daily', dedupeFor: '1 day' });
+  const plain = await queue.enqueue(db.admin, { n: 1 }, { dedupeKey: 'plain' });
+  const claimed = await claimAll();
+  assert.equal(claimed.length, 3);
+  for (const { id } of claimed) await db.admin.query('SELECT pgq.complete($1, 1)', [id]);
+
+  assert.equal(await queue.enqueue(db.admin, { n: 2 }, { dedupeKey: 'hourly', dedupeFor: 3600 }), seconds);
+  assert.equal(await queue.enqueue(db.admin, { n: 2 }, { dedupeKey: 'daily', dedupeFor: '1 day' }), text);
+  // Without dedupeFor a finished job frees its key at once.
+  assert.notEqual(await queue.enqueue(db.admin, { n: 2 }, { dedupeKey: 'plain' }), plain);
+  assert.deepEqual(await stats(), { ready: 1, scheduled: 0 });
+});
+
 test('enqueueMany returns the ids in input order', async () => {
   const payloads = [{ n: 1 }, { n: 2 }, [3, 'an array is a JSON payload too'], 'four'];
   const ids = await queue.enqueueMany(db.admin, payloads, { priority: 2 });
@@ -93,5 +135,7 @@ test('server errors carry their SQLSTATE; an unknown option sends nothing', asyn
   });
   await assert.rejects(queue.enqueue(db.admin, {}, { priority: 'high' }), { code: '22P02' });
   await assert.rejects(queue.enqueue(db.admin, {}, { runat: new Date() }), TypeError);
+  await assert.rejects(queue.enqueue(db.admin, {}, { dedupeKey: 'k', dedupeFor: { hours: 1 } }), TypeError);
+  await assert.rejects(queue.enqueue(db.admin, {}, { dedupeKey: 'k', onDuplicate: 'merge' }), { code: '22023' });
   assert.deepEqual(await stats(), { ready: 0, scheduled: 0 });
 });

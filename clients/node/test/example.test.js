@@ -23,12 +23,20 @@ function connectionEnv({ connectionString, host, port, user, password, database 
 
 test('the welcome-email demo signs up three users and sends each one email', async () => {
   const script = path.join(__dirname, '..', 'examples', 'welcome-email.js');
-  const { stdout } = await promisify(execFile)(process.execPath, [script, '--demo'], {
+  const { stdout, stderr } = await promisify(execFile)(process.execPath, [script, '--demo'], {
     env: { ...process.env, ...connectionEnv(db.config) },
     timeout: 30_000,
   });
   assert.match(stdout, /signing up ana@example.com again failed \(23505\)/);
   assert.match(stdout, /3 users signed up, 3 welcome emails sent/);
+  // bo's first try timed out after the email went out: outcome unknown, and
+  // the job ran again (attempt 2, once its lease had run out) and found it sent.
+  const timedOut = stdout.match(/^the mail API did not answer for bo@example.com within \d+ ms \(job (\d+)\)$/m);
+  assert.ok(timedOut, stdout);
+  const job = timedOut[1];
+  const sentBefore = `^the welcome email to bo@example.com was already sent \\(job ${job}, attempt 2\\)$`;
+  assert.match(stdout, new RegExp(sentBefore, 'm'));
+  assert.match(stderr, new RegExp(`^pgq: job ${job} attempt 1: outcome unknown \\(the mail API did not answer`, 'm'));
 
   const { rows } = await db.admin.query(`SELECT u.email, count(e.email)::int AS sent
                                            FROM welcome_demo.users u LEFT JOIN welcome_demo.sent_emails e USING (email)

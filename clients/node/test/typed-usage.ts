@@ -1,7 +1,18 @@
 // A typed use of the client, for `tsc --noEmit` (test/types.test.js): it must
 // compile, and each @ts-expect-error line must be an error.
 import { Pool } from 'pg';
-import { Queue, Worker, type Job } from 'pgq-cpp';
+import {
+  CancelledError,
+  getJob,
+  listJobs,
+  OutcomeUnknown,
+  Queue,
+  Snooze,
+  Worker,
+  type Job,
+  type JobInfo,
+  type JobState,
+} from 'pgq-cpp';
 
 interface WelcomeEmail {
   userId: number;
@@ -71,4 +82,52 @@ export async function runWorker(): Promise<void> {
   await worker.start();
   await worker.stopOnSignals(['SIGTERM']);
   await worker.stop();
+}
+
+// Results, progress, snooze, outcome unknown and cancellation (pgq_cpp 1.2).
+async function sendAndReport(job: Job<WelcomeEmail>): Promise<{ messageId: string }> {
+  const saved: boolean = await job.progress({ step: 'rendering', of: 2 });
+  if (!saved) job.snooze('5 minutes'); // never returns
+  if (job.attempt > 3) throw new Snooze(30);
+  try {
+    job.signal.throwIfAborted();
+    return { messageId: `m-${job.id}` };
+  } catch (err) {
+    if (err instanceof CancelledError) throw err;
+    throw new OutcomeUnknown('the mail API timed out', { cause: err });
+  }
+}
+
+export async function lifecycle(pool: Pool, id: string): Promise<void> {
+  const payload = { userId: 1, email: 'd@example.com' };
+  await welcome.enqueue(pool, payload, { dedupeKey: 'd', dedupeFor: '1 day', onDuplicate: 'replace' });
+  await welcome.enqueue(pool, payload, { dedupeKey: 'd', dedupeFor: 3600, onDuplicate: 'ignore' });
+  // @ts-expect-error onDuplicate is 'ignore' or 'replace'
+  await welcome.enqueue(pool, payload, { onDuplicate: 'merge' });
+  // @ts-expect-error dedupeFor is seconds or interval text
+  await welcome.enqueue(pool, payload, { dedupeFor: new Date() });
+  // @ts-expect-error the delay is seconds or interval text
+  new Snooze(new Date());
+
+  const info = await getJob<WelcomeEmail>(pool, id);
+  if (info !== null) {
+    const state: JobState = info.state;
+    const email: string | undefined = info.payload?.email;
+    const finished: Date | null = info.finishedAt;
+    const lastError: string | null = info.lastError;
+    // @ts-expect-error a result is whatever the handler resolved to: narrow it first
+    const messageId: string = info.result.messageId;
+    (void state, email, finished, lastError, messageId);
+  }
+  const page: JobInfo<WelcomeEmail>[] = await listJobs<WelcomeEmail>(pool, 'welcome_email', {
+    state: 'dead',
+    max: 50,
+    beforeId: id,
+  });
+  // @ts-expect-error the states are the server's
+  await listJobs(pool, 'welcome_email', { state: 'failed' });
+  // @ts-expect-error listJobs takes state, max and beforeId
+  await listJobs(pool, 'welcome_email', { limit: 10 });
+  void page;
+  new Worker<WelcomeEmail>({ queue: welcome, handler: sendAndReport });
 }

@@ -1,0 +1,38 @@
+'use strict';
+
+// How the client writes its pgq calls: named arguments for the options given,
+// so that an option left out keeps the server's default (and a call that uses
+// no new option still runs on an older server).
+
+/**
+ * `pgq.fn($1, $2, name => $3, ...)`: the values so far, then one named
+ * argument per option given (not null), whose value is appended to `values`.
+ * `names` maps each option to its argument, or to [argument, convert] when
+ * the value needs converting first. An unknown option is a TypeError before
+ * anything is sent.
+ */
+function pgqCall(fn, values, options, names) {
+  const args = values.map((_, i) => `$${i + 1}`);
+  for (const [option, value] of Object.entries(options)) {
+    if (!Object.hasOwn(names, option)) throw new TypeError(`unknown option of ${fn}: ${option}`);
+    if (value == null) continue;
+    const [name, convert = (v) => v] = [].concat(names[option]);
+    values.push(convert(value));
+    args.push(`${name} => $${values.length}`);
+  }
+  return `pgq.${fn}(${args.join(', ')})`;
+}
+
+/**
+ * An interval argument as text: a number is seconds (how `lease` and `wait`
+ * have always been given), a string is PostgreSQL interval text ('1 hour')
+ * passed on as is; null stays null (the server's default).
+ */
+function interval(value) {
+  if (value == null) return null;
+  if (typeof value === 'number' && Number.isFinite(value)) return `${value} seconds`;
+  if (typeof value === 'string') return value;
+  throw new TypeError(`an interval is a number of seconds or interval text such as '5 minutes', not ${String(value)}`);
+}
+
+module.exports = { pgqCall, interval };
