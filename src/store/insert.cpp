@@ -163,10 +163,10 @@ pg::Statement& insert_follower() {
       InsertJobsSql(
           {}, R"sql(
 VALUES (pg_catalog.nextval('pgq.job_id_seq'), $1, 'f', $4, $3, 0, $6, pg_catalog.now(), NULL,
-        NULL, NULL, $2, $7, $5))sql",
+        $7, NULL, $2, $8, $5))sql",
           "\nON CONFLICT (queue_id, follows_key) WHERE follows_key IS NOT NULL DO NOTHING",
           ", dedupe_for, follows_key"),
-      {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, INTERVALOID}};
+      kKeyedJobArgs};
   return statement.get();
 }
 
@@ -261,15 +261,7 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
   const TimestampTz now = pg::Now();
   if (has_group) pg::LockGroup(queue.id, job.group);
   pg::Params params;
-  params.Set(0, Int32GetDatum(queue.id))
-      .Set(1, job.payload)
-      .Set(2, TimestampTzGetDatum(job.run_at))
-      .Set(3, Int32GetDatum(job.priority))
-      .SetOptional(4, !has_dedupe, job.dedupe_key)
-      .Set(5, Int32GetDatum(job.max_attempts))
-      .SetOptional(6, !has_group, job.group_key)
-      .SetOptional(7, job.dedupe_for == 0, job.dedupe_for)
-      .Set(8, TimestampTzGetDatum(now));
+  internal::SetJobParams(params, queue, job).Set(8, TimestampTzGetDatum(now));
   const pg::Result inserted =
       spi.Execute(keyed ? InsertKeyed(has_group) : InsertOne(has_dedupe, has_group), params);
   // Nothing inserted: the key is taken (ON CONFLICT on the dedupe index, or
@@ -289,16 +281,20 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
 
 namespace internal {
 
-std::optional<int64> InsertFollower(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
-  pg::Params params;
-  params.Set(0, Int32GetDatum(queue.id))
+pg::Params& SetJobParams(pg::Params& params, const Queue& queue, const NewJob& job) {
+  return params.Set(0, Int32GetDatum(queue.id))
       .Set(1, job.payload)
       .Set(2, TimestampTzGetDatum(job.run_at))
       .Set(3, Int32GetDatum(job.priority))
-      .Set(4, job.dedupe_key)
+      .SetOptional(4, job.dedupe_key == 0, job.dedupe_key)
       .Set(5, Int32GetDatum(job.max_attempts))
-      .SetOptional(6, job.dedupe_for == 0, job.dedupe_for);
-  const pg::Result inserted = spi.Execute(insert_follower(), params);
+      .SetOptional(6, job.group_key == 0, job.group_key)
+      .SetOptional(7, job.dedupe_for == 0, job.dedupe_for);
+}
+
+std::optional<int64> InsertFollower(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
+  pg::Params params;
+  const pg::Result inserted = spi.Execute(insert_follower(), SetJobParams(params, queue, job));
   if (inserted.empty()) return std::nullopt;
   return inserted.Int64(0, "id");
 }

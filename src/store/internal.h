@@ -99,6 +99,10 @@ int64 HeldKeyJob(pg::SpiSession& spi, int32 queue_id, Datum key, TimestampTz now
 // Takes back the job this transaction has just inserted (insert.cpp, when a
 // key turned out to be held).
 void DeleteJustInserted(pg::SpiSession& spi, int64 id);
+// $1 queue id, $2 payload, $3 run_at, $4 priority, $5 dedupe key, $6
+// max_attempts, $7 group key, $8 dedupe_for: the parameters of every
+// statement that inserts or replaces one job (insert.cpp, keys.cpp).
+pg::Params& SetJobParams(pg::Params& params, const Queue& queue, const NewJob& job);
 // `job` as the follower of its key's running holder (state 'f'); nullopt
 // when the key has a follower already (insert.cpp).
 std::optional<int64> InsertFollower(pg::SpiSession& spi, const Queue& queue, const NewJob& job);

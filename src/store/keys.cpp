@@ -144,12 +144,8 @@ void DeleteJustInserted(pg::SpiSession& spi, int64 id) {
 
 std::optional<int64> Replace(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
   pg::Params replace;
-  replace.Set(0, Int32GetDatum(queue.id))
-      .Set(1, job.payload)
-      .Set(2, TimestampTzGetDatum(job.run_at))
-      .Set(3, Int32GetDatum(job.priority))
-      .Set(4, job.dedupe_key);
-  const pg::Result replaced = spi.Execute(replace_holder, replace);
+  const pg::Result replaced =
+      spi.Execute(replace_holder, internal::SetJobParams(replace, queue, job));
   if (!replaced.empty()) {
     // Its place in the claim order moved: it may now come first.
     pg::ledger::NoteLocked(queue.id);

@@ -4,6 +4,7 @@
 // file (node --test may run files at once), and waiting for observable state.
 const { format } = require('node:util');
 const pg = require('pg');
+const { Queue, Worker } = require('..');
 
 // The server, as node-postgres settings: PGQ_TEST_URL (postgres://...) or
 // PGQ_TEST_DSN, a libpq conninfo such as "host=/tmp/x port=5432 user=postgres
@@ -113,4 +114,25 @@ function gate(t) {
   return { promise, open };
 }
 
-module.exports = { withServer, freshDatabase, waitFor, recordingLogger, gate };
+let queueCount = 0;
+
+// A new queue in `db` (a freshDatabase); `settings` are more
+// pgq.create_queue arguments (", lease => '3 seconds'").
+async function newQueue(db, settings = '') {
+  const queue = new Queue(`q${++queueCount}`);
+  await db.admin.query(`SELECT pgq.create_queue($1${settings})`, [queue.name]);
+  return queue;
+}
+
+// A started worker of `queue`, stopped when test `t` ends, logging into a
+// recordingLogger. Its connections are named after the queue, to find them
+// in pg_stat_activity.
+async function startWorker(t, db, queue, options) {
+  const logger = recordingLogger();
+  const worker = new Worker({ ...db.config, application_name: `worker_${queue.name}`, queue, logger, ...options });
+  await worker.start();
+  t.after(() => worker.stop());
+  return { worker, logger };
+}
+
+module.exports = { withServer, freshDatabase, waitFor, recordingLogger, gate, newQueue, startWorker };

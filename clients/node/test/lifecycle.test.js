@@ -5,32 +5,17 @@
 // job cancelled with pgq.cancel.
 const assert = require('node:assert/strict');
 const { after, before, test } = require('node:test');
-const { CancelledError, OutcomeUnknown, Queue, Snooze, Worker, getJob } = require('..');
-const { freshDatabase, gate, recordingLogger, waitFor } = require('./helpers');
+const { CancelledError, OutcomeUnknown, Snooze, getJob } = require('..');
+const { freshDatabase, gate, newQueue, startWorker, waitFor } = require('./helpers');
 
 let db;
-let queueCount = 0;
 
 before(async () => {
   db = await freshDatabase('lifecycle');
 });
 after(() => db?.close());
 
-// A new queue; `settings` are more pgq.create_queue arguments.
-async function newQueue(settings = '') {
-  const queue = new Queue(`q${++queueCount}`);
-  await db.admin.query(`SELECT pgq.create_queue($1${settings})`, [queue.name]);
-  return queue;
-}
 
-// A started worker of `queue`, stopped when the test ends.
-async function startWorker(t, queue, options) {
-  const logger = recordingLogger();
-  const worker = new Worker({ ...db.config, queue, logger, ...options });
-  await worker.start();
-  t.after(() => worker.stop());
-  return { worker, logger };
-}
 
 // Resolves to `abortSignal`'s reason once it is aborted, or to undefined when
 // test `t` ends first (so that a handler waiting on it cannot hang the test).
@@ -43,10 +28,10 @@ function aborted(t, abortSignal) {
 }
 
 test("a handler's resolved value is stored as the job's result", async (t) => {
-  const queue = await newQueue(", keep_completed => '1 hour'");
+  const queue = await newQueue(db, ", keep_completed => '1 hour'");
   const ids = await queue.enqueueMany(db.admin, [{ result: 'object' }, { result: 'none' }, { result: 'bigint' }]);
   const results = { object: { sent: true, to: ['ana@example.com'] }, none: undefined, bigint: 10n };
-  const { logger } = await startWorker(t, queue, {
+  const { logger } = await startWorker(t, db, queue, {
     concurrency: 3,
     handler: (job) => results[job.payload.result],
   });
@@ -67,11 +52,11 @@ test("a handler's resolved value is stored as the job's result", async (t) => {
 });
 
 test('job.progress() is visible in pgq.job while the handler runs', async (t) => {
-  const queue = await newQueue();
+  const queue = await newQueue(db);
   const id = await queue.enqueue(db.admin, {});
   const finish = gate(t);
   const saved = [];
-  const { logger } = await startWorker(t, queue, {
+  const { logger } = await startWorker(t, db, queue, {
     handler: async (job) => {
       saved.push(await job.progress({ step: 1, of: 2 }));
       saved.push(await job.progress({ step: 2, of: 2 })); // overwrites the first
@@ -91,10 +76,10 @@ test('job.progress() is visible in pgq.job while the handler runs', async (t) =>
 
 test('a snoozed job is pending again, for later, without spending its attempt', async (t) => {
   // One attempt: a snooze that spent it would leave none for the second run.
-  const queue = await newQueue(', max_attempts => 1');
+  const queue = await newQueue(db, ', max_attempts => 1');
   const [later, soon] = await queue.enqueueMany(db.admin, [{ snooze: '1 hour' }, { snooze: 1 }]);
   const runs = [];
-  const { logger } = await startWorker(t, queue, {
+  const { logger } = await startWorker(t, db, queue, {
     concurrency: 2,
     handler: (job) => {
       runs.push({ id: job.id, attempt: job.attempt, at: Date.now() });
@@ -127,12 +112,12 @@ test('a snoozed job is pending again, for later, without spending its attempt', 
 
 test('OutcomeUnknown: the job is left alone, and runs again only once its lease has run out', async (t) => {
   // A quick backoff: a job wrongly failed would run again long before its lease ran out.
-  const queue = await newQueue(", backoff_base => '10 milliseconds', backoff_max => '20 milliseconds'");
+  const queue = await newQueue(db, ", backoff_base => '10 milliseconds', backoff_max => '20 milliseconds'");
   const unknown = await queue.enqueue(db.admin, { n: 1 }, { priority: 1 });
   const next = await queue.enqueue(db.admin, { n: 2 });
   const runs = [];
   let seenByNext = null;
-  const { logger } = await startWorker(t, queue, {
+  const { logger } = await startWorker(t, db, queue, {
     lease: 2, // heartbeats every 2/3 s
     concurrency: 1, // the next job runs only once the unknown one has freed the slot
     handler: async (job) => {
@@ -174,10 +159,10 @@ test('OutcomeUnknown: the job is left alone, and runs again only once its lease 
 });
 
 test('pgq.cancel on a running job aborts job.signal within a heartbeat; its outcome is not recorded', async (t) => {
-  const queue = await newQueue();
+  const queue = await newQueue(db);
   const [cancelled, next] = await queue.enqueueMany(db.admin, [{ n: 1 }, { n: 2 }]);
   const seen = {};
-  const { logger } = await startWorker(t, queue, {
+  const { logger } = await startWorker(t, db, queue, {
     lease: 3, // heartbeats every second
     concurrency: 1, // the second job runs once the cancelled one's handler has ended and been dealt with
     handler: async (job) => {
@@ -214,11 +199,11 @@ test('pgq.cancel on a running job aborts job.signal within a heartbeat; its outc
 });
 
 test('a lease lost to a newer claim is logged; the signal is not aborted', async (t) => {
-  const queue = await newQueue();
+  const queue = await newQueue(db);
   const id = await queue.enqueue(db.admin, {});
   const finish = gate(t);
   let job = null;
-  const { logger } = await startWorker(t, queue, {
+  const { logger } = await startWorker(t, db, queue, {
     lease: 2,
     handler: async (claimed) => {
       job = claimed;

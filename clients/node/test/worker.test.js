@@ -8,33 +8,17 @@ const { once } = require('node:events');
 const path = require('node:path');
 const { after, before, test } = require('node:test');
 const { setTimeout: sleep } = require('node:timers/promises');
-const { Queue, Worker } = require('..');
-const { freshDatabase, gate, recordingLogger, waitFor, withServer } = require('./helpers');
+const { Worker } = require('..');
+const { freshDatabase, gate, newQueue, startWorker, waitFor, withServer } = require('./helpers');
 
 let db;
-let queueCount = 0;
 
 before(async () => {
   db = await freshDatabase('worker');
 });
 after(() => db?.close());
 
-// A new queue; `settings` are more pgq.create_queue arguments.
-async function newQueue(settings = '') {
-  const queue = new Queue(`q${++queueCount}`);
-  await db.admin.query(`SELECT pgq.create_queue($1${settings})`, [queue.name]);
-  return queue;
-}
 
-// A started worker of `queue`, stopped when the test ends. Its connections
-// are named after the queue, to find them in pg_stat_activity.
-async function startWorker(t, queue, options) {
-  const logger = recordingLogger();
-  const worker = new Worker({ ...db.config, application_name: `worker_${queue.name}`, queue, logger, ...options });
-  await worker.start();
-  t.after(() => worker.stop());
-  return { worker, logger };
-}
 
 async function stats(queue) {
   const { rows } = await db.admin.query(
@@ -66,7 +50,7 @@ function claimIsWaiting(queue, seconds = 0) {
 }
 
 test('every job runs exactly once, up to `concurrency` at a time', async (t) => {
-  const queue = await newQueue();
+  const queue = await newQueue(db);
   const total = 200;
   const concurrency = 4;
   await queue.enqueueMany(
@@ -78,7 +62,7 @@ test('every job runs exactly once, up to `concurrency` at a time', async (t) => 
   let inFlight = 0;
   let maxInFlight = 0;
   const allBusy = gate(t); // the first jobs hold on until `concurrency` run at once
-  await startWorker(t, queue, {
+  await startWorker(t, db, queue, {
     concurrency,
     batch: 7,
     handler: async (job) => {
@@ -100,12 +84,12 @@ test('every job runs exactly once, up to `concurrency` at a time', async (t) => 
 });
 
 test('a throwing or rejecting handler fails the job: retried, then dead-lettered', async (t) => {
-  const queue = await newQueue(
+  const queue = await newQueue(db, 
     ", max_attempts => 3, backoff_base => '10 milliseconds', backoff_max => '20 milliseconds'",
   );
   const id = await queue.enqueue(db.admin, { to: 'ana@example.com' });
   const attempts = [];
-  const { logger } = await startWorker(t, queue, {
+  const { logger } = await startWorker(t, db, queue, {
     handler(job) {
       attempts.push(job.attempt);
       if (job.attempt === 1) throw new Error('smtp down (thrown)');
@@ -133,7 +117,7 @@ test('a throwing or rejecting handler fails the job: retried, then dead-lettered
 async function outliveLease(t, queue, options) {
   const runs = [];
   let movedBy = null;
-  const { logger } = await startWorker(t, queue, {
+  const { logger } = await startWorker(t, db, queue, {
     concurrency: 2, // a free slot would take the job again if its lease expired
     ...options,
     handler: async (job) => {
@@ -155,8 +139,8 @@ async function outliveLease(t, queue, options) {
 test('a job that outlives its lease is kept by heartbeats: one run, attempt 1', async (t) => {
   // The worker's lease, and the queue's own when the worker sets none.
   const [workerLease, queueLease] = await Promise.all([
-    newQueue().then((queue) => outliveLease(t, queue, { lease: 2 })),
-    newQueue(", lease => '2 seconds'").then((queue) => outliveLease(t, queue, {})),
+    newQueue(db).then((queue) => outliveLease(t, queue, { lease: 2 })),
+    newQueue(db, ", lease => '2 seconds'").then((queue) => outliveLease(t, queue, {})),
   ]);
   for (const seen of [workerLease, queueLease]) {
     assert.deepEqual(seen.runs, [1]);
@@ -167,11 +151,11 @@ test('a job that outlives its lease is kept by heartbeats: one run, attempt 1', 
 });
 
 test('stop() gives back claimed jobs not started and lets the running one finish', async (t) => {
-  const queue = await newQueue();
+  const queue = await newQueue(db);
   const ids = await queue.enqueueMany(db.admin, [{ n: 1 }, { n: 2 }, { n: 3 }]);
   const started = [];
   const finish = gate(t);
-  const { worker } = await startWorker(t, queue, {
+  const { worker } = await startWorker(t, db, queue, {
     concurrency: 1,
     batch: 3,
     handler: async (job) => {
@@ -201,7 +185,7 @@ test('stop() gives back claimed jobs not started and lets the running one finish
 });
 
 test('stop() while start() is under way gives back what its first claim took', async () => {
-  const queue = await newQueue();
+  const queue = await newQueue(db);
   const ids = await queue.enqueueMany(db.admin, [{ n: 1 }, { n: 2 }]);
   const ran = [];
   const worker = new Worker({ ...db.config, queue, batch: 2, handler: (job) => ran.push(job.id) });
@@ -217,8 +201,8 @@ test('stop() while start() is under way gives back what its first claim took', a
 });
 
 test('stop() ends a waiting claim at once', { timeout: 20_000 }, async (t) => {
-  const queue = await newQueue();
-  const { worker } = await startWorker(t, queue, { wait: 60, handler() {} });
+  const queue = await newQueue(db);
+  const { worker } = await startWorker(t, db, queue, { wait: 60, handler() {} });
   await claimIsWaiting(queue);
   const begin = Date.now();
   await worker.stop();
@@ -253,7 +237,7 @@ worker.start();
 `;
 
 test('stopOnSignals(): SIGTERM stops the process gracefully', async (t) => {
-  const queue = await newQueue();
+  const queue = await newQueue(db);
   const ids = await queue.enqueueMany(db.admin, [{ n: 1 }, { n: 2 }]);
   const settings = { ...db.config, queue: queue.name, concurrency: 1, batch: 2 };
   const child = spawn(process.execPath, ['-e', SIGNALLED_WORKER, JSON.stringify(settings)], {
@@ -282,9 +266,9 @@ test('stopOnSignals(): SIGTERM stops the process gracefully', async (t) => {
 });
 
 test('a waiting claim wakes when a job is committed (no client-side polling)', async (t) => {
-  const queue = await newQueue();
+  const queue = await newQueue(db);
   const ran = gate(t);
-  await startWorker(t, queue, { wait: 60, handler: () => ran.open(Date.now()) });
+  await startWorker(t, db, queue, { wait: 60, handler: () => ran.open(Date.now()) });
   await claimIsWaiting(queue, 1.5); // one long wait on the server, not short claims in a loop
   const committedAt = Date.now();
   await queue.enqueue(db.admin, {});
@@ -296,9 +280,9 @@ test('a waiting claim wakes when a job is committed (no client-side polling)', a
 });
 
 test('the worker reconnects after losing its connections', async (t) => {
-  const queue = await newQueue();
+  const queue = await newQueue(db);
   const ran = gate(t);
-  const { logger } = await startWorker(t, queue, { wait: 60, handler: () => ran.open() });
+  const { logger } = await startWorker(t, db, queue, { wait: 60, handler: () => ran.open() });
   await claimIsWaiting(queue);
   await db.admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [
     `worker_${queue.name}`,
@@ -314,7 +298,7 @@ test('the worker reconnects after losing its connections', async (t) => {
 });
 
 test('a completion that cannot be recorded for a while is retried: the job runs once', async (t) => {
-  const queue = await newQueue();
+  const queue = await newQueue(db);
   const application = `worker_${queue.name}`;
   const {
     rows: [{ database }],
@@ -324,7 +308,7 @@ test('a completion that cannot be recorded for a while is retried: the job runs 
     withServer((client) => client.query(`ALTER DATABASE ${database} WITH ALLOW_CONNECTIONS ${allow}`));
   t.after(() => allowConnections(true)); // before the worker stops: after-hooks run in order
   const runs = [];
-  const { logger } = await startWorker(t, queue, {
+  const { logger } = await startWorker(t, db, queue, {
     lease: 6, // heartbeats every 2 s; without retries the outcome would be lost, not saved by expiry
     handler: async (job) => {
       runs.push(job.attempt);
@@ -371,7 +355,7 @@ test('a completion that cannot be recorded for a while is retried: the job runs 
 });
 
 test('a worker process killed while its claim waits takes no job with it', async () => {
-  const queue = await newQueue();
+  const queue = await newQueue(db);
   const settings = { ...db.config, application_name: `worker_${queue.name}`, queue: queue.name, wait: 60 };
   const child = spawn(
     process.execPath,
@@ -397,11 +381,11 @@ test('a worker process killed while its claim waits takes no job with it', async
 });
 
 test('a completion fenced off by a newer claim is logged, not thrown', async (t) => {
-  const queue = await newQueue();
+  const queue = await newQueue(db);
   const first = await queue.enqueue(db.admin, { n: 1 });
   const finish = gate(t);
   const done = [];
-  const { logger } = await startWorker(t, queue, {
+  const { logger } = await startWorker(t, db, queue, {
     handler: async (job) => {
       if (job.id === first) await finish.promise;
       done.push(job.id);
