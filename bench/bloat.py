@@ -209,7 +209,7 @@ def sizes(admin, system):
 def reset(admin):
     tabs = admin.execute(
         "SELECT string_agg(format('%I.%I', schemaname, tablename), ', ') FROM pg_tables "
-        "WHERE schemaname = 'pgq' AND tablename <> 'queues'").fetchone()[0]
+        "WHERE schemaname = 'pgq' AND tablename NOT IN ('queues', 'segment_rings')").fetchone()[0]
     admin.execute(f"TRUNCATE bench_jobs, {tabs}")
     admin.execute("VACUUM ANALYZE")
     admin.execute("CHECKPOINT")

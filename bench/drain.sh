@@ -102,7 +102,7 @@ if [[ -n ${PGMQ_SQL:-} ]]; then
 fi
 
 PGQ_TABLES=$(sql "SELECT string_agg(format('%I.%I', schemaname, tablename), ', ')
-                    FROM pg_tables WHERE schemaname = 'pgq' AND tablename <> 'queues'")
+                    FROM pg_tables WHERE schemaname = 'pgq' AND tablename NOT IN ('queues', 'segment_rings')")
 
 declare -A TABLE=([baseline]=bench_jobs [pgq]=pgq.jobs [pgmq]=pgmq.q_bench)
 declare -A SEQ=([baseline]=bench_jobs_id_seq [pgq]=pgq.job_id_seq [pgmq]=pgmq.q_bench_msg_id_seq)

@@ -161,14 +161,15 @@ declare -A RATE_MAX=()
 declare -A RATE_SEEN=()
 declare -A PAIR_PREFILL=()
 
-# Empties both queues: bench_jobs, and every pgq table but pgq.queues and
-# pgq.grants (the extension's schema is still moving, so its tables are not
-# named here).
+# Empties both queues: bench_jobs, and every pgq table but pgq.queues,
+# pgq.grants and pgq.segment_rings (which the extension's script fills: the
+# rings' positions). The extension's schema is still moving, so its tables
+# are not named here.
 PGQ_TABLES=""
 reset_queues() {
   if [[ -z "$PGQ_TABLES" ]]; then
     PGQ_TABLES=$(sql "SELECT string_agg(format('%I.%I', schemaname, tablename), ', ')
-                        FROM pg_tables WHERE schemaname = 'pgq' AND tablename NOT IN ('queues', 'grants')")
+                        FROM pg_tables WHERE schemaname = 'pgq' AND tablename NOT IN ('queues', 'grants', 'segment_rings')")
   fi
   sql "TRUNCATE bench_jobs, $PGQ_TABLES"
 }

@@ -131,7 +131,7 @@ LOAD_MID=$(uptime)
 
 # Empties every pgq table but pgq.queues (as bench/run.sh does).
 PGQ_TABLES=$(sql "SELECT string_agg(format('%I.%I', schemaname, tablename), ', ')
-                    FROM pg_tables WHERE schemaname = 'pgq' AND tablename <> 'queues'")
+                    FROM pg_tables WHERE schemaname = 'pgq' AND tablename NOT IN ('queues', 'segment_rings')")
 
 prefill() {  # count, in batches of 100,000 with enqueue_many
   local left=$1 batch

@@ -186,6 +186,25 @@ SELECT keep_completed, keep_dead FROM pgq.queues WHERE name = 'export';
 SELECT pgq.alter_queue('export', keep_dead => '7 days');
 SELECT keep_completed, keep_dead FROM pgq.queues WHERE name = 'export';
 
+-- A ring's row deleted by hand: writers use segment 0, and the next pass
+-- puts the row back.
+DELETE FROM pgq.segment_rings WHERE ring = 'history';
+SELECT pgq.enqueue('audit', '{"a": 2}') AS a2 \gset
+SELECT pgq.claim('audit') IS NOT NULL;
+SELECT pgq.complete(:a2, 1, '"ok"') AS completed_without_ring;
+SELECT segment FROM pgq.job_history WHERE id = :a2;
+SELECT 1 FROM pgq.maintain();
+SELECT ring, current FROM pgq.segment_rings ORDER BY ring;
+
+-- An idle pass takes no transaction id: the rings are read without a lock
+-- until one is due (a row lock would take one, every pass, in every
+-- database).
+SELECT 1 FROM pgq.maintain();
+BEGIN;
+SELECT 1 FROM pgq.maintain();
+SELECT pg_current_xact_id_if_assigned() IS NULL AS idle_pass_took_no_xid;
+COMMIT;
+
 DROP EXTENSION pgq_cpp;
 DROP ROLE pgq_regress_ops;
 DROP ROLE pgq_regress_nobody;

@@ -44,10 +44,11 @@ std::string Held(std::string_view sql) {
 // returns what the caller reads: the queue, group and state, and the job's
 // dedupe columns (a key finishing may stay taken for a period or pass to a
 // follower). With `history`, every column, and then the insert of the jobs
-// of queues that keep completed ones into the current segment of
+// of the queues in `keeping` (an int4[] parameter) into `segment` of
 // pgq.job_history, finished at `now` with result `result`.
 std::string CompleteSql(std::string_view where, bool history, std::string_view now,
-                        std::string_view result) {
+                        std::string_view result, std::string_view keeping = {},
+                        std::string_view segment = {}) {
   std::string sql = "WITH d AS (\n  DELETE FROM pgq.jobs j ";
   sql += Held(where);
   sql += history ? "\n  RETURNING j.*)"
@@ -64,22 +65,24 @@ kept AS (
     sql += now;
     sql += ", d.dedupe_key, d.group_key, d.last_error, d.progress, ";
     sql += result;
-    sql += R"sql(, d.payload,
-         (SELECT r.current FROM pgq.segment_rings r WHERE r.ring = 'history')
-    FROM d JOIN pgq.queues q ON q.queue_id = d.queue_id
-   WHERE q.keep_completed > '0'))sql";
+    sql += ", d.payload, ";
+    sql += segment;
+    sql += "\n    FROM d WHERE d.queue_id = ANY (";
+    sql += keeping;
+    sql += "))";
   }
   sql += "\n";
   return sql;
 }
 
-// $1 id, $2 attempt, $3 $4 scope, (1.2) $5 now, $6 result.
+// $1 id, $2 attempt, $3 $4 scope, (1.2) $5 now, $6 result, (history) $7
+// the queues that keep completed jobs, $8 the segment.
 constexpr std::string_view kCompleteOne =
     "WHERE j.id = $1 AND j.attempt = $2 AND $HELD AND ($3 OR j.queue_id = ANY ($4))";
 
-// [CompletionVariant]: a catalog before 1.2; 1.2 with no history kept (a
-// plain DELETE, as cheap as 1.1's); 1.2 with history.
-pg::Statement& complete_job(pg::SpiSession& spi) {
+// [HistoryTarget::variant]: a catalog before 1.2; 1.2 with no history kept
+// (a plain DELETE, as cheap as 1.1's); 1.2 with history.
+pg::Statement& complete_job(int variant) {
   static BuiltStatement statements[3] = {
       {Held(R"sql(
 DELETE FROM pgq.jobs j
@@ -92,12 +95,12 @@ DELETE FROM pgq.jobs j
 RETURNING j.queue_id, j.group_key, j.state = 'p' AS was_pending, j.id, j.dedupe_key,
           j.dedupe_for)sql"),
        {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, JSONBOID}},
-      {CompleteSql(kCompleteOne, true, "$5", "$6") + R"sql(
+      {CompleteSql(kCompleteOne, true, "$5", "$6", "$7", "$8") + R"sql(
 SELECT d.queue_id, d.group_key, d.state = 'p' AS was_pending, d.id, d.dedupe_key, d.dedupe_for
   FROM d)sql",
-       {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, JSONBOID}},
+       {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, JSONBOID, INT4ARRAYOID, INT2OID}},
   };
-  return statements[internal::CompletionVariant(spi)].get();
+  return statements[variant].get();
 }
 
 // Returns how many it completed (completed), and per queue it finished jobs
@@ -110,7 +113,7 @@ std::string CompleteManySql(bool lifecycle, bool history) {
   constexpr std::string_view kWhere = R"sql(
    USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)
    WHERE j.id = c.id AND j.attempt = c.attempt AND $HELD AND ($3 OR j.queue_id = ANY ($4)))sql";
-  std::string sql = lifecycle ? CompleteSql(kWhere, history, "$5", "NULL::jsonb")
+  std::string sql = lifecycle ? CompleteSql(kWhere, history, "$5", "NULL::jsonb", "$6", "$7")
                               : "WITH d AS (\n  DELETE FROM pgq.jobs j " + Held(kWhere) +
                                     "\n  RETURNING j.queue_id, j.group_key, j.state)\n";
   sql += R"sql(
@@ -136,15 +139,17 @@ SELECT NULL, d.queue_id, NULL, NULL, NULL, d.id, d.dedupe_key, d.dedupe_for
   return sql;
 }
 
-pg::Statement& complete_jobs(pg::SpiSession& spi) {
+// $1 ids, $2 attempts, $3 $4 scope, (1.2) $5 now, (history) $6 the queues
+// that keep completed jobs, $7 the segment.
+pg::Statement& complete_jobs(int variant) {
   static BuiltStatement statements[3] = {
       {CompleteManySql(false, false), {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID}},
       {CompleteManySql(true, false),
        {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID}},
       {CompleteManySql(true, true),
-       {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID}},
+       {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, INT4ARRAYOID, INT2OID}},
   };
-  return statements[internal::CompletionVariant(spi)].get();
+  return statements[variant].get();
 }
 
 pg::Statement insert_finished = {
@@ -226,7 +231,9 @@ bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, 
   params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(attempt));
   SetScope(params, 2, scope);
   params.Set(4, TimestampTzGetDatum(now)).SetOptional(5, result == 0, result);
-  const pg::Result completed = spi.Execute(complete_job(spi), params);
+  const internal::HistoryTarget& history = internal::CompletionTarget(spi);
+  if (history.variant == 2) params.Set(6, history.keeping).Set(7, Int16GetDatum(history.segment));
+  const pg::Result completed = spi.Execute(complete_job(history.variant), params);
   if (completed.empty()) return false;
   const int32 queue_id = completed.Int32(0, "queue_id");
   if (completed.Bool(0, "was_pending")) pg::ledger::NoteLocked(queue_id);
@@ -242,7 +249,9 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
   params.Set(0, ids).Set(1, attempts);
   SetScope(params, 2, scope);
   params.Set(4, TimestampTzGetDatum(now));
-  const pg::Result result = spi.Execute(complete_jobs(spi), params);
+  const internal::HistoryTarget& history = internal::CompletionTarget(spi);
+  if (history.variant == 2) params.Set(5, history.keeping).Set(6, Int16GetDatum(history.segment));
+  const pg::Result result = spi.Execute(complete_jobs(history.variant), params);
   const int completed_column = result.ColumnNumber("completed");
   const int queue_column = result.ColumnNumber("queue_id");
   const int jobs_column = result.ColumnNumber("jobs");

@@ -9,10 +9,13 @@
 // The period is a third of the longest time a queue keeps such rows (never
 // under kMinPeriod), so in the usual case the copy finds nothing to keep.
 //
-// Writers read the current segment in their own statement, under their own
-// snapshot. One with an old snapshot may write the segment that was current
-// before; the segment truncated is always the one after the current, which
-// was current three turns ago.
+// Completions write the segment that was current when their backend last
+// read the ring (CompletionTarget, read again after each turn's TRUNCATE
+// invalidation), dead-letter moves the one their statement reads. Either
+// may be a turn or more behind: the segment truncated is always the one
+// after the current, taken with an exclusive lock before its rows still
+// kept are copied out, so a row written there before the turn is copied or
+// expired, and one written after it is in the current segment.
 #include "pg/args.h"
 #include "pg/queue_cache.h"
 #include "pg/settings.h"
@@ -22,6 +25,7 @@
 extern "C" {
 #include "catalog/namespace.h"
 #include "storage/lmgr.h"
+#include "utils/datum.h"
 #include "utils/lsyscache.h"
 }
 
@@ -34,21 +38,45 @@ using internal::BuiltStatement;
 constexpr int kSegments = 4;
 constexpr int64 kMinPeriodUs = 10 * USECS_PER_SEC;
 
-pg::Statement any_queue_keeps = {
-    "SELECT EXISTS (SELECT 1 FROM pgq.queues WHERE keep_completed > '0')", 0, {}, nullptr};
+pg::Statement any_history = {"SELECT EXISTS (SELECT 1 FROM pgq.job_history)", 0, {}, nullptr};
 
-// $1 ring. The ring's row, locked so that two maintenance runners never
-// turn it at once (the second skips), and the longest time its rows are
-// kept (NULL: no queue asks for dead jobs to be dropped).
-pg::Statement lock_ring = {R"sql(
+// The queues that keep completed jobs (NULL: none) and where they go now.
+pg::Statement history_target = {R"sql(
+SELECT (SELECT array_agg(queue_id) FROM pgq.queues WHERE keep_completed > '0'),
+       COALESCE((SELECT current FROM pgq.segment_rings WHERE ring = 'history'), 0)::int4)sql",
+                                0,
+                                {},
+                                nullptr};
+
+// A copy of an int4[] Datum that lives as long as the backend.
+Datum datumCopyInContext(Datum array) {
+  MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+  const Datum copy = datumCopy(array, false, -1);
+  MemoryContextSwitchTo(old);
+  return copy;
+}
+
+// $1 ring. Where the ring is, and the longest time its rows are kept (NULL:
+// no queue asks for dead jobs to be dropped). Read without a lock: an idle
+// pass must not take a transaction id (a row lock would).
+constexpr std::string_view kRingState = R"sql(
 SELECT r.current, r.rotated_at,
        CASE r.ring WHEN 'history' THEN (SELECT max(keep_completed) FROM pgq.queues)
                    ELSE (SELECT max(keep_dead) FROM pgq.queues) END AS keep
-  FROM pgq.segment_rings r WHERE r.ring = $1
-   FOR UPDATE SKIP LOCKED)sql",
-                           1,
-                           {TEXTOID},
-                           nullptr};
+  FROM pgq.segment_rings r WHERE r.ring = $1)sql";
+
+pg::Statement& read_ring() {
+  static BuiltStatement statement{std::string(kRingState), {TEXTOID}};
+  return statement.get();
+}
+
+// The same, locked when the ring is due, so that two maintenance runners
+// never turn it at once (the second skips).
+pg::Statement& lock_ring() {
+  static BuiltStatement statement{std::string(kRingState) + "\n   FOR UPDATE SKIP LOCKED",
+                                  {TEXTOID}};
+  return statement.get();
+}
 
 // $1 the segment to empty, $2 the current one, $3 now.
 pg::Statement keep_history = {R"sql(
@@ -78,7 +106,14 @@ SELECT d.id, d.queue, d.payload, d.attempts, d.last_error, d.reason, d.died_at, 
                            {INT2OID, INT2OID, TIMESTAMPTZOID},
                            nullptr};
 
-pg::Statement any_history = {"SELECT EXISTS (SELECT 1 FROM pgq.job_history)", 0, {}, nullptr};
+// A ring's row deleted by hand (a TRUNCATE of every pgq table) comes back:
+// its writers meanwhile wrote segment 0.
+pg::Statement restore_ring = {R"sql(
+INSERT INTO pgq.segment_rings (ring, segments, current, rotated_at) VALUES ($1, 4, 0, $2)
+ON CONFLICT (ring) DO NOTHING)sql",
+                              2,
+                              {TEXTOID, TIMESTAMPTZOID},
+                              nullptr};
 
 pg::Statement turn_ring = {
     "UPDATE pgq.segment_rings SET current = $2, rotated_at = $3 WHERE ring = $1",
@@ -101,25 +136,38 @@ pg::Statement& truncate_segment(bool history, int segment) {
   return statements[history][segment].get();
 }
 
-// Turns one ring if it is due; whether it did.
-bool TurnRing(pg::SpiSession& spi, bool history, TimestampTz now) {
-  const char* ring = history ? "history" : "dead";
-  pg::Params params;
-  params.Set(0, pg::TextDatum(ring));
-  const pg::Result row = spi.Execute(lock_ring, params);
+// Whether the ring whose state is `row` is due to turn at `now`.
+bool Due(pg::SpiSession& spi, bool history, const pg::Result& row, TimestampTz now) {
   if (row.empty() || row.IsNull(0, "keep")) return false;
   bool is_null = false;
   const int64 keep_us =
       pg::IntervalMicros(DatumGetIntervalP(row.Value(0, "keep", &is_null)), "keep");
+  const int64 period_us = std::max(keep_us / (kSegments - 1), kMinPeriodUs);
+  const TimestampTz rotated_at = DatumGetTimestampTz(row.Value(0, "rotated_at", &is_null));
+  if (now - rotated_at < period_us) return false;
   // No queue keeps completed jobs: the ring turns only to clear what was
   // kept before (no reader shows those rows any more).
   if (history && keep_us <= 0) {
     pg::Params none;
-    if (!spi.Execute(any_history, none).Bool(0, 1)) return false;
+    return spi.Execute(any_history, none).Bool(0, 1);
   }
-  const int64 period_us = std::max(keep_us / (kSegments - 1), kMinPeriodUs);
-  const TimestampTz rotated_at = DatumGetTimestampTz(row.Value(0, "rotated_at", &is_null));
-  if (now - rotated_at < period_us) return false;
+  return true;
+}
+
+// Turns one ring if it is due; whether it did.
+bool TurnRing(pg::SpiSession& spi, bool history, TimestampTz now) {
+  pg::Params params;
+  params.Set(0, pg::TextDatum(history ? "history" : "dead"));
+  const pg::Result state = spi.Execute(read_ring(), params);
+  if (state.empty()) {
+    pg::Params ring;
+    ring.Set(0, params.values()[0]).Set(1, TimestampTzGetDatum(now));
+    spi.Execute(restore_ring, ring);
+    return false;
+  }
+  if (!Due(spi, history, state, now)) return false;
+  const pg::Result row = spi.Execute(lock_ring(), params);
+  if (!Due(spi, history, row, now)) return false;  // turned meanwhile, or locked
   const int16 current = static_cast<int16>(row.Int32(0, "current"));
   const int16 next = static_cast<int16>((current + 1) % kSegments);
 
@@ -139,7 +187,7 @@ bool TurnRing(pg::SpiSession& spi, bool history, TimestampTz now) {
   pg::Params none;
   spi.Execute(truncate_segment(history, next), none);
   pg::Params turn;
-  turn.Set(0, pg::TextDatum(ring)).Set(1, Int16GetDatum(next)).Set(2, TimestampTzGetDatum(now));
+  turn.Set(0, params.values()[0]).Set(1, Int16GetDatum(next)).Set(2, TimestampTzGetDatum(now));
   spi.Execute(turn_ring, turn);
   return true;
 }
@@ -148,21 +196,32 @@ bool TurnRing(pg::SpiSession& spi, bool history, TimestampTz now) {
 
 namespace internal {
 
-int CompletionVariant(pg::SpiSession& spi) {
-  if (!InstalledCatalog().lifecycle) return 0;
+const HistoryTarget& CompletionTarget(pg::SpiSession& spi) {
+  static HistoryTarget target{};
   static bool known = false;
-  static bool keeps = false;
   static uint64 known_generation = 0;
-  // create_queue and alter_queue send an invalidation when keep_completed
-  // changes (api/queues.cpp), which empties this with the queue cache.
-  const uint64 generation = pg::QueueCache::Generation();
-  if (!known || generation != known_generation) {
-    pg::Params none;
-    keeps = spi.Execute(any_queue_keeps, none).Bool(0, 1);
-    known_generation = generation;
-    known = true;
+  if (!InstalledCatalog().lifecycle) {
+    target.variant = 0;
+    return target;
   }
-  return keeps ? 2 : 1;
+  // create_queue and alter_queue send an invalidation when keep_completed
+  // changes (api/queues.cpp), and a turn of the ring TRUNCATEs a segment,
+  // which sends one too: either empties this with the queue cache.
+  const uint64 generation = pg::QueueCache::Generation();
+  if (known && generation == known_generation) return target;
+  pg::Params none;
+  const pg::Result read = spi.Execute(history_target, none);
+  bool is_null = false;
+  const Datum keeping = read.Value(0, 1, &is_null);
+  pg::Guard([&] {
+    if (target.keeping != 0) pfree(DatumGetPointer(target.keeping));
+    target.keeping = is_null ? 0 : datumCopyInContext(keeping);
+  });
+  target.variant = is_null ? 1 : 2;
+  target.segment = static_cast<int16>(read.Int32(0, 2));
+  known_generation = generation;
+  known = true;
+  return target;
 }
 
 }  // namespace internal

@@ -107,9 +107,16 @@ pg::Params& SetJobParams(pg::Params& params, const Queue& queue, const NewJob& j
 // when the key has a follower already (insert.cpp).
 std::optional<int64> InsertFollower(pg::SpiSession& spi, const Queue& queue, const NewJob& job);
 
-// Which completing statement applies: 0 a catalog before 1.2; 1 no queue
-// keeps completed jobs; 2 some queue does (history.cpp).
-int CompletionVariant(pg::SpiSession& spi);
+// Where completions go (history.cpp). `variant`: 0 a catalog before 1.2;
+// 1 no queue keeps completed jobs; 2 some do: `keeping`, an int4[] of their
+// ids, and `segment`, pgq.job_history's current segment, as this backend
+// last read them (refreshed with the queue cache).
+struct HistoryTarget {
+  int variant;
+  Datum keeping;
+  int16 segment;
+};
+const HistoryTarget& CompletionTarget(pg::SpiSession& spi);
 
 // `jobs` completions of `queue_id`, for done_recent and the completions
 // counter: in shared memory when preloaded (flushed to pgq.finished by

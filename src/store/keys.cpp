@@ -77,9 +77,9 @@ RETURNING j.queue_id, j.id, j.priority, j.run_at, j.state = 'p' AS pending, j.gr
 
 pg::Statement delete_job = {"DELETE FROM pgq.jobs WHERE id = $1", 1, {INT8OID}, nullptr};
 
-// $1 now. Followers whose holder is gone (it left in a transaction that
-// could not see them: a REPEATABLE READ one) take the key: a safety net run
-// by maintenance.
+// Followers whose holder is gone (it left in a transaction that could not
+// see them: a REPEATABLE READ one) take the key: a safety net run by
+// maintenance (an UPDATE of no row takes no transaction id).
 pg::Statement promote_orphans = {R"sql(
 UPDATE pgq.jobs f SET state = 'p', dedupe_key = f.follows_key, follows_key = NULL
  WHERE f.state = 'f' AND f.follows_key IS NOT NULL

@@ -75,15 +75,21 @@ pg::Statement& job_info() {
 
 // $1 queue id, $2 now, $3 before id (NULL: from the newest), $4 max, $5
 // state (NULL: any), $6 queue name. Each source is cut at max before the
-// merge, newest first.
+// merge, newest first. A state filter first skips the sources that cannot
+// hold that state (a one-time test of the parameter), so that listing the
+// dead jobs never walks the live ones.
+constexpr std::string_view kLiveStates = R"sql(j.queue_id = $1 AND ($3 IS NULL OR j.id < $3)
+    AND ($5 IS NULL OR $5 IN ('scheduled', 'ready', 'waiting', 'running'))
+    AND ($5 IS NULL OR $STATE = $5))sql";
+constexpr std::string_view kDoneStates =
+    "h.queue_id = $1 AND ($3 IS NULL OR h.id < $3) AND ($5 IS NULL OR $5 = 'done')";
+constexpr std::string_view kDeadStates = R"sql(d.queue = $6 AND ($3 IS NULL OR d.id < $3)
+    AND ($5 IS NULL OR $5 IN ('dead', 'cancelled')) AND ($5 IS NULL OR $STATE = $5))sql";
+
 pg::Statement& list_jobs() {
   static BuiltStatement statement{
       "SELECT * FROM (" +
-          JobInfoSql(
-              "j.queue_id = $1 AND ($3 IS NULL OR j.id < $3) AND ($5 IS NULL OR $STATE = $5)",
-              "h.queue_id = $1 AND ($3 IS NULL OR h.id < $3) AND ($5 IS NULL OR $5 = 'done')",
-              "d.queue = $6 AND ($3 IS NULL OR d.id < $3) AND ($5 IS NULL OR $STATE = $5)",
-              "\n  ORDER BY 1 DESC LIMIT $4") +
+          JobInfoSql(kLiveStates, kDoneStates, kDeadStates, "\n  ORDER BY 1 DESC LIMIT $4") +
           ") AS jobs ORDER BY id DESC LIMIT $4",
       {INT4OID, TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID, TEXTOID}};
   return statement.get();
