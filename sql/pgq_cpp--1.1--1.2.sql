@@ -33,7 +33,7 @@ UPDATE pgq.jobs
 ALTER TABLE pgq.jobs
     DROP CONSTRAINT jobs_state_check,
     ADD CONSTRAINT jobs_state_check
-        CHECK (state OPERATOR(pg_catalog.=) ANY ('{p,r,w,f}'::pg_catalog."char"[]));
+        CHECK (state OPERATOR(pg_catalog.=) ANY ('{p,r,w}'::pg_catalog."char"[]));
 ALTER TABLE pgq.dead_jobs
     DROP CONSTRAINT dead_jobs_reason_check,
     ADD CONSTRAINT dead_jobs_reason_check
@@ -43,22 +43,40 @@ ALTER TABLE pgq.dead_jobs
 --
 -- Settings: completed jobs are kept keep_completed (0: not kept, as in 1.1),
 -- dead jobs keep_dead (NULL: until retried or purged).
+-- dedupe_periods: some job of the queue was enqueued with a dedupe_for,
+-- so that its enqueues with a dedupe key look at pgq.dedupe_holds (set by
+-- that enqueue; the others pay nothing until then).
 ALTER TABLE pgq.queues
     ADD COLUMN keep_completed interval NOT NULL DEFAULT '0',
-    ADD COLUMN keep_dead      interval;
+    ADD COLUMN keep_dead      interval,
+    ADD COLUMN dedupe_periods boolean  NOT NULL DEFAULT false;
 
--- A running job's progress (pgq.progress); how long its dedupe key stays
--- taken after it finished (enqueue's dedupe_for); and for a job enqueued
--- with on_duplicate => 'replace' behind a running holder of its key (state
--- 'f', following), the key it takes over when that holder finishes. The
--- follower is outside jobs_dedupe_idx until then, so the holder and it can
--- both be live; jobs_follower_idx allows one follower per key.
+-- A running job's progress (pgq.progress), and how long its dedupe key
+-- stays taken after it finished (enqueue's dedupe_for). Nullable columns
+-- without a default: added without rewriting the table.
 ALTER TABLE pgq.jobs
-    ADD COLUMN progress    jsonb,
-    ADD COLUMN dedupe_for  interval,
-    ADD COLUMN follows_key text;
-CREATE UNIQUE INDEX jobs_follower_idx ON pgq.jobs (queue_id, follows_key)
-    WHERE follows_key IS NOT NULL;
+    ADD COLUMN progress   jsonb,
+    ADD COLUMN dedupe_for interval;
+
+-- A job enqueued with on_duplicate => 'replace' while its key's holder runs
+-- waits here, outside the hot table (whose every index each enqueue and
+-- claim pays for), one per key, and moves into pgq.jobs under its id, due
+-- and holding the key, in the transaction in which the holder finishes.
+CREATE TABLE pgq.dedupe_followers (
+    queue_id     integer     NOT NULL REFERENCES pgq.queues ON DELETE CASCADE,
+    dedupe_key   text        NOT NULL,
+    id           bigint      NOT NULL UNIQUE,
+    priority     integer     NOT NULL,
+    run_at       timestamptz NOT NULL,
+    max_attempts integer     NOT NULL,
+    enqueued_at  timestamptz NOT NULL,
+    dedupe_for   interval,
+    payload      jsonb       NOT NULL,
+    PRIMARY KEY (queue_id, dedupe_key)
+);
+SELECT pg_catalog.pg_extension_config_dump('pgq.dedupe_followers', '');
+COMMENT ON TABLE pgq.dedupe_followers IS
+    'jobs enqueued with on_duplicate => ''replace'' behind a running holder of their key: pending when it finishes';
 
 -- Keys that stay taken after their job finished (dedupe_for): one row per
 -- key, overwritten by the key's next job, deleted by maintenance once past.

@@ -61,6 +61,23 @@ pg::CachedQueue LockQueueForEnqueue(pg::SpiSession& spi, std::string_view name) 
   }
 }
 
+// The first job with a dedupe_for in a queue marks it: from then on its
+// enqueues with a dedupe key look at the keys held past their jobs
+// (store/keys.cpp), which costs the others nothing until then. The mark
+// commits with that job, so before any such job can finish and hold a key.
+pg::Statement mark_dedupe_periods = {
+    "UPDATE pgq.queues SET dedupe_periods = true WHERE queue_id = $1 AND NOT dedupe_periods",
+    1,
+    {INT4OID},
+    nullptr};
+
+void MarkDedupePeriods(pg::SpiSession& spi, int32 queue_id) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id));
+  spi.Execute(mark_dedupe_periods, params);
+  pg::QueueCache::InvalidateAll();  // every backend's cached queue learns it
+}
+
 // on_duplicate: 'ignore' (the holder's id, as in 1.1) or 'replace'.
 bool ReplacesDuplicate(FunctionCallInfo fcinfo, int index, bool has_dedupe, bool has_group) {
   const std::string_view value = pg::RequiredText(fcinfo, index, "on_duplicate");
@@ -146,7 +163,8 @@ PGQ_FUNCTION(pgq_enqueue) {
     const pg::CachedQueue queue = api::LockQueueForEnqueue(spi, name);
     api::RequireRight(spi, queue.id, name, core::kProduce);
     if (!has_max_attempts) job.max_attempts = queue.max_attempts;
-    const store::Queue target{queue.id, name, queue.notify};
+    if (has_period && !queue.dedupe_periods) api::MarkDedupePeriods(spi, queue.id);
+    const store::Queue target{queue.id, name, queue.notify, has_period || queue.dedupe_periods};
     const std::optional<int64> id =
         replace ? store::Replace(spi, target, job) : store::Insert(spi, target, job);
     if (id) PG_RETURN_INT64(*id);

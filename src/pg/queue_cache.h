@@ -22,7 +22,8 @@ struct CachedQueue {
   bool notify;
   bool paused;
   Interval lease;
-  double rate_limit;  // claims per second; 0: no limit
+  double rate_limit;    // claims per second; 0: no limit
+  bool dedupe_periods;  // 1.2: some job was enqueued with a dedupe_for
 };
 
 class QueueCache {

@@ -50,7 +50,7 @@ using internal::BuiltStatement;
 
 // A running job too (1.2): deleting its row fences its claim at once.
 constexpr std::string_view kCancel = R"sql(
-DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w', 'r', 'f') AND ($3 OR queue_id = ANY ($4))
+DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w', 'r') AND ($3 OR queue_id = ANY ($4))
 RETURNING *)sql";
 constexpr std::string_view kCancel_1_1 = R"sql(
 DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w') AND ($3 OR queue_id = ANY ($4))
@@ -65,6 +65,25 @@ pg::Statement& cancel_job() {
   };
   return statements[InstalledCatalog().lifecycle].get();
 }
+
+// A follower of a running holder (keys.cpp) cancelled: into dead-letter
+// without its key, which stays its holder's. $1 id, $2 now, $3 $4 scope.
+pg::Statement cancel_follower = {R"sql(
+WITH d AS (
+  DELETE FROM pgq.dedupe_followers f WHERE f.id = $1 AND ($3 OR f.queue_id = ANY ($4))
+  RETURNING f.*
+)
+INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at, priority,
+                           max_attempts, enqueued_at, dedupe_key, group_key, progress,
+                           dedupe_for, segment)
+SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload, 0, NULL,
+       'cancelled', $2, d.priority, d.max_attempts, d.enqueued_at, NULL, NULL, NULL, d.dedupe_for,
+       COALESCE((SELECT r.current FROM pgq.segment_rings r WHERE r.ring = 'dead'), 0)
+  FROM d
+RETURNING (SELECT q.queue_id FROM pgq.queues q WHERE q.name = dead_jobs.queue) AS queue_id)sql",
+                                 4,
+                                 {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID},
+                                 nullptr};
 
 // $1 queue name, $2 died at or before.
 pg::Statement purge_dead = {"DELETE FROM pgq.dead_jobs WHERE queue = $1 AND died_at <= $2",
@@ -131,7 +150,13 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
   params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(now));
   internal::SetScope(params, 2, scope);
   const pg::Result cancelled = spi.Execute(cancel_job(), params);
-  if (cancelled.empty()) return false;
+  if (cancelled.empty()) {
+    if (!InstalledCatalog().lifecycle) return false;
+    const pg::Result follower = spi.Execute(cancel_follower, params);
+    if (follower.empty()) return false;
+    pg::ledger::NoteCount(follower.Int32(0, "queue_id"), pg::kDeadLettered, 1);
+    return true;
+  }
   const int32 queue_id = cancelled.Int32(0, "queue_id");
   pg::ledger::NoteLocked(queue_id);  // it may have locked a pending job
   pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);

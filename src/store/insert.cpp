@@ -156,20 +156,6 @@ pg::Statement& InsertKeyed(bool group) {
   return statements[group].get();
 }
 
-// A follower of its key's running holder (keys.cpp): its key in
-// follows_key, at most one per key.
-pg::Statement& insert_follower() {
-  static BuiltStatement statement{
-      InsertJobsSql(
-          {}, R"sql(
-VALUES (pg_catalog.nextval('pgq.job_id_seq'), $1, 'f', $4, $3, 0, $6, pg_catalog.now(), NULL,
-        $7, NULL, $2, $8, $5))sql",
-          "\nON CONFLICT (queue_id, follows_key) WHERE follows_key IS NOT NULL DO NOTHING",
-          ", dedupe_for, follows_key"),
-      kKeyedJobArgs};
-  return statement.get();
-}
-
 pg::Statement find_dedupe = {"SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2",
                              2,
                              {INT4OID, TEXTOID},
@@ -257,7 +243,9 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
   if (!has_dedupe && !has_group && CanInsertPlain(catalog)) {
     return InsertPlain(spi, queue, job, catalog);
   }
-  const bool keyed = has_dedupe && catalog.lifecycle;
+  // Only a queue that ever had a job with a dedupe period can hold a key
+  // past its job (the flag is committed before any such job can finish).
+  const bool keyed = has_dedupe && catalog.lifecycle && queue.dedupe_periods;
   const TimestampTz now = pg::Now();
   if (has_group) pg::LockGroup(queue.id, job.group);
   pg::Params params;
@@ -290,13 +278,6 @@ pg::Params& SetJobParams(pg::Params& params, const Queue& queue, const NewJob& j
       .Set(5, Int32GetDatum(job.max_attempts))
       .SetOptional(6, job.group_key == 0, job.group_key)
       .SetOptional(7, job.dedupe_for == 0, job.dedupe_for);
-}
-
-std::optional<int64> InsertFollower(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
-  pg::Params params;
-  const pg::Result inserted = spi.Execute(insert_follower(), SetJobParams(params, queue, job));
-  if (inserted.empty()) return std::nullopt;
-  return inserted.Int64(0, "id");
 }
 
 }  // namespace internal

@@ -103,9 +103,6 @@ void DeleteJustInserted(pg::SpiSession& spi, int64 id);
 // max_attempts, $7 group key, $8 dedupe_for: the parameters of every
 // statement that inserts or replaces one job (insert.cpp, keys.cpp).
 pg::Params& SetJobParams(pg::Params& params, const Queue& queue, const NewJob& job);
-// `job` as the follower of its key's running holder (state 'f'); nullopt
-// when the key has a follower already (insert.cpp).
-std::optional<int64> InsertFollower(pg::SpiSession& spi, const Queue& queue, const NewJob& job);
 
 // Where completions go (history.cpp). `variant`: 0 a catalog before 1.2;
 // 1 no queue keeps completed jobs; 2 some do: `keeping`, an int4[] of their

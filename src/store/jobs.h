@@ -44,6 +44,9 @@ struct Queue {
   int32 id;
   std::string_view name;  // for NOTIFY
   bool notify;            // LISTEN pgq clients are told of new jobs
+  // Some job of the queue was enqueued with a dedupe_for (pgq.queues.
+  // dedupe_periods): an insert with a dedupe key must look at the periods.
+  bool dedupe_periods;
 };
 
 // The queues a caller may touch by job id: `every`, or those in `ids` (an

@@ -8,11 +8,13 @@
 //   - records the period in pgq.dedupe_holds (one row per key, overwritten
 //     by the key's next job), which enqueue reads before and after its
 //     insert (insert.cpp);
-//   - makes the key's follower, if any, pending under the key.
-// A follower waits in state 'f' with its key in follows_key, outside
-// jobs_dedupe_idx, so that the running holder and it are both live; the
-// enqueue that adds it holds a KEY SHARE lock on the holder's row, so the
-// holder cannot leave before the follower is committed and seen.
+//   - moves the key's follower, if any, into pgq.jobs: pending, under the
+//     key, with the id its enqueue returned.
+// A follower waits in pgq.dedupe_followers, outside the hot table, so that
+// the running holder and it can both exist and no index of pgq.jobs costs
+// anyone more; the enqueue that adds it holds a KEY SHARE lock on the
+// holder's row, so the holder cannot leave before the follower is
+// committed and seen.
 #include "pg/args.h"
 #include "pg/ledger.h"
 #include "pg/settings.h"
@@ -23,21 +25,31 @@ namespace pgq::store {
 
 namespace {
 
-// $1 queue id, $2 key, $3 job id, $4 held until (NULL: no period), then the
-// follower, if any, takes the key.
-pg::Statement release_key = {R"sql(
+// The rows of `moved` (followers taken out of pgq.dedupe_followers) as new
+// pending jobs, for InsertJobsSql.
+constexpr std::string_view kFollowerJob = R"sql(
+SELECT m.id, m.queue_id, 'p', m.priority, m.run_at, 0, m.max_attempts, m.enqueued_at,
+       m.dedupe_key, NULL, NULL, m.payload, m.dedupe_for
+  FROM moved m)sql";
+
+// $1 queue id, $2 key, $3 job id, $4 held until (NULL: no period); then the
+// key's follower, if any, becomes a pending job holding the key.
+pg::Statement& release_key() {
+  static internal::BuiltStatement statement{
+      internal::InsertJobsSql(R"sql(
 WITH held AS (
   INSERT INTO pgq.dedupe_holds AS h (queue_id, dedupe_key, job_id, held_until)
   SELECT $1, $2, $3, $4 WHERE $4 IS NOT NULL
   ON CONFLICT (queue_id, dedupe_key) DO UPDATE
      SET job_id = excluded.job_id, held_until = excluded.held_until
-)
-UPDATE pgq.jobs f SET state = 'p', dedupe_key = f.follows_key, follows_key = NULL
- WHERE f.queue_id = $1 AND f.follows_key = $2 AND f.state = 'f'
-RETURNING f.queue_id, f.priority, f.run_at, f.id)sql",
-                             4,
-                             {INT4OID, TEXTOID, INT8OID, TIMESTAMPTZOID},
-                             nullptr};
+), moved AS (
+  DELETE FROM pgq.dedupe_followers f WHERE f.queue_id = $1 AND f.dedupe_key = $2
+  RETURNING f.*
+))sql",
+                              kFollowerJob, {}, ", dedupe_for"),
+      {INT4OID, TEXTOID, INT8OID, TIMESTAMPTZOID}};
+  return statement.get();
+}
 
 // $1 queue id, $2 key, $3 now.
 pg::Statement held_key = {R"sql(
@@ -56,39 +68,53 @@ SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2 AND state = 'r'
                                      {INT4OID, TEXTOID},
                                      nullptr};
 
-// $1 queue id, $2 payload, $3 run_at, $4 priority, $5 key. The follower if
-// there is one (it is the one that will run next), else a holder that has
-// not started. Its state is checked again on the row itself: a claim that
-// took it meanwhile makes this update nothing. A pending holder whose lease
-// expired could still be completed late by that claim (finish.cpp): not
-// once it carries new work, so lease_until is cleared.
+// $1 queue id, $2 payload, $3 run_at, $4 priority, $5 key: a holder that
+// has not started. Its state is checked again on the row itself: a claim
+// that took it meanwhile makes this update nothing. A pending holder whose
+// lease expired could still be completed late by that claim (finish.cpp):
+// not once it carries new work, so lease_until is cleared.
 pg::Statement replace_holder = {R"sql(
 UPDATE pgq.jobs j SET payload = $2, run_at = $3, priority = $4, lease_until = NULL
  WHERE j.id = (SELECT c.id FROM pgq.jobs c
-                WHERE c.queue_id = $1
-                  AND ((c.dedupe_key = $5 AND c.state IN ('p', 'w'))
-                       OR (c.follows_key = $5 AND c.state = 'f'))
-                ORDER BY c.state = 'f' DESC LIMIT 1)
-   AND j.state IN ('p', 'w', 'f')
+                WHERE c.queue_id = $1 AND c.dedupe_key = $5 AND c.state IN ('p', 'w'))
+   AND j.state IN ('p', 'w')
 RETURNING j.queue_id, j.id, j.priority, j.run_at, j.state = 'p' AS pending, j.group_key)sql",
                                 5,
                                 {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID},
                                 nullptr};
 
+// The same parameters, then $6 max_attempts, $8 dedupe_for: the key's
+// follower, new or replaced (a later event replaces the one waiting).
+pg::Statement follow_holder = {
+    R"sql(
+INSERT INTO pgq.dedupe_followers AS f (queue_id, dedupe_key, id, priority, run_at, max_attempts,
+                                       enqueued_at, dedupe_for, payload)
+VALUES ($1, $5, pg_catalog.nextval('pgq.job_id_seq'), $4, $3, $6, pg_catalog.now(), $8, $2)
+ON CONFLICT (queue_id, dedupe_key) DO UPDATE
+   SET payload = excluded.payload, run_at = excluded.run_at, priority = excluded.priority
+RETURNING f.id)sql",
+    8,
+    {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID, INTERVALOID},
+    nullptr};
+
 pg::Statement delete_job = {"DELETE FROM pgq.jobs WHERE id = $1", 1, {INT8OID}, nullptr};
 
 // Followers whose holder is gone (it left in a transaction that could not
-// see them: a REPEATABLE READ one) take the key: a safety net run by
-// maintenance (an UPDATE of no row takes no transaction id).
-pg::Statement promote_orphans = {R"sql(
-UPDATE pgq.jobs f SET state = 'p', dedupe_key = f.follows_key, follows_key = NULL
- WHERE f.state = 'f' AND f.follows_key IS NOT NULL
-   AND NOT EXISTS (SELECT 1 FROM pgq.jobs h
-                    WHERE h.queue_id = f.queue_id AND h.dedupe_key = f.follows_key)
-RETURNING f.queue_id)sql",
-                                 0,
-                                 {},
-                                 nullptr};
+// see them: a REPEATABLE READ one) become jobs all the same: a safety net
+// run by maintenance (a DELETE of no row takes no transaction id).
+pg::Statement& promote_orphans() {
+  static internal::BuiltStatement statement{
+      internal::InsertJobsSql(R"sql(
+WITH moved AS (
+  DELETE FROM pgq.dedupe_followers f
+   WHERE NOT EXISTS (SELECT 1 FROM pgq.jobs h
+                      WHERE h.queue_id = f.queue_id AND h.dedupe_key = f.dedupe_key)
+  RETURNING f.*
+))sql",
+                              kFollowerJob, {}, ", dedupe_for"),
+      {}};
+  return statement.get();
+}
 
 pg::Statement drop_expired_holds = {R"sql(
 DELETE FROM pgq.dedupe_holds WHERE ctid = ANY (ARRAY(
@@ -121,7 +147,7 @@ void KeysReleased(pg::SpiSession& spi, const pg::Result& rows, TimestampTz finis
       const int64 period_us = pg::IntervalMicros(DatumGetIntervalP(period), "dedupe_for");
       params.Set(3, TimestampTzGetDatum(pg::AddMicros(finished_at, period_us, "dedupe_for")));
     }
-    const pg::Result promoted = spi.Execute(release_key, params);
+    const pg::Result promoted = spi.Execute(release_key(), params);
     if (!promoted.empty()) NotePendingAgain(promoted, true);
   }
 }
@@ -154,10 +180,9 @@ std::optional<int64> Replace(pg::SpiSession& spi, const Queue& queue, const NewJ
   }
   pg::Params holder;
   holder.Set(0, Int32GetDatum(queue.id)).Set(1, job.dedupe_key);
-  if (!spi.Execute(lock_running_holder, holder, 1).empty()) {
-    return internal::InsertFollower(spi, queue, job);
-  }
-  return Insert(spi, queue, job);
+  if (spi.Execute(lock_running_holder, holder, 1).empty()) return Insert(spi, queue, job);
+  pg::Params follow;
+  return spi.Execute(follow_holder, internal::SetJobParams(follow, queue, job)).Int64(0, 1);
 }
 
 int64 KeyHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key, TimestampTz now) {
@@ -171,7 +196,7 @@ KeyUpkeep TendKeys(pg::SpiSession& spi, TimestampTz now, int32 batch) {
   KeyUpkeep done{};
   if (!InstalledCatalog().lifecycle) return done;
   pg::Params none;
-  const pg::Result promoted = spi.Execute(promote_orphans, none);
+  const pg::Result promoted = spi.Execute(promote_orphans(), none);
   if (!promoted.empty()) pg::ledger::NoteReadyInDatabase();
   done.followers_promoted = static_cast<int64>(promoted.size());
   pg::Params params;

@@ -1,6 +1,7 @@
 // Reading jobs wherever they are (pgq.job, pgq.list_jobs): live in
-// pgq.jobs, completed in pgq.job_history, dead in pgq.dead_jobs, as rows of
-// pgq.job_info. Rows past their queue's keep_completed or keep_dead that
+// pgq.jobs, following a running holder of their key in
+// pgq.dedupe_followers, completed in pgq.job_history, dead in
+// pgq.dead_jobs, as rows of pgq.job_info. Rows past their queue's keep_completed or keep_dead that
 // maintenance has not dropped yet are not shown.
 #include "pg/args.h"
 #include "store/internal.h"
@@ -11,11 +12,13 @@ namespace {
 
 using internal::BuiltStatement;
 
-// The three sources as one row type: the columns of pgq.job_info, then
-// queue_id. `where_live`, `where_done` and `where_dead` restrict each (the
-// aliases are j, h, d; `state` is each source's state expression).
-std::string JobInfoSql(std::string_view where_live, std::string_view where_done,
-                       std::string_view where_dead, std::string_view order) {
+// The four sources as one row type: the columns of pgq.job_info, then
+// queue_id. `where_live`, `where_following`, `where_done` and `where_dead`
+// restrict each (the aliases are j, f, h, d; `$STATE` is a source's state
+// expression).
+std::string JobInfoSql(std::string_view where_live, std::string_view where_following,
+                       std::string_view where_done, std::string_view where_dead,
+                       std::string_view order) {
   constexpr std::string_view kLiveState = R"sql(
   CASE j.state WHEN 'r' THEN 'running'
                WHEN 'p' THEN CASE WHEN j.run_at > $2 THEN 'scheduled' ELSE 'ready' END
@@ -33,13 +36,21 @@ std::string JobInfoSql(std::string_view where_live, std::string_view where_done,
   sql += kLiveState;
   sql += R"sql( AS state,
         j.attempt, j.max_attempts, j.priority, j.group_key,
-        COALESCE(j.dedupe_key, j.follows_key) AS dedupe_key, j.run_at, j.enqueued_at,
+        j.dedupe_key, j.run_at, j.enqueued_at,
         j.claimed_at, CASE WHEN j.state = 'r' THEN j.lease_until END AS lease_until,
         NULL::timestamptz AS finished_at, j.progress, NULL::jsonb AS result, j.last_error,
         j.payload, j.queue_id
    FROM pgq.jobs j JOIN pgq.queues q ON q.queue_id = j.queue_id
   WHERE )sql";
   sql += with_state(where_live, kLiveState);
+  sql += order;
+  sql += R"sql()
+UNION ALL
+(SELECT f.id, q.name, 'waiting', 0, f.max_attempts, f.priority, NULL, f.dedupe_key, f.run_at,
+        f.enqueued_at, NULL, NULL, NULL, NULL, NULL, NULL, f.payload, f.queue_id
+   FROM pgq.dedupe_followers f JOIN pgq.queues q ON q.queue_id = f.queue_id
+  WHERE )sql";
+  sql += where_following;
   sql += order;
   sql += R"sql()
 UNION ALL
@@ -68,7 +79,7 @@ UNION ALL
 // $1 id, $2 now.
 pg::Statement& job_info() {
   static BuiltStatement statement{
-      JobInfoSql("j.id = $1", "h.id = $1", "d.id = $1", "") + "\nLIMIT 1",
+      JobInfoSql("j.id = $1", "f.id = $1", "h.id = $1", "d.id = $1", "") + "\nLIMIT 1",
       {INT8OID, TIMESTAMPTZOID}};
   return statement.get();
 }
@@ -81,17 +92,19 @@ pg::Statement& job_info() {
 constexpr std::string_view kLiveStates = R"sql(j.queue_id = $1 AND ($3 IS NULL OR j.id < $3)
     AND ($5 IS NULL OR $5 IN ('scheduled', 'ready', 'waiting', 'running'))
     AND ($5 IS NULL OR $STATE = $5))sql";
+constexpr std::string_view kFollowingStates =
+    "f.queue_id = $1 AND ($3 IS NULL OR f.id < $3) AND ($5 IS NULL OR $5 = 'waiting')";
 constexpr std::string_view kDoneStates =
     "h.queue_id = $1 AND ($3 IS NULL OR h.id < $3) AND ($5 IS NULL OR $5 = 'done')";
 constexpr std::string_view kDeadStates = R"sql(d.queue = $6 AND ($3 IS NULL OR d.id < $3)
     AND ($5 IS NULL OR $5 IN ('dead', 'cancelled')) AND ($5 IS NULL OR $STATE = $5))sql";
 
 pg::Statement& list_jobs() {
-  static BuiltStatement statement{
-      "SELECT * FROM (" +
-          JobInfoSql(kLiveStates, kDoneStates, kDeadStates, "\n  ORDER BY 1 DESC LIMIT $4") +
-          ") AS jobs ORDER BY id DESC LIMIT $4",
-      {INT4OID, TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID, TEXTOID}};
+  static BuiltStatement statement{"SELECT * FROM (" +
+                                      JobInfoSql(kLiveStates, kFollowingStates, kDoneStates,
+                                                 kDeadStates, "\n  ORDER BY 1 DESC LIMIT $4") +
+                                      ") AS jobs ORDER BY id DESC LIMIT $4",
+                                  {INT4OID, TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID, TEXTOID}};
   return statement.get();
 }
 
