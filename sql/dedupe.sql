@@ -66,6 +66,15 @@ SELECT id = :r2 AS follower_runs FROM pgq.claim('predict');
 SELECT pgq.enqueue('predict', '{"v": 7}', dedupe_key => 'sat:1', on_duplicate => 'replace') AS r3 \gset
 SELECT pgq.cancel(:r2);
 SELECT state, payload FROM pgq.job(:r3);
+-- A follower can be cancelled too: the holder's end then makes nothing
+-- pending.
+SELECT id = :r3 AS follower_runs FROM pgq.claim('predict');
+SELECT pgq.enqueue('predict', '{"v": 8}', dedupe_key => 'sat:1', on_duplicate => 'replace') AS r4 \gset
+SELECT state, payload FROM pgq.job(:r4);
+SELECT pgq.cancel(:r4) AS follower_cancelled;
+SELECT pgq.complete(:r3, 1);
+SELECT state FROM pgq.job(:r4);
+SELECT count(*) AS live_jobs FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) WHERE q.name = 'predict';
 RESET pgq.debug_clock_offset;
 
 -- A holder whose lease expired is pending, and its old claim could still
