@@ -575,6 +575,8 @@ def explore(dsn, chart):
              f"SELECT pgq.retry_dead({QUEUE!r});{RESET}")
     out.line(f"{DIM}     SELECT * FROM pgq.running_jobs; SELECT * FROM pgq.workers; "
              f"SELECT pgq.metrics();{RESET}")
+    out.line(f"{DIM}     SELECT id, state, attempt, result FROM pgq.list_jobs({QUEUE!r}, 'done'); "
+             f"SELECT * FROM pgq.job(1);{RESET}")
     out.line(f"{DIM}     SELECT owner, count(*) FROM pgq.assignments GROUP BY 1; "
              f"SELECT * FROM pgq.ladders; SELECT * FROM pgq.switches;{RESET}")
     out.line(f"{DIM}     SELECT * FROM pgq.schedules; SELECT * FROM pgq.schedule_runs; "

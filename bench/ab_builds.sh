@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# In-server A/B of two builds on the per-job paths: loops of 20,000 calls in
+# one transaction each (the functions' own cost, no commit or network
+# noise), each build installed in turn into a fresh durable cluster, ROUNDS
+# rounds. Prints ms per 20,000 enqueues, claim+complete pairs and enqueues
+# with a dedupe key. Reinstalls this tree at the end.
+#
+#   git worktree add /tmp/old <rev> && make -C /tmp/old
+#   OLD=/tmp/old bash bench/ab_builds.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../scripts/lib.sh"
+
+OLD="${OLD:?set OLD to the built tree of the other revision}"
+ROUNDS="${ROUNDS:-3}"
+DIR=/tmp/pgq_ab_builds
+PORT=55971
+PGLIB=$("$PG_CONFIG" --pkglibdir)
+P=("$PG_BIN/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d t)
+
+install_from() {
+  rm -f "$PGLIB/pgq_cpp.so"  # unlink first: a running server keeps the old inode
+  make -C "$1" -s install >/dev/null
+}
+
+for round in $(seq "$ROUNDS"); do
+  for build in "$OLD" "$PGQ_ROOT"; do
+    install_from "$build"
+    stop_cluster "$DIR"; rm -rf "$DIR"
+    start_cluster "$DIR" "$PORT" "${BENCH_DURABLE_CONF[@]}"
+    "$PG_BIN/createdb" -h "$DIR" -p "$PORT" -U postgres t
+    "${P[@]}" -c "CREATE EXTENSION pgq_cpp" -c "SELECT pgq.create_queue('q')" >/dev/null
+    times=$("${P[@]}" 2>&1 <<'SQL' | grep -o 'Time: [0-9.]*' | awk '{print $2}' | tr '\n' ' '
+\timing on
+DO $$ BEGIN FOR i IN 1..20000 LOOP PERFORM pgq.enqueue('q', '{"n": 1}'); END LOOP; END $$;
+DO $$ DECLARE j record; BEGIN FOR i IN 1..20000 LOOP
+  SELECT id, attempt INTO j FROM pgq.claim('q', 1); PERFORM pgq.complete(j.id, j.attempt);
+END LOOP; END $$;
+DO $$ BEGIN FOR i IN 1..20000 LOOP PERFORM pgq.enqueue('q', '{"n": 1}', dedupe_key => 'k' || i); END LOOP; END $$;
+SQL
+)
+    echo "round $round $build: enqueue, claim+complete, dedupe enqueue (ms per 20,000): $times"
+  done
+done
+stop_cluster "$DIR"; rm -rf "$DIR"
+install_from "$PGQ_ROOT"
