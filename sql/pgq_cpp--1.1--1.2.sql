@@ -60,7 +60,7 @@ ALTER TABLE pgq.jobs
 
 -- A job enqueued with on_duplicate => 'replace' while its key's holder runs
 -- waits here, outside the hot table (whose every index each enqueue and
--- claim pays for), one per key, and moves into pgq.jobs under its id, due
+-- claim pays for), one per key, and moves into pgq.jobs under its id, pending
 -- and holding the key, in the transaction in which the holder finishes.
 CREATE TABLE pgq.dedupe_followers (
     queue_id     integer     NOT NULL REFERENCES pgq.queues ON DELETE CASCADE,

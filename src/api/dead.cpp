@@ -1,5 +1,6 @@
 // Dead-letter: cancel sends a job there; retry_dead brings jobs back with
-// fresh attempts; purge_dead drops them. The moves are the jobs store's (store/dead.cpp).
+// fresh attempts; purge_dead drops them. The moves are the jobs store's
+// (store/dead.cpp).
 #include "api/queue_ref.h"
 #include "api/rights.h"
 #include "pg/args.h"

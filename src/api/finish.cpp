@@ -1,7 +1,6 @@
 // The end of a claim: complete (with a result kept in the queue's history),
-// complete_many, fail. The statements, their
-// fencing by (id, attempt) and what each notes for commit are the jobs
-// store's (store/finish.cpp).
+// complete_many, fail. The statements, their fencing by (id, attempt) and
+// what each notes for commit are the jobs store's (store/finish.cpp).
 //
 // Every function here takes a job by id: a role that may consume no queue
 // is refused before anything is touched (42501); for one that may consume

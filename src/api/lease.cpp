@@ -1,7 +1,8 @@
 // A claim's lease: extend keeps it, release gives the job back without
 // counting the attempt, snooze gives it back for later ("not now"),
-// progress reports how far it got. Fenced by (id, attempt) like the end of a claim
-// (api/finish.cpp); the statements are the jobs store's (store/lease.cpp).
+// progress reports how far it got. Fenced by (id, attempt) like the end of
+// a claim (api/finish.cpp); the statements are the jobs store's
+// (store/lease.cpp).
 #include "api/claim.h"
 #include "api/rights.h"
 #include "pg/args.h"

@@ -32,7 +32,8 @@ SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.pa
   sql += ", d.priority, d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key";
   if (lifecycle) {
     sql += R"sql(,
-       d.progress, d.dedupe_for, COALESCE((SELECT r.current FROM pgq.segment_rings r WHERE r.ring = 'dead'), 0))sql";
+       d.progress, d.dedupe_for,
+       COALESCE((SELECT r.current FROM pgq.segment_rings r WHERE r.ring = 'dead'), 0))sql";
   }
   sql += R"sql(
   FROM d

@@ -257,8 +257,9 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
   if (inserted.empty()) return std::nullopt;
   const int64 id = inserted.Int64(0, "id");
   // The key's holder may have finished, with a period, after the statement
-  // took its snapshot and before its insert went in (the insert waited for
-  // it): read the holds again, as committed now.
+  // took its snapshot and before its insert went in (the insert then found
+  // the holder's row gone, or waited for it to go): read the holds again,
+  // as committed now.
   if (keyed && internal::HeldKeyJob(spi, queue.id, job.dedupe_key, now, true) != 0) {
     internal::DeleteJustInserted(spi, id);
     return std::nullopt;

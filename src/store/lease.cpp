@@ -1,5 +1,6 @@
-// A claim's lease: extend, release, snooze and progress, fenced by (id, attempt) like the
-// end of a claim (finish.cpp), within the caller's Scope.
+// A claim's lease: extend, release, snooze and progress, fenced by
+// (id, attempt) like the end of a claim (finish.cpp), within the caller's
+// Scope.
 #include "store/internal.h"
 
 namespace pgq::store {
