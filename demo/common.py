@@ -10,6 +10,7 @@ psql does. Importing this module also checks that psycopg 3 is there, and says
 how to get it if not.
 """
 
+import json
 import shutil
 import sys
 import threading
@@ -104,6 +105,8 @@ def print_table(cur_rows, columns):
             return ""
         if isinstance(v, bool):
             return "t" if v else "f"
+        if isinstance(v, (dict, list)):  # jsonb, shown as psql shows it
+            return json.dumps(v, ensure_ascii=False)
         return str(v)
 
     rows = [[show(v) for v in row] for row in cur_rows]
