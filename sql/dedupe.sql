@@ -77,6 +77,21 @@ SELECT state FROM pgq.job(:r4);
 SELECT count(*) AS live_jobs FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) WHERE q.name = 'predict';
 RESET pgq.debug_clock_offset;
 
+-- In a FIFO group: a follower of a running holder joins the group when the
+-- holder finishes, in its enqueue order (before a job enqueued after it).
+SELECT pgq.create_queue('chat');
+SELECT pgq.enqueue('chat', '{"v": 1}', dedupe_key => 'sync:42', group_key => 'customer:42') AS g1 \gset
+SELECT id = :g1 AS head_runs FROM pgq.claim('chat');
+SELECT pgq.enqueue('chat', '{"v": 2}', dedupe_key => 'sync:42', group_key => 'customer:42',
+                   on_duplicate => 'replace') AS g2 \gset
+SELECT pgq.enqueue('chat', '{"v": 3}', group_key => 'customer:42') AS g3 \gset
+SELECT pgq.enqueue('chat', '{"v": 4}', dedupe_key => 'sync:42', group_key => 'customer:42',
+                   on_duplicate => 'replace') = :g2 AS follower_replaced;
+SELECT payload->>'v' AS v, state FROM pgq.list_jobs('chat') ORDER BY id;
+SELECT pgq.complete(:g1, 1);
+SELECT payload->>'v' AS v, state FROM pgq.list_jobs('chat') ORDER BY id;
+SELECT id = :g2 AS follower_is_next, payload FROM pgq.claim('chat');
+
 -- A holder whose lease expired is pending, and its old claim could still
 -- complete it late (the work was done): not once it was replaced, since it
 -- now carries work nobody did.
@@ -95,7 +110,6 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.enqueue('predict', '{}', dedupe_key => 'k', on_duplicate => 'merge')$$),
   ($$SELECT pgq.enqueue('predict', '{}', dedupe_key => 'k', on_duplicate => NULL)$$),
   ($$SELECT pgq.enqueue('predict', '{}', on_duplicate => 'replace')$$),
-  ($$SELECT pgq.enqueue('predict', '{}', dedupe_key => 'k', group_key => 'g', on_duplicate => 'replace')$$),
   ($$SELECT pgq.enqueue('predict', '{}', dedupe_for => '1 minute')$$),
   ($$SELECT pgq.enqueue('predict', '{}', dedupe_key => 'k', dedupe_for => '-1 minute')$$),
   ($$SELECT pgq.enqueue('predict', '{}', dedupe_key => 'k', dedupe_for => '101 years')$$)

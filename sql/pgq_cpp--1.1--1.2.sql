@@ -71,6 +71,7 @@ CREATE TABLE pgq.dedupe_followers (
     max_attempts integer     NOT NULL,
     enqueued_at  timestamptz NOT NULL,
     dedupe_for   interval,
+    group_key    text,                   -- its FIFO group, which it joins then
     payload      jsonb       NOT NULL,
     PRIMARY KEY (queue_id, dedupe_key)
 );

@@ -79,7 +79,7 @@ void MarkDedupePeriods(pg::SpiSession& spi, int32 queue_id) {
 }
 
 // on_duplicate: 'ignore' (the holder's id, as in 1.1) or 'replace'.
-bool ReplacesDuplicate(FunctionCallInfo fcinfo, int index, bool has_dedupe, bool has_group) {
+bool ReplacesDuplicate(FunctionCallInfo fcinfo, int index, bool has_dedupe) {
   const std::string_view value = pg::RequiredText(fcinfo, index, "on_duplicate");
   if (value == "ignore") return false;
   if (value != "replace") {
@@ -89,12 +89,6 @@ bool ReplacesDuplicate(FunctionCallInfo fcinfo, int index, bool has_dedupe, bool
   }
   if (!has_dedupe) {
     pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "on_duplicate 'replace' needs a dedupe_key");
-  }
-  if (has_group) {
-    pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED,
-              "on_duplicate 'replace' cannot be combined with group_key", {},
-              "A FIFO group already runs its jobs one at a time; enqueue with 'ignore', or "
-              "without the group.");
   }
   return true;
 }
@@ -146,7 +140,7 @@ PGQ_FUNCTION(pgq_enqueue) {
                 "dedupe_for says how long the job's dedupe_key stays taken after it finished.");
     }
   }
-  const bool replace = PG_NARGS() > 8 && api::ReplacesDuplicate(fcinfo, 8, has_dedupe, has_group);
+  const bool replace = PG_NARGS() > 8 && api::ReplacesDuplicate(fcinfo, 8, has_dedupe);
 
   pg::SpiSession spi;
   store::NewJob job{payload,

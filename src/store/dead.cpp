@@ -78,7 +78,8 @@ INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, die
                            max_attempts, enqueued_at, dedupe_key, group_key, progress,
                            dedupe_for, segment)
 SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload, 0, NULL,
-       'cancelled', $2, d.priority, d.max_attempts, d.enqueued_at, NULL, NULL, NULL, d.dedupe_for,
+       'cancelled', $2, d.priority, d.max_attempts, d.enqueued_at, NULL, d.group_key, NULL,
+       d.dedupe_for,
        COALESCE((SELECT r.current FROM pgq.segment_rings r WHERE r.ring = 'dead'), 0)
   FROM d
 RETURNING (SELECT q.queue_id FROM pgq.queues q WHERE q.name = dead_jobs.queue) AS queue_id)sql",
@@ -161,8 +162,8 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
   const int32 queue_id = cancelled.Int32(0, "queue_id");
   pg::ledger::NoteLocked(queue_id);  // it may have locked a pending job
   pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
-  internal::MoveGroupsOn(spi, internal::GroupsOf(cancelled));
-  internal::KeysReleased(spi, cancelled, now);
+  internal::MoveGroupsOn(
+      spi, internal::GroupsOf(cancelled, internal::KeysReleased(spi, cancelled, now)));
   return true;
 }
 

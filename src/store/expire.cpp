@@ -65,8 +65,7 @@ Expired ExpireLeases(pg::SpiSession& spi, TimestampTz now, int32 batch) {
   if (!requeued.empty()) pg::ledger::NoteReadyInDatabase();
   const pg::Result dead = spi.Execute(expire_to_dead(), params);
   CountExpiries(dead, true);
-  internal::MoveGroupsOn(spi, internal::GroupsOf(dead));
-  internal::KeysReleased(spi, dead, now);
+  internal::MoveGroupsOn(spi, internal::GroupsOf(dead, internal::KeysReleased(spi, dead, now)));
   return Expired{static_cast<int64>(requeued.size()), static_cast<int64>(dead.size())};
 }
 

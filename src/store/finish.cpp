@@ -237,8 +237,10 @@ bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, 
   if (completed.empty()) return false;
   const int32 queue_id = completed.Int32(0, "queue_id");
   if (completed.Bool(0, "was_pending")) pg::ledger::NoteLocked(queue_id);
-  if (!completed.IsNull(0, "group_key")) internal::MoveGroupsOn(spi, internal::GroupsOf(completed));
-  internal::KeysReleased(spi, completed, now);
+  // A follower of the job's key joins its group before the group moves on
+  // (keys.cpp): both in one call.
+  internal::MoveGroupsOn(
+      spi, internal::GroupsOf(completed, internal::KeysReleased(spi, completed, now)));
   internal::CountFinished(spi, queue_id, 1);
   return true;
 }
@@ -264,8 +266,7 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
     if (result.Bool(row, "was_pending")) pg::ledger::NoteLocked(queue_id);
     internal::CountFinished(spi, queue_id, result.Int32(row, jobs_column));
   }
-  internal::MoveGroupsOn(spi, internal::GroupsOf(result));
-  internal::KeysReleased(spi, result, now);
+  internal::MoveGroupsOn(spi, internal::GroupsOf(result, internal::KeysReleased(spi, result, now)));
   return completed;
 }
 
@@ -298,8 +299,7 @@ FailOutcome Fail(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attemp
   const int32 queue_id = buried.Int32(0, "queue_id");
   pg::ledger::NoteCount(queue_id, pg::kFailures, 1);
   pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
-  internal::MoveGroupsOn(spi, internal::GroupsOf(buried));
-  internal::KeysReleased(spi, buried, now);
+  internal::MoveGroupsOn(spi, internal::GroupsOf(buried, internal::KeysReleased(spi, buried, now)));
   return FailOutcome::kDead;
 }
 

@@ -81,6 +81,12 @@ struct GroupRef {
 };
 // The (queue_id, group_key) pairs of `rows` whose group key is not NULL.
 std::vector<GroupRef> GroupsOf(const pg::Result& rows);
+// The groups of `rows` and then those in `more`, for one MoveGroupsOn.
+inline std::vector<GroupRef> GroupsOf(const pg::Result& rows, std::vector<GroupRef> more) {
+  std::vector<GroupRef> groups = GroupsOf(rows);
+  for (GroupRef& group : more) groups.push_back(std::move(group));
+  return groups;
+}
 // Moves each group on: its lowest-id job becomes pending if the group has
 // nothing pending or running. In (queue, key) order: no deadlock between two
 // callers.
@@ -92,7 +98,11 @@ void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups);
 // it (pgq.dedupe_holds), and a job following the key's holder (enqueued
 // with on_duplicate => 'replace' while it ran) takes the key over and is
 // pending.
-void KeysReleased(pg::SpiSession& spi, const pg::Result& rows, TimestampTz finished_at);
+// Returns the groups of the followers it brought in waiting: the caller
+// moves them on with the groups of the jobs that finished, in one call (one
+// lock order, groups.cpp).
+std::vector<GroupRef> KeysReleased(pg::SpiSession& spi, const pg::Result& rows,
+                                   TimestampTz finished_at);
 // The finished job whose key `key` of `queue_id` stays taken at `now`, or 0;
 // with `latest`, seeing holds committed after the transaction's snapshot.
 int64 HeldKeyJob(pg::SpiSession& spi, int32 queue_id, Datum key, TimestampTz now, bool latest);

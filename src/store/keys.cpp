@@ -27,9 +27,12 @@ namespace {
 
 // The rows of `moved` (followers taken out of pgq.dedupe_followers) as new
 // pending jobs, for InsertJobsSql.
+// One of a FIFO group comes in waiting: the caller moves its group on
+// (groups.cpp), which makes it pending in its turn.
 constexpr std::string_view kFollowerJob = R"sql(
-SELECT m.id, m.queue_id, 'p', m.priority, m.run_at, 0, m.max_attempts, m.enqueued_at,
-       m.dedupe_key, NULL, NULL, m.payload, m.dedupe_for
+SELECT m.id, m.queue_id, CASE WHEN m.group_key IS NULL THEN 'p' ELSE 'w' END, m.priority,
+       m.run_at, 0, m.max_attempts, m.enqueued_at, m.dedupe_key, m.group_key, NULL, m.payload,
+       m.dedupe_for
   FROM moved m)sql";
 
 // $1 queue id, $2 key, $3 job id, $4 held until (NULL: no period); then the
@@ -83,15 +86,17 @@ RETURNING j.queue_id, j.id, j.priority, j.run_at, j.state = 'p' AS pending, j.gr
                                 {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID},
                                 nullptr};
 
-// The same parameters, then $6 max_attempts, $8 dedupe_for: the key's
-// follower, new or replaced (a later event replaces the one waiting).
+// The same parameters, then $6 max_attempts, $7 group key, $8 dedupe_for:
+// the key's follower, new or replaced (a later event replaces the one
+// waiting).
 pg::Statement follow_holder = {
     R"sql(
 INSERT INTO pgq.dedupe_followers AS f (queue_id, dedupe_key, id, priority, run_at, max_attempts,
-                                       enqueued_at, dedupe_for, payload)
-VALUES ($1, $5, pg_catalog.nextval('pgq.job_id_seq'), $4, $3, $6, pg_catalog.now(), $8, $2)
+                                       enqueued_at, dedupe_for, group_key, payload)
+VALUES ($1, $5, pg_catalog.nextval('pgq.job_id_seq'), $4, $3, $6, pg_catalog.now(), $8, $7, $2)
 ON CONFLICT (queue_id, dedupe_key) DO UPDATE
-   SET payload = excluded.payload, run_at = excluded.run_at, priority = excluded.priority
+   SET payload = excluded.payload, run_at = excluded.run_at, priority = excluded.priority,
+       group_key = excluded.group_key
 RETURNING f.id)sql",
     8,
     {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID, INTERVALOID},
@@ -127,8 +132,10 @@ DELETE FROM pgq.dedupe_holds WHERE ctid = ANY (ARRAY(
 
 namespace internal {
 
-void KeysReleased(pg::SpiSession& spi, const pg::Result& rows, TimestampTz finished_at) {
-  if (rows.empty() || !InstalledCatalog().lifecycle) return;
+std::vector<GroupRef> KeysReleased(pg::SpiSession& spi, const pg::Result& rows,
+                                   TimestampTz finished_at) {
+  std::vector<GroupRef> groups;
+  if (rows.empty() || !InstalledCatalog().lifecycle) return groups;
   const int key_column = rows.ColumnNumber("dedupe_key");
   const int period_column = rows.ColumnNumber("dedupe_for");
   const int queue_column = rows.ColumnNumber("queue_id");
@@ -147,9 +154,12 @@ void KeysReleased(pg::SpiSession& spi, const pg::Result& rows, TimestampTz finis
       const int64 period_us = pg::IntervalMicros(DatumGetIntervalP(period), "dedupe_for");
       params.Set(3, TimestampTzGetDatum(pg::AddMicros(finished_at, period_us, "dedupe_for")));
     }
-    const pg::Result promoted = spi.Execute(release_key(), params);
-    if (!promoted.empty()) NotePendingAgain(promoted, true);
+    const pg::Result moved = spi.Execute(release_key(), params);
+    if (moved.empty()) continue;
+    if (moved.Bool(0, "pending")) NotePendingAgain(moved, true);
+    for (GroupRef& group : GroupsOf(moved)) groups.push_back(std::move(group));
   }
+  return groups;
 }
 
 int64 HeldKeyJob(pg::SpiSession& spi, int32 queue_id, Datum key, TimestampTz now, bool latest) {
@@ -198,6 +208,7 @@ KeyUpkeep TendKeys(pg::SpiSession& spi, TimestampTz now, int32 batch) {
   pg::Params none;
   const pg::Result promoted = spi.Execute(promote_orphans(), none);
   if (!promoted.empty()) pg::ledger::NoteReadyInDatabase();
+  internal::MoveGroupsOn(spi, internal::GroupsOf(promoted));
   done.followers_promoted = static_cast<int64>(promoted.size());
   pg::Params params;
   params.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(batch));
