@@ -20,7 +20,8 @@ REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/pgq_test.conf
 # Isolation specs live in test/isolation/{specs,expected}.
 ISOLATION      = claim_skip_locked complete_fencing enqueue_dedupe lock_timeout \
                  next_turn_consecutive assign_one_owner once_rollback schedule_fire_once \
-                 group_fifo schedule_takeover lifecycle_race dedupe_replace dedupe_period
+                 group_fifo schedule_takeover lifecycle_race dedupe_replace dedupe_period \
+                 dedupe_follower_orphan
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso \
                  --temp-instance=tmp_check_iso --temp-config=test/pgq_test.conf
 
