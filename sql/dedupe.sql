@@ -39,6 +39,9 @@ SET pgq.debug_clock_offset = '2h';
 SELECT 1 FROM pgq.maintain();
 SELECT count(*) AS holds_left FROM pgq.dedupe_holds;
 RESET pgq.debug_clock_offset;
+-- A dead job brought back keeps its dedupe period.
+SELECT pgq.retry_dead(:x1) AS revived;
+SELECT dedupe_key, dedupe_for FROM pgq.jobs WHERE id = :x1;
 
 -- Debounce: every event replaces the waiting job's payload, run_at and
 -- priority; one job runs.

@@ -110,31 +110,52 @@ constexpr std::string_view kRevived = R"sql(
 SELECT r.id, $2, CASE WHEN r.group_key IS NULL THEN 'p' ELSE 'w' END, r.priority, $3, 0,
        r.max_attempts, r.enqueued_at, r.dedupe_key, r.group_key, r.last_error, r.payload
   FROM revived r)sql";
+// 1.2: with its dedupe period, which dead-letter kept.
+constexpr std::string_view kRevived_1_2 = R"sql(
+SELECT r.id, $2, CASE WHEN r.group_key IS NULL THEN 'p' ELSE 'w' END, r.priority, $3, 0,
+       r.max_attempts, r.enqueued_at, r.dedupe_key, r.group_key, r.last_error, r.payload,
+       r.dedupe_for
+  FROM revived r)sql";
+
+const std::string& ReviveOne() {
+  static const std::string sql =
+      "WITH revived AS (DELETE FROM pgq.dead_jobs d WHERE d.id = $1 AND " +
+      std::string(kDedupeFree) + " RETURNING d.*)";
+  return sql;
+}
 
 pg::Statement& revive_job() {
-  static BuiltStatement statement{
-      internal::InsertJobsSql("WITH revived AS (DELETE FROM pgq.dead_jobs d WHERE d.id = $1 AND " +
-                                  std::string(kDedupeFree) + " RETURNING d.*)",
-                              kRevived),
-      {INT8OID, INT4OID, TIMESTAMPTZOID}};
-  return statement.get();
+  static BuiltStatement statements[2] = {
+      {internal::InsertJobsSql(ReviveOne(), kRevived), {INT8OID, INT4OID, TIMESTAMPTZOID}},
+      {internal::InsertJobsSql(ReviveOne(), kRevived_1_2, {}, ", dedupe_for"),
+       {INT8OID, INT4OID, TIMESTAMPTZOID}},
+  };
+  return statements[InstalledCatalog().lifecycle].get();
 }
 
 // $1 queue name, $4 at most this many. Of dead jobs sharing a key, only the
 // oldest comes back.
-pg::Statement& revive_oldest() {
-  static BuiltStatement statement{internal::InsertJobsSql(R"sql(
+const std::string& ReviveOldestOf() {
+  static const std::string sql = R"sql(
 WITH revived AS (
   DELETE FROM pgq.dead_jobs dd WHERE dd.id = ANY (ARRAY(
     SELECT d.id FROM pgq.dead_jobs d WHERE d.queue = $1 AND )sql" +
-                                                              std::string(kDedupeFree) + R"sql(
+                                 std::string(kDedupeFree) + R"sql(
        AND NOT EXISTS (SELECT 1 FROM pgq.dead_jobs o WHERE o.queue = d.queue
                           AND o.dedupe_key = d.dedupe_key AND o.id < d.id)
      ORDER BY d.id LIMIT $4 FOR UPDATE SKIP LOCKED))
-  RETURNING dd.*))sql",
-                                                          kRevived),
-                                  {TEXTOID, INT4OID, TIMESTAMPTZOID, INT4OID}};
-  return statement.get();
+  RETURNING dd.*))sql";
+  return sql;
+}
+
+pg::Statement& revive_oldest() {
+  static BuiltStatement statements[2] = {
+      {internal::InsertJobsSql(ReviveOldestOf(), kRevived),
+       {TEXTOID, INT4OID, TIMESTAMPTZOID, INT4OID}},
+      {internal::InsertJobsSql(ReviveOldestOf(), kRevived_1_2, {}, ", dedupe_for"),
+       {TEXTOID, INT4OID, TIMESTAMPTZOID, INT4OID}},
+  };
+  return statements[InstalledCatalog().lifecycle].get();
 }
 
 // Ungrouped revived jobs are pending (AfterInsert); grouped ones move their
