@@ -238,9 +238,11 @@ bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, 
   const int32 queue_id = completed.Int32(0, "queue_id");
   if (completed.Bool(0, "was_pending")) pg::ledger::NoteLocked(queue_id);
   // A follower of the job's key joins its group before the group moves on
-  // (keys.cpp): both in one call.
-  internal::MoveGroupsOn(
-      spi, internal::GroupsOf(completed, internal::KeysReleased(spi, completed, now)));
+  // (keys.cpp): both in one call. Most jobs have neither: nothing to do.
+  std::vector<internal::GroupRef> followers = internal::KeysReleased(spi, completed, now);
+  if (!completed.IsNull(0, "group_key") || !followers.empty()) {
+    internal::MoveGroupsOn(spi, internal::GroupsOf(completed, std::move(followers)));
+  }
   internal::CountFinished(spi, queue_id, 1);
   return true;
 }

@@ -49,7 +49,7 @@ SELECT (SELECT array_agg(queue_id) FROM pgq.queues WHERE keep_completed > '0'),
                                 nullptr};
 
 // A copy of an int4[] Datum that lives as long as the backend.
-Datum datumCopyInContext(Datum array) {
+Datum CopyForBackend(Datum array) {
   MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
   const Datum copy = datumCopy(array, false, -1);
   MemoryContextSwitchTo(old);
@@ -209,13 +209,18 @@ const HistoryTarget& CompletionTarget(pg::SpiSession& spi) {
   // which sends one too: either empties this with the queue cache.
   const uint64 generation = pg::QueueCache::Generation();
   if (known && generation == known_generation) return target;
+  // Unknown until read whole: an error half-way (out of memory) leaves
+  // nothing freed twice or half-set behind.
+  known = false;
   pg::Params none;
   const pg::Result read = spi.Execute(history_target, none);
   bool is_null = false;
   const Datum keeping = read.Value(0, 1, &is_null);
   pg::Guard([&] {
-    if (target.keeping != 0) pfree(DatumGetPointer(target.keeping));
-    target.keeping = is_null ? 0 : datumCopyInContext(keeping);
+    const Datum old = target.keeping;
+    target.keeping = 0;
+    if (old != 0) pfree(DatumGetPointer(old));
+    if (!is_null) target.keeping = CopyForBackend(keeping);
   });
   target.variant = is_null ? 1 : 2;
   target.segment = static_cast<int16>(read.Int32(0, 2));

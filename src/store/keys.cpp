@@ -136,11 +136,15 @@ std::vector<GroupRef> KeysReleased(pg::SpiSession& spi, const pg::Result& rows,
                                    TimestampTz finished_at) {
   std::vector<GroupRef> groups;
   if (rows.empty() || !InstalledCatalog().lifecycle) return groups;
+  // Most finished jobs have no key: looked at before anything else.
   const int key_column = rows.ColumnNumber("dedupe_key");
+  uint64 first = 0;
+  while (first < rows.size() && rows.IsNull(first, key_column)) ++first;
+  if (first == rows.size()) return groups;
   const int period_column = rows.ColumnNumber("dedupe_for");
   const int queue_column = rows.ColumnNumber("queue_id");
   const int id_column = rows.ColumnNumber("id");
-  for (uint64 row = 0; row < rows.size(); ++row) {
+  for (uint64 row = first; row < rows.size(); ++row) {
     if (rows.IsNull(row, key_column)) continue;
     bool is_null = false;
     pg::Params params;
