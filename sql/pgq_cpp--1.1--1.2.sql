@@ -51,6 +51,20 @@ ALTER TABLE pgq.queues
     ADD COLUMN keep_dead      interval,
     ADD COLUMN dedupe_periods boolean  NOT NULL DEFAULT false;
 
+-- Concurrency caps (issue 18, docs/workflows.md): at most max_running jobs
+-- of the queue running at once (NULL: no cap), at most group_concurrency of
+-- one FIFO group (1: strict FIFO, as in 1.1).
+ALTER TABLE pgq.queues
+    ADD COLUMN max_running       integer,
+    ADD COLUMN group_concurrency integer NOT NULL DEFAULT 1;
+
+-- A capped claim counts its queue's running jobs: the running jobs'
+-- index leads with the queue (maintenance finds expired leases queue by
+-- queue through it).
+DROP INDEX pgq.jobs_lease_idx;
+CREATE INDEX jobs_lease_idx ON pgq.jobs (queue_id, lease_until)
+    WHERE state OPERATOR(pg_catalog.=) 'r';
+
 -- A running job's progress (pgq.progress), and how long its dedupe key
 -- stays taken after it finished (enqueue's dedupe_for). Nullable columns
 -- without a default: added without rewriting the table.
@@ -225,10 +239,12 @@ CREATE FUNCTION pgq.create_queue(
     handler        regprocedure DEFAULT NULL,
     if_not_exists  boolean     DEFAULT false,
     keep_completed interval    DEFAULT '0',
-    keep_dead      interval    DEFAULT NULL)
+    keep_dead      interval    DEFAULT NULL,
+    max_running    integer     DEFAULT NULL,
+    group_concurrency integer  DEFAULT 1)
 RETURNS void AS 'MODULE_PATHNAME', 'pgq_create_queue' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean, interval, interval) IS
-    'creates a queue owned by the calling role (the admin right on every queue): its default max_attempts, lease, backoff, retention, NOTIFY, rate limit, in-database handler and how long completed and dead jobs are kept';
+COMMENT ON FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean, interval, interval, integer, integer) IS
+    'creates a queue owned by the calling role (the admin right on every queue): its default max_attempts, lease, backoff, retention, NOTIFY, rate limit, in-database handler, how long completed and dead jobs are kept, and its concurrency caps';
 
 DROP FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure);
 CREATE FUNCTION pgq.alter_queue(
@@ -242,10 +258,12 @@ CREATE FUNCTION pgq.alter_queue(
     rate_limit     real        DEFAULT NULL,
     handler        regprocedure DEFAULT NULL,
     keep_completed interval    DEFAULT NULL,
-    keep_dead      interval    DEFAULT NULL)
+    keep_dead      interval    DEFAULT NULL,
+    max_running    integer     DEFAULT NULL,
+    group_concurrency integer  DEFAULT NULL)
 RETURNS void AS 'MODULE_PATHNAME', 'pgq_alter_queue' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, interval, interval) IS
-    'changes the settings given (NULL: unchanged); the handler only by the queue''s owner; admin right';
+COMMENT ON FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, interval, interval, integer, integer) IS
+    'changes the settings given (NULL: unchanged; rate_limit => 0 and max_running => 0 remove the limit); the handler only by the queue''s owner; admin right';
 
 DROP FUNCTION pgq.enqueue(text, jsonb, timestamptz, integer, text, integer, text);
 CREATE FUNCTION pgq.enqueue(
@@ -292,6 +310,15 @@ CREATE FUNCTION pgq.purge_dead(queue text, older_than interval DEFAULT '0')
 RETURNS bigint AS 'MODULE_PATHNAME', 'pgq_purge_dead' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION pgq.purge_dead(text, interval) IS
     'deletes the queue''s dead jobs that died more than older_than ago; how many; admin right';
+
+CREATE FUNCTION pgq.claim(
+    queues text[],
+    n      integer  DEFAULT 1,
+    lease  interval DEFAULT NULL,
+    wait   interval DEFAULT '0')
+RETURNS SETOF pgq.claimed_job AS 'MODULE_PATHNAME', 'pgq_claim_queues' LANGUAGE C VOLATILE ROWS 10;
+COMMENT ON FUNCTION pgq.claim(text[], integer, interval, interval) IS
+    'leases up to n ready jobs from any of the queues, in claim order across them, each queue''s lease, rate limit and caps applying; with wait, blocks until one of them has a job or the wait ends; consume right on each';
 
 -- queue_stats as in 1.1, but the age of the oldest ready job leaves out a
 -- row it could not subtract, so no stored row can make the view fail.

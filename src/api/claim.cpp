@@ -37,48 +37,108 @@ int64 MonotonicMicros() {
 
 }  // namespace
 
-Claimer::Claimer(pg::SpiSession& spi, std::string_view queue, int32 n, Datum lease)
-    : spi_(spi), name_(queue), name_datum_(pg::TextDatum(queue)), n_(n), lease_(lease) {}
+uint64 Claimer::Try::size() const {
+  uint64 total = 0;
+  for (const pg::Result& rows : jobs) total += rows.size();
+  return total;
+}
+
+Claimer::Claimer(pg::SpiSession& spi, std::vector<std::string_view> queues, int32 n, Datum lease)
+    : spi_(spi), names_(std::move(queues)), n_(n), lease_(lease) {
+  for (std::string_view name : names_) name_datums_.push_back(pg::TextDatum(name));
+}
+
+long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, TimestampTz now,
+                        Try* result) {
+  pg::QueueSlot* slot = pg::FindQueueSlot(queue.id);
+  std::optional<RateBucket> bucket;
+  int32 want = n;
+  if (queue.rate_limit > 0) {
+    bucket.emplace(spi_, queue.id, queue.rate_limit, slot);
+    want = bucket->Take(n, now);
+    // No token: sleep until the next one rather than a full recheck.
+    if (want == 0) {
+      return std::max(1L, static_cast<long>((bucket->MicrosUntilToken() + 999) / 1000));
+    }
+  }
+  pg::Result jobs = store::Claim(spi_, queue.id, name_datums_[index], want,
+                                 lease_ != 0 ? lease_ : IntervalPGetDatum(&queue.lease), now, slot,
+                                 queue.max_running);
+  if (bucket) bucket->Return(want - static_cast<int32>(jobs.size()));
+  if (!jobs.empty()) result->jobs.push_back(std::move(jobs));
+  return kRecheckMillis;
+}
 
 Claimer::Try Claimer::Once(std::optional<pg::ClaimWaiter>* waiter) {
-  const pg::CachedQueue queue = CurrentQueue(spi_, name_);
-  RequireRight(spi_, queue.id, name_, core::kConsume);
+  std::vector<pg::CachedQueue> queues;
+  queues.reserve(names_.size());
+  for (std::string_view name : names_) {
+    queues.push_back(CurrentQueue(spi_, name));
+    RequireRight(spi_, queues.back().id, name, core::kConsume);
+  }
   if (waiter != nullptr) {
     // A queue dropped and created again under the same name has a new id.
-    if (!*waiter || waiter_queue_ != queue.id) {
+    std::vector<int32> ids;
+    for (const pg::CachedQueue& queue : queues) ids.push_back(queue.id);
+    if (!*waiter || ids != waiter_queues_) {
       waiter->reset();
-      waiter->emplace(queue.id);
-      waiter_queue_ = queue.id;
+      if (ids.size() == 1) {
+        waiter->emplace(ids[0]);
+      } else {
+        waiter->emplace(ids.data(), static_cast<int>(ids.size()));
+      }
+      waiter_queues_ = std::move(ids);
     }
     (*waiter)->Arm();
   }
-  if (queue.paused) return Try{pg::Result(), kRecheckMillis};
+  Try result{{}, kRecheckMillis};
   const TimestampTz now = pg::Now();
-  pg::QueueSlot* slot = pg::FindQueueSlot(queue.id);
-  std::optional<RateBucket> bucket;
-  int32 want = n_;
-  if (queue.rate_limit > 0) {
-    bucket.emplace(spi_, queue.id, queue.rate_limit, slot);
-    want = bucket->Take(n_, now);
-    if (want == 0) {
-      // No token: sleep until the next one rather than a full recheck.
-      return Try{pg::Result(),
-                 std::max(1L, static_cast<long>((bucket->MicrosUntilToken() + 999) / 1000))};
-    }
+  if (queues.size() == 1) {
+    if (!queues[0].paused) result.sleep_cap_ms = ClaimFrom(queues[0], 0, n_, now, &result);
+    return result;
   }
-  pg::Result jobs = store::Claim(spi_, queue.id, name_datum_, want,
-                                 lease_ != 0 ? lease_ : IntervalPGetDatum(&queue.lease), now, slot);
-  if (bucket) bucket->Return(want - static_cast<int32>(jobs.size()));
-  return Try{jobs, kRecheckMillis};
+  // Several queues: where the next n jobs are, then that many from each. A
+  // queue that gives fewer than asked (its rate limit or cap, or others
+  // took them) is left out of the next round, which looks for the rest.
+  std::vector<bool> done(queues.size(), false);
+  for (size_t i = 0; i < queues.size(); ++i) done[i] = queues[i].paused;
+  for (size_t round = 0; round < queues.size(); ++round) {
+    const int32 want = n_ - static_cast<int32>(result.size());
+    std::vector<store::SpreadQueue> spread;
+    for (size_t i = 0; i < queues.size(); ++i) {
+      spread.push_back(done[i] ? store::SpreadQueue{0, nullptr}
+                               : store::SpreadQueue{queues[i].id, pg::FindQueueSlot(queues[i].id)});
+    }
+    const std::vector<int32> counts = store::SpreadClaim(spi_, spread, want, now);
+    bool short_of = false;
+    for (size_t i = 0; i < queues.size(); ++i) {
+      if (counts[i] == 0) continue;
+      const uint64 before = result.size();
+      result.sleep_cap_ms =
+          std::min(result.sleep_cap_ms, ClaimFrom(queues[i], i, counts[i], now, &result));
+      if (result.size() - before < static_cast<uint64>(counts[i])) {
+        done[i] = true;
+        short_of = true;
+      }
+    }
+    if (!short_of || static_cast<int32>(result.size()) >= n_) break;
+  }
+  return result;
 }
 
-}  // namespace pgq::api
+namespace {
 
-using namespace pgq;
+// A claimed row's place in claim order: priority descending, run_at, id.
+struct ClaimedRow {
+  int32 priority;
+  TimestampTz run_at;
+  int64 id;
+  const pg::Result* rows;
+  uint64 row;
+};
 
-// claim(queue, n, lease, wait) returns SETOF pgq.claimed_job
-PGQ_FUNCTION(pgq_claim) {
-  const std::string_view name = pg::QueueNameArg(fcinfo, 0);
+// claim(queue or queues, n, lease, wait) returns SETOF pgq.claimed_job.
+Datum ClaimInto(FunctionCallInfo fcinfo, std::vector<std::string_view> names) {
   const int32 n = pg::RequiredInt32(fcinfo, 1, "n");
   if (!core::IsValidClaimBatch(n)) {
     pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
@@ -101,46 +161,76 @@ PGQ_FUNCTION(pgq_claim) {
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
 
   pg::SpiSession spi;
-  api::Claimer claimer{spi, name, n, has_lease ? PG_GETARG_DATUM(2) : static_cast<Datum>(0)};
-  // The jobs one try took go to the result set; their rows are freed at
-  // once (a waiting claim tries again and again). How many it took.
-  const auto take = [&](api::Claimer::Try& attempt) {
-    const uint64 claimed = attempt.jobs.size();
-    for (uint64 row = 0; row < claimed; ++row) {
+  Claimer claimer{spi, std::move(names), n, has_lease ? PG_GETARG_DATUM(2) : static_cast<Datum>(0)};
+  // The jobs one try took go to the result set in claim order (across
+  // queues: a queue's rows are in that order already); their rows are freed
+  // at once (a waiting claim tries again and again). How many it took.
+  const auto take = [&](Claimer::Try& attempt) {
+    std::vector<ClaimedRow> order;
+    for (const pg::Result& rows : attempt.jobs) {
+      for (uint64 row = 0; row < rows.size(); ++row) {
+        bool is_null = false;
+        order.push_back(
+            ClaimedRow{rows.Int32(row, store::kClaimedPriority),
+                       DatumGetTimestampTz(rows.Value(row, store::kClaimedRunAt, &is_null)),
+                       rows.Int64(row, 1), &rows, row});
+      }
+    }
+    if (attempt.jobs.size() > 1) {
+      std::sort(order.begin(), order.end(), [](const ClaimedRow& a, const ClaimedRow& b) {
+        if (a.priority != b.priority) return a.priority > b.priority;
+        if (a.run_at != b.run_at) return a.run_at < b.run_at;
+        return a.id < b.id;
+      });
+    }
+    for (const ClaimedRow& claimed : order) {
       Datum values[store::kClaimedColumns];
       bool nulls[store::kClaimedColumns];
       for (int column = 0; column < store::kClaimedColumns; ++column) {
-        values[column] = attempt.jobs.Value(row, column + 1, &nulls[column]);
+        values[column] = claimed.rows->Value(claimed.row, column + 1, &nulls[column]);
       }
       pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
     }
-    attempt.jobs.Free();
-    return claimed;
+    for (pg::Result& rows : attempt.jobs) rows.Free();
+    return order.size();
   };
 
   (void)pg::AddMicros(GetCurrentTimestamp(), wait_us, "wait");  // 22008 beyond the timestamp range
   if (wait_us == 0) {
     // Without a wait there is no waiter and never a sleep.
-    api::Claimer::Try attempt = claimer.Once();
+    Claimer::Try attempt = claimer.Once();
     (void)take(attempt);
     return static_cast<Datum>(0);
   }
-  const int64 wait_end = core::WaitEnd(api::MonotonicMicros(), wait_us);
+  const int64 wait_end = core::WaitEnd(MonotonicMicros(), wait_us);
   std::optional<pg::ClaimWaiter> waiter;
   for (;;) {
     // An attempt that takes nothing is rolled back: a claim asleep holds no
     // lock on pgq.jobs (or anything else it read), so compaction and ALTER
     // EXTENSION need not wait for it.
     pg::SubTransaction sub;
-    api::Claimer::Try attempt = claimer.Once(&waiter);
+    Claimer::Try attempt = claimer.Once(&waiter);
     if (take(attempt) > 0) {
       sub.Commit();
       break;
     }
     sub.Rollback();
-    const int64 left_ms = core::MillisLeft(wait_end, api::MonotonicMicros());
+    const int64 left_ms = core::MillisLeft(wait_end, MonotonicMicros());
     if (left_ms == 0) break;
     waiter->Sleep(static_cast<long>(std::min<int64>(attempt.sleep_cap_ms, left_ms)));
   }
   return static_cast<Datum>(0);
 }
+
+}  // namespace
+
+}  // namespace pgq::api
+
+using namespace pgq;
+
+// claim(queue, n, lease, wait) returns SETOF pgq.claimed_job
+PGQ_FUNCTION(pgq_claim) { return api::ClaimInto(fcinfo, {pg::QueueNameArg(fcinfo, 0)}); }
+
+// claim(queues text[], n, lease, wait) returns SETOF pgq.claimed_job: from
+// any of the queues, in claim order across them.
+PGQ_FUNCTION(pgq_claim_queues) { return api::ClaimInto(fcinfo, pg::QueueNamesArg(fcinfo, 0)); }

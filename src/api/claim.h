@@ -4,8 +4,10 @@
 
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "pg/args.h"
+#include "pg/queue_cache.h"
 #include "pg/spi.h"
 #include "pg/wakeup.h"
 
@@ -25,28 +27,37 @@ inline ClaimId ClaimIdArgs(FunctionCallInfo fcinfo) {
 class Claimer {
  public:
   struct Try {
-    pg::Result jobs;    // store::Claim's rows: pgq.claimed_job's columns, then run_at
+    // store::Claim's rows, one Result per queue that gave jobs: pgq.
+    // claimed_job's columns, then run_at.
+    std::vector<pg::Result> jobs;
     long sleep_cap_ms;  // how long a waiting claim may sleep before the next try
+    uint64 size() const;
   };
 
-  // `lease` 0: the queue's default lease. `queue` must outlive the Claimer.
-  Claimer(pg::SpiSession& spi, std::string_view queue, int32 n, Datum lease);
+  // `lease` 0: each queue's default lease. `queues` (one or more, distinct)
+  // must outlive the Claimer.
+  Claimer(pg::SpiSession& spi, std::vector<std::string_view> queues, int32 n, Datum lease);
 
-  // One try: the queue as committed now (a drop raises undefined_object; a
-  // pause, a resume, a new default lease or rate limit count), the caller's
-  // consume right (a revoke counts while waiting), the rate limit's tokens,
-  // then the jobs store's statement. `waiter` null: the claim does not wait;
-  // otherwise it is armed before the statement's snapshot (pg/wakeup.h), and
-  // created or replaced for the queue's current id.
+  // One try: each queue as committed now (a drop raises undefined_object; a
+  // pause, a resume, a new default lease, rate limit or cap count), the
+  // caller's consume right on each (a revoke counts while waiting), the rate
+  // limits' tokens, then the jobs store's statements. `waiter` null: the
+  // claim does not wait; otherwise it is armed before the statements'
+  // snapshots (pg/wakeup.h), and created or replaced for the queues' current
+  // ids.
   Try Once(std::optional<pg::ClaimWaiter>* waiter = nullptr);
 
  private:
+  // Up to `n` jobs of one queue, within its rate limit; how long to sleep
+  // when the bucket is empty.
+  long ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, TimestampTz now, Try* result);
+
   pg::SpiSession& spi_;
-  std::string_view name_;
-  Datum name_datum_;
+  std::vector<std::string_view> names_;
+  std::vector<Datum> name_datums_;
   int32 n_;
   Datum lease_;
-  int32 waiter_queue_ = 0;
+  std::vector<int32> waiter_queues_;
 };
 
 }  // namespace pgq::api

@@ -158,7 +158,8 @@ PGQ_FUNCTION(pgq_enqueue) {
     api::RequireRight(spi, queue.id, name, core::kProduce);
     if (!has_max_attempts) job.max_attempts = queue.max_attempts;
     if (has_period && !queue.dedupe_periods) api::MarkDedupePeriods(spi, queue.id);
-    const store::Queue target{queue.id, name, queue.notify, has_period || queue.dedupe_periods};
+    const store::Queue target{queue.id, name, queue.notify, has_period || queue.dedupe_periods,
+                              queue.group_concurrency};
     const std::optional<int64> id =
         replace ? store::Replace(spi, target, job) : store::Insert(spi, target, job);
     if (id) PG_RETURN_INT64(*id);

@@ -17,7 +17,7 @@ pg::Statement find_queue = {
 // 1.2 catalogs: and whether enqueues must look at the queue's dedupe periods.
 pg::Statement find_queue_1_2 = {
     "SELECT queue_id, max_attempts, notify, paused, lease, COALESCE(rate_limit, 0)::float8, "
-    "       dedupe_periods"
+    "       dedupe_periods, COALESCE(max_running, 0), group_concurrency"
     "  FROM pgq.queues WHERE name = $1",
     1,
     {TEXTOID},
@@ -44,7 +44,9 @@ QueueRef FindQueue(pg::SpiSession& spi, std::string_view name) {
                   found.Bool(0, 4),
                   lease,
                   found.Float8(0, 6),
-                  lifecycle && found.Bool(0, 7)};
+                  lifecycle && found.Bool(0, 7),
+                  lifecycle ? found.Int32(0, 8) : 0,
+                  lifecycle ? found.Int32(0, 9) : 1};
 }
 
 pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name) {

@@ -137,6 +137,64 @@ void StoreKeep(pg::SpiSession& spi, FunctionCallInfo fcinfo, int first, std::str
   spi.Execute(store_keep, params);
 }
 
+// 1.2: the concurrency caps. $2 max_running (0: none), $3
+// group_concurrency; NULL leaves a value as it is.
+pg::Statement store_caps = {
+    "UPDATE pgq.queues SET max_running = CASE WHEN $2 IS NULL THEN max_running"
+    "                                         WHEN $2 = 0 THEN NULL ELSE $2 END,"
+    " group_concurrency = COALESCE($3, group_concurrency) WHERE name = $1",
+    3,
+    {TEXTOID, INT4OID, INT4OID},
+    nullptr};
+
+// Arguments `first` (max_running) and `first` + 1 (group_concurrency), when
+// the function has them (a 1.2 catalog), validated. With `zero_removes`
+// (alter_queue) max_running => 0 removes the cap, and NULL leaves either
+// unchanged.
+struct CapsArgs {
+  bool given;  // the function has the arguments
+  bool has_max, has_group;
+  Datum max_running, group_concurrency;
+};
+
+CapsArgs ReadCaps(FunctionCallInfo fcinfo, int first, bool zero_removes) {
+  if (PG_NARGS() <= first + 1) return CapsArgs{};
+  const CapsArgs caps{true, !pg::ArgIsNull(fcinfo, first), !pg::ArgIsNull(fcinfo, first + 1),
+                      PG_GETARG_DATUM(first), PG_GETARG_DATUM(first + 1)};
+  if (caps.has_max) {
+    const int32 max_running = DatumGetInt32(caps.max_running);
+    if (!(zero_removes && max_running == 0) && !core::IsValidMaxRunning(max_running)) {
+      pg::Raise(
+          ERRCODE_INVALID_PARAMETER_VALUE,
+          "max_running must be between 1 and " + std::to_string(core::kMaxRunningLimit),
+          "It is " + std::to_string(max_running) + ".",
+          zero_removes ? "Use max_running => 0 to remove the cap." : "Leave it NULL for no cap.");
+    }
+  }
+  if (caps.has_group) {
+    const int32 group_concurrency = DatumGetInt32(caps.group_concurrency);
+    if (!core::IsValidGroupConcurrency(group_concurrency)) {
+      pg::Raise(
+          ERRCODE_INVALID_PARAMETER_VALUE,
+          "group_concurrency must be between 1 and " + std::to_string(core::kGroupConcurrencyLimit),
+          "It is " + std::to_string(group_concurrency) + ".",
+          "1 runs the jobs of a group one at a time, in enqueue order.");
+    }
+  } else if (!zero_removes) {
+    pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "group_concurrency must not be null");
+  }
+  return caps;
+}
+
+void StoreCaps(pg::SpiSession& spi, const CapsArgs& caps, std::string_view name) {
+  if (!caps.has_max && !caps.has_group) return;
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name))
+      .SetOptional(1, !caps.has_max, caps.max_running)
+      .SetOptional(2, !caps.has_group, caps.group_concurrency);
+  spi.Execute(store_caps, params);
+}
+
 pg::Statement delete_queue_done = {
     "DELETE FROM pgq.finished WHERE queue_id = $1", 1, {INT4OID}, nullptr};
 pg::Statement delete_queue = {"DELETE FROM pgq.queues WHERE queue_id = $1", 1, {INT4OID}, nullptr};
@@ -187,7 +245,7 @@ using namespace pgq;
 
 // create_queue(queue, max_attempts, lease, backoff_base, backoff_max,
 //              retention, notify, rate_limit, handler, if_not_exists,
-//              keep_completed, keep_dead)
+//              keep_completed, keep_dead, max_running, group_concurrency)
 PGQ_FUNCTION(pgq_create_queue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   api::QueueSettings settings{pg::RequiredInt32(fcinfo, 1, "max_attempts"),
@@ -199,6 +257,7 @@ PGQ_FUNCTION(pgq_create_queue) {
                               pg::ArgIsNull(fcinfo, 7) ? 0.0 : api::RateLimitArg(fcinfo, 7, false)};
   const bool if_not_exists = !pg::ArgIsNull(fcinfo, 9) && PG_GETARG_BOOL(9);
   api::Validate(settings);
+  const api::CapsArgs caps = api::ReadCaps(fcinfo, 12, false);
   pg::SpiSession spi;
   api::RequireRightOnEveryQueue(spi, core::kAdmin, "create queues");
   // The creating role owns the queue; its handler runs as that role.
@@ -209,7 +268,10 @@ PGQ_FUNCTION(pgq_create_queue) {
   });
   const uint64 created =
       api::StoreSettings(spi, api::insert_queue, name, settings, handler, owner_name);
-  if (created == 1) api::StoreKeep(spi, fcinfo, 10, name);
+  if (created == 1) {
+    api::StoreKeep(spi, fcinfo, 10, name);
+    api::StoreCaps(spi, caps, name);
+  }
   // Its owner holds every right on it (api/rights.h): lists reload.
   if (created == 1) pg::QueueCache::InvalidateAll();
   if (created == 0) {
@@ -227,11 +289,12 @@ PGQ_FUNCTION(pgq_create_queue) {
 
 // alter_queue(queue, max_attempts, lease, backoff_base, backoff_max,
 //             retention, notify, rate_limit, handler, keep_completed,
-//             keep_dead): NULL = unchanged.
+//             keep_dead, max_running, group_concurrency): NULL = unchanged.
 PGQ_FUNCTION(pgq_alter_queue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   const bool new_rate = !pg::ArgIsNull(fcinfo, 7);
   const double rate = new_rate ? api::RateLimitArg(fcinfo, 7, true) : 0.0;
+  const api::CapsArgs caps = api::ReadCaps(fcinfo, 11, true);
 
   pg::SpiSession spi;
   pg::Params lookup;
@@ -273,6 +336,7 @@ PGQ_FUNCTION(pgq_alter_queue) {
   }
   api::StoreSettings(spi, api::update_queue, name, settings, handler);
   api::StoreKeep(spi, fcinfo, 9, name);
+  api::StoreCaps(spi, caps, name);
   pg::QueueCache::InvalidateAll();
   PG_RETURN_VOID();
 }

@@ -105,9 +105,10 @@ Claimed ClaimNext(Job* job) {
     const std::string queue = queues.Text(row, 1);
     const std::string handler = queues.Text(row, 2);
     const std::string owner = queues.Text(row, 3);
-    api::Claimer claimer(spi, queue, 1, 0);
-    const pg::Result claimed = claimer.Once().jobs;
-    if (claimed.empty()) continue;
+    api::Claimer claimer(spi, {queue}, 1, 0);
+    api::Claimer::Try attempt = claimer.Once();
+    if (attempt.jobs.empty()) continue;
+    const pg::Result& claimed = attempt.jobs.front();
     next_queue = static_cast<uint32>(row + 1);
     // The handler's argument: a pgq.claimed_job made of the claim's columns.
     Datum values[store::kClaimedColumns];

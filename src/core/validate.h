@@ -9,6 +9,8 @@ namespace pgq::core {
 inline constexpr std::size_t kMaxQueueNameLength = 63;
 inline constexpr int32_t kMinClaimBatch = 1;
 inline constexpr int32_t kMaxClaimBatch = 10000;
+// Queues one claim may take jobs from (pgq.claim(queues text[])).
+inline constexpr int kMaxClaimQueues = 32;
 inline constexpr int32_t kMaxAttemptsLimit = 1000000;
 // A dedupe key lives in a btree index entry, so it must stay well below the
 // index row limit (~2.7 kB); keys longer than this should be hashed.
@@ -46,6 +48,14 @@ LeaseCheck CheckLease(int64_t lease_us, int64_t max_lease_us);
 inline bool IsValidClaimBatch(int32_t n) { return n >= kMinClaimBatch && n <= kMaxClaimBatch; }
 
 inline bool IsValidMaxAttempts(int32_t n) { return n >= 1 && n <= kMaxAttemptsLimit; }
+
+// A queue's max_running (jobs running at once): a capped claim counts the
+// running jobs up to it, so it is bounded like a batch of work, not an int.
+inline constexpr int32_t kMaxRunningLimit = 100000;
+inline bool IsValidMaxRunning(int32_t n) { return n >= 1 && n <= kMaxRunningLimit; }
+// A queue's group_concurrency (jobs of one FIFO group running at once).
+inline constexpr int32_t kGroupConcurrencyLimit = 10000;
+inline bool IsValidGroupConcurrency(int32_t n) { return n >= 1 && n <= kGroupConcurrencyLimit; }
 
 inline bool IsValidDedupeKey(std::string_view key) {
   return !key.empty() && key.size() <= kMaxDedupeKeyBytes;

@@ -1,10 +1,14 @@
 #include "pg/args.h"
 
+#include <algorithm>
+
 #include "core/validate.h"
 #include "pg/settings.h"
 
 extern "C" {
 #include "access/detoast.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "mb/pg_wchar.h"
 #include "utils/acl.h"
 }
@@ -38,6 +42,47 @@ std::string_view QueueNameArg(FunctionCallInfo fcinfo, int index) {
           "a letter or a digit.");
   }
   return name;
+}
+
+std::vector<std::string_view> QueueNamesArg(FunctionCallInfo fcinfo, int index) {
+  if (ArgIsNull(fcinfo, index)) Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "queues must not be null");
+  ArrayType* array = Guard([&] { return PG_GETARG_ARRAYTYPE_P(index); });
+  if (ARR_NDIM(array) > 1) {
+    Raise(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "queues must be a one-dimensional array");
+  }
+  Datum* elements = nullptr;
+  bool* nulls = nullptr;
+  int count = 0;
+  Guard([&] {
+    deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elements, &nulls, &count);
+  });
+  if (count == 0 || count > core::kMaxClaimQueues) {
+    Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+          "queues must name 1 to " + std::to_string(core::kMaxClaimQueues) + " queues",
+          "It names " + std::to_string(count) + ".");
+  }
+  std::vector<std::string_view> names;
+  names.reserve(count);
+  for (int i = 0; i < count; ++i) {
+    if (nulls[i]) {
+      Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "queue name at position " + std::to_string(i + 1) + " must not be null");
+    }
+    const text* element = reinterpret_cast<const text*>(DatumGetPointer(elements[i]));
+    const std::string_view name(VARDATA_ANY(element), VARSIZE_ANY_EXHDR(element));
+    if (!core::IsValidQueueName(name)) {
+      Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+            "invalid queue name \"" + std::string(name.substr(0, 80)) + "\"",
+            "Queue names are 1 to 63 characters of a-z, 0-9, \"_\", \".\" and \"-\", starting "
+            "with a letter or a digit.");
+    }
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+            "queue \"" + std::string(name) + "\" appears more than once in queues");
+    }
+    names.push_back(name);
+  }
+  return names;
 }
 
 std::string_view KeyArg(FunctionCallInfo fcinfo, int index, const char* what) {

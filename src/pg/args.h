@@ -1,6 +1,9 @@
 // Reading SQL arguments with PostgreSQL-style errors for bad input.
 #pragma once
 
+#include <string_view>
+#include <vector>
+
 #include "pg/boundary.h"
 
 namespace pgq::pg {
@@ -13,6 +16,11 @@ std::string_view RequiredText(FunctionCallInfo fcinfo, int index, const char* wh
 
 // A queue name argument: not NULL and matching the queue name rules.
 std::string_view QueueNameArg(FunctionCallInfo fcinfo, int index);
+
+// A text[] of queue names (a claim across queues): not NULL, one
+// dimension, 1 to core::kMaxClaimQueues names, each not NULL, valid and
+// given once. Views into the argument, valid for the call.
+std::vector<std::string_view> QueueNamesArg(FunctionCallInfo fcinfo, int index);
 
 // A name or key of the coordination primitives (team, member, subject,
 // switch, ladder, once key): not NULL, 1 to core::kMaxKeyBytes bytes.

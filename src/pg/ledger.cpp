@@ -24,6 +24,8 @@ struct Entry {
   core::ClaimAlarm later;  // the jobs made pending that were not due yet
   // locked
   bool locked;
+  // left running
+  bool left_running;
   // counts
   uint64 finished;
   QueueCounts counts;
@@ -102,7 +104,9 @@ void Wake() {
   int32 queues[kMaxEntries];
   int n = 0;
   for (int i = 0; i < entry_count; ++i) {
-    if (entries[i].wake) queues[n++] = entries[i].queue_id;
+    const Entry& e = entries[i];
+    const bool room = e.left_running && e.slot != nullptr && QueueCapped(e.slot);
+    if (e.wake || room) queues[n++] = e.queue_id;
   }
   if (n > 0 || whole_database) WakeWaiters(queues, n, whole_database);
 }
@@ -182,6 +186,15 @@ void NoteReady(int32 queue_id) {
   if (Shared() == nullptr) return;
   if (Entry* entry = Touch(queue_id)) {
     entry->wake = true;
+  } else {
+    whole_database = true;
+  }
+}
+
+void NoteLeftRunning(int32 queue_id) {
+  if (Shared() == nullptr) return;
+  if (Entry* entry = Touch(queue_id)) {
+    entry->left_running = true;
   } else {
     whole_database = true;
   }

@@ -11,6 +11,8 @@
 //             of other sessions skip them and the hint moves past them, so
 //             if the transaction or a subtransaction rolls back, or it is
 //             prepared, the hint is reset
+//   left      running jobs stopped running: a capped queue's waiting claims
+//             are woken at commit (there is room again)
 //   counts    pgq.metrics() counters and completions for done_recent, added
 //             to the queue's shared slot at commit (pg/queue_slots.h)
 //   flushing  completions this transaction writes to pgq.finished: they
@@ -41,6 +43,11 @@ void NotePending(int32 queue_id, const core::ClaimKey& first, bool wake);
 // Waiting claims of `queue_id` look again at commit (a resume), no hint
 // change.
 void NoteReady(int32 queue_id);
+
+// Running jobs of `queue_id` stopped running (completed, failed, released,
+// snoozed, cancelled, expired): if the queue has a max_running, its waiting
+// claims look again at commit.
+void NoteLeftRunning(int32 queue_id);
 
 // Jobs of some queues of this database became pending by a statement that
 // did not say which first (maintenance returning expired leases): at commit

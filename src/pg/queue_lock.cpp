@@ -13,6 +13,14 @@ namespace {
 constexpr uint32 kPgqLockSpace = 0x70677163;  // "pgqc"
 constexpr uint16 kPgqLockKind = 3;
 constexpr uint16 kPgqGroupLockKind = 4;
+constexpr uint16 kPgqCapLockKind = 5;
+
+LOCKTAG CapTag(int32 queue_id) {
+  LOCKTAG tag;
+  SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(queue_id), kPgqLockSpace,
+                       kPgqCapLockKind);
+  return tag;
+}
 
 LockAcquireResult LockQueue(int32 queue_id, LOCKMODE mode, bool dont_wait) {
   LOCKTAG tag;
@@ -38,6 +46,16 @@ void LockGroup(int32 queue_id, std::string_view group_key) {
   LOCKTAG tag;
   SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(queue_id), hash, kPgqGroupLockKind);
   Guard([&] { (void)LockAcquire(&tag, ExclusiveLock, false, false); });
+}
+
+void LockQueueCap(int32 queue_id) {
+  const LOCKTAG tag = CapTag(queue_id);
+  Guard([&] { (void)LockAcquire(&tag, ExclusiveLock, false, false); });
+}
+
+void UnlockQueueCap(int32 queue_id) {
+  const LOCKTAG tag = CapTag(queue_id);
+  Guard([&] { (void)LockRelease(&tag, ExclusiveLock, false); });
 }
 
 }  // namespace pgq::pg

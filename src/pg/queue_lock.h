@@ -24,4 +24,12 @@ void LockQueueExclusive(int32 queue_id);
 // key; two groups that collide only wait for each other.
 void LockGroup(int32 queue_id, std::string_view group_key);
 
+// The lock of a queue's max_running: held by one claim at a time while it
+// counts the running jobs and takes the ones the cap leaves room for, and
+// released when that statement is done (the next holder's count sees its
+// claims committed or not, pg/dirty_count.h). A claim that raises before
+// releasing it holds it until its (sub)transaction ends.
+void LockQueueCap(int32 queue_id);
+void UnlockQueueCap(int32 queue_id);
+
 }  // namespace pgq::pg

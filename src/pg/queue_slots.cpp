@@ -42,6 +42,9 @@ struct QueueSlot {
   TransactionId last_flush_xid;
   uint64 last_flush_amount;
   pg_atomic_uint64 counts[kCounterKinds];
+  // The queue has a max_running, as its last claim read it: a running job
+  // that leaves wakes the queue's waiting claims (pg/ledger.h).
+  pg_atomic_uint32 capped;
 };
 
 namespace {
@@ -115,6 +118,7 @@ QueueSlot* FindQueueSlot(int32 queue_id) {
         entry->last_flush_xid = InvalidTransactionId;
         entry->last_flush_amount = 0;
         for (pg_atomic_uint64& count : entry->counts) pg_atomic_init_u64(&count, 0);
+        pg_atomic_init_u32(&entry->capped, 0);
       }
       LWLockRelease(SlotsLock());
       return entry;
@@ -173,6 +177,15 @@ void ResetDatabaseSlots(bool buckets_too) {
     SpinLockRelease(&slot->mutex);
   }
   LWLockRelease(SlotsLock());
+}
+
+void SetQueueCapped(QueueSlot* slot, bool capped) {
+  const uint32 value = capped ? 1 : 0;
+  if (pg_atomic_read_u32(&slot->capped) != value) pg_atomic_write_u32(&slot->capped, value);
+}
+
+bool QueueCapped(const QueueSlot* slot) {
+  return pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&slot->capped)) != 0;
 }
 
 void AddFinished(QueueSlot* slot, uint64 jobs) { pg_atomic_fetch_add_u64(&slot->finished, jobs); }

@@ -41,6 +41,11 @@ void ResetQueueHint(QueueSlot* slot);
 // queue ids start again). Safe in a commit callback.
 void ResetDatabaseSlots(bool buckets_too);
 
+// Whether the queue has a max_running (written by its claims, read by the
+// ledger at commit: a running job that left frees a place).
+void SetQueueCapped(QueueSlot* slot, bool capped);
+bool QueueCapped(const QueueSlot* slot);
+
 // Completions counted in shared memory instead of one pgq.finished row per
 // complete() (flushed into pgq.finished by maintenance, see api/maintain.cpp).
 void AddFinished(QueueSlot* slot, uint64 jobs);

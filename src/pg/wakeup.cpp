@@ -22,8 +22,18 @@ constexpr long kPollMillis = 10;
 // Whether this backend's waiter slot is published.
 bool slot_published = false;
 
-uint64 WaiterKey(Oid database, int32 queue_id) {
-  return (static_cast<uint64>(database) << 32) | static_cast<uint32>(queue_id);
+// A waiter for several queues (a multi-queue claim) publishes, instead of a
+// queue id, this bit and one bit per queue id modulo 31: woken by any of
+// them, and now and then by another queue whose id shares a bit.
+constexpr uint32 kQueueSetBit = 0x80000000u;
+constexpr int kQueueSetBits = 31;
+
+uint32 QueueSetBit(int32 queue_id) { return 1u << (static_cast<uint32>(queue_id) % kQueueSetBits); }
+
+bool KeyWakesFor(uint64 key, int32 queue_id) {
+  const auto low = static_cast<uint32>(key);
+  if ((low & kQueueSetBit) != 0) return (low & QueueSetBit(queue_id)) != 0;
+  return low == static_cast<uint32>(queue_id);
 }
 
 pg_atomic_uint64* OwnSlot(SharedState* shared) {
@@ -43,8 +53,9 @@ void Unpublish() {
 
 void UnpublishAtExit(int, Datum) { Unpublish(); }
 
-// Publishes this backend's slot for `queue_id`; false without shared memory.
-bool Publish(int32 queue_id) {
+// Publishes this backend's slot for `queue_id` (or a set of queues,
+// QueueSetKey); false without shared memory.
+bool Publish(uint32 queue_key) {
   SharedState* shared = Shared();
   if (shared == nullptr) return false;
   pg_atomic_uint64* slot = OwnSlot(shared);
@@ -57,7 +68,7 @@ bool Publish(int32 queue_id) {
   }
   Unpublish();  // a slot left by an earlier wait
   pg_atomic_fetch_add_u32(&shared->waiter_count, 1);
-  pg_atomic_write_u64(slot, WaiterKey(MyDatabaseId, queue_id));
+  pg_atomic_write_u64(slot, (static_cast<uint64>(MyDatabaseId) << 32) | queue_key);
   slot_published = true;
   return true;
 }
@@ -65,7 +76,7 @@ bool Publish(int32 queue_id) {
 }  // namespace
 
 void PublishWaiter(int32 queue_id) {
-  (void)Publish(queue_id);
+  (void)Publish(static_cast<uint32>(queue_id));
   ResetLatch(MyLatch);
   // INVARIANT: the slot is visible before the caller's next snapshot.
   pg_memory_barrier();
@@ -82,14 +93,21 @@ void WakeWaiters(const int32* queue_ids, int count, bool whole_database) {
     if (key == 0 || static_cast<Oid>(key >> 32) != MyDatabaseId) continue;
     // Queue id 0: a waiter for any queue of the database (handler workers).
     bool wake = whole_database || static_cast<uint32>(key) == 0;
-    for (int q = 0; q < count && !wake; ++q) wake = key == WaiterKey(MyDatabaseId, queue_ids[q]);
+    for (int q = 0; q < count && !wake; ++q) wake = KeyWakesFor(key, queue_ids[q]);
     if (wake) SetLatch(&ProcGlobal->allProcs[i].procLatch);
   }
 }
 
 void UnpublishWaiter() { Unpublish(); }
 
-ClaimWaiter::ClaimWaiter(int32 queue_id) : shared_(Publish(queue_id)) {}
+ClaimWaiter::ClaimWaiter(int32 queue_id) : shared_(Publish(static_cast<uint32>(queue_id))) {}
+
+ClaimWaiter::ClaimWaiter(const int32* queue_ids, int count)
+    : shared_(Publish([&] {
+        uint32 key = kQueueSetBit;
+        for (int i = 0; i < count; ++i) key |= QueueSetBit(queue_ids[i]);
+        return key;
+      }())) {}
 
 ClaimWaiter::~ClaimWaiter() {
   if (shared_) Unpublish();

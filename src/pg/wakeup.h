@@ -42,6 +42,9 @@ class ClaimWaiter {
   // queue_id kAnyQueue: woken by jobs made ready in any queue of the database.
   static constexpr int32 kAnyQueue = 0;
   explicit ClaimWaiter(int32 queue_id);
+  // Woken by jobs made ready in any of `queue_ids` (and, rarely, in another
+  // queue: the set is published as a 31-bit mask of ids).
+  ClaimWaiter(const int32* queue_ids, int count);
   ~ClaimWaiter();
   ClaimWaiter(const ClaimWaiter&) = delete;
   ClaimWaiter& operator=(const ClaimWaiter&) = delete;

@@ -46,6 +46,10 @@ const Catalog& InstalledCatalog() {
     found.grants = OidIsValid(get_relname_relid("grants", schema));
     found.topics = OidIsValid(get_relname_relid("topics", schema));
     found.lifecycle = OidIsValid(get_relname_relid("job_history", schema));
+    const Oid queues = get_relname_relid("queues", schema);
+    found.caps = OidIsValid(queues) && get_attnum(queues, "max_running") != InvalidAttrNumber;
+    if (found.caps) found.running_index = get_relname_relid("jobs_lease_idx", schema);
+    found.caps = found.caps && OidIsValid(found.running_index);
     return found;
   });
   probed_generation = generation;

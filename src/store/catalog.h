@@ -20,8 +20,10 @@ struct Catalog {
   bool grants;           // 1.1: pgq.grants
   bool topics;           // 1.2: pgq.topics and pgq.topic_grants
   bool lifecycle;        // 1.2: history, progress, dedupe periods (issue 17)
+  bool caps;             // 1.2: max_running and group_concurrency (issue 18)
   Oid jobs;              // pgq.jobs, InvalidOid while not installed
   Oid job_id_seq;        // pgq.job_id_seq
+  Oid running_index;     // with caps: jobs_lease_idx, (queue_id, lease_until) of running jobs
   JobColumns job_columns;
 };
 

@@ -6,7 +6,12 @@
 // the start of the queue, and the same statement reports, from the same
 // snapshot, what the next claim may skip: that is what keeps a claim's cost
 // flat when VACUUM cannot remove the index entries of jobs already taken.
+#include <algorithm>
+#include <vector>
+
+#include "pg/dirty_count.h"
 #include "pg/ledger.h"
+#include "pg/queue_lock.h"
 #include "pg/settings.h"
 #include "store/catalog.h"
 #include "store/internal.h"
@@ -96,10 +101,8 @@ core::ClaimAlarm PassedJobs(pg::SpiSession& spi, int32 queue_id, TimestampTz now
   return alarm;
 }
 
-}  // namespace
-
-pg::Result Claim(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
-                 TimestampTz now, pg::QueueSlot* slot) {
+pg::Result ClaimReady(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
+                      TimestampTz now, pg::QueueSlot* slot) {
   core::ScanPlan plan{0, false, false, core::kFirstKey, false};
   if (slot != nullptr) plan = pg::PlanClaimScan(slot, now);
   if (plan.skip_scan) return pg::Result();  // nothing pending: no statement at all
@@ -132,6 +135,107 @@ pg::Result Claim(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum
     if (claimed > 0) result.first_ready = internal::ClaimKeyOf(jobs, 0);
     pg::PublishClaimScan(slot, plan, result);
   }
+  return jobs;
+}
+
+// $1..$4 per queue: its id and the key its scan starts at; $5 now, $6 n.
+// The n first ready jobs across the queues in claim order, as the index of
+// their queue in $1 (1-based): read, not locked.
+pg::Statement spread_claim = {
+    R"sql(
+SELECT q.ord::int4
+  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),
+                  pg_catalog.unnest($4)) WITH ORDINALITY AS q(queue_id, priority, run_at, id, ord)
+ CROSS JOIN LATERAL (
+   SELECT p.priority, p.run_at, p.id FROM pgq.jobs p
+    WHERE p.queue_id = q.queue_id AND p.state = 'p' AND p.run_at <= $5
+      AND (- p.priority, p.run_at, p.id) >= (q.priority, q.run_at, q.id)
+    ORDER BY - p.priority, p.run_at, p.id LIMIT $6) f
+ ORDER BY - f.priority, f.run_at, f.id LIMIT $6)sql",
+    6,
+    {INT4ARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, INT4OID},
+    nullptr};
+
+template <typename T>
+Datum ArrayOf(const std::vector<T>& values, Oid type, int size, bool by_value, char align,
+              Datum (*to_datum)(T)) {
+  std::vector<Datum> datums;
+  datums.reserve(values.size());
+  for (const T& value : values) datums.push_back(to_datum(value));
+  return PointerGetDatum(pg::Guard([&] {
+    return construct_array(datums.data(), static_cast<int>(datums.size()), type, size, by_value,
+                           align);
+  }));
+}
+
+Datum Int32Datum(int32 value) { return Int32GetDatum(value); }
+Datum Int64Datum(int64 value) { return Int64GetDatum(value); }
+Datum TimestampDatum(TimestampTz value) { return TimestampTzGetDatum(value); }
+
+}  // namespace
+
+std::vector<int32> SpreadClaim(pg::SpiSession& spi, const std::vector<SpreadQueue>& queues, int32 n,
+                               TimestampTz now) {
+  std::vector<int32> counts(queues.size(), 0);
+  std::vector<int32> ids, priorities;
+  std::vector<TimestampTz> run_ats;
+  std::vector<int64> job_ids;
+  std::vector<size_t> index;  // of each queue looked at, in `queues`
+  for (size_t i = 0; i < queues.size(); ++i) {
+    if (queues[i].id == 0) continue;  // left out
+    core::ScanPlan plan{0, false, false, core::kFirstKey, false};
+    if (queues[i].slot != nullptr) plan = pg::PlanClaimScan(queues[i].slot, now);
+    if (plan.skip_scan) continue;  // nothing pending there
+    ids.push_back(queues[i].id);
+    priorities.push_back(-plan.from.priority);
+    run_ats.push_back(plan.from.run_at);
+    job_ids.push_back(plan.from.id);
+    index.push_back(i);
+  }
+  if (ids.empty()) return counts;
+  if (ids.size() == 1) {
+    counts[index[0]] = n;
+    return counts;
+  }
+  pg::Params params;
+  params.Set(0, ArrayOf(ids, INT4OID, sizeof(int32), true, TYPALIGN_INT, Int32Datum))
+      .Set(1, ArrayOf(priorities, INT4OID, sizeof(int32), true, TYPALIGN_INT, Int32Datum))
+      .Set(2, ArrayOf(run_ats, TIMESTAMPTZOID, sizeof(TimestampTz), FLOAT8PASSBYVAL,
+                      TYPALIGN_DOUBLE, TimestampDatum))
+      .Set(3,
+           ArrayOf(job_ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, Int64Datum))
+      .Set(4, TimestampTzGetDatum(now))
+      .Set(5, Int32GetDatum(n));
+  pg::Result next = spi.Execute(spread_claim, params);
+  for (uint64 row = 0; row < next.size(); ++row) ++counts[index[next.Int32(row, 1) - 1]];
+  next.Free();  // a waiting claim runs this again and again
+  return counts;
+}
+
+pg::Result Claim(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
+                 TimestampTz now, pg::QueueSlot* slot, int32 max_running) {
+  const Catalog& catalog = InstalledCatalog();
+  if (slot != nullptr) pg::SetQueueCapped(slot, max_running > 0);
+  if (max_running <= 0 || !catalog.caps) {
+    return ClaimReady(spi, queue_id, name, n, lease, now, slot);
+  }
+  // One capped claim at a time counts and claims; the next one's count sees
+  // these claims whether this transaction has committed or not, so the lock
+  // is released with the statement, not held to commit (pg/dirty_count.h).
+  // Jobs that stop running meanwhile are counted until they commit: a claim
+  // may take fewer than there is room for, never more.
+  pg::LockQueueCap(queue_id);
+  const int64 running =
+      pg::CountDirty(catalog.jobs, catalog.running_index, queue_id, catalog.job_columns.id,
+                     catalog.job_columns.state, 'r', max_running);
+  if (running >= max_running) {
+    pg::UnlockQueueCap(queue_id);
+    return pg::Result();
+  }
+  pg::Result jobs =
+      ClaimReady(spi, queue_id, name, static_cast<int32>(std::min<int64>(n, max_running - running)),
+                 lease, now, slot);
+  pg::UnlockQueueCap(queue_id);
   return jobs;
 }
 

@@ -183,6 +183,7 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
   const int32 queue_id = cancelled.Int32(0, "queue_id");
   pg::ledger::NoteLocked(queue_id);  // it may have locked a pending job
   pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
+  pg::ledger::NoteLeftRunning(queue_id);  // it may have been running
   internal::MoveGroupsOn(
       spi, internal::GroupsOf(cancelled, internal::KeysReleased(spi, cancelled, now)));
   return true;

@@ -13,27 +13,45 @@ namespace pgq::store {
 
 namespace {
 
-pg::Statement expire_to_pending = {R"sql(
-UPDATE pgq.jobs SET state = 'p', last_error = 'lease expired'
- WHERE id = ANY (ARRAY(SELECT id FROM pgq.jobs
-   WHERE state = 'r' AND lease_until < $1 AND attempt < max_attempts
-   ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED))
-RETURNING queue_id)sql",
-                                   2,
-                                   {TIMESTAMPTZOID, INT4OID},
-                                   nullptr};
+// $1 now, $2 batch. On a 1.2 catalog (`by_queue`) the running jobs' index
+// leads with the queue (a capped claim counts by it): the expired leases
+// are found queue by queue, at most $2 of each.
+std::string ExpiredLeases(std::string_view attempts_left, bool by_queue) {
+  std::string sql;
+  if (by_queue) {
+    sql = R"sql(SELECT e.id FROM pgq.queues q CROSS JOIN LATERAL (
+    SELECT j.id FROM pgq.jobs j
+     WHERE j.queue_id = q.queue_id AND j.state = 'r' AND j.lease_until < $1 AND )sql";
+    sql += attempts_left;
+    sql += "\n     ORDER BY j.lease_until LIMIT $2 FOR UPDATE OF j SKIP LOCKED) e";
+  } else {
+    sql = "SELECT j.id FROM pgq.jobs j\n   WHERE j.state = 'r' AND j.lease_until < $1 AND ";
+    sql += attempts_left;
+    sql += "\n   ORDER BY j.lease_until LIMIT $2 FOR UPDATE OF j SKIP LOCKED";
+  }
+  return sql;
+}
 
-constexpr std::string_view kExpireToDead = R"sql(
-DELETE FROM pgq.jobs WHERE id = ANY (ARRAY(SELECT id FROM pgq.jobs
-  WHERE state = 'r' AND lease_until < $1 AND attempt >= max_attempts
-  ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED))
-RETURNING *)sql";
+pg::Statement& expire_to_pending() {
+  const auto sql = [](bool by_queue) {
+    return "UPDATE pgq.jobs SET state = 'p', last_error = 'lease expired'\n WHERE id = ANY "
+           "(ARRAY(" +
+           ExpiredLeases("j.attempt < j.max_attempts", by_queue) + "))\nRETURNING queue_id";
+  };
+  static internal::BuiltStatement statements[2] = {{sql(false), {TIMESTAMPTZOID, INT4OID}},
+                                                   {sql(true), {TIMESTAMPTZOID, INT4OID}}};
+  return statements[InstalledCatalog().lifecycle].get();
+}
 
 pg::Statement& expire_to_dead() {
+  const auto dead = [](bool by_queue) {
+    return "DELETE FROM pgq.jobs WHERE id = ANY (ARRAY(" +
+           ExpiredLeases("j.attempt >= j.max_attempts", by_queue) + "))\nRETURNING *";
+  };
   static internal::BuiltStatement statements[2] = {
-      {internal::BurySql(kExpireToDead, "'lease expired'", "expired", "$1", false),
+      {internal::BurySql(dead(false), "'lease expired'", "expired", "$1", false),
        {TIMESTAMPTZOID, INT4OID}},
-      {internal::BurySql(kExpireToDead, "'lease expired'", "expired", "$1", true),
+      {internal::BurySql(dead(true), "'lease expired'", "expired", "$1", true),
        {TIMESTAMPTZOID, INT4OID}},
   };
   return statements[InstalledCatalog().lifecycle].get();
@@ -49,6 +67,7 @@ void CountExpiries(const pg::Result& expired, bool dead) {
     const int32 queue_id = expired.Int32(row, queue_column);
     pg::ledger::NoteCount(queue_id, pg::kLeaseExpiries, 1);
     if (dead) pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
+    pg::ledger::NoteLeftRunning(queue_id);
   }
 }
 
@@ -57,7 +76,7 @@ void CountExpiries(const pg::Result& expired, bool dead) {
 Expired ExpireLeases(pg::SpiSession& spi, TimestampTz now, int32 batch) {
   pg::Params params;
   params.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(batch));
-  const pg::Result requeued = spi.Execute(expire_to_pending, params);
+  const pg::Result requeued = spi.Execute(expire_to_pending(), params);
   CountExpiries(requeued, false);
   // Claims waiting on those queues look again when this commits; the
   // statement does not say which job of each comes first, so every hint of

@@ -237,6 +237,7 @@ bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, 
   if (completed.empty()) return false;
   const int32 queue_id = completed.Int32(0, "queue_id");
   if (completed.Bool(0, "was_pending")) pg::ledger::NoteLocked(queue_id);
+  pg::ledger::NoteLeftRunning(queue_id);
   // A follower of the job's key joins its group before the group moves on
   // (keys.cpp): both in one call. Most jobs have neither: nothing to do.
   std::vector<internal::GroupRef> followers = internal::KeysReleased(spi, completed, now);
@@ -266,6 +267,7 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
     if (result.IsNull(row, queue_column)) continue;  // none completed
     const int32 queue_id = result.Int32(row, queue_column);
     if (result.Bool(row, "was_pending")) pg::ledger::NoteLocked(queue_id);
+    pg::ledger::NoteLeftRunning(queue_id);
     internal::CountFinished(spi, queue_id, result.Int32(row, jobs_column));
   }
   internal::MoveGroupsOn(spi, internal::GroupsOf(result, internal::KeysReleased(spi, result, now)));
@@ -284,6 +286,7 @@ FailOutcome Fail(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attemp
   if (const pg::Result retried = spi.Execute(fail_retry(), retry); retried.size() == 1) {
     const int32 queue_id = retried.Int32(0, "queue_id");
     pg::ledger::NoteCount(queue_id, pg::kFailures, 1);
+    pg::ledger::NoteLeftRunning(queue_id);
     // Due later: no wake-up now, but the claim hint must still come back to
     // it (it may come before jobs already passed, core/claim_hint.h).
     internal::NotePendingAgain(retried, delay_us == 0);
@@ -301,6 +304,7 @@ FailOutcome Fail(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attemp
   const int32 queue_id = buried.Int32(0, "queue_id");
   pg::ledger::NoteCount(queue_id, pg::kFailures, 1);
   pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
+  pg::ledger::NoteLeftRunning(queue_id);
   internal::MoveGroupsOn(spi, internal::GroupsOf(buried, internal::KeysReleased(spi, buried, now)));
   return FailOutcome::kDead;
 }

@@ -110,10 +110,32 @@ std::string OneJob(std::string_view state) {
 // caller of Insert holds the group's lock, so that check and the promotion
 // of the next job when the head leaves (groups.cpp) never race. Jobs
 // without a group get statements without the check: its subplan would be
-// set up on every execution even where it never runs.
+// set up on every execution even where it never runs. A job waiting for its
+// parents ('b') is not in its group's line yet.
 constexpr std::string_view kGroupState = R"sql(
-  CASE WHEN EXISTS (SELECT 1 FROM pgq.jobs g WHERE g.queue_id = $1 AND g.group_key = $7)
+  CASE WHEN EXISTS (SELECT 1 FROM pgq.jobs g WHERE g.queue_id = $1 AND g.group_key = $7
+                                             AND g.state <> 'b')
        THEN 'w' ELSE 'p' END)sql";
+
+// With a group_concurrency above 1 the group's first that many jobs are
+// pending or running, the rest wait: a new job waits if there are already
+// that many.
+constexpr std::string_view kSharedGroupState = R"sql(
+  CASE WHEN (SELECT count(*) FROM (
+               SELECT FROM pgq.jobs g WHERE g.queue_id = $1 AND g.group_key = $7 AND g.state <> 'b'
+                LIMIT (SELECT q.group_concurrency FROM pgq.queues q WHERE q.queue_id = $1)) s)
+            >= (SELECT q.group_concurrency FROM pgq.queues q WHERE q.queue_id = $1)
+       THEN 'w' ELSE 'p' END)sql";
+
+// How a new job's state is chosen.
+enum GroupKind { kNoGroup, kFifoGroup, kSharedGroup };
+
+GroupKind GroupOf(const Queue& queue, const NewJob& job) {
+  if (job.group_key == 0) return kNoGroup;
+  return queue.group_concurrency > 1 ? kSharedGroup : kFifoGroup;
+}
+
+constexpr std::string_view kStateOf[] = {"'p'", kGroupState, kSharedGroupState};
 
 // With a dedupe key, a pending or running job holding it wins. Without one
 // the insert is plain: ON CONFLICT would cost a speculative insertion (and
@@ -124,13 +146,15 @@ ON CONFLICT (queue_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING)sql";
 constexpr Oid kOneJobArgs[] = {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID,
                                TEXTOID, INT4OID,  TEXTOID};
 
-// [has dedupe key][has group key]
-pg::Statement& InsertOne(bool dedupe, bool group) {
-  static BuiltStatement statements[2][2] = {
-      {{InsertJobsSql({}, OneJob("'p'")), kOneJobArgs},
-       {InsertJobsSql({}, OneJob(kGroupState)), kOneJobArgs}},
-      {{InsertJobsSql({}, OneJob("'p'"), kOnDedupe), kOneJobArgs},
-       {InsertJobsSql({}, OneJob(kGroupState), kOnDedupe), kOneJobArgs}},
+// [has dedupe key][GroupKind]
+pg::Statement& InsertOne(bool dedupe, GroupKind group) {
+  static BuiltStatement statements[2][3] = {
+      {{InsertJobsSql({}, OneJob(kStateOf[kNoGroup])), kOneJobArgs},
+       {InsertJobsSql({}, OneJob(kStateOf[kFifoGroup])), kOneJobArgs},
+       {InsertJobsSql({}, OneJob(kStateOf[kSharedGroup])), kOneJobArgs}},
+      {{InsertJobsSql({}, OneJob(kStateOf[kNoGroup]), kOnDedupe), kOneJobArgs},
+       {InsertJobsSql({}, OneJob(kStateOf[kFifoGroup]), kOnDedupe), kOneJobArgs},
+       {InsertJobsSql({}, OneJob(kStateOf[kSharedGroup]), kOnDedupe), kOneJobArgs}},
   };
   return statements[dedupe][group].get();
 }
@@ -147,11 +171,15 @@ std::string OneJobUnlessHeld(std::string_view state) {
 constexpr Oid kKeyedJobArgs[] = {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID,       TEXTOID,
                                  INT4OID, TEXTOID,  INTERVALOID,    TIMESTAMPTZOID};
 
-// [has group key]
-pg::Statement& InsertKeyed(bool group) {
-  static BuiltStatement statements[2] = {
-      {InsertJobsSql({}, OneJobUnlessHeld("'p'"), kOnDedupe, ", dedupe_for"), kKeyedJobArgs},
-      {InsertJobsSql({}, OneJobUnlessHeld(kGroupState), kOnDedupe, ", dedupe_for"), kKeyedJobArgs},
+// [GroupKind]
+pg::Statement& InsertKeyed(GroupKind group) {
+  static BuiltStatement statements[3] = {
+      {InsertJobsSql({}, OneJobUnlessHeld(kStateOf[kNoGroup]), kOnDedupe, ", dedupe_for"),
+       kKeyedJobArgs},
+      {InsertJobsSql({}, OneJobUnlessHeld(kStateOf[kFifoGroup]), kOnDedupe, ", dedupe_for"),
+       kKeyedJobArgs},
+      {InsertJobsSql({}, OneJobUnlessHeld(kStateOf[kSharedGroup]), kOnDedupe, ", dedupe_for"),
+       kKeyedJobArgs},
   };
   return statements[group].get();
 }
@@ -250,8 +278,9 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
   if (has_group) pg::LockGroup(queue.id, job.group);
   pg::Params params;
   internal::SetJobParams(params, queue, job).Set(8, TimestampTzGetDatum(now));
+  const GroupKind group = GroupOf(queue, job);
   const pg::Result inserted =
-      spi.Execute(keyed ? InsertKeyed(has_group) : InsertOne(has_dedupe, has_group), params);
+      spi.Execute(keyed ? InsertKeyed(group) : InsertOne(has_dedupe, group), params);
   // Nothing inserted: the key is taken (ON CONFLICT on the dedupe index, or
   // a hold).
   if (inserted.empty()) return std::nullopt;

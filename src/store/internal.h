@@ -71,8 +71,9 @@ core::ClaimKey ClaimKeyOf(const pg::Result& rows, uint64 row);
 // if they are due now.
 void NotePendingAgain(const pg::Result& rows, bool wake);
 
-// FIFO groups (groups.cpp). Only one job of a group is ever pending or
-// running: its head; the others wait in state 'w', outside the ready index.
+// FIFO groups (groups.cpp). Only the first job of a group (the queue's
+// group_concurrency first ones) is ever pending or running: its head; the
+// others wait in state 'w', outside the ready index.
 // Whoever adds a job to a group or removes its head holds the group's lock
 // (pg/queue_lock.h) while deciding.
 struct GroupRef {

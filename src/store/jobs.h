@@ -31,6 +31,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 #include <string_view>
 
 #include "core/claim_hint.h"
@@ -47,6 +48,9 @@ struct Queue {
   // Some job of the queue was enqueued with a dedupe_for (pgq.queues.
   // dedupe_periods): an insert with a dedupe key must look at the periods.
   bool dedupe_periods;
+  // Jobs of one FIFO group that may be pending or running at once (the
+  // statement reads the stored value when this is above 1).
+  int32 group_concurrency = 1;
 };
 
 // The queues a caller may touch by job id: `every`, or those in `ids` (an
@@ -101,10 +105,24 @@ void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 even
 // One claim statement: up to `n` ready jobs of `queue_id`, leased until
 // now + `lease`, from the claim hint of `slot` (nullptr: none) on. Rows: the
 // columns of pgq.claimed_job (1-8, the queue's name from `name`), then
-// run_at, in claim order.
+// run_at, in claim order. With `max_running` > 0, no more than
+// leaves that many of the queue running, even with claims racing (none at
+// all when the queue is at its cap).
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
-                 TimestampTz now, pg::QueueSlot* slot);
+                 TimestampTz now, pg::QueueSlot* slot, int32 max_running);
 inline constexpr int kClaimedColumns = 8;
+inline constexpr int kClaimedPriority = 8, kClaimedRunAt = 9;
+
+// A claim across queues (pgq.claim(queues text[])) first asks where the
+// next `n` ready jobs are, in claim order across `queues`, then claims that
+// many from each (its rate limit and cap apply there). Read without locks:
+// under contention a queue may have fewer left when its claim runs.
+struct SpreadQueue {
+  int32 id;             // 0: left out (its count is 0)
+  pg::QueueSlot* slot;  // nullptr: none
+};
+std::vector<int32> SpreadClaim(pg::SpiSession& spi, const std::vector<SpreadQueue>& queues, int32 n,
+                               TimestampTz now);
 
 // ---- The end of a claim (finish.cpp), fenced by (id, attempt).
 

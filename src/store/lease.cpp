@@ -1,6 +1,7 @@
 // A claim's lease: extend, release, snooze and progress, fenced by
 // (id, attempt) like the end of a claim (finish.cpp), within the caller's
 // Scope.
+#include "pg/ledger.h"
 #include "store/internal.h"
 
 namespace pgq::store {
@@ -76,8 +77,10 @@ bool Snooze(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Ti
   internal::SetScope(params, 3, scope);
   const pg::Result snoozed = spi.Execute(snooze_job, params);
   if (snoozed.empty()) return false;
-  // Due later: no wake-up, but the hint must still come back to it.
+  // Due later: no wake-up, but the hint must still come back to it (and a
+  // capped queue has room again).
   internal::NotePendingAgain(snoozed, due_now);
+  pg::ledger::NoteLeftRunning(snoozed.Int32(0, "queue_id"));
   return true;
 }
 
