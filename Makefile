@@ -14,14 +14,15 @@ OBJS = $(SRCS:.cpp=.o)
 # pg_regress: one file per feature in sql/ with expected output in expected/,
 # on a temporary instance configured by test/pgq_test.conf.
 REGRESS      = install queues enqueue claim finish dead_letter maintain schedules outbox coordination \
-               handlers bad_input boundary groups rate_limit rights metrics lifecycle dedupe caps
+               handlers bad_input boundary groups rate_limit rights metrics lifecycle dedupe caps dependencies
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/pgq_test.conf
 
 # Isolation specs live in test/isolation/{specs,expected}.
 ISOLATION      = claim_skip_locked complete_fencing enqueue_dedupe lock_timeout \
                  next_turn_consecutive assign_one_owner once_rollback schedule_fire_once \
                  group_fifo schedule_takeover lifecycle_race dedupe_replace dedupe_period \
-                 dedupe_follower_orphan cap_edge
+                 dedupe_follower_orphan cap_edge dependency_fan_in \
+                 dependency_cancel_race
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso \
                  --temp-instance=tmp_check_iso --temp-config=test/pgq_test.conf
 

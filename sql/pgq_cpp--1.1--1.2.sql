@@ -37,7 +37,7 @@ ALTER TABLE pgq.jobs
 ALTER TABLE pgq.dead_jobs
     DROP CONSTRAINT dead_jobs_reason_check,
     ADD CONSTRAINT dead_jobs_reason_check
-        CHECK (reason OPERATOR(pg_catalog.=) ANY ('{exhausted,cancelled,expired}'::pg_catalog.text[]));
+        CHECK (reason OPERATOR(pg_catalog.=) ANY ('{exhausted,cancelled,expired,dependency_failed}'::pg_catalog.text[]));
 
 -- The job lifecycle (issue 17, SPEC §8; docs/lifecycle.md, ADR 0015) --------
 --
@@ -71,6 +71,41 @@ CREATE INDEX jobs_lease_idx ON pgq.jobs (queue_id, lease_until)
 ALTER TABLE pgq.jobs
     ADD COLUMN progress   jsonb,
     ADD COLUMN dedupe_for interval;
+
+-- Dependencies (issue 18, enqueue's after; docs/workflows.md): a job
+-- waiting for its parents is in state 'b', outside the ready index, with
+-- open_parents the number not yet done; a parent is marked has_dependents
+-- (NULL: none) by the first child enqueued after it, so that only the
+-- completions of parents look for children. Both NULL on every other row:
+-- added without a rewrite, and cost a job without dependencies nothing.
+ALTER TABLE pgq.jobs
+    ADD COLUMN open_parents   integer,
+    ADD COLUMN has_dependents boolean,
+    DROP CONSTRAINT jobs_state_check,
+    ADD CONSTRAINT jobs_state_check
+        CHECK (state OPERATOR(pg_catalog.=) ANY ('{p,r,w,b}'::pg_catalog."char"[]));
+
+-- One row per (parent, child) not yet settled: deleted when the parent
+-- completes (the child's open_parents goes down) or dies (the child dies
+-- with reason dependency_failed).
+CREATE TABLE pgq.job_dependencies (
+    parent_id bigint NOT NULL,
+    child_id  bigint NOT NULL,
+    PRIMARY KEY (parent_id, child_id)
+);
+SELECT pg_catalog.pg_extension_config_dump('pgq.job_dependencies', '');
+COMMENT ON TABLE pgq.job_dependencies IS
+    'which waiting job waits for which parent (enqueue''s after); a row leaves when its parent completes or dies';
+
+-- Parents that died with children left to dead-letter: the transaction in
+-- which a parent dies does a bounded part, maintenance the rest.
+CREATE TABLE pgq.dependency_failures (
+    parent_id bigint      NOT NULL PRIMARY KEY,
+    failed_at timestamptz NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('pgq.dependency_failures', '');
+COMMENT ON TABLE pgq.dependency_failures IS
+    'parents that died (dead or cancelled) whose dependents are still being dead-lettered (dependency_failed)';
 
 -- A job enqueued with on_duplicate => 'replace' while its key's holder runs
 -- waits here, outside the hot table (whose every index each enqueue and
@@ -186,7 +221,7 @@ CREATE TABLE pgq.dead_jobs (
     dedupe_for   interval,
     segment      smallint    NOT NULL,
     CONSTRAINT dead_jobs_reason_check
-        CHECK (reason OPERATOR(pg_catalog.=) ANY ('{exhausted,cancelled,expired}'::pg_catalog.text[]))
+        CHECK (reason OPERATOR(pg_catalog.=) ANY ('{exhausted,cancelled,expired,dependency_failed}'::pg_catalog.text[]))
 ) PARTITION BY LIST (segment);
 ALTER TABLE pgq.dead_jobs ATTACH PARTITION pgq.dead_jobs_0 FOR VALUES IN (0);
 CREATE TABLE pgq.dead_jobs_1 PARTITION OF pgq.dead_jobs FOR VALUES IN (1);
@@ -222,6 +257,7 @@ CREATE TYPE pgq.job_info AS (
     progress     jsonb,
     result       jsonb,
     last_error   text,
+    open_parents integer,      -- waiting for this many parents (enqueue's after); else NULL
     payload      jsonb
 );
 
@@ -275,10 +311,22 @@ CREATE FUNCTION pgq.enqueue(
     max_attempts integer     DEFAULT NULL,
     group_key    text        DEFAULT NULL,
     dedupe_for   interval    DEFAULT NULL,
-    on_duplicate text        DEFAULT 'ignore')
+    on_duplicate text        DEFAULT 'ignore',
+    after        bigint[]    DEFAULT NULL)
 RETURNS bigint AS 'MODULE_PATHNAME', 'pgq_enqueue' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION pgq.enqueue(text, jsonb, timestamp with time zone, integer, text, integer, text, interval, text) IS
-    'adds a job in the caller''s transaction and returns its id; a dedupe_key held by a live job (or finished within its dedupe_for) returns the holder''s id, or with on_duplicate => ''replace'' updates a holder that has not started; produce right';
+COMMENT ON FUNCTION pgq.enqueue(text, jsonb, timestamp with time zone, integer, text, integer, text, interval, text, bigint[]) IS
+    'adds a job in the caller''s transaction and returns its id; a dedupe_key held by a live job (or finished within its dedupe_for) returns the holder''s id, or with on_duplicate => ''replace'' updates a holder that has not started; with after, the job waits until those jobs are done (dead-lettered with dependency_failed if one dies); produce right (and a right on each parent''s queue)';
+
+DROP FUNCTION pgq.enqueue_many(text, jsonb[], timestamptz, integer);
+CREATE FUNCTION pgq.enqueue_many(
+    queue    text,
+    payloads jsonb[],
+    run_at   timestamptz DEFAULT pg_catalog.now(),
+    priority integer     DEFAULT 0,
+    after    bigint[]    DEFAULT NULL)
+RETURNS SETOF bigint AS 'MODULE_PATHNAME', 'pgq_enqueue_many' LANGUAGE C VOLATILE ROWS 100;
+COMMENT ON FUNCTION pgq.enqueue_many(text, jsonb[], timestamp with time zone, integer, bigint[]) IS
+    'adds one job per payload in one statement and returns their ids in input order; with after, each waits for those jobs (a fan-out behind one parent, or many children behind the same parents); produce right';
 
 DROP FUNCTION pgq.complete(bigint, integer);
 CREATE FUNCTION pgq.complete(id bigint, attempt integer, result jsonb DEFAULT NULL)
@@ -311,6 +359,21 @@ RETURNS bigint AS 'MODULE_PATHNAME', 'pgq_purge_dead' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION pgq.purge_dead(text, interval) IS
     'deletes the queue''s dead jobs that died more than older_than ago; how many; admin right';
 
+-- queue_metrics gains the same two columns (postgres_exporter reads them
+-- by name).
+DROP FUNCTION pgq.queue_metrics();
+CREATE FUNCTION pgq.queue_metrics(
+    OUT queue text, OUT ready bigint, OUT scheduled bigint, OUT running bigint,
+    OUT expired bigint, OUT dead bigint, OUT oldest_ready_seconds double precision,
+    OUT paused boolean, OUT claims bigint, OUT completions bigint, OUT failures bigint,
+    OUT lease_expiries bigint, OUT dead_lettered bigint, OUT max_running integer,
+    OUT awaiting_parents bigint)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_queue_metrics' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.queue_metrics() IS
+    'one row per queue: jobs by state, age of the oldest ready job, the counters since the server started (NULL without preload), the queue''s max_running and its jobs waiting for their parents';
+REVOKE EXECUTE ON FUNCTION pgq.queue_metrics() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgq.queue_metrics() TO pg_monitor;
+
 CREATE FUNCTION pgq.claim(
     queues text[],
     n      integer  DEFAULT 1,
@@ -321,7 +384,9 @@ COMMENT ON FUNCTION pgq.claim(text[], integer, interval, interval) IS
     'leases up to n ready jobs from any of the queues, in claim order across them, each queue''s lease, rate limit and caps applying; with wait, blocks until one of them has a job or the wait ends; consume right on each';
 
 -- queue_stats as in 1.1, but the age of the oldest ready job leaves out a
--- row it could not subtract, so no stored row can make the view fail.
+-- row it could not subtract, so no stored row can make the view fail; jobs
+-- waiting for their parents are neither ready nor scheduled but counted
+-- apart (awaiting_parents), beside the queue's max_running.
 CREATE OR REPLACE VIEW pgq.queue_stats WITH (security_barrier) AS
 SELECT q.name                                   AS queue,
        COALESCE(j.ready, 0)                     AS ready,
@@ -335,21 +400,24 @@ SELECT q.name                                   AS queue,
            AND f.finished_at OPERATOR(pg_catalog.>=) (c.now OPERATOR(pg_catalog.-) q.retention))
          OPERATOR(pg_catalog.+) pgq.unflushed_completions(q.queue_id) AS done_recent,
        c.now OPERATOR(pg_catalog.-) j.oldest_ready AS oldest_ready_age,
-       q.paused
+       q.paused,
+       q.max_running,
+       COALESCE(j.awaiting_parents, 0)          AS awaiting_parents
   FROM pgq.queues q
  CROSS JOIN (SELECT pgq.clock() AS now) c
   LEFT JOIN (
         SELECT jj.queue_id,
-               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) 'r'
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) ALL ('{r,b}'::pg_catalog."char"[])
                                              AND jj.run_at OPERATOR(pg_catalog.<=) cc.now) AS ready,
-               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) 'r'
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) ALL ('{r,b}'::pg_catalog."char"[])
                                              AND jj.run_at OPERATOR(pg_catalog.>) cc.now)  AS scheduled,
                pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'r')       AS running,
                pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'r'
                                              AND jj.lease_until OPERATOR(pg_catalog.<) cc.now) AS expired,
-               pg_catalog.min(jj.run_at) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) 'r'
+               pg_catalog.min(jj.run_at) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) ALL ('{r,b}'::pg_catalog."char"[])
                                              AND jj.run_at OPERATOR(pg_catalog.<=) cc.now
-                                             AND pg_catalog.isfinite(jj.run_at)) AS oldest_ready
+                                             AND pg_catalog.isfinite(jj.run_at)) AS oldest_ready,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'b')       AS awaiting_parents
           FROM pgq.jobs jj CROSS JOIN (SELECT pgq.clock() AS now) cc
          GROUP BY jj.queue_id
        ) j ON j.queue_id OPERATOR(pg_catalog.=) q.queue_id
@@ -461,8 +529,6 @@ COMMENT ON FUNCTION pgq.pause(text) IS
     'stops claims from the queue (enqueues still accepted); returns the stored paused flag; admin right';
 COMMENT ON FUNCTION pgq.resume(text) IS
     'lets claims take jobs from the queue again; returns the stored paused flag; admin right';
-COMMENT ON FUNCTION pgq.enqueue_many(text, jsonb[], timestamp with time zone, integer) IS
-    'adds one job per payload in one statement; their ids in input order; produce right';
 COMMENT ON FUNCTION pgq.claim(text, integer, interval, interval) IS
     'leases up to n ready jobs (priority, then run_at, then id) in the same statement that selects them; with wait, blocks until one is enqueued or the wait ends; consume right';
 COMMENT ON FUNCTION pgq.complete_many(bigint[], integer[]) IS

@@ -1,6 +1,8 @@
 // pgq.enqueue and pgq.enqueue_many: jobs are written in the caller's
 // transaction, so a job exists if and only if the business write committed.
 #include <algorithm>
+#include <optional>
+#include <vector>
 
 #include "api/queue_ref.h"
 #include "api/rights.h"
@@ -93,6 +95,72 @@ bool ReplacesDuplicate(FunctionCallInfo fcinfo, int index, bool has_dedupe) {
   return true;
 }
 
+// after: the ids a job waits for, sorted and distinct; nullopt when NULL or
+// empty (no dependencies).
+std::optional<std::vector<int64>> AfterArg(FunctionCallInfo fcinfo, int index) {
+  if (PG_NARGS() <= index || pg::ArgIsNull(fcinfo, index)) return std::nullopt;
+  ArrayType* array = pg::Guard([&] { return PG_GETARG_ARRAYTYPE_P(index); });
+  if (ARR_NDIM(array) > 1) {
+    pg::Raise(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "after must be a one-dimensional array");
+  }
+  Datum* elements = nullptr;
+  bool* nulls = nullptr;
+  int count = 0;
+  pg::Guard([&] {
+    deconstruct_array(array, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elements,
+                      &nulls, &count);
+  });
+  if (count > core::kMaxParents) {
+    pg::Raise(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+              "after may name at most " + std::to_string(core::kMaxParents) + " jobs",
+              "It names " + std::to_string(count) + ".",
+              "For a larger fan-in, make an intermediate job wait for each part, and the last "
+              "job wait for those.");
+  }
+  if (count == 0) return std::nullopt;
+  std::vector<int64> ids;
+  ids.reserve(count);
+  for (int i = 0; i < count; ++i) {
+    if (nulls[i]) {
+      pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED,
+                "job id at position " + std::to_string(i + 1) + " of after must not be null");
+    }
+    ids.push_back(DatumGetInt64(elements[i]));
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+// The live jobs among `after`, locked until the transaction ends (a right
+// on each one's queue: any of produce, consume, admin); raises when one is
+// unknown (23503, as a foreign key would), dead (55000) or waits behind a
+// running duplicate (0A000). Cycles cannot be made: every parent exists
+// before its child.
+std::vector<int64> LockedParents(pg::SpiSession& spi, const std::vector<int64>& after) {
+  const store::Scope scope = QueuesWithRight(spi, core::kAllRights);
+  store::Parents parents = store::LockParents(spi, scope, after);
+  if (parents.unknown != 0) {
+    pg::Raise(ERRCODE_FOREIGN_KEY_VIOLATION,
+              "job " + std::to_string(parents.unknown) + " named in after does not exist", {},
+              "A job can wait only for jobs already enqueued, of queues you hold a right on.");
+  }
+  if (parents.dead != 0) {
+    pg::Raise(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+              "job " + std::to_string(parents.dead) + " named in after is dead",
+              "It is in pgq.dead_jobs (it failed, expired or was cancelled): it will never be "
+              "done.",
+              "Retry it with pgq.retry_dead first, or leave it out.");
+  }
+  if (parents.following != 0) {
+    pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED,
+              "job " + std::to_string(parents.following) +
+                  " named in after waits behind a running job with its dedupe_key",
+              "Such a job (enqueued with on_duplicate => 'replace') cannot be waited for yet.");
+  }
+  return std::move(parents.live);
+}
+
 }  // namespace
 
 }  // namespace pgq::api
@@ -100,7 +168,8 @@ bool ReplacesDuplicate(FunctionCallInfo fcinfo, int index, bool has_dedupe) {
 using namespace pgq;
 
 // enqueue(queue, payload, run_at, priority, dedupe_key, max_attempts, group_key,
-//         dedupe_for, on_duplicate); 1.1 catalogs call it with the first seven.
+//         dedupe_for, on_duplicate, after); 1.1 catalogs call it with the
+//         first seven.
 PGQ_FUNCTION(pgq_enqueue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   const Datum payload = pg::RequiredPayload(fcinfo, 1);
@@ -141,6 +210,11 @@ PGQ_FUNCTION(pgq_enqueue) {
     }
   }
   const bool replace = PG_NARGS() > 8 && api::ReplacesDuplicate(fcinfo, 8, has_dedupe);
+  const std::optional<std::vector<int64>> after = api::AfterArg(fcinfo, 9);
+  if (after && replace) {
+    pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED, "after cannot be combined with on_duplicate 'replace'",
+              "A job that replaces its key's holder takes the holder's place, not new parents.");
+  }
 
   pg::SpiSession spi;
   store::NewJob job{payload,
@@ -151,11 +225,16 @@ PGQ_FUNCTION(pgq_enqueue) {
                     has_group ? PG_GETARG_DATUM(6) : static_cast<Datum>(0),
                     group,
                     has_period ? PG_GETARG_DATUM(7) : static_cast<Datum>(0)};
+  std::vector<int64> parents;
   for (int tries = 0; tries < api::kDedupeTries; ++tries) {
     // Locked on every try: a try that found the key's holder gone may mean
     // the queue was dropped meanwhile, and then this raises undefined_object.
     const pg::CachedQueue queue = api::LockQueueForEnqueue(spi, name);
     api::RequireRight(spi, queue.id, name, core::kProduce);
+    if (after && tries == 0) {
+      parents = api::LockedParents(spi, *after);
+      job.parents = &parents;
+    }
     if (!has_max_attempts) job.max_attempts = queue.max_attempts;
     if (has_period && !queue.dedupe_periods) api::MarkDedupePeriods(spi, queue.id);
     const store::Queue target{queue.id, name, queue.notify, has_period || queue.dedupe_periods,
@@ -179,7 +258,7 @@ PGQ_FUNCTION(pgq_enqueue) {
             "Retry the transaction.");
 }
 
-// enqueue_many(queue, payloads, run_at, priority): ids in input order.
+// enqueue_many(queue, payloads, run_at, priority, after): ids in input order.
 PGQ_FUNCTION(pgq_enqueue_many) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   if (pg::ArgIsNull(fcinfo, 1)) {
@@ -187,6 +266,7 @@ PGQ_FUNCTION(pgq_enqueue_many) {
   }
   const TimestampTz run_at = api::RunAtArg(fcinfo, 2);
   const int32 priority = api::CheckedPriority(fcinfo, 3);
+  const std::optional<std::vector<int64>> after = api::AfterArg(fcinfo, 4);
 
   ArrayType* payloads = pg::Guard([&] { return PG_GETARG_ARRAYTYPE_P(1); });
   if (ARR_NDIM(payloads) > 1) {
@@ -218,8 +298,10 @@ PGQ_FUNCTION(pgq_enqueue_many) {
     api::RequireRight(spi, queue.id, name, core::kProduce);
     if (count == 0) return static_cast<Datum>(0);
     pg::LockQueueShared(queue.id);
-    const pg::Result inserted = store::InsertMany(spi, {queue.id, name, queue.notify},
-                                                  PointerGetDatum(payloads), run_at, priority);
+    std::vector<int64> parents;
+    if (after) parents = api::LockedParents(spi, *after);
+    const pg::Result inserted = store::InsertMany(
+        spi, {queue.id, name, queue.notify}, PointerGetDatum(payloads), run_at, priority, &parents);
     if (inserted.empty()) api::RaiseUnknownQueue(name);
     ids.reserve(inserted.size());
     const int id_column = inserted.ColumnNumber("id");

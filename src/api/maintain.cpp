@@ -116,10 +116,12 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
     if (dropped.Int64(0, 1) == kBatch) *more = true;
   }
 
-  // Dedupe periods past, followers left behind, and the rings of completed
-  // and dead jobs (ADR 0015).
+  // Dedupe periods past, followers left behind, the rings of completed and
+  // dead jobs (ADR 0015).
   if (store::TendKeys(spi, now, kBatch).holds_dropped == kBatch) *more = true;
   store::TurnRings(spi, now);
+  // Dependents of parents that died, past what their transaction did.
+  if (store::TendDependencies(spi, now, kBatch) == kBatch) *more = true;
 
   // Recurring jobs and the outbox's history.
   RearmFinishedEverySchedules(spi, now);

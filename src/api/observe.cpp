@@ -28,15 +28,18 @@ namespace pgq::api {
 
 namespace {
 
-constexpr const char* kStates[] = {"ready", "scheduled", "running", "expired", "dead"};
+constexpr const char* kStates[] = {"ready",   "scheduled", "running",
+                                   "expired", "dead",      "awaiting_parents"};
+constexpr int kStateCount = 6;
 
 struct QueueMetrics {
   std::string name;
-  int64 jobs[5];  // by kStates
+  int64 jobs[kStateCount];  // by kStates
   double oldest_ready_seconds;
   bool paused;
   bool has_counts;
   pg::QueueCounts counts;
+  int32 max_running;  // 0: no cap
 };
 
 std::vector<QueueMetrics> ReadQueueMetrics() {
@@ -44,16 +47,19 @@ std::vector<QueueMetrics> ReadQueueMetrics() {
   pg::SpiSession spi;
   using namespace store;  // the gauge columns
   const pg::Result rows = ReadQueueGauges(spi, pg::Now());
+  const bool caps = rows.columns() > kGaugePaused;  // a 1.2 catalog
   queues.reserve(rows.size());
   for (uint64 row = 0; row < rows.size(); ++row) {
-    QueueMetrics queue{rows.Text(row, kGaugeName),
-                       {rows.Int64(row, kGaugeReady), rows.Int64(row, kGaugeScheduled),
-                        rows.Int64(row, kGaugeRunning), rows.Int64(row, kGaugeExpired),
-                        rows.Int64(row, kGaugeDead)},
-                       rows.Float8(row, kGaugeOldestReadySeconds),
-                       rows.Bool(row, kGaugePaused),
-                       false,
-                       pg::QueueCounts{}};
+    QueueMetrics queue{
+        rows.Text(row, kGaugeName),
+        {rows.Int64(row, kGaugeReady), rows.Int64(row, kGaugeScheduled),
+         rows.Int64(row, kGaugeRunning), rows.Int64(row, kGaugeExpired),
+         rows.Int64(row, kGaugeDead), caps ? rows.Int64(row, kGaugeAwaitingParents) : 0},
+        rows.Float8(row, kGaugeOldestReadySeconds),
+        rows.Bool(row, kGaugePaused),
+        false,
+        pg::QueueCounts{},
+        caps ? rows.Int32(row, kGaugeMaxRunning) : 0};
     queue.has_counts = pg::ReadCounts(rows.Int32(row, kGaugeQueueId), &queue.counts);
     queues.push_back(std::move(queue));
   }
@@ -114,9 +120,10 @@ std::string MetricsText(const std::vector<QueueMetrics>& queues, const WorkerSum
   core::MetricsText text;
   text.Family("pgq_jobs", "gauge",
               "Jobs by state: ready (due now), scheduled (due later), running (leased), "
-              "expired (running past the lease), dead (in pgq.dead_jobs).");
+              "expired (running past the lease), dead (in pgq.dead_jobs), awaiting_parents "
+              "(waiting for the jobs named in their after).");
   for (const QueueMetrics& q : queues) {
-    for (int s = 0; s < 5; ++s) {
+    for (int s = 0; s < kStateCount; ++s) {
       text.Sample("pgq_jobs", {{"database", database}, {"queue", q.name}, {"state", kStates[s]}},
                   static_cast<double>(q.jobs[s]));
     }
@@ -126,6 +133,18 @@ std::string MetricsText(const std::vector<QueueMetrics>& queues, const WorkerSum
   for (const QueueMetrics& q : queues) {
     text.Sample("pgq_oldest_ready_age_seconds", {{"database", database}, {"queue", q.name}},
                 q.oldest_ready_seconds);
+  }
+  const bool any_cap = std::any_of(queues.begin(), queues.end(),
+                                   [](const QueueMetrics& q) { return q.max_running > 0; });
+  if (any_cap) {
+    text.Family("pgq_queue_max_running", "gauge",
+                "The queue's max_running (jobs running at once), for queues that have one.");
+  }
+  for (const QueueMetrics& q : queues) {
+    if (q.max_running > 0) {
+      text.Sample("pgq_queue_max_running", {{"database", database}, {"queue", q.name}},
+                  q.max_running);
+    }
   }
   text.Family("pgq_queue_paused", "gauge", "1 while the queue is paused.");
   for (const QueueMetrics& q : queues) {
@@ -163,15 +182,20 @@ using namespace pgq;
 
 // queue_metrics() returns SETOF (queue, ready, scheduled, running, expired,
 // dead, oldest_ready_seconds, paused, claims, completions, failures,
-// lease_expiries, dead_lettered)
+// lease_expiries, dead_lettered), and on a 1.2 catalog (max_running,
+// awaiting_parents)
 PGQ_FUNCTION(pgq_queue_metrics) {
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   const std::vector<api::QueueMetrics> queues = api::ReadQueueMetrics();
-  constexpr int kColumns = 13;
+  // A 1.1 catalog's function has the first 13 columns: the rest are not read.
+  constexpr int kColumns = 15;
   for (const api::QueueMetrics& q : queues) {
     Datum values[kColumns];
     bool nulls[kColumns] = {};
+    values[13] = Int32GetDatum(q.max_running);
+    nulls[13] = q.max_running == 0;
+    values[14] = Int64GetDatum(q.jobs[5]);
     values[0] = pg::TextDatum(q.name);
     for (int s = 0; s < 5; ++s) values[1 + s] = Int64GetDatum(q.jobs[s]);
     values[6] = Float8GetDatum(q.oldest_ready_seconds);

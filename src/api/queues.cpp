@@ -10,6 +10,7 @@
 #include "pg/args.h"
 #include "pg/queue_cache.h"
 #include "pg/queue_lock.h"
+#include "pg/settings.h"
 
 extern "C" {
 #include "utils/acl.h"
@@ -366,7 +367,7 @@ PGQ_FUNCTION(pgq_drop_queue) {
                 "Use pgq.drop_queue('" + std::string(name) + "', force => true) to drop them too.");
     }
   }
-  store::PurgeQueueJobs(spi, queue.id, name_datum);
+  store::PurgeQueueJobs(spi, queue.id, name_datum, pg::Now());
   spi.Execute(api::delete_queue_done, by_id);
   spi.Execute(api::delete_queue, by_id);
   pg::QueueCache::InvalidateAll();

@@ -9,6 +9,8 @@ namespace pgq::core {
 inline constexpr std::size_t kMaxQueueNameLength = 63;
 inline constexpr int32_t kMinClaimBatch = 1;
 inline constexpr int32_t kMaxClaimBatch = 10000;
+// Jobs one enqueue may wait for (enqueue's after).
+inline constexpr int kMaxParents = 10000;
 // Queues one claim may take jobs from (pgq.claim(queues text[])).
 inline constexpr int kMaxClaimQueues = 32;
 inline constexpr int32_t kMaxAttemptsLimit = 1000000;

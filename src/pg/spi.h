@@ -72,6 +72,8 @@ class Result {
   // Rows returned, or processed by a statement without RETURNING.
   uint64 size() const { return processed_; }
   bool empty() const { return processed_ == 0; }
+  // Columns of the rows returned (0 when none were).
+  int columns() const { return tuples_ == nullptr ? 0 : tuples_->tupdesc->natts; }
 
   // Column `column` (1-based) of row `row`.
   Datum Value(uint64 row, int column, bool* is_null) const;

@@ -50,6 +50,7 @@ const Catalog& InstalledCatalog() {
     found.caps = OidIsValid(queues) && get_attnum(queues, "max_running") != InvalidAttrNumber;
     if (found.caps) found.running_index = get_relname_relid("jobs_lease_idx", schema);
     found.caps = found.caps && OidIsValid(found.running_index);
+    found.dependencies = OidIsValid(get_relname_relid("job_dependencies", schema));
     return found;
   });
   probed_generation = generation;

@@ -21,6 +21,7 @@ struct Catalog {
   bool topics;           // 1.2: pgq.topics and pgq.topic_grants
   bool lifecycle;        // 1.2: history, progress, dedupe periods (issue 17)
   bool caps;             // 1.2: max_running and group_concurrency (issue 18)
+  bool dependencies;     // 1.2: pgq.job_dependencies (enqueue's after, issue 18)
   Oid jobs;              // pgq.jobs, InvalidOid while not installed
   Oid job_id_seq;        // pgq.job_id_seq
   Oid running_index;     // with caps: jobs_lease_idx, (queue_id, lease_until) of running jobs

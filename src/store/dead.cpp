@@ -51,7 +51,7 @@ using internal::BuiltStatement;
 
 // A running job too (1.2): deleting its row fences its claim at once.
 constexpr std::string_view kCancel = R"sql(
-DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w', 'r') AND ($3 OR queue_id = ANY ($4))
+DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w', 'r', 'b') AND ($3 OR queue_id = ANY ($4))
 RETURNING *)sql";
 constexpr std::string_view kCancel_1_1 = R"sql(
 DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w') AND ($3 OR queue_id = ANY ($4))
@@ -186,6 +186,7 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
   pg::ledger::NoteLeftRunning(queue_id);  // it may have been running
   internal::MoveGroupsOn(
       spi, internal::GroupsOf(cancelled, internal::KeysReleased(spi, cancelled, now)));
+  internal::ParentsDied(spi, cancelled, now);
   return true;
 }
 

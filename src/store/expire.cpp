@@ -85,6 +85,7 @@ Expired ExpireLeases(pg::SpiSession& spi, TimestampTz now, int32 batch) {
   const pg::Result dead = spi.Execute(expire_to_dead(), params);
   CountExpiries(dead, true);
   internal::MoveGroupsOn(spi, internal::GroupsOf(dead, internal::KeysReleased(spi, dead, now)));
+  if (InstalledCatalog().lifecycle) internal::ParentsDied(spi, dead, now);
   return Expired{static_cast<int64>(requeued.size()), static_cast<int64>(dead.size())};
 }
 

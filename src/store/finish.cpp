@@ -53,7 +53,7 @@ std::string CompleteSql(std::string_view where, bool history, std::string_view n
   sql += Held(where);
   sql += history ? "\n  RETURNING j.*)"
                  : "\n  RETURNING j.queue_id, j.group_key, j.state, j.id, j.dedupe_key, "
-                   "j.dedupe_for)";
+                   "j.dedupe_for, j.has_dependents)";
   if (history) {
     sql += R"sql(,
 kept AS (
@@ -93,10 +93,11 @@ RETURNING j.queue_id, j.group_key, j.state = 'p' AS was_pending)sql"),
 DELETE FROM pgq.jobs j
  WHERE j.id = $1 AND j.attempt = $2 AND $HELD AND ($3 OR j.queue_id = ANY ($4))
 RETURNING j.queue_id, j.group_key, j.state = 'p' AS was_pending, j.id, j.dedupe_key,
-          j.dedupe_for)sql"),
+          j.dedupe_for, j.has_dependents)sql"),
        {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, JSONBOID}},
       {CompleteSql(kCompleteOne, true, "$5", "$6", "$7", "$8") + R"sql(
-SELECT d.queue_id, d.group_key, d.state = 'p' AS was_pending, d.id, d.dedupe_key, d.dedupe_for
+SELECT d.queue_id, d.group_key, d.state = 'p' AS was_pending, d.id, d.dedupe_key, d.dedupe_for,
+       d.has_dependents
   FROM d)sql",
        {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, JSONBOID, INT4ARRAYOID, INT2OID}},
   };
@@ -107,8 +108,8 @@ SELECT d.queue_id, d.group_key, d.state = 'p' AS was_pending, d.id, d.dedupe_key
 // of: the queue (queue_id), how many (jobs), and whether it took a pending
 // job (was_pending); plus one row per group whose head it removed
 // (group_key, with its queue_id), and (1.2) one per job with a dedupe key
-// (id, dedupe_key, dedupe_for). Rows of one kind have NULL in the others'
-// columns.
+// (id, dedupe_key, dedupe_for), and one per job with dependents
+// (parent_id). Rows of one kind have NULL in the others' columns.
 std::string CompleteManySql(bool lifecycle, bool history) {
   constexpr std::string_view kWhere = R"sql(
    USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)
@@ -119,22 +120,28 @@ std::string CompleteManySql(bool lifecycle, bool history) {
   sql += R"sql(
 SELECT (SELECT count(*) FROM d)::int4 AS completed, f.queue_id, f.jobs, f.was_pending,
        NULL::text AS group_key)sql";
-  if (lifecycle)
-    sql += ", NULL::int8 AS id, NULL::text AS dedupe_key, NULL::interval AS dedupe_for";
+  if (lifecycle) {
+    sql +=
+        ", NULL::int8 AS id, NULL::text AS dedupe_key, NULL::interval AS dedupe_for,"
+        " NULL::int8 AS parent_id";
+  }
   sql += R"sql(
   FROM (SELECT) AS one
   LEFT JOIN (SELECT d.queue_id, count(*)::int4 AS jobs, pg_catalog.bool_or(d.state = 'p') AS was_pending
                FROM d GROUP BY d.queue_id) f ON true
 UNION ALL
 SELECT NULL, g.queue_id, NULL, NULL, g.group_key)sql";
-  if (lifecycle) sql += ", NULL, NULL, NULL";
+  if (lifecycle) sql += ", NULL, NULL, NULL, NULL";
   sql += R"sql(
   FROM (SELECT DISTINCT d.queue_id, d.group_key FROM d WHERE d.group_key IS NOT NULL) g)sql";
   if (lifecycle) {
     sql += R"sql(
 UNION ALL
-SELECT NULL, d.queue_id, NULL, NULL, NULL, d.id, d.dedupe_key, d.dedupe_for
-  FROM d WHERE d.dedupe_key IS NOT NULL)sql";
+SELECT NULL, d.queue_id, NULL, NULL, NULL, d.id, d.dedupe_key, d.dedupe_for, NULL
+  FROM d WHERE d.dedupe_key IS NOT NULL
+UNION ALL
+SELECT NULL, d.queue_id, NULL, NULL, NULL, NULL, NULL, NULL, d.id
+  FROM d WHERE d.has_dependents)sql";
   }
   return sql;
 }
@@ -233,16 +240,23 @@ bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, 
   params.Set(4, TimestampTzGetDatum(now)).SetOptional(5, result == 0, result);
   const internal::HistoryTarget& history = internal::CompletionTarget(spi);
   if (history.variant == 2) params.Set(6, history.keeping).Set(7, Int16GetDatum(history.segment));
-  const pg::Result completed = spi.Execute(complete_job(history.variant), params);
+  const int variant = history.variant;  // read once: later statements may refresh it
+  const pg::Result completed = spi.Execute(complete_job(variant), params);
   if (completed.empty()) return false;
   const int32 queue_id = completed.Int32(0, "queue_id");
   if (completed.Bool(0, "was_pending")) pg::ledger::NoteLocked(queue_id);
   pg::ledger::NoteLeftRunning(queue_id);
-  // A follower of the job's key joins its group before the group moves on
-  // (keys.cpp): both in one call. Most jobs have neither: nothing to do.
-  std::vector<internal::GroupRef> followers = internal::KeysReleased(spi, completed, now);
-  if (!completed.IsNull(0, "group_key") || !followers.empty()) {
-    internal::MoveGroupsOn(spi, internal::GroupsOf(completed, std::move(followers)));
+  // A follower of the job's key, and its dependents made ready, join their
+  // groups before the groups move on (keys.cpp, dependencies.cpp): all in
+  // one call. Most jobs have none of these: nothing to do.
+  std::vector<internal::GroupRef> joining = internal::KeysReleased(spi, completed, now);
+  if (variant > 0 && completed.Bool(0, "has_dependents")) {
+    for (internal::GroupRef& group : internal::ParentsDone(spi, {id})) {
+      joining.push_back(std::move(group));
+    }
+  }
+  if (!completed.IsNull(0, "group_key") || !joining.empty()) {
+    internal::MoveGroupsOn(spi, internal::GroupsOf(completed, std::move(joining)));
   }
   internal::CountFinished(spi, queue_id, 1);
   return true;
@@ -256,7 +270,8 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
   params.Set(4, TimestampTzGetDatum(now));
   const internal::HistoryTarget& history = internal::CompletionTarget(spi);
   if (history.variant == 2) params.Set(5, history.keeping).Set(6, Int16GetDatum(history.segment));
-  const pg::Result result = spi.Execute(complete_jobs(history.variant), params);
+  const int variant = history.variant;  // read once: later statements may refresh it
+  const pg::Result result = spi.Execute(complete_jobs(variant), params);
   const int completed_column = result.ColumnNumber("completed");
   const int queue_column = result.ColumnNumber("queue_id");
   const int jobs_column = result.ColumnNumber("jobs");
@@ -270,7 +285,18 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
     pg::ledger::NoteLeftRunning(queue_id);
     internal::CountFinished(spi, queue_id, result.Int32(row, jobs_column));
   }
-  internal::MoveGroupsOn(spi, internal::GroupsOf(result, internal::KeysReleased(spi, result, now)));
+  std::vector<internal::GroupRef> joining = internal::KeysReleased(spi, result, now);
+  if (variant > 0) {
+    std::vector<int64> parents;
+    const int parent_column = result.ColumnNumber("parent_id");
+    for (uint64 row = 0; row < result.size(); ++row) {
+      if (!result.IsNull(row, parent_column)) parents.push_back(result.Int64(row, parent_column));
+    }
+    for (internal::GroupRef& group : internal::ParentsDone(spi, parents)) {
+      joining.push_back(std::move(group));
+    }
+  }
+  internal::MoveGroupsOn(spi, internal::GroupsOf(result, std::move(joining)));
   return completed;
 }
 
@@ -306,6 +332,7 @@ FailOutcome Fail(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attemp
   pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
   pg::ledger::NoteLeftRunning(queue_id);
   internal::MoveGroupsOn(spi, internal::GroupsOf(buried, internal::KeysReleased(spi, buried, now)));
+  internal::ParentsDied(spi, buried, now);
   return FailOutcome::kDead;
 }
 

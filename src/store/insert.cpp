@@ -106,6 +106,19 @@ std::string OneJob(std::string_view state) {
          ", $4, $3, 0, $6, pg_catalog.now(), $5, $7, NULL, $2)";
 }
 
+// Enqueue's after: a job that waits for its parents ('b'), with how many
+// ($10), and its dedupe period ($8; $9 now, when `keyed`). It is in no
+// group's line until they are done (dependencies.cpp).
+std::string WaitingJob(bool keyed) {
+  constexpr std::string_view kColumns =
+      "pg_catalog.nextval('pgq.job_id_seq'), $1, 'b', $4, $3, 0, $6, pg_catalog.now(), $5, $7, "
+      "NULL, $2, $8, $10";
+  if (!keyed) return "VALUES (" + std::string(kColumns) + ")";
+  return "SELECT " + std::string(kColumns) + R"sql(
+ WHERE NOT EXISTS (SELECT 1 FROM pgq.dedupe_holds h
+                    WHERE h.queue_id = $1 AND h.dedupe_key = $5 AND h.held_until > $9))sql";
+}
+
 // A job of a FIFO group waits ('w') while its group has any other job; the
 // caller of Insert holds the group's lock, so that check and the promotion
 // of the next job when the head leaves (groups.cpp) never race. Jobs
@@ -184,6 +197,21 @@ pg::Statement& InsertKeyed(GroupKind group) {
   return statements[group].get();
 }
 
+constexpr Oid kWaitingJobArgs[] = {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID,        TEXTOID,
+                                   INT4OID, TEXTOID,  INTERVALOID,    TIMESTAMPTZOID, INT4OID};
+
+// [has dedupe key][keyed]
+pg::Statement& insert_waiting(bool dedupe, bool keyed) {
+  constexpr std::string_view kExtra = ", dedupe_for, open_parents";
+  static BuiltStatement statements[2][2] = {
+      {{InsertJobsSql({}, WaitingJob(false), {}, kExtra), kWaitingJobArgs},
+       {InsertJobsSql({}, WaitingJob(true), {}, kExtra), kWaitingJobArgs}},
+      {{InsertJobsSql({}, WaitingJob(false), kOnDedupe, kExtra), kWaitingJobArgs},
+       {InsertJobsSql({}, WaitingJob(true), kOnDedupe, kExtra), kWaitingJobArgs}},
+  };
+  return statements[dedupe][keyed].get();
+}
+
 pg::Statement find_dedupe = {"SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2",
                              2,
                              {INT4OID, TEXTOID},
@@ -202,6 +230,21 @@ SELECT s.id, q.queue_id, 'p', $4, $3, 0, q.max_attempts, pg_catalog.now(), NULL,
          ORDER BY p.ord) s
  WHERE q.queue_id = $1)sql"),
                                   {INT4OID, JSONBARRAYOID, TIMESTAMPTZOID, INT4OID}};
+  return statement.get();
+}
+
+// The same, every job waiting for $5 parents (enqueue_many's after).
+pg::Statement& insert_many_waiting() {
+  static BuiltStatement statement{InsertJobsSql({}, R"sql(
+SELECT s.id, q.queue_id, 'b', $4, $3, 0, q.max_attempts, pg_catalog.now(), NULL, NULL, NULL,
+       s.payload, $5
+  FROM pgq.queues q,
+       (SELECT pg_catalog.nextval('pgq.job_id_seq') AS id, p.payload
+          FROM pg_catalog.unnest($2) WITH ORDINALITY AS p(payload, ord)
+         ORDER BY p.ord) s
+ WHERE q.queue_id = $1)sql",
+                                                {}, ", open_parents"),
+                                  {INT4OID, JSONBARRAYOID, TIMESTAMPTZOID, INT4OID, INT4OID}};
   return statement.get();
 }
 
@@ -262,12 +305,35 @@ bool CanInsertPlain(const Catalog& catalog) {
   return true;
 }
 
+// A job with parents: waiting, then its rows in pgq.job_dependencies. Not
+// in its group's line yet, so no group lock; not pending, so nothing to
+// announce.
+std::optional<int64> InsertWaiting(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
+  const bool has_dedupe = job.dedupe_key != 0;
+  const bool keyed = has_dedupe && queue.dedupe_periods;
+  const TimestampTz now = pg::Now();
+  pg::Params params;
+  internal::SetJobParams(params, queue, job)
+      .Set(8, TimestampTzGetDatum(now))
+      .Set(9, Int32GetDatum(static_cast<int32>(job.parents->size())));
+  const pg::Result inserted = spi.Execute(insert_waiting(has_dedupe, keyed), params);
+  if (inserted.empty()) return std::nullopt;
+  const int64 id = inserted.Int64(0, "id");
+  if (keyed && internal::HeldKeyJob(spi, queue.id, job.dedupe_key, now, true) != 0) {
+    internal::DeleteJustInserted(spi, id);
+    return std::nullopt;
+  }
+  internal::AddDependencies(spi, *job.parents, {id});
+  return id;
+}
+
 }  // namespace
 
 std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
   const bool has_dedupe = job.dedupe_key != 0;
   const bool has_group = job.group_key != 0;
   const Catalog& catalog = InstalledCatalog();
+  if (job.parents != nullptr && !job.parents->empty()) return InsertWaiting(spi, queue, job);
   if (!has_dedupe && !has_group && CanInsertPlain(catalog)) {
     return InsertPlain(spi, queue, job, catalog);
   }
@@ -299,6 +365,16 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
 
 namespace internal {
 
+Datum Int8Array(const std::vector<int64>& values) {
+  auto datums = pg::MakeSmallVector<Datum, 16>(CurrentMemoryContext);
+  datums.reserve(values.size());
+  for (const int64 value : values) datums.push_back(Int64GetDatum(value));
+  return PointerGetDatum(pg::Guard([&] {
+    return construct_array(datums.data(), static_cast<int>(datums.size()), INT8OID, sizeof(int64),
+                           FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+  }));
+}
+
 pg::Params& SetJobParams(pg::Params& params, const Queue& queue, const NewJob& job) {
   return params.Set(0, Int32GetDatum(queue.id))
       .Set(1, job.payload)
@@ -320,12 +396,23 @@ int64 DedupeHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key) {
 }
 
 pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, TimestampTz run_at,
-                      int32 priority) {
+                      int32 priority, const std::vector<int64>* parents) {
   pg::Params params;
   params.Set(0, Int32GetDatum(queue.id))
       .Set(1, payloads)
       .Set(2, TimestampTzGetDatum(run_at))
       .Set(3, Int32GetDatum(priority));
+  if (parents != nullptr && !parents->empty()) {
+    params.Set(4, Int32GetDatum(static_cast<int32>(parents->size())));
+    pg::Result inserted = spi.Execute(insert_many_waiting(), params);
+    std::vector<int64> ids;
+    ids.reserve(inserted.size());
+    const int id_column = inserted.empty() ? 0 : inserted.ColumnNumber("id");
+    for (uint64 row = 0; row < inserted.size(); ++row)
+      ids.push_back(inserted.Int64(row, id_column));
+    if (!ids.empty()) internal::AddDependencies(spi, *parents, ids);
+    return inserted;
+  }
   pg::Result inserted = spi.Execute(insert_many(), params);
   internal::AfterInsert(spi, &queue, 1, inserted);
   return inserted;

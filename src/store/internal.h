@@ -115,6 +115,23 @@ void DeleteJustInserted(pg::SpiSession& spi, int64 id);
 // statement that inserts or replaces one job (insert.cpp, keys.cpp).
 pg::Params& SetJobParams(pg::Params& params, const Queue& queue, const NewJob& job);
 
+// Dependencies (dependencies.cpp).
+// Parents `parents` (locked by LockParents) of `children`: one row each
+// pair, and each parent marked has_dependents.
+void AddDependencies(pg::SpiSession& spi, const std::vector<int64>& parents,
+                     const std::vector<int64>& children);
+// Jobs that completed and had dependents: their children's counts go down,
+// and a child with none left is ready (noted in the ledger) or, in a FIFO
+// group, waiting: returned for the caller's one MoveGroupsOn.
+std::vector<GroupRef> ParentsDone(pg::SpiSession& spi, const std::vector<int64>& parents);
+// Jobs that died (rows with an "id" column, as BurySql returns on a 1.2
+// catalog): those with dependents are failed parents, whose dependents are
+// dead-lettered (a bounded part now, the rest by maintenance).
+void ParentsDied(pg::SpiSession& spi, const pg::Result& rows, TimestampTz now);
+
+// An int8[] of `values`, in the current memory context.
+Datum Int8Array(const std::vector<int64>& values);
+
 // Where completions go (history.cpp). `variant`: 0 a catalog before 1.2;
 // 1 no queue keeps completed jobs; 2 some do: `keeping`, an int4[] of their
 // ids, and `segment`, pgq.job_history's current segment, as this backend

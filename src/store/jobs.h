@@ -73,6 +73,9 @@ struct NewJob {
   Datum group_key;         // text, or 0: none (the group's lock is taken here)
   std::string_view group;  // the same key as a string, when group_key is set
   Datum dedupe_for;        // interval, or 0: the key is free once the job finished
+  // Enqueue's after: the live parents (LockParents' `live`); nullptr or
+  // empty: none, the job is ready as any other.
+  const std::vector<int64>* parents = nullptr;
 };
 
 // One job. Its id; nullopt when `dedupe_key` is taken: by a live job of the
@@ -89,11 +92,34 @@ int64 DedupeHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key);
 // The same, or else the finished job that keeps it taken at `now`, or 0.
 int64 KeyHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key, TimestampTz now);
 
+// ---- Dependencies (dependencies.cpp)
+
+// The jobs named in an enqueue's after. The live ones (in pgq.jobs, of the
+// queues of `scope`) are locked until the caller's transaction ends, so none
+// can finish before the child's rows are committed and seen. Of the others,
+// the first that died (dead or cancelled), the first that waits behind a
+// running duplicate (dedupe_followers), and the first no job of `scope` had
+// (never issued, or of a queue the caller has no right on); the rest are
+// done (in history, or gone without a trace).
+struct Parents {
+  std::vector<int64> live;  // sorted
+  int64 dead = 0;
+  int64 following = 0;
+  int64 unknown = 0;
+};
+// `ids` sorted and distinct.
+Parents LockParents(pg::SpiSession& spi, const Scope& scope, const std::vector<int64>& ids);
+
+// Maintenance: dead-letters up to `batch` dependents of parents that died
+// (pgq.dependency_failures); how many it settled.
+int64 TendDependencies(pg::SpiSession& spi, TimestampTz now, int32 batch);
+
 // One job per payload of `payloads` (jsonb[]), their max_attempts the
 // queue's. Rows: column "id", in no particular order (ids are drawn in
 // input order). Empty if the queue no longer exists.
+// With `parents` (not empty) every job waits for them (as Insert's).
 pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, TimestampTz run_at,
-                      int32 priority);
+                      int32 priority, const std::vector<int64>* parents = nullptr);
 
 // One job per queue of `queues` that still exists, its payload the event
 // envelope {event_id, topic, payload} (pgq.publish).
@@ -191,7 +217,7 @@ int TurnRings(pg::SpiSession& spi, TimestampTz now);
 
 // ---- Reading jobs (read.cpp)
 
-// Rows of pgq.job_info's columns (1-17), then queue_id: job `id` wherever
+// Rows of pgq.job_info's columns (1-18), then queue_id: job `id` wherever
 // it is (live, completed and kept, dead), or none.
 pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now);
 // The jobs of one queue, newest first, at most `max`, with ids below
@@ -199,21 +225,23 @@ pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now);
 pg::Result ListJobs(pg::SpiSession& spi, int32 queue_id, std::string_view queue,
                     std::optional<std::string_view> state, int32 max,
                     std::optional<int64> before_id, TimestampTz now);
-inline constexpr int kJobInfoColumns = 17;
-inline constexpr int kJobInfoQueueId = 18;
+inline constexpr int kJobInfoColumns = 18;
+inline constexpr int kJobInfoQueueId = 19;
 // Columns a role with only the admin right does not see.
-inline constexpr int kJobInfoProgress = 14, kJobInfoResult = 15, kJobInfoPayload = 17;
+inline constexpr int kJobInfoProgress = 14, kJobInfoResult = 15, kJobInfoPayload = 18;
 
 // ---- A queue's jobs as a whole (queue_jobs.cpp)
 
 // Live and dead jobs of the queue.
 int64 CountQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name);
-// Deletes them (drop_queue with force); no group moves on, no counts.
-void PurgeQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name);
+// Deletes them (drop_queue with force); no group moves on, no counts. Their
+// dependents in other queues die (dependency_failed) as of `now`.
+void PurgeQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name, TimestampTz now);
 
 // One row per queue, by name: queue_id, name, then the jobs ready,
 // scheduled, running, expired and dead, the oldest ready job's age in
-// seconds, paused (the columns of queue_metrics()).
+// seconds, paused (the columns of queue_metrics()); on a 1.2 catalog also
+// the jobs waiting for their parents and max_running (NULL: no cap).
 pg::Result ReadQueueGauges(pg::SpiSession& spi, TimestampTz now);
 enum GaugeColumn : int {
   kGaugeQueueId = 1,
@@ -225,6 +253,8 @@ enum GaugeColumn : int {
   kGaugeDead,
   kGaugeOldestReadySeconds,
   kGaugePaused,
+  kGaugeAwaitingParents,
+  kGaugeMaxRunning,
 };
 
 }  // namespace pgq::store

@@ -39,7 +39,7 @@ std::string JobInfoSql(std::string_view where_live, std::string_view where_follo
         j.dedupe_key, j.run_at, j.enqueued_at,
         j.claimed_at, CASE WHEN j.state = 'r' THEN j.lease_until END AS lease_until,
         NULL::timestamptz AS finished_at, j.progress, NULL::jsonb AS result, j.last_error,
-        j.payload, j.queue_id
+        j.open_parents, j.payload, j.queue_id
    FROM pgq.jobs j JOIN pgq.queues q ON q.queue_id = j.queue_id
   WHERE )sql";
   sql += with_state(where_live, kLiveState);
@@ -47,7 +47,7 @@ std::string JobInfoSql(std::string_view where_live, std::string_view where_follo
   sql += R"sql()
 UNION ALL
 (SELECT f.id, q.name, 'waiting', 0, f.max_attempts, f.priority, NULL, f.dedupe_key, f.run_at,
-        f.enqueued_at, NULL, NULL, NULL, NULL, NULL, NULL, f.payload, f.queue_id
+        f.enqueued_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, f.payload, f.queue_id
    FROM pgq.dedupe_followers f JOIN pgq.queues q ON q.queue_id = f.queue_id
   WHERE )sql";
   sql += where_following;
@@ -56,7 +56,7 @@ UNION ALL
 UNION ALL
 (SELECT h.id, q.name, 'done', h.attempt, h.max_attempts, h.priority, h.group_key, h.dedupe_key,
         h.run_at, h.enqueued_at, h.claimed_at, NULL, h.finished_at, h.progress, h.result,
-        h.last_error, h.payload, h.queue_id
+        h.last_error, NULL, h.payload, h.queue_id
    FROM pgq.job_history h JOIN pgq.queues q ON q.queue_id = h.queue_id
   WHERE h.finished_at + q.keep_completed > $2 AND )sql";
   sql += where_done;
@@ -66,8 +66,8 @@ UNION ALL
 (SELECT d.id, d.queue, )sql";
   sql += kDeadState;
   sql += R"sql(, d.attempts, d.max_attempts, d.priority, d.group_key, d.dedupe_key,
-        NULL, d.enqueued_at, NULL, NULL, d.died_at, d.progress, NULL, d.last_error, d.payload,
-        q.queue_id
+        NULL, d.enqueued_at, NULL, NULL, d.died_at, d.progress, NULL, d.last_error, NULL,
+        d.payload, q.queue_id
    FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue
   WHERE (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $2) AND )sql";
   sql += with_state(where_dead, kDeadState);

@@ -1,0 +1,278 @@
+// Dependencies (enqueue's after, SPEC §8): a job that waits until its
+// parents are done, and dies with reason dependency_failed if one of them
+// dies (dead or cancelled), as do its own dependents.
+//
+// A waiting job is in state 'b' with open_parents the number of parents not
+// yet done, outside the ready index: thousands of them cost claims nothing.
+// pgq.job_dependencies holds one row per (parent, child) not yet settled.
+//
+// The races, and what closes each:
+//   - a parent finishing while a child is enqueued: the enqueue locks the
+//     parent's row (KEY SHARE) and marks it has_dependents; the statement
+//     that removes the parent waits for that enqueue to commit, then reads
+//     the marked row and looks for children as committed now (SPI with the
+//     latest snapshot, as foreign-key checks do), so it sees the child's row.
+//     A parent already gone is found so by the enqueue's lock.
+//   - the last two parents completing at once: each decrements the child's
+//     open_parents in one UPDATE of the child's row; the second waits for
+//     the first and decrements what it committed, so exactly one makes the
+//     child ready.
+//   - a parent dying while another completes: a child with a dead parent
+//     keeps that parent's row, so its count never reaches 0; it only leaves
+//     by the cascade.
+// Cycles cannot be built: a parent must exist before its child is enqueued.
+//
+// The cascade is bounded per transaction: the one in which a parent dies
+// dead-letters up to kInlineCascade dependents (through the levels), and
+// records parents still holding dependents in pgq.dependency_failures, which
+// maintenance works through.
+#include <algorithm>
+
+#include "pg/ledger.h"
+#include "pg/settings.h"
+#include "store/catalog.h"
+#include "store/internal.h"
+
+namespace pgq::store {
+
+namespace {
+
+using internal::BuiltStatement;
+
+// Dependents dead-lettered in the transaction in which their parent died;
+// the rest are maintenance's.
+constexpr int32 kInlineCascade = 1000;
+
+// $1 ids, $2 $3 scope. The live parents, locked so that none can leave
+// before this transaction commits.
+pg::Statement lock_parents = {R"sql(
+SELECT j.id FROM pgq.jobs j
+ WHERE j.id = ANY ($1) AND ($2 OR j.queue_id = ANY ($3))
+ ORDER BY j.id FOR KEY SHARE)sql",
+                              3,
+                              {INT8ARRAYOID, BOOLOID, INT4ARRAYOID},
+                              nullptr};
+
+// $1 ids not live, $2 $3 scope: what each of them is. A job the caller has
+// no right on is answered as one that does not exist.
+pg::Statement classify_parents = {R"sql(
+SELECT m.id,
+       EXISTS (SELECT 1 FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue
+                WHERE d.id = m.id AND ($2 OR q.queue_id = ANY ($3))) AS dead,
+       EXISTS (SELECT 1 FROM pgq.dedupe_followers f
+                WHERE f.id = m.id AND ($2 OR f.queue_id = ANY ($3))) AS following,
+       EXISTS (SELECT 1 FROM pgq.jobs j WHERE j.id = m.id AND NOT ($2 OR j.queue_id = ANY ($3)))
+    OR EXISTS (SELECT 1 FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue
+                WHERE d.id = m.id AND NOT ($2 OR q.queue_id = ANY ($3)))
+    OR EXISTS (SELECT 1 FROM pgq.dedupe_followers f
+                WHERE f.id = m.id AND NOT ($2 OR f.queue_id = ANY ($3)))
+    OR EXISTS (SELECT 1 FROM pgq.job_history h
+                WHERE h.id = m.id AND NOT ($2 OR h.queue_id = ANY ($3)))
+    OR m.id > (SELECT s.last_value - CASE WHEN s.is_called THEN 0 ELSE 1 END
+                 FROM pgq.job_id_seq s) AS unknown
+  FROM pg_catalog.unnest($1) AS m(id))sql",
+                                  3,
+                                  {INT8ARRAYOID, BOOLOID, INT4ARRAYOID},
+                                  nullptr};
+
+// $1 parents, $2 children: one row each pair, and the parents marked (their
+// completion looks for children). The parents are locked by LockParents.
+pg::Statement add_dependencies = {R"sql(
+WITH marked AS (
+  UPDATE pgq.jobs SET has_dependents = true WHERE id = ANY ($1) AND has_dependents IS NULL
+)
+INSERT INTO pgq.job_dependencies (parent_id, child_id)
+SELECT p, c FROM pg_catalog.unnest($1) AS p, pg_catalog.unnest($2) AS c)sql",
+                                  2,
+                                  {INT8ARRAYOID, INT8ARRAYOID},
+                                  nullptr};
+
+// $1 parents that completed: their children's counts go down; a child with
+// none left is ready (or joins its group's line). Read as committed now.
+pg::Statement parents_done = {R"sql(
+WITH d AS (
+  DELETE FROM pgq.job_dependencies WHERE parent_id = ANY ($1) RETURNING child_id
+), c AS (
+  SELECT child_id, count(*)::int4 AS n FROM d GROUP BY child_id
+)
+UPDATE pgq.jobs j
+   SET open_parents = NULLIF(j.open_parents - c.n, 0),
+       state = CASE WHEN j.open_parents > c.n THEN 'b'
+                    WHEN j.group_key IS NULL THEN 'p' ELSE 'w' END
+  FROM c
+ WHERE j.id = c.child_id AND j.state = 'b'
+RETURNING j.queue_id, j.id, j.priority, j.run_at, j.group_key, j.state)sql",
+                              1,
+                              {INT8ARRAYOID},
+                              nullptr};
+
+// $1 jobs that died, $2 now: those with dependents are recorded as failed
+// parents. Read as committed now.
+pg::Statement record_failures = {R"sql(
+INSERT INTO pgq.dependency_failures (parent_id, failed_at)
+SELECT DISTINCT d.parent_id, $2 FROM pgq.job_dependencies d WHERE d.parent_id = ANY ($1)
+ON CONFLICT (parent_id) DO NOTHING)sql",
+                                 2,
+                                 {INT8ARRAYOID, TIMESTAMPTZOID},
+                                 nullptr};
+
+// $1 at most. Rows of failed parents, taken out: their children die.
+pg::Statement take_failed_rows = {R"sql(
+DELETE FROM pgq.job_dependencies d
+ WHERE (d.parent_id, d.child_id) IN (
+   SELECT x.parent_id, x.child_id FROM pgq.dependency_failures f
+     JOIN pgq.job_dependencies x ON x.parent_id = f.parent_id
+    ORDER BY f.parent_id, x.child_id LIMIT $1 FOR UPDATE OF x SKIP LOCKED)
+RETURNING d.parent_id, d.child_id)sql",
+                                  1,
+                                  {INT4OID},
+                                  nullptr};
+
+// $1 children, $2 their failed parent (same order), $3 now.
+constexpr std::string_view kFailedChildren = R"sql(
+DELETE FROM pgq.jobs j WHERE j.id = ANY ($1) AND j.state = 'b' RETURNING *)sql";
+
+pg::Statement& bury_children() {
+  static BuiltStatement statement{internal::BurySql(kFailedChildren, R"sql('parent job ' || (
+         SELECT u.p FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::int8[]))
+                         AS u(c, p)
+          WHERE u.c = d.id LIMIT 1) || ' did not complete')sql",
+                                                    "dependency_failed", "$3", true),
+                                  {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID}};
+  return statement.get();
+}
+
+// $1 failed parents: those with no dependents left are settled.
+pg::Statement settle_failures = {R"sql(
+DELETE FROM pgq.dependency_failures f
+ WHERE f.parent_id = ANY ($1)
+   AND NOT EXISTS (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = f.parent_id))sql",
+                                 1,
+                                 {INT8ARRAYOID},
+                                 nullptr};
+
+pg::Statement settle_all_failures = {R"sql(
+DELETE FROM pgq.dependency_failures f
+ WHERE NOT EXISTS (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = f.parent_id))sql",
+                                     0,
+                                     {},
+                                     nullptr};
+
+std::vector<int64> Ids(const pg::Result& rows, const char* column) {
+  std::vector<int64> ids;
+  if (rows.empty()) return ids;
+  const int at = rows.ColumnNumber(column);
+  ids.reserve(rows.size());
+  for (uint64 row = 0; row < rows.size(); ++row) ids.push_back(rows.Int64(row, at));
+  return ids;
+}
+
+// Dead-letters up to `budget` dependents of failed parents (and records
+// those of them that have dependents in turn); how many rows it settled.
+int64 Cascade(pg::SpiSession& spi, TimestampTz now, int64 budget) {
+  int64 settled = 0;
+  while (settled < budget) {
+    pg::Params take;
+    take.Set(0, Int32GetDatum(static_cast<int32>(std::min<int64>(budget - settled, 1000))));
+    const pg::Result rows = spi.ExecuteSeeingLatest(take_failed_rows, take);
+    if (rows.empty()) break;
+    settled += static_cast<int64>(rows.size());
+    const std::vector<int64> parents = Ids(rows, "parent_id");
+    const std::vector<int64> children = Ids(rows, "child_id");
+    pg::Params bury;
+    bury.Set(0, internal::Int8Array(children))
+        .Set(1, internal::Int8Array(parents))
+        .Set(2, TimestampTzGetDatum(now));
+    const pg::Result buried = spi.Execute(bury_children(), bury);
+    if (!buried.empty()) {
+      const int queue_column = buried.ColumnNumber("queue_id");
+      for (uint64 row = 0; row < buried.size(); ++row) {
+        pg::ledger::NoteCount(buried.Int32(row, queue_column), pg::kDeadLettered, 1);
+      }
+      // A waiting job holds no place in its group: only keys move on.
+      internal::MoveGroupsOn(spi, internal::KeysReleased(spi, buried, now));
+      pg::Params record;
+      record.Set(0, internal::Int8Array(Ids(buried, "id"))).Set(1, TimestampTzGetDatum(now));
+      spi.ExecuteSeeingLatest(record_failures, record);
+    }
+    pg::Params settle;
+    settle.Set(0, internal::Int8Array(parents));
+    spi.ExecuteSeeingLatest(settle_failures, settle);
+  }
+  return settled;
+}
+
+}  // namespace
+
+namespace internal {
+
+void AddDependencies(pg::SpiSession& spi, const std::vector<int64>& parents,
+                     const std::vector<int64>& children) {
+  pg::Params params;
+  params.Set(0, Int8Array(parents)).Set(1, Int8Array(children));
+  spi.Execute(add_dependencies, params);
+}
+
+std::vector<GroupRef> ParentsDone(pg::SpiSession& spi, const std::vector<int64>& parents) {
+  std::vector<GroupRef> groups;
+  if (parents.empty()) return groups;
+  pg::Params params;
+  params.Set(0, Int8Array(parents));
+  const pg::Result released = spi.ExecuteSeeingLatest(parents_done, params);
+  if (released.empty()) return groups;
+  const KeyColumns key(released);
+  const int queue_column = released.ColumnNumber("queue_id");
+  const int group_column = released.ColumnNumber("group_key");
+  const int state_column = released.ColumnNumber("state");
+  for (uint64 row = 0; row < released.size(); ++row) {
+    bool is_null = false;
+    const char state = DatumGetChar(released.Value(row, state_column, &is_null));
+    const int32 queue_id = released.Int32(row, queue_column);
+    if (state == 'p') pg::ledger::NotePending(queue_id, key.Of(released, row), true);
+    if (state == 'w') groups.push_back(GroupRef{queue_id, released.Text(row, group_column)});
+  }
+  return groups;
+}
+
+void ParentsDied(pg::SpiSession& spi, const pg::Result& rows, TimestampTz now) {
+  if (rows.empty() || !InstalledCatalog().dependencies) return;
+  pg::Params params;
+  params.Set(0, Int8Array(Ids(rows, "id"))).Set(1, TimestampTzGetDatum(now));
+  if (spi.ExecuteSeeingLatest(record_failures, params).empty()) return;
+  (void)Cascade(spi, now, kInlineCascade);
+}
+
+}  // namespace internal
+
+Parents LockParents(pg::SpiSession& spi, const Scope& scope, const std::vector<int64>& ids) {
+  Parents parents;
+  pg::Params params;
+  params.Set(0, internal::Int8Array(ids)).Set(1, BoolGetDatum(scope.every)).Set(2, scope.ids);
+  parents.live = Ids(spi.Execute(lock_parents, params), "id");
+  std::vector<int64> others;
+  for (const int64 id : ids) {
+    if (!std::binary_search(parents.live.begin(), parents.live.end(), id)) others.push_back(id);
+  }
+  if (others.empty()) return parents;
+  params.Set(0, internal::Int8Array(others));
+  const pg::Result found = spi.Execute(classify_parents, params);
+  for (uint64 row = 0; row < found.size(); ++row) {
+    const int64 id = found.Int64(row, "id");
+    int64* first = found.Bool(row, "unknown")     ? &parents.unknown
+                   : found.Bool(row, "dead")      ? &parents.dead
+                   : found.Bool(row, "following") ? &parents.following
+                                                  : nullptr;
+    if (first != nullptr && *first == 0) *first = id;
+  }
+  return parents;
+}
+
+int64 TendDependencies(pg::SpiSession& spi, TimestampTz now, int32 batch) {
+  if (!InstalledCatalog().dependencies) return 0;
+  const int64 settled = Cascade(spi, now, batch);
+  pg::Params none;
+  spi.Execute(settle_all_failures, none);
+  return settled;
+}
+
+}  // namespace pgq::store
