@@ -50,6 +50,7 @@ DOCUMENTED = {
     "42501",  # insufficient_privilege
     "22001",  # string_data_right_truncation: a result or progress over the payload limit
     "0A000",  # feature_not_supported: on_duplicate 'replace' with a group_key
+    "23503",  # foreign_key_violation: after names a job that does not exist
 }
 
 NAMES = [None, "", "q", "fz", "missing", "Upper", "a b", "x;drop table pgq.jobs",
@@ -67,7 +68,10 @@ TIMESTAMPS = [None, "infinity", "-infinity", "epoch", "2999-01-01", "4713-01-01 
               "now", "not a time"]
 BOOLS = [None, True, False]
 REALS = [None, 0.0, -1.0, 0.0001, 1e30, "NaN", "Infinity", "-Infinity"]
-BIGINT_ARRAYS = [None, "{}", "{NULL}", "{1,2}", "{{1}}", "{JOB}", "{JOB,JOB}"]
+BIGINT_ARRAYS = [None, "{}", "{NULL}", "{1,2}", "{{1}}", "{JOB}", "{JOB,JOB}", "{JOB,999999999}",
+                 "{" + ",".join(["1"] * 10001) + "}", "{-1}"]
+QUEUE_ARRAYS = [None, "{}", "{NULL}", "{fz}", "{fz,fz}", "{fz,missing}", "{{fz}}", '{"a b"}',
+                "{" + ",".join(f"q{i}" for i in range(33)) + "}", "{fz,q}", '{""}']
 INT_ARRAYS = [None, "{}", "{NULL}", "{1,2}", "{{1}}", "{1}"]
 JSON_ARRAYS = [None, "{}", "{NULL}", '{"{}"}', '{{"{}"}}', '{"{}","[]"}']
 REGPROCS = [None, "now()", "pg_sleep(double precision)", "no_such_function(int)",
@@ -89,12 +93,13 @@ ON_DUPLICATES = [None, "ignore", "replace", "merge", "", "IGNORE"]
 BY_NAME = {
     "queue": NAMES, "team": NAMES, "member": NAMES, "topic": NAMES, "name": NAMES,
     "spec": CRONS, "timezone": ZONES, "wait": WAITS, "privilege": PRIVILEGES,
-    "state": STATES, "on_duplicate": ON_DUPLICATES,
+    "state": STATES, "on_duplicate": ON_DUPLICATES, "queues": QUEUE_ARRAYS,
 }
 BY_TYPE = {
     "text": TEXTS, "jsonb": JSONS, "integer": INTS, "bigint": BIGINTS, "interval": INTERVALS,
     "timestamp with time zone": TIMESTAMPS, "boolean": BOOLS, "real": REALS,
     "bigint[]": BIGINT_ARRAYS, "integer[]": INT_ARRAYS, "jsonb[]": JSON_ARRAYS,
+    "text[]": QUEUE_ARRAYS,
     "regprocedure": REGPROCS, "name": ROLES,
 }
 
