@@ -91,6 +91,14 @@ my $report = $node->safe_psql('src', q{SELECT pgq.enqueue('reports', '{"month": 
 $node->safe_psql('src', q{SELECT pgq.claim('reports')});
 $node->safe_psql('src', qq{SELECT pgq.complete($report, 1, '{"url": "s3://r/11.pdf"}')});
 
+# Caps and dependencies (1.2): a capped queue, and a job waiting for its
+# parent, with its row in pgq.job_dependencies.
+$node->safe_psql('src',
+	q{SELECT pgq.create_queue('predict', max_running => 2, group_concurrency => 3)});
+my $fetch = $node->safe_psql('src', q{SELECT pgq.enqueue('predict', '{"step": "fetch"}')});
+my $predict = $node->safe_psql('src',
+	qq{SELECT pgq.enqueue('predict', '{"step": "predict"}', after => ARRAY[$fetch])});
+
 # Every row of every pgq table, and every pgq sequence, as text. Not the
 # rings' position (pgq.segment_rings: which segment takes new rows), which
 # the extension's script sets and a dump does not carry: rows are where
@@ -116,7 +124,9 @@ END $$;
 (my $query = $contents) =~ s/pgq_tap_rows/pg_temp.pgq_tap_rows/;
 my $before = $node->safe_psql('src', $helper . $query);
 like($before, qr/^grants: 2 rows, \w{32}$/m, 'the fingerprint covers the grants (by role name)');
-like($before, qr/^jobs: 7 rows, \w{32}$/m, 'the fingerprint covers the jobs table (5 mail jobs, 2 orbits jobs)');
+like($before, qr/^jobs: 9 rows, \w{32}$/m,
+	'the fingerprint covers the jobs table (5 mail jobs, 2 orbits jobs, 2 predict jobs)');
+like($before, qr/^job_dependencies: 1 rows, \w{32}$/m, 'and the dependencies');
 like($before, qr/^job_history_0: 1 rows, \w{32}$/m, 'and the history of completed jobs');
 
 # --- dump and restore ------------------------------------------------------------
@@ -169,6 +179,14 @@ is( $node->safe_psql(
 		  . "pgq.has_queue_privilege('mail', 'produce'), pgq.has_queue_privilege('ops', 'idle', 'admin')"),
 	't|f|t',
 	'the restored grants hold: mail_worker consumes mail, ops administers every queue');
+is( $node->safe_psql(
+		'dst', "SELECT max_running || ' ' || group_concurrency FROM pgq.queues WHERE name = 'predict'"),
+	'2 3', 'the caps are kept');
+is($node->safe_psql('dst', "SELECT state || ' ' || open_parents FROM pgq.job($predict)"),
+	'waiting 1', 'a job waiting for its parent still waits');
+$node->safe_psql('dst', "SELECT pgq.complete(id, attempt) FROM pgq.claim('predict', 10)");
+is($node->safe_psql('dst', "SELECT state FROM pgq.job($predict)"),
+	'ready', "its parent's completion makes it ready");
 is($node->safe_psql('dst', "SELECT pgq.retry_dead('mail', 10)"),
 	'2', 'the restored dead jobs can be retried');
 ok( wait_for(
