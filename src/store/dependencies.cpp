@@ -76,10 +76,14 @@ SELECT m.id,
                                   nullptr};
 
 // $1 parents, $2 children: one row each pair, and the parents marked (their
-// completion looks for children). The parents are locked by LockParents.
+// completion looks for children). The parents are locked by LockParents;
+// the ones still to mark are locked for the update in id order, as every
+// enqueue does, so two enqueues marking the same parents never deadlock.
 pg::Statement add_dependencies = {R"sql(
 WITH marked AS (
-  UPDATE pgq.jobs SET has_dependents = true WHERE id = ANY ($1) AND has_dependents IS NULL
+  UPDATE pgq.jobs j SET has_dependents = true
+   WHERE j.id IN (SELECT u.id FROM pgq.jobs u WHERE u.id = ANY ($1) AND u.has_dependents IS NULL
+                   ORDER BY u.id FOR NO KEY UPDATE)
 )
 INSERT INTO pgq.job_dependencies (parent_id, child_id)
 SELECT p, c FROM pg_catalog.unnest($1) AS p, pg_catalog.unnest($2) AS c)sql",
