@@ -12,6 +12,10 @@
         return {"message_id": "..."}         # kept as the job's result
     Worker("dbname=app", "emails", send, concurrency=4).run_forever()
 
+    render = Queue("render").enqueue(conn, {"invoice": 7})
+    Queue("send").enqueue(conn, {"invoice": 7}, after=[render])  # waits for render
+    Worker("dbname=app", ["render", "send"], handle)  # several queues: see job.queue
+
     job(conn, 42)                            # a JobInfo, or None
     list_jobs(conn, "emails", state="dead")  # newest first, paged with before_id
 

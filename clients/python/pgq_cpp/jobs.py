@@ -17,10 +17,10 @@ class JobInfo:
     """One row of ``pgq.job_info``: a job wherever it is in its life.
 
     ``state`` is ``'scheduled'``, ``'ready'``, ``'waiting'`` (behind its
-    group's head or its dependencies), ``'running'``, ``'done'`` (kept only
-    by queues with ``keep_completed``), ``'dead'`` or ``'cancelled'``. A role
-    with only the ``admin`` right reads ``payload``, ``progress`` and
-    ``result`` as None.
+    group's head, or for its parents: ``open_parents`` counts those not yet
+    done), ``'running'``, ``'done'`` (kept only by queues with
+    ``keep_completed``), ``'dead'`` or ``'cancelled'``. A role with only the
+    ``admin`` right reads ``payload``, ``progress`` and ``result`` as None.
     """
 
     id: int
@@ -39,6 +39,7 @@ class JobInfo:
     progress: Any  # decoded JSON, as the handler last sent it
     result: Any  # decoded JSON, as the handler returned it
     last_error: str | None
+    open_parents: int | None  # parents not yet done; None unless waiting for them
     payload: Any
 
 

@@ -23,10 +23,17 @@ _ENQUEUE = f"SELECT pgq.enqueue(%s, %s, {_RUN_AT}, %s, %s, %s, %s"
 # client keeps working against a server not yet updated to 1.2.
 _DEDUPE_FOR = ", dedupe_for => %s::interval"
 _ON_DUPLICATE = ", on_duplicate => %s::text"
-_ENQUEUE_MANY = (
-    f"SELECT e.id FROM pgq.enqueue_many(%s, %s, {_RUN_AT}, %s)"
-    " WITH ORDINALITY AS e(id, n) ORDER BY e.n"
-)
+_AFTER = ", after => %s::bigint[]"
+_ENQUEUE_MANY = f"SELECT e.id FROM pgq.enqueue_many(%s, %s, {_RUN_AT}, %s"
+_ENQUEUE_MANY_END = ") WITH ORDINALITY AS e(id, n) ORDER BY e.n"
+
+
+def _parents(after: Iterable[int]) -> list[int]:
+    """``after`` as a list for ``%s::bigint[]``; a lone id or a string
+    (which would pass as a list of characters) is refused here."""
+    if isinstance(after, (int, str, bytes)):
+        raise TypeError(f"after takes a list of job ids, not {type(after).__name__}")
+    return list(after)
 
 
 def execute(target: Target, sql: str, params: Any, rows: RowFactory[R]) -> list[R]:
@@ -71,6 +78,7 @@ class Queue:
         group_key: str | None = None,
         dedupe_for: timedelta | None = None,
         on_duplicate: str = "ignore",
+        after: Iterable[int] | None = None,
     ) -> int:
         """Adds one job and returns its id (``pgq.enqueue``).
 
@@ -87,6 +95,11 @@ class Queue:
             holder's id; ``'replace'`` gives a holder that has not started
             this payload, ``run_at`` and priority and returns its id, and
             queues a new job behind a holder that is running.
+        after: ids of jobs (of any queue) this one waits for: it stays
+            ``'waiting'`` until every one of them is done, and goes to
+            dead-letter (reason ``'dependency_failed'``) if one of them
+            dies or is cancelled. Enqueue the parents first, in this
+            transaction or before; an empty list means no dependencies.
         """
         sql = _ENQUEUE
         params: list[Any] = [
@@ -98,6 +111,9 @@ class Queue:
         if on_duplicate != "ignore":
             sql += _ON_DUPLICATE
             params.append(on_duplicate)
+        if after is not None:
+            sql += _AFTER
+            params.append(_parents(after))
         return int(execute(conn, sql + ")", params, tuple_row)[0][0])
 
     def enqueue_many(
@@ -107,8 +123,14 @@ class Queue:
         *,
         run_at: datetime | None = None,
         priority: int = 0,
+        after: Iterable[int] | None = None,
     ) -> list[int]:
         """Adds one job per payload in one statement (``pgq.enqueue_many``);
-        returns their ids in the payloads' order."""
-        params = (self.name, [Jsonb(p) for p in payloads], run_at, priority)
-        return [int(r[0]) for r in execute(conn, _ENQUEUE_MANY, params, tuple_row)]
+        returns their ids in the payloads' order. ``after``: as for
+        ``enqueue``; every job waits for the same parents."""
+        sql = _ENQUEUE_MANY
+        params: list[Any] = [self.name, [Jsonb(p) for p in payloads], run_at, priority]
+        if after is not None:
+            sql += _AFTER
+            params.append(_parents(after))
+        return [int(r[0]) for r in execute(conn, sql + _ENQUEUE_MANY_END, params, tuple_row)]

@@ -1,12 +1,14 @@
-"""Worker: claims the jobs of one queue and runs a handler on each.
+"""Worker: claims the jobs of one queue, or of several, and runs a handler on each.
 
 How it is built (one claimer, a pool of handler threads, a heartbeat):
 
 - The **claimer** thread has a connection that runs nothing but
-  ``pgq.claim(queue, batch, lease, wait => wait)``. The server holds that
-  statement until a job of the queue is committed or ``wait`` ends, so an
-  idle worker is one sleeping backend, and a commit wakes it at once: there
-  is no polling here. It claims only while fewer than ``concurrency`` jobs
+  ``pgq.claim(queue, batch, lease, wait => wait)`` (with several queues,
+  ``pgq.claim(queues text[], ...)``: one claim takes the jobs of all of them
+  by priority, then run_at, and each ``Job`` carries its ``queue``). The
+  server holds that statement until a job of the queue (of any of them) is
+  committed or ``wait`` ends, so an idle worker is one sleeping backend, and
+  a commit wakes it at once: there is no polling here. It claims only while fewer than ``concurrency`` jobs
   are in hand, so the worker holds at most ``concurrency - 1 + batch`` jobs;
   with ``batch > 1`` the extra ones wait in line for a thread.
 - ``concurrency`` **handler threads** (a ``ThreadPoolExecutor``) run the
@@ -44,8 +46,8 @@ How it is built (one claimer, a pool of handler threads, a heartbeat):
   whose first try did commit before the connection went returns false when
   retried, and is logged like a lost lease.)
 - Any other server error (``InsufficientPrivilege`` without the ``consume``
-  right, ``UndefinedObject`` for an unknown queue, ...) stops the worker
-  gracefully and is raised by ``join()``/``run()``.
+  right, on every queue, ``UndefinedObject`` for an unknown queue, ...)
+  stops the worker gracefully and is raised by ``join()``/``run()``.
 """
 
 from __future__ import annotations
@@ -56,12 +58,12 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import FrameType
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, Union
 
 import psycopg
 from psycopg.rows import RowFactory, class_row, tuple_row
@@ -74,6 +76,11 @@ _log = logging.getLogger(__name__)
 _CLAIM = (
     "SELECT id, queue, payload, attempt, max_attempts, lease_until, enqueued_at, priority"
     "  FROM pgq.claim(%s, %s, %s, wait => %s)"
+)
+# Several queues: the array is a real text[] parameter (a Python list).
+_CLAIM_MANY = (
+    "SELECT id, queue, payload, attempt, max_attempts, lease_until, enqueued_at, priority"
+    "  FROM pgq.claim(%s::text[], %s, %s, %s)"
 )
 _EXTEND = (
     "SELECT j.id, pgq.extend(j.id, j.attempt, %s)"
@@ -169,6 +176,43 @@ class Job:
 
 Handler = Callable[[Job], object]
 
+# A queue for the Worker: its name or a Queue.
+QueueRef = Union[str, Queue]
+
+# Queue names in thread names and application_name are cut to about this
+# long (application_name keeps 63 bytes).
+_LABEL_MAX = 32
+
+
+def _queue_names(queue: QueueRef | Sequence[QueueRef]) -> tuple[str, ...]:
+    """The names of ``queue``: one name or ``Queue``, or a list (tuple) of
+    them. ValueError for none or a name given twice, before any connection."""
+    if isinstance(queue, (str, Queue)):
+        refs: list[Any] = [queue]
+    elif isinstance(queue, Iterable):
+        refs = list(queue)
+    else:
+        raise TypeError(f"a queue is a name or a Queue, not {type(queue).__name__}")
+    names = tuple(ref.name if isinstance(ref, Queue) else ref for ref in refs)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"a queue is a name or a Queue, not {type(name).__name__}")
+    if not names:
+        raise ValueError("a worker needs at least one queue")
+    twice = [name for i, name in enumerate(names) if name in names[:i]]
+    if twice:
+        raise ValueError(f"queue {twice[0]!r} is named more than once")
+    return names
+
+
+def _label(names: tuple[str, ...]) -> str:
+    """The queues, short, for thread names and application_name: ``emails``,
+    ``render,send``, or ``render+4 more`` when the list would be long."""
+    joined = ",".join(names)
+    if len(names) == 1 or len(joined) <= _LABEL_MAX:
+        return joined
+    return f"{names[0]}+{len(names) - 1} more"
+
 
 def _encode_result(job: Job, result: object) -> str | None:
     """The handler's return value as JSON text; None for None, and for a
@@ -236,7 +280,14 @@ class Worker:
     """Runs ``handler(job)`` for the jobs of ``queue``, up to ``concurrency`` at once.
 
     conninfo: a libpq connection string; the role needs the ``consume``
-        right on the queue (``pgq.grant(role, queue, 'consume')``).
+        right on the queue (``pgq.grant(role, queue, 'consume')``), on each
+        of them with several.
+    queue: a queue's name or a ``Queue``, or a list (tuple) of them: one
+        worker, one claim and one pool for several queues (server 1.2),
+        jobs taken by priority, then run_at, across them; ``job.queue``
+        tells where each came from. ``queues`` is the tuple of names,
+        ``queue`` the name of a worker of one queue (None with several).
+        A list of one is that queue.
     handler: called in a worker thread with a ``Job``; returning completes
         the job, with the returned value (JSON) as its result unless None;
         raising an ``Exception`` fails it (retried with the queue's backoff,
@@ -258,7 +309,7 @@ class Worker:
     def __init__(
         self,
         conninfo: str,
-        queue: str | Queue,
+        queue: QueueRef | Sequence[QueueRef],
         handler: Handler,
         *,
         concurrency: int = 4,
@@ -276,17 +327,29 @@ class Worker:
             # A claim that never waits would return at once, again and again:
             # the worker would poll the server in a busy loop.
             raise ValueError("wait must be positive")
-        self.queue = queue.name if isinstance(queue, Queue) else queue
+        self.queues = _queue_names(queue)
+        self.queue: str | None = self.queues[0] if len(self.queues) == 1 else None
         self._handler = handler
         self._concurrency = concurrency
         self._batch = batch
         self._lease = lease
         self._wait = wait
-        self._claims = _Session(conninfo, f"pgq_cpp.py claim {self.queue}")
-        self._control = _Session(conninfo, f"pgq_cpp.py control {self.queue}")
-        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"pgq-{self.queue}")
-        self._claimer = threading.Thread(target=self._main, name=f"pgq-claimer-{self.queue}")
-        self._heartbeat = threading.Thread(target=self._beat, name=f"pgq-heartbeat-{self.queue}")
+        # One queue: the claim of 1.0 (and a list of one is that queue).
+        self._claim_sql = _CLAIM if self.queue is not None else _CLAIM_MANY
+        self._claim_from: str | list[str] = (
+            self.queue if self.queue is not None else list(self.queues)
+        )
+        self._what = (  # for the log
+            f"queue {self.queue!r}"
+            if self.queue is not None
+            else "queues " + ", ".join(repr(name) for name in self.queues)
+        )
+        label = _label(self.queues)
+        self._claims = _Session(conninfo, f"pgq_cpp.py claim {label}")
+        self._control = _Session(conninfo, f"pgq_cpp.py control {label}")
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"pgq-{label}")
+        self._claimer = threading.Thread(target=self._main, name=f"pgq-claimer-{label}")
+        self._heartbeat = threading.Thread(target=self._beat, name=f"pgq-heartbeat-{label}")
         # Guards everything below. Reentrant: stop() may run in a signal
         # handler on a thread that holds it.
         self._state = threading.Condition(threading.RLock())
@@ -301,7 +364,7 @@ class Worker:
 
     def start(self) -> None:
         """Starts claiming in background threads."""
-        _log.info("worker of queue %r starting (concurrency %d)", self.queue, self._concurrency)
+        _log.info("worker of %s starting (concurrency %d)", self._what, self._concurrency)
         self._heartbeat.start()
         self._claimer.start()
 
@@ -341,7 +404,7 @@ class Worker:
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             name = signal.Signals(signum).name
-            _log.info("%s: stopping the worker of queue %r", name, self.queue)
+            _log.info("%s: stopping the worker of %s", name, self._what)
             self.stop()
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -365,7 +428,7 @@ class Worker:
             self._heartbeat.join()
             self._claims.close()
             self._control.close()
-            _log.info("worker of queue %r stopped", self.queue)
+            _log.info("worker of %s stopped", self._what)
 
     def _claim_until_stopped(self) -> None:
         delay = _FIRST_RETRY
@@ -395,8 +458,8 @@ class Worker:
                 return []
             self._claiming = True
         try:
-            params = (self.queue, self._batch, self._lease, self._wait)
-            return self._claims.execute(_CLAIM, params, class_row(Job))
+            params = (self._claim_from, self._batch, self._lease, self._wait)
+            return self._claims.execute(self._claim_sql, params, class_row(Job))
         finally:
             with self._state:
                 self._claiming = False
@@ -663,5 +726,5 @@ class Worker:
         with self._state:
             if self._error is None:
                 self._error = exc
-        _log.error("worker of queue %r stops: %s", self.queue, exc)
+        _log.error("worker of %s stops: %s", self._what, exc)
         self.stop()

@@ -1,8 +1,14 @@
-"""examples/welcome_email.py --demo: the signups that commit get exactly one
-welcome email each; the one whose card is declined gets neither an account
-nor an email. The mail API's first call times out after sending: that job's
+"""The examples, run as their users would (--demo).
+
+examples/welcome_email.py: the signups that commit get exactly one welcome
+email each; the one whose card is declined gets neither an account nor an
+email. The mail API's first call times out after sending: that job's
 outcome is unknown, it runs again after its lease, and the idempotency key
-keeps it to one email."""
+keeps it to one email.
+
+examples/render_then_send.py: one worker over the queues render and send;
+each send job runs only after its render job is done, and the one whose
+render dies goes to dead-letter as dependency_failed without running."""
 
 from __future__ import annotations
 
@@ -12,7 +18,15 @@ from pathlib import Path
 
 from support import DSN, HANG, PgqTestCase
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "welcome_email.py"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLE = EXAMPLES / "welcome_email.py"
+
+
+def run_demo(example: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(example), "--dsn", DSN, "--demo"],
+        capture_output=True, text=True, timeout=HANG,
+    )
 
 
 class WelcomeEmailExampleTest(PgqTestCase):
@@ -21,10 +35,7 @@ class WelcomeEmailExampleTest(PgqTestCase):
         self.admin.execute("DROP TABLE IF EXISTS welcome_emails_sent, users")
 
     def test_demo(self) -> None:
-        done = subprocess.run(
-            [sys.executable, str(EXAMPLE), "--dsn", DSN, "--demo"],
-            capture_output=True, text=True, timeout=HANG,
-        )
+        done = run_demo(EXAMPLE)
         self.assertEqual(done.returncode, 0, done.stderr)
         log = done.stderr
         self.assertIn("2 signed up, 2 welcomed", log)
@@ -50,3 +61,37 @@ class WelcomeEmailExampleTest(PgqTestCase):
             )
             == 2,
         )
+
+
+class RenderThenSendExampleTest(PgqTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.admin.execute("DROP TABLE IF EXISTS invoice_emails_sent, invoice_documents, invoices")
+
+    def test_demo(self) -> None:
+        done = run_demo(EXAMPLES / "render_then_send.py")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        log = done.stderr
+        self.assertIn("3 invoices ordered, 2 sent after their render, 1 not sent", log)
+        # Right after the order's commit, every send job waits for its render.
+        self.assertEqual(log.count("waiting for 1 parent(s)"), 3, log)
+        self.assertEqual(log.count("worker of queues 'render', 'send' starting"), 1, log)
+        # Each send handler found its render job done when it started.
+        sends = [line for line in log.splitlines() if ": sending invoice " in line]
+        self.assertEqual(len(sends), 2, log)
+        self.assertTrue(all(line.endswith(" is done") for line in sends), sends)
+        self.assertEqual(log.count(": in order"), 2, log)
+        self.assertEqual(log.count("OUT OF ORDER"), 0, log)
+        # The database agrees: a document before each email, and bob's
+        # invoice (no template for its currency) neither rendered nor sent.
+        invoices = self.admin.execute(
+            "SELECT split_part(i.email, '+', 1), d.rendered_at < s.sent_at, s.sent_at IS NULL"
+            "  FROM invoices i LEFT JOIN invoice_documents d ON d.invoice_id = i.id"
+            "  LEFT JOIN invoice_emails_sent s ON s.invoice_id = i.id ORDER BY i.id"
+        ).fetchall()
+        self.assertEqual(invoices, [("ann", True, False), ("bob", None, True), ("eve", True, False)])
+        dead = self.admin.execute(
+            "SELECT queue, reason, attempts FROM pgq.dead_jobs ORDER BY id"
+        ).fetchall()
+        self.assertEqual(dead, [("render", "exhausted", 3), ("send", "dependency_failed", 0)])
+        self.assertEqual(self.live_jobs(), 0)
