@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace pgq::cli {
@@ -26,17 +27,20 @@ ParseResult Error(std::string message) {
 }  // namespace
 
 std::string UsageText() {
-  return "Usage: pgq-worker --queue NAME [options] -- command [args...]\n"
+  return "Usage: pgq-worker --queue NAME [--queue NAME...] [options] -- command [args...]\n"
          "\n"
-         "Claims jobs of a pgq_cpp queue and runs command for each one, with the job's\n"
-         "JSON payload on its stdin and PGQ_JOB_ID, PGQ_JOB_ATTEMPT, PGQ_JOB_MAX_ATTEMPTS\n"
-         "and PGQ_QUEUE in its environment. Exit 0 completes the job; anything else fails\n"
-         "it with the command's stderr (last 4 kB) and its exit status. JSON the command\n"
-         "writes to $PGQ_RESULT_FILE is the job's result; JSON it writes to\n"
-         "$PGQ_PROGRESS_FILE is sent as its progress at each heartbeat.\n"
+         "Claims jobs of a pgq_cpp queue (or of several) and runs command for each one,\n"
+         "with the job's JSON payload on its stdin and PGQ_JOB_ID, PGQ_JOB_ATTEMPT,\n"
+         "PGQ_JOB_MAX_ATTEMPTS and PGQ_QUEUE (the job's own queue) in its environment.\n"
+         "Exit 0 completes the job; anything else fails it with the command's stderr\n"
+         "(last 4 kB) and its exit status. JSON the command writes to $PGQ_RESULT_FILE\n"
+         "is the job's result; JSON it writes to $PGQ_PROGRESS_FILE is sent as its\n"
+         "progress at each heartbeat.\n"
          "\n"
          "Options:\n"
-         "  --queue NAME        the queue to consume (required)\n"
+         "  --queue NAME        the queue to consume (required); give it again for more\n"
+         "                      queues: one claim takes jobs from all of them, by\n"
+         "                      priority (consume is needed on every one)\n"
          "  --dsn CONNINFO      libpq connection string or URI (default: PG* variables)\n"
          "  --concurrency N     commands run at once (default 1, at most 256)\n"
          "  --prefetch N        jobs claimed ahead of a free slot (default 0)\n"
@@ -115,7 +119,10 @@ ParseResult ParseOptions(const std::vector<std::string>& args) {
     long number = 0;
     if (name == "--queue") {
       if (value.empty()) return Error("--queue must not be empty");
-      options.queue = value;
+      if (std::find(options.queues.begin(), options.queues.end(), value) != options.queues.end()) {
+        return Error("--queue " + value + " is given twice");
+      }
+      options.queues.push_back(value);
     } else if (name == "--dsn") {
       options.dsn = value;
     } else if (name == "--concurrency") {
@@ -160,7 +167,7 @@ ParseResult ParseOptions(const std::vector<std::string>& args) {
   if (options.unknown_exit_code != 0 && options.unknown_exit_code == options.snooze_exit_code) {
     return Error("--unknown-exit-code and --snooze-exit-code must differ");
   }
-  if (options.queue.empty()) return Error("--queue is required");
+  if (options.queues.empty()) return Error("--queue is required");
   if (options.command.empty() || options.command.front().empty()) {
     return Error("a command is required after --");
   }

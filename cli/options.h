@@ -8,7 +8,7 @@
 namespace pgq::cli {
 
 struct Options {
-  std::string queue;
+  std::vector<std::string> queues;  // --queue, once or more: one claim takes from all of them
   std::string dsn;                  // empty: libpq's defaults (PGHOST, PGDATABASE, ...)
   int concurrency = 1;              // commands running at once
   int prefetch = 0;                 // jobs claimed ahead of a free slot

@@ -1,7 +1,8 @@
-// pgq-worker: runs a command for each job of a pgq_cpp queue (issue 8).
+// pgq-worker: runs a command for each job of a pgq_cpp queue (issue 8), or of
+// several (--queue given once per queue; issue 18).
 //
-//   pgq-worker --queue NAME [--dsn CONNINFO] [--concurrency N] [--prefetch N]
-//              [--lease INTERVAL] [--wait INTERVAL] [--once | --max-jobs N]
+//   pgq-worker --queue NAME [--queue NAME...] [--dsn CONNINFO] [--concurrency N]
+//              [--prefetch N] [--lease INTERVAL] [--wait INTERVAL] [--once | --max-jobs N]
 //              [--unknown-exit-code N] [--snooze-exit-code N]
 //              [--snooze-delay INTERVAL] [--kill-grace INTERVAL]
 //              -- command [args...]

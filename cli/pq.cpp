@@ -1,7 +1,5 @@
 #include "pq.h"
 
-#include <vector>
-
 namespace pgq::cli {
 
 namespace {
@@ -74,8 +72,11 @@ Result Connection::Exec(const char* sql, std::initializer_list<const char*> para
 }
 
 void Connection::Send(const char* sql, std::initializer_list<const char*> params) {
-  const std::vector<const char*> values = Values(params);
-  if (PQsendQueryParams(conn_.get(), sql, static_cast<int>(values.size()), nullptr, values.data(),
+  Send(sql, Values(params));
+}
+
+void Connection::Send(const char* sql, const std::vector<const char*>& params) {
+  if (PQsendQueryParams(conn_.get(), sql, static_cast<int>(params.size()), nullptr, params.data(),
                         nullptr, nullptr, 0) == 0) {
     throw ErrorOf(nullptr);
   }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace pgq::cli {
 
@@ -58,6 +59,7 @@ class Connection {
 
   // The same without waiting: the result is read with Consume().
   void Send(const char* sql, std::initializer_list<const char*> params);
+  void Send(const char* sql, const std::vector<const char*>& params);
   // After the socket was readable: the statement's result once it is all
   // there (then the connection is idle again), else nullptr. Throws DbError
   // for a server error or a broken connection.

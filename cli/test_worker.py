@@ -564,10 +564,13 @@ class WorkerTest(WorkerHarness):
 
 def load_tests(loader, tests, pattern):
     """The 1.2 scenarios (result, progress, snooze, outcome unknown,
-    cancellation) live in a file of their own; they run with these."""
+    cancellation; several queues and jobs that wait for others) live in
+    files of their own; they run with these."""
     import test_worker_lifecycle
+    import test_worker_queues
 
     tests.addTests(loader.loadTestsFromModule(test_worker_lifecycle))
+    tests.addTests(loader.loadTestsFromModule(test_worker_queues))
     return tests
 
 

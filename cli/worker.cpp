@@ -21,11 +21,27 @@ namespace {
 
 // The rows of pgq.claim, and how long each lease runs from now as the server
 // sees it (lease_until is set by the claim from pgq.clock()), so the
-// heartbeat needs neither the queue's settings nor a synchronised clock.
-constexpr const char* kClaim =
-    "SELECT c.id, c.attempt, c.max_attempts, c.payload::text,"
-    "       pg_catalog.date_part('epoch', c.lease_until OPERATOR(pg_catalog.-) pgq.clock())"
-    "  FROM pgq.claim($1::text, $2::integer, $3::interval, wait => $4::interval) AS c";
+// heartbeat needs neither the queue's settings nor a synchronised clock; the
+// job's queue last. One --queue: pgq.claim($1::text, ...), as every version
+// has it. Several: pgq.claim(ARRAY[$1::text, $2::text, ...], ...) (1.2), one
+// parameter per queue, so a name is never part of the SQL text. Then the
+// parameters n, lease and wait.
+std::string ClaimSql(std::size_t queue_count) {
+  std::string queues;
+  for (std::size_t i = 1; i <= queue_count; ++i) {
+    queues += (i > 1 ? ", $" : "$") + std::to_string(i) + "::text";
+  }
+  if (queue_count > 1) queues = "ARRAY[" + queues + "]";
+  const std::string n = "$" + std::to_string(queue_count + 1);
+  const std::string lease = "$" + std::to_string(queue_count + 2);
+  const std::string wait = "$" + std::to_string(queue_count + 3);
+  return "SELECT c.id, c.attempt, c.max_attempts, c.payload::text,"
+         "       pg_catalog.date_part('epoch', c.lease_until OPERATOR(pg_catalog.-) pgq.clock()),"
+         "       c.queue"
+         "  FROM pgq.claim(" +
+         queues + ", " + n + "::integer, " + lease + "::interval, wait => " + wait +
+         "::interval) AS c";
+}
 
 // A lease shorter than this would have the worker do nothing but extend.
 constexpr double kMinLeaseSeconds = 0.2;
@@ -69,6 +85,7 @@ bool IsConnectionLoss(const DbError& e) { return IsConnectionError(e.sqlstate(),
 Worker::Worker(Options options, LeaseSetting lease, Clock::duration kill_grace, Connection claims,
                Connection control, SignalPipe& signals)
     : options_(std::move(options)),
+      claim_sql_(ClaimSql(options_.queues.size())),
       lease_(std::move(lease)),
       kill_grace_(kill_grace),
       claims_(std::move(claims)),
@@ -101,10 +118,13 @@ void Worker::MaybeClaim() {
   if (options_.max_jobs > 0) room = std::min(room, options_.max_jobs - claimed_);
   if (room <= 0) return;  // without --prefetch: no claim until a slot is free
   const std::string n = std::to_string(room);
+  std::vector<const char*> params;
+  for (const std::string& queue : options_.queues) params.push_back(queue.c_str());
+  params.push_back(n.c_str());
+  params.push_back(lease_.text.empty() ? nullptr : lease_.text.c_str());
+  params.push_back(options_.wait.c_str());
   try {
-    claims_.Send(kClaim,
-                 {options_.queue.c_str(), n.c_str(),
-                  lease_.text.empty() ? nullptr : lease_.text.c_str(), options_.wait.c_str()});
+    claims_.Send(claim_sql_.c_str(), params);
     claim_in_flight_ = true;
   } catch (const DbError& e) {
     Fatal("pgq.claim", e.Describe());
@@ -137,6 +157,7 @@ void Worker::OnClaimReadable() {
     job.attempt = PQgetvalue(result.get(), row, 1);
     job.max_attempts = PQgetvalue(result.get(), row, 2);
     job.payload = PQgetvalue(result.get(), row, 3);
+    job.queue = PQgetvalue(result.get(), row, 5);
     double seconds = lease_.seconds;
     if (lease_.text.empty()) {
       seconds = std::max(kMinLeaseSeconds, std::strtod(PQgetvalue(result.get(), row, 4), nullptr));
@@ -178,7 +199,7 @@ void Worker::Start(Job job) {
       {"PGQ_JOB_ID", job.id},
       {"PGQ_JOB_ATTEMPT", job.attempt},
       {"PGQ_JOB_MAX_ATTEMPTS", job.max_attempts},
-      {"PGQ_QUEUE", options_.queue}};
+      {"PGQ_QUEUE", job.queue}};
   JobFiles files;
   SpawnedProcess process;
   try {
@@ -198,7 +219,9 @@ void Worker::Start(Job job) {
   running.stderr_fd = std::move(process.stderr_fd);
   running.files = std::move(files);
   running.input = running.job.payload + "\n";
-  Verbose(JobName(running.job) + ": started, pid " + std::to_string(running.pid));
+  const std::string of_queue =
+      options_.queues.size() > 1 ? " (queue " + running.job.queue + ")" : std::string();
+  Verbose(JobName(running.job) + ": started" + of_queue + ", pid " + std::to_string(running.pid));
   WriteInput(running);
 }
 

@@ -36,6 +36,7 @@ struct LeaseSetting {
 // back to it as parameters unchanged.
 struct Job {
   std::string id;
+  std::string queue;  // its own: one of --queue
   std::string attempt;
   std::string max_attempts;
   std::string payload;
@@ -135,6 +136,7 @@ class Worker {
   void Verbose(const std::string& line) const;
 
   Options options_;
+  std::string claim_sql_;  // pgq.claim of the one queue, or of all of them
   LeaseSetting lease_;
   Clock::duration kill_grace_;
   Connection claims_;

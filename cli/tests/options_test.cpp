@@ -10,7 +10,7 @@ ParseResult Parse(std::vector<std::string> args) { return ParseOptions(args); }
 TEST(Options, DefaultsAndCommandAfterDoubleDash) {
   const ParseResult r = Parse({"--queue", "thumbnails", "--", "./make_thumbnail.sh", "--size=2"});
   ASSERT_EQ(r.status, ParseStatus::kRun) << r.error;
-  EXPECT_EQ(r.options.queue, "thumbnails");
+  EXPECT_EQ(r.options.queues, (std::vector<std::string>{"thumbnails"}));
   EXPECT_EQ(r.options.concurrency, 1);
   EXPECT_EQ(r.options.prefetch, 0);
   EXPECT_EQ(r.options.max_jobs, 0);
@@ -34,6 +34,25 @@ TEST(Options, EveryOptionBothForms) {
   EXPECT_EQ(r.options.max_jobs, 7);
   EXPECT_TRUE(r.options.verbose);
   EXPECT_EQ(r.options.command, (std::vector<std::string>{"sh", "-c", "cat"}));
+}
+
+TEST(Options, SeveralQueuesInTheOrderGiven) {
+  const ParseResult r = Parse({"--queue", "render", "--queue=send", "--concurrency", "2", "--queue",
+                               "b\"'; x", "--", "./step.sh"});
+  ASSERT_EQ(r.status, ParseStatus::kRun) << r.error;
+  // Names are kept as given (the server checks them; they reach it as parameters).
+  EXPECT_EQ(r.options.queues, (std::vector<std::string>{"render", "send", "b\"'; x"}));
+  EXPECT_EQ(r.options.concurrency, 2);
+}
+
+TEST(Options, AQueueGivenTwiceIsAnError) {
+  const ParseResult r =
+      Parse({"--queue", "render", "--queue", "send", "--queue=render", "--", "true"});
+  EXPECT_EQ(r.status, ParseStatus::kUsageError);
+  EXPECT_EQ(r.error, "--queue render is given twice");
+  const ParseResult empty = Parse({"--queue", "render", "--queue", "", "--", "true"});
+  EXPECT_EQ(empty.status, ParseStatus::kUsageError);
+  EXPECT_EQ(empty.error, "--queue must not be empty");
 }
 
 TEST(Options, ExitCodesAndIntervalsDefaults) {
@@ -85,11 +104,13 @@ TEST(Options, Help) { EXPECT_EQ(Parse({"--queue", "q", "--help"}).status, ParseS
 TEST(Options, UsageErrors) {
   const std::vector<std::vector<std::string>> bad = {
       {},
-      {"--queue", "q"},            // no command
-      {"--queue", "q", "--"},      // no command
-      {"--", "true"},              // no queue
-      {"--queue=", "--", "true"},  // empty queue
-      {"--queue"},                 // no value
+      {"--queue", "q"},                                // no command
+      {"--queue", "q", "--"},                          // no command
+      {"--", "true"},                                  // no queue
+      {"--queue=", "--", "true"},                      // empty queue
+      {"--queue", "q", "--queue", "q", "--", "true"},  // the same queue twice
+      {"--queue", "q", "--queue"},                     // no value
+      {"--queue"},                                     // no value
       {"--queue", "q", "--concurrency", "0", "--", "true"},
       {"--queue", "q", "--concurrency", "257", "--", "true"},
       {"--queue", "q", "--concurrency", "2x", "--", "true"},

@@ -1,7 +1,7 @@
 // Types of pgq_cpp's Node client (index.js). Errors from the server are pg's
 // DatabaseError with the SQLSTATE in `.code`: 42501 (no right on the queue),
 // 42704 (unknown queue), 22023 (invalid value), 22004 (null value), 54000
-// (oversized payload).
+// (oversized payload), 23503 (an `after` job that does not exist).
 //
 // Handlers may also end with a Snooze (job.snooze) or an OutcomeUnknown, and a
 // cancelled job's signal is aborted with a CancelledError; getJob and listJobs
@@ -18,6 +18,11 @@ export interface EnqueueManyOptions {
   runAt?: Date | null;
   /** Higher runs first (default 0). */
   priority?: number | null;
+  /**
+   * Job ids the job waits for (state 'waiting') until every one is done; if one dies or is cancelled, the
+   * job is dead-lettered with reason 'dependency_failed'. An id the server does not know rejects (23503).
+   */
+  after?: readonly (JobId | number | bigint)[] | null;
 }
 
 export interface EnqueueOptions extends EnqueueManyOptions {
@@ -53,6 +58,7 @@ export class Queue<Payload = unknown> {
 
 export interface Job<Payload = unknown> {
   readonly id: JobId;
+  /** The job's queue: one of the worker's. */
   readonly queue: string;
   readonly payload: Payload;
   /** How many times the job was claimed, this claim included: the fencing token. */
@@ -117,6 +123,8 @@ export interface JobInfo<Payload = unknown> {
   /** The handler's resolved value, for a done job of a queue with keep_completed (null for admin only). */
   result: unknown;
   lastError: string | null;
+  /** How many of the jobs it was enqueued `after` are not done yet; null unless it waits for them. */
+  openParents: number | null;
   /** null for a role with only the admin right on the queue. */
   payload: Payload | null;
 }
@@ -144,9 +152,16 @@ export interface Logger {
   error(...args: unknown[]): void;
 }
 
+/** A queue to work on: its name, or the Queue. */
+export type QueueRef<Payload = unknown> = string | Queue<Payload>;
+
 /** pg.Pool settings (connectionString, or host, port, user, ...) plus the worker's own. */
 export interface WorkerOptions<Payload = unknown> extends PoolConfig {
-  queue: string | Queue<Payload>;
+  /**
+   * The queue, or several (at least one, none twice: a RangeError otherwise): one claim takes jobs from any
+   * of them by priority, then run_at, and `job.queue` says which. The role needs consume on every one.
+   */
+  queue: QueueRef<Payload> | readonly QueueRef<Payload>[];
   /**
    * Resolves: the job is completed, with the resolved value (unless undefined or null) as its result.
    * Throws or rejects: the job fails (retry with backoff, or dead-letter); a Snooze puts it back for later,

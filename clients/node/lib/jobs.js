@@ -24,6 +24,7 @@ const JOB_INFO_COLUMNS = {
   progress: 'progress',
   result: 'result',
   last_error: 'lastError',
+  open_parents: 'openParents',
   payload: 'payload',
 };
 const SELECT_JOB_INFO = `SELECT ${Object.keys(JOB_INFO_COLUMNS).join(', ')} FROM`;

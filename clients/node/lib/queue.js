@@ -1,9 +1,11 @@
 'use strict';
 
-const { interval, pgqCall } = require('./sql');
+const { interval, jobIds, pgqCall } = require('./sql');
 
 // The options of enqueue and enqueueMany and the pgq arguments they fill. An
-// option left out (or null) keeps the server's default.
+// option left out (or null) keeps the server's default, and is not sent:
+// `after` (pgq_cpp 1.2) only when given.
+const AFTER = ['after', jobIds, 'bigint[]'];
 const ENQUEUE_OPTIONS = {
   runAt: 'run_at',
   priority: 'priority',
@@ -12,8 +14,9 @@ const ENQUEUE_OPTIONS = {
   groupKey: 'group_key',
   dedupeFor: ['dedupe_for', interval],
   onDuplicate: 'on_duplicate',
+  after: AFTER,
 };
-const ENQUEUE_MANY_OPTIONS = { runAt: 'run_at', priority: 'priority' };
+const ENQUEUE_MANY_OPTIONS = { runAt: 'run_at', priority: 'priority', after: AFTER };
 
 /** A queue to send jobs to, on the caller's connection and in its transaction. */
 class Queue {
@@ -26,6 +29,7 @@ class Queue {
    * Enqueues one job with `client.query`, so inside the caller's transaction
    * when one is open: the job exists if and only if it commits. Begins and
    * commits nothing. Resolves to the job id (a string, as pg returns bigint).
+   * With `after` (job ids), the job waits until every one of them is done.
    */
   async enqueue(client, payload, options = {}) {
     const values = [this.name, JSON.stringify(payload)];
@@ -34,7 +38,10 @@ class Queue {
     return rows[0].id;
   }
 
-  /** Enqueues many jobs in one statement; resolves to their ids in input order. */
+  /**
+   * Enqueues many jobs in one statement; resolves to their ids in input
+   * order. With `after`, every one of them waits for the same jobs.
+   */
   async enqueueMany(client, payloads, options = {}) {
     const values = [this.name, payloads.map((payload) => JSON.stringify(payload))];
     const call = pgqCall('enqueue_many', values, options, ENQUEUE_MANY_OPTIONS);

@@ -7,8 +7,9 @@
 /**
  * `pgq.fn($1, $2, name => $3, ...)`: the values so far, then one named
  * argument per option given (not null), whose value is appended to `values`.
- * `names` maps each option to its argument, or to [argument, convert] when
- * the value needs converting first. An unknown option is a TypeError before
+ * `names` maps each option to its argument, or to [argument, convert, type]
+ * when the value needs converting first (`type`, if given, is the cast the
+ * parameter gets: 'bigint[]'). An unknown option is a TypeError before
  * anything is sent.
  */
 function pgqCall(fn, values, options, names) {
@@ -16,9 +17,9 @@ function pgqCall(fn, values, options, names) {
   for (const [option, value] of Object.entries(options)) {
     if (!Object.hasOwn(names, option)) throw new TypeError(`unknown option of ${fn}: ${option}`);
     if (value == null) continue;
-    const [name, convert = (v) => v] = [].concat(names[option]);
+    const [name, convert = (v) => v, type] = [].concat(names[option]);
     values.push(convert(value));
-    args.push(`${name} => $${values.length}`);
+    args.push(`${name} => $${values.length}${type ? `::${type}` : ''}`);
   }
   return `pgq.${fn}(${args.join(', ')})`;
 }
@@ -35,4 +36,15 @@ function interval(value) {
   throw new TypeError(`an interval is a number of seconds or interval text such as '5 minutes', not ${String(value)}`);
 }
 
-module.exports = { pgqCall, interval };
+/**
+ * Job ids as an array for a bigint[] parameter: ids are strings (as pg
+ * returns bigint), numbers or BigInts. Anything but an array is a TypeError;
+ * the server checks the ids themselves (a null one is 22004, an unknown one
+ * 23503).
+ */
+function jobIds(value) {
+  if (!Array.isArray(value)) throw new TypeError(`after is an array of job ids, not ${String(value)}`);
+  return value.map((id) => (id == null ? null : String(id)));
+}
+
+module.exports = { pgqCall, interval, jobIds };

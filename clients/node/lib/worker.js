@@ -30,15 +30,39 @@ const CONNECTION_SQLSTATES = new Set([
 ]);
 
 // pgq.clock() is read after the claim: lease_until minus it is at most the
-// lease, whatever the difference between our clock and the server's.
+// lease, whatever the difference between our clock and the server's. Several
+// queues are claimed from together, passed as one text[] parameter (a JS
+// array); one queue keeps the claim of one queue, which every version has.
 const CLAIM_SQL = 'SELECT c.*, pgq.clock() AS now FROM pgq.claim($1, $2, $3::interval, $4::interval) c';
+const CLAIM_QUEUES_SQL =
+  'SELECT c.*, pgq.clock() AS now FROM pgq.claim($1::text[], $2, $3::interval, $4::interval) c';
 
 /**
- * Claims jobs of one queue and runs `handler(job)` on each, up to
- * `concurrency` at once. See README.md for the lifecycle.
+ * The queue names of the worker's `queue` option: a name, a Queue, or an
+ * array of them (at least one, no name twice). Throws before anything is sent.
+ */
+function queueNames(option) {
+  const names = (Array.isArray(option) ? option : [option]).map((queue) =>
+    typeof queue === 'string' ? queue : queue?.name,
+  );
+  if (names.some((n) => typeof n !== 'string')) {
+    throw new TypeError('queue must be a name, a Queue, or an array of them');
+  }
+  if (names.length === 0) throw new RangeError('queue: the array names no queue');
+  const twice = names.find((n, i) => names.indexOf(n) !== i);
+  if (twice !== undefined) throw new RangeError(`queue: ${JSON.stringify(twice)} is named twice`);
+  return names;
+}
+
+/**
+ * Claims jobs of one queue, or of several, and runs `handler(job)` on each,
+ * up to `concurrency` at once. See README.md for the lifecycle.
  */
 class Worker {
-  #queue;
+  #queues; // the names
+  #claimSql;
+  #claimQueues; // the claim's first parameter: a name, or an array of them
+  #label; // "queue a", "queues a, b": for the log
   #handler;
   #concurrency;
   #batch;
@@ -74,8 +98,11 @@ class Worker {
       logger = console,
       ...connection
     } = options;
-    this.#queue = typeof queue === 'string' ? queue : queue?.name;
-    if (typeof this.#queue !== 'string') throw new TypeError('queue must be a name or a Queue');
+    this.#queues = queueNames(queue);
+    const several = Array.isArray(queue) && this.#queues.length > 1;
+    this.#claimSql = several ? CLAIM_QUEUES_SQL : CLAIM_SQL;
+    this.#claimQueues = several ? this.#queues : this.#queues[0];
+    this.#label = `${several ? 'queues' : 'queue'} ${this.#queues.join(', ')}`;
     if (typeof handler !== 'function') throw new TypeError('handler must be a function');
     for (const [name, value] of Object.entries({ concurrency, batch })) {
       if (!Number.isInteger(value) || value < 1) throw new RangeError(`${name} must be an integer >= 1`);
@@ -138,7 +165,7 @@ class Worker {
    */
   stopOnSignals(signals = ['SIGTERM', 'SIGINT']) {
     const onSignal = (signal) => {
-      this.#logger.warn(`pgq: ${signal}: stopping the worker of queue ${this.#queue}`);
+      this.#logger.warn(`pgq: ${signal}: stopping the worker of ${this.#label}`);
       this.stop();
     };
     this.#removeSignalHandlers();
@@ -162,7 +189,7 @@ class Worker {
       } catch (err) {
         if (this.#stopping) break; // the claim was cancelled by stop()
         const pause = Math.round(backoff * (0.5 + Math.random() / 2));
-        this.#logger.error(`pgq: claim from queue ${this.#queue} failed; retrying in ${pause} ms:`, err);
+        this.#logger.error(`pgq: claim from ${this.#label} failed; retrying in ${pause} ms:`, err);
         this.#claimer?.end().catch(() => {});
         this.#claimer = null;
         await delay(pause, undefined, { signal: this.#abort.signal }).catch(() => {});
@@ -187,8 +214,8 @@ class Worker {
 
   async #claim(waitSeconds) {
     const claim = this.#claimer.query({
-      text: CLAIM_SQL,
-      values: [this.#queue, this.#batch, interval(this.#lease), interval(waitSeconds)],
+      text: this.#claimSql,
+      values: [this.#claimQueues, this.#batch, interval(this.#lease), interval(waitSeconds)],
       query_timeout: waitSeconds * 1000 + CLAIM_GRACE_MS,
     });
     this.#claimEnded = claim.catch(() => {});

@@ -21,12 +21,17 @@ function connectionEnv({ connectionString, host, port, user, password, database 
   return Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined));
 }
 
-test('the welcome-email demo signs up three users and sends each one email', async () => {
-  const script = path.join(__dirname, '..', 'examples', 'welcome-email.js');
-  const { stdout, stderr } = await promisify(execFile)(process.execPath, [script, '--demo'], {
+// Runs examples/<name> --demo; resolves to its {stdout, stderr}.
+function runDemo(name) {
+  const script = path.join(__dirname, '..', 'examples', name);
+  return promisify(execFile)(process.execPath, [script, '--demo'], {
     env: { ...process.env, ...connectionEnv(db.config) },
     timeout: 30_000,
   });
+}
+
+test('the welcome-email demo signs up three users and sends each one email', async () => {
+  const { stdout, stderr } = await runDemo('welcome-email.js');
   assert.match(stdout, /signing up ana@example.com again failed \(23505\)/);
   assert.match(stdout, /3 users signed up, 3 welcome emails sent/);
   // bo's first try timed out after the email went out: outcome unknown, and
@@ -59,4 +64,44 @@ test('the welcome-email demo signs up three users and sends each one email', asy
     ));
     return JSON.stringify(stats) === expected;
   }).catch((err) => assert.fail(`${err.message}; last seen ${JSON.stringify(stats)}`));
+});
+
+test('the render-then-send demo sends each email only after its render job is done', async () => {
+  const { stdout, stderr } = await runDemo('render-then-send.js');
+  assert.match(stdout, /3 newsletters rendered, then 3 sent/);
+  const lines = stdout.split('\n');
+  // Enqueued together, in one transaction: the send job waits for its render job.
+  const waiting = [...stdout.matchAll(/^send job (\d+) is waiting for 1 job \(render job (\d+)\)$/gm)];
+  assert.equal(waiting.length, 3, stdout);
+  for (const [, sendId, renderId] of waiting) {
+    // Rendered (logged when the render handler ended), then sent, in that order.
+    const rendered = lines.findIndex((line) => line.endsWith(`(render job ${renderId})`));
+    const sent = lines.findIndex((line) => line.startsWith('sent the email') && line.includes(`(send job ${sendId},`));
+    assert.ok(rendered >= 0 && sent > rendered, stdout);
+    assert.match(lines[sent], /, attempt 1\)$/); // the rendered body was there the first time
+    // From the server: claimed after its parent was done.
+    const started = stdout.match(
+      new RegExp(`^send job ${sendId} \\(done\\) started (-?\\d+) ms after render job ${renderId} was done$`, 'm'),
+    );
+    assert.ok(started, stdout);
+    assert.ok(Number(started[1]) >= 0, started[0]);
+  }
+  assert.equal(stderr, '');
+
+  const { rows } = await db.admin.query(`
+    SELECT s.email, s.body = r.body AS same_body, s.sent_at >= r.rendered_at AS after
+      FROM render_demo.sent s JOIN render_demo.rendered r USING (email)
+     ORDER BY s.email`);
+  assert.deepEqual(rows, [
+    { email: 'ana@example.com', same_body: true, after: true },
+    { email: 'bo@example.com', same_body: true, after: true },
+    { email: 'cy@example.com', same_body: true, after: true },
+  ]);
+  const { rows: stats } = await db.admin.query(
+    "SELECT queue, dead, awaiting_parents FROM pgq.queue_stats WHERE queue IN ('render', 'send') ORDER BY queue",
+  );
+  assert.deepEqual(stats, [
+    { queue: 'render', dead: '0', awaiting_parents: '0' },
+    { queue: 'send', dead: '0', awaiting_parents: '0' },
+  ]);
 });

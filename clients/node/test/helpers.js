@@ -124,12 +124,14 @@ async function newQueue(db, settings = '') {
   return queue;
 }
 
-// A started worker of `queue`, stopped when test `t` ends, logging into a
-// recordingLogger. Its connections are named after the queue, to find them
-// in pg_stat_activity.
+// A started worker of `queue` (or of an array of queues), stopped when test
+// `t` ends, logging into a recordingLogger. Its connections are named after
+// the queue (or the queues, joined by _), to find them in pg_stat_activity.
 async function startWorker(t, db, queue, options) {
   const logger = recordingLogger();
-  const worker = new Worker({ ...db.config, application_name: `worker_${queue.name}`, queue, logger, ...options });
+  const names = [].concat(queue).map((q) => (typeof q === 'string' ? q : q.name));
+  const application_name = `worker_${names.join('_')}`;
+  const worker = new Worker({ ...db.config, application_name, queue, logger, ...options });
   await worker.start();
   t.after(() => worker.stop());
   return { worker, logger };

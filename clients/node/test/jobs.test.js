@@ -29,6 +29,7 @@ const FIELDS = [
   'progress',
   'result',
   'lastError',
+  'openParents',
   'payload',
 ];
 
@@ -55,6 +56,7 @@ test('getJob: one job with camelCase fields, or null', async () => {
     progress: { step: 1 },
     result: null,
     lastError: null,
+    openParents: null,
     payload: { to: 'ana@example.com' },
   });
   for (const time of [runAt, enqueuedAt, claimedAt, leaseUntil]) assert.ok(time instanceof Date, String(time));

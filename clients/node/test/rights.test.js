@@ -11,6 +11,7 @@ const { freshDatabase, recordingLogger, waitFor, withServer } = require('./helpe
 const PASSWORD = 'pgq-node-test';
 const ROLES = ['pgq_node_consumer', 'pgq_node_producer', 'pgq_node_nobody'];
 const queue = new Queue('mail');
+const other = new Queue('mail_bounces'); // the consumer has no right on it
 let db;
 
 before(async () => {
@@ -20,6 +21,7 @@ before(async () => {
     await db.admin.query(`CREATE ROLE ${role} LOGIN PASSWORD '${PASSWORD}'`);
   }
   await db.admin.query('SELECT pgq.create_queue($1)', [queue.name]);
+  await db.admin.query('SELECT pgq.create_queue($1)', [other.name]);
   await db.admin.query("SELECT pgq.grant('pgq_node_consumer', $1, 'consume')", [queue.name]);
   await db.admin.query("SELECT pgq.grant('pgq_node_producer', $1, 'produce')", [queue.name]);
 });
@@ -94,4 +96,39 @@ test('without the right: 42501 from enqueue and from Worker.start()', async (t) 
   const unknown = new Worker({ ...db.config, queue: 'no_such_queue', handler() {} });
   t.after(() => unknown.stop());
   await assert.rejects(unknown.start(), { code: '42704' });
+});
+
+test('a worker over several queues needs consume on every one: 42501, and nothing is taken', async (t) => {
+  const id = await queue.enqueue(db.admin, { n: 'for the consumer' });
+  const worker = new Worker({
+    ...as('pgq_node_consumer'),
+    queue: [queue, other],
+    handler() {},
+    logger: recordingLogger(),
+  });
+  t.after(() => worker.stop());
+  await assert.rejects(worker.start(), (err) => {
+    assert.ok(err instanceof pg.DatabaseError);
+    assert.equal(err.code, '42501');
+    assert.match(err.message, /mail_bounces/);
+    return true;
+  });
+  const { rows } = await db.admin.query('SELECT state, attempt FROM pgq.job($1)', [id]);
+  assert.deepEqual(rows, [{ state: 'ready', attempt: 0 }]);
+  // With the right on both, the same worker runs it.
+  await db.admin.query("SELECT pgq.grant('pgq_node_consumer', $1, 'consume')", [other.name]);
+  const ran = [];
+  const granted = new Worker({
+    ...as('pgq_node_consumer'),
+    queue: [queue, other],
+    handler: (job) => ran.push([job.id, job.queue]),
+    logger: recordingLogger(),
+  });
+  await granted.start();
+  try {
+    await waitFor('the job to run', () => ran.length === 1);
+  } finally {
+    await granted.stop();
+  }
+  assert.deepEqual(ran, [[id, queue.name]]);
 });

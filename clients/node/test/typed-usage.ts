@@ -131,3 +131,36 @@ export async function lifecycle(pool: Pool, id: string): Promise<void> {
   void page;
   new Worker<WelcomeEmail>({ queue: welcome, handler: sendAndReport });
 }
+
+// Several queues in one worker, and jobs that wait for others (pgq_cpp 1.2).
+interface Render {
+  template: string;
+}
+interface Send {
+  to: string;
+}
+const render = new Queue<Render>('render');
+const sendQueue = new Queue<Send>('send');
+
+export async function renderThenSend(pool: Pool): Promise<void> {
+  const renderId = await render.enqueue(pool, { template: 'welcome' });
+  const sendId: string = await sendQueue.enqueue(pool, { to: 'a@example.com' }, { after: [renderId] });
+  await sendQueue.enqueueMany(pool, [{ to: 'b@example.com' }], { after: [renderId, 42, 7n] });
+  // @ts-expect-error after is an array of job ids
+  await sendQueue.enqueue(pool, { to: 'c@example.com' }, { after: renderId });
+  const info = await getJob(pool, sendId);
+  const open: number | null | undefined = info?.openParents;
+  void open;
+
+  const worker = new Worker<Render | Send>({
+    queue: [render, sendQueue, 'audit'],
+    handler: (job) => {
+      const from: string = job.queue;
+      return from === 'render' ? { rendered: (job.payload as Render).template } : undefined;
+    },
+  });
+  await worker.start();
+  new Worker({ queue: ['render'] as const, handler() {} });
+  // @ts-expect-error the queues are names or Queues
+  new Worker({ queue: ['render', 7], handler() {} });
+}
