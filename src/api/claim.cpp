@@ -109,7 +109,7 @@ Claimer::Try Claimer::Once(std::optional<pg::ClaimWaiter>* waiter) {
       spread.push_back(done[i] ? store::SpreadQueue{0, nullptr}
                                : store::SpreadQueue{queues[i].id, pg::FindQueueSlot(queues[i].id)});
     }
-    const std::vector<int32> counts = store::SpreadClaim(spi_, spread, want, now);
+    const std::vector<int32> counts = store::SpreadClaim(spread, want, now);
     bool short_of = false;
     for (size_t i = 0; i < queues.size(); ++i) {
       if (counts[i] == 0) continue;

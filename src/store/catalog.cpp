@@ -51,6 +51,7 @@ const Catalog& InstalledCatalog() {
     if (found.caps) found.running_index = get_relname_relid("jobs_lease_idx", schema);
     found.caps = found.caps && OidIsValid(found.running_index);
     found.dependencies = OidIsValid(get_relname_relid("job_dependencies", schema));
+    found.ready_index = get_relname_relid("jobs_ready_idx", schema);
     return found;
   });
   probed_generation = generation;

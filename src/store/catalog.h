@@ -25,6 +25,7 @@ struct Catalog {
   Oid jobs;              // pgq.jobs, InvalidOid while not installed
   Oid job_id_seq;        // pgq.job_id_seq
   Oid running_index;     // with caps: jobs_lease_idx, (queue_id, lease_until) of running jobs
+  Oid ready_index;       // jobs_ready_idx: (queue_id, - priority, run_at, id) of pending jobs
   JobColumns job_columns;
 };
 

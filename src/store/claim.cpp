@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pg/dirty_count.h"
+#include "pg/index_peek.h"
 #include "pg/ledger.h"
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
@@ -138,77 +139,46 @@ pg::Result ClaimReady(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, 
   return jobs;
 }
 
-// $1..$4 per queue: its id and the key its scan starts at; $5 now, $6 n.
-// The n first ready jobs across the queues in claim order, as the index of
-// their queue in $1 (1-based): read, not locked.
-pg::Statement spread_claim = {
-    R"sql(
-SELECT q.ord::int4
-  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),
-                  pg_catalog.unnest($4)) WITH ORDINALITY AS q(queue_id, priority, run_at, id, ord)
- CROSS JOIN LATERAL (
-   SELECT p.priority, p.run_at, p.id FROM pgq.jobs p
-    WHERE p.queue_id = q.queue_id AND p.state = 'p' AND p.run_at <= $5
-      AND (- p.priority, p.run_at, p.id) >= (q.priority, q.run_at, q.id)
-    ORDER BY - p.priority, p.run_at, p.id LIMIT $6) f
- ORDER BY - f.priority, f.run_at, f.id LIMIT $6)sql",
-    6,
-    {INT4ARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, INT4OID},
-    nullptr};
-
-template <typename T>
-Datum ArrayOf(const std::vector<T>& values, Oid type, int size, bool by_value, char align,
-              Datum (*to_datum)(T)) {
-  std::vector<Datum> datums;
-  datums.reserve(values.size());
-  for (const T& value : values) datums.push_back(to_datum(value));
-  return PointerGetDatum(pg::Guard([&] {
-    return construct_array(datums.data(), static_cast<int>(datums.size()), type, size, by_value,
-                           align);
-  }));
-}
-
-Datum Int32Datum(int32 value) { return Int32GetDatum(value); }
-Datum Int64Datum(int64 value) { return Int64GetDatum(value); }
-Datum TimestampDatum(TimestampTz value) { return TimestampTzGetDatum(value); }
-
 }  // namespace
 
-std::vector<int32> SpreadClaim(pg::SpiSession& spi, const std::vector<SpreadQueue>& queues, int32 n,
-                               TimestampTz now) {
+std::vector<int32> SpreadClaim(const std::vector<SpreadQueue>& queues, int32 n, TimestampTz now) {
   std::vector<int32> counts(queues.size(), 0);
-  std::vector<int32> ids, priorities;
-  std::vector<TimestampTz> run_ats;
-  std::vector<int64> job_ids;
-  std::vector<size_t> index;  // of each queue looked at, in `queues`
+  const Catalog& catalog = InstalledCatalog();
+  const JobColumns& c = catalog.job_columns;
+  // The next n ready jobs of each queue from its claim hint on (index
+  // probes, no statement), then the n first of them all in claim order.
+  struct Next {
+    pg::OrderKey key;
+    size_t queue;
+  };
+  std::vector<Next> next;
+  size_t looked_at = 0, last = 0;
   for (size_t i = 0; i < queues.size(); ++i) {
     if (queues[i].id == 0) continue;  // left out
     core::ScanPlan plan{0, false, false, core::kFirstKey, false};
     if (queues[i].slot != nullptr) plan = pg::PlanClaimScan(queues[i].slot, now);
     if (plan.skip_scan) continue;  // nothing pending there
-    ids.push_back(queues[i].id);
-    priorities.push_back(-plan.from.priority);
-    run_ats.push_back(plan.from.run_at);
-    job_ids.push_back(plan.from.id);
-    index.push_back(i);
+    ++looked_at;
+    last = i;
+    const pg::OrderKey from{-plan.from.priority, plan.from.run_at, plan.from.id};
+    for (const pg::OrderKey& key :
+         pg::PeekIndex(catalog.jobs, catalog.ready_index, queues[i].id, from,
+                       pg::PeekColumns{c.priority, c.run_at, c.id, c.state}, now, 'p', n)) {
+      next.push_back(Next{key, i});
+    }
   }
-  if (ids.empty()) return counts;
-  if (ids.size() == 1) {
-    counts[index[0]] = n;
+  if (looked_at == 1) {
+    counts[last] = n;  // one queue: its own claim finds its jobs
     return counts;
   }
-  pg::Params params;
-  params.Set(0, ArrayOf(ids, INT4OID, sizeof(int32), true, TYPALIGN_INT, Int32Datum))
-      .Set(1, ArrayOf(priorities, INT4OID, sizeof(int32), true, TYPALIGN_INT, Int32Datum))
-      .Set(2, ArrayOf(run_ats, TIMESTAMPTZOID, sizeof(TimestampTz), FLOAT8PASSBYVAL,
-                      TYPALIGN_DOUBLE, TimestampDatum))
-      .Set(3,
-           ArrayOf(job_ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, Int64Datum))
-      .Set(4, TimestampTzGetDatum(now))
-      .Set(5, Int32GetDatum(n));
-  pg::Result next = spi.Execute(spread_claim, params);
-  for (uint64 row = 0; row < next.size(); ++row) ++counts[index[next.Int32(row, 1) - 1]];
-  next.Free();  // a waiting claim runs this again and again
+  const auto earlier = [](const Next& a, const Next& b) {
+    if (a.key.second != b.key.second) return a.key.second < b.key.second;
+    if (a.key.third != b.key.third) return a.key.third < b.key.third;
+    return a.key.fourth < b.key.fourth;
+  };
+  const size_t take = std::min(next.size(), static_cast<size_t>(n));
+  std::partial_sort(next.begin(), next.begin() + take, next.end(), earlier);
+  for (size_t k = 0; k < take; ++k) ++counts[next[k].queue];
   return counts;
 }
 

@@ -91,24 +91,21 @@ SELECT p, c FROM pg_catalog.unnest($1) AS p, pg_catalog.unnest($2) AS c)sql",
                                   {INT8ARRAYOID, INT8ARRAYOID},
                                   nullptr};
 
-// $1 parents that completed: their children's counts go down; a child with
-// none left is ready (or joins its group's line). Read as committed now.
-pg::Statement parents_done = {R"sql(
-WITH d AS (
-  DELETE FROM pgq.job_dependencies WHERE parent_id = ANY ($1) RETURNING child_id
-), c AS (
-  SELECT child_id, count(*)::int4 AS n FROM d GROUP BY child_id
-)
+// $1 a parent that completed: each of its children has one open parent
+// fewer (a pair is one row); a child with none left is ready, or joins its
+// group's line. Read as committed now. The children are found by id (an
+// array), so the update is index probes whatever the table's size.
+pg::Statement parent_done = {R"sql(
+WITH d AS (DELETE FROM pgq.job_dependencies WHERE parent_id = $1 RETURNING child_id)
 UPDATE pgq.jobs j
-   SET open_parents = NULLIF(j.open_parents - c.n, 0),
-       state = CASE WHEN j.open_parents > c.n THEN 'b'
+   SET open_parents = NULLIF(j.open_parents - 1, 0),
+       state = CASE WHEN j.open_parents > 1 THEN 'b'
                     WHEN j.group_key IS NULL THEN 'p' ELSE 'w' END
-  FROM c
- WHERE j.id = c.child_id AND j.state = 'b'
+ WHERE j.id = ANY (ARRAY(SELECT d.child_id FROM d)) AND j.state = 'b'
 RETURNING j.queue_id, j.id, j.priority, j.run_at, j.group_key, j.state)sql",
-                              1,
-                              {INT8ARRAYOID},
-                              nullptr};
+                             1,
+                             {INT8OID},
+                             nullptr};
 
 // $1 jobs that died, $2 now: those with dependents are recorded as failed
 // parents. Read as committed now.
@@ -219,21 +216,25 @@ void AddDependencies(pg::SpiSession& spi, const std::vector<int64>& parents,
 
 std::vector<GroupRef> ParentsDone(pg::SpiSession& spi, const std::vector<int64>& parents) {
   std::vector<GroupRef> groups;
-  if (parents.empty()) return groups;
-  pg::Params params;
-  params.Set(0, Int8Array(parents));
-  const pg::Result released = spi.ExecuteSeeingLatest(parents_done, params);
-  if (released.empty()) return groups;
-  const KeyColumns key(released);
-  const int queue_column = released.ColumnNumber("queue_id");
-  const int group_column = released.ColumnNumber("group_key");
-  const int state_column = released.ColumnNumber("state");
-  for (uint64 row = 0; row < released.size(); ++row) {
-    bool is_null = false;
-    const char state = DatumGetChar(released.Value(row, state_column, &is_null));
-    const int32 queue_id = released.Int32(row, queue_column);
-    if (state == 'p') pg::ledger::NotePending(queue_id, key.Of(released, row), true);
-    if (state == 'w') groups.push_back(GroupRef{queue_id, released.Text(row, group_column)});
+  // One parent at a time: a child of two of them is updated twice, and each
+  // update counts from the last.
+  for (const int64 parent : parents) {
+    pg::Params params;
+    params.Set(0, Int64GetDatum(parent));
+    pg::Result released = spi.ExecuteSeeingLatest(parent_done, params);
+    if (released.empty()) continue;
+    const KeyColumns key(released);
+    const int queue_column = released.ColumnNumber("queue_id");
+    const int group_column = released.ColumnNumber("group_key");
+    const int state_column = released.ColumnNumber("state");
+    for (uint64 row = 0; row < released.size(); ++row) {
+      bool is_null = false;
+      const char state = DatumGetChar(released.Value(row, state_column, &is_null));
+      const int32 queue_id = released.Int32(row, queue_column);
+      if (state == 'p') pg::ledger::NotePending(queue_id, key.Of(released, row), true);
+      if (state == 'w') groups.push_back(GroupRef{queue_id, released.Text(row, group_column)});
+    }
+    released.Free();
   }
   return groups;
 }

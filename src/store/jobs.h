@@ -147,8 +147,7 @@ struct SpreadQueue {
   int32 id;             // 0: left out (its count is 0)
   pg::QueueSlot* slot;  // nullptr: none
 };
-std::vector<int32> SpreadClaim(pg::SpiSession& spi, const std::vector<SpreadQueue>& queues, int32 n,
-                               TimestampTz now);
+std::vector<int32> SpreadClaim(const std::vector<SpreadQueue>& queues, int32 n, TimestampTz now);
 
 // ---- The end of a claim (finish.cpp), fenced by (id, attempt).
 
