@@ -2,8 +2,9 @@
 # In-server A/B of two builds on the per-job paths: loops of 20,000 calls in
 # one transaction each (the functions' own cost, no commit or network
 # noise), each build installed in turn into a fresh durable cluster, ROUNDS
-# rounds. Prints ms per 20,000 enqueues, claim+complete pairs and enqueues
-# with a dedupe key. Reinstalls this tree at the end.
+# rounds. Prints ms per 20,000 enqueues, claim+complete pairs, enqueues
+# with a dedupe key, and enqueues and claim+complete pairs of jobs in 100
+# FIFO groups. Reinstalls this tree at the end.
 #
 #   git worktree add /tmp/old <rev> && make -C /tmp/old
 #   OLD=/tmp/old bash bench/ab_builds.sh
@@ -27,7 +28,8 @@ for round in $(seq "$ROUNDS"); do
     stop_cluster "$DIR"; rm -rf "$DIR"
     start_cluster "$DIR" "$PORT" "${BENCH_DURABLE_CONF[@]}"
     "$PG_BIN/createdb" -h "$DIR" -p "$PORT" -U postgres t
-    "${P[@]}" -c "CREATE EXTENSION pgq_cpp" -c "SELECT pgq.create_queue('q')" >/dev/null
+    "${P[@]}" -c "CREATE EXTENSION pgq_cpp" -c "SELECT pgq.create_queue('q')" \
+      -c "SELECT pgq.create_queue('g')" >/dev/null
     times=$("${P[@]}" 2>&1 <<'SQL' | grep -o 'Time: [0-9.]*' | awk '{print $2}' | tr '\n' ' '
 \timing on
 DO $$ BEGIN FOR i IN 1..20000 LOOP PERFORM pgq.enqueue('q', '{"n": 1}'); END LOOP; END $$;
@@ -35,9 +37,13 @@ DO $$ DECLARE j record; BEGIN FOR i IN 1..20000 LOOP
   SELECT id, attempt INTO j FROM pgq.claim('q', 1); PERFORM pgq.complete(j.id, j.attempt);
 END LOOP; END $$;
 DO $$ BEGIN FOR i IN 1..20000 LOOP PERFORM pgq.enqueue('q', '{"n": 1}', dedupe_key => 'k' || i); END LOOP; END $$;
+DO $$ BEGIN FOR i IN 1..20000 LOOP PERFORM pgq.enqueue('g', '{"n": 1}', group_key => 'c' || (i % 100)); END LOOP; END $$;
+DO $$ DECLARE j record; BEGIN FOR i IN 1..20000 LOOP
+  SELECT id, attempt INTO j FROM pgq.claim('g', 1); PERFORM pgq.complete(j.id, j.attempt);
+END LOOP; END $$;
 SQL
 )
-    echo "round $round $build: enqueue, claim+complete, dedupe enqueue (ms per 20,000): $times"
+    echo "round $round $build: enqueue, claim+complete, dedupe enqueue, grouped enqueue, grouped claim+complete (ms per 20,000): $times"
   done
 done
 stop_cluster "$DIR"; rm -rf "$DIR"
