@@ -107,6 +107,14 @@ pg::Result ClaimReady(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, 
   core::ScanPlan plan{0, false, false, core::kFirstKey, false};
   if (slot != nullptr) plan = pg::PlanClaimScan(slot, now);
   if (plan.skip_scan) return pg::Result();  // nothing pending: no statement at all
+  // What is due is judged by the clock read after the hint: a job whose
+  // commit lowered the hint before we read it was enqueued (its run_at, its
+  // transaction's start) before that, so it is due for this claim. With a
+  // clock read earlier, a job enqueued and committed in between would look
+  // not due yet, the claim would find the queue empty and publish that
+  // with the generation it read, and the job would be skipped (the hint's
+  // invariant (I), core/claim_hint.h).
+  now = std::max(now, pg::Now());
   core::ScanResult result{false, core::kFirstKey, {}};
   if (slot != nullptr && plan.must_report_passed) {
     result.passed = PassedJobs(spi, queue_id, now, plan.from);
@@ -161,9 +169,10 @@ std::vector<int32> SpreadClaim(const std::vector<SpreadQueue>& queues, int32 n, 
     ++looked_at;
     last = i;
     const pg::OrderKey from{-plan.from.priority, plan.from.run_at, plan.from.id};
+    const TimestampTz due_by = std::max(now, pg::Now());  // after the hint, as ClaimReady
     for (const pg::OrderKey& key :
          pg::PeekIndex(catalog.jobs, catalog.ready_index, queues[i].id, from,
-                       pg::PeekColumns{c.priority, c.run_at, c.id, c.state}, now, 'p', n)) {
+                       pg::PeekColumns{c.priority, c.run_at, c.id, c.state}, due_by, 'p', n)) {
       next.push_back(Next{key, i});
     }
   }
