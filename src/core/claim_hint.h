@@ -23,8 +23,9 @@
 // commit is visible* (its commit callback), or, for a job not due yet, adds
 // it to the alarm. So:
 //  - a change that committed before the claim read the hint is in the
-//    claim's snapshot (the snapshot is taken after the read), so F is at or
-//    below it;
+//    claim's snapshot (the snapshot is taken after the read), and is due
+//    for it (what is due is judged by a clock read after the read too), so
+//    F is at or below it;
 //  - a change that commits later lowers the hint afterwards, or bumps the
 //    generation before the claim publishes, and the publication is dropped.
 // Jobs that become due by the clock alone are what the alarm is for: the

@@ -26,19 +26,6 @@ from test_concurrency import HANG, PgqTestCase
 
 
 class CapsTestCase(PgqTestCase):
-    def setUp(self):
-        super().setUp()
-        # Every loop of this file (workers, samplers, maintenance) ends once
-        # this is set: by the test when its workers are done, by tearDown
-        # when the test failed half-way.
-        self.stop = threading.Event()
-
-    def tearDown(self):
-        self.stop.set()
-        for task in self._tasks:
-            task.join(5)  # the longest wait in a loop is a claim's 200 ms
-        super().tearDown()  # ends the sessions of tasks still running, closes
-
     # helpers -------------------------------------------------------------
 
     def new_queue(self, prefix, **settings):

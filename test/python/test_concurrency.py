@@ -74,6 +74,10 @@ class PgqTestCase(unittest.TestCase):
     def setUp(self):
         self._conns = []
         self._tasks = []
+        # Loops a test runs in its tasks (workers, samplers, maintenance)
+        # end once this is set: by the test when it is done with them, or by
+        # tearDown when it failed half-way.
+        self.stop = threading.Event()
         self.admin = psycopg.connect(DSN, autocommit=True)
         self.admin.execute("SET lock_timeout = '10s'")
         # A fresh state: no session left over from an earlier test, a new
@@ -89,6 +93,9 @@ class PgqTestCase(unittest.TestCase):
         self.admin.execute("SELECT pgq.create_queue('q')")
 
     def tearDown(self):
+        self.stop.set()
+        for t in self._tasks:
+            t.join(1)  # a loop's longest wait is a claim's fraction of a second
         # A task still running is blocked in the server: end its session so
         # the thread gets an error and nothing waits on its locks.
         if any(t.is_alive() for t in self._tasks):

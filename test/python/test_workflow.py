@@ -103,16 +103,6 @@ class WorkflowTest(PgqTestCase):
     TIMEOUT = 60.0  # the whole workflow, once enqueued
     MAINTAIN_EVERY = 0.5
 
-    def setUp(self):
-        super().setUp()
-        self.stop = threading.Event()
-
-    def tearDown(self):
-        self.stop.set()
-        for task in self._tasks:
-            task.join(5)  # the longest wait in a loop is a claim's 200 ms
-        super().tearDown()
-
     def test_three_level_workflow_with_failing_parents(self):
         """1,000 jobs in three levels, 10 % of the first two failing, run
         by 8 workers claiming across the three queues: every job ended
