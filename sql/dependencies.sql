@@ -48,6 +48,22 @@ SELECT id - :r1 AS job, reason, last_error IS NOT NULL AS says_why
 SELECT (SELECT count(*) FROM pgq.job_dependencies) AS dependency_rows,
        (SELECT count(*) FROM pgq.dependency_failures) AS failures;
 
+-- A wide graph is cascaded in bounded steps: the dying transaction takes
+-- 1,000 dependents, maintenance the rest.
+SELECT pgq.enqueue('render', '{"pdf": "wide"}') AS wide \gset
+SELECT count(*) AS fanned_out
+  FROM pgq.enqueue_many('send', array_fill('{"t": 1}'::jsonb, ARRAY[1500]), after => ARRAY[:wide]);
+SELECT pgq.cancel(:wide);
+SELECT (SELECT count(*) FROM pgq.dead_jobs WHERE reason = 'dependency_failed'
+          AND last_error = 'parent job ' || :wide || ' did not complete') AS dead_now,
+       (SELECT count(*) FROM pgq.jobs WHERE state = 'b') AS still_waiting,
+       (SELECT count(*) FROM pgq.dependency_failures) AS failures_left;
+SELECT expired_requeued FROM pgq.maintain();
+SELECT (SELECT count(*) FROM pgq.dead_jobs WHERE reason = 'dependency_failed'
+          AND last_error = 'parent job ' || :wide || ' did not complete') AS dead_after,
+       (SELECT count(*) FROM pgq.jobs WHERE state = 'b') AS still_waiting,
+       (SELECT count(*) FROM pgq.dependency_failures) AS failures_left;
+
 -- A job in a FIFO group joins its group's line when its parents are done.
 SELECT pgq.create_queue('chat');
 SELECT pgq.enqueue('render', '{"pdf": 9}') AS r9 \gset
