@@ -25,8 +25,11 @@ namespace {
 
 // A waiting claim is woken by the commits that make jobs of its queue ready
 // (pg/wakeup.h). Jobs that become due without a commit (a future run_at, a
-// retry's backoff) are found by looking again at least this often.
+// retry's backoff) are found by looking again when the claim hint's alarm
+// says the first of them is due, and at least this often.
 constexpr long kRecheckMillis = 1000;
+// The shortest sleep until a job the claim hint's alarm knows becomes due.
+constexpr long kAlarmFloorMillis = 10;
 
 // Now on the monotonic clock a claim's wait is measured by (core/wait.h).
 int64 MonotonicMicros() {
@@ -65,8 +68,18 @@ long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, Tim
                                  lease_ != 0 ? lease_ : IntervalPGetDatum(&queue.lease), now, slot,
                                  queue.max_running);
   if (bucket) bucket->Return(want - static_cast<int32>(jobs.size()));
-  if (!jobs.empty()) result->jobs.push_back(std::move(jobs));
-  return kRecheckMillis;
+  if (!jobs.empty()) {
+    result->jobs.push_back(std::move(jobs));
+    return kRecheckMillis;
+  }
+  // Nothing ready: a job the hint knows will be due sooner than the next
+  // recheck (a future run_at, a retry's backoff) is looked for then (not
+  // sooner than kAlarmFloorMillis: an alarm already due that this try could
+  // not settle is not polled in a loop).
+  const int64 due = slot != nullptr ? pg::NextAlarm(slot) : 0;
+  if (due == 0) return kRecheckMillis;
+  return std::clamp<long>(static_cast<long>((due - now + 999) / 1000), kAlarmFloorMillis,
+                          kRecheckMillis);
 }
 
 Claimer::Try Claimer::Once(std::optional<pg::ClaimWaiter>* waiter) {

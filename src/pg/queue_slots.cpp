@@ -150,6 +150,13 @@ void UpdateClaimHint(QueueSlot* slot, const core::ClaimKey* due, const core::Cla
   SpinLockRelease(&slot->mutex);
 }
 
+int64 NextAlarm(QueueSlot* slot) {
+  SpinLockAcquire(&slot->mutex);
+  const int64 due = slot->hint.alarm.set ? slot->hint.alarm.due : 0;
+  SpinLockRelease(&slot->mutex);
+  return due;
+}
+
 void ResetQueueHint(QueueSlot* slot) {
   SpinLockAcquire(&slot->mutex);
   core::ResetHint(slot->hint);

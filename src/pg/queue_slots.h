@@ -34,6 +34,10 @@ void PublishClaimScan(QueueSlot* slot, const core::ScanPlan& plan, const core::S
 // Lowers the hint to `due` (if not nullptr) and adds `later` to its alarm.
 void UpdateClaimHint(QueueSlot* slot, const core::ClaimKey* due, const core::ClaimAlarm& later);
 void ResetQueueHint(QueueSlot* slot);
+// When the earliest job the hint's alarm knows of becomes due, or 0 when it
+// knows of none (a waiting claim sleeps until then rather than a full
+// recheck).
+int64 NextAlarm(QueueSlot* slot);
 
 // Forgets the hints of every queue of this database (next claims scan from
 // the start) and, with `buckets_too`, their rate-limit buckets, unflushed

@@ -302,6 +302,35 @@ class ClaimTest(PgqTestCase):
         b.commit()
         self.assertEqual(a.execute("SELECT id FROM pgq.claim('q', 1)").fetchall(), [(job2,)])
 
+    def test_wait_takes_a_job_when_it_becomes_due(self):
+        """A job enqueued to run 0.4 s later, and a retry with a 0.4 s
+        backoff, reach a claim already waiting when they become due: the
+        claim hint's alarm says when, so the claim does not wait for its 1 s
+        recheck (it would return ~1 s after it began)."""
+        a = self.connect()
+        b = self.connect()
+        for how in ("run_at", "retry"):
+            with self.subTest(how=how):
+                if how == "run_at":
+                    job_id = self.scalar(
+                        "SELECT pgq.enqueue('q', '{}', run_at => clock_timestamp() + interval '0.4 s')",
+                        conn=b)
+                else:
+                    job_id = self.enqueue(b, "q", {"retry": True})
+                    attempt = self.scalar(
+                        "SELECT attempt FROM pgq.claim('q', 1) WHERE id = %s", (job_id,), conn=b)
+                    b.execute("SELECT pgq.fail(%s, %s, 'later', retry_in => '0.4 s')",
+                              (job_id, attempt))
+                due = time.monotonic() + 0.4
+                start = time.monotonic()
+                rows = a.execute("SELECT id FROM pgq.claim('q', 1, wait => '5 s')").fetchall()
+                returned = time.monotonic()
+                self.assertEqual([r[0] for r in rows], [job_id])
+                self.assertGreaterEqual(returned, due - 0.05, "claimed before it was due")
+                self.assertLess(returned - start, 0.75, "the claim waited for its 1 s recheck")
+                b.execute("SELECT pgq.complete(id, attempt) FROM pgq.jobs WHERE id = %s",
+                          (job_id,))
+
     def test_wait_memory_stays_flat(self):
         # A claim waiting on an empty queue polls it many times a second;
         # none of those polls may keep memory until the statement ends.
