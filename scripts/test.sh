@@ -117,7 +117,7 @@ record "tap (workers, crash, standby)" "$ok" "$bad"
 
 # 5. The clients (Python, Node, the pgq-worker command) against a throwaway
 # cluster of their own; each runner prints its own summary.
-say "clients (Python, Node, pgq-worker)"
+say "clients (Python, Node, pgq-worker) and the dashboard"
 clients_dir=/tmp/pgq_cpp_clients
 clients_port=55466
 stop_cluster "$clients_dir"
@@ -132,15 +132,25 @@ if PGQ_TEST_DSN="$clients_dsn" bash "$PGQ_ROOT/clients/python/run_tests.sh" >"$l
 count_unittest "python client" "$log_dir/client_python.log"
 
 # node --test: "# pass N", "# fail M" (and cancelled ones, counted as failed).
+count_node_test() {  # name log
+  local ok bad
+  if ok=$(grep -oE '^# pass [0-9]+' "$2" | grep -oE '[0-9]+'); then
+    bad=$(( $(grep -oE '^# fail [0-9]+' "$2" | grep -oE '[0-9]+' || echo 0) \
+          + $(grep -oE '^# cancelled [0-9]+' "$2" | grep -oE '[0-9]+' || echo 0) ))
+    if ((bad > 0)); then grep -E -B2 -A20 '^not ok' "$2" | head -c 20000 || true; fi
+    record "$1" "$ok" "$bad"
+  else
+    tail -n 60 "$2"; record "$1 (did not run)" 0 1
+  fi
+}
+
 if PGQ_TEST_DSN="$clients_dsn" bash "$PGQ_ROOT/clients/node/run_tests.sh" >"$log_dir/client_node.log" 2>&1; then :; else suite_status=1; fi
-if ok=$(grep -oE '^# pass [0-9]+' "$log_dir/client_node.log" | grep -oE '[0-9]+'); then
-  bad=$(( $(grep -oE '^# fail [0-9]+' "$log_dir/client_node.log" | grep -oE '[0-9]+' || echo 0) \
-        + $(grep -oE '^# cancelled [0-9]+' "$log_dir/client_node.log" | grep -oE '[0-9]+' || echo 0) ))
-  if ((bad > 0)); then grep -E -B2 -A20 '^not ok' "$log_dir/client_node.log" | head -c 20000 || true; fi
-  record "node client" "$ok" "$bad"
-else
-  tail -n 60 "$log_dir/client_node.log"; record "node client (did not run)" 0 1
-fi
+count_node_test "node client" "$log_dir/client_node.log"
+
+# The operator's dashboard (dashboard/, issue 19): its handlers against the
+# same server.
+if PGQ_TEST_DSN="$clients_dsn" bash "$PGQ_ROOT/dashboard/run_tests.sh" >"$log_dir/dashboard.log" 2>&1; then :; else suite_status=1; fi
+count_node_test "dashboard" "$log_dir/dashboard.log"
 
 # pgq-worker (built by `make unit` above): "N passed, M failed".
 if PGQ_TEST_DSN="$clients_dsn" bash "$PGQ_ROOT/cli/run_tests.sh" "$PGQ_ROOT/build/pgq-worker" >"$log_dir/cli.log" 2>&1; then :; else suite_status=1; fi

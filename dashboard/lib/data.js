@@ -1,0 +1,246 @@
+'use strict';
+
+// Every SQL statement the dashboard runs is in this file, each a constant
+// string with $n parameters: nothing from a request is ever spliced into SQL.
+// The statements run as the dashboard's own database role, so pgq's queue
+// rights decide what each one returns or refuses (42501).
+//
+// The overview's numbers come from overview() alone (the sampler and the
+// pages both call it): to change where they come from (a cheaper statistics
+// function), change that one function.
+
+/** bigint and numeric columns arrive as strings (node-postgres): counts fit a double. */
+function num(value) {
+  return value === null || value === undefined ? null : Number(value);
+}
+
+// ---- Overview ---------------------------------------------------------------
+
+const OVERVIEW_SQL = `
+SELECT queue, ready, scheduled, running, expired, dead, done_recent,
+       extract(epoch FROM oldest_ready_age)::float8 AS oldest_ready_seconds,
+       paused, max_running, awaiting_parents
+  FROM pgq.queue_stats
+ ORDER BY queue`;
+
+/** One row per queue the role holds some right on (pgq.queue_stats). */
+async function overview(db) {
+  const { rows } = await db.query(OVERVIEW_SQL);
+  return rows.map((r) => ({
+    queue: r.queue,
+    ready: num(r.ready),
+    scheduled: num(r.scheduled),
+    running: num(r.running),
+    expired: num(r.expired),
+    dead: num(r.dead),
+    done_recent: num(r.done_recent),
+    oldest_ready_seconds: r.oldest_ready_seconds === null ? 0 : Number(r.oldest_ready_seconds),
+    paused: r.paused,
+    max_running: r.max_running,
+    awaiting_parents: num(r.awaiting_parents),
+  }));
+}
+
+// What the role may read beyond the views every role may: the queues'
+// rate limits (a column grant on pgq.queues) and the monitoring counters
+// (pg_monitor). Asked once per sample: a grant may come or go meanwhile.
+const CAPABILITIES_SQL = `
+SELECT has_column_privilege('pgq.queues', 'name', 'SELECT')
+       AND has_column_privilege('pgq.queues', 'rate_limit', 'SELECT') AS rate_limits,
+       has_function_privilege('pgq.queue_metrics()', 'EXECUTE')       AS counters,
+       has_table_privilege('pgq.workers', 'SELECT')                    AS workers`;
+
+async function capabilities(db) {
+  const { rows } = await db.query(CAPABILITIES_SQL);
+  return rows[0];
+}
+
+const RATE_LIMITS_SQL = `SELECT name, rate_limit FROM pgq.queues WHERE rate_limit IS NOT NULL`;
+
+/** Map of queue name to its rate limit (claims per second), for a role granted the columns. */
+async function rateLimits(db) {
+  const { rows } = await db.query(RATE_LIMITS_SQL);
+  return new Map(rows.map((r) => [r.name, Number(r.rate_limit)]));
+}
+
+const COUNTERS_SQL = `SELECT queue, completions, failures FROM pgq.queue_metrics()`;
+
+/** Map of queue name to {completions, failures} since the server started (pg_monitor). */
+async function counters(db) {
+  const { rows } = await db.query(COUNTERS_SQL);
+  return new Map(rows.map((r) => [r.queue, { completions: num(r.completions), failures: num(r.failures) }]));
+}
+
+// ---- A queue ----------------------------------------------------------------
+
+const QUEUE_STATS_SQL = `
+SELECT queue, ready, scheduled, running, expired, dead, done_recent,
+       extract(epoch FROM oldest_ready_age)::float8 AS oldest_ready_seconds,
+       paused, max_running, awaiting_parents
+  FROM pgq.queue_stats
+ WHERE queue = $1`;
+
+/** The queue's pgq.queue_stats row, or null when the role holds no right on it. */
+async function queueStats(db, queue) {
+  const { rows } = await db.query(QUEUE_STATS_SQL, [queue]);
+  if (rows.length === 0) return null;
+  const r = rows[0];
+  return {
+    ...r,
+    ready: num(r.ready),
+    scheduled: num(r.scheduled),
+    running: num(r.running),
+    expired: num(r.expired),
+    dead: num(r.dead),
+    done_recent: num(r.done_recent),
+    oldest_ready_seconds: r.oldest_ready_seconds === null ? 0 : Number(r.oldest_ready_seconds),
+    awaiting_parents: num(r.awaiting_parents),
+  };
+}
+
+const RIGHTS_SQL = `
+SELECT pgq.has_queue_privilege($1, 'produce') AS produce,
+       pgq.has_queue_privilege($1, 'consume') AS consume,
+       pgq.has_queue_privilege($1, 'admin')   AS admin`;
+
+/** The role's rights on the queue; 42704 when there is no such queue. */
+async function queueRights(db, queue) {
+  const { rows } = await db.query(RIGHTS_SQL, [queue]);
+  return rows[0];
+}
+
+// jsonb columns are read as text (payload::text keeps numbers exactly as
+// stored, which JSON.parse would round) and pretty-printed by the server.
+const JOB_COLUMNS = `
+       id, queue, state, attempt, max_attempts, priority, group_key, dedupe_key,
+       run_at, enqueued_at, claimed_at, lease_until, finished_at,
+       extract(epoch FROM lease_until - pgq.clock())::float8 AS lease_left_seconds,
+       last_error, open_parents,
+       payload::text AS payload, jsonb_pretty(payload) AS payload_pretty,
+       progress::text AS progress, jsonb_pretty(progress) AS progress_pretty,
+       result::text AS result, jsonb_pretty(result) AS result_pretty`;
+
+// A page of jobs shows the start of each payload and error: only that much
+// leaves the server.
+const LIST_COLUMNS = `
+       id, queue, state, attempt, max_attempts, priority, group_key,
+       run_at, enqueued_at, finished_at,
+       left(last_error, 201) AS last_error, left(payload::text, 201) AS payload`;
+
+const LIST_JOBS_SQL = `SELECT ${LIST_COLUMNS} FROM pgq.list_jobs($1, $2, $3, $4)`;
+
+/** Up to max jobs of the queue, newest first, older than beforeId if given, in state if given. */
+async function listJobs(db, queue, { state = null, max = 100, beforeId = null } = {}) {
+  const { rows } = await db.query(LIST_JOBS_SQL, [queue, state, max, beforeId]);
+  return rows;
+}
+
+const JOB_SQL = `SELECT ${JOB_COLUMNS} FROM pgq.job($1)`;
+
+/** The job as pgq.job shows it to the role, or null. */
+async function job(db, id) {
+  const { rows } = await db.query(JOB_SQL, [id]);
+  return rows[0] || null;
+}
+
+// ---- Actions (each refused by the server without the right) -----------------
+
+async function scalar(db, sql, params) {
+  const { rows } = await db.query(sql, params);
+  return rows[0].value;
+}
+
+const pause = (db, queue) => scalar(db, 'SELECT pgq.pause($1) AS value', [queue]);
+const resume = (db, queue) => scalar(db, 'SELECT pgq.resume($1) AS value', [queue]);
+const retryDeadJobs = async (db, queue, max) =>
+  num(await scalar(db, 'SELECT pgq.retry_dead($1::text, $2::integer) AS value', [queue, max]));
+const purgeDead = async (db, queue) => num(await scalar(db, 'SELECT pgq.purge_dead($1::text) AS value', [queue]));
+const cancelJob = (db, id) => scalar(db, 'SELECT pgq.cancel($1::bigint) AS value', [id]);
+const retryDeadJob = (db, id) => scalar(db, 'SELECT pgq.retry_dead($1::bigint) AS value', [id]);
+
+// ---- Schedules, workers, coordination ---------------------------------------
+
+const SCHEDULES_SQL = `
+SELECT name, queue, spec, timezone, next_run_at, last_run_at, last_job_id, running,
+       payload::text AS payload
+  FROM pgq.schedules
+ ORDER BY queue, name`;
+
+async function schedules(db) {
+  return (await db.query(SCHEDULES_SQL)).rows;
+}
+
+const WORKERS_SQL = `
+SELECT pid, kind, database, started_at, last_pass_at, state, wait_event
+  FROM pgq.workers
+ ORDER BY kind, database, pid`;
+
+/** pgq.workers: for pg_monitor (42501 otherwise). */
+async function workers(db) {
+  return (await db.query(WORKERS_SQL)).rows;
+}
+
+const RUNNING_JOBS_SQL = `
+SELECT id, queue, attempt, max_attempts, claimed_at,
+       extract(epoch FROM running_for)::float8 AS running_seconds,
+       lease_until, extract(epoch FROM lease_left)::float8 AS lease_left_seconds, expired,
+       claimer_pid, claimer_role, claimer_application, host(claimer_address) AS claimer_address,
+       claimer_connected, group_key
+  FROM pgq.running_jobs
+ ORDER BY claimed_at, id
+ LIMIT $1`;
+
+async function runningJobs(db, max) {
+  return (await db.query(RUNNING_JOBS_SQL, [max])).rows;
+}
+
+// The coordination tables have no view for other roles: reading them takes
+// GRANT SELECT (42501 otherwise).
+const TEAMS_SQL = `
+SELECT t.name, t.turn, t.created_at,
+       coalesce(array_agg(m.name ORDER BY m.member_id) FILTER (WHERE m.active), '{}') AS active_members,
+       coalesce(array_agg(m.name ORDER BY m.member_id) FILTER (WHERE NOT m.active), '{}') AS inactive_members,
+       (SELECT m2.name FROM pgq.team_members m2
+         WHERE m2.team_id = t.team_id AND m2.member_id = t.last_member_id) AS last_member
+  FROM pgq.teams t
+  LEFT JOIN pgq.team_members m ON m.team_id = t.team_id
+ GROUP BY t.team_id
+ ORDER BY t.name
+ LIMIT $1`;
+
+const SWITCHES_SQL = `SELECT name, value, updated_at FROM pgq.switches ORDER BY name LIMIT $1`;
+const LADDERS_SQL = `SELECT subject, step, updated_at FROM pgq.ladders ORDER BY updated_at DESC LIMIT $1`;
+
+const teams = async (db, max) => (await db.query(TEAMS_SQL, [max])).rows;
+const switches = async (db, max) => (await db.query(SWITCHES_SQL, [max])).rows;
+const ladders = async (db, max) => (await db.query(LADDERS_SQL, [max])).rows;
+
+const WHOAMI_SQL = `SELECT current_user AS role, current_database() AS database`;
+
+async function whoami(db) {
+  return (await db.query(WHOAMI_SQL)).rows[0];
+}
+
+module.exports = {
+  overview,
+  capabilities,
+  rateLimits,
+  counters,
+  queueStats,
+  queueRights,
+  listJobs,
+  job,
+  pause,
+  resume,
+  retryDeadJobs,
+  purgeDead,
+  cancelJob,
+  retryDeadJob,
+  schedules,
+  workers,
+  runningJobs,
+  teams,
+  switches,
+  ladders,
+  whoami,
+};

@@ -1,0 +1,458 @@
+'use strict';
+
+// The dashboard as a fastify plugin: pages, actions, the live JSON endpoint
+// and the static assets, under the prefix it is registered with.
+//
+//   app.register(require('pgq-cpp-dashboard').plugin, { prefix: '/pgq', database: '...', password: '...' })
+
+const fs = require('node:fs');
+const path = require('node:path');
+const pg = require('pg');
+
+const data = require('./data');
+const views = require('./views');
+const validate = require('./validate');
+const { createAuth } = require('./auth');
+const { describe, isServerError, httpError } = require('./errors');
+const { reenqueueSql } = require('./copy_sql');
+const { Sampler } = require('./sampler');
+
+const CONTENT_SECURITY_POLICY = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+].join('; ');
+
+const PAGE_LIMIT = 100;
+const LIST_MAX = 500; // rows of the workers' and coordination pages
+
+function staticAssets() {
+  const uplotDir = path.join(path.dirname(require.resolve('uplot/package.json')), 'dist');
+  const publicDir = path.join(__dirname, '..', 'public');
+  const js = 'text/javascript; charset=utf-8';
+  const css = 'text/css; charset=utf-8';
+  const files = {
+    'app.js': [path.join(publicDir, 'app.js'), js],
+    'overview.js': [path.join(publicDir, 'overview.js'), js],
+    'style.css': [path.join(publicDir, 'style.css'), css],
+    'uPlot.iife.min.js': [path.join(uplotDir, 'uPlot.iife.min.js'), js],
+    'uPlot.min.css': [path.join(uplotDir, 'uPlot.min.css'), css],
+  };
+  const assets = new Map();
+  for (const [name, [file, type]] of Object.entries(files)) assets.set(name, { body: fs.readFileSync(file), type });
+  return assets;
+}
+
+function createPool(database) {
+  const config = typeof database === 'string' ? { connectionString: database } : { ...(database || {}) };
+  const pool = new pg.Pool({
+    max: 4,
+    application_name: 'pgq-cpp-dashboard',
+    statement_timeout: 15_000,
+    connectionTimeoutMillis: 10_000,
+    ...config,
+  });
+  return pool;
+}
+
+async function dashboardPlugin(fastify, options) {
+  const base = fastify.prefix || '';
+  const readOnly = Boolean(options.readOnly);
+  const auth = createAuth({
+    password: options.password,
+    proxyHeader: options.proxyHeader,
+    insecureNoAuth: options.insecureNoAuth,
+    sessionSecret: options.sessionSecret,
+    sessionTtlMs: options.sessionTtlMs,
+    secureCookies: options.secureCookies,
+    cookiePath: base || '/',
+  });
+  const loginFailureDelayMs = options.loginFailureDelayMs ?? 1000;
+
+  const ownPool = !options.pool;
+  const db = options.pool || createPool(options.database);
+  if (ownPool) db.on('error', (err) => fastify.log.warn(`pgq dashboard: idle connection: ${err.message}`));
+  const ownSampler = !options.sampler;
+  const sampler =
+    options.sampler ||
+    new Sampler(db, {
+      intervalMs: options.sampleIntervalMs ?? 5000,
+      windowMs: options.sampleWindowMs ?? 600_000,
+      logger: { warn: (m) => fastify.log.warn(m) },
+    });
+  const live = { intervalMs: sampler.intervalMs, windowMs: (sampler.capacity - 1) * sampler.intervalMs };
+
+  // Cookies, form bodies and CSRF tokens: ours, unless the app mounting the
+  // dashboard registered them already (registering twice is an error).
+  if (!fastify.hasReplyDecorator('setCookie')) {
+    await fastify.register(require('@fastify/cookie'), {
+      secret: options.sessionSecret || require('node:crypto').randomBytes(32),
+    });
+  }
+  if (!fastify.hasContentTypeParser('application/x-www-form-urlencoded')) {
+    await fastify.register(require('@fastify/formbody'), { bodyLimit: 64 * 1024 });
+  }
+  if (!fastify.hasReplyDecorator('generateCsrf')) {
+    await fastify.register(require('@fastify/csrf-protection'), {
+      cookieKey: 'pgq_dashboard_csrf',
+      cookieOpts: {
+        path: base || '/',
+        httpOnly: true,
+        sameSite: 'strict',
+        secure: Boolean(options.secureCookies),
+        signed: fastify.hasReplyDecorator('unsignCookie'),
+      },
+      getToken: (request) =>
+        typeof request.body?._csrf === 'string' ? request.body._csrf : request.headers['x-csrf-token'],
+    });
+  }
+
+  const assets = staticAssets();
+
+  if (ownSampler) {
+    fastify.addHook('onReady', async () => sampler.start());
+  }
+  fastify.addHook('onClose', async () => {
+    if (ownSampler) await sampler.stop();
+    if (ownPool) await db.end();
+  });
+
+  // Every response: the security headers; pages and JSON are never cached.
+  fastify.addHook('onSend', async (request, reply, payload) => {
+    reply.header('content-security-policy', CONTENT_SECURITY_POLICY);
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('referrer-policy', 'no-referrer');
+    reply.header('x-frame-options', 'DENY');
+    reply.header('cross-origin-opener-policy', 'same-origin');
+    if (!request.routeOptions.config?.static) reply.header('cache-control', 'no-store');
+    return payload;
+  });
+
+  // Who is asking: every route but the static files and the login form needs
+  // an authenticated user; every action is refused in read-only mode.
+  fastify.addHook('onRequest', async (request, reply) => {
+    const config = request.routeOptions.config || {};
+    request.dashboardUser = auth.user(request);
+    if (config.public) return;
+    if (request.dashboardUser === null) {
+      if (auth.mode === 'password' && request.method === 'GET' && !config.json) {
+        return reply.redirect(`${base}/login?next=${encodeURIComponent(request.url)}`, 303);
+      }
+      const message =
+        auth.mode === 'proxy'
+          ? `The reverse proxy did not say who you are (no ${auth.header} header).`
+          : 'Log in first.';
+      throw httpError(401, message);
+    }
+    if (config.action && readOnly) throw httpError(403, 'The dashboard is read-only: it changes nothing.');
+  });
+
+  fastify.setErrorHandler(async (err, request, reply) => {
+    const e = describe(err);
+    if (e.status >= 500) request.log.error(err);
+    reply.code(e.status);
+    if (request.routeOptions.config?.json) return { error: e.message, code: e.code };
+    return sendPage(reply, views.errorPage(ctxOf(request, reply), e), e.status);
+  });
+
+  fastify.setNotFoundHandler(async (request, reply) => {
+    request.dashboardUser = auth.user(request);
+    return sendPage(reply, views.errorPage(ctxOf(request, reply), describe(httpError(404, 'No such page.'))), 404);
+  });
+
+  function ctxOf(request, reply) {
+    let token = null;
+    return {
+      base,
+      user: request.dashboardUser ?? null,
+      readOnly,
+      authMode: auth.mode,
+      csrf: () => (token ??= reply.generateCsrf()),
+    };
+  }
+
+  function sendPage(reply, page, status = 200) {
+    return reply.code(status).type('text/html; charset=utf-8').send(page.toString());
+  }
+
+  const csrf = fastify.csrfProtection;
+  const post = (url, handler, config = {}) =>
+    fastify.post(url, { preHandler: csrf, config: { action: true, ...config } }, handler);
+
+  // ---- Static files -----------------------------------------------------------
+
+  fastify.get('/static/:name', { config: { public: true, static: true } }, async (request, reply) => {
+    const asset = assets.get(request.params.name);
+    if (!asset) throw httpError(404, 'No such file.');
+    reply.header('cache-control', 'public, max-age=3600');
+    return reply.type(asset.type).send(asset.body);
+  });
+
+  // ---- Login --------------------------------------------------------------------
+
+  const safeNext = (next) =>
+    typeof next === 'string' &&
+    next.startsWith(`${base}/`) &&
+    !/^\/[\\/]/.test(next.slice(base.length)) &&
+    !/[\r\n]/.test(next)
+      ? next
+      : `${base}/`;
+
+  fastify.get('/login', { config: { public: true } }, async (request, reply) => {
+    if (auth.mode !== 'password' || request.dashboardUser) return reply.redirect(safeNext(request.query.next), 303);
+    return sendPage(reply, views.loginPage(ctxOf(request, reply), { next: safeNext(request.query.next) }));
+  });
+
+  fastify.post('/login', { preHandler: csrf, config: { public: true } }, async (request, reply) => {
+    if (auth.mode !== 'password') throw httpError(404, 'No login here.');
+    const next = safeNext(request.body?.next);
+    if (!auth.checkPassword(request.body?.password)) {
+      if (loginFailureDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, loginFailureDelayMs));
+      return sendPage(reply, views.loginPage(ctxOf(request, reply), { failed: true, next }), 401);
+    }
+    auth.login(reply);
+    return reply.redirect(next, 303);
+  });
+
+  fastify.post('/logout', { preHandler: csrf, config: { public: true } }, async (request, reply) => {
+    if (auth.mode !== 'password') throw httpError(404, 'No logout here.');
+    auth.logout(request, reply);
+    return reply.redirect(`${base}/login`, 303);
+  });
+
+  // ---- Overview -----------------------------------------------------------------
+
+  function mergeRow(row, rateLimits) {
+    const rates = sampler.latestRates(row.queue);
+    return {
+      ...row,
+      rate_limit: rateLimits ? (rateLimits.get(row.queue) ?? null) : undefined,
+      completed_rate: rates.completed,
+      failed_rate: rates.failed,
+    };
+  }
+
+  fastify.get('/', async (request, reply) => {
+    const [who, caps, rows] = await Promise.all([data.whoami(db), data.capabilities(db), data.overview(db)]);
+    const rateLimits = caps.rate_limits ? await data.rateLimits(db) : null;
+    const notes = [];
+    if (!caps.rate_limits) {
+      notes.push(
+        `Rate limits are not shown: the role may not read them (GRANT SELECT (name, rate_limit) ON pgq.queues TO ${who.role}).`,
+      );
+    }
+    if (!caps.counters) {
+      notes.push(`Failed/s is not shown and completed/s is counted from done_recent: the role is not in pg_monitor.`);
+    }
+    const page = views.overviewPage(ctxOf(request, reply), {
+      rows: rows.map((r) => mergeRow(r, rateLimits)),
+      who,
+      live: { ...live, series: sampler.series() },
+      notes,
+    });
+    return sendPage(reply, page);
+  });
+
+  fastify.get('/api/overview', { config: { json: true } }, async () => {
+    let sample = sampler.latest();
+    if (!sample || Date.now() - sample.at > 2 * sampler.intervalMs) sample = await sampler.sampleNow();
+    return {
+      at: sample.at,
+      queues: sample.rows.map((r) => {
+        const row = mergeRow(r, sample.rateLimits);
+        return { queue: row.queue, paused: row.paused, cells: views.overviewCells(row) };
+      }),
+      series: sampler.series(),
+    };
+  });
+
+  // ---- A queue ------------------------------------------------------------------
+
+  async function renderQueue(request, reply, { error = null, status = 200, query = request.query || {} } = {}) {
+    const queue = validate.queueName(request.params.queue);
+    const q = query;
+    const filter = {
+      state: validate.optionalState(q.state),
+      limit: validate.optionalInt(q.limit, 'limit', 1, 1000, PAGE_LIMIT),
+      beforeId: validate.optionalId(q.before_id, 'before_id'),
+      defaultLimit: PAGE_LIMIT,
+    };
+    const rights = await data.queueRights(db, queue); // 42704: no such queue (404)
+    const stats = await data.queueStats(db, queue);
+    let jobs = null;
+    let nextBeforeId = null;
+    try {
+      const rows = await data.listJobs(db, queue, {
+        state: filter.state,
+        max: filter.limit + 1,
+        beforeId: filter.beforeId,
+      });
+      jobs = rows.slice(0, filter.limit);
+      if (rows.length > filter.limit) nextBeforeId = jobs[jobs.length - 1].id;
+    } catch (err) {
+      if (!isServerError(err)) throw err;
+      if (!error) {
+        error = describe(err);
+        status = error.status;
+      }
+    }
+    const page = views.queuePage(ctxOf(request, reply), {
+      queue,
+      stats,
+      rights,
+      jobs,
+      filter,
+      nextBeforeId,
+      error,
+      notice: error ? null : views.notice(q),
+    });
+    return sendPage(reply, page, status);
+  }
+
+  fastify.get('/queues/:queue', (request, reply) => renderQueue(request, reply));
+
+  /** Runs an action on the queue; redirects with a notice, or shows the queue with the database's refusal. */
+  function queueAction(run) {
+    return async (request, reply) => {
+      const queue = validate.queueName(request.params.queue);
+      let outcome;
+      try {
+        outcome = await run(queue, request.body || {});
+      } catch (err) {
+        if (!isServerError(err)) throw err;
+        const e = describe(err);
+        if (e.status === 404) throw err; // no such queue
+        return renderQueue(request, reply, { error: e, status: e.status, query: {} });
+      }
+      const params = new URLSearchParams(outcome);
+      return reply.redirect(`${base}/queues/${encodeURIComponent(queue)}?${params}`, 303);
+    };
+  }
+
+  post(
+    '/queues/:queue/pause',
+    queueAction(async (queue) => {
+      await data.pause(db, queue);
+      return { notice: 'paused' };
+    }),
+  );
+  post(
+    '/queues/:queue/resume',
+    queueAction(async (queue) => {
+      await data.resume(db, queue);
+      return { notice: 'resumed' };
+    }),
+  );
+  post(
+    '/queues/:queue/retry-dead',
+    queueAction(async (queue, body) => {
+      const max = validate.optionalInt(body.max, 'max', 1, 1_000_000, 1000);
+      return { notice: 'retried', n: String(await data.retryDeadJobs(db, queue, max)) };
+    }),
+  );
+  post(
+    '/queues/:queue/purge-dead',
+    queueAction(async (queue) => ({ notice: 'purged', n: String(await data.purgeDead(db, queue)) })),
+  );
+
+  // ---- A job --------------------------------------------------------------------
+
+  async function renderJob(request, reply, { error = null, status = 200, query = request.query || {} } = {}) {
+    const id = validate.jobId(request.params.id);
+    const job = await data.job(db, id);
+    if (!job)
+      throw httpError(
+        404,
+        `No job ${id}: it never existed, its history was not kept, or this role holds no right on its queue.`,
+      );
+    const rights = await data.queueRights(db, job.queue);
+    const page = views.jobPage(ctxOf(request, reply), {
+      job,
+      rights,
+      copySql: reenqueueSql(job),
+      error,
+      notice: error ? null : views.notice(query),
+    });
+    return sendPage(reply, page, status);
+  }
+
+  fastify.get('/jobs/:id', (request, reply) => renderJob(request, reply));
+
+  function jobAction(run) {
+    return async (request, reply) => {
+      const id = validate.jobId(request.params.id);
+      let notice;
+      try {
+        notice = await run(id);
+      } catch (err) {
+        if (!isServerError(err)) throw err;
+        const e = describe(err);
+        return renderJob(request, reply, { error: e, status: e.status, query: {} });
+      }
+      return reply.redirect(`${base}/jobs/${id}?notice=${notice}`, 303);
+    };
+  }
+
+  post(
+    '/jobs/:id/cancel',
+    jobAction(async (id) => ((await data.cancelJob(db, id)) ? 'cancelled' : 'not_cancelled')),
+  );
+  post(
+    '/jobs/:id/retry',
+    jobAction(async (id) => ((await data.retryDeadJob(db, id)) ? 'job_retried' : 'job_not_retried')),
+  );
+
+  // ---- Schedules, workers, coordination -------------------------------------
+
+  async function attempt(run) {
+    try {
+      return { rows: await run(), error: null };
+    } catch (err) {
+      if (!isServerError(err)) throw err;
+      return { rows: null, error: describe(err) };
+    }
+  }
+
+  fastify.get('/schedules', async (request, reply) => {
+    const { rows, error } = await attempt(() => data.schedules(db));
+    return sendPage(reply, views.schedulesPage(ctxOf(request, reply), { rows, error }));
+  });
+
+  fastify.get('/workers', async (request, reply) => {
+    const [w, r] = await Promise.all([attempt(() => data.workers(db)), attempt(() => data.runningJobs(db, LIST_MAX))]);
+    if (w.error && w.error.code === '42501') {
+      w.error.hint = 'pgq.workers is for pg_monitor: GRANT pg_monitor TO the dashboard’s role.';
+    }
+    const page = views.workersPage(ctxOf(request, reply), {
+      workers: w.rows,
+      workersError: w.error,
+      running: r.rows,
+      runningError: r.error,
+      runningMax: LIST_MAX,
+    });
+    return sendPage(reply, page);
+  });
+
+  fastify.get('/coordination', async (request, reply) => {
+    const [teams, switches, ladders] = await Promise.all([
+      attempt(() => data.teams(db, LIST_MAX)),
+      attempt(() => data.switches(db, LIST_MAX)),
+      attempt(() => data.ladders(db, LIST_MAX)),
+    ]);
+    for (const part of [teams, switches, ladders]) {
+      if (part.error?.code === '42501') {
+        part.error.hint =
+          'GRANT SELECT ON pgq.teams, pgq.team_members, pgq.switches, pgq.ladders TO the dashboard’s role.';
+      }
+    }
+    const page = views.coordinationPage(ctxOf(request, reply), { teams, switches, ladders, max: LIST_MAX });
+    return sendPage(reply, page);
+  });
+}
+
+module.exports = { dashboardPlugin, createPool };

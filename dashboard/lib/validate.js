@@ -1,0 +1,58 @@
+'use strict';
+
+// Request values are checked here before any of them reaches a statement
+// (as a parameter: never as SQL text).
+
+const { httpError } = require('./errors');
+
+// As pgq checks them: 1-63 characters of [a-z0-9_.-] starting with a letter or digit.
+const QUEUE_NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/;
+const BIGINT_MAX = 9223372036854775807n;
+const JOB_STATES = ['scheduled', 'ready', 'waiting', 'running', 'done', 'dead', 'cancelled'];
+
+/** A queue name from a path: 404 when it cannot be one. */
+function queueName(value) {
+  if (typeof value !== 'string' || !QUEUE_NAME.test(value)) throw httpError(404, 'No such queue.');
+  return value;
+}
+
+/** A positive bigint as a string of digits, or null if it is not one. */
+function parseId(value) {
+  if (typeof value !== 'string' || !/^[1-9][0-9]{0,18}$/.test(value)) return null;
+  return BigInt(value) <= BIGINT_MAX ? value : null;
+}
+
+/** A job id from a path: 404 when it cannot be one. */
+function jobId(value) {
+  const id = parseId(value);
+  if (id === null) throw httpError(404, 'No such job.');
+  return id;
+}
+
+/** An optional query parameter `name` that must be a job id: 400 otherwise. */
+function optionalId(value, name) {
+  if (value === undefined || value === '') return null;
+  const id = parseId(value);
+  if (id === null) throw httpError(400, `${name} must be a job id (a positive integer).`);
+  return id;
+}
+
+/** An optional job state filter: one of JOB_STATES, 400 otherwise. */
+function optionalState(value) {
+  if (value === undefined || value === '' || value === 'all') return null;
+  if (typeof value !== 'string' || !JOB_STATES.includes(value)) {
+    throw httpError(400, `state must be one of ${JOB_STATES.join(', ')}.`);
+  }
+  return value;
+}
+
+/** An optional integer in [min, max] (digits only), `fallback` when absent; 400 otherwise. */
+function optionalInt(value, name, min, max, fallback) {
+  if (value === undefined || value === '') return fallback;
+  if (typeof value !== 'string' || !/^[0-9]{1,9}$/.test(value)) throw httpError(400, `${name} must be a number.`);
+  const n = Number(value);
+  if (n < min || n > max) throw httpError(400, `${name} must be between ${min} and ${max}.`);
+  return n;
+}
+
+module.exports = { queueName, jobId, optionalId, optionalState, optionalInt, JOB_STATES, QUEUE_NAME };

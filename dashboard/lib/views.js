@@ -1,0 +1,497 @@
+'use strict';
+
+// The pages, as functions of their data. Every value goes through html``
+// (lib/html.js), which escapes it; scripts are static files (the
+// Content-Security-Policy allows no inline script).
+
+const { html, jsonScript } = require('./html');
+const { JOB_STATES } = require('./validate');
+
+// ---- Formatting -------------------------------------------------------------
+
+function time(value) {
+  if (value === null || value === undefined) return html`<span class="none">—</span>`;
+  const d = value instanceof Date ? value : new Date(value);
+  if (Number.isNaN(d.getTime())) return String(value); // ±infinity
+  const iso = d.toISOString();
+  return html`<time datetime="${iso}">${iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z')}</time>`;
+}
+
+function seconds(value) {
+  if (value === null || value === undefined) return '—';
+  const s = Math.abs(value);
+  const sign = value < 0 ? '-' : '';
+  if (s < 60) return `${sign}${s.toFixed(s < 10 && s % 1 ? 1 : 0)} s`;
+  if (s < 3600) return `${sign}${Math.floor(s / 60)} min ${Math.floor(s % 60)} s`;
+  if (s < 86400) return `${sign}${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return `${sign}${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+}
+
+function rate(value) {
+  if (value === null || value === undefined) return '—';
+  return value >= 10 ? value.toFixed(0) : value.toFixed(2);
+}
+
+function yesNo(value) {
+  return value ? 'yes' : 'no';
+}
+
+function truncate(text, max) {
+  if (text === null || text === undefined) return text;
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
+// ---- Layout -----------------------------------------------------------------
+
+/**
+ * ctx: {base, user, readOnly, authMode, csrf()} — base is the path the
+ * dashboard is mounted at ('' at the root), csrf() the token for forms.
+ */
+function layout(ctx, { title, body, notice = null, error = null, scripts = [] }) {
+  const link = (path) => `${ctx.base}${path}`;
+  const nav =
+    ctx.user === null
+      ? ''
+      : html`<nav>
+    <a href="${link('/')}">Queues</a>
+    <a href="${link('/schedules')}">Schedules</a>
+    <a href="${link('/workers')}">Workers</a>
+    <a href="${link('/coordination')}">Teams, switches, ladders</a>
+  </nav>
+  <span class="who">${ctx.readOnly ? html`<span class="badge">read-only</span>` : ''}
+    ${ctx.authMode === 'none' ? html`<span class="badge warn">no login</span>` : html`<span>${ctx.user}</span>`}
+    ${ctx.authMode === 'password' ? logoutForm(ctx) : ''}</span>`;
+  return html`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title} · pgq_cpp</title>
+<link rel="stylesheet" href="${link('/static/uPlot.min.css')}">
+<link rel="stylesheet" href="${link('/static/style.css')}">
+</head>
+<body>
+<header class="top">
+  <a class="brand" href="${link('/')}">pgq_cpp</a>
+  ${nav}
+</header>
+<main>
+${notice ? html`<p class="notice" role="status">${notice}</p>` : ''}
+${error ? errorBox(error) : ''}
+${body}
+</main>
+${scripts.map((s) => html`<script src="${link(s)}"></script>`)}
+<script src="${link('/static/app.js')}"></script>
+</body>
+</html>`;
+}
+
+function logoutForm(ctx) {
+  return html`<form method="post" action="${ctx.base}/logout" class="inline">${csrfField(ctx)}<button type="submit">Log out</button></form>`;
+}
+
+function csrfField(ctx) {
+  return html`<input type="hidden" name="_csrf" value="${ctx.csrf()}">`;
+}
+
+/** A readable error: the server's message, detail, hint and SQLSTATE; never a stack. */
+function errorBox(e) {
+  return html`<div class="error" role="alert">
+  <strong>${e.title}</strong>
+  <p class="message">${e.message}${e.code ? html` <span class="code">(SQLSTATE ${e.code})</span>` : ''}</p>
+  ${e.detail ? html`<p class="detail">${e.detail}</p>` : ''}
+  ${e.hint ? html`<p class="hint">Hint: ${e.hint}</p>` : ''}
+</div>`;
+}
+
+/** A POST button: a form with the CSRF token, optionally confirmed by app.js. */
+function actionButton(ctx, path, label, { confirm = null, fields = null, danger = false } = {}) {
+  const confirmAttr = confirm ? html` data-confirm="${confirm}"` : '';
+  const buttonClass = danger ? html` class="danger"` : '';
+  return html`<form method="post" action="${ctx.base}${path}" class="inline"${confirmAttr}>${csrfField(ctx)}${fields}<button type="submit"${buttonClass}>${label}</button></form>`;
+}
+
+function errorPage(ctx, e) {
+  return layout(ctx, { title: e.title, body: html`<p><a href="${ctx.base}/">Back to the queues</a></p>`, error: e });
+}
+
+// ---- Login ------------------------------------------------------------------
+
+function loginPage(ctx, { failed = false, next = '' } = {}) {
+  return layout(ctx, {
+    title: 'Log in',
+    error: failed ? { title: 'Wrong password', message: 'The password is not the dashboard’s.' } : null,
+    body: html`<h1>Log in</h1>
+<form method="post" action="${ctx.base}/login" class="login">
+  ${csrfField(ctx)}
+  <input type="hidden" name="next" value="${next}">
+  <label>Password <input type="password" name="password" autocomplete="current-password" autofocus required></label>
+  <button type="submit">Log in</button>
+</form>`,
+  });
+}
+
+// ---- Overview ---------------------------------------------------------------
+
+const OVERVIEW_FIELDS = [
+  ['ready', 'Ready'],
+  ['scheduled', 'Scheduled'],
+  ['running', 'Running / max'],
+  ['expired', 'Expired'],
+  ['dead', 'Dead'],
+  ['awaiting_parents', 'Awaiting parents'],
+  ['done_recent', 'Done (retention)'],
+  ['oldest_ready', 'Oldest ready'],
+  ['completed_rate', 'Completed/s'],
+  ['failed_rate', 'Failed/s'],
+  ['paused', 'Paused'],
+  ['rate_limit', 'Rate limit'],
+];
+
+/** The cells of one queue's row, as text: shared by the page and by overview.js's refresh (via JSON). */
+function overviewCells(row) {
+  return {
+    ready: String(row.ready),
+    scheduled: String(row.scheduled),
+    running: row.max_running === null ? String(row.running) : `${row.running} / ${row.max_running}`,
+    expired: String(row.expired),
+    dead: String(row.dead),
+    awaiting_parents: String(row.awaiting_parents),
+    done_recent: String(row.done_recent),
+    oldest_ready: row.ready > 0 ? seconds(row.oldest_ready_seconds) : '—',
+    completed_rate: rate(row.completed_rate),
+    failed_rate: rate(row.failed_rate),
+    paused: row.paused ? 'paused' : 'no',
+    rate_limit: row.rate_limit === null || row.rate_limit === undefined ? '—' : `${row.rate_limit}/s`,
+  };
+}
+
+function overviewRow(ctx, row) {
+  const cells = overviewCells(row);
+  return html`<tr data-queue="${row.queue}"${row.paused ? html` class="paused"` : ''}>
+  <td><a href="${ctx.base}/queues/${encodeURIComponent(row.queue)}">${row.queue}</a></td>
+  ${OVERVIEW_FIELDS.map(([field]) => html`<td data-field="${field}">${cells[field]}</td>`)}
+  <td><div class="spark" data-queue="${row.queue}" data-series="depth"></div></td>
+  <td><div class="spark" data-queue="${row.queue}" data-series="completed"></div></td>
+</tr>`;
+}
+
+function overviewPage(ctx, { rows, who, live, notes }) {
+  const table =
+    rows.length === 0
+      ? html`<p class="empty">No queue to show: this role holds no right on any queue (<code>pgq.grant</code>).</p>`
+      : html`<table class="queues" id="queues">
+<thead><tr><th>Queue</th>${OVERVIEW_FIELDS.map(([, label]) => html`<th>${label}</th>`)}<th>Depth (chart)</th><th>Completed/s (chart)</th></tr></thead>
+<tbody>
+${rows.map((row) => overviewRow(ctx, row))}
+</tbody>
+</table>`;
+  const body = html`<h1>Queues</h1>
+<p class="meta">As role <b>${who.role}</b> on database <b>${who.database}</b>: the queues this role holds a right on.
+Numbers refresh every ${Math.round(live.intervalMs / 1000)} s; the charts show the last ${Math.round(live.windowMs / 60000)} minutes.</p>
+${notes.map((n) => html`<p class="note">${n}</p>`)}
+${table}
+${jsonScript('overview-data', { api: `${ctx.base}/api/overview`, intervalMs: live.intervalMs, series: live.series })}`;
+  return layout(ctx, { title: 'Queues', body, scripts: ['/static/uPlot.iife.min.js', '/static/overview.js'] });
+}
+
+// ---- A queue ----------------------------------------------------------------
+
+const NOTICES = {
+  paused: () => 'The queue is paused: claims return no job until it is resumed.',
+  resumed: () => 'The queue is resumed.',
+  retried: (n) => `${n} dead job(s) requeued.`,
+  purged: (n) => `${n} dead job(s) deleted.`,
+  cancelled: () => 'The job is cancelled.',
+  not_cancelled: () => 'Nothing to cancel: the job is not live (or not visible to this role).',
+  job_retried: () => 'The job is pending again, with fresh attempts.',
+  job_not_retried: () => 'Not retried: the job is not dead, or a live job holds its dedupe key.',
+};
+
+/** A notice from a redirect's query (?notice=code&n=count): only the texts above. */
+function notice(query) {
+  if (typeof query.notice !== 'string' || !Object.hasOwn(NOTICES, query.notice)) return null;
+  const n = typeof query.n === 'string' && /^[0-9]{1,12}$/.test(query.n) ? query.n : '?';
+  return NOTICES[query.notice](n);
+}
+
+function jobStateBadge(state) {
+  return html`<span class="state state-${state}">${state}</span>`;
+}
+
+function rightsLine(rights) {
+  const held = ['produce', 'consume', 'admin'].filter((r) => rights[r]);
+  return held.length ? held.join(', ') : 'none';
+}
+
+function queueStatsBlock(stats) {
+  if (!stats) return '';
+  return html`<dl class="stats">
+  <div><dt>Ready</dt><dd>${stats.ready}</dd></div>
+  <div><dt>Scheduled</dt><dd>${stats.scheduled}</dd></div>
+  <div><dt>Running</dt><dd>${stats.running}${stats.max_running === null ? '' : ` / ${stats.max_running}`}</dd></div>
+  <div><dt>Expired</dt><dd>${stats.expired}</dd></div>
+  <div><dt>Dead</dt><dd>${stats.dead}</dd></div>
+  <div><dt>Awaiting parents</dt><dd>${stats.awaiting_parents}</dd></div>
+  <div><dt>Done (retention)</dt><dd>${stats.done_recent}</dd></div>
+  <div><dt>Oldest ready</dt><dd>${stats.ready > 0 ? seconds(stats.oldest_ready_seconds) : '—'}</dd></div>
+</dl>`;
+}
+
+function queueActions(ctx, queue, stats) {
+  const path = `/queues/${encodeURIComponent(queue)}`;
+  return html`<div class="actions">
+  ${stats?.paused ? actionButton(ctx, `${path}/resume`, 'Resume') : actionButton(ctx, `${path}/pause`, 'Pause')}
+  ${actionButton(ctx, `${path}/retry-dead`, 'Retry dead jobs', {
+    fields: html`<label>up to <input type="number" name="max" value="1000" min="1" max="1000000" class="small"></label>`,
+    confirm: 'Requeue the dead jobs of this queue?',
+  })}
+  ${actionButton(ctx, `${path}/purge-dead`, 'Purge dead jobs', {
+    confirm: 'Delete every dead job of this queue? This cannot be undone.',
+    danger: true,
+  })}
+</div>`;
+}
+
+function filterForm(action, filter) {
+  const stateOptions = JOB_STATES.map(
+    (s) => html`<option value="${s}"${filter.state === s ? html` selected` : ''}>${s}</option>`,
+  );
+  const limitOptions = [20, 50, 100, 500].map(
+    (n) => html`<option value="${n}"${filter.limit === n ? html` selected` : ''}>${n}</option>`,
+  );
+  return html`<form method="get" action="${action}" class="filter">
+  <label>State <select name="state"><option value="">all</option>${stateOptions}</select></label>
+  <label>Per page <select name="limit">${limitOptions}</select></label>
+  <button type="submit">Show</button>
+</form>`;
+}
+
+function jobsTable(ctx, jobs, seesPayload) {
+  const rows = jobs.map(
+    (j) => html`<tr data-job-id="${j.id}">
+  <td><a href="${ctx.base}/jobs/${j.id}">${j.id}</a></td>
+  <td>${jobStateBadge(j.state)}</td>
+  <td>${j.attempt} / ${j.max_attempts}</td>
+  <td>${j.priority}</td>
+  <td>${time(j.run_at)}</td>
+  <td>${time(j.enqueued_at)}</td>
+  <td>${time(j.finished_at)}</td>
+  <td>${j.group_key}</td>
+  <td class="error-text">${truncate(j.last_error, 200)}</td>
+  ${seesPayload ? html`<td><code class="payload">${truncate(j.payload, 200)}</code></td>` : ''}
+</tr>`,
+  );
+  return html`<table class="jobs">
+<thead><tr><th>Id</th><th>State</th><th>Attempt</th><th>Priority</th><th>Run at</th><th>Enqueued</th><th>Finished</th><th>Group</th><th>Last error</th>${seesPayload ? html`<th>Payload</th>` : ''}</tr></thead>
+<tbody>
+${rows}
+</tbody>
+</table>`;
+}
+
+function queuePage(ctx, { queue, stats, rights, jobs, filter, nextBeforeId, error, notice: text }) {
+  const base = `${ctx.base}/queues/${encodeURIComponent(queue)}`;
+  const seesPayload = rights.produce || rights.consume;
+  const pageLink = (params) => {
+    const q = new URLSearchParams();
+    if (filter.state) q.set('state', filter.state);
+    if (filter.limit !== filter.defaultLimit) q.set('limit', String(filter.limit));
+    for (const [k, v] of Object.entries(params)) q.set(k, v);
+    const s = q.toString();
+    return s ? `${base}?${s}` : base;
+  };
+  let list = '';
+  if (jobs !== null && jobs.length === 0) {
+    list = html`<p class="empty">No job${filter.state ? ` in state ${filter.state}` : ''}${filter.beforeId ? ' older than these' : ''}.</p>`;
+  } else if (jobs !== null) {
+    list = jobsTable(ctx, jobs, seesPayload);
+  }
+  const body = html`<h1>Queue ${queue} ${stats?.paused ? html`<span class="badge warn">paused</span>` : ''}</h1>
+${queueStatsBlock(stats)}
+<p class="meta">This role’s rights on the queue: <b>${rightsLine(rights)}</b>${seesPayload ? '' : ' — payloads, progress and results are not shown to it'}.</p>
+${rights.admin && !ctx.readOnly ? queueActions(ctx, queue, stats) : ''}
+${filterForm(base, filter)}
+${list}
+<nav class="pager">
+  ${filter.beforeId ? html`<a href="${pageLink({})}">Newest</a>` : ''}
+  ${nextBeforeId ? html`<a href="${pageLink({ before_id: nextBeforeId })}" rel="next">Older</a>` : ''}
+</nav>`;
+  return layout(ctx, { title: `Queue ${queue}`, body, error, notice: text });
+}
+
+// ---- A job ------------------------------------------------------------------
+
+const LIVE_STATES = ['scheduled', 'ready', 'waiting', 'running'];
+
+function jsonBlock(label, pretty, visible) {
+  if (!visible) return html`<p class="none">${label}: not shown to this role (it holds the admin right only).</p>`;
+  if (pretty === null || pretty === undefined) return html`<p class="none">${label}: none.</p>`;
+  return html`<h2>${label}</h2><pre class="json">${pretty}</pre>`;
+}
+
+function jobPage(ctx, { job, rights, copySql, error, notice: text }) {
+  const seesPayload = rights.produce || rights.consume;
+  const path = `/jobs/${job.id}`;
+  const canCancel = !ctx.readOnly && (rights.produce || rights.admin) && LIVE_STATES.includes(job.state);
+  const canRetry = !ctx.readOnly && rights.admin && job.state === 'dead';
+  const actions =
+    canCancel || canRetry
+      ? html`<div class="actions">
+  ${canCancel ? actionButton(ctx, `${path}/cancel`, 'Cancel', { confirm: 'Cancel this job?', danger: true }) : ''}
+  ${canRetry ? actionButton(ctx, `${path}/retry`, 'Retry') : ''}
+</div>`
+      : '';
+  const leaseLeft =
+    job.state === 'running' && job.lease_left_seconds !== null ? ` (${seconds(job.lease_left_seconds)} left)` : '';
+  const copy = copySql
+    ? html`<h2>Copy as SQL</h2>
+<p class="meta">Enqueues the same payload again (a new job), in psql:</p>
+<textarea class="sql" id="copy-sql" readonly rows="4">${copySql}</textarea>
+<button type="button" class="copy" data-copy="copy-sql">Copy</button>`
+    : '';
+  const body = html`<h1>Job ${job.id} ${jobStateBadge(job.state)}</h1>
+<p class="meta">Queue <a href="${ctx.base}/queues/${encodeURIComponent(job.queue)}">${job.queue}</a> — this role’s rights: <b>${rightsLine(rights)}</b>.</p>
+${actions}
+<dl class="fields">
+  <dt>State</dt><dd>${job.state}</dd>
+  <dt>Attempt</dt><dd>${job.attempt} of ${job.max_attempts}</dd>
+  <dt>Priority</dt><dd>${job.priority}</dd>
+  <dt>Group key</dt><dd>${job.group_key ?? '—'}</dd>
+  <dt>Dedupe key</dt><dd>${job.dedupe_key ?? '—'}</dd>
+  <dt>Open parents</dt><dd>${job.open_parents ?? '—'}</dd>
+  <dt>Run at</dt><dd>${time(job.run_at)}</dd>
+  <dt>Enqueued</dt><dd>${time(job.enqueued_at)}</dd>
+  <dt>Claimed</dt><dd>${time(job.claimed_at)}</dd>
+  <dt>Lease until</dt><dd>${time(job.lease_until)}${leaseLeft}</dd>
+  <dt>Finished</dt><dd>${time(job.finished_at)}</dd>
+</dl>
+<h2>Last error</h2>
+${job.last_error === null ? html`<p class="none">none.</p>` : html`<pre class="error-text">${job.last_error}</pre>`}
+${jsonBlock('Progress', job.progress_pretty, seesPayload)}
+${jsonBlock('Result', job.result_pretty, seesPayload)}
+${jsonBlock('Payload', job.payload_pretty, seesPayload)}
+${copy}`;
+  return layout(ctx, { title: `Job ${job.id}`, body, error, notice: text });
+}
+
+// ---- Schedules, workers, coordination ---------------------------------------
+
+function schedulesPage(ctx, { rows, error }) {
+  const row = (s) => html`<tr data-schedule="${s.name}">
+  <td>${s.name}</td>
+  <td><a href="${ctx.base}/queues/${encodeURIComponent(s.queue)}">${s.queue}</a></td>
+  <td><code>${s.spec}</code></td>
+  <td>${s.timezone}</td>
+  <td>${time(s.next_run_at)}</td>
+  <td>${time(s.last_run_at)}</td>
+  <td>${s.last_job_id ? html`<a href="${ctx.base}/jobs/${s.last_job_id}">${s.last_job_id}</a>` : '—'}</td>
+  <td>${yesNo(s.running)}</td>
+  <td><code class="payload">${truncate(s.payload, 200)}</code></td>
+</tr>`;
+  let table = '';
+  if (rows !== null && rows.length === 0) table = html`<p class="empty">No schedule.</p>`;
+  else if (rows !== null) {
+    table = html`<table class="schedules">
+<thead><tr><th>Name</th><th>Queue</th><th>Spec</th><th>Time zone</th><th>Next run</th><th>Last run</th><th>Last job</th><th>Last run still live</th><th>Payload</th></tr></thead>
+<tbody>
+${rows.map(row)}
+</tbody></table>`;
+  }
+  const body = html`<h1>Schedules</h1>
+<p class="meta">Schedules of the queues this role holds a right on. “Last run still live”: the job of the last firing is pending or running (an <code>@every</code> schedule waits for it; a cron one may overlap it).</p>
+${table}`;
+  return layout(ctx, { title: 'Schedules', body, error });
+}
+
+function workersTable(workers) {
+  if (workers.length === 0) {
+    return html`<p class="empty">No pgq background worker is running (is pgq_cpp in <code>shared_preload_libraries</code>?).</p>`;
+  }
+  const row = (w) =>
+    html`<tr data-pid="${w.pid}"><td>${w.pid}</td><td>${w.kind}</td><td>${w.database ?? '—'}</td><td>${time(w.started_at)}</td><td>${time(w.last_pass_at)}</td><td>${w.state ?? '—'}</td><td>${w.wait_event ?? '—'}</td></tr>`;
+  return html`<table class="workers">
+<thead><tr><th>Pid</th><th>Kind</th><th>Database</th><th>Started</th><th>Last pass</th><th>State</th><th>Wait event</th></tr></thead>
+<tbody>
+${workers.map(row)}
+</tbody></table>`;
+}
+
+function runningTable(ctx, running, runningMax) {
+  if (running.length === 0) return html`<p class="empty">No job is running.</p>`;
+  const row = (r) => html`<tr data-job-id="${r.id}"${r.expired ? html` class="expired"` : ''}>
+  <td><a href="${ctx.base}/jobs/${r.id}">${r.id}</a></td>
+  <td><a href="${ctx.base}/queues/${encodeURIComponent(r.queue)}">${r.queue}</a></td>
+  <td>${r.attempt} / ${r.max_attempts}</td>
+  <td>${time(r.claimed_at)}</td>
+  <td>${seconds(r.running_seconds)}</td>
+  <td data-field="lease_left">${r.expired ? html`<span class="badge warn">expired</span> ` : ''}${seconds(r.lease_left_seconds)}</td>
+  <td data-field="claimer">${r.claimer_role ?? '?'} (pid ${r.claimer_pid ?? '?'})</td>
+  <td>${r.claimer_application ?? '—'}</td>
+  <td>${r.claimer_address ?? 'local'}</td>
+  <td>${yesNo(r.claimer_connected)}</td>
+</tr>`;
+  return html`${running.length >= runningMax ? html`<p class="note">The ${runningMax} longest running.</p>` : ''}<table class="running">
+<thead><tr><th>Job</th><th>Queue</th><th>Attempt</th><th>Claimed</th><th>Running for</th><th>Lease left</th><th>Claimer</th><th>Application</th><th>Address</th><th>Connected</th></tr></thead>
+<tbody>
+${running.map(row)}
+</tbody></table>`;
+}
+
+function workersPage(ctx, { workers, workersError, running, runningError, runningMax }) {
+  const body = html`<h1>Workers</h1>
+<h2>Background workers</h2>
+${workersError ? errorBox(workersError) : workersTable(workers)}
+<h2>Running jobs</h2>
+${runningError ? errorBox(runningError) : runningTable(ctx, running, runningMax)}`;
+  return layout(ctx, { title: 'Workers', body });
+}
+
+function coordinationPage(ctx, { teams, switches, ladders, max }) {
+  const section = (title, part, render) => {
+    let content;
+    if (part.error) content = errorBox(part.error);
+    else if (part.rows.length === 0) content = html`<p class="empty">None.</p>`;
+    else content = render(part.rows);
+    const more = part.rows && part.rows.length >= max ? html`<p class="note">The first ${max} shown.</p>` : '';
+    return html`<h2>${title}</h2>
+${content}
+${more}`;
+  };
+  const teamsTable = (rows) => html`<table class="teams">
+<thead><tr><th>Team</th><th>Turns spent</th><th>Last turn</th><th>Active members</th><th>Inactive members</th></tr></thead><tbody>
+${rows.map(
+  (t) =>
+    html`<tr data-team="${t.name}"><td>${t.name}</td><td>${t.turn}</td><td>${t.last_member ?? '—'}</td><td>${t.active_members.join(', ')}</td><td>${t.inactive_members.join(', ')}</td></tr>`,
+)}
+</tbody></table>`;
+  const switchesTable = (rows) => html`<table class="switches">
+<thead><tr><th>Switch</th><th>Value</th><th>Updated</th></tr></thead><tbody>
+${rows.map((s) => html`<tr data-switch="${s.name}"><td>${s.name}</td><td>${s.value ? 'on' : 'off'}</td><td>${time(s.updated_at)}</td></tr>`)}
+</tbody></table>`;
+  const laddersTable = (rows) => html`<table class="ladders">
+<thead><tr><th>Subject</th><th>Step</th><th>Updated</th></tr></thead><tbody>
+${rows.map((l) => html`<tr data-ladder="${l.subject}"><td>${l.subject}</td><td>${l.step}</td><td>${time(l.updated_at)}</td></tr>`)}
+</tbody></table>`;
+  const body = html`<h1>Teams, switches, ladders</h1>
+<p class="meta">Read-only. These tables are not about queues: reading them takes <code>GRANT SELECT</code> on them (see the dashboard’s README).</p>
+${section('Teams', teams, teamsTable)}
+${section('Switches', switches, switchesTable)}
+${section('Ladders', ladders, laddersTable)}`;
+  return layout(ctx, { title: 'Teams, switches, ladders', body });
+}
+
+module.exports = {
+  layout,
+  errorPage,
+  errorBox,
+  loginPage,
+  overviewPage,
+  overviewCells,
+  queuePage,
+  jobPage,
+  schedulesPage,
+  workersPage,
+  coordinationPage,
+  notice,
+};

@@ -1,0 +1,101 @@
+'use strict';
+
+// Schedules, workers (pgq.workers for pg_monitor, pgq.running_jobs with the
+// claimer and the lease left), and the read-only teams, switches, ladders.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const pg = require('pg');
+const { freshDatabase, startDashboard, Browser, waitFor } = require('./helpers');
+
+let db;
+let role;
+
+test.before(async () => {
+  db = await freshDatabase('pages');
+  role = await db.createRole('ops');
+  const q = (sql, params) => db.admin.query(sql, params);
+  await q("SELECT pgq.create_queue('reports', lease => '10 minutes')");
+  await q("SELECT pgq.create_queue('secret')");
+  await q("SELECT pgq.grant($1, 'reports', 'admin')", [role]);
+  await q("SELECT pgq.schedule('nightly', 'reports', '0 3 * * *', '{\"kind\": \"daily\"}', 'Europe/Lisbon')");
+  await q("SELECT pgq.schedule('pulse', 'reports', '@every 1 hour')");
+  await q("SELECT pgq.schedule('hush', 'secret', '@daily')");
+  await q(
+    "SELECT pgq.add_member('sellers', 'ana'), pgq.add_member('sellers', 'bruno'), pgq.add_member('sellers', 'carla')",
+  );
+  await q("SELECT pgq.set_member_active('sellers', 'carla', false)");
+  await q("SELECT pgq.next_turn('sellers')");
+  await q("SELECT pgq.set_switch('outbound_whatsapp', true), pgq.set_switch('maintenance', false)");
+  await q("SELECT pgq.advance('lead:42', 3)");
+});
+
+test.after(() => db?.close());
+
+test('schedules of the queues the role may see: spec, time zone, next and last run, overlap', async (t) => {
+  const app = await startDashboard(t, db, { role });
+  const res = await new Browser(app).get('/schedules');
+  assert.equal(res.statusCode, 200);
+  const row = /<tr data-schedule="nightly">([\s\S]*?)<\/tr>/.exec(res.body)[1];
+  assert.match(row, /<code>0 3 \* \* \*<\/code>/);
+  assert.match(row, /Europe\/Lisbon/);
+  assert.match(row, /<time datetime="20\d\d-/, 'the next run');
+  assert.match(row, /&quot;kind&quot;: &quot;daily&quot;/);
+  assert.match(res.body, /<tr data-schedule="pulse">/);
+  assert.doesNotMatch(res.body, /hush/, 'not a schedule of a queue without a right');
+});
+
+test('workers: the background workers for pg_monitor, running jobs with claimer and lease left', async (t) => {
+  await db.admin.query(`GRANT pg_monitor TO ${role}`);
+  t.after(() => db.admin.query(`REVOKE pg_monitor FROM ${role}`));
+  const worker = new pg.Client({ ...db.config, application_name: 'report_worker' });
+  await worker.connect();
+  t.after(() => worker.end());
+  await db.admin.query("SELECT pgq.enqueue('reports', '{}')");
+  const job = (await worker.query("SELECT id FROM pgq.claim('reports')")).rows[0];
+
+  const app = await startDashboard(t, db, { role });
+  const browser = new Browser(app);
+  // The maintenance worker of a new database starts within the launcher's scan.
+  const res = await waitFor('the maintenance worker', async () => {
+    const r = await browser.get('/workers');
+    return /<td>maintenance<\/td><td>pgq_dash_pages<\/td>/.test(r.body) ? r : null;
+  });
+  assert.equal(res.statusCode, 200);
+  assert.match(res.body, /<td>launcher<\/td>/);
+  const row = new RegExp(`<tr data-job-id="${job.id}">([\\s\\S]*?)</tr>`).exec(res.body)[1];
+  assert.match(row, /<td data-field="claimer">postgres \(pid \d+\)<\/td>/);
+  assert.match(row, /<td>report_worker<\/td>/);
+  assert.match(row, /<td data-field="lease_left">(9 min \d+ s|10 min 0 s)<\/td>/);
+  assert.match(row, /<td>yes<\/td>/, 'the claimer is connected');
+});
+
+test('workers without pg_monitor: a readable refusal, and the running jobs still', async (t) => {
+  const app = await startDashboard(t, db, { role });
+  const res = await new Browser(app).get('/workers');
+  assert.equal(res.statusCode, 200);
+  assert.match(res.body, /permission denied for view workers <span class="code">\(SQLSTATE 42501\)<\/span>/);
+  assert.match(res.body, /GRANT pg_monitor TO/);
+  assert.match(res.body, /<tr data-job-id="\d+">/);
+});
+
+test('teams, switches and ladders: refused without a grant, shown read-only with it', async (t) => {
+  const app = await startDashboard(t, db, { role });
+  const browser = new Browser(app);
+  let res = await browser.get('/coordination');
+  assert.equal(res.statusCode, 200);
+  assert.equal(res.body.match(/SQLSTATE 42501/g).length, 3);
+  assert.match(res.body, /GRANT SELECT ON pgq.teams, pgq.team_members, pgq.switches, pgq.ladders/);
+
+  await db.admin.query(`GRANT SELECT ON pgq.teams, pgq.team_members, pgq.switches, pgq.ladders TO ${role}`);
+  res = await browser.get('/coordination');
+  assert.doesNotMatch(res.body, /SQLSTATE/);
+  assert.match(
+    res.body,
+    /<tr data-team="sellers"><td>sellers<\/td><td>1<\/td><td>ana<\/td><td>ana, bruno<\/td><td>carla<\/td><\/tr>/,
+  );
+  assert.match(res.body, /<tr data-switch="outbound_whatsapp"><td>outbound_whatsapp<\/td><td>on<\/td>/);
+  assert.match(res.body, /<tr data-switch="maintenance"><td>maintenance<\/td><td>off<\/td>/);
+  assert.match(res.body, /<tr data-ladder="lead:42"><td>lead:42<\/td><td>3<\/td>/);
+  assert.doesNotMatch(res.body, /method="post"[^>]*action="\/(?!logout)/, 'read-only: no forms');
+});
