@@ -23,10 +23,9 @@ SELECT queue, ready, scheduled, running, expired, dead, done_recent,
   FROM pgq.queue_stats
  ORDER BY queue`;
 
-/** One row per queue the role holds some right on (pgq.queue_stats). */
-async function overview(db) {
-  const { rows } = await db.query(OVERVIEW_SQL);
-  return rows.map((r) => ({
+/** A pgq.queue_stats row (OVERVIEW_SQL's columns) with its counts as numbers. */
+function statsRow(r) {
+  return {
     queue: r.queue,
     ready: num(r.ready),
     scheduled: num(r.scheduled),
@@ -38,7 +37,13 @@ async function overview(db) {
     paused: r.paused,
     max_running: r.max_running,
     awaiting_parents: num(r.awaiting_parents),
-  }));
+  };
+}
+
+/** One row per queue the role holds some right on (pgq.queue_stats). */
+async function overview(db) {
+  const { rows } = await db.query(OVERVIEW_SQL);
+  return rows.map(statsRow);
 }
 
 // What the role may read beyond the views every role may: the queues'
@@ -83,19 +88,7 @@ SELECT queue, ready, scheduled, running, expired, dead, done_recent,
 /** The queue's pgq.queue_stats row, or null when the role holds no right on it. */
 async function queueStats(db, queue) {
   const { rows } = await db.query(QUEUE_STATS_SQL, [queue]);
-  if (rows.length === 0) return null;
-  const r = rows[0];
-  return {
-    ...r,
-    ready: num(r.ready),
-    scheduled: num(r.scheduled),
-    running: num(r.running),
-    expired: num(r.expired),
-    dead: num(r.dead),
-    done_recent: num(r.done_recent),
-    oldest_ready_seconds: r.oldest_ready_seconds === null ? 0 : Number(r.oldest_ready_seconds),
-    awaiting_parents: num(r.awaiting_parents),
-  };
+  return rows.length === 0 ? null : statsRow(rows[0]);
 }
 
 const RIGHTS_SQL = `
