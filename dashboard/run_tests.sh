@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs the dashboard's tests (node:test, its handlers through fastify's
-# inject() against a real PostgreSQL server with pgq_cpp).
+# inject() against a real PostgreSQL server with pgq_cpp), and its browser
+# tests (test/browser.test.js: puppeteer-core driving Debian's chromium
+# headless, /usr/bin/chromium or PGQ_CHROMIUM; scripts/lib.sh ensure_packages
+# installs it). Their screenshots go to dashboard/test-artifacts/.
 #
 #   dashboard/run_tests.sh                 # starts a throwaway cluster of its own
 #   PGQ_TEST_DSN="host=/tmp/pgq port=55482 user=postgres dbname=postgres" dashboard/run_tests.sh

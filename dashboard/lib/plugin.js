@@ -40,6 +40,7 @@ function staticAssets() {
     'app.js': [path.join(publicDir, 'app.js'), js],
     'overview.js': [path.join(publicDir, 'overview.js'), js],
     'style.css': [path.join(publicDir, 'style.css'), css],
+    'favicon.svg': [path.join(publicDir, 'favicon.svg'), 'image/svg+xml'],
     'uPlot.iife.min.js': [path.join(uplotDir, 'uPlot.iife.min.js'), js],
     'uPlot.min.css': [path.join(uplotDir, 'uPlot.min.css'), css],
   };

@@ -67,6 +67,7 @@ function layout(ctx, { title, body, notice = null, error = null, scripts = [] })
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${title} · pgq_cpp</title>
+<link rel="icon" href="${link('/static/favicon.svg')}" type="image/svg+xml">
 <link rel="stylesheet" href="${link('/static/uPlot.min.css')}">
 <link rel="stylesheet" href="${link('/static/style.css')}">
 </head>

@@ -1,0 +1,508 @@
+'use strict';
+
+// The dashboard in a real browser: Debian's chromium, headless, driven by
+// puppeteer-core (which downloads nothing). The dashboard listens on a free
+// port of 127.0.0.1 with a password; each role logs in through the form in
+// a browser context of its own. Every page a test opens must log no console
+// error, throw no uncaught exception, fail no request and open no dialog it
+// does not expect; each is saved as a screenshot under dashboard/test-artifacts/.
+//
+// Chromium: /usr/bin/chromium (scripts/lib.sh ensure_packages installs it),
+// or PGQ_CHROMIUM.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const puppeteer = require('puppeteer-core');
+const { createServer } = require('..');
+const { freshDatabase } = require('./helpers');
+
+const CHROMIUM = process.env.PGQ_CHROMIUM || '/usr/bin/chromium';
+const ARTIFACTS = path.join(__dirname, '..', 'test-artifacts');
+const PASSWORD = 'correct horse battery staple';
+const XSS_SCRIPT = '<script>window.__xss = 1</script>';
+const XSS_IMG = '<img src=x onerror="window.__xss = 2; alert(2)">';
+const TEST_TIMEOUT = 90_000; // each test; every wait inside is bounded more tightly
+const WAIT = 10_000; // a selector, a navigation, a function
+
+let db;
+let browser;
+const servers = []; // {app, url}
+let opsRole;
+let viewerRole;
+const ids = {}; // jobs made in before()
+let bulkIds; // the 1,000 jobs of 'bulk', newest first
+
+// ---- The browser, the servers, the pages ---------------------------------------
+
+async function launchBrowser() {
+  if (!fs.existsSync(CHROMIUM)) {
+    throw new Error(
+      `no chromium at ${CHROMIUM}: apt-get install chromium (scripts/lib.sh ensure_packages), or set PGQ_CHROMIUM`,
+    );
+  }
+  // Chromium refuses to start its sandbox as root; an unprivileged user keeps it.
+  const args = process.getuid && process.getuid() === 0 ? ['--no-sandbox'] : [];
+  return puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [...args, '--disable-gpu', '--no-first-run', '--no-default-browser-check'],
+    timeout: 30_000, // the launch
+    protocolTimeout: 30_000, // every DevTools call
+    defaultViewport: { width: 1400, height: 900 },
+  });
+}
+
+async function closeBrowser() {
+  if (!browser) return;
+  const b = browser;
+  browser = null;
+  const closed = b.close().then(
+    () => true,
+    () => false,
+  );
+  let timer;
+  const late = new Promise((resolve) => (timer = setTimeout(() => resolve(false), 10_000)));
+  const inTime = await Promise.race([closed, late]);
+  clearTimeout(timer);
+  if (!inTime) b.process()?.kill('SIGKILL');
+}
+
+/** A dashboard listening on 127.0.0.1 (a free port), acting as `role`, with the password login. */
+async function startServer(role) {
+  const app = await createServer({
+    database: db.roleConfig(role),
+    password: PASSWORD,
+    loginFailureDelayMs: 0,
+    sampleIntervalMs: 1000, // the overview refreshes every second (from a sample taken on demand)
+    sample: false,
+  });
+  const server = { app, url: null };
+  servers.push(server);
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  server.url = `http://127.0.0.1:${app.server.address().port}`;
+  return server;
+}
+
+let shotCount = 0;
+
+/**
+ * A page in a fresh browser context (its own cookies), logged in to `server`.
+ * It records every problem: console errors, uncaught exceptions, failed
+ * requests, responses >= 400 other than those allowed, unexpected dialogs.
+ */
+async function openTab(t, server, name) {
+  const context = await browser.createBrowserContext();
+  t.after(() => context.close().catch(() => {}));
+  const page = await context.newPage();
+  page.setDefaultTimeout(WAIT);
+  page.setDefaultNavigationTimeout(WAIT);
+  const tab = {
+    page,
+    server,
+    name,
+    problems: [],
+    allowedStatus: [], // [{url: RegExp, status}] responses >= 400 the test provokes itself
+    dialogs: [], // queue of {message, accept} the test expects
+    seenDialogs: [],
+  };
+  const allowed = (url, status) => tab.allowedStatus.some((a) => a.url.test(url) && a.status === status);
+  page.on('console', (msg) => {
+    if (msg.type() !== 'error') return;
+    const url = msg.location()?.url || '';
+    const status = /status of (\d{3})/.exec(msg.text());
+    if (status && allowed(url, Number(status[1]))) return;
+    tab.problems.push(`console error: ${msg.text()} (${url})`);
+  });
+  page.on('pageerror', (err) => tab.problems.push(`uncaught exception: ${err.message}`));
+  page.on('requestfailed', (req) => {
+    tab.problems.push(`request failed: ${req.method()} ${req.url()}: ${req.failure()?.errorText}`);
+  });
+  page.on('response', (res) => {
+    if (res.status() >= 400 && !allowed(res.url(), res.status())) {
+      tab.problems.push(`response ${res.status()} for ${res.request().method()} ${res.url()}`);
+    }
+  });
+  page.on('dialog', async (dialog) => {
+    tab.seenDialogs.push(dialog.message());
+    const expected = tab.dialogs.shift();
+    if (expected && expected.message === dialog.message()) {
+      await (expected.accept ? dialog.accept() : dialog.dismiss());
+    } else {
+      tab.problems.push(`unexpected dialog (${dialog.type()}): ${dialog.message()}`);
+      await dialog.dismiss();
+    }
+  });
+  await login(tab);
+  return tab;
+}
+
+async function login(tab) {
+  const { page, server } = tab;
+  const res = await page.goto(`${server.url}/`, { waitUntil: 'load' });
+  assert.equal(res.status(), 200);
+  assert.equal(new URL(page.url()).pathname, '/login', 'an anonymous visitor is sent to the login form');
+  await shot(tab, 'login');
+  await page.type('input[name="password"]', PASSWORD);
+  await Promise.all([page.waitForNavigation({ waitUntil: 'load' }), page.click('form.login button[type="submit"]')]);
+  assert.equal(new URL(page.url()).pathname, '/', `logged in (at ${page.url()})`);
+}
+
+async function shot(tab, what, { fullPage = true } = {}) {
+  shotCount += 1;
+  const file = path.join(ARTIFACTS, `${String(shotCount).padStart(3, '0')}-${tab.name}-${what}.png`);
+  await tab.page.screenshot({ path: file, fullPage });
+  return file;
+}
+
+/** Opens `url` (a path) in the tab: 200, loaded, screenshot taken. */
+async function visit(tab, url, what) {
+  const res = await tab.page.goto(`${tab.server.url}${url}`, { waitUntil: 'load' });
+  assert.equal(res.status(), 200, `GET ${url}`);
+  await shot(tab, what);
+  return res;
+}
+
+/** Clicks `selector` and waits for the page it leads to (a form post's redirect, or a link). */
+async function clickAndLoad(tab, selector, what, shotOptions) {
+  const [res] = await Promise.all([tab.page.waitForNavigation({ waitUntil: 'load' }), tab.page.click(selector)]);
+  assert.ok(res, `a navigation after clicking ${selector}`);
+  assert.equal(res.status(), 200, `after clicking ${selector}: ${res.url()}`);
+  if (what) await shot(tab, what, shotOptions);
+  return res;
+}
+
+function assertClean(tab) {
+  assert.deepEqual(tab.problems, [], `${tab.name}: the pages logged no error`);
+  assert.deepEqual(tab.dialogs, [], `${tab.name}: every expected dialog opened`);
+}
+
+/** Resolves when check() is true, polling; rejects after `ms`. */
+async function waitUntil(what, check, ms = WAIT) {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+const jobState = async (id) => (await db.admin.query('SELECT state FROM pgq.job($1)', [id])).rows[0]?.state;
+
+// ---- The data ---------------------------------------------------------------------
+
+test.before(async () => {
+  fs.rmSync(ARTIFACTS, { recursive: true, force: true });
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  db = await freshDatabase('browser');
+  const q = (sql, params) => db.admin.query(sql, params);
+  opsRole = await db.createRole('ops');
+  viewerRole = await db.createRole('viewer');
+
+  await q("SELECT pgq.create_queue('emails', max_attempts => 1)");
+  await q("SELECT pgq.create_queue('bulk')");
+  await q("SELECT pgq.create_queue('work', max_attempts => 1)");
+  await q("SELECT pgq.create_queue('xss', max_attempts => 1)");
+  await q("SELECT pgq.create_queue('slow')");
+  await q("SELECT pgq.create_queue('hidden')");
+  for (const queue of ['emails', 'bulk', 'work', 'xss', 'slow']) {
+    await q("SELECT pgq.grant($1, $2, 'admin'), pgq.grant($1, $2, 'produce')", [opsRole, queue]);
+  }
+  await q(`GRANT pg_monitor TO ${opsRole}`);
+  await q(`GRANT SELECT (name, rate_limit) ON pgq.queues TO ${opsRole}`);
+  await q("SELECT pgq.grant($1, 'work', 'consume')", [viewerRole]);
+
+  // emails: 8 due and 2 scheduled; 3 claimed: 1 completed, 1 dead, 1 running.
+  // Left: ready 5, scheduled 2, running 1, dead 1, done 1. hidden: 4 ready (not the role's).
+  await q("SELECT pgq.enqueue('emails', jsonb_build_object('i', i)) FROM generate_series(1, 8) i");
+  await q("SELECT pgq.enqueue('emails', '{}', run_at => now() + interval '1 hour') FROM generate_series(1, 2)");
+  const claimed = (await q("SELECT id, attempt FROM pgq.claim('emails', 3)")).rows;
+  assert.equal(claimed.length, 3);
+  assert.equal((await q('SELECT pgq.complete($1, $2) AS ok', [claimed[0].id, claimed[0].attempt])).rows[0].ok, true);
+  assert.equal(
+    (await q("SELECT pgq.fail($1, $2, 'boom') AS r", [claimed[1].id, claimed[1].attempt])).rows[0].r,
+    'dead',
+  );
+  await q("SELECT pgq.enqueue('hidden', '{}') FROM generate_series(1, 4)");
+
+  const { rows } = await q(
+    "SELECT pgq.enqueue_many('bulk', array_agg(jsonb_build_object('n', i))) AS id FROM generate_series(1, 1000) i",
+  );
+  bulkIds = rows.map((r) => r.id).sort((a, b) => Number(b) - Number(a));
+  assert.equal(bulkIds.length, 1000);
+
+  // work: dead jobs (retry by button, retry by fetch), a ready one (for the viewer).
+  const dead = async (queue, payload, error) => {
+    const id = (await q('SELECT pgq.enqueue($1, $2) AS id', [queue, payload])).rows[0].id;
+    const c = (await q('SELECT id, attempt FROM pgq.claim($1)', [queue])).rows[0];
+    assert.equal(c.id, id);
+    assert.equal((await q('SELECT pgq.fail($1, $2, $3) AS r', [c.id, c.attempt, error])).rows[0].r, 'dead');
+    return id;
+  };
+  ids.deadRetry = await dead('work', { to: 'ana@example.com' }, 'smtp: 554 rejected');
+  ids.deadCsrf = await dead('work', { to: 'bo@example.com' }, 'smtp: timeout');
+  ids.readyWork = (await q('SELECT pgq.enqueue(\'work\', \'{"to": "cy@example.com"}\') AS id')).rows[0].id;
+
+  // xss: a dead job whose payload, progress and last error carry markup; a schedule too.
+  const payload = { [XSS_SCRIPT]: XSS_SCRIPT, img: XSS_IMG, attr: '" onmouseover="window.__xss = 3' };
+  ids.xss = (await q("SELECT pgq.enqueue('xss', $1) AS id", [payload])).rows[0].id;
+  const x = (await q("SELECT id, attempt FROM pgq.claim('xss')")).rows[0];
+  await q('SELECT pgq.progress($1, $2, $3)', [x.id, x.attempt, { step: XSS_IMG }]);
+  await q('SELECT pgq.fail($1, $2, $3)', [x.id, x.attempt, `failed: ${XSS_SCRIPT} ${XSS_IMG}`]);
+  await q("SELECT pgq.schedule('nightly', 'xss', '0 3 * * *', $1)", [{ html: XSS_SCRIPT, img: XSS_IMG }]);
+
+  browser = await launchBrowser();
+});
+
+test.after(async () => {
+  await closeBrowser();
+  for (const s of servers.splice(0)) await s.app.close().catch(() => {});
+  await db?.close();
+});
+
+// ---- The tests --------------------------------------------------------------------
+
+/** The overview's table as the browser shows it: {queue: {field: text}}. */
+function readOverview(page) {
+  return page.$$eval('#queues tbody tr', (rows) =>
+    Object.fromEntries(
+      rows.map((row) => [
+        row.getAttribute('data-queue'),
+        Object.fromEntries(
+          [...row.querySelectorAll('td[data-field]')].map((td) => [
+            td.getAttribute('data-field'),
+            td.textContent.trim(),
+          ]),
+        ),
+      ]),
+    ),
+  );
+}
+
+test(
+  'the overview shows the counts of a known workload, and refreshes them live',
+  { timeout: TEST_TIMEOUT },
+  async (t) => {
+    const server = await startServer(opsRole);
+    const tab = await openTab(t, server, 'overview');
+    // done_recent counts a completion by its commit callback: reload until it shows (bounded).
+    const deadline = Date.now() + WAIT;
+    let table;
+    for (;;) {
+      await visit(tab, '/', 'overview');
+      table = await readOverview(tab.page);
+      if (table.emails?.done_recent === '1' || Date.now() > deadline) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.deepEqual(
+      Object.keys(table).sort(),
+      ['bulk', 'emails', 'slow', 'work', 'xss'],
+      'the queues the role holds a right on',
+    );
+    const pick = (row, fields) => Object.fromEntries(fields.map((f) => [f, row[f]]));
+    const fields = ['ready', 'scheduled', 'running', 'expired', 'dead', 'awaiting_parents', 'done_recent', 'paused'];
+    assert.deepEqual(pick(table.emails, fields), {
+      ready: '5',
+      scheduled: '2',
+      running: '1',
+      expired: '0',
+      dead: '1',
+      awaiting_parents: '0',
+      done_recent: '1',
+      paused: 'no',
+    });
+    assert.equal(table.bulk.ready, '1000');
+    assert.match(table.emails.oldest_ready, /^\d+(\.\d)? s$/);
+    // The same numbers as pgq.queue_stats.
+    const stats = (await db.admin.query("SELECT * FROM pgq.queue_stats WHERE queue = 'emails'")).rows[0];
+    for (const f of ['ready', 'scheduled', 'running', 'dead']) assert.equal(table.emails[f], String(stats[f]), f);
+
+    // The sparklines: uPlot (a static file, allowed by the CSP) drew a canvas per cell.
+    const charts = await tab.page.$$eval('.spark', (els) => els.map((el) => Boolean(el.querySelector('canvas'))));
+    assert.equal(charts.length, 10);
+    assert.ok(charts.every(Boolean), 'every sparkline drawn');
+
+    // Live: more jobs show up without a reload (overview.js polls /api/overview).
+    await db.admin.query("SELECT pgq.enqueue('emails', '{}') FROM generate_series(1, 3)");
+    await tab.page.waitForFunction(
+      () => document.querySelector('tr[data-queue="emails"] td[data-field="ready"]')?.textContent === '8',
+      { timeout: WAIT },
+    );
+    await shot(tab, 'overview-refreshed');
+    assertClean(tab);
+  },
+);
+
+test('paging through 1,000 jobs by clicking "Older" reaches every job once', { timeout: TEST_TIMEOUT }, async (t) => {
+  const server = await startServer(opsRole);
+  const tab = await openTab(t, server, 'paging');
+  await visit(tab, '/queues/bulk', 'bulk-page-01');
+  const seen = [];
+  for (let n = 1; ; n++) {
+    assert.ok(n <= 20, 'paging ends');
+    const pageIds = await tab.page.$$eval('tr[data-job-id]', (rows) => rows.map((r) => r.getAttribute('data-job-id')));
+    assert.equal(pageIds.length, 100, `page ${n}`);
+    seen.push(...pageIds);
+    const older = await tab.page.$('a[rel="next"]');
+    if (!older) break;
+    // The window only: a full page of 100 rows takes long to capture, ten times.
+    await clickAndLoad(tab, 'a[rel="next"]', `bulk-page-${String(n + 1).padStart(2, '0')}`, { fullPage: false });
+    assert.match(tab.page.url(), /before_id=\d+/);
+  }
+  assert.equal(seen.length, 1000);
+  assert.equal(new Set(seen).size, 1000, 'no job twice');
+  assert.deepEqual(seen, bulkIds, 'every job, newest first');
+  // The last page links back to the newest.
+  await clickAndLoad(tab, 'nav.pager a:not([rel])', 'bulk-back-to-newest');
+  assert.equal(new URL(tab.page.url()).search, '');
+  assertClean(tab);
+});
+
+test('retrying a dead job by its button moves it back to pending', { timeout: TEST_TIMEOUT }, async (t) => {
+  const server = await startServer(opsRole);
+  const tab = await openTab(t, server, 'retry');
+  const id = ids.deadRetry;
+  await visit(tab, `/jobs/${id}`, 'dead-job');
+  assert.equal(await tab.page.$eval('h1 .state', (el) => el.textContent), 'dead');
+  assert.equal(await tab.page.$eval('pre.error-text', (el) => el.textContent), 'smtp: 554 rejected');
+  const form = `form[action="/jobs/${id}/retry"]`;
+  const token = await tab.page.$eval(`${form} input[name="_csrf"]`, (el) => el.value);
+  assert.ok(token.length > 10, 'the form carries the CSRF token');
+  await clickAndLoad(tab, `${form} button[type="submit"]`, 'dead-job-retried');
+  assert.equal(new URL(tab.page.url()).pathname, `/jobs/${id}`);
+  assert.equal(
+    await tab.page.$eval('p.notice', (el) => el.textContent),
+    'The job is pending again, with fresh attempts.',
+  );
+  assert.equal(await tab.page.$eval('h1 .state', (el) => el.textContent), 'ready');
+  assert.equal(await tab.page.$(form), null, 'no retry button for a live job');
+  assert.equal(await jobState(id), 'ready');
+  assertClean(tab);
+});
+
+test('cancelling a running job from its page fences the worker', { timeout: TEST_TIMEOUT }, async (t) => {
+  const id = (await db.admin.query("SELECT pgq.enqueue('slow', '{\"slow\": true}') AS id")).rows[0].id;
+  // The "worker": claims it and keeps its attempt.
+  const claimed = (await db.admin.query("SELECT id, attempt FROM pgq.claim('slow')")).rows[0];
+  assert.equal(claimed.id, id);
+  assert.equal(await jobState(id), 'running');
+
+  const server = await startServer(opsRole);
+  const tab = await openTab(t, server, 'cancel');
+  await visit(tab, `/jobs/${id}`, 'running-job');
+  assert.equal(await tab.page.$eval('h1 .state', (el) => el.textContent), 'running');
+  const button = `form[action="/jobs/${id}/cancel"] button[type="submit"]`;
+
+  // The confirmation, declined: nothing is posted.
+  tab.dialogs.push({ message: 'Cancel this job?', accept: false });
+  await tab.page.click(button);
+  await waitUntil('the confirmation', () => tab.seenDialogs.length === 1);
+  await new Promise((resolve) => setTimeout(resolve, 300)); // a post would have started by now
+  assert.deepEqual(tab.seenDialogs, ['Cancel this job?']);
+  assert.equal(new URL(tab.page.url()).pathname, `/jobs/${id}`);
+  assert.equal(new URL(tab.page.url()).search, '');
+  assert.equal(await jobState(id), 'running');
+
+  // Accepted: cancelled.
+  tab.dialogs.push({ message: 'Cancel this job?', accept: true });
+  await clickAndLoad(tab, button, 'running-job-cancelled');
+  assert.equal(await tab.page.$eval('p.notice', (el) => el.textContent), 'The job is cancelled.');
+  assert.equal(await tab.page.$eval('h1 .state', (el) => el.textContent), 'cancelled');
+  assert.equal(await jobState(id), 'cancelled');
+  const done = await db.admin.query('SELECT pgq.complete($1, $2) AS ok', [id, claimed.attempt]);
+  assert.equal(done.rows[0].ok, false, "the claimer's complete is refused");
+  assertClean(tab);
+});
+
+test('a role without the admin right is shown no admin button', { timeout: TEST_TIMEOUT }, async (t) => {
+  const server = await startServer(viewerRole);
+  const tab = await openTab(t, server, 'viewer');
+  await visit(tab, '/', 'viewer-overview');
+  assert.deepEqual(Object.keys(await readOverview(tab.page)), ['work']);
+  await visit(tab, '/queues/work', 'viewer-queue');
+  assert.match(await tab.page.$eval('main', (el) => el.textContent), /rights on the queue: consume/);
+  const postForms = async () =>
+    tab.page.$$eval('form[method="post"]', (forms) => forms.map((f) => new URL(f.action).pathname));
+  assert.deepEqual(await postForms(), ['/logout'], 'only the logout form');
+  assert.equal(await tab.page.$$eval('.actions button', (b) => b.length), 0);
+  for (const id of [ids.deadCsrf, ids.readyWork]) {
+    await visit(tab, `/jobs/${id}`, `viewer-job-${id}`);
+    assert.deepEqual(await postForms(), ['/logout'], `job ${id}: no cancel, no retry`);
+  }
+  assertClean(tab);
+});
+
+test('markup in a payload, a progress, an error and a schedule renders inert', { timeout: TEST_TIMEOUT }, async (t) => {
+  const server = await startServer(opsRole);
+  const tab = await openTab(t, server, 'xss');
+  const pages = [
+    [`/jobs/${ids.xss}`, 'xss-job'],
+    ['/queues/xss', 'xss-queue'],
+    ['/queues/xss?state=dead', 'xss-queue-dead'],
+    ['/schedules', 'xss-schedules'],
+    ['/', 'xss-overview'],
+  ];
+  for (const [url, what] of pages) {
+    await visit(tab, url, what);
+    // Give an injected handler (an <img> error) the time to run, were there one.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const state = await tab.page.evaluate(() => ({
+      xss: window.__xss,
+      imgs: document.querySelectorAll('img').length,
+      scripts: [...document.scripts].map((s) => s.src || s.type),
+      handlers: document.querySelectorAll('[onerror], [onmouseover]').length,
+    }));
+    assert.equal(state.xss, undefined, `${url}: window.__xss stays undefined`);
+    assert.equal(state.imgs, 0, `${url}: no <img> element`);
+    assert.equal(state.handlers, 0, `${url}: no inline handler`);
+    for (const s of state.scripts)
+      assert.match(s, /^(http:\/\/127\.0\.0\.1:\d+\/static\/[\w.]+\.js|application\/json)$/, url);
+  }
+  assert.deepEqual(tab.seenDialogs, [], 'no dialog opened');
+  // And the text is shown as text.
+  await visit(tab, `/jobs/${ids.xss}`, 'xss-job-again');
+  const text = await tab.page.evaluate(() => ({
+    error: document.querySelector('pre.error-text').textContent,
+    json: [...document.querySelectorAll('pre.json')].map((p) => p.textContent).join('\n'),
+  }));
+  assert.equal(text.error, `failed: ${XSS_SCRIPT} ${XSS_IMG}`);
+  assert.ok(text.json.includes(XSS_SCRIPT) && text.json.includes('onerror'), 'the payload shown as text');
+  assert.equal(await tab.page.evaluate(() => window.__xss), undefined);
+  assertClean(tab);
+});
+
+test('a POST from the page without the CSRF token is refused (403)', { timeout: TEST_TIMEOUT }, async (t) => {
+  const server = await startServer(opsRole);
+  const tab = await openTab(t, server, 'csrf');
+  const id = ids.deadCsrf;
+  await visit(tab, `/jobs/${id}`, 'csrf-job');
+  const action = `/jobs/${id}/retry`;
+  tab.allowedStatus.push({ url: new RegExp(`/jobs/${id}/retry$`), status: 403 });
+  const post = (body) =>
+    tab.page.evaluate(
+      async (url, form) => {
+        const res = await fetch(url, {
+          method: 'POST',
+          credentials: 'same-origin',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams(form).toString(),
+        });
+        return { status: res.status, redirected: res.redirected, url: res.url, text: await res.text() };
+      },
+      action,
+      body,
+    );
+  const none = await post({});
+  assert.equal(none.status, 403, 'no token');
+  const forged = await post({ _csrf: 'forged' });
+  assert.equal(forged.status, 403, 'a forged token');
+  assert.equal(await jobState(id), 'dead', 'nothing retried');
+
+  // The page's own token, sent the same way, works: the refusals were the token's.
+  const token = await tab.page.$eval(`form[action="${action}"] input[name="_csrf"]`, (el) => el.value);
+  const ok = await post({ _csrf: token });
+  assert.equal(ok.status, 200);
+  assert.ok(ok.redirected && ok.url.endsWith(`/jobs/${id}?notice=job_retried`), ok.url);
+  assert.equal(await jobState(id), 'ready');
+  assertClean(tab);
+});
