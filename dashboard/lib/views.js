@@ -181,12 +181,12 @@ function overviewPage(ctx, { rows, who, live, notes }) {
   const table =
     rows.length === 0
       ? html`<p class="empty">No queue to show: this role holds no right on any queue (<code>pgq.grant</code>).</p>`
-      : html`<table class="queues" id="queues">
+      : html`<div class="wide"><table class="queues" id="queues">
 <thead><tr><th>Queue</th>${OVERVIEW_FIELDS.map(([, label]) => html`<th>${label}</th>`)}<th>Depth (chart)</th><th>Completed/s (chart)</th></tr></thead>
 <tbody>
 ${rows.map((row) => overviewRow(ctx, row))}
 </tbody>
-</table>`;
+</table></div>`;
   const body = html`<h1>Queues</h1>
 <p class="meta">As role <b>${who.role}</b> on database <b>${who.database}</b>: the queues this role holds a right on.
 Numbers refresh every ${Math.round(live.intervalMs / 1000)} s; the charts show the last ${Math.round(live.windowMs / 60000)} minutes.</p>
