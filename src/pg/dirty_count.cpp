@@ -16,32 +16,60 @@ extern "C" {
 
 namespace pgq::pg {
 
+namespace {
+
+// An index scan with its relations and slot; plain pointers (Guard's frames
+// hold no object with a destructor). A scan an error interrupts is released
+// with the transaction's resources.
+struct DirtyScan {
+  Relation heap;
+  Relation index;
+  IndexScanDesc scan;
+  TupleTableSlot* slot;
+};
+
+}  // namespace
+
 int64 CountDirty(Oid relation, Oid index, int32 key, AttrNumber distinct_column,
                  AttrNumber char_column, char char_value, int64 limit) {
-  std::unordered_set<int64> seen;
-  Guard([&] {
-    Relation heap = table_open(relation, AccessShareLock);
-    Relation index_rel = index_open(index, AccessShareLock);
-    SnapshotData dirty;
-    InitDirtySnapshot(dirty);
+  SnapshotData dirty;
+  InitDirtySnapshot(dirty);
+  const DirtyScan s = Guard([&] {
+    DirtyScan opened;
+    opened.heap = table_open(relation, AccessShareLock);
+    opened.index = index_open(index, AccessShareLock);
     ScanKeyData scan_key;
     ScanKeyInit(&scan_key, 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(key));
-    IndexScanDesc scan = index_beginscan(heap, index_rel, &dirty, 1, 0);
-    index_rescan(scan, &scan_key, 1, nullptr, 0);
-    TupleTableSlot* slot = table_slot_create(heap, nullptr);
-    while (static_cast<int64>(seen.size()) < limit &&
-           index_getnext_slot(scan, ForwardScanDirection, slot)) {
+    opened.scan = index_beginscan(opened.heap, opened.index, &dirty, 1, 0);
+    index_rescan(opened.scan, &scan_key, 1, nullptr, 0);
+    opened.slot = table_slot_create(opened.heap, nullptr);
+    return opened;
+  });
+  // The set grows outside the guarded calls: an allocation that throws must
+  // not unwind through PG_TRY.
+  std::unordered_set<int64> seen;
+  while (static_cast<int64>(seen.size()) < limit) {
+    int64 value = 0;
+    bool counted = false;
+    const bool more = Guard([&] {
+      if (!index_getnext_slot(s.scan, ForwardScanDirection, s.slot)) return false;
       bool is_null = false;
-      const Datum state = slot_getattr(slot, char_column, &is_null);
-      if (is_null || DatumGetChar(state) != char_value) continue;
-      const Datum value = slot_getattr(slot, distinct_column, &is_null);
-      if (is_null) continue;
-      seen.insert(DatumGetInt64(value));
-    }
-    ExecDropSingleTupleTableSlot(slot);
-    index_endscan(scan);
-    index_close(index_rel, NoLock);
-    table_close(heap, NoLock);
+      const Datum state = slot_getattr(s.slot, char_column, &is_null);
+      if (is_null || DatumGetChar(state) != char_value) return true;
+      const Datum distinct = slot_getattr(s.slot, distinct_column, &is_null);
+      if (is_null) return true;
+      value = DatumGetInt64(distinct);
+      counted = true;
+      return true;
+    });
+    if (!more) break;
+    if (counted) seen.insert(value);
+  }
+  Guard([&] {
+    ExecDropSingleTupleTableSlot(s.slot);
+    index_endscan(s.scan);
+    index_close(s.index, NoLock);
+    table_close(s.heap, NoLock);
   });
   return static_cast<int64>(seen.size());
 }

@@ -18,6 +18,8 @@ namespace pgq::pg {
 std::vector<OrderKey> PeekIndex(Oid relation, Oid index, int32 prefix, const OrderKey& from,
                                 const PeekColumns& columns, TimestampTz due_by, char state,
                                 int limit) {
+  // Room for every key before the guarded scan: push_back below never
+  // allocates (so never throws inside PG_TRY), the loop stops at `limit`.
   std::vector<OrderKey> keys;
   keys.reserve(limit);
   Guard([&] {
