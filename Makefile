@@ -14,7 +14,8 @@ OBJS = $(SRCS:.cpp=.o)
 # pg_regress: one file per feature in sql/ with expected output in expected/,
 # on a temporary instance configured by test/pgq_test.conf.
 REGRESS      = install queues enqueue claim finish dead_letter maintain schedules outbox coordination \
-               handlers bad_input boundary groups rate_limit rights metrics lifecycle dedupe caps dependencies
+               handlers bad_input boundary groups rate_limit rights metrics lifecycle dedupe caps dependencies \
+               overview
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/pgq_test.conf
 
 # Isolation specs live in test/isolation/{specs,expected}.

@@ -65,6 +65,12 @@ DROP INDEX pgq.jobs_lease_idx;
 CREATE INDEX jobs_lease_idx ON pgq.jobs (queue_id, lease_until)
     WHERE state OPERATOR(pg_catalog.=) 'r';
 
+-- Jobs that wait (behind their FIFO group's head, or for their parents) by
+-- queue and state: pgq.queue_overview counts them without reading the
+-- table. Only waiting jobs are in it.
+CREATE INDEX jobs_parked_idx ON pgq.jobs (queue_id, state)
+    WHERE state OPERATOR(pg_catalog.=) ANY ('{w,b}'::pg_catalog."char"[]);
+
 -- A running job's progress (pgq.progress), and how long its dedupe key
 -- stays taken after it finished (enqueue's dedupe_for). Nullable columns
 -- without a default: added without rewriting the table.
@@ -422,6 +428,18 @@ SELECT q.name                                   AS queue,
          GROUP BY jj.queue_id
        ) j ON j.queue_id OPERATOR(pg_catalog.=) q.queue_id
  WHERE pgq.has_queue_privilege(q.name, 'produce, consume, admin');
+
+-- The dashboard's overview: queue_stats' columns at a cost that does not
+-- grow with the queues' depth (ADR 0018). Rights as queue_stats.
+CREATE FUNCTION pgq.queue_overview(
+    exact_up_to integer DEFAULT 1000,
+    OUT queue text, OUT ready bigint, OUT scheduled bigint, OUT running bigint,
+    OUT expired bigint, OUT dead bigint, OUT done_recent bigint, OUT oldest_ready_age interval,
+    OUT paused boolean, OUT max_running integer, OUT awaiting_parents bigint,
+    OUT estimated boolean)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_queue_overview' LANGUAGE C STABLE ROWS 20;
+COMMENT ON FUNCTION pgq.queue_overview(integer) IS
+    'one row per queue the caller holds a right on, as pgq.queue_stats, each count exact up to exact_up_to and estimated from the planner''s statistics past it (estimated: true); for dashboards polling deep queues';
 
 -- Topics have owners and rights (issue 15, M4; docs/security.md) -----------
 --

@@ -6,6 +6,7 @@
 
 const { html, jsonScript } = require('./html');
 const { JOB_STATES } = require('./validate');
+const { EXACT_UP_TO } = require('./data');
 
 // ---- Formatting -------------------------------------------------------------
 
@@ -149,15 +150,27 @@ const OVERVIEW_FIELDS = [
   ['rate_limit', 'Rate limit'],
 ];
 
+/**
+ * A count of a queue_overview row: past EXACT_UP_TO in a row marked estimated
+ * it is the planner's estimate, shown as "≈ 1,234,000"; EXACT_UP_TO + 1 there
+ * means "more" (no statistics yet to estimate from), shown as "1,000+".
+ */
+function count(row, value) {
+  if (!row.estimated || value <= EXACT_UP_TO) return String(value);
+  if (value === EXACT_UP_TO + 1) return `${EXACT_UP_TO.toLocaleString('en-US')}+`;
+  return `≈ ${value.toLocaleString('en-US')}`;
+}
+
 /** The cells of one queue's row, as text: shared by the page and by overview.js's refresh (via JSON). */
 function overviewCells(row) {
+  const running = count(row, row.running);
   return {
-    ready: String(row.ready),
-    scheduled: String(row.scheduled),
-    running: row.max_running === null ? String(row.running) : `${row.running} / ${row.max_running}`,
-    expired: String(row.expired),
-    dead: String(row.dead),
-    awaiting_parents: String(row.awaiting_parents),
+    ready: count(row, row.ready),
+    scheduled: count(row, row.scheduled),
+    running: row.max_running === null ? running : `${running} / ${row.max_running}`,
+    expired: count(row, row.expired),
+    dead: count(row, row.dead),
+    awaiting_parents: count(row, row.awaiting_parents),
     done_recent: String(row.done_recent),
     oldest_ready: row.ready > 0 ? seconds(row.oldest_ready_seconds) : '—',
     completed_rate: rate(row.completed_rate),
@@ -189,7 +202,8 @@ ${rows.map((row) => overviewRow(ctx, row))}
 </table></div>`;
   const body = html`<h1>Queues</h1>
 <p class="meta">As role <b>${who.role}</b> on database <b>${who.database}</b>: the queues this role holds a right on.
-Numbers refresh every ${Math.round(live.intervalMs / 1000)} s; the charts show the last ${Math.round(live.windowMs / 60000)} minutes.</p>
+Numbers refresh every ${Math.round(live.intervalMs / 1000)} s; the charts show the last ${Math.round(live.windowMs / 60000)} minutes.
+Counts are exact up to ${EXACT_UP_TO.toLocaleString('en-US')}; past that, ≈ marks PostgreSQL's estimate (from the statistics autovacuum keeps).</p>
 ${notes.map((n) => html`<p class="note">${n}</p>`)}
 ${table}
 ${jsonScript('overview-data', { api: `${ctx.base}/api/overview`, intervalMs: live.intervalMs, series: live.series })}`;
@@ -228,12 +242,12 @@ function rightsLine(rights) {
 function queueStatsBlock(stats) {
   if (!stats) return '';
   return html`<dl class="stats">
-  <div><dt>Ready</dt><dd>${stats.ready}</dd></div>
-  <div><dt>Scheduled</dt><dd>${stats.scheduled}</dd></div>
-  <div><dt>Running</dt><dd>${stats.running}${stats.max_running === null ? '' : ` / ${stats.max_running}`}</dd></div>
-  <div><dt>Expired</dt><dd>${stats.expired}</dd></div>
-  <div><dt>Dead</dt><dd>${stats.dead}</dd></div>
-  <div><dt>Awaiting parents</dt><dd>${stats.awaiting_parents}</dd></div>
+  <div><dt>Ready</dt><dd>${count(stats, stats.ready)}</dd></div>
+  <div><dt>Scheduled</dt><dd>${count(stats, stats.scheduled)}</dd></div>
+  <div><dt>Running</dt><dd>${count(stats, stats.running)}${stats.max_running === null ? '' : ` / ${stats.max_running}`}</dd></div>
+  <div><dt>Expired</dt><dd>${count(stats, stats.expired)}</dd></div>
+  <div><dt>Dead</dt><dd>${count(stats, stats.dead)}</dd></div>
+  <div><dt>Awaiting parents</dt><dd>${count(stats, stats.awaiting_parents)}</dd></div>
   <div><dt>Done (retention)</dt><dd>${stats.done_recent}</dd></div>
   <div><dt>Oldest ready</dt><dd>${stats.ready > 0 ? seconds(stats.oldest_ready_seconds) : '—'}</dd></div>
 </dl>`;

@@ -84,6 +84,32 @@ test('without the column grant and pg_monitor the overview says what it cannot s
   assert.match(res.body, /not in pg_monitor/);
 });
 
+test('a queue deeper than the exact count shows the estimate from the statistics', async (t) => {
+  const deep = await db.createRole('deep');
+  await db.admin.query("SELECT pgq.create_queue('deep')");
+  await db.admin.query("SELECT pgq.grant($1, 'deep', 'consume')", [deep]);
+  await db.admin.query("SELECT pgq.enqueue_many('deep', array_agg(jsonb_build_object('i', g))) FROM generate_series(1, 3000) g");
+  t.after(() => db.admin.query("SELECT pgq.drop_queue('deep', force => true)"));
+  const app = await startDashboard(t, db, { role: deep });
+  const browser = new Browser(app);
+  // Never analyzed since the jobs came: "1,000+", or autovacuum's
+  // estimate if it was quicker; never a count of all 3,000.
+  const before = overviewCell((await browser.get('/')).body, 'deep', 'ready');
+  assert.match(before, /^(1,000\+|≈ [0-9,]+)$/);
+
+  await db.admin.query('ANALYZE pgq.jobs');
+  const res = await browser.get('/');
+  const ready = overviewCell(res.body, 'deep', 'ready');
+  assert.match(ready, /^≈ [0-9,]+$/);
+  const estimate = Number(ready.replace(/[^0-9]/g, ''));
+  assert.ok(estimate >= 2500 && estimate <= 3500, `estimate ${estimate} of 3000`);
+  assert.equal(overviewCell(res.body, 'deep', 'scheduled'), '0', 'a count below the limit stays exact');
+  assert.match(res.body, /Counts are exact up to 1,000/);
+  const page = await browser.get('/queues/deep');
+  assert.equal(page.statusCode, 200);
+  assert.match(page.body, /<dt>Ready<\/dt><dd>≈ [0-9,]+<\/dd>/);
+});
+
 test('a role with no right on any queue gets an empty overview, not an error', async (t) => {
   const nobody = await db.createRole('nobody');
   const app = await startDashboard(t, db, { role: nobody });

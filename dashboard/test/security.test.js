@@ -178,7 +178,8 @@ test('every statement is a constant string (no SQL assembled from values)', () =
   const source = fs.readFileSync(require.resolve('../lib/data.js'), 'utf8');
   // The only interpolations in statements are column lists, themselves constants.
   const interpolations = [...source.matchAll(/\$\{([^}]+)\}/g)].map((m) => m[1]);
-  assert.deepEqual([...new Set(interpolations)].sort(), ['JOB_COLUMNS', 'LIST_COLUMNS']);
+  assert.deepEqual([...new Set(interpolations)].sort(), ['JOB_COLUMNS', 'LIST_COLUMNS', 'OVERVIEW_COLUMNS']);
+  assert.match(source, /^const OVERVIEW_COLUMNS = `[^$`]*`;$/m);
   assert.match(source, /^const JOB_COLUMNS = `[^$`]*`;$/m);
   assert.match(source, /^const LIST_COLUMNS = `[^$`]*`;$/m);
   for (const file of ['plugin.js', 'views.js', 'sampler.js', 'auth.js']) {

@@ -26,6 +26,7 @@ struct Catalog {
   Oid job_id_seq;        // pgq.job_id_seq
   Oid running_index;     // with caps: jobs_lease_idx, (queue_id, lease_until) of running jobs
   Oid ready_index;       // jobs_ready_idx: (queue_id, - priority, run_at, id) of pending jobs
+  Oid dead_jobs;         // pgq.dead_jobs (partitioned since 1.2)
   JobColumns job_columns;
 };
 

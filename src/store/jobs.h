@@ -256,4 +256,30 @@ enum GaugeColumn : int {
   kGaugeMaxRunning,
 };
 
+// One queue as the dashboard's overview shows it (pgq.queue_overview).
+struct QueueOverview {
+  std::string name;
+  int64 ready;  // due, or waiting behind their FIFO group's head
+  int64 scheduled;
+  int64 running;
+  int64 expired;
+  int64 dead;
+  int64 done_recent;
+  int64 awaiting_parents;
+  std::optional<TimestampTz> oldest_ready;  // run_at of the oldest due job
+  bool paused;
+  std::optional<int32> max_running;
+  bool estimated;  // some count is an estimate (or the age a lower bound)
+};
+
+// The queues of `scope`, by name, at a cost that does not grow with their
+// depth: each state counted through an index and exactly up to
+// `exact_up_to`; past that, estimated from the planner's statistics
+// (pg/row_estimate.h) and the row marked estimated. The split of a deep
+// queue's pending jobs into ready and scheduled follows the first
+// `exact_up_to` in claim order; the oldest due job is looked for among the
+// 64 highest priority levels.
+std::vector<QueueOverview> ReadQueueOverview(pg::SpiSession& spi, const Scope& scope,
+                                             int64 exact_up_to, TimestampTz now);
+
 }  // namespace pgq::store

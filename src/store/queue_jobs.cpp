@@ -1,5 +1,10 @@
 // A queue's jobs as a whole: counted before a drop, purged by a forced one,
 // and the gauges of pgq.metrics().
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
+#include "pg/row_estimate.h"
 #include "store/catalog.h"
 #include "store/internal.h"
 
@@ -67,6 +72,115 @@ SELECT q.queue_id, q.name,
                               {TIMESTAMPTZOID},
                               nullptr};
 
+// The dashboard's overview (pgq.queue_overview): per queue of the scope,
+// each count made through an index and stopped at $1 rows, so a request
+// costs the same with a million jobs as with a thousand. $2 now; $3, $4 the
+// scope. The pending jobs are read in claim order; the oldest ready job is
+// found per priority level (the first entry of each level is its oldest),
+// through at most 64 levels.
+pg::Statement queue_overview = {R"sql(
+SELECT q.queue_id, q.name, p.pending, p.due,
+       (SELECT count(*) FROM (SELECT FROM pgq.jobs j
+                               WHERE j.queue_id = q.queue_id AND j.state = 'w' LIMIT $1) s),
+       (SELECT count(*) FROM (SELECT FROM pgq.jobs j
+                               WHERE j.queue_id = q.queue_id AND j.state = 'b' LIMIT $1) s),
+       (SELECT count(*) FROM (SELECT FROM pgq.jobs j
+                               WHERE j.queue_id = q.queue_id AND j.state = 'r' LIMIT $1) s),
+       (SELECT count(*) FROM (SELECT FROM pgq.jobs j
+                               WHERE j.queue_id = q.queue_id AND j.state = 'r'
+                                 AND j.lease_until < $2 LIMIT $1) s),
+       (SELECT count(*) FROM (SELECT FROM pgq.dead_jobs d WHERE d.queue = q.name LIMIT $1) s),
+       (SELECT COALESCE(sum(f.jobs), 0) FROM pgq.finished f
+         WHERE f.queue_id = q.queue_id AND f.finished_at >= $2 - q.retention)
+         + pgq.unflushed_completions(q.queue_id),
+       CASE WHEN o.oldest <= $2 AND isfinite(o.oldest) THEN o.oldest END,
+       q.paused, q.max_running, o.levels >= 64
+  FROM pgq.queues q
+ CROSS JOIN LATERAL (
+       SELECT count(*) AS pending, count(*) FILTER (WHERE s.run_at <= $2) AS due
+         FROM (SELECT j.run_at FROM pgq.jobs j
+                WHERE j.queue_id = q.queue_id AND j.state = 'p' LIMIT $1) s) p
+ CROSS JOIN LATERAL (
+       WITH RECURSIVE levels(np, depth) AS (
+            SELECT (SELECT - j.priority FROM pgq.jobs j
+                     WHERE j.queue_id = q.queue_id AND j.state = 'p'
+                     ORDER BY - j.priority LIMIT 1), 1
+            UNION ALL
+            SELECT (SELECT - j.priority FROM pgq.jobs j
+                     WHERE j.queue_id = q.queue_id AND j.state = 'p' AND - j.priority > l.np
+                     ORDER BY - j.priority LIMIT 1), l.depth + 1
+              FROM levels l WHERE l.np IS NOT NULL AND l.depth < 64)
+       SELECT min((SELECT j.run_at FROM pgq.jobs j
+                    WHERE j.queue_id = q.queue_id AND j.state = 'p' AND - j.priority = l.np
+                    ORDER BY - j.priority, j.run_at LIMIT 1)) AS oldest,
+              max(l.depth) AS levels
+         FROM levels l WHERE l.np IS NOT NULL) o
+ WHERE $3 OR q.queue_id = ANY ($4)
+ ORDER BY q.name)sql",
+                                4,
+                                {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID},
+                                nullptr};
+
+// The states of a queue's rows in pgq.jobs the overview counts: pending,
+// waiting in their group, waiting for their parents, running.
+constexpr char kJobStates[] = {'p', 'w', 'b', 'r'};
+
+// Columns of queue_overview.
+enum OverviewColumn : int {
+  kOverviewQueueId = 1,
+  kOverviewName,
+  kOverviewPending,  // ready or scheduled, read in claim order
+  kOverviewDue,      // of those read, the ones due
+  kOverviewWaiting,
+  kOverviewAwaitingParents,
+  kOverviewRunning,
+  kOverviewExpired,
+  kOverviewDead,
+  kOverviewDoneRecent,
+  kOverviewOldestReady,
+  kOverviewPaused,
+  kOverviewMaxRunning,
+  kOverviewLevelsCut,
+};
+
+// Replaces the counts (by kJobStates) that reached `limit` by estimates:
+// the queue's rows in pgq.jobs from the statistics, less the counts that
+// are exact, shared among the states that reached the limit by their
+// frequency in the whole table; never below `limit`, and left at `limit`
+// without statistics. True when some count reached it.
+bool EstimateDeepStates(Oid jobs, int32 queue_id, int64 limit,
+                        int64 (&counts)[std::size(kJobStates)]) {
+  double exact = 0;
+  int deep = 0;
+  for (const int64 count : counts) {
+    if (count >= limit) {
+      ++deep;
+    } else {
+      exact += static_cast<double>(count);
+    }
+  }
+  if (deep == 0) return false;
+  const std::optional<double> queue_rows =
+      pg::EstimateEqualRows(jobs, "queue_id", Int32GetDatum(queue_id));
+  if (!queue_rows) return true;
+  double weights[std::size(kJobStates)] = {};
+  double total_weight = 0;
+  for (size_t i = 0; i < std::size(kJobStates); ++i) {
+    if (counts[i] < limit) continue;
+    weights[i] =
+        deep == 1 ? 1.0
+                  : pg::EstimateEqualRows(jobs, "state", CharGetDatum(kJobStates[i])).value_or(0.0);
+    total_weight += weights[i];
+  }
+  const double rest = *queue_rows - exact;
+  for (size_t i = 0; i < std::size(kJobStates); ++i) {
+    if (counts[i] < limit) continue;
+    const double share = total_weight > 0 ? weights[i] / total_weight : 1.0 / deep;
+    counts[i] = std::max<int64>(limit, std::llround(rest * share));
+  }
+  return true;
+}
+
 }  // namespace
 
 int64 CountQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name) {
@@ -92,6 +206,51 @@ pg::Result ReadQueueGauges(pg::SpiSession& spi, TimestampTz now) {
   pg::Params params;
   params.Set(0, TimestampTzGetDatum(now));
   return spi.Execute(InstalledCatalog().dependencies ? queue_gauges_1_2 : queue_gauges, params);
+}
+
+std::vector<QueueOverview> ReadQueueOverview(pg::SpiSession& spi, const Scope& scope,
+                                             int64 exact_up_to, TimestampTz now) {
+  const int64 limit = exact_up_to + 1;
+  pg::Params params;
+  params.Set(0, Int64GetDatum(limit)).Set(1, TimestampTzGetDatum(now));
+  internal::SetScope(params, 2, scope);
+  const pg::Result rows = spi.Execute(queue_overview, params);
+  const Catalog& catalog = InstalledCatalog();
+  std::vector<QueueOverview> queues;
+  queues.reserve(rows.size());
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    int64 jobs[std::size(kJobStates)] = {
+        rows.Int64(row, kOverviewPending), rows.Int64(row, kOverviewWaiting),
+        rows.Int64(row, kOverviewAwaitingParents), rows.Int64(row, kOverviewRunning)};
+    const int64 pending_read = jobs[0];
+    const int64 due_read = rows.Int64(row, kOverviewDue);
+    int64 expired = rows.Int64(row, kOverviewExpired);
+    int64 dead = rows.Int64(row, kOverviewDead);
+    bool estimated = rows.Bool(row, kOverviewLevelsCut) || expired >= limit;
+    estimated |= EstimateDeepStates(catalog.jobs, rows.Int32(row, kOverviewQueueId), limit, jobs);
+    if (dead >= limit) {
+      estimated = true;
+      bool is_null = false;
+      const std::optional<double> rows_dead = pg::EstimateEqualRows(
+          catalog.dead_jobs, "queue", rows.Value(row, kOverviewName, &is_null));
+      if (rows_dead) dead = std::max<int64>(limit, std::llround(*rows_dead));
+    }
+    // A deep queue's pending jobs split as the ones read (in claim order).
+    const int64 due = pending_read >= limit
+                          ? std::llround(static_cast<double>(jobs[0]) * due_read / pending_read)
+                          : due_read;
+    bool no_age = false;
+    const Datum oldest = rows.Value(row, kOverviewOldestReady, &no_age);
+    bool no_cap = false;
+    const Datum max_running = rows.Value(row, kOverviewMaxRunning, &no_cap);
+    queues.push_back(QueueOverview{
+        rows.Text(row, kOverviewName), due + jobs[1], jobs[0] - due, jobs[3],
+        std::min(expired, jobs[3]), dead, rows.Int64(row, kOverviewDoneRecent), jobs[2],
+        no_age ? std::nullopt : std::optional<TimestampTz>(DatumGetTimestampTz(oldest)),
+        rows.Bool(row, kOverviewPaused),
+        no_cap ? std::nullopt : std::optional<int32>(DatumGetInt32(max_running)), estimated});
+  }
+  return queues;
 }
 
 }  // namespace pgq::store

@@ -111,9 +111,13 @@ class FuzzTest(PgqTestCase):
         admin.execute("SELECT pgq.create_queue('fz')")
         functions = admin.execute(
             "SELECT p.proname, array_agg(a.name ORDER BY a.ord), array_agg(a.type ORDER BY a.ord)"
-            "  FROM pg_proc p, unnest(p.proargnames, p.proargtypes::regtype[]::text[])"
-            "       WITH ORDINALITY AS a(name, type, ord)"
+            "  FROM pg_proc p,"
+            "       unnest(p.proargnames,"
+            "              coalesce(p.proallargtypes, p.proargtypes::oid[])::regtype[]::text[],"
+            "              coalesce(p.proargmodes, array_fill('i'::\"char\", ARRAY[p.pronargs])))"
+            "       WITH ORDINALITY AS a(name, type, mode, ord)"
             " WHERE p.pronamespace = 'pgq'::regnamespace AND p.pronargs > 0"
+            "   AND a.mode IN ('i', 'b', 'v')"  # input arguments (OUT ones too are named)
             " GROUP BY p.oid, p.proname"
             " UNION ALL SELECT p.proname, '{}', '{}' FROM pg_proc p"
             " WHERE p.pronamespace = 'pgq'::regnamespace AND p.pronargs = 0"

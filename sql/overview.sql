@@ -1,0 +1,86 @@
+-- pgq.queue_overview (issue 19): queue_stats' columns for dashboards, each
+-- count exact up to exact_up_to and estimated from the planner's
+-- statistics past it, for the queues the caller holds a right on.
+CREATE EXTENSION pgq_cpp;
+
+-- A small queue: every count exact, and the same as queue_stats.
+SELECT pgq.create_queue('mail', max_running => 10);
+SELECT pgq.create_queue('crm', group_concurrency => 1);
+SELECT count(pgq.enqueue('mail', jsonb_build_object('n', i))) FROM generate_series(1, 6) i;
+SELECT count(pgq.enqueue('mail', '{}', run_at => now() + interval '1 hour')) FROM generate_series(1, 2);
+SELECT count(*) AS claimed FROM pgq.claim('mail', 3, lease => '1 hour');
+SELECT pgq.complete(id, attempt) FROM pgq.jobs WHERE state = 'r' ORDER BY id LIMIT 1;
+SELECT pgq.fail(id, attempt, 'boom', retry_in => NULL) IS NOT NULL AS failed
+  FROM pgq.jobs WHERE state = 'r' ORDER BY id LIMIT 1;
+SELECT pgq.cancel((SELECT max(id) FROM pgq.jobs WHERE state = 'p' AND run_at <= now())) AS dead;
+SELECT pgq.enqueue('mail', '{}', after => ARRAY[(SELECT min(id) FROM pgq.jobs WHERE state = 'p')]) IS NOT NULL AS child;
+SELECT count(pgq.enqueue('crm', '{}', group_key => 'a')) FROM generate_series(1, 3);
+SELECT pgq.pause('crm');
+SELECT queue, ready, scheduled, running, expired, dead, done_recent,
+       oldest_ready_age IS NOT NULL AS has_age, paused, max_running, awaiting_parents, estimated
+  FROM pgq.queue_overview() ORDER BY queue;
+-- The same numbers as queue_stats.
+SELECT o.queue
+  FROM pgq.queue_overview() o JOIN pgq.queue_stats s USING (queue)
+ WHERE (o.ready, o.scheduled, o.running, o.expired, o.dead, o.done_recent, o.paused,
+        o.max_running, o.awaiting_parents)
+       IS DISTINCT FROM
+       (s.ready, s.scheduled, s.running, s.expired, s.dead, s.done_recent, s.paused,
+        s.max_running, s.awaiting_parents);
+-- An expired lease counts as expired (and running).
+UPDATE pgq.jobs SET lease_until = now() - interval '1 second' WHERE state = 'r';
+SELECT queue, running, expired FROM pgq.queue_overview() WHERE queue = 'mail';
+
+-- The oldest ready job is found in every priority level, not only the one
+-- a claim takes next.
+SELECT pgq.create_queue('levels');
+SELECT pgq.enqueue('levels', '{}', run_at => now() - interval '2 hours', priority => -5) IS NOT NULL;
+SELECT pgq.enqueue('levels', '{}', run_at => now() - interval '1 minute', priority => 5) IS NOT NULL;
+SELECT pgq.enqueue('levels', '{}', run_at => now() + interval '1 day', priority => 9) IS NOT NULL;
+SELECT ready, scheduled, oldest_ready_age >= interval '2 hours' AS two_hours, estimated
+  FROM pgq.queue_overview() WHERE queue = 'levels';
+
+-- Past exact_up_to: before any statistics, "more than" (exact_up_to + 1);
+-- after ANALYZE, the estimate (here exact: ANALYZE read every row).
+-- (Autovacuum off: its ANALYZE would bring the statistics early.)
+ALTER TABLE pgq.jobs SET (autovacuum_enabled = off);
+ALTER TABLE pgq.dead_jobs_0 SET (autovacuum_enabled = off);
+ALTER TABLE pgq.dead_jobs_1 SET (autovacuum_enabled = off);
+ALTER TABLE pgq.dead_jobs_2 SET (autovacuum_enabled = off);
+ALTER TABLE pgq.dead_jobs_3 SET (autovacuum_enabled = off);
+SELECT pgq.create_queue('deep');
+SELECT count(*) FROM pgq.enqueue_many('deep', ARRAY(SELECT jsonb_build_object('i', i) FROM generate_series(1, 40) i));
+SELECT count(*) FROM pgq.enqueue_many('deep', ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 10)), run_at => now() + interval '1 hour');
+SELECT ready, scheduled, estimated FROM pgq.queue_overview(100) WHERE queue = 'deep';
+SELECT ready + scheduled AS pending, estimated FROM pgq.queue_overview(20) WHERE queue = 'deep';
+ANALYZE pgq.jobs;
+SELECT ready + scheduled AS pending, ready > 20 AS ready_estimated, estimated
+  FROM pgq.queue_overview(20) WHERE queue = 'deep';
+-- The small queues stay exact.
+SELECT queue, estimated FROM pgq.queue_overview(20) WHERE queue <> 'deep' ORDER BY queue;
+-- Dead jobs past the limit: estimated from dead_jobs' partitions.
+SELECT count(*) FROM pgq.claim('deep', 30) c, LATERAL pgq.cancel(c.id) x;
+SELECT dead, estimated FROM pgq.queue_overview(10) WHERE queue = 'deep';
+ANALYZE pgq.dead_jobs;
+SELECT dead, estimated FROM pgq.queue_overview(10) WHERE queue = 'deep';
+
+-- Rights: the queues the caller holds some right on, and no other.
+CREATE ROLE overview_viewer;
+SELECT pgq.grant('overview_viewer', 'crm', 'consume');
+SET ROLE overview_viewer;
+SELECT queue, ready FROM pgq.queue_overview();
+RESET ROLE;
+CREATE ROLE overview_nobody;
+SET ROLE overview_nobody;
+SELECT count(*) AS nothing FROM pgq.queue_overview();
+RESET ROLE;
+
+-- Bad input.
+SELECT * FROM pgq.queue_overview(0);
+SELECT * FROM pgq.queue_overview(1000001);
+SELECT * FROM pgq.queue_overview(NULL);
+
+SELECT pgq.revoke('overview_viewer', 'crm', 'consume');
+DROP ROLE overview_viewer;
+DROP ROLE overview_nobody;
+DROP EXTENSION pgq_cpp;
