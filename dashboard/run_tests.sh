@@ -20,16 +20,18 @@
 #
 # Extra arguments go to node (e.g. --test-name-pattern=csrf). Installs the
 # locked dependencies (package-lock.json) first when node_modules is missing
-# or older than the lock file; offline afterwards.
+# or older than the lock file (scripts/lib.sh ensure_node_modules), and
+# clients/node's the same way (the browser tests run its Worker); offline
+# afterwards.
 set -euo pipefail
 cd "$(dirname "$0")"
+source ../scripts/lib.sh
 
-if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
-  npm ci --no-audit --no-fund
-fi
+ensure_node_modules "$PGQ_ROOT/dashboard"
+# The browser tests run clients/node's Worker, on that package's own locked dependencies.
+ensure_node_modules "$PGQ_ROOT/clients/node"
 
 if [[ -z ${PGQ_TEST_DSN:-} && -z ${PGQ_TEST_URL:-} ]]; then
-  source ../scripts/lib.sh
   dir="${PGQ_DASH_TEST_DIR:-/tmp/pgq_dash_test}"
   port="${PGQ_DASH_TEST_PORT:-55651}"
   stop_cluster "$dir"

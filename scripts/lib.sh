@@ -46,6 +46,19 @@ ensure_packages() {
   apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+# Installs a Node package's locked npm dependencies (DIR/package-lock.json,
+# devDependencies included: the dashboard's browser tests and the demo's
+# screenshots use puppeteer-core) when they are missing or older than the
+# lock file. npm ci leaves node_modules/.package-lock.json behind: without it
+# nothing (or not npm) installed node_modules; older than package-lock.json,
+# the lock changed since (npm ci starts by removing the old node_modules).
+ensure_node_modules() {
+  local dir="$1"
+  if [[ ! -f $dir/node_modules/.package-lock.json || $dir/package-lock.json -nt $dir/node_modules/.package-lock.json ]]; then
+    (cd "$dir" && npm ci --no-audit --no-fund --include=dev)
+  fi
+}
+
 # Builds and installs the extension into the PostgreSQL installation.
 build_and_install() {
   say "building pgq_cpp"

@@ -17,12 +17,8 @@ if [[ -z ${PGQ_TEST_DSN:-} && -z ${PGQ_TEST_URL:-} ]]; then
   echo "run_tests.sh: set PGQ_TEST_DSN (a libpq conninfo) or PGQ_TEST_URL (a postgres:// URL)" >&2
   exit 2
 fi
-# npm ci leaves node_modules/.package-lock.json behind: without it nothing
-# (or not npm) installed node_modules; older than package-lock.json, the lock
-# changed since (npm ci starts by removing the old node_modules).
-if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
-  npm ci --no-audit --no-fund
-fi
+source ../../scripts/lib.sh
+ensure_node_modules "$PGQ_ROOT/clients/node"
 # TAP when the output is not a terminal, whatever the Node version's default:
 # its closing "# pass N" / "# fail N" lines are what scripts read.
 reporter=()

@@ -6,6 +6,7 @@
 // a browser context of its own. Every page a test opens must log no console
 // error, throw no uncaught exception, fail no request and open no dialog it
 // does not expect; each is saved as a screenshot under dashboard/test-artifacts/.
+// A running job is cancelled under a real worker: clients/node's Worker.
 //
 // Chromium: /usr/bin/chromium (scripts/lib.sh ensure_packages installs it),
 // or PGQ_CHROMIUM.
@@ -16,6 +17,8 @@ const fs = require('node:fs');
 const path = require('node:path');
 const puppeteer = require('puppeteer-core');
 const { createServer } = require('..');
+// The Node client, from this repository (its own node_modules: run_tests.sh installs them).
+const { CancelledError, Worker } = require('../../clients/node');
 const { freshDatabase } = require('./helpers');
 
 const CHROMIUM = process.env.PGQ_CHROMIUM || '/usr/bin/chromium';
@@ -184,6 +187,19 @@ async function waitUntil(what, check, ms = WAIT) {
   while (!check()) {
     if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** Resolves to what `promise` resolves to; rejects if that takes longer than `ms`. */
+async function within(what, promise, ms = WAIT) {
+  let timer;
+  const late = new Promise((resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -380,11 +396,39 @@ test('retrying a dead job by its button moves it back to pending', { timeout: TE
   assertClean(tab);
 });
 
-test('cancelling a running job from its page fences the worker', { timeout: TEST_TIMEOUT }, async (t) => {
+test('cancelling a running job from its page reaches its worker', { timeout: TEST_TIMEOUT }, async (t) => {
   const id = (await db.admin.query("SELECT pgq.enqueue('slow', '{\"slow\": true}') AS id")).rows[0].id;
-  // The "worker": claims it and keeps its attempt.
-  const claimed = (await db.admin.query("SELECT id, attempt FROM pgq.claim('slow')")).rows[0];
-  assert.equal(claimed.id, id);
+  // A real worker (the Node client's) claims it; its handler runs until the
+  // job's signal is aborted, then resolves to a result that, were it
+  // recorded, would complete the job.
+  const runs = []; // {id, attempt, aborted: Promise<the signal's reason>}, one per handler call
+  const logged = []; // the worker's warnings and errors
+  let endHandlers;
+  const testOver = new Promise((resolve) => (endHandlers = resolve)); // a handler never waits past the test
+  const worker = new Worker({
+    ...db.config,
+    queue: 'slow',
+    lease: 3, // a heartbeat every second: the cancel is seen within about one
+    handler: async (job) => {
+      const aborted = new Promise((resolve) =>
+        job.signal.addEventListener('abort', () => resolve(job.signal.reason), { once: true }),
+      );
+      runs.push({ id: job.id, attempt: job.attempt, aborted });
+      await Promise.race([aborted, testOver]);
+      return { would: 'be its result' };
+    },
+    logger: {
+      warn: (...args) => logged.push(`warn: ${args.join(' ')}`),
+      error: (...args) => logged.push(`error: ${args.join(' ')}`),
+    },
+  });
+  t.after(() => {
+    endHandlers();
+    return worker.stop();
+  });
+  await worker.start();
+  await waitUntil('the handler to start', () => runs.length > 0);
+  assert.equal(runs[0].id, id);
   assert.equal(await jobState(id), 'running');
 
   const server = await startServer(opsRole);
@@ -409,8 +453,18 @@ test('cancelling a running job from its page fences the worker', { timeout: TEST
   assert.equal(await tab.page.$eval('p.notice', (el) => el.textContent), 'The job is cancelled.');
   assert.equal(await tab.page.$eval('h1 .state', (el) => el.textContent), 'cancelled');
   assert.equal(await jobState(id), 'cancelled');
-  const done = await db.admin.query('SELECT pgq.complete($1, $2) AS ok', [id, claimed.attempt]);
-  assert.equal(done.rows[0].ok, false, "the claimer's complete is refused");
+
+  // The worker's next heartbeat finds the claim gone and the job cancelled: the signal is aborted.
+  const reason = await within("the handler's signal to be aborted", runs[0].aborted);
+  assert.ok(reason instanceof CancelledError, `aborted with ${reason}`);
+  // It stops cleanly (its waiting claim cancelled), having recorded nothing for the job.
+  await within('the worker to stop', worker.stop());
+  assert.equal(runs.length, 1, 'the handler ran once');
+  assert.equal(await jobState(id), 'cancelled', 'neither completed nor failed');
+  assert.equal(logged.length, 1, logged.join('\n'));
+  assert.match(logged[0], new RegExp(`^warn: pgq: job ${id} attempt ${runs[0].attempt} was cancelled`));
+  const done = await db.admin.query('SELECT pgq.complete($1, $2) AS ok', [id, runs[0].attempt]);
+  assert.equal(done.rows[0].ok, false, "the claim's complete is refused");
   assertClean(tab);
 });
 
