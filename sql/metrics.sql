@@ -15,6 +15,13 @@ SELECT queue, ready, scheduled, running, expired, dead, paused,
        claims, completions, failures, lease_expiries, dead_lettered
   FROM pgq.queue_metrics();
 
+-- The counters alone (what a dashboard samples for its rates), the same.
+SELECT c.queue
+  FROM pgq.queue_counters() c JOIN pgq.queue_metrics() m USING (queue)
+ WHERE (c.claims, c.completions, c.failures, c.lease_expiries, c.dead_lettered)
+       IS DISTINCT FROM (m.claims, m.completions, m.failures, m.lease_expiries, m.dead_lettered);
+SELECT queue, claims, completions, failures FROM pgq.queue_counters();
+
 -- The text format: one family of each, every queue labelled.
 SELECT line FROM unnest(string_to_array(pgq.metrics(), E'\n')) AS line
  WHERE line ~ '^pgq_(jobs|claims_total|completions_total|failures_total|dead_lettered_total)'

@@ -380,6 +380,17 @@ COMMENT ON FUNCTION pgq.queue_metrics() IS
 REVOKE EXECUTE ON FUNCTION pgq.queue_metrics() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgq.queue_metrics() TO pg_monitor;
 
+-- The counters alone: what a dashboard samples for its rates, without the
+-- gauges' count of every job.
+CREATE FUNCTION pgq.queue_counters(
+    OUT queue text, OUT claims bigint, OUT completions bigint, OUT failures bigint,
+    OUT lease_expiries bigint, OUT dead_lettered bigint)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_queue_counters' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.queue_counters() IS
+    'one row per queue: the counters of queue_metrics() (claims, completions, failed attempts, lease expiries, jobs dead-lettered since the server started) without its counts of jobs; no row without preload';
+REVOKE EXECUTE ON FUNCTION pgq.queue_counters() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgq.queue_counters() TO pg_monitor;
+
 CREATE FUNCTION pgq.claim(
     queues text[],
     n      integer  DEFAULT 1,

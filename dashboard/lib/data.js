@@ -58,7 +58,7 @@ async function overview(db) {
 const CAPABILITIES_SQL = `
 SELECT has_column_privilege('pgq.queues', 'name', 'SELECT')
        AND has_column_privilege('pgq.queues', 'rate_limit', 'SELECT') AS rate_limits,
-       has_function_privilege('pgq.queue_metrics()', 'EXECUTE')       AS counters,
+       has_function_privilege('pgq.queue_counters()', 'EXECUTE')      AS counters,
        has_table_privilege('pgq.workers', 'SELECT')                    AS workers`;
 
 async function capabilities(db) {
@@ -74,7 +74,8 @@ async function rateLimits(db) {
   return new Map(rows.map((r) => [r.name, Number(r.rate_limit)]));
 }
 
-const COUNTERS_SQL = `SELECT queue, completions, failures FROM pgq.queue_metrics()`;
+// The counters alone: queue_metrics() would also count every job.
+const COUNTERS_SQL = `SELECT queue, completions, failures FROM pgq.queue_counters()`;
 
 /** Map of queue name to {completions, failures} since the server started (pg_monitor). */
 async function counters(db) {

@@ -1,6 +1,7 @@
 // What an operator watches: pgq.queue_metrics() (one row per queue, for
 // postgres_exporter's custom queries), pgq.metrics() (the same and the
-// workers, as Prometheus text) and pgq.worker_slots() (behind the
+// workers, as Prometheus text), pgq.queue_counters() (the counters alone,
+// which cost nothing to read) and pgq.worker_slots() (behind the
 // pgq.workers view).
 //
 // They show every queue of the database, never a payload: EXECUTE on them
@@ -65,6 +66,8 @@ std::vector<QueueMetrics> ReadQueueMetrics() {
   }
   return queues;
 }
+
+pg::Statement queue_names = {"SELECT queue_id, name FROM pgq.queues ORDER BY name", 0, {}, nullptr};
 
 struct WorkerSummary {
   int maintenance = 0;
@@ -205,6 +208,33 @@ PGQ_FUNCTION(pgq_queue_metrics) {
     for (int c = 0; c < pg::kCounterKinds; ++c) {
       values[8 + c] = Int64GetDatum(q.has_counts ? static_cast<int64>(q.counts.values[c]) : 0);
       nulls[8 + c] = pg::Shared() == nullptr;
+    }
+    pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
+  }
+  return static_cast<Datum>(0);
+}
+
+// queue_counters() returns SETOF (queue, claims, completions, failures,
+// lease_expiries, dead_lettered): the counters of queue_metrics() without
+// its gauges, which count every job (a dashboard's rates, sampled every few
+// seconds). No row without preload.
+PGQ_FUNCTION(pgq_queue_counters) {
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+  if (pg::Shared() == nullptr) return static_cast<Datum>(0);
+  pg::SpiSession spi;
+  pg::Params none;
+  const pg::Result queues = spi.Execute(api::queue_names, none);
+  constexpr int kColumns = 1 + pg::kCounterKinds;
+  for (uint64 row = 0; row < queues.size(); ++row) {
+    pg::QueueCounts counts{};
+    const bool counted = pg::ReadCounts(queues.Int32(row, 1), &counts);
+    Datum values[kColumns];
+    bool nulls[kColumns] = {};
+    bool is_null = false;
+    values[0] = queues.Value(row, 2, &is_null);
+    for (int c = 0; c < pg::kCounterKinds; ++c) {
+      values[1 + c] = Int64GetDatum(counted ? static_cast<int64>(counts.values[c]) : 0);
     }
     pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
   }
