@@ -486,6 +486,30 @@ test('a role without the admin right is shown no admin button', { timeout: TEST_
   assertClean(tab);
 });
 
+test('a button whose right was revoked meanwhile is refused with the database’s message', { timeout: TEST_TIMEOUT }, async (t) => {
+  const role = await db.createRole('revoked');
+  await db.admin.query("SELECT pgq.grant($1, 'bulk', 'admin')", [role]);
+  const server = await startServer(role);
+  const tab = await openTab(t, server, 'revoked');
+  await visit(tab, '/queues/bulk', 'revoked-queue');
+  const pause = 'form[action="/queues/bulk/pause"] button[type="submit"]';
+  assert.ok(await tab.page.$(pause), 'admin: the Pause button is shown');
+
+  // The grant goes while the page is open; the click is the database's to refuse.
+  await db.admin.query("SELECT pgq.revoke($1, 'bulk', 'admin')", [role]);
+  tab.allowedStatus.push({ url: /\/queues\/bulk\/pause$/, status: 403 });
+  const [res] = await Promise.all([tab.page.waitForNavigation({ waitUntil: 'load' }), tab.page.click(pause)]);
+  assert.equal(res.status(), 403);
+  await shot(tab, 'revoked-refused');
+  const alert = await tab.page.$eval('div.error[role="alert"]', (el) => el.textContent);
+  assert.match(alert, /Refused by the database/);
+  assert.match(alert, /permission denied/);
+  assert.match(alert, /42501/);
+  const paused = await db.admin.query("SELECT paused FROM pgq.queues WHERE name = 'bulk'");
+  assert.equal(paused.rows[0].paused, false, 'the queue is not paused');
+  assertClean(tab);
+});
+
 test('markup in a payload, a progress, an error and a schedule renders inert', { timeout: TEST_TIMEOUT }, async (t) => {
   const server = await startServer(opsRole);
   const tab = await openTab(t, server, 'xss');
