@@ -31,7 +31,7 @@ PUBLIC_FUNCTIONS = {
     "release", "cancel", "retry_dead", "maintain", "compact_jobs",
     "schedule", "unschedule", "subscribe", "unsubscribe", "publish", "grant", "revoke",
     "create_topic", "drop_topic", "grant_topic", "revoke_topic",
-    "snooze", "progress", "job", "list_jobs", "purge_dead",
+    "snooze", "progress", "job", "list_jobs", "purge_dead", "queue_overview",
 }
 # Not about queues: nobody's until GRANT EXECUTE.
 COORDINATION_FUNCTIONS = {
@@ -46,9 +46,10 @@ COORDINATION_FUNCTIONS = {
     "once": "SELECT pgq.once('k')",
 }
 # Every queue's numbers, never a payload: pg_monitor's (docs/security.md).
-MONITORING_FUNCTIONS = {"metrics", "queue_metrics", "worker_slots"}
+MONITORING_FUNCTIONS = {"metrics", "queue_metrics", "queue_counters", "worker_slots"}
 # What a role without any grant gets from each public function: 42501. Only
-# clock() and has_queue_privilege() answer anyone (no queue data).
+# clock() and has_queue_privilege() answer anyone (no queue data), and
+# queue_overview() answers as pgq.queue_stats does: the caller's queues only.
 REFUSED_CALLS = {
     "unflushed_completions": "SELECT pgq.unflushed_completions(%(q_id)s)",
     "create_queue": "SELECT pgq.create_queue('new')",
@@ -85,7 +86,7 @@ REFUSED_CALLS = {
     "list_jobs": "SELECT * FROM pgq.list_jobs('q')",
     "purge_dead": "SELECT pgq.purge_dead('q')",
 }
-ANSWER_ANYONE = {"clock", "has_queue_privilege"}
+ANSWER_ANYONE = {"clock", "has_queue_privilege", "queue_overview"}
 
 
 class PrivilegeTestCase(PgqTestCase):
@@ -173,10 +174,11 @@ class CatalogAuditTest(PrivilegeTestCase):
         self.assertEqual(self.job_state(job), ("r", 1), "a refused call changed the job")
         self.assertEqual(self.admin.execute(
             "SELECT count(*) FROM pgq.queues WHERE name = 'q' AND NOT paused").fetchone()[0], 1)
-        # The two that answer anyone say "no".
+        # The three that answer anyone say "no", or show nothing.
         self.assertFalse(nobody.execute(
             "SELECT pgq.has_queue_privilege('q', 'produce, consume, admin')").fetchone()[0])
         nobody.execute("SELECT pgq.clock()")
+        self.assertEqual(nobody.execute("SELECT count(*) FROM pgq.queue_overview()").fetchone()[0], 0)
 
     def test_coordination_takes_execute_and_no_table_right(self):
         nobody = self.as_role(NOBODY)
