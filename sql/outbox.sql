@@ -59,6 +59,32 @@ SELECT pgq.publish('orbit.changed', '{"sat": 1}') AS e2 \gset
 SELECT q.name FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)
  WHERE (j.payload->>'event_id')::bigint = :e2;
 
+-- group_key (SPEC §9): every subscriber job joins that FIFO group of its
+-- queue, so a relay keeps one event per key in flight, in order, across
+-- retries; events of other keys pass.
+SELECT pgq.create_queue('to_broker', max_attempts => 5);
+SELECT pgq.subscribe('orbit.changed', 'to_broker');
+SELECT pgq.publish('orbit.changed', jsonb_build_object('seq', i), group_key => 'sat-' || (i % 2))
+  IS NOT NULL AS published FROM generate_series(1, 4) i;
+SELECT j.group_key, j.state, j.payload->'payload'->>'seq' AS seq
+  FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) WHERE q.name = 'to_broker' ORDER BY j.id;
+-- One per key is claimable: seq 1 (sat-1) and seq 2 (sat-0).
+SELECT c.payload->'payload'->>'seq' AS seq, j.group_key
+  FROM pgq.claim('to_broker', 10) c JOIN pgq.jobs j USING (id) ORDER BY 1;
+-- A retry keeps its place: the next of its key waits until it completes.
+SELECT pgq.fail(id, attempt, 'broker away', retry_in => '0') FROM pgq.jobs
+ WHERE group_key = 'sat-1' AND state = 'r';
+SELECT payload->'payload'->>'seq' AS seq FROM pgq.claim('to_broker', 10) ORDER BY 1;
+SELECT pgq.complete(id, attempt) FROM pgq.jobs WHERE group_key = 'sat-1' AND state = 'r';
+SELECT payload->'payload'->>'seq' AS seq FROM pgq.claim('to_broker', 10) ORDER BY 1;
+-- The other subscriber (passes) got its jobs in the same groups; alerts
+-- unsubscribed before.
+SELECT q.name, count(*) FILTER (WHERE j.group_key IS NOT NULL) AS grouped
+  FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)
+ WHERE (j.payload->>'topic') = 'orbit.changed' GROUP BY q.name ORDER BY q.name;
+SELECT pgq.unsubscribe('orbit.changed', 'to_broker');
+SELECT pgq.drop_queue('to_broker', force => true);
+
 -- Bad input.
 SET pgq.max_payload_bytes = 100;
 SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
@@ -75,6 +101,8 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.publish(NULL, '{}')$$),
   ($$SELECT pgq.publish('t', NULL)$$),
   ($$SELECT pgq.publish('t', '{}', '')$$),
+  ($$SELECT pgq.publish('t', '{}', group_key => '')$$),
+  ($$SELECT pgq.publish('t', '{}', group_key => repeat('k', 513))$$),
   ($$SELECT pgq.publish('t', jsonb_build_object('x', repeat('a', 200)))$$)
 ) AS t(s);
 RESET pgq.max_payload_bytes;

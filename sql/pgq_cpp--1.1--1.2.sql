@@ -545,8 +545,14 @@ COMMENT ON FUNCTION pgq.revoke_topic(name, text, text) IS
 
 COMMENT ON FUNCTION pgq.subscribe(text, text) IS
     'routes the topic''s events into the queue: the admin right on the queue and the subscribe right on the topic';
-COMMENT ON FUNCTION pgq.publish(text, jsonb, text) IS
-    'records an event and enqueues one job per subscribed queue, in the caller''s transaction: the publish right on the topic';
+-- publish gains group_key (SPEC §9): copied to every subscriber job, so a
+-- relay's queue keeps one job per key in flight, in commit order.
+DROP FUNCTION pgq.publish(text, jsonb, text);
+CREATE FUNCTION pgq.publish(topic text, payload jsonb, dedupe_key text DEFAULT NULL,
+                            group_key text DEFAULT NULL)
+RETURNS bigint AS 'MODULE_PATHNAME', 'pgq_publish' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.publish(text, jsonb, text, text) IS
+    'records an event and enqueues one job per subscribed queue in the caller''s transaction; with group_key, each job joins that FIFO group of its queue (one per key in flight, in commit order); publish right on the topic';
 
 -- Every function, view and table says what it is (issue 16): \df+ and \d+
 -- in psql, and tools that read the catalog, show it. test_reference.py

@@ -118,6 +118,10 @@ PGQ_FUNCTION(pgq_publish) {
   const Datum payload = pg::RequiredPayload(fcinfo, 1);
   const bool has_dedupe = !pg::ArgIsNull(fcinfo, 2);
   if (has_dedupe) (void)pg::KeyArg(fcinfo, 2, "dedupe_key");
+  // 1.2: group_key, copied to every subscriber job (its FIFO group there).
+  const bool has_group = PG_NARGS() > 3 && !pg::ArgIsNull(fcinfo, 3);
+  const std::string_view group =
+      has_group ? pg::KeyArg(fcinfo, 3, "group_key") : std::string_view();
 
   pg::SpiSession spi;
   const bool topic_rights = api::TopicsTableExists();
@@ -169,6 +173,7 @@ PGQ_FUNCTION(pgq_publish) {
   auto targets = pg::MakeSmallVector<store::Queue, 8>(CurrentMemoryContext);
   for (const Subscriber& q : queues) targets.push_back(store::Queue{q.queue_id, q.name, q.notify});
   store::InsertEvent(spi, targets.data(), static_cast<int>(targets.size()), event_id,
-                     pg::TextDatum(topic), payload, GetCurrentTransactionStartTimestamp());
+                     pg::TextDatum(topic), payload, GetCurrentTransactionStartTimestamp(),
+                     has_group ? PG_GETARG_DATUM(3) : static_cast<Datum>(0), group);
   PG_RETURN_INT64(event_id);
 }

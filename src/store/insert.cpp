@@ -262,6 +262,18 @@ SELECT pg_catalog.nextval('pgq.job_id_seq'), q.queue_id, 'p', 0, $4, 0, q.max_at
   return statement.get();
 }
 
+// The same event's subscriber queues for jobs that join a FIFO group (the
+// parameters of insert_event): each still existing queue's settings and the
+// envelope, by queue id ($4 unused).
+pg::Statement grouped_event_targets = {R"sql(
+SELECT q.queue_id, q.max_attempts, q.group_concurrency, q.dedupe_periods,
+       pg_catalog.jsonb_build_object('event_id', $1::bigint, 'topic', $2::text,
+                                     'payload', $3::jsonb)
+  FROM pgq.queues q WHERE q.queue_id = ANY ($5) ORDER BY q.queue_id)sql",
+                                       5,
+                                       {INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4ARRAYOID},
+                                       nullptr};
+
 // Most jobs have neither a dedupe key nor a group: their row is built here
 // and inserted without an INSERT statement (pg/row_insert.h), which is a
 // third of what such an enqueue costs. The columns not set are NULL.
@@ -419,7 +431,7 @@ pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, T
 }
 
 void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 event_id, Datum topic,
-                 Datum payload, TimestampTz run_at) {
+                 Datum payload, TimestampTz run_at, Datum group_key, std::string_view group) {
   auto ids = pg::MakeSmallVector<Datum, 8>(CurrentMemoryContext);
   ids.reserve(count);
   for (int i = 0; i < count; ++i) ids.push_back(Int32GetDatum(queues[i].id));
@@ -432,8 +444,26 @@ void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 even
       .Set(2, payload)
       .Set(3, TimestampTzGetDatum(run_at))
       .Set(4, PointerGetDatum(id_array));
-  const pg::Result inserted = spi.Execute(insert_event(), params);
-  internal::AfterInsert(spi, queues, count, inserted);
+  if (group_key == 0) {
+    const pg::Result inserted = spi.Execute(insert_event(), params);
+    internal::AfterInsert(spi, queues, count, inserted);
+    return;
+  }
+  // Grouped: each queue's job through Insert, in queue id order (as the
+  // caller locked the queues), so each group's lock is taken in that order.
+  const pg::Result targets = spi.Execute(grouped_event_targets, params);
+  for (uint64 row = 0; row < targets.size(); ++row) {
+    const int32 queue_id = targets.Int32(row, 1);
+    const Queue* queue = std::find_if(queues, queues + count,
+                                      [queue_id](const Queue& q) { return q.id == queue_id; });
+    if (queue == queues + count) continue;
+    bool is_null = false;
+    const NewJob job{
+        targets.Value(row, 5, &is_null), run_at, 0, targets.Int32(row, 2), 0, group_key, group, 0};
+    const Queue target{queue->id, queue->name, queue->notify, targets.Bool(row, 4),
+                       targets.Int32(row, 3)};
+    Insert(spi, target, job);
+  }
 }
 
 }  // namespace pgq::store

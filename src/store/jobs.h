@@ -122,9 +122,14 @@ pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, T
                       int32 priority, const std::vector<int64>* parents = nullptr);
 
 // One job per queue of `queues` that still exists, its payload the event
-// envelope {event_id, topic, payload} (pgq.publish).
+// envelope {event_id, topic, payload} (pgq.publish). With `group_key` (text,
+// or 0: none) each job joins that FIFO group of its queue, as enqueue's
+// group_key would (the group's lock, its line, the queue's
+// group_concurrency): a relay keeps one event per key in flight, in commit
+// order.
 void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 event_id, Datum topic,
-                 Datum payload, TimestampTz run_at);
+                 Datum payload, TimestampTz run_at, Datum group_key = 0,
+                 std::string_view group = {});
 
 // ---- Claims (claim.cpp)
 
