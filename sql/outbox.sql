@@ -66,7 +66,8 @@ SELECT pgq.create_queue('to_broker', max_attempts => 5);
 SELECT pgq.subscribe('orbit.changed', 'to_broker');
 SELECT pgq.publish('orbit.changed', jsonb_build_object('seq', i), group_key => 'sat-' || (i % 2))
   IS NOT NULL AS published FROM generate_series(1, 4) i;
-SELECT j.group_key, j.state, j.payload->'payload'->>'seq' AS seq
+SELECT j.group_key, j.state, j.payload->'payload'->>'seq' AS seq,
+       j.payload->>'group_key' AS envelope_key
   FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) WHERE q.name = 'to_broker' ORDER BY j.id;
 -- One per key is claimable: seq 1 (sat-1) and seq 2 (sat-0).
 SELECT c.payload->'payload'->>'seq' AS seq, j.group_key

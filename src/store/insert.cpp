@@ -263,16 +263,19 @@ SELECT pg_catalog.nextval('pgq.job_id_seq'), q.queue_id, 'p', 0, $4, 0, q.max_at
 }
 
 // The same event's subscriber queues for jobs that join a FIFO group (the
-// parameters of insert_event): each still existing queue's settings and the
-// envelope, by queue id ($4 unused).
-pg::Statement grouped_event_targets = {R"sql(
+// parameters of insert_event, then $6 the group key): each still existing
+// queue's settings and the envelope, which names the group too (a relay
+// sends it on; pgq.claimed_job has no group column), by queue id ($4
+// unused).
+pg::Statement grouped_event_targets = {
+    R"sql(
 SELECT q.queue_id, q.max_attempts, q.group_concurrency, q.dedupe_periods,
        pg_catalog.jsonb_build_object('event_id', $1::bigint, 'topic', $2::text,
-                                     'payload', $3::jsonb)
+                                     'payload', $3::jsonb, 'group_key', $6::text)
   FROM pgq.queues q WHERE q.queue_id = ANY ($5) ORDER BY q.queue_id)sql",
-                                       5,
-                                       {INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4ARRAYOID},
-                                       nullptr};
+    6,
+    {INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4ARRAYOID, TEXTOID},
+    nullptr};
 
 // Most jobs have neither a dedupe key nor a group: their row is built here
 // and inserted without an INSERT statement (pg/row_insert.h), which is a
@@ -451,6 +454,7 @@ void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 even
   }
   // Grouped: each queue's job through Insert, in queue id order (as the
   // caller locked the queues), so each group's lock is taken in that order.
+  params.Set(5, group_key);
   const pg::Result targets = spi.Execute(grouped_event_targets, params);
   for (uint64 row = 0; row < targets.size(); ++row) {
     const int32 queue_id = targets.Int32(row, 1);

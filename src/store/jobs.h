@@ -123,7 +123,8 @@ pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, T
 
 // One job per queue of `queues` that still exists, its payload the event
 // envelope {event_id, topic, payload} (pgq.publish). With `group_key` (text,
-// or 0: none) each job joins that FIFO group of its queue, as enqueue's
+// or 0: none) the envelope names it too ("group_key") and each job joins
+// that FIFO group of its queue, as enqueue's
 // group_key would (the group's lock, its line, the queue's
 // group_concurrency): a relay keeps one event per key in flight, in commit
 // order.
