@@ -23,7 +23,14 @@ PGQ_PACKAGES=(
   chromium
 )
 
+# Also the brokers' packages (scripts/brokers.sh): the relay is built with
+# their client libraries, and its tests run both brokers.
 ensure_packages() {
+  _ensure_base_packages
+  ensure_broker_packages
+}
+
+_ensure_base_packages() {
   local missing=()
   for pkg in "${PGQ_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -122,3 +129,6 @@ stop_cluster() {
   local dir="$1"
   [[ -d "$dir/data" ]] && as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
 }
+
+# The throwaway brokers of the relay's tests, and their packages.
+source "$PGQ_ROOT/scripts/brokers.sh"
