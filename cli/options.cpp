@@ -5,9 +5,6 @@
 
 namespace pgq::cli {
 
-namespace {
-
-// A whole decimal number in [min, max], nothing else.
 bool ParseNumber(const std::string& text, long min, long max, long* out) {
   long value = 0;
   const char* end = text.data() + text.size();
@@ -16,6 +13,8 @@ bool ParseNumber(const std::string& text, long min, long max, long* out) {
   *out = value;
   return true;
 }
+
+namespace {
 
 ParseResult Error(std::string message) {
   ParseResult result;

@@ -35,6 +35,9 @@ struct ParseResult {
 inline constexpr int kMaxConcurrency = 256;
 inline constexpr int kMaxPrefetch = 1000;
 
+// A whole decimal number in [min, max], nothing else (also pgq-relay's).
+bool ParseNumber(const std::string& text, long min, long max, long* out);
+
 // args excludes the program name.
 ParseResult ParseOptions(const std::vector<std::string>& args);
 

@@ -57,22 +57,6 @@ void OpenStandardFds() {
   }
 }
 
-// The seconds of an interval, as the server reads it (the same parser as
-// pgq.claim's); nullopt when the text is not an interval.
-std::optional<double> IntervalSeconds(Connection& connection, const std::string& text,
-                                      std::string* error) {
-  try {
-    const Result result =
-        connection.Exec("SELECT pg_catalog.date_part('epoch', $1::interval)", {text.c_str()});
-    return std::strtod(PQgetvalue(result.get(), 0, 0), nullptr);
-  } catch (const DbError& e) {
-    // Class 22: bad input; anything else is not the user's typo.
-    if (e.sqlstate().rfind("22", 0) != 0) throw;
-    *error = e.what();
-    return std::nullopt;
-  }
-}
-
 int Main(const std::vector<std::string>& args) {
   const ParseResult parsed = ParseOptions(args);
   if (parsed.status == ParseStatus::kHelp) {

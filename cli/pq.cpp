@@ -1,5 +1,7 @@
 #include "pq.h"
 
+#include <cstdlib>
+
 namespace pgq::cli {
 
 namespace {
@@ -29,12 +31,12 @@ std::string DbError::Describe() const {
   return text;
 }
 
-Connection Connection::Open(const std::string& conninfo) {
+Connection Connection::Open(const std::string& conninfo, const char* application_name) {
   // dbname with expand_dbname = 1 takes a whole connection string or URI.
   // pgq.claim returns payloads as JSON text, which is UTF-8 whatever the
   // locale; the application name shows the worker in pg_stat_activity.
   const char* keywords[] = {"dbname", "fallback_application_name", "client_encoding", nullptr};
-  const char* values[] = {conninfo.empty() ? nullptr : conninfo.c_str(), "pgq-worker", "UTF8",
+  const char* values[] = {conninfo.empty() ? nullptr : conninfo.c_str(), application_name, "UTF8",
                           nullptr};
   Connection connection(PQconnectdbParams(keywords, values, 1));
   if (!connection.conn_) throw DbError("", "out of memory allocating a connection");
@@ -98,11 +100,31 @@ Result Connection::Consume() {
   return nullptr;
 }
 
+bool Connection::Reset() {
+  pending_.reset();
+  PQreset(conn_.get());
+  return ok();
+}
+
 void Connection::Cancel() {
   std::unique_ptr<PGcancel, void (*)(PGcancel*)> cancel(PQgetCancel(conn_.get()), PQfreeCancel);
   char message[256];
   // Best effort: if the request fails, the claim ends when its wait does.
   if (cancel) (void)PQcancel(cancel.get(), message, sizeof message);
+}
+
+std::optional<double> IntervalSeconds(Connection& connection, const std::string& text,
+                                      std::string* error) {
+  try {
+    const Result result =
+        connection.Exec("SELECT pg_catalog.date_part('epoch', $1::interval)", {text.c_str()});
+    return std::strtod(PQgetvalue(result.get(), 0, 0), nullptr);
+  } catch (const DbError& e) {
+    // Class 22: bad input; anything else is not the user's typo.
+    if (e.sqlstate().rfind("22", 0) != 0) throw;
+    *error = e.what();
+    return std::nullopt;
+  }
 }
 
 }  // namespace pgq::cli

@@ -6,6 +6,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -48,7 +49,13 @@ class Connection {
  public:
   // conninfo: a libpq connection string or URI; empty for libpq's defaults
   // (the PG* environment variables). Throws DbError.
-  static Connection Open(const std::string& conninfo);
+  // application_name: how pg_stat_activity shows it, unless conninfo says.
+  static Connection Open(const std::string& conninfo, const char* application_name = "pgq-worker");
+
+  // Whether the connection is up (as far as libpq knows); Reset() opens it
+  // again with the same parameters, and says whether that worked.
+  bool ok() const { return PQstatus(conn_.get()) == CONNECTION_OK; }
+  bool Reset();
 
   // Runs one statement (its own transaction) with text parameters, nullptr
   // for NULL; returns its rows. Throws DbError. A connection found broken is
@@ -80,5 +87,11 @@ class Connection {
   std::unique_ptr<PGconn, ConnDeleter> conn_;
   Result pending_;  // Consume(): the statement's result, kept until its end
 };
+
+// The seconds of an interval, as the server reads it (the same parser as
+// pgq.claim's); nullopt with *error set when the text is not an interval
+// (class 22). Throws DbError for any other error.
+std::optional<double> IntervalSeconds(Connection& connection, const std::string& text,
+                                      std::string* error);
 
 }  // namespace pgq::cli

@@ -1,0 +1,141 @@
+// pgq-relay: forwards the jobs of a pgq_cpp queue (the outbox's events) to
+// RabbitMQ or NATS JetStream, completing each only after the broker's
+// confirm (issue 20, SPEC §9, docs/adr/0019-broker-relay.md).
+//
+//   pgq-relay --broker URL [--dsn CONNINFO] [--queue NAME] [--concurrency N]
+//             [--lease INTERVAL] [--wait INTERVAL] [--exchange NAME]
+//             [--subject-prefix P] [--routing-key-field FIELD]
+//             [--confirm-timeout INTERVAL] [--shutdown-timeout INTERVAL]
+//             [--metrics-listen HOST:PORT] [--stats-interval INTERVAL] [--max-jobs N]
+//
+// Exit status: 0 normal end (also after SIGTERM/SIGINT), 1 connection, server
+// or other error, 2 usage error. cli/README.md has the whole contract.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "broker.h"
+#include "metrics_endpoint.h"
+#include "pq.h"
+#include "process.h"
+#include "relay.h"
+#include "relay_options.h"
+
+namespace pgq::cli {
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+// A day: a longer confirm or shutdown wait is as good as none.
+constexpr double kMaxWaitSeconds = 24.0 * 3600;
+
+void PrintError(const std::string& message) {
+  std::fprintf(stderr, "pgq-relay: %s\n", message.c_str());
+}
+
+int UsageError(const std::string& message) {
+  PrintError(message);
+  std::fprintf(stderr, "Try 'pgq-relay --help'.\n");
+  return kExitUsage;
+}
+
+void OpenStandardFds() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) (void)open("/dev/null", O_RDWR);
+  }
+}
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(
+      static_cast<long long>(std::min(seconds, kMaxWaitSeconds) * 1000));
+}
+
+int Main(const std::vector<std::string>& args) {
+  const RelayParseResult parsed =
+      ParseRelayOptions(args, std::getenv("PGQ_RELAY_BROKER"), std::getenv("PGQ_RELAY_DEBUG_PARK"));
+  if (parsed.status == RelayParseStatus::kHelp) {
+    std::fputs(RelayUsageText().c_str(), stdout);
+    return kExitOk;
+  }
+  if (parsed.status == RelayParseStatus::kUsageError) return UsageError(parsed.error);
+  RelaySettings settings;
+  settings.options = parsed.options;
+  const RelayOptions& options = settings.options;
+
+  // Before connecting: a stop signal that comes meanwhile is kept in the pipe.
+  SignalPipe signals = SignalPipe::Install();
+  Connection control = Connection::Open(options.dsn, "pgq-relay");
+  // The intervals, read by the server's parser.
+  std::string error;
+  const auto interval = [&](const char* name, const std::string& text,
+                            bool may_be_zero) -> std::optional<double> {
+    const std::optional<double> seconds = IntervalSeconds(control, text, &error);
+    if (!seconds) {
+      error = std::string(name) + ": " + error;
+    } else if (*seconds < 0 || (*seconds == 0 && !may_be_zero)) {
+      error = std::string(name) + (may_be_zero ? " must not be negative" : " must be more than 0");
+      return std::nullopt;
+    }
+    return seconds;
+  };
+  std::optional<double> seconds;
+  if (!options.lease.empty()) {
+    if (!(seconds = interval("--lease", options.lease, false))) return UsageError(error);
+    settings.lease_seconds = *seconds;
+  }
+  if (!(seconds = interval("--wait", options.wait, false))) return UsageError(error);
+  if (!(seconds = interval("--confirm-timeout", options.confirm_timeout, false))) {
+    return UsageError(error);
+  }
+  const std::chrono::milliseconds confirm_timeout = Millis(*seconds);
+  if (!(seconds = interval("--shutdown-timeout", options.shutdown_timeout, true))) {
+    return UsageError(error);
+  }
+  settings.shutdown_timeout = Millis(*seconds);
+  if (!(seconds = interval("--stats-interval", options.stats_interval, true))) {
+    return UsageError(error);
+  }
+  settings.stats_interval = Millis(*seconds);
+
+  std::optional<MetricsEndpoint> metrics;
+  if (!options.metrics_listen.empty()) {
+    std::string host;
+    int port = 0;
+    ParseListenAddress(options.metrics_listen, &host, &port);
+    metrics = MetricsEndpoint::Listen(host, port);
+  }
+  std::unique_ptr<Broker> broker = options.broker.kind == BrokerAddress::Kind::kAmqp
+                                       ? MakeAmqpBroker(options, confirm_timeout)
+                                       : MakeNatsBroker(options, confirm_timeout);
+  Connection claims = Connection::Open(options.dsn, "pgq-relay");
+  Relay relay(std::move(settings), std::move(broker), std::move(claims), std::move(control),
+              signals, std::move(metrics));
+  return relay.Run();
+}
+
+}  // namespace
+
+}  // namespace pgq::cli
+
+int main(int argc, char** argv) {
+  pgq::cli::OpenStandardFds();
+  try {
+    return pgq::cli::Main(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const pgq::cli::DbError& e) {
+    pgq::cli::PrintError(e.Describe());
+  } catch (const std::exception& e) {
+    pgq::cli::PrintError(std::string("error: ") + e.what());
+  }
+  return pgq::cli::kExitError;
+}

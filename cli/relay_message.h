@@ -1,0 +1,48 @@
+// What pgq-relay sends for a job: the message id, routing key, body and
+// headers, from the columns of its claim (claim SQL in relay.cpp unwraps
+// pgq.publish's envelope on the server). Pure C++: unit-tested in cli/tests.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "relay_options.h"
+
+namespace pgq::cli {
+
+// A claimed job as the relay's claim returns it. The optional fields are
+// NULL for a job that pgq.publish did not make (or, for group_key, an event
+// published without one).
+struct ClaimedEvent {
+  std::string id;
+  std::string attempt;
+  std::string queue;
+  std::string body;  // the event's payload (or the job's whole payload), JSON text
+  std::optional<std::string> topic;
+  std::optional<std::string> group_key;
+  std::optional<std::string> event_id;
+  std::string enqueued_at;  // ISO 8601, UTC
+  // --routing-key-field's value, when asked for and the body is an object
+  // with that field (as text: a string's contents, or other JSON's text).
+  std::optional<std::string> routing_value;
+};
+
+struct Message {
+  std::string message_id;   // pgq-QUEUE-JOBID: the same for every attempt
+  std::string routing_key;  // NATS: the whole subject
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// The message for a job, or nullopt with *error saying why it cannot be one
+// (no routing key, a routing key the broker refuses): the relay then fails
+// the job with that text instead of sending it.
+std::optional<Message> MakeMessage(const ClaimedEvent& event, const RelayOptions& options,
+                                   std::string* error);
+
+// pgq-QUEUE-JOBID.
+std::string MessageId(const std::string& queue, const std::string& job_id);
+
+}  // namespace pgq::cli

@@ -1,0 +1,279 @@
+#include "relay_options.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "options.h"
+
+namespace pgq::cli {
+
+namespace {
+
+RelayParseResult Error(std::string message) {
+  RelayParseResult result;
+  result.error = std::move(message);
+  return result;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// %XX escapes of a URL part decoded; false on a broken one.
+bool Unescape(const std::string& text, std::string* out) {
+  out->clear();
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      *out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size()) return false;
+    const int high = HexValue(text[i + 1]);
+    const int low = HexValue(text[i + 2]);
+    if (high < 0 || low < 0) return false;
+    *out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return true;
+}
+
+// "host", "host:port" or "[v6]:port"; port stays as it was when absent.
+bool SplitHostPort(const std::string& text, std::string* host, int* port) {
+  std::string port_text;
+  if (!text.empty() && text.front() == '[') {
+    const std::size_t close = text.find(']');
+    if (close == std::string::npos) return false;
+    *host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') return false;
+      port_text = text.substr(close + 2);
+    }
+  } else {
+    const std::size_t colon = text.rfind(':');
+    *host = text.substr(0, colon);
+    if (colon != std::string::npos) port_text = text.substr(colon + 1);
+  }
+  if (host->empty()) return false;
+  if (port_text.empty()) return text.back() != ':';
+  long number = 0;
+  if (!ParseNumber(port_text, 1, 65535, &number)) return false;
+  *port = static_cast<int>(number);
+  return true;
+}
+
+bool ParsePark(const std::string& text, DebugPark* out) {
+  const std::size_t colon = text.find(':');
+  if (colon == std::string::npos) return false;
+  const std::string point = text.substr(0, colon);
+  if (point == "after-publish") {
+    out->point = DebugPark::Point::kAfterPublish;
+  } else if (point == "after-confirm") {
+    out->point = DebugPark::Point::kAfterConfirm;
+  } else {
+    return false;
+  }
+  return ParseNumber(text.substr(colon + 1), 1, 1000000000L, &out->nth);
+}
+
+}  // namespace
+
+bool ParseBrokerUrl(const std::string& url, BrokerAddress* out, std::string* error) {
+  BrokerAddress address;
+  address.url = url;
+  std::string rest;
+  if (url.rfind("amqp://", 0) == 0) {
+    address.kind = BrokerAddress::Kind::kAmqp;
+    address.port = 5672;
+    address.user = address.password = "guest";
+    address.vhost = "/";
+    rest = url.substr(7);
+  } else if (url.rfind("nats://", 0) == 0) {
+    address.kind = BrokerAddress::Kind::kNats;
+    address.port = 4222;
+    rest = url.substr(7);
+  } else {
+    *error = "--broker must be an amqp:// or nats:// URL";
+    return false;
+  }
+  std::string path;
+  const std::size_t slash = rest.find('/');
+  if (slash != std::string::npos) {
+    path = rest.substr(slash + 1);
+    rest.resize(slash);
+  }
+  const std::size_t at = rest.rfind('@');
+  if (at != std::string::npos) {
+    const std::string userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const std::size_t colon = userinfo.find(':');
+    if (!Unescape(userinfo.substr(0, colon), &address.user) ||
+        (colon != std::string::npos && !Unescape(userinfo.substr(colon + 1), &address.password))) {
+      *error = "--broker: a broken %-escape in the user or password";
+      return false;
+    }
+    if (colon == std::string::npos) address.password.clear();
+  }
+  if (!SplitHostPort(rest, &address.host, &address.port)) {
+    *error = "--broker: no host, or a bad port, in " + (address.kind == BrokerAddress::Kind::kAmqp
+                                                            ? std::string("the amqp:// URL")
+                                                            : std::string("the nats:// URL"));
+    return false;
+  }
+  if (address.kind == BrokerAddress::Kind::kAmqp) {
+    // amqp://host/ is the virtual host "" in the AMQP URI spec, but every
+    // broker's default is "/", which is what people mean by it.
+    if (!path.empty() && !Unescape(path, &address.vhost)) {
+      *error = "--broker: a broken %-escape in the virtual host";
+      return false;
+    }
+  } else if (!path.empty()) {
+    *error = "--broker: a nats:// URL has no path";
+    return false;
+  }
+  *out = std::move(address);
+  return true;
+}
+
+bool ParseListenAddress(const std::string& text, std::string* host, int* port) {
+  *port = 0;
+  return SplitHostPort(text, host, port) && *port != 0;
+}
+
+std::string RelayUsageText() {
+  return "Usage: pgq-relay --broker URL [options]\n"
+         "\n"
+         "Forwards the jobs of a pgq_cpp queue (the outbox's events: pgq.publish) to\n"
+         "RabbitMQ or NATS JetStream as persistent messages, and completes each job only\n"
+         "once the broker confirmed its message. At-least-once: a message id stable\n"
+         "across retries (pgq-QUEUE-JOBID) lets consumers drop the duplicates a crash can\n"
+         "cause; events of one group key (pgq.publish's group_key) go one at a time,\n"
+         "in commit order.\n"
+         "\n"
+         "Options:\n"
+         "  --broker URL        amqp://USER:PASSWORD@HOST:PORT/VHOST (RabbitMQ) or\n"
+         "                      nats://HOST:PORT (JetStream); default: $PGQ_RELAY_BROKER\n"
+         "                      (keeps a password off the command line)\n"
+         "  --dsn CONNINFO      libpq connection string or URI (default: PG* variables)\n"
+         "  --queue NAME        the queue to forward (default to_broker)\n"
+         "  --concurrency N     messages claimed and not yet confirmed and completed\n"
+         "                      (default 16, at most 1000)\n"
+         "  --lease INTERVAL    lease of each claim (default: the queue's)\n"
+         "  --wait INTERVAL     how long one claim waits in the server for a job\n"
+         "                      (default '30 seconds')\n"
+         "  --exchange NAME     RabbitMQ: the exchange every message goes to (default\n"
+         "                      pgq; it must exist: the relay does not declare it)\n"
+         "  --subject-prefix P  NATS: the subject is P followed by the routing key\n"
+         "  --routing-key-field FIELD\n"
+         "                      the routing key is this field of the payload (text),\n"
+         "                      not the event's topic\n"
+         "  --confirm-timeout INTERVAL\n"
+         "                      a confirm that takes longer means the broker is gone:\n"
+         "                      reconnect and publish again (default '30 seconds')\n"
+         "  --shutdown-timeout INTERVAL\n"
+         "                      on SIGTERM, how long confirms are waited for before the\n"
+         "                      unconfirmed jobs are given back (default '10 seconds')\n"
+         "  --metrics-listen HOST:PORT\n"
+         "                      serve Prometheus counters at http://HOST:PORT/metrics\n"
+         "  --stats-interval INTERVAL\n"
+         "                      log a line of counters this often (default '1 minute';\n"
+         "                      0: never)\n"
+         "  --max-jobs N        exit after N jobs were forwarded (or failed)\n"
+         "  -v, --verbose       log every message to stderr\n"
+         "  -h, --help          this text\n"
+         "\n"
+         "SIGTERM or SIGINT: stop claiming, wait for the confirms (--shutdown-timeout),\n"
+         "complete the confirmed jobs, give back the rest, exit 0.\n"
+         "\n"
+         "Exit status: 0 normal end, 1 connection, server or other error, 2 usage error.\n";
+}
+
+RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const char* broker_env,
+                                   const char* park_env) {
+  RelayParseResult result;
+  RelayOptions& options = result.options;
+  std::string broker_url = broker_env != nullptr ? broker_env : "";
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      result.status = RelayParseStatus::kHelp;
+      return result;
+    }
+    if (arg == "-v" || arg == "--verbose") {
+      options.verbose = true;
+      continue;
+    }
+    // --name VALUE or --name=VALUE
+    std::string name = arg;
+    std::string value;
+    const std::size_t equals = arg.find('=');
+    if (equals != std::string::npos) {
+      name = arg.substr(0, equals);
+      value = arg.substr(equals + 1);
+    }
+    // The text options, each where it goes; those that may not be empty.
+    const struct {
+      const char* name;
+      std::string* target;
+      bool may_be_empty;
+    } texts[] = {
+        {"--broker", &broker_url, false},
+        {"--dsn", &options.dsn, true},
+        {"--queue", &options.queue, false},
+        {"--lease", &options.lease, false},
+        {"--wait", &options.wait, false},
+        {"--exchange", &options.exchange, true},  // "": RabbitMQ's default exchange
+        {"--subject-prefix", &options.subject_prefix, true},
+        {"--routing-key-field", &options.routing_key_field, false},
+        {"--confirm-timeout", &options.confirm_timeout, false},
+        {"--shutdown-timeout", &options.shutdown_timeout, false},
+        {"--metrics-listen", &options.metrics_listen, false},
+        {"--stats-interval", &options.stats_interval, false},
+    };
+    const auto text = std::find_if(std::begin(texts), std::end(texts),
+                                   [&](const auto& option) { return name == option.name; });
+    if (text == std::end(texts) && name != "--concurrency" && name != "--max-jobs") {
+      return Error(arg.rfind("-", 0) == 0 ? "unknown option " + name
+                                          : "unexpected argument '" + arg + "'");
+    }
+    if (equals == std::string::npos) {
+      if (i + 1 >= args.size()) return Error(name + " needs a value");
+      value = args[++i];
+    }
+    long number = 0;
+    if (text != std::end(texts)) {
+      if (value.empty() && !text->may_be_empty) return Error(name + " must not be empty");
+      *text->target = value;
+    } else if (name == "--concurrency") {
+      if (!ParseNumber(value, 1, kMaxRelayConcurrency, &number)) {
+        return Error("--concurrency must be a number from 1 to " +
+                     std::to_string(kMaxRelayConcurrency));
+      }
+      options.concurrency = static_cast<int>(number);
+    } else {  // --max-jobs
+      if (!ParseNumber(value, 1, 1000000000L, &number)) {
+        return Error("--max-jobs must be a positive number");
+      }
+      options.max_jobs = number;
+    }
+  }
+  if (broker_url.empty()) return Error("--broker is required (or PGQ_RELAY_BROKER)");
+  std::string error;
+  if (!ParseBrokerUrl(broker_url, &options.broker, &error)) return Error(error);
+  if (!options.metrics_listen.empty()) {
+    std::string host;
+    int port = 0;
+    if (!ParseListenAddress(options.metrics_listen, &host, &port)) {
+      return Error("--metrics-listen must be HOST:PORT");
+    }
+  }
+  if (park_env != nullptr && *park_env != '\0' && !ParsePark(park_env, &options.park)) {
+    return Error("PGQ_RELAY_DEBUG_PARK must be after-publish:N or after-confirm:N");
+  }
+  result.status = RelayParseStatus::kRun;
+  return result;
+}
+
+}  // namespace pgq::cli
