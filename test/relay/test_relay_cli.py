@@ -1,0 +1,328 @@
+"""pgq-relay's contract, case by case, against a real server and real brokers
+(test/relay/run.sh starts them): what a message looks like on RabbitMQ and on
+NATS, what happens to a job the broker refuses or that cannot be a message,
+bad options, a missing exchange, rights, the metrics endpoint and SIGTERM.
+The crash and fault run is check.py's.
+
+Environment (set by run.sh): PGQ_TEST_DSN (superuser; the tests drop and
+create the extension), PGQ_RELAY_BIN, PGQ_LEDGER_BIN, PGQ_AMQP_PORT,
+PGQ_NATS_PORT, PGQ_RELAY_METRICS_PORT, PGQ_RELAY_TEST_DIR (scratch files).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+import unittest
+import urllib.request
+
+import psycopg
+
+DSN = os.environ["PGQ_TEST_DSN"]
+RELAY = os.environ["PGQ_RELAY_BIN"]
+LEDGER = os.environ["PGQ_LEDGER_BIN"]
+AMQP_PORT = int(os.environ["PGQ_AMQP_PORT"])
+NATS_PORT = int(os.environ["PGQ_NATS_PORT"])
+METRICS_PORT = int(os.environ["PGQ_RELAY_METRICS_PORT"])
+SCRATCH = os.environ["PGQ_RELAY_TEST_DIR"]
+AMQP = f"amqp://guest:guest@127.0.0.1:{AMQP_PORT}/"
+NATS = f"nats://127.0.0.1:{NATS_PORT}"
+
+
+def sql(query, *params):
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        cur = conn.execute(query, params)
+        return cur.fetchall() if cur.description else None
+
+
+def relay(*args, env=None, timeout=30):
+    """Runs the relay to its end; (exit status, stderr)."""
+    full_env = dict(os.environ, **(env or {}))
+    full_env.pop("PGQ_RELAY_BROKER", None)
+    done = subprocess.run([RELAY, "--dsn", DSN, "--stats-interval", "0", *args],
+                          capture_output=True, text=True, timeout=timeout, env=full_env)
+    return done.returncode, done.stderr
+
+
+def start_relay(*args, env=None):
+    return subprocess.Popen([RELAY, "--dsn", DSN, "--stats-interval", "0", *args],
+                            stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **(env or {})))
+
+
+def stop(process, timeout=20):
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=timeout)
+    return process.returncode, err
+
+
+def wait_for(predicate, what, seconds=20):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Ledger:
+    """A consumer (ledger.c) writing one line per delivery to a file."""
+
+    def __init__(self, name, argv):
+        self.path = os.path.join(SCRATCH, name + ".ledger")
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        self.process = subprocess.Popen([LEDGER, *argv, self.path], stderr=subprocess.DEVNULL)
+
+    def lines(self):
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path) as f:
+            fields = [line.rstrip("\n").split("\t") for line in f]
+        return [dict(time=f[0], message_id=f[1], group_key=f[2], attempt=f[3], job_id=f[4],
+                     topic=f[5], redelivered=f[6], sequence=f[7], routing_key=f[8],
+                     body=json.loads(f[9])) for f in fields]
+
+    def wait_for(self, n):
+        return wait_for(lambda: len(self.lines()) >= n and self.lines(), f"{n} deliveries")
+
+    def close(self):
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def job(job_id):
+    rows = sql("SELECT state, attempt, last_error FROM pgq.job(%s)", job_id)
+    return rows[0] if rows else None
+
+
+# Names unique to this run: JetStream remembers message ids (pgq-QUEUE-JOBID)
+# for its duplicate window, and job ids start again with the extension.
+RUN = format(int(time.time() * 1000) % 0xFFFFFF, "x")
+
+
+class RelayTest(unittest.TestCase):
+    counter = 0
+
+    @classmethod
+    def setUpClass(cls):
+        sql("DROP EXTENSION IF EXISTS pgq_cpp CASCADE")
+        sql("CREATE EXTENSION pgq_cpp")
+
+    def setUp(self):
+        # A queue and topic of its own per test: nothing left over between tests.
+        RelayTest.counter += 1
+        self.n = RelayTest.counter
+        self.queue = f"to_broker_{RUN}_{self.n}"
+        self.topic = f"t{RUN}_{self.n}"
+        sql("SELECT pgq.create_queue(%s, lease => '5 seconds')", self.queue)
+        sql("SELECT pgq.create_topic(%s)", self.topic)
+        sql("SELECT pgq.subscribe(%s, %s)", self.topic, self.queue)
+
+    def amqp_ledger(self):
+        exchange, queue = f"x{RUN}_{self.n}", f"q{RUN}_{self.n}"
+        subprocess.run([LEDGER, "amqp-setup", str(AMQP_PORT), exchange, queue], check=True,
+                       timeout=30)
+        ledger = Ledger(queue, ["amqp", str(AMQP_PORT), queue])
+        self.addCleanup(ledger.close)
+        return exchange, ledger
+
+    def nats_ledger(self):
+        stream, consumer = f"S{RUN}_{self.n}", f"c{RUN}_{self.n}"
+        subject = f"{self.topic}.>"
+        subprocess.run([LEDGER, "nats-setup", str(NATS_PORT), stream, subject, consumer],
+                       check=True, timeout=30)
+        ledger = Ledger(stream, ["nats", str(NATS_PORT), stream, consumer, subject])
+        self.addCleanup(ledger.close)
+        return ledger
+
+    def publish(self, payload, group_key=None, topic=None):
+        return sql("SELECT pgq.publish(%s, %s::jsonb, NULL, %s)", topic or self.topic,
+                   json.dumps(payload), group_key)[0][0]
+
+    def jobs_left(self):
+        return sql("SELECT count(*) FROM pgq.list_jobs(%s)", self.queue)[0][0]
+
+    # ------------------------------------------------------------ messages
+
+    def test_amqp_message_is_the_events_payload_with_its_headers(self):
+        exchange, ledger = self.amqp_ledger()
+        for i in range(3):
+            self.publish({"order": i}, group_key="customer-1")
+        status, err = relay("--broker", AMQP, "--queue", self.queue, "--exchange", exchange,
+                            "--max-jobs", "3")
+        self.assertEqual(status, 0, err)
+        lines = ledger.wait_for(3)
+        self.assertEqual([line["body"] for line in lines], [{"order": i} for i in range(3)])
+        for line in lines:
+            self.assertEqual(line["routing_key"], self.topic)
+            self.assertEqual(line["group_key"], "customer-1")
+            self.assertEqual(line["attempt"], "1")
+            self.assertEqual(line["topic"], self.topic)
+            self.assertEqual(line["message_id"], f"pgq-{self.queue}-{line['job_id']}")
+        self.assertEqual(self.jobs_left(), 0)
+
+    def test_nats_subject_and_message_id(self):
+        ledger = self.nats_ledger()
+        self.publish({"a": 1}, topic=self.topic)
+        status, err = relay("--broker", NATS, "--queue", self.queue, "--subject-prefix",
+                            f"{self.topic}.", "--max-jobs", "1")
+        self.assertEqual(status, 0, err)
+        [line] = ledger.wait_for(1)
+        self.assertEqual(line["routing_key"], f"{self.topic}.{self.topic}")
+        self.assertEqual(line["body"], {"a": 1})
+        self.assertEqual(line["message_id"], f"pgq-{self.queue}-{line['job_id']}")
+        self.assertEqual(line["group_key"], "-")  # published without one: no header (ledger: -)
+
+    def test_a_plain_job_goes_whole_under_its_queues_name(self):
+        exchange, ledger = self.amqp_ledger()
+        job_id = sql("SELECT pgq.enqueue(%s, '{\"plain\": true}')", self.queue)[0][0]
+        status, err = relay("--broker", AMQP, "--queue", self.queue, "--exchange", exchange,
+                            "--max-jobs", "1")
+        self.assertEqual(status, 0, err)
+        [line] = ledger.wait_for(1)
+        self.assertEqual(line["body"], {"plain": True})
+        self.assertEqual(line["routing_key"], self.queue)
+        self.assertEqual(line["job_id"], str(job_id))
+
+    def test_routing_key_from_a_payload_field(self):
+        exchange, ledger = self.amqp_ledger()
+        self.publish({"kind": "invoice.paid", "n": 1})
+        missing = sql("SELECT pgq.enqueue(%s, '{\"n\": 2}')", self.queue)[0][0]
+        status, err = relay("--broker", AMQP, "--queue", self.queue, "--exchange", exchange,
+                            "--routing-key-field", "kind", "--max-jobs", "2")
+        self.assertEqual(status, 0, err)
+        [line] = ledger.wait_for(1)
+        self.assertEqual(line["routing_key"], "invoice.paid")
+        state, attempt, last_error = job(missing)
+        self.assertIn("no field \"kind\"", last_error)
+        self.assertEqual(attempt, 1)
+        self.assertNotEqual(state, "done")
+
+    # ------------------------------------------------------------ refusals
+
+    def test_an_unroutable_message_fails_its_job(self):
+        # The default exchange routes by queue name; no queue has this one.
+        self.publish({"x": 1}, topic=self.topic)
+        [(job_id,)] = sql("SELECT id FROM pgq.list_jobs(%s)", self.queue)
+        status, err = relay("--broker", AMQP, "--queue", self.queue, "--exchange", "",
+                            "--max-jobs", "1")
+        self.assertEqual(status, 0, err)
+        state, attempt, last_error = job(job_id)
+        self.assertIn("returned by the broker: 312 NO_ROUTE", last_error)
+        self.assertNotEqual(state, "done")
+        self.assertIn("failing it", err)
+
+    def test_a_subject_nats_refuses_fails_its_job(self):
+        self.nats_ledger()
+        self.publish({"x": 1}, topic=self.topic)
+        [(job_id,)] = sql("SELECT id FROM pgq.list_jobs(%s)", self.queue)
+        status, err = relay("--broker", NATS, "--queue", self.queue, "--subject-prefix",
+                            "bad..", "--max-jobs", "1")
+        self.assertEqual(status, 0, err)
+        self.assertIn("which NATS refuses", job(job_id)[2])
+
+    def test_a_missing_exchange_claims_nothing_and_says_why(self):
+        self.publish({"x": 1})
+        process = start_relay("--broker", AMQP, "--queue", self.queue, "--exchange",
+                              "no_such_exchange")
+        time.sleep(1.5)  # time for several connection attempts; nothing may be claimed
+        self.assertEqual(sql("SELECT state FROM pgq.list_jobs(%s)", self.queue), [("ready",)])
+        status, err = stop(process)
+        self.assertEqual(status, 0, err)
+        self.assertIn("NOT_FOUND - no exchange 'no_such_exchange'", err)
+        self.assertEqual(err.count("no exchange"), 1, "the same error is logged once")
+
+    # ------------------------------------------------------------ bad input
+
+    def test_usage_errors(self):
+        cases = [
+            ((), "--broker is required"),
+            (("--broker", "http://x"), "--broker must be an amqp:// or nats:// URL"),
+            (("--broker", AMQP, "--concurrency", "0"), "--concurrency must be a number"),
+            (("--broker", AMQP, "--lease", "soon"), "--lease: invalid input syntax"),
+            (("--broker", AMQP, "--confirm-timeout", "0"), "--confirm-timeout must be more than 0"),
+            (("--broker", AMQP, "--shutdown-timeout", "-1 s"), "must not be negative"),
+            (("--broker", AMQP, "--metrics-listen", "nohost"), "--metrics-listen must be"),
+        ]
+        for args, message in cases:
+            with self.subTest(args=args):
+                status, err = relay(*args)
+                self.assertEqual(status, 2, err)
+                self.assertIn(message, err)
+        status, err = relay("--broker", AMQP, env={"PGQ_RELAY_DEBUG_PARK": "sometime"})
+        self.assertEqual(status, 2, err)
+
+    def test_the_broker_from_the_environment(self):
+        exchange, ledger = self.amqp_ledger()
+        self.publish({"env": 1})
+        done = subprocess.run([RELAY, "--dsn", DSN, "--queue", self.queue, "--exchange", exchange,
+                               "--max-jobs", "1", "--stats-interval", "0"],
+                              capture_output=True, text=True, timeout=30,
+                              env=dict(os.environ, PGQ_RELAY_BROKER=AMQP))
+        self.assertEqual(done.returncode, 0, done.stderr)
+        ledger.wait_for(1)
+
+    def test_no_consume_right_is_an_error_with_its_sqlstate(self):
+        sql("DROP ROLE IF EXISTS pgq_relay_nobody")
+        sql("CREATE ROLE pgq_relay_nobody LOGIN")
+        self.addCleanup(sql, "DROP ROLE IF EXISTS pgq_relay_nobody")
+        self.publish({"x": 1})
+        done = subprocess.run([RELAY, "--dsn", DSN + " user=pgq_relay_nobody", "--broker", AMQP,
+                               "--queue", self.queue, "--exchange", "", "--stats-interval", "0"],
+                              capture_output=True, text=True, timeout=30)
+        self.assertEqual(done.returncode, 1, done.stderr)
+        self.assertIn("42501", done.stderr)
+        self.assertEqual(self.jobs_left(), 1)
+
+    # ------------------------------------------------------------ running
+
+    def test_metrics_endpoint_and_sigterm(self):
+        exchange, ledger = self.amqp_ledger()
+        for i in range(5):
+            self.publish({"i": i})
+        process = start_relay("--broker", AMQP, "--queue", self.queue, "--exchange", exchange,
+                              "--metrics-listen", f"127.0.0.1:{METRICS_PORT}")
+        ledger.wait_for(5)
+        wait_for(lambda: self.jobs_left() == 0, "the queue to empty")
+
+        def completed():
+            with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics",
+                                        timeout=5) as response:
+                text = response.read().decode()
+            return f'pgq_relay_completed_total{{queue="{self.queue}"}} 5' in text and text
+        text = wait_for(completed, "the completed counter at 5")
+        self.assertIn(f'pgq_relay_broker_up{{queue="{self.queue}"}} 1', text)
+        self.assertIn("# TYPE pgq_relay_commit_to_confirm_seconds histogram", text)
+        status, err = stop(process)
+        self.assertEqual(status, 0, err)
+        self.assertIn("SIGTERM: claiming no more jobs", err)
+
+    def test_a_crash_after_the_confirm_sends_it_again_with_the_same_id(self):
+        # Parked after its first confirm (before the completion), then
+        # SIGKILLed: the job stays leased until its lease (5 s) ends, then
+        # the next relay publishes it again, under the same message id.
+        exchange, ledger = self.amqp_ledger()
+        self.publish({"late": 1})
+        process = start_relay("--broker", AMQP, "--queue", self.queue, "--exchange", exchange,
+                              env={"PGQ_RELAY_DEBUG_PARK": "after-confirm:1"})
+        wait_for(lambda: ledger.lines(), "the delivery")
+        wait_for(lambda: "parked after-confirm" in process.stderr.readline(), "the park")
+        process.kill()
+        process.wait()
+        process.stderr.close()
+        [(state,)] = sql("SELECT state FROM pgq.list_jobs(%s)", self.queue)
+        self.assertEqual(state, "running", "confirmed but not completed: still leased")
+        status, err = relay("--broker", AMQP, "--queue", self.queue, "--exchange", exchange,
+                            "--max-jobs", "1", timeout=60)
+        self.assertEqual(status, 0, err)
+        lines = ledger.wait_for(2)
+        self.assertEqual(lines[0]["message_id"], lines[1]["message_id"])
+        self.assertEqual([line["attempt"] for line in lines], ["1", "2"])
+        self.assertEqual(self.jobs_left(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
