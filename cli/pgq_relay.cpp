@@ -119,8 +119,9 @@ int Main(const std::vector<std::string>& args) {
                                        ? MakeAmqpBroker(options, confirm_timeout)
                                        : MakeNatsBroker(options, confirm_timeout);
   Connection claims = Connection::Open(options.dsn, "pgq-relay");
-  Relay relay(std::move(settings), std::move(broker), std::move(claims), std::move(control),
-              signals, std::move(metrics));
+  Connection completions = Connection::Open(options.dsn, "pgq-relay");
+  Relay relay(std::move(settings), std::move(broker), std::move(claims), std::move(completions),
+              std::move(control), signals, std::move(metrics));
   return relay.Run();
 }
 

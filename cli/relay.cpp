@@ -112,11 +112,13 @@ std::string JobName(const ClaimedEvent& event) {
 }  // namespace
 
 Relay::Relay(RelaySettings settings, std::unique_ptr<Broker> broker, Connection claims,
-             Connection control, SignalPipe& signals, std::optional<MetricsEndpoint> metrics)
+             Connection completions, Connection control, SignalPipe& signals,
+             std::optional<MetricsEndpoint> metrics)
     : settings_(std::move(settings)),
       options_(settings_.options),
       broker_(std::move(broker)),
       claims_(std::move(claims)),
+      completions_(std::move(completions)),
       control_(std::move(control)),
       signals_(signals),
       metrics_(std::move(metrics)),
@@ -133,6 +135,7 @@ int Relay::Run() {
     ConnectBroker();
     PublishDue();
     ExtendDue();
+    SendCompletions();
     SettleDue();
     if (stopping_) ShutdownStep();
     MaybeClaim();
@@ -148,7 +151,14 @@ bool Relay::CanClaimMore() const {
   return !stopping_ && (options_.max_jobs == 0 || claimed_jobs_ < options_.max_jobs);
 }
 
-bool Relay::Finished() const { return !claim_in_flight_ && flights_.empty() && !CanClaimMore(); }
+bool Relay::Finished() const {
+  return !claim_in_flight_ && !completing_ && flights_.empty() && !CanClaimMore();
+}
+
+std::size_t Relay::CountIn(Flight::State state) const {
+  return static_cast<std::size_t>(std::count_if(
+      flights_.begin(), flights_.end(), [state](const Flight& f) { return f.state == state; }));
+}
 
 // ---------------------------------------------------------------- broker
 
@@ -195,6 +205,8 @@ void Relay::PublishDue() {
   for (auto it = flights_.begin(); it != flights_.end(); ++it) {
     Flight& flight = *it;
     if (flight.state != Flight::State::kToPublish || now < flight.publish_after) continue;
+    // At most --concurrency messages wait for their confirms.
+    if (by_token_.size() >= static_cast<std::size_t>(options_.concurrency)) return;
     try {
       flight.token = broker_->Publish(*flight.message);
     } catch (const BrokerError& e) {
@@ -274,7 +286,10 @@ void Relay::OnConfirm(const Confirm& confirm) {
 
 void Relay::MaybeClaim() {
   if (claim_in_flight_ || !CanClaimMore() || !broker_->connected()) return;
-  long room = options_.concurrency - static_cast<long>(flights_.size());
+  // The next --concurrency jobs are claimed while as many wait for their
+  // confirms; confirmed ones (being completed) take no room.
+  long room = 2L * options_.concurrency -
+              static_cast<long>(by_token_.size() + CountIn(Flight::State::kToPublish));
   if (options_.max_jobs > 0) room = std::min(room, options_.max_jobs - claimed_jobs_);
   if (room <= 0) return;
   if (!claims_.ok()) {
@@ -376,7 +391,9 @@ void Relay::ExtendDue() {
   const Clock::time_point now = Clock::now();
   for (auto it = flights_.begin(); it != flights_.end();) {
     Flight& flight = *it;
-    if (now < flight.next_extend) {
+    // A job being completed needs no more lease (and its extend would find
+    // it done).
+    if (now < flight.next_extend || flight.state == Flight::State::kCompleting) {
       ++it;
       continue;
     }
@@ -413,7 +430,7 @@ void Relay::ExtendDue() {
 void Relay::DropExpired(const std::string& why) {
   const Clock::time_point now = Clock::now();
   for (auto it = flights_.begin(); it != flights_.end();) {
-    if (now < it->lease_end) {
+    if (now < it->lease_end || it->state == Flight::State::kCompleting) {
       ++it;
       continue;
     }
@@ -432,13 +449,17 @@ Relay::FlightList::iterator Relay::Forget(FlightList::iterator flight) {
 
 // ---------------------------------------------------------------- outcomes
 
+// Rejected jobs are failed one by one (they are rare); the backoff is
+// shared with the completions: both wait for the same server.
 void Relay::SettleDue() {
   if (Clock::now() < next_settle_try_) return;
-  if (CompleteConfirmed() && FailRejected()) settle_backoff_ = kFirstRetry;
+  FailRejected();
 }
 
-// False when the server could not be reached (tried again later).
-bool Relay::CompleteConfirmed() {
+// Every confirmed job not being completed yet, in one statement, sent
+// without waiting: the loop goes on claiming and publishing meanwhile.
+void Relay::SendCompletions() {
+  if (completing_ || Clock::now() < next_settle_try_) return;
   std::vector<const std::string*> ids;
   std::vector<const std::string*> attempts;
   for (const Flight& flight : flights_) {
@@ -446,39 +467,70 @@ bool Relay::CompleteConfirmed() {
     ids.push_back(&flight.event.id);
     attempts.push_back(&flight.event.attempt);
   }
-  if (ids.empty()) return true;
+  if (ids.empty()) return;
+  if (!completions_.ok() && !completions_.Reset()) {
+    CompletionsFailed(DbError("", "cannot connect to the database"));
+    return;
+  }
   const std::string id_array = ArrayLiteral(ids);
   const std::string attempt_array = ArrayLiteral(attempts);
-  long completed = 0;
   try {
-    const Result result = control_.Exec(kCompleteMany, {id_array.c_str(), attempt_array.c_str()});
-    completed = std::strtol(PQgetvalue(result.get(), 0, 0), nullptr, 10);
+    completions_.Send(kCompleteMany, {id_array.c_str(), attempt_array.c_str()});
   } catch (const DbError& e) {
-    if (!IsConnectionError(e.sqlstate(), e.severity())) {
-      Fatal("pgq.complete_many", e.Describe());
-      return false;
-    }
-    const std::chrono::milliseconds pause = Jitter(settle_backoff_);
-    Log("pgq.complete_many of " + std::to_string(ids.size()) + " job(s) failed; retrying in " +
-        std::to_string(pause.count()) + " ms: " + e.Describe());
-    next_settle_try_ = Clock::now() + pause;
-    settle_backoff_ = NextBackoff(settle_backoff_);
-    DropExpired("the database is out of reach");
-    return false;
+    CompletionsFailed(e);
+    return;
   }
-  if (completed < static_cast<long>(ids.size())) {
+  for (Flight& flight : flights_) {
+    if (flight.state == Flight::State::kConfirmed) flight.state = Flight::State::kCompleting;
+  }
+  completing_ = true;
+}
+
+void Relay::OnCompletionsReadable() {
+  Result result;
+  try {
+    result = completions_.Consume();
+    if (!result) return;  // more to come
+  } catch (const DbError& e) {
+    completing_ = false;
+    // Not known whether it committed: the jobs are completed again (a
+    // repeat finds them done, and does not count them).
+    for (Flight& flight : flights_) {
+      if (flight.state == Flight::State::kCompleting) flight.state = Flight::State::kConfirmed;
+    }
+    CompletionsFailed(e);
+    return;
+  }
+  completing_ = false;
+  const long completed = std::strtol(PQgetvalue(result.get(), 0, 0), nullptr, 10);
+  const std::size_t sent = CountIn(Flight::State::kCompleting);
+  if (completed < static_cast<long>(sent)) {
     // A repeat after a connection loss finds the first try's work done, or
     // a lease ran out meanwhile: either way not ours to complete.
-    Log(std::to_string(ids.size() - static_cast<std::size_t>(completed)) + " of " +
-        std::to_string(ids.size()) +
-        " confirmed job(s) were not completed: already completed by an earlier try, or their "
-        "leases were lost");
+    Log(std::to_string(sent - static_cast<std::size_t>(completed)) + " of " + std::to_string(sent) +
+        " confirmed job(s) were not completed: completed by an earlier try, or their leases "
+        "were lost");
   }
   counters_.completed += static_cast<std::uint64_t>(completed);
   for (auto it = flights_.begin(); it != flights_.end();) {
-    it = it->state == Flight::State::kConfirmed ? flights_.erase(it) : std::next(it);
+    it = it->state == Flight::State::kCompleting ? flights_.erase(it) : std::next(it);
   }
-  return true;
+  settle_backoff_ = kFirstRetry;
+}
+
+// A completion the server did not take: tried again with backoff, over a
+// new connection, until the jobs' leases end (DropExpired).
+void Relay::CompletionsFailed(const DbError& e) {
+  if (!IsConnectionError(e.sqlstate(), e.severity())) {
+    Fatal("pgq.complete_many", e.Describe());
+    return;
+  }
+  const std::chrono::milliseconds pause = Jitter(settle_backoff_);
+  Log("pgq.complete_many of " + std::to_string(CountIn(Flight::State::kConfirmed)) +
+      " job(s) failed; retrying in " + std::to_string(pause.count()) + " ms: " + e.Describe());
+  next_settle_try_ = Clock::now() + pause;
+  settle_backoff_ = NextBackoff(settle_backoff_);
+  DropExpired("the database is out of reach");
 }
 
 bool Relay::FailRejected() {
@@ -576,8 +628,10 @@ void Relay::PollOnce() {
   const bool polls_claim = claim_in_flight_;
   const std::size_t claim_index = fds.size();
   if (polls_claim) fds.push_back({claims_.socket(), POLLIN, 0});
+  const bool polls_completions = completing_;
+  const std::size_t completions_index = fds.size();
+  if (polls_completions) fds.push_back({completions_.socket(), POLLIN, 0});
   const int broker_fd = broker_->connected() ? broker_->fd() : -1;
-  const std::size_t broker_index = fds.size();
   if (broker_fd >= 0) fds.push_back({broker_fd, POLLIN, 0});
   const std::size_t metrics_index = fds.size();
   if (metrics_) fds.push_back({metrics_->fd(), POLLIN, 0});
@@ -591,12 +645,12 @@ void Relay::PollOnce() {
     }
   }
   if (polls_claim && fds[claim_index].revents != 0) OnClaimReadable();
+  if (polls_completions && fds[completions_index].revents != 0) OnCompletionsReadable();
   // Also without input: the AMQP heartbeat and the confirm timeout.
   PollBroker();
   if (metrics_ && fds[metrics_index].revents != 0) {
     metrics_->Serve([this] { return MetricsText(); });
   }
-  (void)broker_index;
 }
 
 int Relay::PollTimeoutMillis() const {
@@ -606,7 +660,8 @@ int Relay::PollTimeoutMillis() const {
     if (flight.state == Flight::State::kToPublish && broker_->connected()) {
       next = std::min(next, flight.publish_after);
     }
-    if (flight.state == Flight::State::kConfirmed || flight.state == Flight::State::kRejected) {
+    if ((flight.state == Flight::State::kConfirmed && !completing_) ||
+        flight.state == Flight::State::kRejected) {
       next = std::min(next, next_settle_try_);
     }
   }

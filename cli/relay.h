@@ -3,6 +3,10 @@
 //
 // A job goes: claimed -> published -> confirmed by the broker -> completed
 // (pgq.complete_many, one statement for all that were confirmed together).
+// The three steps overlap, so the broker's confirm does not stand between
+// two claims: --concurrency N messages wait for their confirms at most, the
+// next N are claimed meanwhile, and the confirmed ones are completed on a
+// connection of their own while the loop goes on.
 // A message the broker refused (returned, nacked) fails its job (pgq.fail:
 // retried with the queue's backoff). A broker connection lost with messages
 // unconfirmed publishes them again on the next one (same message ids). Every
@@ -11,8 +15,9 @@
 // again until the job's lease ends (then the job is published again by
 // whoever claims it: the at-least-once window, see docs/adr/0019).
 //
-// Two database connections, as pgq-worker: `claims` carries one
-// pgq.claim(..., wait) at a time; `control` the short fenced calls.
+// Three database connections: `claims` carries one pgq.claim(..., wait) at
+// a time (as pgq-worker's), `completions` one pgq.complete_many at a time,
+// `control` the short fenced calls (extend, fail, release).
 #pragma once
 
 #include <chrono>
@@ -45,7 +50,8 @@ struct RelaySettings {
 class Relay {
  public:
   Relay(RelaySettings settings, std::unique_ptr<Broker> broker, Connection claims,
-        Connection control, SignalPipe& signals, std::optional<MetricsEndpoint> metrics);
+        Connection completions, Connection control, SignalPipe& signals,
+        std::optional<MetricsEndpoint> metrics);
 
   // Until a stop signal, --max-jobs, or an error; the exit status.
   int Run();
@@ -55,10 +61,11 @@ class Relay {
 
   struct Flight {
     enum class State {
-      kToPublish,  // claimed (or to send again): publish when the broker is there
-      kPublished,  // waiting for the broker's confirm
-      kConfirmed,  // the broker has it: complete the job
-      kRejected,   // the broker refused it, or it cannot be a message: fail the job
+      kToPublish,   // claimed (or to send again): publish when the broker is there
+      kPublished,   // waiting for the broker's confirm
+      kConfirmed,   // the broker has it: complete the job
+      kCompleting,  // in the pgq.complete_many under way
+      kRejected,    // the broker refused it, or it cannot be a message: fail the job
     };
     ClaimedEvent event;
     std::optional<Message> message;  // none: `reason` says why
@@ -84,6 +91,7 @@ class Relay {
   };
 
   bool CanClaimMore() const;
+  std::size_t CountIn(Flight::State state) const;
   bool Finished() const;
   void ConnectBroker();
   void BrokerLost(const std::string& why);
@@ -95,7 +103,9 @@ class Relay {
   void AddFlight(const PGresult* rows, int row, Clock::time_point now);
   void ExtendDue();
   void SettleDue();
-  bool CompleteConfirmed();
+  void SendCompletions();
+  void OnCompletionsReadable();
+  void CompletionsFailed(const DbError& e);
   bool FailRejected();
   void DropExpired(const std::string& why);
   void Release(FlightList::iterator flight);
@@ -116,14 +126,16 @@ class Relay {
   const RelayOptions& options_;
   std::unique_ptr<Broker> broker_;
   Connection claims_;
+  Connection completions_;
   Connection control_;
   SignalPipe& signals_;
   std::optional<MetricsEndpoint> metrics_;
   std::string claim_sql_;
 
   FlightList flights_;  // in claim order; stable addresses
-  std::unordered_map<std::uint64_t, FlightList::iterator> by_token_;
+  std::unordered_map<std::uint64_t, FlightList::iterator> by_token_;  // the published ones
   bool claim_in_flight_ = false;
+  bool completing_ = false;  // a pgq.complete_many is under way
   bool stopping_ = false;
   bool failed_ = false;
   long claimed_jobs_ = 0;
