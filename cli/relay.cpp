@@ -284,13 +284,21 @@ void Relay::OnConfirm(const Confirm& confirm) {
 
 // ---------------------------------------------------------------- claims
 
-void Relay::MaybeClaim() {
-  if (claim_in_flight_ || !CanClaimMore() || !broker_->connected()) return;
-  // The next --concurrency jobs are claimed while as many wait for their
-  // confirms; confirmed ones (being completed) take no room.
+// How many jobs a claim may take now: none while the broker is away (jobs
+// wait in the queue, not here); else the next --concurrency jobs are claimed
+// while as many wait for their confirms (confirmed ones, being completed,
+// take no room).
+long Relay::ClaimRoom() const {
+  if (!CanClaimMore() || !broker_->connected()) return 0;
   long room = 2L * options_.concurrency -
               static_cast<long>(by_token_.size() + CountIn(Flight::State::kToPublish));
   if (options_.max_jobs > 0) room = std::min(room, options_.max_jobs - claimed_jobs_);
+  return room;
+}
+
+void Relay::MaybeClaim() {
+  if (claim_in_flight_) return;
+  const long room = ClaimRoom();
   if (room <= 0) return;
   if (!claims_.ok()) {
     if (Clock::now() < next_claims_try_) return;
@@ -653,11 +661,18 @@ void Relay::PollOnce() {
   }
 }
 
+// Until the next thing due; only what the loop would act on counts, or it
+// would spin on a time already past (a message waiting for room in the
+// confirm window, a claim with no room).
 int Relay::PollTimeoutMillis() const {
-  Clock::time_point next = Clock::now() + std::chrono::milliseconds(kMaxPollMillis);
+  const Clock::time_point now = Clock::now();
+  Clock::time_point next = now + std::chrono::milliseconds(kMaxPollMillis);
+  const bool may_publish =
+      broker_->connected() && by_token_.size() < static_cast<std::size_t>(options_.concurrency);
   for (const Flight& flight : flights_) {
+    if (flight.state == Flight::State::kCompleting) continue;
     next = std::min(next, flight.next_extend);
-    if (flight.state == Flight::State::kToPublish && broker_->connected()) {
+    if (flight.state == Flight::State::kToPublish && may_publish) {
       next = std::min(next, flight.publish_after);
     }
     if ((flight.state == Flight::State::kConfirmed && !completing_) ||
@@ -666,10 +681,13 @@ int Relay::PollTimeoutMillis() const {
     }
   }
   if (!broker_->connected()) next = std::min(next, next_broker_try_);
-  if (!claims_.ok() && !claim_in_flight_) next = std::min(next, next_claims_try_);
-  if (stopping_) next = std::min({next, stop_deadline_, next_cancel_});
+  if (!claims_.ok() && !claim_in_flight_ && ClaimRoom() > 0) {
+    next = std::min(next, next_claims_try_);
+  }
+  if (stopping_ && stop_deadline_ > now) next = std::min(next, stop_deadline_);
+  if (stopping_ && claim_in_flight_) next = std::min(next, next_cancel_);
   if (settings_.stats_interval.count() > 0) next = std::min(next, next_stats_);
-  const auto wait = next - Clock::now();
+  const auto wait = next - now;
   if (wait <= Clock::duration::zero()) return 0;
   return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count());
 }

@@ -92,6 +92,7 @@ class Relay {
 
   bool CanClaimMore() const;
   std::size_t CountIn(Flight::State state) const;
+  long ClaimRoom() const;
   bool Finished() const;
   void ConnectBroker();
   void BrokerLost(const std::string& why);

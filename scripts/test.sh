@@ -163,6 +163,27 @@ else
 fi
 stop_cluster "$clients_dir"
 
+# 6. pgq-relay (issue 20) against real brokers: its contract case by case,
+# then the fault run (kill -9 of the relay and the broker, a paused broker,
+# a PostgreSQL restart), on RabbitMQ and on NATS JetStream; test/relay/run.sh
+# starts its own cluster and brokers and ends with "relay tests: N passed,
+# M failed". The brokers' harness first (test/brokers/smoke.sh).
+say "pgq-relay against RabbitMQ and NATS (brokers smoke, contract, faults)"
+if bash "$PGQ_ROOT/test/brokers/smoke.sh" >"$log_dir/brokers.log" 2>&1; then :; else suite_status=1; fi
+count_summary() {  # name log prefix: "<prefix>: N passed, M failed" in log
+  local line bad
+  if line=$(grep -E "^$3: [0-9]+ passed, [0-9]+ failed$" "$2" | tail -n 1); then
+    bad=$(sed -E 's/.* ([0-9]+) failed/\1/' <<<"$line")
+    if ((bad > 0)); then grep -E -A12 '^not ok' "$2" | head -c 20000 || true; fi
+    record "$1" "$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")" "$bad"
+  else
+    tail -n 60 "$2"; record "$1 (did not run)" 0 1
+  fi
+}
+count_summary "brokers (smoke)" "$log_dir/brokers.log" "brokers smoke"
+if bash "$PGQ_ROOT/test/relay/run.sh" >"$log_dir/relay.log" 2>&1; then :; else suite_status=1; fi
+count_summary "pgq-relay" "$log_dir/relay.log" "relay tests"
+
 echo
 echo "logs: $log_dir"
 # A suite that failed without a countable test failure still fails the run.
