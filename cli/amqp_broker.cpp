@@ -24,6 +24,11 @@ using Clock = std::chrono::steady_clock;
 // GC pause or a short SIGSTOP, which should not cost a reconnect.
 constexpr int kHeartbeatSeconds = 30;
 constexpr int kFrameMax = 131072;
+// Connecting, logging in and each setup call (channel.open, confirm.select,
+// the exchange check) may take this long: the relay's loop, which keeps the
+// leases alive, waits for them. A broker that does not answer in time (a
+// paused one) is tried again later.
+constexpr struct timeval kConnectTimeout = {2, 0};
 constexpr amqp_channel_t kChannel = 1;
 // How long the frames after a basic.return (its header and body) may take.
 constexpr struct timeval kReturnFramesTimeout = {5, 0};
@@ -39,7 +44,9 @@ amqp_bytes_t Bytes(const std::string& text) {
 class AmqpBroker : public Broker {
  public:
   AmqpBroker(const RelayOptions& options, std::chrono::milliseconds confirm_timeout)
-      : address_(options.broker), exchange_(options.exchange), confirm_timeout_(confirm_timeout) {}
+      : addresses_(options.brokers),
+        exchange_(options.exchange),
+        confirm_timeout_(confirm_timeout) {}
   ~AmqpBroker() override { Drop(); }
 
   void Connect() override;
@@ -49,7 +56,8 @@ class AmqpBroker : public Broker {
   int fd() const override { return conn_ != nullptr ? amqp_get_sockfd(conn_) : -1; }
   void Poll(std::vector<Confirm>* confirms) override;
   std::string Describe() const override {
-    return "RabbitMQ " + address_.host + ":" + std::to_string(address_.port);
+    const BrokerAddress& address = addresses_[current_];
+    return "RabbitMQ " + address.host + ":" + std::to_string(address.port);
   }
 
  private:
@@ -60,13 +68,15 @@ class AmqpBroker : public Broker {
   };
 
   [[noreturn]] void Fail(const std::string& what);
+  void ConnectTo(const BrokerAddress& address);
   void CheckReply(const char* what);
   void OnMethod(const amqp_frame_t& frame, std::vector<Confirm>* confirms);
   void OnReturn(const amqp_basic_return_t& returned);
   void Settle(std::uint64_t tag, bool multiple, bool acked, std::vector<Confirm>* confirms);
   void Drop();
 
-  BrokerAddress address_;
+  std::vector<BrokerAddress> addresses_;  // a cluster's nodes, tried in turn
+  std::size_t current_ = 0;
   std::string exchange_;
   std::chrono::milliseconds confirm_timeout_;
   amqp_connection_state_t conn_ = nullptr;
@@ -112,25 +122,43 @@ void AmqpBroker::CheckReply(const char* what) {
   }
 }
 
+// The node it was connected to last, then the others in turn; the error
+// of the last one when none answers.
 void AmqpBroker::Connect() {
+  for (std::size_t tried = 0;; ++tried) {
+    try {
+      ConnectTo(addresses_[current_]);
+      return;
+    } catch (const BrokerError&) {
+      if (tried + 1 >= addresses_.size()) throw;
+      current_ = (current_ + 1) % addresses_.size();
+    }
+  }
+}
+
+void AmqpBroker::ConnectTo(const BrokerAddress& address) {
   Drop();
   conn_ = amqp_new_connection();
   if (conn_ == nullptr) throw BrokerError("out of memory for an AMQP connection");
   amqp_socket_t* socket = amqp_tcp_socket_new(conn_);
   if (socket == nullptr) Fail("out of memory for an AMQP socket");
-  struct timeval connect_timeout = {10, 0};
-  const int status =
-      amqp_socket_open_noblock(socket, address_.host.c_str(), address_.port, &connect_timeout);
+  struct timeval connect_timeout = kConnectTimeout;
+  struct timeval handshake_timeout = kConnectTimeout;
+  struct timeval rpc_timeout = kConnectTimeout;
+  int status =
+      amqp_socket_open_noblock(socket, address.host.c_str(), address.port, &connect_timeout);
+  if (status == AMQP_STATUS_OK) status = amqp_set_handshake_timeout(conn_, &handshake_timeout);
+  if (status == AMQP_STATUS_OK) status = amqp_set_rpc_timeout(conn_, &rpc_timeout);
   if (status != AMQP_STATUS_OK) {
     Fail("cannot connect to " + Describe() + ": " + amqp_error_string2(status));
   }
   const amqp_rpc_reply_t login =
-      amqp_login(conn_, address_.vhost.c_str(), 0, kFrameMax, kHeartbeatSeconds,
-                 AMQP_SASL_METHOD_PLAIN, address_.user.c_str(), address_.password.c_str());
+      amqp_login(conn_, address.vhost.c_str(), 0, kFrameMax, kHeartbeatSeconds,
+                 AMQP_SASL_METHOD_PLAIN, address.user.c_str(), address.password.c_str());
   if (login.reply_type != AMQP_RESPONSE_NORMAL) {
     // A refused login closes the socket with no reason given.
-    Fail("cannot log in to " + Describe() + " as " + address_.user + " (virtual host " +
-         address_.vhost + ")" +
+    Fail("cannot log in to " + Describe() + " as " + address.user + " (virtual host " +
+         address.vhost + ")" +
          (login.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
               ? std::string(": ") + amqp_error_string2(login.library_error)
               : std::string()));

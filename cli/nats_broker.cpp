@@ -37,10 +37,13 @@ std::string StatusText(natsStatus status) {
 class NatsBroker : public Broker {
  public:
   NatsBroker(const RelayOptions& options, std::chrono::milliseconds confirm_timeout)
-      : url_(options.broker.url),
-        describe_("NATS " + options.broker.host + ":" + std::to_string(options.broker.port)),
+      : describe_("NATS " + options.broker.host + ":" + std::to_string(options.broker.port) +
+                  (options.brokers.size() > 1
+                       ? " (and " + std::to_string(options.brokers.size() - 1) + " more)"
+                       : "")),
         confirm_timeout_(confirm_timeout),
         max_pending_(options.concurrency) {
+    for (const BrokerAddress& address : options.brokers) urls_.push_back(address.url);
     int ends[2];
     if (pipe2(ends, O_CLOEXEC | O_NONBLOCK) != 0) throw BrokerError("pipe2 failed");
     wake_read_ = Fd(ends[0]);
@@ -66,7 +69,7 @@ class NatsBroker : public Broker {
   void Acked(natsMsg* msg, const jsPubAck* ack, const jsPubAckErr* error);
   void Drop();
 
-  std::string url_;
+  std::vector<std::string> urls_;  // a cluster's servers: cnats picks and fails over
   std::string describe_;
   std::chrono::milliseconds confirm_timeout_;
   int max_pending_;
@@ -97,7 +100,11 @@ void NatsBroker::Connect() {
   Drop();
   natsOptions* options = nullptr;
   natsStatus status = natsOptions_Create(&options);
-  if (status == NATS_OK) status = natsOptions_SetURL(options, url_.c_str());
+  std::vector<const char*> urls;
+  for (const std::string& url : urls_) urls.push_back(url.c_str());
+  if (status == NATS_OK) {
+    status = natsOptions_SetServers(options, urls.data(), static_cast<int>(urls.size()));
+  }
   if (status == NATS_OK) status = natsOptions_SetTimeout(options, kConnectTimeoutMs);
   if (status == NATS_OK) status = natsOptions_SetMaxReconnect(options, -1);
   if (status == NATS_OK) status = natsOptions_SetReconnectWait(options, kReconnectWaitMs);

@@ -285,13 +285,12 @@ void Relay::OnConfirm(const Confirm& confirm) {
 // ---------------------------------------------------------------- claims
 
 // How many jobs a claim may take now: none while the broker is away (jobs
-// wait in the queue, not here); else the next --concurrency jobs are claimed
-// while as many wait for their confirms (confirmed ones, being completed,
-// take no room).
+// wait in the queue, not here); else up to 2 x --concurrency held, so the
+// next batch is claimed while one waits for its confirms (and a crash gives
+// at most that many back to their leases).
 long Relay::ClaimRoom() const {
   if (!CanClaimMore() || !broker_->connected()) return 0;
-  long room = 2L * options_.concurrency -
-              static_cast<long>(by_token_.size() + CountIn(Flight::State::kToPublish));
+  long room = 2L * options_.concurrency - static_cast<long>(flights_.size());
   if (options_.max_jobs > 0) room = std::min(room, options_.max_jobs - claimed_jobs_);
   return room;
 }

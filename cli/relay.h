@@ -5,8 +5,9 @@
 // (pgq.complete_many, one statement for all that were confirmed together).
 // The three steps overlap, so the broker's confirm does not stand between
 // two claims: --concurrency N messages wait for their confirms at most, the
-// next N are claimed meanwhile, and the confirmed ones are completed on a
-// connection of their own while the loop goes on.
+// next ones are claimed meanwhile (at most 2N jobs held in all), and the
+// confirmed ones are completed on a connection of their own while the loop
+// goes on.
 // A message the broker refused (returned, nacked) fails its job (pgq.fail:
 // retried with the queue's backoff). A broker connection lost with messages
 // unconfirmed publishes them again on the next one (same message ids). Every

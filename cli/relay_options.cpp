@@ -153,13 +153,16 @@ std::string RelayUsageText() {
          "in commit order.\n"
          "\n"
          "Options:\n"
-         "  --broker URL        amqp://USER:PASSWORD@HOST:PORT/VHOST (RabbitMQ) or\n"
-         "                      nats://HOST:PORT (JetStream); default: $PGQ_RELAY_BROKER\n"
-         "                      (keeps a password off the command line)\n"
+         "  --broker URL[,URL...]\n"
+         "                      amqp://USER:PASSWORD@HOST:PORT/VHOST (RabbitMQ) or\n"
+         "                      nats://HOST:PORT (JetStream); several: a cluster's nodes,\n"
+         "                      tried in turn; default: $PGQ_RELAY_BROKER (keeps a\n"
+         "                      password off the command line)\n"
          "  --dsn CONNINFO      libpq connection string or URI (default: PG* variables)\n"
          "  --queue NAME        the queue to forward (default to_broker)\n"
-         "  --concurrency N     messages claimed and not yet confirmed and completed\n"
-         "                      (default 16, at most 1000)\n"
+         "  --concurrency N     messages waiting for the broker's confirm at once\n"
+         "                      (default 16, at most 1000); the next N are claimed\n"
+         "                      meanwhile: at most 2N jobs held\n"
          "  --lease INTERVAL    lease of each claim (default: the queue's)\n"
          "  --wait INTERVAL     how long one claim waits in the server for a job\n"
          "                      (default '30 seconds')\n"
@@ -261,7 +264,22 @@ RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const c
   }
   if (broker_url.empty()) return Error("--broker is required (or PGQ_RELAY_BROKER)");
   std::string error;
-  if (!ParseBrokerUrl(broker_url, &options.broker, &error)) return Error(error);
+  // Several URLs, comma-separated: the nodes of one cluster, tried in turn
+  // (a comma in a password is written %2C).
+  for (std::size_t start = 0; start <= broker_url.size();) {
+    std::size_t comma = broker_url.find(',', start);
+    if (comma == std::string::npos) comma = broker_url.size();
+    BrokerAddress address;
+    if (!ParseBrokerUrl(broker_url.substr(start, comma - start), &address, &error)) {
+      return Error(error);
+    }
+    if (!options.brokers.empty() && address.kind != options.brokers.front().kind) {
+      return Error("--broker: the URLs of one relay are all amqp:// or all nats://");
+    }
+    options.brokers.push_back(std::move(address));
+    start = comma + 1;
+  }
+  options.broker = options.brokers.front();
   if (!options.metrics_listen.empty()) {
     std::string host;
     int port = 0;

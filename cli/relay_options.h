@@ -34,10 +34,11 @@ struct DebugPark {
 };
 
 struct RelayOptions {
-  BrokerAddress broker;  // --broker, else PGQ_RELAY_BROKER
-  std::string dsn;       // empty: libpq's defaults (PG* variables)
+  BrokerAddress broker;                // the first of `brokers`
+  std::vector<BrokerAddress> brokers;  // --broker, else PGQ_RELAY_BROKER: URLs, comma-separated
+  std::string dsn;                     // empty: libpq's defaults (PG* variables)
   std::string queue = "to_broker";
-  int concurrency = 16;             // messages claimed and not yet completed
+  int concurrency = 16;             // messages awaiting confirms; 2x: jobs held
   std::string lease;                // PostgreSQL interval; empty: the queue's
   std::string wait = "30 seconds";  // how long one claim blocks in the server
   std::string exchange = "pgq";     // RabbitMQ: where every message goes

@@ -86,6 +86,23 @@ TEST(RelayOptions, BrokerFromTheEnvironmentUnlessGiven) {
   EXPECT_EQ(r.options.broker.port, 4222);
 }
 
+TEST(RelayOptions, SeveralBrokersOfOneKind) {
+  RelayParseResult r = Parse({"--broker", "amqp://a:5672/,amqp://b:5673/,amqp://u:p%2Cq@c/"});
+  ASSERT_EQ(r.status, RelayParseStatus::kRun) << r.error;
+  ASSERT_EQ(r.options.brokers.size(), 3u);
+  EXPECT_EQ(r.options.broker.host, "a");
+  EXPECT_EQ(r.options.brokers[1].port, 5673);
+  EXPECT_EQ(r.options.brokers[2].password, "p,q");
+  r = Parse({"--broker", "nats://a:4222,nats://b:4223"});
+  ASSERT_EQ(r.status, RelayParseStatus::kRun) << r.error;
+  EXPECT_EQ(r.options.brokers[1].url, "nats://b:4223");
+  r = Parse({"--broker", "amqp://a/,nats://b"});
+  EXPECT_EQ(r.status, RelayParseStatus::kUsageError);
+  EXPECT_EQ(r.error, "--broker: the URLs of one relay are all amqp:// or all nats://");
+  r = Parse({"--broker", "amqp://a/,"});
+  EXPECT_EQ(r.status, RelayParseStatus::kUsageError);
+}
+
 TEST(RelayOptions, UrlEscapesAndIpv6) {
   BrokerAddress address;
   std::string error;
