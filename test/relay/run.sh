@@ -1,0 +1,490 @@
+#!/usr/bin/env bash
+# The relay's fault-injection test (issue 20, ADR 0019): pgq-relay loses
+# nothing, publishes nothing that rolled back and keeps each key's order
+# while it, its broker and PostgreSQL are killed, paused and restarted.
+#
+# First the relay's contract case by case (test_relay_cli.py, against both
+# brokers; PGQ_RELAY_CONTRACT=0 leaves it out). Then, for each broker
+# (RabbitMQ, then NATS JetStream), the faults: 2 producers
+# (produce.py) commit PGQ_RELAY_EVENTS events over 500 group keys, each with
+# its key's sequence number, and roll back 10 % of their transactions on
+# purpose; the relay (concurrency 4) forwards the queue to_broker to the
+# broker; a consumer (ledger.c) writes every delivery to a ledger before
+# acking it. Meanwhile, one after the other, each fault's window recorded:
+#   - a SIGTERM restart of the relay (not a fault: no duplicate may come of it)
+#   - kill -9 of the relay parked after a publish, before its confirm
+#     (PGQ_RELAY_DEBUG_PARK=after-publish:N), then a new relay
+#   - kill -9 of the relay parked after a confirm, before the complete
+#   - an immediate restart of PostgreSQL (while the producers commit)
+#   - kill -9 of the broker, then its restart
+#   - SIGSTOP of the broker for 10 s
+# A window ends when the system is healthy again (no job held by a dead
+# claimer, jobs completed and delivered again) plus two leases. Then, once
+# everything is delivered and the relay stopped with SIGTERM, check.py
+# asserts: 0 lost, 0 phantoms, per-key first deliveries in sequence order,
+# every duplicate inside a fault window (NATS: none in the relay-kill
+# windows, JetStream drops a republished message id), the queue empty and no
+# dead job.
+#
+# Knobs: PGQ_RELAY_BIN (default build/pgq-relay), PGQ_RELAY_EVENTS (20000),
+# PGQ_RELAY_BROKERS ("rabbitmq nats"), PGQ_RELAY_PRODUCE_SECONDS (the least
+# time the producers spread their commits over, 30; the faults stretch it to
+# about 70 s), PGQ_RELAY_TIMEOUT (the whole run's bound, 600 s),
+# PGQ_RELAY_VERBOSE=1 (the relay's --verbose), KEEP=1 (keep the work
+# directory; it is kept anyway when a check failed).
+# Ports: RabbitMQ 55720-55727, NATS 55730-55731, the contract tests' metrics
+# endpoint 55745, PostgreSQL 55750. About 4 minutes on two CPUs.
+# Last line: "relay tests: N passed, M failed"; exit status 0 when none failed.
+if [[ -z ${_PGQ_RELAY_BOUNDED:-} ]]; then
+  _PGQ_RELAY_BOUNDED=1 exec timeout -k 20 "${PGQ_RELAY_TIMEOUT:-600}" bash "$0" "$@"
+fi
+source "$(dirname "$0")/../../scripts/lib.sh"
+
+RELAY="${PGQ_RELAY_BIN:-$PGQ_ROOT/build/pgq-relay}"
+EVENTS="${PGQ_RELAY_EVENTS:-20000}"
+BROKERS="${PGQ_RELAY_BROKERS:-rabbitmq nats}"
+PRODUCE_SECONDS="${PGQ_RELAY_PRODUCE_SECONDS:-30}"
+AMQP_PORT=55720
+NATS_PORT=55730
+METRICS_PORT=55745   # the contract tests' relay's --metrics-listen
+PG_PORT=55750
+LEASE_S=3          # the queue's lease: a killed relay's jobs come back this fast
+MARGIN_MS=$((2 * LEASE_S * 1000))   # a window ends this long after healthy again
+PARK_NTH=25        # the message the debug hook parks the relay at
+KEYS=500
+PY=/usr/bin/python3   # Debian's, with python3-psycopg
+HERE="$PGQ_ROOT/test/relay"
+
+passed=0
+failed=0
+started=$SECONDS
+ok() { echo "ok - $1"; passed=$((passed + 1)); }
+not_ok() { echo "not ok - $1"; failed=$((failed + 1)); }
+# Echoes check.py's lines and counts its verdicts.
+tally() {
+  local line
+  while IFS= read -r line; do
+    echo "$line"
+    case $line in
+      "ok - "*) passed=$((passed + 1)) ;;
+      "not ok - "*) failed=$((failed + 1)) ;;
+    esac
+  done
+}
+now_ms() { date +%s%3N; }
+secs_since_ms() { awk -v a="$1" -v b="$(now_ms)" 'BEGIN { printf "%.1f", (b - a) / 1000 }'; }
+
+work="$(mktemp -d /tmp/pgq_relay_test.XXXXXX)"
+chmod 755 "$work"
+pg="$work/pg"
+relay_pid="" ledger_pid="" producer_pids=() broker="" phase_dir=""
+
+finish() {
+  local rc=$? p
+  # set -e ended the run somewhere no check was expecting it.
+  if ((rc != 0 && failed == 0)); then not_ok "the run stopped early (exit status $rc)"; fi
+  for p in $relay_pid; do kill -KILL "$p" 2>/dev/null || true; done
+  for p in "${producer_pids[@]}" $ledger_pid; do kill -TERM "$p" 2>/dev/null || true; done
+  stop_rabbitmq "$work/brokers/rabbitmq" >/dev/null 2>&1 || true
+  stop_nats "$work/brokers/nats" >/dev/null 2>&1 || true
+  stop_cluster "$pg"
+  if ((failed == 0)) && [[ ${KEEP:-0} != 1 ]]; then rm -rf "$work"; else echo "# left for a look: $work"; fi
+  echo "# took $((SECONDS - started)) s"
+  echo "relay tests: $passed passed, $failed failed"
+}
+trap finish EXIT
+trap 'not_ok "time-out or interrupt"; exit 1' TERM INT
+
+# --- what the run needs
+ensure_broker_packages
+if [[ ! -x $RELAY ]]; then
+  not_ok "no relay at $RELAY (cmake -S . -B build && cmake --build build --target pgq-relay)"
+  exit 1
+fi
+if [[ ! -f $("$PG_BIN/pg_config" --sharedir)/extension/pgq_cpp.control ]]; then
+  not_ok "pgq_cpp is installed in $PG_BIN/.. (make install)"
+  exit 1
+fi
+if ! "$PY" -c 'import psycopg' 2>/dev/null; then
+  not_ok "$PY cannot import psycopg (apt-get install python3-psycopg)"
+  exit 1
+fi
+if cc -O2 -Wall -o "$work/ledger" "$HERE/ledger.c" -lrabbitmq -lnats; then
+  ok "ledger.c builds (librabbitmq-dev, libnats-dev)"
+else
+  not_ok "ledger.c builds"
+  exit 1
+fi
+# fsync off: a kill -9 or an immediate restart is a crash of processes, not
+# of the machine; what the server wrote stays in the page cache.
+start_cluster "$pg" "$PG_PORT" "fsync = off" "lc_messages = 'C'" "log_min_messages = warning"
+
+psql_db() { "$PG_BIN/psql" -h "$pg" -p "$PG_PORT" -U postgres -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
+
+# --- the relay
+# start_relay TAG [NAME=VALUE...]: a relay in the background with that
+# environment; its output in $phase_dir/relay.N-TAG.log, its PID in relay_pid.
+# --confirm-timeout 5 s, shorter than the broker's 10 s pause: the pause
+# also drives the relay's reconnect and republish.
+relay_runs=0
+start_relay() {
+  local tag="$1"; shift
+  local extra=()
+  [[ ${PGQ_RELAY_VERBOSE:-0} == 1 ]] && extra+=(--verbose)
+  relay_runs=$((relay_runs + 1))
+  relay_log="$phase_dir/relay.$relay_runs-$tag.log"
+  env "$@" "$RELAY" --broker "$broker_url" --dsn "$dsn" --queue to_broker --concurrency 4 \
+    --confirm-timeout '5 seconds' --stats-interval '10 seconds' "${broker_args[@]}" "${extra[@]}" \
+    >"$relay_log" 2>&1 &
+  relay_pid=$!
+}
+
+# stop_relay: SIGTERM, then its exit status (bounded); counts a status
+# other than 0 in term_bad.
+term_ok=0 term_bad=0
+stop_relay() {
+  local deadline=$((SECONDS + 30)) rc=0
+  kill -TERM "$relay_pid" 2>/dev/null || true
+  while kill -0 "$relay_pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+  if kill -0 "$relay_pid" 2>/dev/null; then
+    echo "# relay $relay_pid still running 30 s after SIGTERM ($relay_log); kill -9"
+    kill -KILL "$relay_pid" 2>/dev/null || true
+  fi
+  wait "$relay_pid" 2>/dev/null || rc=$?
+  if ((rc == 0)); then term_ok=$((term_ok + 1)); else
+    term_bad=$((term_bad + 1))
+    echo "# relay exited $rc after SIGTERM; the end of $relay_log:"
+    tail -n 5 "$relay_log" | sed 's/^/#   /'
+  fi
+  relay_pid=""
+}
+
+kill9_relay() {
+  kill -KILL "$relay_pid" 2>/dev/null || true
+  wait "$relay_pid" 2>/dev/null || true
+  relay_pid=""
+}
+
+relay_alive() { [[ -n $relay_pid ]] && kill -0 "$relay_pid" 2>/dev/null; }
+
+# --- health and windows
+ledger_lines() { wc -l <"$phase_dir/ledger" 2>/dev/null || echo 0; }
+
+# A number from the database, or nothing while it is away.
+db_number() { psql_db -d "$db" -c "$1" 2>/dev/null || true; }
+
+producing() {
+  local p
+  for p in "${producer_pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done
+  return 1
+}
+
+# healthy_within SECONDS: the relay runs, no job of the queue is held by a
+# claimer that is gone, and since this call jobs were completed and
+# deliveries came (or, the producers done, nothing is left to relay).
+healthy_within() {
+  local deadline=$((SECONDS + $1)) lines0 done0="" gone left done_now
+  lines0="$(ledger_lines)"
+  while ((SECONDS < deadline)); do
+    relay_alive || { echo "# the relay died ($relay_log)"; return 1; }
+    [[ -n $done0 ]] || done0="$(db_number "SELECT done_recent FROM pgq.queue_stats WHERE queue = 'to_broker'")"
+    gone="$(db_number "SELECT count(*) FROM pgq.running_jobs WHERE queue = 'to_broker' AND NOT claimer_connected")"
+    left="$(db_number "SELECT ready + scheduled + running FROM pgq.queue_stats WHERE queue = 'to_broker'")"
+    done_now="$(db_number "SELECT done_recent FROM pgq.queue_stats WHERE queue = 'to_broker'")"
+    if [[ $gone == 0 && -n $done0 && -n $done_now ]] &&
+      { ((done_now > done0 && $(ledger_lines) > lines0)) || { [[ $left == 0 ]] && ! producing; }; }; then
+      return 0
+    fi
+    sleep 0.3
+  done
+  return 1
+}
+
+# fault_done NAME KIND START_MS WHAT: waits for health, records the window
+# [START_MS, healthy + two leases] and sleeps to its end, so that windows do
+# not overlap and each duplicate has one fault to answer for.
+fault_done() {
+  local name="$1" kind="$2" start="$3" what="$4" t0 end
+  t0="$(now_ms)"
+  if healthy_within 90; then
+    end=$(($(now_ms) + MARGIN_MS))
+    ok "$broker: $what; healthy again $(secs_since_ms "$t0") s later"
+  else
+    end=$(($(now_ms) + MARGIN_MS))
+    not_ok "$broker: $what; not healthy again within 90 s (see $phase_dir)"
+  fi
+  echo "$name $kind $start $end" >>"$phase_dir/windows"
+  sleep "$(awk -v a="$end" -v b="$(now_ms)" 'BEGIN { d = (a - b) / 1000; printf "%.3f", (d > 0 ? d : 0) }')"
+}
+
+# wait_for_line FILE TEXT SECONDS
+wait_for_line() {
+  local deadline=$((SECONDS + $3))
+  until grep -qF "$2" "$1" 2>/dev/null; do
+    ((SECONDS < deadline)) || return 1
+    relay_alive || return 1
+    sleep 0.1
+  done
+}
+
+# --- the faults
+
+# keep_producing SECONDS: the producers' last commit no sooner than that from now.
+keep_producing() {
+  local want=$(($(date +%s) + $1))
+  if ((want > $(cat "$phase_dir/deadline"))); then
+    echo "$want" >"$phase_dir/deadline.new"
+    mv "$phase_dir/deadline.new" "$phase_dir/deadline"
+  fi
+}
+
+graceful_restart() {
+  local before=$term_bad
+  stop_relay
+  start_relay normal
+  if ((term_bad == before)); then ok "$broker: relay restarted after SIGTERM (exit 0), no window"; else
+    not_ok "$broker: relay restarted after SIGTERM (exit 0)"; fi
+  sleep 2
+}
+
+relay_kill() {  # relay_kill after-publish|after-confirm
+  local point="$1" start what held
+  # The window opens before the running relay's SIGTERM: a job it gave back
+  # is the parked relay's to publish again.
+  start="$(now_ms)"
+  stop_relay
+  start_relay "park-$point" PGQ_RELAY_DEBUG_PARK="$point:$PARK_NTH"
+  if wait_for_line "$relay_log" "pgq-relay: parked $point" 60; then
+    # What the crash leaves leased (the parked relay is the only one): what
+    # the next relay publishes again.
+    held="$(db_number "SELECT running FROM pgq.queue_stats WHERE queue = 'to_broker'")"
+    what="kill -9 of the relay parked $point (message $PARK_NTH; it held ${held:-?} jobs, --concurrency 4)"
+  else
+    what="kill -9 of the relay: never parked $point (no 'pgq-relay: parked $point' in $relay_log within 60 s)"
+    not_ok "$broker: the relay parks $point:$PARK_NTH"
+  fi
+  kill9_relay
+  start_relay normal
+  fault_done "relay-kill-$point" relay-kill "$start" "$what"
+}
+
+broker_kill() {
+  local start
+  start="$(now_ms)"
+  if ! "kill9_$broker" "$broker_dir"; then not_ok "$broker: kill -9 of the broker"; fi
+  sleep 2   # down long enough for the relay to find it gone
+  if ! "restart_$broker" "$broker_dir"; then not_ok "$broker: the broker restarts"; return; fi
+  fault_done broker-kill broker "$start" "kill -9 of the broker and restart"
+}
+
+broker_pause() {
+  local start
+  start="$(now_ms)"
+  "pause_$broker" "$broker_dir"
+  sleep 10
+  "resume_$broker" "$broker_dir"
+  fault_done broker-pause broker "$start" "SIGSTOP of the broker for 10 s"
+}
+
+pg_restart() {
+  local start
+  start="$(now_ms)"
+  if ! as_pg "$PG_BIN/pg_ctl" -D "$pg/data" -l "$pg/server.log" -m immediate -w restart >/dev/null; then
+    not_ok "$broker: PostgreSQL restarts (immediate)"; return
+  fi
+  fault_done pg-restart postgres "$start" "immediate restart of PostgreSQL"
+}
+
+# --- the brokers
+
+# start_broker rabbitmq|nats: unless it runs already; a failure is a check's.
+start_broker() {
+  local dir="$work/brokers/$1" t0=$SECONDS
+  mkdir -p "$work/brokers"
+  case $1 in
+    rabbitmq)
+      _brk_alive "$(rmq_pid "$dir" 2>/dev/null)" && return 0
+      start_rabbitmq "$dir" "$AMQP_PORT" || { not_ok "RabbitMQ starts on $AMQP_PORT"; return 1; }
+      ;;
+    nats)
+      _brk_alive "$(nats_pid "$dir" 2>/dev/null)" && return 0
+      start_nats "$dir" "$NATS_PORT" || { not_ok "NATS starts on $NATS_PORT"; return 1; }
+      ;;
+  esac
+  echo "# $1 up in $((SECONDS - t0)) s"
+}
+
+# --- the relay's contract, case by case (test_relay_cli.py: unittest, told
+# here as TAP lines), against both brokers
+run_contract() {
+  local contract_db=relay_contract
+  start_broker rabbitmq || return 0
+  start_broker nats || return 0
+  mkdir -p "$work/contract"
+  psql_db -d postgres -c "CREATE DATABASE $contract_db"
+  tally < <(cd "$HERE" && PGQ_TEST_DSN="host=$pg port=$PG_PORT user=postgres dbname=$contract_db" \
+    PGQ_RELAY_BIN="$RELAY" PGQ_LEDGER_BIN="$work/ledger" PGQ_AMQP_PORT="$AMQP_PORT" \
+    PGQ_NATS_PORT="$NATS_PORT" PGQ_RELAY_METRICS_PORT="$METRICS_PORT" PGQ_RELAY_TEST_DIR="$work/contract" \
+    "$PY" - 2>&1 <<'PY'
+import sys
+import unittest
+
+
+class Tap(unittest.TestResult):
+    """One "ok - " / "not ok - " line per test, its tracebacks as # lines."""
+
+    def __init__(self):
+        super().__init__()
+        self.errors_of = {}
+        self.skips = set()
+
+    def _bad(self, test, err):
+        self.errors_of.setdefault(test.id(), []).append(self._exc_info_to_string(err, test))
+        if not isinstance(test, unittest.TestCase):  # setUpClass and the like: no stopTest
+            self._say(test)
+
+    addFailure = addError = _bad
+
+    def addSubTest(self, test, subtest, err):
+        if err is not None:
+            self._bad(test, err)
+
+    def addSkip(self, test, reason):
+        self.skips.add(test.id())
+        print(f"ok - contract: {test.id().split('.')[-1]} # skip {reason}", flush=True)
+
+    def stopTest(self, test):
+        if test.id() not in self.skips:
+            self._say(test)
+
+    def _say(self, test):
+        name = test.id().split(".")[-1]
+        errors = self.errors_of.get(test.id())
+        print(("not ok - " if errors else "ok - ") + f"contract: {name}")
+        for text in errors or []:
+            for line in text.rstrip().splitlines():
+                print("#   " + line)
+        sys.stdout.flush()
+
+
+sys.path.insert(0, ".")
+unittest.defaultTestLoader.loadTestsFromName("test_relay_cli").run(Tap())
+PY
+  )
+}
+
+# --- one broker, its faults
+run_phase() {
+  broker="$1"
+  phase_dir="$work/$broker"
+  broker_dir="$work/brokers/$broker"
+  db="relay_$broker"
+  dsn="host=$pg port=$PG_PORT user=postgres dbname=$db"
+  mkdir -p "$phase_dir"
+  chmod 755 "$phase_dir"
+  : >"$phase_dir/windows"
+  term_ok=0 term_bad=0 relay_runs=0
+  local t0=$SECONDS routing
+
+  psql_db -d postgres -c "CREATE DATABASE $db"
+  psql_db -d "$db" >/dev/null <<SQL
+CREATE EXTENSION pgq_cpp;
+SELECT pgq.create_queue('to_broker', max_attempts => 100, lease => '$LEASE_S seconds');
+SELECT pgq.create_topic('orders');
+SELECT pgq.subscribe('orders', 'to_broker');
+CREATE TABLE key_seq (key text PRIMARY KEY, seq integer NOT NULL);
+INSERT INTO key_seq SELECT 'k' || lpad(i::text, 3, '0'), 0 FROM generate_series(0, $KEYS - 1) i;
+CREATE TABLE produced (event_uuid uuid PRIMARY KEY, key text NOT NULL, seq integer NOT NULL,
+                       producer integer NOT NULL, UNIQUE (key, seq));
+SQL
+
+  case $broker in
+    rabbitmq)
+      start_broker rabbitmq || return 0
+      if ! "$work/ledger" amqp-setup "$AMQP_PORT" pgq relay_ledger; then not_ok "$broker: exchange and queue"; return; fi
+      broker_url="amqp://guest:guest@127.0.0.1:$AMQP_PORT/"
+      broker_args=(--exchange pgq)
+      routing=orders
+      "$work/ledger" amqp "$AMQP_PORT" relay_ledger "$phase_dir/ledger" 2>"$phase_dir/ledger.log" &
+      ;;
+    nats)
+      start_broker nats || return 0
+      if ! "$work/ledger" nats-setup "$NATS_PORT" PGQ 'pgq.>' ledger; then not_ok "$broker: stream and consumer"; return; fi
+      broker_url="nats://127.0.0.1:$NATS_PORT"
+      broker_args=(--subject-prefix pgq.)
+      routing=pgq.orders
+      "$work/ledger" nats "$NATS_PORT" PGQ ledger 'pgq.>' "$phase_dir/ledger" 2>"$phase_dir/ledger.log" &
+      ;;
+  esac
+  ledger_pid=$!
+  echo "# $broker: producing $EVENTS events"
+
+  start_relay normal
+  local p per=$((EVENTS / 2)) produce_t0=$SECONDS
+  echo $(($(date +%s) + PRODUCE_SECONDS)) >"$phase_dir/deadline"
+  producer_pids=()
+  for p in 1 2; do
+    "$PY" "$HERE/produce.py" --dsn "$dsn" --producer "$p" --events $((p == 1 ? per : EVENTS - per)) \
+      --keys "$KEYS" --rollback 0.10 --deadline-file "$phase_dir/deadline" \
+      --rolled-back "$phase_dir/rolled_back.$p" >"$phase_dir/producer.$p.log" 2>&1 &
+    producer_pids+=($!)
+  done
+
+  # Each fault with the seconds it may take: the producers go on at least
+  # that long, so that it meets commits in flight.
+  sleep 3
+  keep_producing 10; graceful_restart
+  keep_producing 20; relay_kill after-publish
+  keep_producing 20; relay_kill after-confirm
+  keep_producing 20; pg_restart
+  keep_producing 30; broker_kill
+  keep_producing 25; broker_pause
+  echo "# $broker: faults done $((SECONDS - produce_t0)) s after the producers started"
+
+  local rc bad=0 deadline=$((SECONDS + PRODUCE_SECONDS + 120))
+  for p in "${producer_pids[@]}"; do
+    while kill -0 "$p" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.3; done
+    kill -TERM "$p" 2>/dev/null || true
+    rc=0; wait "$p" || rc=$?
+    ((rc == 0)) || bad=$((bad + 1))
+  done
+  producer_pids=()
+  sed 's/^/# /' "$phase_dir"/producer.*.log
+  if ((bad == 0)); then ok "$broker: the producers committed their $EVENTS events ($((SECONDS - produce_t0)) s)"; else
+    not_ok "$broker: $bad producers failed (see $phase_dir/producer.*.log)"; fi
+
+  local drain_t0=$SECONDS
+  if "$PY" "$HERE/check.py" wait --dsn "$dsn" --ledger "$phase_dir/ledger" --seconds 120; then
+    ok "$broker: everything delivered and the queue empty $((SECONDS - drain_t0)) s after the producers ended"
+  else
+    not_ok "$broker: everything delivered and the queue empty within 120 s"
+  fi
+  stop_relay
+  if ((term_bad == 0)); then ok "$broker: the relay exits 0 on SIGTERM ($term_ok times)"; else
+    not_ok "$broker: the relay exits 0 on SIGTERM ($term_bad of $((term_ok + term_bad)) times it did not)"; fi
+  kill -TERM "$ledger_pid" 2>/dev/null || true
+  wait "$ledger_pid" || true
+  ledger_pid=""
+
+  # (tally reads from a process substitution: in a pipeline it would count in a subshell)
+  tally < <("$PY" "$HERE/check.py" judge --dsn "$dsn" --ledger "$phase_dir/ledger" --windows "$phase_dir/windows" \
+    --rolled-back "$phase_dir"/rolled_back.* --broker "$broker" --routing "$routing" --events "$EVENTS" 2>&1 |
+    sed "s/^\(not \)\{0,1\}ok - /&$broker: /")
+  grep -h "claimed" "$relay_log" 2>/dev/null | tail -n 1 | sed 's/^/# the last relay: /' || true
+
+  "stop_$broker" "$broker_dir" >/dev/null 2>&1 || true
+  echo "# $broker: faults and checks took $((SECONDS - t0)) s"
+}
+
+if [[ ${PGQ_RELAY_CONTRACT:-1} == 1 && -f $HERE/test_relay_cli.py ]]; then
+  t=$SECONDS
+  run_contract
+  echo "# contract: $((SECONDS - t)) s"
+fi
+for b in $BROKERS; do
+  case $b in
+    rabbitmq | nats) run_phase "$b" ;;
+    *) not_ok "unknown broker '$b' in PGQ_RELAY_BROKERS" ;;
+  esac
+done
+((failed == 0))
