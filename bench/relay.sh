@@ -21,6 +21,10 @@
 #             a file-stored JetStream stream): events/s from its start to its
 #             exit, every job completed only after its confirm. Ratio
 #             relay/baseline: the target is >= 0.80.
+#   broker    the broker alone (bench/broker_ceiling.c): EVENTS messages
+#             like the relay's, at most C unconfirmed, no database: the
+#             other physical ceiling. On two cores the broker and PostgreSQL
+#             share the CPU, so the relay's rate is below both.
 #   latency   a paced producer (pgbench -R RATE, one publish per
 #             transaction, LATENCY_SECONDS long) while the relay runs:
 #             commit to confirm p50 and p99, from the relay's own histogram
@@ -61,6 +65,8 @@ bench_install
 [[ -x $RELAY ]] || { echo "$RELAY is missing: run 'make unit' first" >&2; exit 1; }
 LEDGER="$WORK/ledger"
 cc -O2 -o "$LEDGER" "$PGQ_ROOT/test/relay/ledger.c" -lrabbitmq -lnats
+CEILING="$WORK/broker_ceiling"
+cc -O2 -o "$CEILING" "$PGQ_ROOT/bench/broker_ceiling.c" -lrabbitmq -lnats
 
 say "starting PostgreSQL ($PGDIR, port $PORT), RabbitMQ ($AMQP_PORT) and NATS ($NATS_PORT)"
 start_cluster "$PGDIR" "$PORT" "${BENCH_DURABLE_CONF[@]}" "autovacuum = on"
@@ -75,6 +81,11 @@ PSQL=("$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$PGDIR" -p "$PORT" -U post
   -c "SELECT pgq.create_topic('orders.created')" -c "SELECT pgq.subscribe('orders.created', 'to_broker')" >/dev/null
 
 now_ns() { date +%s%N; }
+HZ=$(getconf CLK_TCK)
+# The machine's busy and total CPU ticks (/proc/stat: idle and iowait are not busy).
+machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+proc_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+broker_pid() { if [[ $1 == rabbitmq ]]; then rmq_pid "$WORK/rmq"; else nats_pid "$WORK/nats"; fi; }
 
 # EVENTS events in one transaction, over KEYS group keys.
 publish_backlog() {
@@ -112,16 +123,43 @@ for run in $(seq 1 "$RUNS"); do
     "${PSQL[@]}" -c "DELETE FROM pgq.jobs" >/dev/null
 
     for broker in $BROKERS; do
+      case $broker in
+        rabbitmq) ceiling=$("$CEILING" amqp "$AMQP_PORT" pgq orders.ceiling "$EVENTS" "$c") ;;
+        nats) ceiling=$("$CEILING" nats "$NATS_PORT" orders.ceiling "$EVENTS" "$c") ;;
+      esac
+      rate=$(sed -E 's/.*: ([0-9]+)\/s.*/\1/' <<<"$ceiling")
+      echo "broker $broker $c $run $rate" >>"$results"
+      echo "  $broker alone: $rate messages/s"
       publish_backlog
+      # Where the CPU went: the machine's busy time, the broker's and the
+      # relay's (bash's `times` after it: its children's user and system).
+      broker_pid=$(broker_pid "$broker")
+      read -r busy0 all0 < <(machine_ticks)
+      broker0=$(proc_ticks "$broker_pid")
       start=$(now_ns)
       # shellcheck disable=SC2046
-      "$RELAY" $(relay_args "$broker") --dsn "$DSN" --concurrency "$c" --max-jobs "$EVENTS" \
-        --stats-interval 0 2>"$WORK/relay.log"
+      relay_times=$(
+        "$RELAY" $(relay_args "$broker") --dsn "$DSN" --concurrency "$c" --max-jobs "$EVENTS" \
+          --stats-interval 0 2>"$WORK/relay.log"
+        times  # not in a pipeline: a forked `times` would see no children
+      )
+      relay_cpu=$(tail -n 1 <<<"$relay_times" | sed -E 's/([0-9]+)m([0-9.]+)s/\1 \2/g' |
+        awk '{ print $1 * 60 + $2 + $3 * 60 + $4 }')
       end=$(now_ns)
+      read -r busy1 all1 < <(machine_ticks)
+      broker1=$(proc_ticks "$broker_pid")
       left=$(queue_left)
       rate=$(awk -v n=$((EVENTS - left)) -v ns=$((end - start)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
       echo "relay $broker $c $run $rate" >>"$results"
-      echo "  relay to $broker: $rate events/s ($left left)"
+      # CPU per event in microseconds: the relay, the broker, the rest
+      # (PostgreSQL, mostly), and the machine's busy share of its 2 CPUs.
+      awk -v n="$EVENTS" -v relay="$relay_cpu" -v hz="$HZ" -v busy=$((busy1 - busy0)) \
+        -v all=$((all1 - all0)) -v broker=$((broker1 - broker0)) -v b="$broker" -v c="$c" -v run="$run" '
+        BEGIN {
+          r = relay * 1e6 / n; k = broker / hz * 1e6 / n; t = busy / hz * 1e6 / n
+          printf "cpu %s %s %s %.0f %.0f %.0f %.0f\n", b, c, run, r, k, t - r - k, 100 * busy / all
+        }' >>"$results"
+      echo "  relay to $broker: $rate events/s ($left left); $(tail -n 1 "$results" | awk '{ printf "CPU per event: relay %s us, broker %s us, the rest %s us; machine busy %s %%", $5, $6, $7, $8 }')"
       ((left == 0)) || { echo "the relay left $left jobs" >&2; tail "$WORK/relay.log" >&2; exit 1; }
 
       # Latency: a paced producer while the relay waits in its claim.
@@ -158,16 +196,19 @@ brokers = [b for b in ("rabbitmq", "nats") if any(r[1] == b for r in rows)]
 lines = [f"# pgq-relay throughput and latency (bench/relay.sh)", "",
          f"{events} events per round over {keys} group keys, {runs} round(s), medians; "
          f"latency with a paced producer at {rate} events/s for {seconds} s.", "",
-         "| concurrency | baseline claim+complete (events/s) | broker | relay (events/s) | relay / baseline | commit→confirm p50 | p99 |",
-         "|---|---|---|---|---|---|---|"]
+         "| concurrency | baseline: claim+complete, no broker (events/s) | broker | the broker alone (msg/s) | relay (events/s) | relay / baseline | commit→confirm p50 | p99 | CPU µs/event: relay, broker, rest | machine busy |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
 for c in cs:
     base = med([float(r[4]) for r in rows if r[0] == "baseline" and int(r[2]) == c])
     for b in brokers:
         relay = med([float(r[4]) for r in rows if r[0] == "relay" and r[1] == b and int(r[2]) == c])
+        alone = med([float(r[4]) for r in rows if r[0] == "broker" and r[1] == b and int(r[2]) == c])
         lat = [r for r in rows if r[0] == "latency" and r[1] == b and int(r[2]) == c]
         p50 = med([float(r[4]) for r in lat if r[4]])
         p99 = med([float(r[5]) for r in lat if r[5]])
-        lines.append(f"| {c} | {base:.0f} | {b} | {relay:.0f} | {relay / base:.2f}x | {p50:.1f} ms | {p99:.1f} ms |")
+        cpu = [r for r in rows if r[0] == "cpu" and r[1] == b and int(r[2]) == c]
+        mine, theirs, rest, busy = (med([float(r[i]) for r in cpu]) for i in (4, 5, 6, 7))
+        lines.append(f"| {c} | {base:.0f} | {b} | {alone:.0f} | {relay:.0f} | {relay / base:.2f}x | {p50:.1f} ms | {p99:.1f} ms | {mine:.0f}, {theirs:.0f}, {rest:.0f} | {busy:.0f} % |")
 lines += ["", "Every round:", "", "```"] + [" ".join(r) for r in rows] + ["```", ""]
 open(out, "w").write("\n".join(lines))
 print("\n".join(lines))

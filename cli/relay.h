@@ -5,7 +5,7 @@
 // (pgq.complete_many, one statement for all that were confirmed together).
 // The three steps overlap, so the broker's confirm does not stand between
 // two claims: --concurrency N messages wait for their confirms at most, the
-// next ones are claimed meanwhile (at most 2N jobs held in all), and the
+// next ones are claimed meanwhile (at most 3N jobs held in all), and the
 // confirmed ones are completed on a connection of their own while the loop
 // goes on.
 // A message the broker refused (returned, nacked) fails its job (pgq.fail:

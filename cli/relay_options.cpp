@@ -162,7 +162,7 @@ std::string RelayUsageText() {
          "  --queue NAME        the queue to forward (default to_broker)\n"
          "  --concurrency N     messages waiting for the broker's confirm at once\n"
          "                      (default 16, at most 1000); the next N are claimed\n"
-         "                      meanwhile: at most 2N jobs held\n"
+         "                      meanwhile: at most 3N jobs held\n"
          "  --lease INTERVAL    lease of each claim (default: the queue's)\n"
          "  --wait INTERVAL     how long one claim waits in the server for a job\n"
          "                      (default '30 seconds')\n"

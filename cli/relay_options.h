@@ -38,7 +38,7 @@ struct RelayOptions {
   std::vector<BrokerAddress> brokers;  // --broker, else PGQ_RELAY_BROKER: URLs, comma-separated
   std::string dsn;                     // empty: libpq's defaults (PG* variables)
   std::string queue = "to_broker";
-  int concurrency = 16;             // messages awaiting confirms; 2x: jobs held
+  int concurrency = 16;             // messages awaiting confirms; 3x: jobs held
   std::string lease;                // PostgreSQL interval; empty: the queue's
   std::string wait = "30 seconds";  // how long one claim blocks in the server
   std::string exchange = "pgq";     // RabbitMQ: where every message goes
