@@ -64,7 +64,7 @@ ifeq ($(autodepend), yes)
 	$(COMPILE.cc) -o $@ $< -MMD -MP -MF $(DEPDIR)/$(subst /,_,$*).Po
 endif
 
-.PHONY: test demo unit bench
+.PHONY: test demo unit bench test-cluster
 
 # Installs what is missing, builds, runs every test; ends with a summary line.
 # `make test PROFILE=long`: the stress and chaos runs at ten times their size
@@ -84,3 +84,9 @@ unit:
 
 bench:
 	@bash bench/run.sh
+
+# The relay against a three-node RabbitMQ cluster (a node killed under load)
+# and a PostgreSQL failover to a synchronous standby: about 4 minutes, not
+# part of `make test` (test/relay/cluster.sh).
+test-cluster:
+	@bash test/relay/cluster.sh

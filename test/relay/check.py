@@ -221,10 +221,17 @@ def judge(args):
     redelivered = sum(1 for d in duplicates if d["redelivered"] == "1")
     print(f"# duplicates: {len(duplicates)} ({redelivered} flagged redelivered by the broker); by fault window: "
           + (", ".join(f"{name} {by_window[name]}" for name, *_ in windows) or "no windows"))
+    all_ms = sorted(d["ms"] for d in ledger)
     for name, kind, start, end in windows:
         firsts = sum(1 for ms in first_ms if start <= ms <= end)
+        # The consumer's view of the outage: the longest time without a
+        # delivery, counted from the fault (with the first delivery after
+        # the window when none came inside it).
+        lo, hi = bisect.bisect_left(all_ms, start), bisect.bisect_right(all_ms, end)
+        times = [start] + all_ms[lo:hi + 1]
+        gap = max((b - a for a, b in zip(times, times[1:])), default=end - start)
         print(f"# window {name}: {(end - start) / 1000:.1f} s, {firsts} first deliveries, "
-              f"{by_window[name]} duplicates")
+              f"{by_window[name]} duplicates, longest wait for a delivery {gap / 1000:.1f} s")
     tap.check(not outside, f"every duplicate inside a fault window ({len(outside)} outside)")
     for d in outside[:5]:
         near = min(windows, key=lambda w: min(abs(d['ms'] - w[2]), abs(d['ms'] - w[3])), default=None)

@@ -6,10 +6,13 @@
  * counts as consumed is always in the ledger (a crash of the broker between
  * the line and the ack gives a redelivery: a duplicate line, never a gap).
  *
- *   ledger amqp-setup PORT EXCHANGE QUEUE
- *       durable topic EXCHANGE, durable QUEUE bound to it with "#"
- *   ledger amqp PORT QUEUE FILE
- *       consumes QUEUE (manual acks) into FILE until SIGTERM
+ *   ledger amqp-setup PORTS EXCHANGE QUEUE [quorum]
+ *       durable topic EXCHANGE, durable QUEUE bound to it with "#"; with
+ *       "quorum" a quorum queue (x-queue-type), replicated over the
+ *       cluster's nodes (declare it once they have all joined)
+ *   ledger amqp PORTS QUEUE FILE [PREFETCH]
+ *       consumes QUEUE (manual acks, PREFETCH unacked at most, default 200)
+ *       into FILE until SIGTERM
  *   ledger nats-setup PORT STREAM SUBJECT CONSUMER
  *       file-stored STREAM on SUBJECT, duplicate window 2 minutes, and a
  *       durable pull CONSUMER (explicit acks, one unacked message at a time:
@@ -24,9 +27,14 @@
  * (a header that is not there is written as "-"; a tab or newline inside a
  * field as a space: bodies are JSON text on one line anyway).
  *
+ * PORTS: one AMQP port on 127.0.0.1, or a cluster's nodes' ports separated
+ * by commas (55800,55810,55820): a connection goes to the node of the last
+ * one, else to the others in turn.
+ *
  * The consumers outlive a broker's kill -9, restart and SIGSTOP: AMQP by
- * reconnecting in a loop, NATS by the client's own endless reconnect.
- * Built by run.sh: cc -O2 -o ledger ledger.c -lrabbitmq -lnats
+ * reconnecting in a loop (to another node of a cluster when its node is
+ * gone), NATS by the client's own endless reconnect.
+ * Built by run.sh and cluster.sh: cc -O2 -o ledger ledger.c -lrabbitmq -lnats
  */
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
@@ -83,6 +91,26 @@ static void put_str(FILE *f, const char *s) {
 
 static int amqp_ok(amqp_rpc_reply_t r) { return r.reply_type == AMQP_RESPONSE_NORMAL; }
 
+/* A cluster's nodes: "55800,55810,55820" (or one port). */
+#define MAX_NODES 8
+struct nodes {
+  int port[MAX_NODES];
+  int count;
+  int current; /* the node of the last connection: tried first */
+};
+
+static int parse_nodes(const char *text, struct nodes *n) {
+  memset(n, 0, sizeof *n);
+  for (const char *p = text; *p && n->count < MAX_NODES;) {
+    char *end;
+    long port = strtol(p, &end, 10);
+    if (end == p || port <= 0 || port > 65535 || (*end && *end != ',')) return 0;
+    n->port[n->count++] = (int)port;
+    p = *end ? end + 1 : end;
+  }
+  return n->count > 0;
+}
+
 static amqp_connection_state_t amqp_open(int port) {
   amqp_connection_state_t conn = amqp_new_connection();
   amqp_socket_t *sock = amqp_tcp_socket_new(conn);
@@ -102,13 +130,29 @@ static amqp_connection_state_t amqp_open(int port) {
   return conn;
 }
 
-static int amqp_setup(int port, const char *exchange, const char *queue) {
-  amqp_connection_state_t conn = amqp_open(port);
+/* The current node, else the others in turn; NULL when none answers. */
+static amqp_connection_state_t amqp_open_any(struct nodes *n) {
+  for (int tried = 0; tried < n->count; tried++) {
+    amqp_connection_state_t conn = amqp_open(n->port[n->current]);
+    if (conn) return conn;
+    n->current = (n->current + 1) % n->count;
+  }
+  return NULL;
+}
+
+static int amqp_setup(struct nodes *n, const char *exchange, const char *queue, int quorum) {
+  amqp_connection_state_t conn = amqp_open_any(n);
   if (!conn) return fail("cannot connect to RabbitMQ");
   amqp_exchange_declare(conn, 1, amqp_cstring_bytes(exchange), amqp_cstring_bytes("topic"), 0, 1, 0,
                         0, amqp_empty_table);
   if (!amqp_ok(amqp_get_rpc_reply(conn))) return fail("exchange.declare failed");
-  amqp_queue_declare(conn, 1, amqp_cstring_bytes(queue), 0, 1, 0, 0, amqp_empty_table);
+  amqp_table_entry_t type;
+  type.key = amqp_cstring_bytes("x-queue-type");
+  type.value.kind = AMQP_FIELD_KIND_UTF8;
+  type.value.value.bytes = amqp_cstring_bytes("quorum");
+  amqp_table_t args = {quorum ? 1 : 0, &type};
+  amqp_queue_declare(conn, 1, amqp_cstring_bytes(queue), 0, 1, 0, 0,
+                     quorum ? args : amqp_empty_table);
   if (!amqp_ok(amqp_get_rpc_reply(conn))) return fail("queue.declare failed");
   amqp_queue_bind(conn, 1, amqp_cstring_bytes(queue), amqp_cstring_bytes(exchange),
                   amqp_cstring_bytes("#"), amqp_empty_table);
@@ -163,16 +207,17 @@ static void amqp_record(FILE *f, const amqp_envelope_t *env) {
   fputc('\n', f);
 }
 
-static int amqp_consume(int port, const char *queue, FILE *f) {
+static int amqp_consume(struct nodes *n, const char *queue, int prefetch, FILE *f) {
   long long deliveries = 0;
   int connects = 0;
+  char line[80];
   while (!stopping) {
-    amqp_connection_state_t conn = amqp_open(port);
+    amqp_connection_state_t conn = amqp_open_any(n);
     if (!conn) {
       nap_ms(300);
       continue;
     }
-    amqp_basic_qos(conn, 1, 0, 200, 0);
+    amqp_basic_qos(conn, 1, 0, (uint16_t)prefetch, 0);
     amqp_basic_consume(conn, 1, amqp_cstring_bytes(queue), amqp_empty_bytes, 0, 0, 0,
                        amqp_empty_table);
     if (!amqp_ok(amqp_get_rpc_reply(conn))) {
@@ -180,7 +225,9 @@ static int amqp_consume(int port, const char *queue, FILE *f) {
       nap_ms(300);
       continue;
     }
-    if (connects++ > 0) say("reconnected to RabbitMQ");
+    snprintf(line, sizeof line, "%s RabbitMQ 127.0.0.1:%d",
+             connects++ > 0 ? "reconnected to" : "connected to", n->port[n->current]);
+    say(line);
     while (!stopping) {
       amqp_envelope_t env;
       struct timeval tv = {0, 300000}; /* wake up to see SIGTERM */
@@ -198,7 +245,10 @@ static int amqp_consume(int port, const char *queue, FILE *f) {
       if (acked != AMQP_STATUS_OK) break;
     }
     amqp_destroy_connection(conn);
-    if (!stopping) say("lost RabbitMQ; reconnecting");
+    if (!stopping) {
+      snprintf(line, sizeof line, "lost RabbitMQ 127.0.0.1:%d; reconnecting", n->port[n->current]);
+      say(line);
+    }
   }
   fprintf(stderr, "ledger: stopped after %lld deliveries\n", deliveries);
   return 0;
@@ -343,11 +393,23 @@ int main(int argc, char **argv) {
   sa.sa_handler = on_term;
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
-  if (!strcmp(cmd, "amqp-setup") && argc == 5) return amqp_setup(port, argv[3], argv[4]);
+  struct nodes nodes;
+  if (!strncmp(cmd, "amqp", 4) && !parse_nodes(argc > 2 ? argv[2] : "", &nodes)) {
+    fprintf(stderr, "ledger: bad PORTS '%s' (a port, or ports separated by commas)\n",
+            argc > 2 ? argv[2] : "");
+    return 2;
+  }
+  if (!strcmp(cmd, "amqp-setup") && (argc == 5 || (argc == 6 && !strcmp(argv[5], "quorum"))))
+    return amqp_setup(&nodes, argv[3], argv[4], argc == 6);
   if (!strcmp(cmd, "nats-setup") && argc == 6) return nats_setup(port, argv[3], argv[4], argv[5]);
-  if (!strcmp(cmd, "amqp") && argc == 5) {
+  if (!strcmp(cmd, "amqp") && (argc == 5 || argc == 6)) {
+    int prefetch = argc == 6 ? atoi(argv[5]) : 200;
+    if (prefetch < 1 || prefetch > 65535) {
+      fprintf(stderr, "ledger: bad PREFETCH '%s' (1 to 65535)\n", argv[5]);
+      return 2;
+    }
     FILE *f = open_ledger(argv[4]);
-    return f ? amqp_consume(port, argv[3], f) : 1;
+    return f ? amqp_consume(&nodes, argv[3], prefetch, f) : 1;
   }
   if (!strcmp(cmd, "nats") && argc == 7) {
     FILE *f = open_ledger(argv[6]);
