@@ -29,8 +29,8 @@ class BrokerError : public std::runtime_error {
 struct Confirm {
   enum class Kind {
     kAck,       // the broker has it (on disk, for a persistent message)
-    kRejected,  // nacked, returned (no queue took it) or refused: fail the job
-    kResend,    // not known (timed out, or the broker was not ready): publish again
+    kRejected,  // returned (no queue took it) or refused for good: fail the job
+    kResend,    // not now (nacked, timed out, the broker not ready): publish again
   };
   std::uint64_t token = 0;
   Kind kind = Kind::kAck;
@@ -50,6 +50,10 @@ class Broker {
   // Sends one message; its token comes back in a Confirm. Throws BrokerError
   // (then disconnected).
   virtual std::uint64_t Publish(const Message& message) = 0;
+
+  // Whether to publish now: false while a connection that refused messages
+  // waits for its earlier ones' confirms before it is replaced.
+  virtual bool accepting() const { return connected(); }
 
   // The descriptor to poll for input; -1 when there is none.
   virtual int fd() const = 0;

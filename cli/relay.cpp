@@ -180,7 +180,8 @@ void Relay::ConnectBroker() {
            ? " again; publishing " + std::to_string(again) + " unconfirmed message(s) again"
            : ""));
   last_broker_error_.clear();
-  broker_backoff_ = kFirstRetry;
+  // The backoff starts again only once this connection has had an ack: a
+  // broker that nacks everything (no queue leader yet) is not hammered.
 }
 
 // Whatever was published and not confirmed is in doubt: sent again (same
@@ -200,7 +201,7 @@ void Relay::BrokerLost(const std::string& why) {
 }
 
 void Relay::PublishDue() {
-  if (!broker_->connected()) return;
+  if (!broker_->accepting()) return;
   const Clock::time_point now = Clock::now();
   for (auto it = flights_.begin(); it != flights_.end(); ++it) {
     Flight& flight = *it;
@@ -247,6 +248,7 @@ void Relay::OnConfirm(const Confirm& confirm) {
   by_token_.erase(found);
   switch (confirm.kind) {
     case Confirm::Kind::kAck: {
+      broker_backoff_ = kFirstRetry;
       flight.state = Flight::State::kConfirmed;
       ++counters_.confirmed;
       const double now =
@@ -677,7 +679,7 @@ int Relay::PollTimeoutMillis() const {
   const Clock::time_point now = Clock::now();
   Clock::time_point next = now + std::chrono::milliseconds(kMaxPollMillis);
   const bool may_publish =
-      broker_->connected() && by_token_.size() < static_cast<std::size_t>(options_.concurrency);
+      broker_->accepting() && by_token_.size() < static_cast<std::size_t>(options_.concurrency);
   for (const Flight& flight : flights_) {
     if (flight.state == Flight::State::kCompleting) continue;
     next = std::min(next, flight.next_extend);
@@ -739,7 +741,7 @@ std::string Relay::MetricsText() const {
           counters_.republished);
   counter("pgq_relay_confirmed_total", "Messages the broker confirmed.", counters_.confirmed);
   counter("pgq_relay_completed_total", "Jobs completed after their confirm.", counters_.completed);
-  counter("pgq_relay_failed_total", "Jobs failed: returned, nacked, or not a valid message.",
+  counter("pgq_relay_failed_total", "Jobs failed: returned, refused, or not a valid message.",
           counters_.failed);
   counter("pgq_relay_released_total", "Jobs given back unpublished or unconfirmed (shutdown).",
           counters_.released);

@@ -8,13 +8,13 @@
 // next ones are claimed meanwhile (at most 3N jobs held in all), and the
 // confirmed ones are completed on a connection of their own while the loop
 // goes on.
-// A message the broker refused (returned, nacked) fails its job (pgq.fail:
-// retried with the queue's backoff). A broker connection lost with messages
-// unconfirmed publishes them again on the next one (same message ids). Every
-// job held is heartbeated at half its lease, so a slow confirm never lets
-// another relay take it; a completion that cannot reach the server is tried
-// again until the job's lease ends (then the job is published again by
-// whoever claims it: the at-least-once window, see docs/adr/0019).
+// A message the broker refused (returned: no queue took it) fails its job
+// (pgq.fail: retried with the queue's backoff); a nack is "not now" and the
+// message is published again on a new connection (amqp_broker.cpp). A broker connection lost with
+// messages unconfirmed publishes them again on the next one (same message ids). Every job held is
+// heartbeated at half its lease, so a slow confirm never lets another relay take it; a completion
+// that cannot reach the server is tried again until the job's lease ends (then the job is published
+// again by whoever claims it: the at-least-once window, see docs/adr/0019).
 //
 // Three database connections: `claims` carries one pgq.claim(..., wait) at
 // a time (as pgq-worker's), `completions` one pgq.complete_many at a time,

@@ -6,10 +6,12 @@
  * counts as consumed is always in the ledger (a crash of the broker between
  * the line and the ack gives a redelivery: a duplicate line, never a gap).
  *
- *   ledger amqp-setup PORTS EXCHANGE QUEUE [quorum]
+ *   ledger amqp-setup PORTS EXCHANGE QUEUE [quorum|holds-one]
  *       durable topic EXCHANGE, durable QUEUE bound to it with "#"; with
  *       "quorum" a quorum queue (x-queue-type), replicated over the
- *       cluster's nodes (declare it once they have all joined)
+ *       cluster's nodes (declare it once they have all joined); with
+ *       "holds-one" a queue that takes one message and nacks the publishes
+ *       beyond it (x-max-length 1, x-overflow reject-publish)
  *   ledger amqp PORTS QUEUE FILE [PREFETCH]
  *       consumes QUEUE (manual acks, PREFETCH unacked at most, default 200)
  *       into FILE until SIGTERM
@@ -140,19 +142,29 @@ static amqp_connection_state_t amqp_open_any(struct nodes *n) {
   return NULL;
 }
 
-static int amqp_setup(struct nodes *n, const char *exchange, const char *queue, int quorum) {
+static int amqp_setup(struct nodes *n, const char *exchange, const char *queue, const char *kind) {
   amqp_connection_state_t conn = amqp_open_any(n);
   if (!conn) return fail("cannot connect to RabbitMQ");
   amqp_exchange_declare(conn, 1, amqp_cstring_bytes(exchange), amqp_cstring_bytes("topic"), 0, 1, 0,
                         0, amqp_empty_table);
   if (!amqp_ok(amqp_get_rpc_reply(conn))) return fail("exchange.declare failed");
-  amqp_table_entry_t type;
-  type.key = amqp_cstring_bytes("x-queue-type");
-  type.value.kind = AMQP_FIELD_KIND_UTF8;
-  type.value.value.bytes = amqp_cstring_bytes("quorum");
-  amqp_table_t args = {quorum ? 1 : 0, &type};
-  amqp_queue_declare(conn, 1, amqp_cstring_bytes(queue), 0, 1, 0, 0,
-                     quorum ? args : amqp_empty_table);
+  amqp_table_entry_t entries[2];
+  amqp_table_t args = {0, entries};
+  if (!strcmp(kind, "quorum")) {
+    entries[0].key = amqp_cstring_bytes("x-queue-type");
+    entries[0].value.kind = AMQP_FIELD_KIND_UTF8;
+    entries[0].value.value.bytes = amqp_cstring_bytes("quorum");
+    args.num_entries = 1;
+  } else if (!strcmp(kind, "holds-one")) {
+    entries[0].key = amqp_cstring_bytes("x-max-length");
+    entries[0].value.kind = AMQP_FIELD_KIND_I32;
+    entries[0].value.value.i32 = 1;
+    entries[1].key = amqp_cstring_bytes("x-overflow");
+    entries[1].value.kind = AMQP_FIELD_KIND_UTF8;
+    entries[1].value.value.bytes = amqp_cstring_bytes("reject-publish");
+    args.num_entries = 2;
+  }
+  amqp_queue_declare(conn, 1, amqp_cstring_bytes(queue), 0, 1, 0, 0, args);
   if (!amqp_ok(amqp_get_rpc_reply(conn))) return fail("queue.declare failed");
   amqp_queue_bind(conn, 1, amqp_cstring_bytes(queue), amqp_cstring_bytes(exchange),
                   amqp_cstring_bytes("#"), amqp_empty_table);
@@ -399,8 +411,9 @@ int main(int argc, char **argv) {
             argc > 2 ? argv[2] : "");
     return 2;
   }
-  if (!strcmp(cmd, "amqp-setup") && (argc == 5 || (argc == 6 && !strcmp(argv[5], "quorum"))))
-    return amqp_setup(&nodes, argv[3], argv[4], argc == 6);
+  if (!strcmp(cmd, "amqp-setup") &&
+      (argc == 5 || (argc == 6 && (!strcmp(argv[5], "quorum") || !strcmp(argv[5], "holds-one")))))
+    return amqp_setup(&nodes, argv[3], argv[4], argc == 6 ? argv[5] : "");
   if (!strcmp(cmd, "nats-setup") && argc == 6) return nats_setup(port, argv[3], argv[4], argv[5]);
   if (!strcmp(cmd, "amqp") && (argc == 5 || argc == 6)) {
     int prefetch = argc == 6 ? atoi(argv[5]) : 200;

@@ -121,13 +121,18 @@ class RelayTest(unittest.TestCase):
         sql("SELECT pgq.create_topic(%s)", self.topic)
         sql("SELECT pgq.subscribe(%s, %s)", self.topic, self.queue)
 
-    def amqp_ledger(self):
+    def amqp_ledger(self, kind=None, consume=True):
+        """A durable queue bound to an exchange of this test's, and its
+        consumer (started by the caller when consume is False)."""
         exchange, queue = f"x{RUN}_{self.n}", f"q{RUN}_{self.n}"
-        subprocess.run([LEDGER, "amqp-setup", str(AMQP_PORT), exchange, queue], check=True,
-                       timeout=30)
-        ledger = Ledger(queue, ["amqp", str(AMQP_PORT), queue])
-        self.addCleanup(ledger.close)
-        return exchange, ledger
+        subprocess.run([LEDGER, "amqp-setup", str(AMQP_PORT), exchange, queue] +
+                       ([kind] if kind else []), check=True, timeout=30)
+
+        def start():
+            ledger = Ledger(queue, ["amqp", str(AMQP_PORT), queue])
+            self.addCleanup(ledger.close)
+            return ledger
+        return exchange, start() if consume else start
 
     def nats_ledger(self):
         stream, consumer = f"S{RUN}_{self.n}", f"c{RUN}_{self.n}"
@@ -214,6 +219,31 @@ class RelayTest(unittest.TestCase):
         self.assertIn("returned by the broker: 312 NO_ROUTE", last_error)
         self.assertNotEqual(state, "done")
         self.assertIn("failing it", err)
+
+    def test_a_nack_is_not_now_no_attempt_is_spent(self):
+        # A queue that holds one message and nacks the publishes beyond it
+        # (reject-publish) stands for a broker that cannot take a message
+        # yet (make test-cluster: a quorum queue between leaders). The relay
+        # publishes again over a new connection, with backoff; the jobs keep
+        # their first attempt, and all get through once a consumer drains it.
+        exchange, start_consumer = self.amqp_ledger("holds-one", consume=False)
+        for i in range(3):
+            self.publish({"held": i})
+        process = start_relay("--broker", AMQP, "--queue", self.queue, "--exchange", exchange)
+        self.addCleanup(lambda: process.poll() is None and stop(process))
+        wait_for(lambda: sql("SELECT count(*) FROM pgq.list_jobs(%s)", self.queue)[0][0] == 2,
+                 "the first message to be taken")
+        time.sleep(2)  # nacks and reconnects meanwhile
+        rows = sql("SELECT state, attempt FROM pgq.list_jobs(%s)", self.queue)
+        self.assertEqual(rows, [("running", 1)] * 2, "nacked jobs stay the relay's, attempt 1")
+        ledger = start_consumer()
+        lines = ledger.wait_for(3)
+        wait_for(lambda: self.jobs_left() == 0, "the queue to empty")
+        status, err = stop(process)
+        self.assertEqual(status, 0, err)
+        self.assertEqual(sorted(line["body"]["held"] for line in lines), [0, 1, 2])
+        self.assertEqual({line["attempt"] for line in lines}, {"1"})
+        self.assertIn("nacked a message; reconnecting", err)
 
     def test_a_subject_nats_refuses_fails_its_job(self):
         self.nats_ledger()
