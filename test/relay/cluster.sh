@@ -25,8 +25,9 @@
 # while the quorum queue elects a new leader (the relay and the ledger
 # reconnect within a second) may be nacked, and its consumer left without
 # deliveries, until the killed node is back; a channel opened a second later
-# works. The relay fails the nacked jobs and retries them with the queue's
-# backoff (max_attempts 100 here): no loss, but attempts are spent.
+# works. The relay takes a nack as "not now": it reconnects with backoff and
+# publishes again, spending no attempt (until 6cf6dd2 it failed the job, and
+# a run spent up to six attempts on some).
 #
 # Each fault's window runs from the fault to the system being healthy again
 # (run.sh's test: no job held by a claimer that is gone, jobs completed and
