@@ -10,14 +10,10 @@
 //
 // Exit status: 0 normal end (also after SIGTERM/SIGINT), 1 connection, server
 // or other error, 2 usage error. cli/README.md has the whole contract.
-#include <fcntl.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +21,7 @@
 #include "broker.h"
 #include "metrics_endpoint.h"
 #include "pq.h"
+#include "program.h"
 #include "process.h"
 #include "relay.h"
 #include "relay_options.h"
@@ -33,28 +30,12 @@ namespace pgq::cli {
 
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
-
 // A day: a longer confirm or shutdown wait is as good as none.
 constexpr double kMaxWaitSeconds = 24.0 * 3600;
 
-void PrintError(const std::string& message) {
-  std::fprintf(stderr, "pgq-relay: %s\n", message.c_str());
-}
+constexpr const char* kProgram = "pgq-relay";
 
-int UsageError(const std::string& message) {
-  PrintError(message);
-  std::fprintf(stderr, "Try 'pgq-relay --help'.\n");
-  return kExitUsage;
-}
-
-void OpenStandardFds() {
-  for (int fd = 0; fd <= 2; ++fd) {
-    if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) (void)open("/dev/null", O_RDWR);
-  }
-}
+int UsageError(const std::string& message) { return pgq::cli::UsageError(kProgram, message); }
 
 std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(
@@ -130,13 +111,5 @@ int Main(const std::vector<std::string>& args) {
 }  // namespace pgq::cli
 
 int main(int argc, char** argv) {
-  pgq::cli::OpenStandardFds();
-  try {
-    return pgq::cli::Main(std::vector<std::string>(argv + 1, argv + argc));
-  } catch (const pgq::cli::DbError& e) {
-    pgq::cli::PrintError(e.Describe());
-  } catch (const std::exception& e) {
-    pgq::cli::PrintError(std::string("error: ") + e.what());
-  }
-  return pgq::cli::kExitError;
+  return pgq::cli::RunProgram(pgq::cli::kProgram, argc, argv, pgq::cli::Main);
 }

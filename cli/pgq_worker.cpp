@@ -9,21 +9,18 @@
 //
 // Exit status: 0 normal end (also after SIGTERM/SIGINT), 1 connection, server
 // or other error, 2 usage error. cli/README.md has the whole contract.
-#include <fcntl.h>
 #include <libpq-fe.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <string>
 #include <vector>
 
 #include "options.h"
 #include "pq.h"
+#include "program.h"
 #include "process.h"
 #include "worker.h"
 
@@ -31,31 +28,13 @@ namespace pgq::cli {
 
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
-
 // A year: a longer grace is as good as none, and stays far from overflowing
 // the clock's duration.
 constexpr double kMaxKillGraceSeconds = 365.0 * 24 * 3600;
 
-void PrintError(const std::string& message) {
-  std::fprintf(stderr, "pgq-worker: %s\n", message.c_str());
-}
+constexpr const char* kProgram = "pgq-worker";
 
-int UsageError(const std::string& message) {
-  PrintError(message);
-  std::fprintf(stderr, "Try 'pgq-worker --help'.\n");
-  return kExitUsage;
-}
-
-// A closed stdin, stdout or stderr would make the next file opened take its
-// number, and a command's pipes could then land on the wrong one.
-void OpenStandardFds() {
-  for (int fd = 0; fd <= 2; ++fd) {
-    if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) (void)open("/dev/null", O_RDWR);
-  }
-}
+int UsageError(const std::string& message) { return pgq::cli::UsageError(kProgram, message); }
 
 int Main(const std::vector<std::string>& args) {
   const ParseResult parsed = ParseOptions(args);
@@ -108,13 +87,5 @@ int Main(const std::vector<std::string>& args) {
 }  // namespace pgq::cli
 
 int main(int argc, char** argv) {
-  pgq::cli::OpenStandardFds();
-  try {
-    return pgq::cli::Main(std::vector<std::string>(argv + 1, argv + argc));
-  } catch (const pgq::cli::DbError& e) {
-    pgq::cli::PrintError(e.Describe());
-  } catch (const std::exception& e) {
-    pgq::cli::PrintError(std::string("error: ") + e.what());
-  }
-  return pgq::cli::kExitError;
+  return pgq::cli::RunProgram(pgq::cli::kProgram, argc, argv, pgq::cli::Main);
 }

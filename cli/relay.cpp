@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/prometheus.h"
+#include "lease.h"
 #include "retry.h"
 
 namespace pgq::cli {
@@ -53,7 +54,6 @@ constexpr const char* kFail = "SELECT pgq.fail($1::bigint, $2::integer, $3::text
 constexpr const char* kExtend = "SELECT pgq.extend($1::bigint, $2::integer, $3::interval)";
 constexpr const char* kRelease = "SELECT pgq.release($1::bigint, $2::integer)";
 
-constexpr double kMinLeaseSeconds = 0.2;
 // A cancel that reaches the server before the claim started is lost: sent
 // again this often until the claim ends.
 constexpr auto kCancelRepeat = std::chrono::milliseconds(500);
@@ -376,18 +376,10 @@ void Relay::AddFlight(const PGresult* rows, int row, Clock::time_point now) {
   flight.event.enqueued_at = text(7);
   flight.enqueued_epoch = std::strtod(PQgetvalue(rows, row, 8), nullptr);
   flight.event.routing_value = optional(9);
-  double seconds = settings_.lease_seconds;
-  if (options_.lease.empty()) {
-    seconds = std::max(kMinLeaseSeconds, std::strtod(PQgetvalue(rows, row, 10), nullptr));
-    char lease[64];
-    std::snprintf(lease, sizeof lease, "%.3f seconds", seconds);
-    flight.lease = lease;
-  } else {
-    flight.lease = options_.lease;
-  }
-  flight.lease_length = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(std::max(kMinLeaseSeconds, seconds)));
-  flight.half_lease = flight.lease_length / 2;
+  const Lease lease = LeaseOf(options_.lease, settings_.lease_seconds, PQgetvalue(rows, row, 10));
+  flight.lease = lease.text;
+  flight.lease_length = lease.length;
+  flight.half_lease = lease.half;
   flight.next_extend = now + flight.half_lease;
   flight.lease_end = now + flight.lease_length;
   flight.publish_after = now;

@@ -13,6 +13,7 @@
 #include <system_error>
 #include <vector>
 
+#include "lease.h"
 #include "retry.h"
 
 namespace pgq::cli {
@@ -42,9 +43,6 @@ std::string ClaimSql(std::size_t queue_count) {
          queues + ", " + n + "::integer, " + lease + "::interval, wait => " + wait +
          "::interval) AS c";
 }
-
-// A lease shorter than this would have the worker do nothing but extend.
-constexpr double kMinLeaseSeconds = 0.2;
 
 // A cancel that reaches the server before the claim has started is lost
 // (there is no statement to cancel yet): until the claim ends, it is sent
@@ -158,18 +156,10 @@ void Worker::OnClaimReadable() {
     job.max_attempts = PQgetvalue(result.get(), row, 2);
     job.payload = PQgetvalue(result.get(), row, 3);
     job.queue = PQgetvalue(result.get(), row, 5);
-    double seconds = lease_.seconds;
-    if (lease_.text.empty()) {
-      seconds = std::max(kMinLeaseSeconds, std::strtod(PQgetvalue(result.get(), row, 4), nullptr));
-      char text[64];
-      std::snprintf(text, sizeof text, "%.3f seconds", seconds);
-      job.lease = text;
-    } else {
-      job.lease = lease_.text;
-    }
-    job.lease_length = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(std::max(kMinLeaseSeconds, seconds)));
-    job.half_lease = job.lease_length / 2;
+    const Lease lease = LeaseOf(lease_.text, lease_.seconds, PQgetvalue(result.get(), row, 4));
+    job.lease = lease.text;
+    job.lease_length = lease.length;
+    job.half_lease = lease.half;
     job.next_extend = now + job.half_lease;
     job.lease_end = now + job.lease_length;
     ++claimed_;
