@@ -3,7 +3,8 @@
 
 EXTENSION  = pgq_cpp
 MODULE_big = pgq_cpp
-DATA       = sql/pgq_cpp--1.0.sql sql/pgq_cpp--1.0--1.1.sql sql/pgq_cpp--1.1--1.2.sql
+DATA       = sql/pgq_cpp--1.0.sql sql/pgq_cpp--1.0--1.1.sql sql/pgq_cpp--1.1--1.2.sql \
+             sql/pgq_cpp--1.2--2.0.sql
 PGFILEDESC = "pgq_cpp - durable job queue inside PostgreSQL"
 
 SRCS = $(sort $(wildcard src/core/*.cpp) $(wildcard src/pg/*.cpp) $(wildcard src/store/*.cpp) \
@@ -15,7 +16,7 @@ OBJS = $(SRCS:.cpp=.o)
 # on a temporary instance configured by test/pgq_test.conf.
 REGRESS      = install queues enqueue claim finish dead_letter maintain schedules outbox coordination \
                handlers bad_input boundary groups rate_limit rights metrics lifecycle dedupe caps dependencies \
-               overview
+               overview streams
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/pgq_test.conf
 
 # Isolation specs live in test/isolation/{specs,expected}.
@@ -23,7 +24,8 @@ ISOLATION      = claim_skip_locked complete_fencing enqueue_dedupe lock_timeout 
                  next_turn_consecutive assign_one_owner once_rollback schedule_fire_once \
                  group_fifo schedule_takeover lifecycle_race dedupe_replace dedupe_period \
                  dedupe_follower_orphan cap_edge dependency_fan_in \
-                 dependency_cancel_race
+                 dependency_cancel_race stream_late_commit stream_two_consumers \
+                 stream_redeliver
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso \
                  --temp-instance=tmp_check_iso --temp-config=test/pgq_test.conf
 

@@ -2,6 +2,9 @@
 // background worker runs the same pass; without it, call this from cron.
 #include "api/maintain.h"
 
+#include "store/catalog.h"
+#include "store/streams.h"
+
 #include "api/compact.h"
 #include "api/outbox.h"
 #include "api/rights.h"
@@ -129,6 +132,9 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
   if (counts.schedules_fired == kScheduleBatch) *more = true;
   if (DropOldScheduleRuns(spi, now, kBatch) == kBatch) *more = true;
   if (DropOldEvents(spi, now, kBatch) == kBatch) *more = true;
+
+  // Streams: rings turned, segments every consumer has passed truncated.
+  if (store::InstalledCatalog().streams) (void)store::streams::Maintain(spi, now);
   return counts;
 }
 

@@ -1,5 +1,7 @@
 #include "pg/args.h"
 
+#include <cctype>
+
 #include <algorithm>
 
 #include "core/validate.h"
@@ -40,6 +42,19 @@ std::string_view QueueNameArg(FunctionCallInfo fcinfo, int index) {
     Raise(ERRCODE_INVALID_PARAMETER_VALUE, "invalid queue name \"" + shown + "\"",
           "Queue names are 1 to 63 characters of a-z, 0-9, \"_\", \".\" and \"-\", starting with "
           "a letter or a digit.");
+  }
+  return name;
+}
+
+std::string_view NameArg(FunctionCallInfo fcinfo, int index, const char* what) {
+  const std::string_view name = RequiredText(fcinfo, index, (std::string(what) + " name").c_str());
+  if (!core::IsValidQueueName(name)) {
+    const std::string shown(name.substr(0, 80));
+    Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+          std::string("invalid ") + what + " name \"" + shown + "\"",
+          std::string(1, static_cast<char>(std::toupper(what[0]))) + (what + 1) +
+              " names are 1 to 63 characters of a-z, 0-9, \"_\", \".\" and \"-\", starting "
+              "with a letter or a digit.");
   }
   return name;
 }
@@ -181,6 +196,12 @@ void CheckPayloadSize(Datum payload, int64 position) {
           "pgq.max_payload_bytes is " + std::to_string(MaxPayloadBytes()) + " bytes.",
           "Store large documents in a table of your own and enqueue their key.");
   }
+}
+
+Interval* MicrosInterval(int64 micros) {
+  auto* interval = static_cast<Interval*>(palloc0(sizeof(Interval)));
+  interval->time = micros;
+  return interval;
 }
 
 Datum TextDatum(std::string_view value) {

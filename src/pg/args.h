@@ -17,6 +17,10 @@ std::string_view RequiredText(FunctionCallInfo fcinfo, int index, const char* wh
 // A queue name argument: not NULL and matching the queue name rules.
 std::string_view QueueNameArg(FunctionCallInfo fcinfo, int index);
 
+// A stream or consumer name (`what`: "stream", "consumer"): not NULL, and
+// the queue name rules.
+std::string_view NameArg(FunctionCallInfo fcinfo, int index, const char* what);
+
 // A text[] of queue names (a claim across queues): not NULL, one
 // dimension, 1 to core::kMaxClaimQueues names, each not NULL, valid and
 // given once. Views into the argument, valid for the call.
@@ -61,6 +65,9 @@ void CheckPayloadSize(Datum payload, int64 position);
 Datum BoundedTextArg(FunctionCallInfo fcinfo, int index, std::size_t max_bytes);
 // The same for a text of ours (a handler's error message).
 Datum BoundedText(std::string_view value, std::size_t max_bytes);
+
+// An interval of `micros` microseconds, palloc'd (call inside Guard).
+Interval* MicrosInterval(int64 micros);
 
 // Builds a text Datum (allocates, so guarded).
 Datum TextDatum(std::string_view value);

@@ -42,6 +42,12 @@ bool whole_database = false;
 // More queues locked than entries: an abort resets every hint of the database.
 bool locked_overflow = false;
 
+// Streams appended to (their readers are woken at commit); past the array,
+// every waiter of the database is.
+constexpr int kMaxStreams = 16;
+int32 appended_streams[kMaxStreams];
+int appended_count = 0;
+
 Entry* Find(int32 queue_id) {
   for (int i = 0; i < entry_count; ++i) {
     if (entries[i].queue_id == queue_id) return &entries[i];
@@ -109,10 +115,16 @@ void Wake() {
     if (e.wake || room) queues[n++] = e.queue_id;
   }
   if (n > 0 || whole_database) WakeWaiters(queues, n, whole_database);
+  if (appended_count > 0) {
+    int32 keys[kMaxStreams];
+    for (int i = 0; i < appended_count; ++i) keys[i] = StreamWaitKey(appended_streams[i]);
+    WakeWaiters(keys, appended_count, whole_database);
+  }
 }
 
 void Forget() {
   entry_count = 0;
+  appended_count = 0;
   whole_database = false;
   locked_overflow = false;
 }
@@ -202,6 +214,18 @@ void NoteLeftRunning(int32 queue_id) {
 
 void NoteReadyInDatabase() {
   if (Shared() != nullptr) whole_database = true;
+}
+
+void NoteAppended(int32 stream_id) {
+  if (Shared() == nullptr) return;
+  for (int i = 0; i < appended_count; ++i) {
+    if (appended_streams[i] == stream_id) return;
+  }
+  if (appended_count == kMaxStreams) {
+    whole_database = true;
+    return;
+  }
+  appended_streams[appended_count++] = stream_id;
 }
 
 void NoteLocked(int32 queue_id) {

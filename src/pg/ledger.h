@@ -54,6 +54,10 @@ void NoteLeftRunning(int32 queue_id);
 // every hint of the database is reset and every waiter woken.
 void NoteReadyInDatabase();
 
+// Events were appended to stream `stream_id`: its waiting readers
+// (next_batch with a wait) look again at commit.
+void NoteAppended(int32 stream_id);
+
 // This transaction locked pending jobs of `queue_id`.
 void NoteLocked(int32 queue_id);
 

@@ -23,4 +23,24 @@ void RequireInsertAllowed();
 // not_null_violation, check_violation, unique_violation).
 void InsertRow(Oid relid, const Datum* values, const bool* nulls);
 
+// Several rows into one table: what InsertRow sets up (the relation, its
+// indexes, a slot) done once. The table is opened with ROW EXCLUSIVE.
+//
+// INVARIANT: scoped inside one (sub)transaction; when the scope is left by
+// an exception, the abort that follows releases what it holds.
+class RowInserter {
+ public:
+  explicit RowInserter(Oid relid);
+  ~RowInserter();
+  RowInserter(const RowInserter&) = delete;
+  RowInserter& operator=(const RowInserter&) = delete;
+
+  void Insert(const Datum* values, const bool* nulls);
+
+ private:
+  struct State;
+  State* state_;
+  int uncaught_at_entry_;
+};
+
 }  // namespace pgq::pg

@@ -157,6 +157,20 @@ Result SpiSession::Run(Statement& statement, Params& params, long limit, bool la
   return Result(SPI_tuptable, SPI_processed);
 }
 
+void SpiSession::ExecuteUtility(const std::string& sql) {
+  const Oid owner = TablesOwner();
+  std::optional<RunAs> as_owner;
+  if (OidIsValid(owner)) as_owner.emplace(owner);
+  Guard([] { PushOverrideSearchPath(CatalogOnlyPath()); });
+  const char* text = sql.c_str();
+  const int rc = Guard([text] { return SPI_execute(text, false, 0); });
+  if (rc < 0) {
+    Raise(ERRCODE_INTERNAL_ERROR, "SPI_execute failed: " + std::string(SPI_result_code_string(rc)),
+          sql);
+  }
+  Guard([] { PopOverrideSearchPath(); });
+}
+
 void Result::Free() {
   SPITupleTable* tuples = tuples_;
   tuples_ = nullptr;

@@ -127,6 +127,9 @@ class SpiSession {
   // transaction (as foreign-key checks do): for the check that must see a
   // change committed after the transaction's snapshot was taken.
   Result ExecuteSeeingLatest(Statement& statement, Params& params, long limit = 0);
+  // Runs a utility statement of ours once, unprepared (DDL whose table
+  // names are built from ids: INVARIANT of Statement, no user value).
+  void ExecuteUtility(const std::string& sql);
 
  private:
   Result Run(Statement& statement, Params& params, long limit, bool latest);

@@ -20,6 +20,12 @@
 
 namespace pgq::pg {
 
+// Readers of a stream wait under this key (stream ids and queue ids are
+// counted apart; a queue id that happens to equal a key only costs a
+// spurious wake-up, after which the waiter looks and sleeps again).
+inline constexpr int32 kStreamWaitKeyBit = 0x40000000;
+inline int32 StreamWaitKey(int32 stream_id) { return kStreamWaitKeyBit | stream_id; }
+
 // Sets the latch of every backend of this database waiting on one of
 // `queue_ids` (or on any queue), or with `whole_database` on any queue of
 // it. For the ledger's commit callback: never raises.

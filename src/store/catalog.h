@@ -22,6 +22,7 @@ struct Catalog {
   bool lifecycle;        // 1.2: history, progress, dedupe periods (issue 17)
   bool caps;             // 1.2: max_running and group_concurrency (issue 18)
   bool dependencies;     // 1.2: pgq.job_dependencies (enqueue's after, issue 18)
+  bool streams;          // 2.0: pgq.streams (issue 21)
   Oid jobs;              // pgq.jobs, InvalidOid while not installed
   Oid job_id_seq;        // pgq.job_id_seq
   Oid running_index;     // with caps: jobs_lease_idx, (queue_id, lease_until) of running jobs

@@ -1,0 +1,180 @@
+// pgq.register_consumer, unregister_consumer, next_batch, finish_batch and
+// stream_consumer_stats (SPEC §10): arguments, rights and next_batch's wait;
+// the statements are the streams store's (store/stream_batches.cpp).
+#include <chrono>
+#include <optional>
+
+#include "api/rights.h"
+#include "api/stream_rights.h"
+#include "core/wait.h"
+#include "pg/args.h"
+#include "pg/settings.h"
+#include "pg/subtransaction.h"
+#include "pg/wakeup.h"
+
+namespace pgq::api {
+
+namespace {
+
+// A waiting next_batch is woken by the commits that append to its stream;
+// it also looks again this often (a wake-up lost to a full ledger, a
+// stream dropped and created again).
+constexpr long kRecheckMillis = 1000;
+constexpr int32 kMaxBatchEvents = 100000;
+
+int64 MonotonicMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void PutEvents(ReturnSetInfo* rsinfo, const store::streams::Batch& batch) {
+  for (const store::streams::Event& event : batch.events) {
+    Datum values[4] = {Int64GetDatum(batch.batch_id), Int64GetDatum(event.id), event.payload,
+                       TimestampTzGetDatum(event.appended_at)};
+    bool nulls[4] = {false, false, false, false};
+    pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
+  }
+}
+
+}  // namespace
+
+}  // namespace pgq::api
+
+using namespace pgq;
+
+// register_consumer(stream, consumer) returns whether it is new
+PGQ_FUNCTION(pgq_register_consumer) {
+  const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
+  const std::string_view consumer = pg::NameArg(fcinfo, 1, "consumer");
+  pg::SpiSession spi;
+  const store::streams::Stream stream = api::FindStream(spi, name);
+  api::RequireStreamRight(spi, stream, core::kConsume);
+  PG_RETURN_BOOL(store::streams::Register(spi, stream, consumer));
+}
+
+// unregister_consumer(stream, consumer) returns whether it was registered
+PGQ_FUNCTION(pgq_unregister_consumer) {
+  const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
+  const std::string_view consumer = pg::NameArg(fcinfo, 1, "consumer");
+  pg::SpiSession spi;
+  const store::streams::Stream stream = api::FindStream(spi, name);
+  api::RequireStreamRight(spi, stream, core::kConsume | core::kAdmin);
+  PG_RETURN_BOOL(store::streams::Unregister(spi, stream, consumer));
+}
+
+// next_batch(stream, consumer, max_events, wait) returns SETOF (batch_id,
+// event_id, payload, appended_at): the open batch again, or a new one.
+PGQ_FUNCTION(pgq_next_batch) {
+  const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
+  const std::string_view consumer = pg::NameArg(fcinfo, 1, "consumer");
+  const int32 max_events = pg::RequiredInt32(fcinfo, 2, "max_events");
+  if (max_events < 1 || max_events > api::kMaxBatchEvents) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              "max_events must be between 1 and " + std::to_string(api::kMaxBatchEvents),
+              "max_events is " + std::to_string(max_events) + ".");
+  }
+  const int64 wait_us =
+      pg::ArgIsNull(fcinfo, 3) ? 0 : pg::IntervalMicros(PG_GETARG_INTERVAL_P(3), "wait");
+  if (wait_us < 0) pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "wait must not be negative");
+  if (wait_us > 0 && IsolationUsesXactSnapshot()) {
+    pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED,
+              "next_batch with wait requires the READ COMMITTED isolation level",
+              "A transaction snapshot would never see events committed while waiting.");
+  }
+  (void)pg::AddMicros(GetCurrentTimestamp(), wait_us, "wait");  // 22008 beyond the range
+
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+  MemoryContext memory = rsinfo->econtext->ecxt_per_query_memory;
+
+  pg::SpiSession spi;
+  const auto attempt = [&] {
+    const store::streams::Stream stream = api::FindStream(spi, name);
+    api::RequireStreamRight(spi, stream, core::kConsume);
+    return std::make_pair(stream.id,
+                          store::streams::NextBatch(spi, stream, consumer, max_events, memory));
+  };
+  if (wait_us == 0) {
+    api::PutEvents(rsinfo, attempt().second);
+    return static_cast<Datum>(0);
+  }
+  const int64 wait_end = core::WaitEnd(api::MonotonicMicros(), wait_us);
+  std::optional<pg::ClaimWaiter> waiter;
+  int32 waiting_on = 0;
+  for (;;) {
+    // An attempt that finds nothing is rolled back: asleep, the reader holds
+    // no lock on the consumer's row or the stream's tables (a truncation or
+    // a drop need not wait for it).
+    pg::SubTransaction sub;
+    if (waiter) waiter->Arm();
+    auto [stream_id, batch] = attempt();
+    if (batch.batch_id != 0) {
+      sub.Commit();
+      api::PutEvents(rsinfo, batch);
+      break;
+    }
+    sub.Rollback();
+    const int64 left_ms = core::MillisLeft(wait_end, api::MonotonicMicros());
+    if (left_ms == 0) break;
+    if (!waiter || waiting_on != stream_id) {
+      // Published before the next attempt's snapshot: an append committed
+      // after it wakes us (pg/wakeup.h); one committed before is seen by
+      // that attempt, which runs at once.
+      waiter.reset();
+      waiter.emplace(pg::StreamWaitKey(stream_id));
+      waiting_on = stream_id;
+      continue;
+    }
+    waiter->Sleep(static_cast<long>(std::min<int64>(api::kRecheckMillis, left_ms)));
+  }
+  return static_cast<Datum>(0);
+}
+
+// finish_batch(batch_id) returns the number of events it held
+PGQ_FUNCTION(pgq_finish_batch) {
+  const int64 batch_id = pg::RequiredInt64(fcinfo, 0, "batch_id");
+  pg::SpiSession spi;
+  const int32 stream_id = store::streams::StreamOfBatch(spi, batch_id);
+  if (stream_id == 0) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              "batch " + std::to_string(batch_id) + " does not exist",
+              "Batch ids are the batch_id column next_batch returned.");
+  }
+  // Someone else's batch: a role without the consume right on its stream
+  // learns nothing about it.
+  api::RequireStreamRightOnId(spi, stream_id, core::kConsume);
+  PG_RETURN_INT32(store::streams::FinishBatch(spi, batch_id));
+}
+
+// stream_consumer_stats() returns one row per consumer of the streams the
+// caller holds a right on
+PGQ_FUNCTION(pgq_stream_consumer_stats) {
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+  const TimestampTz now = GetCurrentTimestamp();
+  pg::SpiSession spi;
+  const Oid me = GetUserId();
+  const std::vector<store::streams::ConsumerStats> stats = store::streams::Stats(
+      spi, now,
+      [&](int32 stream_id) { return api::HoldsStreamRight(spi, me, stream_id, core::kAllRights); });
+  for (const store::streams::ConsumerStats& row : stats) {
+    Datum values[8];
+    bool nulls[8] = {false, false, false, false, false, false, false, false};
+    values[0] = pg::TextDatum(row.stream);
+    values[1] = pg::TextDatum(row.consumer);
+    values[2] = pg::Guard([&] { return IntervalPGetDatum(pg::MicrosInterval(row.lag_us)); });
+    values[3] = Int64GetDatum(row.pending);
+    values[4] = BoolGetDatum(row.batch_open);
+    nulls[5] = !row.has_batch_age;
+    values[5] =
+        row.has_batch_age
+            ? pg::Guard([&] { return IntervalPGetDatum(pg::MicrosInterval(row.batch_age_us)); })
+            : static_cast<Datum>(0);
+    values[6] = Int64GetDatum(row.finished_events);
+    nulls[7] = !row.has_last_finished;
+    values[7] = TimestampTzGetDatum(row.last_finished_at);
+    pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
+  }
+  return static_cast<Datum>(0);
+}

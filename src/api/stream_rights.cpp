@@ -1,0 +1,110 @@
+#include "api/stream_rights.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "api/rights.h"
+#include "pg/queue_cache.h"
+
+namespace pgq::api {
+
+namespace {
+
+// Every holder of a right on a stream: the grants (stream 0: every stream)
+// and each stream's owner with all three.
+pg::Statement load_holders = {
+    "SELECT g.role::oid, g.stream_id,"
+    "       CASE g.privilege WHEN 'produce' THEN 1 WHEN 'consume' THEN 2 ELSE 4 END"
+    "  FROM pgq.stream_grants g"
+    " UNION ALL "
+    "SELECT s.owner::oid, s.stream_id, 7 FROM pgq.streams s",
+    0,
+    {},
+    nullptr};
+
+// INVARIANT: sorted by stream id (RightsHolder::queue_id holds it); valid
+// while `loaded_generation` is the queue cache's generation.
+std::vector<core::RightsHolder>* holders = nullptr;
+uint64 loaded_generation = 0;
+bool loaded = false;
+
+const std::vector<core::RightsHolder>& Holders(pg::SpiSession& spi) {
+  if (loaded && loaded_generation == pg::QueueCache::Generation()) return *holders;
+  if (holders == nullptr) holders = new std::vector<core::RightsHolder>();
+  const uint64 generation = pg::QueueCache::Generation();
+  loaded = false;
+  holders->clear();
+  pg::Params none;
+  pg::Result rows = spi.Execute(load_holders, none);
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    bool is_null = false;
+    holders->push_back(core::RightsHolder{DatumGetObjectId(rows.Value(row, 1, &is_null)),
+                                          rows.Int32(row, 2),
+                                          static_cast<uint8>(rows.Int32(row, 3))});
+  }
+  rows.Free();
+  std::stable_sort(holders->begin(), holders->end());
+  loaded_generation = generation;
+  loaded = true;
+  return *holders;
+}
+
+std::string WantedNames(uint8 wanted) {
+  std::string names;
+  for (const uint8 right : {core::kProduce, core::kConsume, core::kAdmin}) {
+    if ((wanted & right) == 0) continue;
+    if (!names.empty()) names += " or ";
+    names += core::RightName(right);
+  }
+  return names;
+}
+
+std::string FirstRight(uint8 wanted) {
+  for (const uint8 right : {core::kProduce, core::kConsume, core::kAdmin}) {
+    if ((wanted & right) != 0) return std::string(core::RightName(right));
+  }
+  return "";
+}
+
+}  // namespace
+
+bool HoldsStreamRight(pg::SpiSession& spi, Oid role, int32 stream_id, uint8 wanted) {
+  if (IsSuperuser(role)) return true;
+  return core::HoldsRight(Holders(spi), role, stream_id, wanted, HasPrivsOf);
+}
+
+void RequireStreamRight(pg::SpiSession& spi, const store::streams::Stream& stream, uint8 wanted) {
+  if (HoldsStreamRight(spi, GetUserId(), stream.id, wanted)) return;
+  const std::string role = CurrentRoleName();
+  pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied for stream \"" + stream.name + "\"",
+            "Role \"" + role + "\" holds no " + WantedNames(wanted) + " right on it.",
+            "The stream's owner or a superuser can grant it with pgq.grant_stream(role, '" +
+                stream.name + "', '" + FirstRight(wanted) + "').");
+}
+
+void RequireStreamRightOnId(pg::SpiSession& spi, int32 stream_id, uint8 wanted) {
+  if (HoldsStreamRight(spi, GetUserId(), stream_id, wanted)) return;
+  // By id: a role that may not use the stream does not learn its name.
+  pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "permission denied for stream with id " + std::to_string(stream_id),
+            "Role \"" + CurrentRoleName() + "\" holds no " + WantedNames(wanted) + " right on it.");
+}
+
+void RequireStreamRightOnEvery(pg::SpiSession& spi, uint8 wanted, std::string_view action) {
+  if (HoldsStreamRight(spi, GetUserId(), core::kEveryQueue, wanted)) return;
+  pg::Raise(
+      ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied to " + std::string(action),
+      "It takes the " + WantedNames(wanted) + " right on every stream.",
+      "A superuser can grant it with pgq.grant_stream(role, NULL, '" + FirstRight(wanted) + "').");
+}
+
+store::streams::Stream FindStream(pg::SpiSession& spi, std::string_view name) {
+  std::optional<store::streams::Stream> stream = store::streams::Find(spi, name);
+  if (!stream) {
+    pg::Raise(ERRCODE_UNDEFINED_OBJECT, "stream \"" + std::string(name) + "\" does not exist", {},
+              "Create it with pgq.create_stream('" + std::string(name) + "').");
+  }
+  return *std::move(stream);
+}
+
+}  // namespace pgq::api

@@ -1,0 +1,33 @@
+// Who may do what to a stream (SPEC §10, ADR 0020): produce (append),
+// consume (register, read and finish batches), admin (alter, drop, unregister
+// any consumer). A stream's owner holds all three; pgq.grant_stream gives
+// them to other roles, for one stream or (a superuser's grant) for every
+// stream. Checked inside every stream function before its statements run as
+// the owner of pgq's tables, as for queues (api/rights.h).
+#pragma once
+
+#include "core/rights.h"
+#include "pg/spi.h"
+#include "store/streams.h"
+
+namespace pgq::api {
+
+// True if `role` holds at least one of `wanted` on stream `stream_id`
+// (core::kEveryQueue: on every stream).
+bool HoldsStreamRight(pg::SpiSession& spi, Oid role, int32 stream_id, uint8 wanted);
+
+// Raises insufficient_privilege unless the current user holds one of
+// `wanted` on the stream.
+void RequireStreamRight(pg::SpiSession& spi, const store::streams::Stream& stream, uint8 wanted);
+
+// The same for a stream known by id (a batch's); the message names it by id.
+void RequireStreamRightOnId(pg::SpiSession& spi, int32 stream_id, uint8 wanted);
+
+// Raises insufficient_privilege unless the current user holds `wanted` on
+// every stream; `action` completes "permission denied to ...".
+void RequireStreamRightOnEvery(pg::SpiSession& spi, uint8 wanted, std::string_view action);
+
+// The stream named `name`, or undefined_object with a hint.
+store::streams::Stream FindStream(pg::SpiSession& spi, std::string_view name);
+
+}  // namespace pgq::api

@@ -1,0 +1,270 @@
+#include "pg/segments.h"
+
+#include "pg/boundary.h"
+
+extern "C" {
+#include "catalog/namespace.h"
+#include "storage/lmgr.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/resowner.h"
+}
+
+namespace pgq::pg::segments {
+
+namespace {
+
+pg::Statement insert_ledger = {R"sql(
+WITH ring AS (
+  INSERT INTO pgq.rings (ring_id, segments, current, generation, rotated_at)
+  VALUES ($1, $2, 0, 0, $3))
+INSERT INTO pgq.ring_segments (ring_id, segment, empty, opened_at)
+SELECT $1, g::int2, g <> 0, CASE WHEN g = 0 THEN $3 END
+  FROM generate_series(0, $2 - 1) AS g)sql",
+                               3,
+                               {INT4OID, INT2OID, TIMESTAMPTZOID},
+                               nullptr};
+
+pg::Statement delete_ledger = {"DELETE FROM pgq.rings WHERE ring_id = $1", 1, {INT4OID}, nullptr};
+
+pg::Statement read_ledger = {
+    "SELECT segments::int4, current::int4, generation FROM pgq.rings WHERE ring_id = $1",
+    1,
+    {INT4OID},
+    nullptr};
+
+// The ring, locked, and whether its next segment is empty. SKIP LOCKED: a
+// ring another runner turns or reclaims is left to it.
+pg::Statement lock_for_rotation = {R"sql(
+SELECT r.current::int4, r.segments::int4, r.rotated_at, s.empty
+  FROM pgq.rings r
+  JOIN pgq.ring_segments s
+    ON s.ring_id = r.ring_id AND s.segment = (r.current + 1) % r.segments
+ WHERE r.ring_id = $1
+   FOR UPDATE OF r SKIP LOCKED)sql",
+                                   1,
+                                   {INT4OID},
+                                   nullptr};
+
+// $1 ring, $2 the old current segment, $3 the new one, $4 now.
+pg::Statement rotate = {R"sql(
+WITH ring AS (
+  UPDATE pgq.rings SET current = $3, generation = generation + 1, rotated_at = $4
+   WHERE ring_id = $1)
+UPDATE pgq.ring_segments
+   SET empty = CASE WHEN segment = $3 THEN false ELSE empty END,
+       opened_at = CASE WHEN segment = $3 THEN $4 ELSE opened_at END,
+       sealed_at = CASE WHEN segment = $3 THEN NULL ELSE $4 END
+ WHERE ring_id = $1 AND segment IN ($2, $3))sql",
+                        4,
+                        {INT4OID, INT2OID, INT2OID, TIMESTAMPTZOID},
+                        nullptr};
+
+pg::Statement list_sealed = {R"sql(
+SELECT s.segment::int4
+  FROM pgq.rings r JOIN pgq.ring_segments s ON s.ring_id = r.ring_id
+ WHERE r.ring_id = $1 AND s.segment <> r.current AND NOT s.empty
+ ORDER BY s.sealed_at NULLS FIRST)sql",
+                             1,
+                             {INT4OID},
+                             nullptr};
+
+// The ring locked (SKIP LOCKED: nothing when another runner holds it), and
+// whether the segment is still sealed with rows.
+pg::Statement lock_still_sealed = {R"sql(
+SELECT s.segment <> r.current AND NOT s.empty
+  FROM pgq.rings r JOIN pgq.ring_segments s ON s.ring_id = r.ring_id AND s.segment = $2
+ WHERE r.ring_id = $1
+   FOR UPDATE OF r SKIP LOCKED)sql",
+                                   2,
+                                   {INT4OID, INT2OID},
+                                   nullptr};
+
+pg::Statement mark_empty = {
+    "UPDATE pgq.ring_segments SET empty = true, truncated_at = $3"
+    " WHERE ring_id = $1 AND segment = $2",
+    3,
+    {INT4OID, INT2OID, TIMESTAMPTZOID},
+    nullptr};
+
+Oid RelidOf(const std::string& name) {
+  // The name is "pgq.<table>"; the table part is looked up in schema pgq.
+  const std::string table = name.substr(4);
+  return Guard([&table] {
+    const Oid schema = get_namespace_oid("pgq", true);
+    return OidIsValid(schema) ? get_relname_relid(table.c_str(), schema) : InvalidOid;
+  });
+}
+
+// ACCESS EXCLUSIVE in a subtransaction with lock_timeout: the lock moves to
+// the transaction when it is had; a timeout rolls the subtransaction back.
+// INVARIANT: no C++ object lives in this frame; errors longjmp out of it.
+bool LockWithTimeout(Oid relid, int wait_ms) {
+  MemoryContext caller_context = CurrentMemoryContext;
+  ResourceOwner caller_owner = CurrentResourceOwner;
+  volatile bool locked = false;
+  char timeout[32];
+  snprintf(timeout, sizeof timeout, "%d", wait_ms > 0 ? wait_ms : 1);
+  const int guc_level = NewGUCNestLevel();
+  (void)set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+                          true, 0, false);
+  BeginInternalSubTransaction(nullptr);
+  MemoryContextSwitchTo(caller_context);
+  PG_TRY();
+  {
+    LockRelationOid(relid, AccessExclusiveLock);
+    ReleaseCurrentSubTransaction();
+    MemoryContextSwitchTo(caller_context);
+    CurrentResourceOwner = caller_owner;
+    locked = true;
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(caller_context);
+    ErrorData* error = CopyErrorData();
+    FlushErrorState();
+    RollbackAndReleaseCurrentSubTransaction();
+    MemoryContextSwitchTo(caller_context);
+    CurrentResourceOwner = caller_owner;
+    if (error->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE) ReThrowError(error);
+    FreeErrorData(error);
+  }
+  PG_END_TRY();
+  AtEOXact_GUC(true, guc_level);
+  return locked;
+}
+
+}  // namespace
+
+std::string TableName(const char* root, int32 ring_id, int segment) {
+  std::string name = std::string("pgq.") + root + "_" + std::to_string(ring_id);
+  if (segment >= 0) name += "_" + std::to_string(segment);
+  return name;
+}
+
+void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments, TimestampTz now) {
+  if (segments < 2 || segments > kMaxSegments) {
+    Raise(ERRCODE_INTERNAL_ERROR, "a ring has 2 to " + std::to_string(kMaxSegments) + " segments");
+  }
+  const std::string parent = TableName(root, ring_id);
+  spi.ExecuteUtility("CREATE TABLE " + parent + " PARTITION OF pgq." + root + " FOR VALUES IN (" +
+                     std::to_string(ring_id) + ") PARTITION BY LIST (segment)");
+  for (int k = 0; k < segments; ++k) {
+    // Autovacuum has nothing to do on a table rows are only appended to and
+    // that is emptied by TRUNCATE (wraparound vacuums still run).
+    spi.ExecuteUtility("CREATE TABLE " + TableName(root, ring_id, k) + " PARTITION OF " + parent +
+                       " FOR VALUES IN (" + std::to_string(k) +
+                       ") WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false)");
+  }
+  Params params;
+  params.Set(0, Int32GetDatum(ring_id))
+      .Set(1, Int16GetDatum(static_cast<int16>(segments)))
+      .Set(2, TimestampTzGetDatum(now));
+  (void)spi.Execute(insert_ledger, params);
+}
+
+void DropRing(SpiSession& spi, const char* root, int32 ring_id) {
+  const std::string parent = TableName(root, ring_id);
+  if (OidIsValid(RelidOf(parent))) spi.ExecuteUtility("DROP TABLE " + parent);
+  Params params;
+  params.Set(0, Int32GetDatum(ring_id));
+  (void)spi.Execute(delete_ledger, params);
+}
+
+bool LoadRing(SpiSession& spi, const char* root, int32 ring_id, Ring* ring) {
+  Params params;
+  params.Set(0, Int32GetDatum(ring_id));
+  Result row = spi.Execute(read_ledger, params, 1);
+  if (row.empty()) return false;
+  Ring loaded;
+  loaded.ring_id = ring_id;
+  loaded.segments = row.Int32(0, 1);
+  loaded.current = row.Int32(0, 2);
+  loaded.generation = row.Int64(0, 3);
+  row.Free();
+  if (loaded.segments < 2 || loaded.segments > kMaxSegments || loaded.current < 0 ||
+      loaded.current >= loaded.segments) {
+    Raise(ERRCODE_DATA_CORRUPTED, "ring " + std::to_string(ring_id) + " has a broken ledger row",
+          "It says " + std::to_string(loaded.segments) + " segments, current " +
+              std::to_string(loaded.current) + ".");
+  }
+  loaded.parent = RelidOf(TableName(root, ring_id));
+  for (int k = 0; k < loaded.segments; ++k) {
+    loaded.leaves[k] = RelidOf(TableName(root, ring_id, k));
+    if (!OidIsValid(loaded.leaves[k])) {
+      Raise(ERRCODE_UNDEFINED_TABLE,
+            "segment table " + TableName(root, ring_id, k) + " of ring " + std::to_string(ring_id) +
+                " is missing",
+            {}, "It was dropped by hand; drop the stream and create it again.");
+    }
+  }
+  *ring = loaded;
+  return true;
+}
+
+bool Rotate(SpiSession& spi, const char* root, int32 ring_id, int64 period_us, TimestampTz now) {
+  Params params;
+  params.Set(0, Int32GetDatum(ring_id));
+  Result row = spi.Execute(lock_for_rotation, params, 1);
+  if (row.empty()) return false;
+  const int current = row.Int32(0, 1);
+  const int segments = row.Int32(0, 2);
+  bool is_null = false;
+  const TimestampTz rotated_at = DatumGetTimestampTz(row.Value(0, 3, &is_null));
+  const bool next_empty = row.Bool(0, 4);
+  row.Free();
+  if (now - rotated_at < period_us || !next_empty) return false;
+  const int next = (current + 1) % segments;
+  Params turn;
+  turn.Set(0, Int32GetDatum(ring_id))
+      .Set(1, Int16GetDatum(static_cast<int16>(current)))
+      .Set(2, Int16GetDatum(static_cast<int16>(next)))
+      .Set(3, TimestampTzGetDatum(now));
+  (void)spi.Execute(rotate, turn);
+  // Writers keep the ring in a cache; this empties it at commit.
+  const Oid parent = RelidOf(TableName(root, ring_id));
+  if (OidIsValid(parent)) Guard([parent] { CacheInvalidateRelcacheByRelid(parent); });
+  return true;
+}
+
+namespace detail {
+
+void ListSealed(SpiSession& spi, int32 ring_id, const char* root, Sealed* out, int* count) {
+  Params params;
+  params.Set(0, Int32GetDatum(ring_id));
+  Result rows = spi.Execute(list_sealed, params);
+  *count = 0;
+  for (uint64 i = 0; i < rows.size() && *count < kMaxSegments; ++i) {
+    const int segment = rows.Int32(i, 1);
+    const Oid relid = RelidOf(TableName(root, ring_id, segment));
+    if (OidIsValid(relid)) out[(*count)++] = Sealed{segment, relid};
+  }
+  rows.Free();
+}
+
+bool LockStillSealed(SpiSession& spi, int32 ring_id, int segment) {
+  Params params;
+  params.Set(0, Int32GetDatum(ring_id)).Set(1, Int16GetDatum(static_cast<int16>(segment)));
+  Result row = spi.Execute(lock_still_sealed, params, 1);
+  const bool sealed = !row.empty() && row.Bool(0, 1);
+  row.Free();
+  return sealed;
+}
+
+bool TryLockExclusive(Oid relid, int wait_ms) {
+  return Guard([relid, wait_ms] { return LockWithTimeout(relid, wait_ms); });
+}
+
+void Truncate(SpiSession& spi, const char* root, int32 ring_id, int segment, TimestampTz now) {
+  spi.ExecuteUtility("TRUNCATE " + TableName(root, ring_id, segment));
+  Params params;
+  params.Set(0, Int32GetDatum(ring_id))
+      .Set(1, Int16GetDatum(static_cast<int16>(segment)))
+      .Set(2, TimestampTzGetDatum(now));
+  (void)spi.Execute(mark_empty, params);
+}
+
+}  // namespace detail
+
+}  // namespace pgq::pg::segments

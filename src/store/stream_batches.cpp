@@ -1,0 +1,352 @@
+// Stream consumers: registration, batches cut by snapshots, finishing.
+//
+// A consumer's row holds its position (store/streams.h, ADR 0020). next_batch
+// locks the row, then reads with a new statement (a snapshot taken after the
+// lock, so a window never ends before the one a concurrent call just
+// stored), so two calls for one consumer are serialised and the second gets
+// the batch the first opened.
+#include <algorithm>
+
+#include "pg/args.h"
+#include "store/stream_statements.h"
+
+extern "C" {
+#include "utils/datum.h"
+#include "utils/xid8.h"
+}
+
+namespace pgq::store::streams {
+
+namespace {
+
+// Registration holds the ring's row (FOR SHARE) while it takes the
+// consumer's first snapshot: a truncation (which locks the row FOR UPDATE)
+// either sees the new consumer or ran before its snapshot was taken.
+pg::Statement share_ring = {
+    "SELECT 1 FROM pgq.rings WHERE ring_id = $1 FOR SHARE", 1, {INT4OID}, nullptr};
+
+pg::Statement register_consumer = {R"sql(
+INSERT INTO pgq.stream_consumers (consumer_id, stream_id, name, done_snapshot, done_at)
+VALUES (pg_catalog.nextval('pgq.stream_consumer_id_seq')::int4, $1, $2,
+        pg_catalog.pg_current_snapshot(), pg_catalog.clock_timestamp())
+ON CONFLICT (stream_id, name) DO NOTHING
+RETURNING consumer_id)sql",
+                                   2,
+                                   {INT4OID, TEXTOID},
+                                   nullptr};
+
+pg::Statement unregister_consumer = {
+    "DELETE FROM pgq.stream_consumers WHERE stream_id = $1 AND name = $2 RETURNING consumer_id",
+    2,
+    {INT4OID, TEXTOID},
+    nullptr};
+
+pg::Statement lock_consumer = {R"sql(
+SELECT consumer_id, done_snapshot, window_end, window_end_at, cursor_txid, cursor_id, batch_no,
+       batch_open, batch_end_txid, batch_end_id, batch_events,
+       pg_catalog.pg_snapshot_xmax(done_snapshot), pg_catalog.pg_snapshot_xmax(window_end)
+  FROM pgq.stream_consumers
+ WHERE stream_id = $1 AND name = $2
+   FOR UPDATE)sql",
+                               2,
+                               {INT4OID, TEXTOID},
+                               nullptr};
+
+pg::Statement take_snapshot = {
+    "SELECT pg_catalog.pg_current_snapshot(), pg_catalog.clock_timestamp()", 0, {}, nullptr};
+
+pg::Statement open_batch = {
+    R"sql(
+UPDATE pgq.stream_consumers
+   SET window_end = $2, window_end_at = $3, batch_no = batch_no + 1, batch_open = true,
+       batch_end_txid = $4, batch_end_id = $5, batch_events = $6, batch_ends_window = $7,
+       batch_opened_at = pg_catalog.clock_timestamp()
+ WHERE consumer_id = $1
+RETURNING batch_no)sql",
+    7,
+    {INT4OID, PG_SNAPSHOTOID, TIMESTAMPTZOID, XID8OID, INT8OID, INT4OID, BOOLOID},
+    nullptr};
+
+// The window was read to its end by an earlier batch that was exactly
+// max_events long: its end becomes the consumer's done snapshot.
+pg::Statement close_window = {R"sql(
+UPDATE pgq.stream_consumers
+   SET done_snapshot = window_end, done_at = window_end_at, window_end = NULL,
+       window_end_at = NULL, cursor_txid = '0', cursor_id = 0
+ WHERE consumer_id = $1)sql",
+                              1,
+                              {INT4OID},
+                              nullptr};
+
+pg::Statement stream_of_consumer = {
+    "SELECT stream_id FROM pgq.stream_consumers WHERE consumer_id = $1", 1, {INT4OID}, nullptr};
+
+pg::Statement lock_batch = {
+    "SELECT batch_no, batch_open FROM pgq.stream_consumers WHERE consumer_id = $1 FOR UPDATE",
+    1,
+    {INT4OID},
+    nullptr};
+
+pg::Statement finish_batch = {R"sql(
+UPDATE pgq.stream_consumers
+   SET done_snapshot = CASE WHEN batch_ends_window THEN window_end ELSE done_snapshot END,
+       done_at = CASE WHEN batch_ends_window THEN window_end_at ELSE done_at END,
+       cursor_txid = CASE WHEN batch_ends_window THEN '0'::xid8 ELSE batch_end_txid END,
+       cursor_id = CASE WHEN batch_ends_window THEN 0 ELSE batch_end_id END,
+       window_end = CASE WHEN batch_ends_window THEN NULL ELSE window_end END,
+       window_end_at = CASE WHEN batch_ends_window THEN NULL ELSE window_end_at END,
+       batch_open = false, finished_batches = finished_batches + 1,
+       finished_events = finished_events + batch_events,
+       last_finished_at = pg_catalog.clock_timestamp()
+ WHERE consumer_id = $1
+RETURNING batch_events)sql",
+                              1,
+                              {INT4OID},
+                              nullptr};
+
+pg::Statement consumer_rows = {R"sql(
+SELECT s.name, c.name, c.done_snapshot, c.window_end, c.cursor_txid, c.cursor_id, c.batch_open,
+       c.batch_opened_at, c.finished_events, c.last_finished_at
+  FROM pgq.stream_consumers c JOIN pgq.streams s ON s.stream_id = c.stream_id
+ WHERE c.stream_id = $1
+ ORDER BY c.name)sql",
+                               1,
+                               {INT4OID},
+                               nullptr};
+
+constexpr uint64 kBatchNoMask = 0xffffffffu;
+
+int64 BatchId(int32 consumer_id, int64 batch_no) {
+  return static_cast<int64>((static_cast<uint64>(consumer_id) << 32) |
+                            (static_cast<uint64>(batch_no) & kBatchNoMask));
+}
+
+// A position in (txid, id) order.
+struct Key {
+  uint64 txid;
+  int64 id;
+  bool operator<(const Key& other) const {
+    return txid != other.txid ? txid < other.txid : id < other.id;
+  }
+};
+
+Datum TxidDatum(uint64 txid) { return FullTransactionIdGetDatum(FullTransactionIdFromU64(txid)); }
+uint64 TxidOf(Datum value) { return U64FromFullTransactionId(DatumGetFullTransactionId(value)); }
+
+// The window (from, to]'s events after `cursor` up to `last`, at most
+// `limit`, copied into `memory`; the key of the last one in *end.
+std::vector<Event> ReadWindow(pg::SpiSession& spi, int32 stream_id, Datum from, uint64 from_xmax,
+                              Datum to, Key cursor, Key last, int32 limit, MemoryContext memory,
+                              Key* end) {
+  // The range part starts at the later of the cursor and the first
+  // transaction the from snapshot did not know (ids start at 1).
+  const Key start = std::max(cursor, Key{from_xmax, 0});
+  pg::Params params;
+  params.Set(0, from)
+      .Set(1, to)
+      .Set(2, TxidDatum(start.txid))
+      .Set(3, Int64GetDatum(start.id))
+      .Set(4, TxidDatum(last.txid))
+      .Set(5, Int64GetDatum(last.id))
+      .Set(6, Int32GetDatum(limit))
+      .Set(7, TxidDatum(cursor.txid))
+      .Set(8, Int64GetDatum(cursor.id));
+  pg::Result rows = spi.Execute(detail::StatementsOf(stream_id).read_window.get(), params);
+  std::vector<Event> events;
+  events.reserve(rows.size());
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    bool is_null = false;
+    const Datum payload = rows.Value(row, 4, &is_null);
+    Event event;
+    event.id = rows.Int64(row, 2);
+    event.appended_at = DatumGetTimestampTz(rows.Value(row, 3, &is_null));
+    event.payload = pg::Guard([&] {
+      MemoryContext old = MemoryContextSwitchTo(memory);
+      const Datum copy = datumCopy(payload, false, -1);
+      MemoryContextSwitchTo(old);
+      return copy;
+    });
+    events.push_back(event);
+    if (row + 1 == rows.size()) *end = Key{TxidOf(rows.Value(row, 1, &is_null)), event.id};
+  }
+  rows.Free();
+  return events;
+}
+
+}  // namespace
+
+bool Register(pg::SpiSession& spi, const Stream& stream, std::string_view consumer) {
+  pg::Params ring;
+  ring.Set(0, Int32GetDatum(stream.id));
+  (void)spi.Execute(share_ring, ring);
+  pg::Params params;
+  params.Set(0, Int32GetDatum(stream.id)).Set(1, pg::TextDatum(consumer));
+  return !spi.Execute(register_consumer, params).empty();
+}
+
+bool Unregister(pg::SpiSession& spi, const Stream& stream, std::string_view consumer) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(stream.id)).Set(1, pg::TextDatum(consumer));
+  return !spi.Execute(unregister_consumer, params).empty();
+}
+
+Batch NextBatch(pg::SpiSession& spi, const Stream& stream, std::string_view consumer,
+                int32 max_events, MemoryContext memory) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(stream.id)).Set(1, pg::TextDatum(consumer));
+  pg::Result state = spi.Execute(lock_consumer, params, 1);
+  if (state.empty()) {
+    pg::Raise(ERRCODE_UNDEFINED_OBJECT,
+              "consumer \"" + std::string(consumer) + "\" of stream \"" + stream.name +
+                  "\" does not exist",
+              {},
+              "Register it with pgq.register_consumer(stream, '" + std::string(consumer) + "').");
+  }
+  bool is_null = false;
+  const int32 consumer_id = state.Int32(0, 1);
+  Datum from = state.Value(0, 2, &is_null);
+  bool window_is_null = false;
+  Datum window_end = state.Value(0, 3, &window_is_null);
+  Datum window_end_at = state.Value(0, 4, &is_null);
+  Key cursor{TxidOf(state.Value(0, 5, &is_null)), state.Int64(0, 6)};
+  const int64 batch_no = state.Int64(0, 7);
+  uint64 from_xmax = TxidOf(state.Value(0, 12, &is_null));
+  const uint64 window_xmax = window_is_null ? 0 : TxidOf(state.Value(0, 13, &is_null));
+
+  Batch batch;
+  const Key no_end{UINT64_MAX, INT64_MAX};
+  if (state.Bool(0, 8)) {
+    // The open batch again: the same window, cursor and end, the same events.
+    const Key last{TxidOf(state.Value(0, 9, &is_null)), state.Int64(0, 10)};
+    Key end{};
+    batch.events = ReadWindow(spi, stream.id, from, from_xmax, window_end, cursor, last,
+                              std::max(state.Int32(0, 11), 1), memory, &end);
+    batch.batch_id = BatchId(consumer_id, batch_no);
+    return batch;
+  }
+  pg::Result snapshot;
+  for (int round = 0; round < 2; ++round) {
+    const bool new_window = window_is_null;
+    if (new_window) {
+      // INVARIANT: a new statement, so a snapshot taken after the row lock.
+      pg::Params none;
+      snapshot = spi.Execute(take_snapshot, none, 1);
+      window_end = snapshot.Value(0, 1, &is_null);
+      window_end_at = snapshot.Value(0, 2, &is_null);
+    }
+    Key end{};
+    std::vector<Event> events = ReadWindow(spi, stream.id, from, from_xmax, window_end, cursor,
+                                           no_end, max_events, memory, &end);
+    if (!events.empty()) {
+      pg::Params open;
+      open.Set(0, Int32GetDatum(consumer_id))
+          .Set(1, window_end)
+          .Set(2, window_end_at)
+          .Set(3, TxidDatum(end.txid))
+          .Set(4, Int64GetDatum(end.id))
+          .Set(5, Int32GetDatum(static_cast<int32>(events.size())))
+          .Set(6, BoolGetDatum(static_cast<int32>(events.size()) < max_events));
+      pg::Result opened = spi.Execute(open_batch, open, 1);
+      batch.batch_id = BatchId(consumer_id, opened.Int64(0, 1));
+      opened.Free();
+      batch.events = std::move(events);
+      return batch;
+    }
+    // Nothing in a window just cut: nothing to read, and nothing written
+    // (an idle consumer polling costs no write).
+    if (new_window) break;
+    // The stored window was read to its end: its end is the new start.
+    pg::Params close;
+    close.Set(0, Int32GetDatum(consumer_id));
+    (void)spi.Execute(close_window, close);
+    from = window_end;
+    from_xmax = window_xmax;
+    cursor = Key{0, 0};
+    window_is_null = true;
+  }
+  return batch;
+}
+
+int32 StreamOfBatch(pg::SpiSession& spi, int64 batch_id) {
+  if (batch_id <= 0) return 0;
+  pg::Params params;
+  params.Set(0, Int32GetDatum(static_cast<int32>(static_cast<uint64>(batch_id) >> 32)));
+  pg::Result row = spi.Execute(stream_of_consumer, params, 1);
+  const int32 stream_id = row.empty() ? 0 : row.Int32(0, 1);
+  row.Free();
+  return stream_id;
+}
+
+int32 FinishBatch(pg::SpiSession& spi, int64 batch_id) {
+  const auto consumer_id = static_cast<int32>(static_cast<uint64>(batch_id) >> 32);
+  const uint64 batch_no = static_cast<uint64>(batch_id) & kBatchNoMask;
+  pg::Params params;
+  params.Set(0, Int32GetDatum(consumer_id));
+  pg::Result state = spi.Execute(lock_batch, params, 1);
+  const std::string shown = std::to_string(batch_id);
+  if (state.empty()) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "batch " + shown + " does not exist",
+              "Its consumer is not registered.");
+  }
+  const uint64 current = static_cast<uint64>(state.Int64(0, 1)) & kBatchNoMask;
+  const bool open = state.Bool(0, 2);
+  state.Free();
+  if (batch_no != current || !open) {
+    const bool earlier = batch_no < current || (batch_no == current && !open);
+    if (earlier) {
+      pg::Raise(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "batch " + shown + " is already finished",
+                "Its consumer has moved past it; finishing a batch twice has no effect on the "
+                "position and is refused.");
+    }
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "batch " + shown + " does not exist",
+              "Its consumer has not been given it.");
+  }
+  pg::Result finished = spi.Execute(finish_batch, params, 1);
+  const int32 events = finished.Int32(0, 1);
+  finished.Free();
+  return events;
+}
+
+namespace detail {
+
+pg::Result ConsumerRows(pg::SpiSession& spi, int32 stream_id) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(stream_id));
+  return spi.Execute(consumer_rows, params);
+}
+
+ConsumerStats StatsOf(pg::SpiSession& spi, int32 stream_id, uint64 row, const pg::Result& rows,
+                      TimestampTz now) {
+  ConsumerStats stats{};
+  stats.stream = rows.Text(row, 1);
+  stats.consumer = rows.Text(row, 2);
+  bool is_null = false;
+  bool window_is_null = false;
+  pg::Params params;
+  params.Set(0, rows.Value(row, 3, &is_null));
+  const Datum window_end = rows.Value(row, 4, &window_is_null);
+  params.SetOptional(1, window_is_null, window_end)
+      .Set(2, rows.Value(row, 5, &is_null))
+      .Set(3, rows.Value(row, 6, &is_null));
+  pg::Result pending = spi.Execute(StatementsOf(stream_id).pending.get(), params, 1);
+  stats.pending = pending.Int64(0, 1);
+  bool oldest_is_null = false;
+  const Datum oldest = pending.Value(0, 2, &oldest_is_null);
+  stats.has_lag = true;
+  stats.lag_us = oldest_is_null ? 0 : std::max<int64>(0, now - DatumGetTimestampTz(oldest));
+  pending.Free();
+  stats.batch_open = rows.Bool(row, 7);
+  const Datum opened = rows.Value(row, 8, &is_null);
+  stats.has_batch_age = stats.batch_open && !is_null;
+  if (stats.has_batch_age)
+    stats.batch_age_us = std::max<int64>(0, now - DatumGetTimestampTz(opened));
+  stats.finished_events = rows.Int64(row, 9);
+  const Datum last = rows.Value(row, 10, &is_null);
+  stats.has_last_finished = !is_null;
+  if (!is_null) stats.last_finished_at = DatumGetTimestampTz(last);
+  return stats;
+}
+
+}  // namespace detail
+
+}  // namespace pgq::store::streams

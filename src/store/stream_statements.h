@@ -1,0 +1,46 @@
+// The statements of one stream's event tables, shared by the two files of
+// the streams store. Their text names the stream's tables (built from its
+// id, never a user's value), so they are prepared per stream and kept for
+// the backend's life like every statement of ours.
+#pragma once
+
+#include <string>
+
+#include "store/streams.h"
+
+namespace pgq::store::streams::detail {
+
+class OwnedStatement {
+ public:
+  OwnedStatement(std::string sql, std::initializer_list<Oid> argtypes);
+  ~OwnedStatement();
+  OwnedStatement(const OwnedStatement&) = delete;
+  OwnedStatement& operator=(const OwnedStatement&) = delete;
+  pg::Statement& get() { return statement_; }
+
+ private:
+  std::string sql_;
+  pg::Statement statement_;
+};
+
+struct StreamStatements {
+  explicit StreamStatements(int32 stream_id);
+  // $1 done snapshot, $2 window end snapshot, $3 $4 the lower bound
+  // (txid, id) of the range part, $5 $6 the upper bound, $7 limit, $8 $9
+  // the cursor: the window's events after the cursor in (txid, id) order.
+  OwnedStatement read_window;
+  // $1 stream id, $2 segment: whether every consumer has finished every
+  // event of the segment.
+  OwnedStatement segment_finished;
+  // $1 done snapshot, $2 window end (or NULL), $3 $4 cursor: how many
+  // events the consumer has not finished (at most kPendingCap), and the
+  // time the oldest of them was appended.
+  OwnedStatement pending;
+};
+
+inline constexpr int64 kPendingCap = 100000;
+
+// The statements of `stream_id`, prepared on first use.
+StreamStatements& StatementsOf(int32 stream_id);
+
+}  // namespace pgq::store::streams::detail

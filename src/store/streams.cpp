@@ -1,0 +1,359 @@
+// Streams: the catalog, a backend's cache of it, appends, maintenance.
+#include <map>
+#include <memory>
+
+#include "pg/args.h"
+#include "pg/ledger.h"
+#include "pg/queue_cache.h"
+#include "pg/row_insert.h"
+#include "store/stream_statements.h"
+
+extern "C" {
+#include "access/transam.h"
+#include "catalog/namespace.h"
+#include "commands/sequence.h"
+#include "storage/lmgr.h"
+#include "utils/lsyscache.h"
+#include "utils/xid8.h"
+}
+
+namespace pgq::store::streams {
+
+namespace {
+
+pg::Statement find_stream = {
+    "SELECT stream_id, owner::oid, rotation FROM pgq.streams WHERE name = $1",
+    1,
+    {TEXTOID},
+    nullptr};
+
+pg::Statement name_of = {
+    "SELECT name FROM pgq.streams WHERE stream_id = $1", 1, {INT4OID}, nullptr};
+
+pg::Statement insert_stream = {R"sql(
+INSERT INTO pgq.streams (stream_id, name, owner, rotation)
+VALUES (pg_catalog.nextval('pgq.stream_id_seq')::int4, $1, $2::oid::pg_catalog.regrole, $3)
+ON CONFLICT (name) DO NOTHING
+RETURNING stream_id)sql",
+                               3,
+                               {TEXTOID, OIDOID, INTERVALOID},
+                               nullptr};
+
+pg::Statement set_rotation = {"UPDATE pgq.streams SET rotation = $2 WHERE stream_id = $1",
+                              2,
+                              {INT4OID, INTERVALOID},
+                              nullptr};
+
+pg::Statement delete_stream = {R"sql(
+WITH grants AS (DELETE FROM pgq.stream_grants WHERE stream_id = $1)
+DELETE FROM pgq.streams WHERE stream_id = $1)sql",
+                               1,
+                               {INT4OID},
+                               nullptr};
+
+pg::Statement stream_ids = {"SELECT stream_id FROM pgq.streams ORDER BY stream_id", 0, {}, nullptr};
+
+// Read without a lock: an idle pass must not take a transaction id.
+pg::Statement streams_to_maintain = {R"sql(
+SELECT s.stream_id, s.rotation, r.rotated_at,
+       EXISTS (SELECT 1 FROM pgq.ring_segments g
+                WHERE g.ring_id = r.ring_id AND g.segment <> r.current AND NOT g.empty),
+       (SELECT g.empty FROM pgq.ring_segments g
+         WHERE g.ring_id = r.ring_id AND g.segment = (r.current + 1) % r.segments)
+  FROM pgq.streams s JOIN pgq.rings r ON r.ring_id = s.stream_id
+ ORDER BY s.stream_id)sql",
+                                     0,
+                                     {},
+                                     nullptr};
+
+// The cache: streams by name, emptied by every relcache invalidation (a
+// create, drop or rotation sends one), as the queue cache is.
+struct CachedStream {
+  std::string name;
+  Stream stream;
+};
+std::vector<CachedStream>* cache = nullptr;
+uint64 cache_generation = 0;
+
+std::vector<CachedStream>& Cache() {
+  if (cache == nullptr) cache = new std::vector<CachedStream>();
+  if (cache_generation != pg::QueueCache::Generation()) {
+    cache->clear();
+    cache_generation = pg::QueueCache::Generation();
+  }
+  return *cache;
+}
+
+Oid EventIdSequence() {
+  static Oid sequence = InvalidOid;
+  static uint64 generation = 0;
+  if (OidIsValid(sequence) && generation == pg::QueueCache::Generation()) return sequence;
+  sequence = pg::Guard([] {
+    const Oid schema = get_namespace_oid("pgq", false);
+    return get_relname_relid("stream_event_id_seq", schema);
+  });
+  generation = pg::QueueCache::Generation();
+  return sequence;
+}
+
+std::optional<Stream> Load(pg::SpiSession& spi, std::string_view name) {
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name));
+  pg::Result row = spi.Execute(find_stream, params, 1);
+  if (row.empty()) return std::nullopt;
+  Stream stream;
+  stream.name = std::string(name);
+  stream.id = row.Int32(0, 1);
+  bool is_null = false;
+  stream.owner = DatumGetObjectId(row.Value(0, 2, &is_null));
+  stream.rotation_us = pg::IntervalMicros(DatumGetIntervalP(row.Value(0, 3, &is_null)), "rotation");
+  row.Free();
+  if (!pg::segments::LoadRing(spi, kRoot, stream.id, &stream.ring)) {
+    pg::Raise(ERRCODE_DATA_CORRUPTED, "stream \"" + std::string(name) + "\" has no ring",
+              "pgq.rings has no row for stream id " + std::to_string(stream.id) + ".",
+              "Drop the stream and create it again.");
+  }
+  return stream;
+}
+
+std::map<int32, std::unique_ptr<detail::StreamStatements>>* statements = nullptr;
+
+}  // namespace
+
+namespace detail {
+
+OwnedStatement::OwnedStatement(std::string sql, std::initializer_list<Oid> argtypes)
+    : sql_(std::move(sql)), statement_{nullptr, static_cast<int>(argtypes.size()), {}, nullptr} {
+  statement_.sql = sql_.c_str();
+  std::copy(argtypes.begin(), argtypes.end(), statement_.argtypes);
+}
+
+OwnedStatement::~OwnedStatement() {
+  if (statement_.plan != nullptr) (void)SPI_freeplan(statement_.plan);
+}
+
+namespace {
+
+std::string ReadWindowSql(const std::string& table) {
+  return R"sql(
+SELECT txid, id, appended_at, payload FROM (
+  (SELECT txid, id, appended_at, payload FROM )sql" +
+         table + R"sql(
+    WHERE txid = ANY (ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip($1) AS x
+                             WHERE pg_catalog.pg_visible_in_snapshot(x, $2)))
+      AND (txid, id) > ($8, $9) AND (txid, id) <= ($5, $6)
+    ORDER BY txid, id LIMIT $7)
+  UNION ALL
+  (SELECT txid, id, appended_at, payload FROM )sql" +
+         table + R"sql(
+    WHERE (txid, id) > ($3, $4) AND (txid, id) <= ($5, $6)
+      AND txid < pg_catalog.pg_snapshot_xmax($2)
+      AND pg_catalog.pg_visible_in_snapshot(txid, $2)
+    ORDER BY txid, id LIMIT $7)) AS window_events
+ORDER BY txid, id LIMIT $7)sql";
+}
+
+// Every event of a transaction visible in a snapshot is finished, so a
+// segment is finished for a consumer when all its transactions are: the
+// newest below the snapshot's xmax, none in its in-progress list.
+std::string SegmentFinishedSql(const std::string& table) {
+  return R"sql(
+SELECT NOT EXISTS (
+  SELECT 1 FROM pgq.stream_consumers c
+   WHERE c.stream_id = $1
+     AND ((SELECT e.txid FROM )sql" +
+         table + R"sql( e WHERE e.segment = $2
+            ORDER BY e.txid DESC, e.id DESC LIMIT 1) >= pg_catalog.pg_snapshot_xmax(c.done_snapshot)
+          OR EXISTS (SELECT 1 FROM )sql" +
+         table + R"sql( e
+                      WHERE e.segment = $2
+                        AND e.txid = ANY (ARRAY(SELECT pg_catalog.pg_snapshot_xip(c.done_snapshot)))))))sql";
+}
+
+std::string PendingSql(const std::string& table) {
+  return R"sql(
+SELECT count(*), min(appended_at) FROM (
+  SELECT appended_at FROM )sql" +
+         table + R"sql(
+   WHERE txid >= pg_catalog.pg_snapshot_xmin($1)
+     AND NOT pg_catalog.pg_visible_in_snapshot(txid, $1)
+     AND NOT ($2 IS NOT NULL AND pg_catalog.pg_visible_in_snapshot(txid, $2)
+              AND (txid, id) <= ($3, $4))
+   LIMIT )sql" +
+         std::to_string(kPendingCap) + ") AS unfinished";
+}
+
+}  // namespace
+
+StreamStatements::StreamStatements(int32 stream_id)
+    : read_window(ReadWindowSql(pg::segments::TableName(kRoot, stream_id)),
+                  {PG_SNAPSHOTOID, PG_SNAPSHOTOID, XID8OID, INT8OID, XID8OID, INT8OID, INT4OID,
+                   XID8OID, INT8OID}),
+      segment_finished(SegmentFinishedSql(pg::segments::TableName(kRoot, stream_id)),
+                       {INT4OID, INT2OID}),
+      pending(PendingSql(pg::segments::TableName(kRoot, stream_id)),
+              {PG_SNAPSHOTOID, PG_SNAPSHOTOID, XID8OID, INT8OID}) {}
+
+StreamStatements& StatementsOf(int32 stream_id) {
+  if (statements == nullptr) statements = new std::map<int32, std::unique_ptr<StreamStatements>>();
+  auto found = statements->find(stream_id);
+  if (found == statements->end()) {
+    found = statements->emplace(stream_id, std::make_unique<StreamStatements>(stream_id)).first;
+  }
+  return *found->second;
+}
+
+std::vector<int32> StreamIds(pg::SpiSession& spi) {
+  pg::Params none;
+  pg::Result rows = spi.Execute(stream_ids, none);
+  std::vector<int32> ids;
+  for (uint64 row = 0; row < rows.size(); ++row) ids.push_back(rows.Int32(row, 1));
+  rows.Free();
+  return ids;
+}
+
+}  // namespace detail
+
+std::optional<Stream> Find(pg::SpiSession& spi, std::string_view name) {
+  (void)pg::QueueCache::Revalidate(pg::QueueCache::Generation());
+  for (const CachedStream& cached : Cache()) {
+    if (cached.name == name) return cached.stream;
+  }
+  const uint64 generation = pg::QueueCache::Generation();
+  std::optional<Stream> stream = Load(spi, name);
+  // An invalidation processed while loading (the statements accept them)
+  // may be about this stream: not remembered then, read again next time.
+  if (stream && generation == pg::QueueCache::Generation()) {
+    Cache().push_back(CachedStream{std::string(name), *stream});
+  }
+  return stream;
+}
+
+std::string NameOf(pg::SpiSession& spi, int32 stream_id) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(stream_id));
+  pg::Result row = spi.Execute(name_of, params, 1);
+  std::string name = row.empty() ? std::string() : row.Text(0, 1);
+  row.Free();
+  return name;
+}
+
+bool Create(pg::SpiSession& spi, std::string_view name, Oid owner, const Interval& rotation,
+            TimestampTz now) {
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name))
+      .Set(1, ObjectIdGetDatum(owner))
+      .Set(2, IntervalPGetDatum(&rotation));
+  pg::Result row = spi.Execute(insert_stream, params, 1);
+  if (row.empty()) return false;
+  const int32 id = row.Int32(0, 1);
+  row.Free();
+  pg::segments::CreateRing(spi, kRoot, id, kSegments, now);
+  pg::QueueCache::InvalidateAll();
+  return true;
+}
+
+void SetRotation(pg::SpiSession& spi, int32 stream_id, const Interval& rotation) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(stream_id)).Set(1, IntervalPGetDatum(&rotation));
+  (void)spi.Execute(set_rotation, params);
+  pg::QueueCache::InvalidateAll();
+}
+
+void Drop(pg::SpiSession& spi, const Stream& stream) {
+  pg::segments::DropRing(spi, kRoot, stream.id);
+  pg::Params params;
+  params.Set(0, Int32GetDatum(stream.id));
+  (void)spi.Execute(delete_stream, params);
+  pg::QueueCache::InvalidateAll();
+}
+
+void Append(pg::SpiSession& spi, std::string_view name, const Datum* payloads, int count,
+            int64* ids) {
+  pg::RequireInsertAllowed();
+  // The segment to write, locked: the lock processes the invalidations
+  // that arrived since the ring was read (a rotation, a drop), and a drop
+  // waits for it from then on. Read again when one arrived; a writer that
+  // is still a rotation behind writes a sealed segment, which is safe
+  // (pg/segments.h), only less tidy.
+  std::optional<Stream> stream;
+  for (int attempt = 0;; ++attempt) {
+    const uint64 generation = pg::QueueCache::Generation();
+    stream = Find(spi, name);
+    if (!stream) {
+      pg::Raise(ERRCODE_UNDEFINED_OBJECT, "stream \"" + std::string(name) + "\" does not exist");
+    }
+    const Oid leaf = stream->ring.leaves[stream->ring.current];
+    pg::Guard([leaf] { LockRelationOid(leaf, RowExclusiveLock); });
+    if (generation == pg::QueueCache::Generation() || attempt == 3) break;
+  }
+  const Oid sequence = EventIdSequence();
+  const Datum txid = pg::Guard([] { return FullTransactionIdGetDatum(GetTopFullTransactionId()); });
+  const TimestampTz appended_at = GetCurrentTransactionStartTimestamp();
+  pg::RowInserter inserter(stream->ring.leaves[stream->ring.current]);
+  Datum values[6];
+  bool nulls[6] = {false, false, false, false, false, false};
+  values[0] = Int32GetDatum(stream->id);
+  values[1] = Int16GetDatum(static_cast<int16>(stream->ring.current));
+  values[2] = txid;
+  values[4] = TimestampTzGetDatum(appended_at);
+  for (int i = 0; i < count; ++i) {
+    ids[i] = pg::Guard([sequence] { return nextval_internal(sequence, false); });
+    values[3] = Int64GetDatum(ids[i]);
+    values[5] = payloads[i];
+    inserter.Insert(values, nulls);
+  }
+  pg::ledger::NoteAppended(stream->id);
+}
+
+MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
+  // A reader or writer in the way of a truncation is waited for this long;
+  // the next pass tries again.
+  constexpr int kLockWaitMs = 20;
+  MaintainCounts counts;
+  pg::Params none;
+  pg::Result rows = spi.Execute(streams_to_maintain, none);
+  struct Due {
+    int32 id;
+    int64 rotation_us;
+    TimestampTz rotated_at;
+    bool sealed;
+    bool next_empty;
+  };
+  std::vector<Due> due;
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    bool is_null = false;
+    const Interval* rotation = DatumGetIntervalP(rows.Value(row, 2, &is_null));
+    due.push_back(Due{rows.Int32(row, 1), pg::IntervalMicros(rotation, "rotation"),
+                      DatumGetTimestampTz(rows.Value(row, 3, &is_null)), rows.Bool(row, 4),
+                      rows.Bool(row, 5)});
+  }
+  rows.Free();
+  for (const Due& stream : due) {
+    // Truncated first, turned after: a segment sealed by this transaction
+    // is still written to by the appenders that read the ring before it.
+    if (stream.sealed) {
+      detail::StreamStatements& statements = detail::StatementsOf(stream.id);
+      counts.truncated +=
+          pg::segments::Reclaim(spi, kRoot, stream.id, kLockWaitMs, now, [&](Oid, int segment) {
+            pg::Params params;
+            params.Set(0, Int32GetDatum(stream.id))
+                .Set(1, Int16GetDatum(static_cast<int16>(segment)));
+            pg::Result finished =
+                spi.ExecuteSeeingLatest(statements.segment_finished.get(), params);
+            const bool yes = finished.Bool(0, 1);
+            finished.Free();
+            return yes;
+          });
+    }
+    // A reclaim above may have emptied the next segment; Rotate reads the
+    // ledger again under the ring's lock.
+    if (now - stream.rotated_at >= stream.rotation_us && (stream.next_empty || stream.sealed) &&
+        pg::segments::Rotate(spi, kRoot, stream.id, stream.rotation_us, now)) {
+      ++counts.rotated;
+    }
+  }
+  return counts;
+}
+
+}  // namespace pgq::store::streams

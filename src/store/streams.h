@@ -1,0 +1,144 @@
+// The streams store: the one owner of every statement on pgq.streams,
+// pgq.stream_consumers and the stream event tables, and of the ledger notes
+// an append needs at commit (its stream's waiting readers are woken). The
+// SQL functions (src/api/streams.cpp, stream_batches.cpp) check arguments
+// and rights; the maintenance pass calls Maintain; the store checks no right.
+//
+// Storage: a ring of segment tables per stream (pg/segments.h). Reading:
+// batches cut by transaction snapshots (ADR 0020): a consumer's position is
+// a snapshot `done` (every event of a transaction visible in it is
+// finished), the end of its current window (a later snapshot) and a cursor
+// in (txid, id) order inside the window. A window holds exactly the events of
+// the transactions that committed between its two snapshots, so an event
+// whose transaction commits late is in a later window, never skipped.
+//
+// Files: streams.cpp (catalog, cache, append, maintenance), stream_batches.cpp
+// (consumers, next_batch, finish_batch, statistics).
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "pg/segments.h"
+#include "pg/spi.h"
+
+namespace pgq::store::streams {
+
+// The root table of the stream rings (pgq.stream_events).
+inline constexpr const char* kRoot = "stream_events";
+inline constexpr int kSegments = 3;
+
+// A stream as the catalog and its ring's ledger say.
+struct Stream {
+  std::string name;
+  int32 id = 0;
+  Oid owner = InvalidOid;
+  int64 rotation_us = 0;
+  pg::segments::Ring ring;
+};
+
+// The stream named `name` from this backend's cache, read on a miss;
+// nullopt if there is none. Processes pending invalidations first, so a
+// create, drop or rotation committed before this call is seen.
+std::optional<Stream> Find(pg::SpiSession& spi, std::string_view name);
+
+// The stream's name by id ("" if none), for messages.
+std::string NameOf(pg::SpiSession& spi, int32 stream_id);
+
+// Creates the stream, owned by `owner`; false if the name is taken.
+bool Create(pg::SpiSession& spi, std::string_view name, Oid owner, const Interval& rotation,
+            TimestampTz now);
+void SetRotation(pg::SpiSession& spi, int32 stream_id, const Interval& rotation);
+// Drops the stream, its events, consumers and grants.
+void Drop(pg::SpiSession& spi, const Stream& stream);
+
+// Appends events in order, in the current transaction; writes their ids to
+// `ids` (one per payload). Readers of the stream are woken at commit.
+void Append(pg::SpiSession& spi, std::string_view name, const Datum* payloads, int count,
+            int64* ids);
+
+// Consumers ----------------------------------------------------------------
+
+// Registers `consumer`, positioned after everything committed before this
+// statement; false if it was registered.
+bool Register(pg::SpiSession& spi, const Stream& stream, std::string_view consumer);
+bool Unregister(pg::SpiSession& spi, const Stream& stream, std::string_view consumer);
+
+struct Event {
+  int64 id;
+  TimestampTz appended_at;
+  Datum payload;  // in the caller's memory
+};
+
+struct Batch {
+  int64 batch_id = 0;  // 0: nothing to read
+  std::vector<Event> events;
+};
+
+// The consumer's open batch, or a new one of up to `max_events` events;
+// raises undefined_object for an unknown consumer. Events and payloads are
+// copied into `memory`.
+Batch NextBatch(pg::SpiSession& spi, const Stream& stream, std::string_view consumer,
+                int32 max_events, MemoryContext memory);
+
+// The stream a batch id belongs to (0 if no consumer has it), so the caller
+// can check its right first.
+int32 StreamOfBatch(pg::SpiSession& spi, int64 batch_id);
+
+// Moves the batch's consumer past it; the number of events it held. Raises
+// 55000 when the batch was finished already, 22023 when it was never given.
+int32 FinishBatch(pg::SpiSession& spi, int64 batch_id);
+
+struct ConsumerStats {
+  std::string stream;
+  std::string consumer;
+  bool has_lag;
+  int64 lag_us;
+  int64 pending;
+  bool batch_open;
+  bool has_batch_age;
+  int64 batch_age_us;
+  int64 finished_events;
+  bool has_last_finished;
+  TimestampTz last_finished_at;
+};
+
+// Every consumer of the streams `visible(stream_id)` accepts.
+template <typename Visible>
+std::vector<ConsumerStats> Stats(pg::SpiSession& spi, TimestampTz now, Visible&& visible);
+
+// Maintenance ----------------------------------------------------------------
+
+struct MaintainCounts {
+  int rotated = 0;
+  int truncated = 0;
+};
+
+// Turns the rings that are due and truncates the segments every consumer
+// has passed, for every stream.
+MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now);
+
+// Internals shared by the two files.
+namespace detail {
+std::vector<int32> StreamIds(pg::SpiSession& spi);
+ConsumerStats StatsOf(pg::SpiSession& spi, int32 stream_id, uint64 row, const pg::Result& rows,
+                      TimestampTz now);
+pg::Result ConsumerRows(pg::SpiSession& spi, int32 stream_id);
+}  // namespace detail
+
+template <typename Visible>
+std::vector<ConsumerStats> Stats(pg::SpiSession& spi, TimestampTz now, Visible&& visible) {
+  std::vector<ConsumerStats> out;
+  for (const int32 stream_id : detail::StreamIds(spi)) {
+    if (!visible(stream_id)) continue;
+    pg::Result rows = detail::ConsumerRows(spi, stream_id);
+    for (uint64 row = 0; row < rows.size(); ++row) {
+      out.push_back(detail::StatsOf(spi, stream_id, row, rows, now));
+    }
+    rows.Free();
+  }
+  return out;
+}
+
+}  // namespace pgq::store::streams
