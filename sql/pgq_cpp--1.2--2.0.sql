@@ -73,8 +73,10 @@ CREATE TABLE pgq.stream_events (
     appended_at timestamptz NOT NULL,
     payload     jsonb       NOT NULL
 ) PARTITION BY LIST (stream_id);
--- A batch is read in (txid, id) order from a consumer's cursor.
-CREATE INDEX stream_events_read_idx ON pgq.stream_events (txid, id);
+-- A batch is read in (txid, id) order from a consumer's cursor: each
+-- stream's table has that index (created with it; not here, on the root, as
+-- pg_restore would then find the partitions' indexes made by ATTACH before
+-- it creates them itself).
 COMMENT ON TABLE pgq.stream_events IS
     'events of every stream: a partition per stream (pgq.stream_events_<id>), each a ring of segments (_<id>_<segment>) dropped by TRUNCATE';
 

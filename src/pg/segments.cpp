@@ -143,19 +143,27 @@ std::string TableName(const char* root, int32 ring_id, int segment) {
   return name;
 }
 
-void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments, TimestampTz now) {
+void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
+                const char* index_columns, TimestampTz now) {
   if (segments < 2 || segments > kMaxSegments) {
     Raise(ERRCODE_INTERNAL_ERROR, "a ring has 2 to " + std::to_string(kMaxSegments) + " segments");
   }
   const std::string parent = TableName(root, ring_id);
   spi.ExecuteUtility("CREATE TABLE " + parent + " PARTITION OF pgq." + root + " FOR VALUES IN (" +
                      std::to_string(ring_id) + ") PARTITION BY LIST (segment)");
+  spi.ExecuteUtility("CREATE INDEX ON " + parent + " " + index_columns);
+  spi.ExecuteUtility("COMMENT ON TABLE " + parent + " IS 'the ring of segments of " + root + " " +
+                     std::to_string(ring_id) + " (pgq.rings says which takes new rows)'");
   for (int k = 0; k < segments; ++k) {
     // Autovacuum has nothing to do on a table rows are only appended to and
     // that is emptied by TRUNCATE (wraparound vacuums still run).
-    spi.ExecuteUtility("CREATE TABLE " + TableName(root, ring_id, k) + " PARTITION OF " + parent +
-                       " FOR VALUES IN (" + std::to_string(k) +
+    const std::string leaf = TableName(root, ring_id, k);
+    spi.ExecuteUtility("CREATE TABLE " + leaf + " PARTITION OF " + parent + " FOR VALUES IN (" +
+                       std::to_string(k) +
                        ") WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false)");
+    spi.ExecuteUtility("COMMENT ON TABLE " + leaf + " IS 'segment " + std::to_string(k) + " of " +
+                       root + " " + std::to_string(ring_id) +
+                       " (pgq.ring_segments says whether it is empty)'");
   }
   Params params;
   params.Set(0, Int32GetDatum(ring_id))

@@ -47,9 +47,11 @@ struct Ring {
 };
 
 // Creates ring `ring_id` under pgq.<root> (partitioned by LIST of its first
-// column, which holds the ring id): its tables, and its ledger rows with
-// segment 0 current. `root` is one of ours, never a user's value.
-void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments, TimestampTz now);
+// column, which holds the ring id): its tables, an index on `index_columns`
+// ("(txid, id)") of each segment, and its ledger rows with segment 0
+// current. `root` and `index_columns` are ours, never a user's value.
+void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
+                const char* index_columns, TimestampTz now);
 
 // Drops the ring's tables and ledger rows; waits for the readers and
 // writers of its segments.

@@ -36,6 +36,15 @@ struct StreamStatements {
   // events the consumer has not finished (at most kPendingCap), and the
   // time the oldest of them was appended.
   OwnedStatement pending;
+  // $1 stream id: whether a transaction id stored with the stream (an
+  // event's, a consumer's snapshot) is beyond what this cluster has handed
+  // out: the database was restored from a dump of another cluster.
+  OwnedStatement needs_rebase;
+  // $1 stream id, $2 the rebasing transaction's id: every consumer moved to
+  // a position of that transaction (before its first unfinished event in id
+  // order), then every event given that id.
+  OwnedStatement rebase_consumers;
+  OwnedStatement rebase_events;
 };
 
 inline constexpr int64 kPendingCap = 100000;

@@ -116,7 +116,13 @@ std::optional<Stream> Load(pg::SpiSession& spi, std::string_view name) {
   return stream;
 }
 
-std::map<int32, std::unique_ptr<detail::StreamStatements>>* statements = nullptr;
+std::map<int32, std::unique_ptr<detail::StreamStatements>>* prepared = nullptr;
+
+pg::Statement lock_stream = {
+    "SELECT 1 FROM pgq.streams WHERE stream_id = $1 FOR UPDATE", 1, {INT4OID}, nullptr};
+
+bool NeedsRebase(pg::SpiSession& spi, int32 stream_id);
+void Rebase(pg::SpiSession& spi, int32 stream_id);
 
 }  // namespace
 
@@ -183,6 +189,38 @@ SELECT count(*), min(appended_at) FROM (
          std::to_string(kPendingCap) + ") AS unfinished";
 }
 
+std::string NeedsRebaseSql(const std::string& table) {
+  return R"sql(
+SELECT EXISTS (SELECT 1 FROM pgq.stream_consumers c
+                WHERE c.stream_id = $1
+                  AND (pg_catalog.pg_snapshot_xmax(c.done_snapshot)
+                         > pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())
+                       OR pg_catalog.pg_snapshot_xmax(c.window_end)
+                         > pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())))
+    OR COALESCE((SELECT e.txid FROM )sql" +
+         table + R"sql( e ORDER BY e.txid DESC, e.id DESC LIMIT 1)
+                  >= pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot()), false))sql";
+}
+
+std::string RebaseConsumersSql(const std::string& table) {
+  return R"sql(
+UPDATE pgq.stream_consumers c
+   SET cursor_id = COALESCE(
+         (SELECT min(e.id) - 1 FROM )sql" +
+         table + R"sql( e
+           WHERE NOT pg_catalog.pg_visible_in_snapshot(e.txid, c.done_snapshot)
+             AND NOT (c.window_end IS NOT NULL
+                      AND pg_catalog.pg_visible_in_snapshot(e.txid, c.window_end)
+                      AND (e.txid, e.id) <= (c.cursor_txid, c.cursor_id))),
+         (SELECT max(e.id) FROM )sql" +
+         table + R"sql( e), 0),
+       cursor_txid = $2,
+       done_snapshot = ($2::text || ':' || $2::text || ':')::pg_catalog.pg_snapshot,
+       done_at = pg_catalog.clock_timestamp(), window_end = NULL, window_end_at = NULL,
+       batch_open = false
+ WHERE c.stream_id = $1)sql";
+}
+
 }  // namespace
 
 StreamStatements::StreamStatements(int32 stream_id)
@@ -192,13 +230,18 @@ StreamStatements::StreamStatements(int32 stream_id)
       segment_finished(SegmentFinishedSql(pg::segments::TableName(kRoot, stream_id)),
                        {INT4OID, INT2OID}),
       pending(PendingSql(pg::segments::TableName(kRoot, stream_id)),
-              {PG_SNAPSHOTOID, PG_SNAPSHOTOID, XID8OID, INT8OID}) {}
+              {PG_SNAPSHOTOID, PG_SNAPSHOTOID, XID8OID, INT8OID}),
+      needs_rebase(NeedsRebaseSql(pg::segments::TableName(kRoot, stream_id)), {INT4OID}),
+      rebase_consumers(RebaseConsumersSql(pg::segments::TableName(kRoot, stream_id)),
+                       {INT4OID, XID8OID}),
+      rebase_events("UPDATE " + pg::segments::TableName(kRoot, stream_id) + " SET txid = $1",
+                    {XID8OID}) {}
 
 StreamStatements& StatementsOf(int32 stream_id) {
-  if (statements == nullptr) statements = new std::map<int32, std::unique_ptr<StreamStatements>>();
-  auto found = statements->find(stream_id);
-  if (found == statements->end()) {
-    found = statements->emplace(stream_id, std::make_unique<StreamStatements>(stream_id)).first;
+  if (prepared == nullptr) prepared = new std::map<int32, std::unique_ptr<StreamStatements>>();
+  auto found = prepared->find(stream_id);
+  if (found == prepared->end()) {
+    found = prepared->emplace(stream_id, std::make_unique<StreamStatements>(stream_id)).first;
   }
   return *found->second;
 }
@@ -214,6 +257,40 @@ std::vector<int32> StreamIds(pg::SpiSession& spi) {
 
 }  // namespace detail
 
+namespace {
+
+bool NeedsRebase(pg::SpiSession& spi, int32 stream_id) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(stream_id));
+  pg::Result row = spi.Execute(detail::StatementsOf(stream_id).needs_rebase.get(), params, 1);
+  const bool needed = row.Bool(0, 1);
+  row.Free();
+  return needed;
+}
+
+// A database restored from a dump of another cluster holds transaction ids
+// of that cluster, which mean nothing here: new appends would get smaller
+// ids and look finished to every consumer. So, once, under the stream's
+// lock: each consumer is placed just before its first unfinished event (in
+// id order; the events it finished after that one come again: at-least-once
+// across a restore), then every event takes this transaction's id (ADR 0020).
+void Rebase(pg::SpiSession& spi, int32 stream_id) {
+  pg::Params lock;
+  lock.Set(0, Int32GetDatum(stream_id));
+  (void)spi.Execute(lock_stream, lock);
+  if (!NeedsRebase(spi, stream_id)) return;  // another session did it
+  const Datum txid = pg::Guard([] { return FullTransactionIdGetDatum(GetTopFullTransactionId()); });
+  detail::StreamStatements& statements = detail::StatementsOf(stream_id);
+  pg::Params consumers;
+  consumers.Set(0, Int32GetDatum(stream_id)).Set(1, txid);
+  (void)spi.Execute(statements.rebase_consumers.get(), consumers);
+  pg::Params events;
+  events.Set(0, txid);
+  (void)spi.Execute(statements.rebase_events.get(), events);
+}
+
+}  // namespace
+
 std::optional<Stream> Find(pg::SpiSession& spi, std::string_view name) {
   (void)pg::QueueCache::Revalidate(pg::QueueCache::Generation());
   for (const CachedStream& cached : Cache()) {
@@ -221,6 +298,9 @@ std::optional<Stream> Find(pg::SpiSession& spi, std::string_view name) {
   }
   const uint64 generation = pg::QueueCache::Generation();
   std::optional<Stream> stream = Load(spi, name);
+  // Checked once per load of the cache (after any invalidation): cheap,
+  // three index probes and the stream's consumers.
+  if (stream && NeedsRebase(spi, stream->id)) Rebase(spi, stream->id);
   // An invalidation processed while loading (the statements accept them)
   // may be about this stream: not remembered then, read again next time.
   if (stream && generation == pg::QueueCache::Generation()) {
@@ -248,7 +328,7 @@ bool Create(pg::SpiSession& spi, std::string_view name, Oid owner, const Interva
   if (row.empty()) return false;
   const int32 id = row.Int32(0, 1);
   row.Free();
-  pg::segments::CreateRing(spi, kRoot, id, kSegments, now);
+  pg::segments::CreateRing(spi, kRoot, id, kSegments, "(txid, id)", now);
   pg::QueueCache::InvalidateAll();
   return true;
 }
