@@ -191,3 +191,30 @@ CREATE VIEW pgq.stream_stats AS SELECT * FROM pgq.stream_consumer_stats();
 GRANT SELECT ON pgq.stream_stats TO PUBLIC;
 COMMENT ON VIEW pgq.stream_stats IS
     'one row per consumer of the streams the reader holds a right on: lag (age of its oldest unfinished event), pending events (counted up to 100000), its open batch';
+
+-- The outbox feeds streams too (SPEC §10): pgq.subscribe(topic, stream =>
+-- ...) makes publish append the event, in the envelope queue jobs get
+-- ({event_id, topic, payload[, group_key]}), to the stream in the
+-- publishing transaction. Subscribing takes the admin right on the stream
+-- and the subscribe right on the topic, as for a queue (ADR 0013).
+CREATE TABLE pgq.stream_subscriptions (
+    topic      text        NOT NULL REFERENCES pgq.topics ON DELETE CASCADE ON UPDATE CASCADE,
+    stream_id  integer     NOT NULL REFERENCES pgq.streams ON DELETE CASCADE,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (topic, stream_id)
+);
+SELECT pg_catalog.pg_extension_config_dump('pgq.stream_subscriptions', '');
+COMMENT ON TABLE pgq.stream_subscriptions IS
+    'which streams receive which topic''s events; written by subscribe and unsubscribe';
+
+DROP FUNCTION pgq.subscribe(text, text);
+CREATE FUNCTION pgq.subscribe(topic text, queue text DEFAULT NULL, stream text DEFAULT NULL)
+RETURNS void AS 'MODULE_PATHNAME', 'pgq_subscribe' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.subscribe(text, text, text) IS
+    'routes the topic''s events into a queue (a job each) or a stream (an event each); admin right on the queue or stream and the subscribe right on the topic';
+
+DROP FUNCTION pgq.unsubscribe(text, text);
+CREATE FUNCTION pgq.unsubscribe(topic text, queue text DEFAULT NULL, stream text DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_unsubscribe' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.unsubscribe(text, text, text) IS
+    'stops routing a topic''s events into a queue or stream; whether it was subscribed; admin on the queue or stream, or owner of the topic';

@@ -16,11 +16,14 @@
 
 #include "api/queue_ref.h"
 #include "api/rights.h"
+#include "api/stream_rights.h"
 #include "api/topics.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/queue_lock.h"
+#include "store/catalog.h"
 #include "store/jobs.h"
+#include "store/streams.h"
 
 namespace pgq::api {
 
@@ -71,6 +74,77 @@ pg::Statement drop_old_events = {
     {TIMESTAMPTZOID, INT4OID},
     nullptr};
 
+pg::Statement insert_stream_subscription = {
+    "INSERT INTO pgq.stream_subscriptions (topic, stream_id) VALUES ($1, $2)"
+    " ON CONFLICT DO NOTHING",
+    2,
+    {TEXTOID, INT4OID},
+    nullptr};
+
+pg::Statement delete_stream_subscription = {
+    "DELETE FROM pgq.stream_subscriptions WHERE topic = $1 AND stream_id = $2",
+    2,
+    {TEXTOID, INT4OID},
+    nullptr};
+
+pg::Statement stream_subscribers = {
+    "SELECT st.name FROM pgq.stream_subscriptions s"
+    "  JOIN pgq.streams st ON st.stream_id = s.stream_id"
+    " WHERE s.topic = $1 ORDER BY s.stream_id",
+    1,
+    {TEXTOID},
+    nullptr};
+
+// The envelope a subscribed queue's job carries, appended to each stream.
+pg::Statement envelope = {
+    "SELECT CASE WHEN $4 IS NULL"
+    "  THEN pg_catalog.jsonb_build_object('event_id', $1, 'topic', $2, 'payload', $3)"
+    "  ELSE pg_catalog.jsonb_build_object('event_id', $1, 'topic', $2, 'payload', $3,"
+    "                                     'group_key', $4) END",
+    4,
+    {INT8OID, TEXTOID, JSONBOID, TEXTOID},
+    nullptr};
+
+// subscribe's and unsubscribe's target: a queue or (2.0) a stream, exactly
+// one of them.
+struct Target {
+  std::string_view queue;
+  std::string_view stream;
+};
+
+Target TargetArgs(FunctionCallInfo fcinfo) {
+  const bool has_queue = !pg::ArgIsNull(fcinfo, 1);
+  const bool has_stream = PG_NARGS() > 2 && !pg::ArgIsNull(fcinfo, 2);
+  if (has_queue == has_stream) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "name a queue or a stream, not both or neither",
+              {}, "pgq.subscribe(topic, 'queue') or pgq.subscribe(topic, stream => 'stream').");
+  }
+  return has_queue ? Target{pg::QueueNameArg(fcinfo, 1), {}}
+                   : Target{{}, pg::NameArg(fcinfo, 2, "stream")};
+}
+
+// Appends the published event to each subscribed stream (2.0).
+void AppendToStreams(pg::SpiSession& spi, std::string_view topic, int64 event_id, Datum payload,
+                     bool has_group, Datum group_key) {
+  if (!store::InstalledCatalog().streams) return;
+  pg::Params topic_param;
+  topic_param.Set(0, pg::TextDatum(topic));
+  pg::Result streams = spi.Execute(stream_subscribers, topic_param);
+  if (streams.empty()) return;
+  pg::Params wrap;
+  wrap.Set(0, Int64GetDatum(event_id))
+      .Set(1, pg::TextDatum(topic))
+      .Set(2, payload)
+      .SetOptional(3, !has_group, group_key);
+  pg::Result wrapped = spi.Execute(envelope, wrap, 1);
+  bool is_null = false;
+  const Datum event = wrapped.Value(0, 1, &is_null);
+  for (uint64 row = 0; row < streams.size(); ++row) {
+    int64 id = 0;
+    store::streams::Append(spi, streams.Text(row, 1), &event, 1, &id);
+  }
+}
+
 }  // namespace
 
 int64 DropOldEvents(pg::SpiSession& spi, TimestampTz now, int32 limit) {
@@ -83,13 +157,22 @@ int64 DropOldEvents(pg::SpiSession& spi, TimestampTz now, int32 limit) {
 
 using namespace pgq;
 
-// subscribe(topic, queue)
+// subscribe(topic, queue, stream)
 PGQ_FUNCTION(pgq_subscribe) {
   const std::string_view topic = pg::KeyArg(fcinfo, 0, "topic");
-  const std::string_view queue = pg::QueueNameArg(fcinfo, 1);
+  const api::Target target = api::TargetArgs(fcinfo);
   pg::SpiSession spi;
-  const api::QueueRef ref = api::FindQueue(spi, queue);
-  api::RequireRight(spi, ref.id, queue, core::kAdmin);
+  if (!target.stream.empty()) {
+    const store::streams::Stream stream = api::FindStream(spi, target.stream);
+    api::RequireStreamRight(spi, stream, core::kAdmin);
+    api::RequireTopicRight(spi, topic, api::TopicRight::kSubscribe);
+    pg::Params params;
+    params.Set(0, pg::TextDatum(topic)).Set(1, Int32GetDatum(stream.id));
+    spi.Execute(api::insert_stream_subscription, params);
+    PG_RETURN_VOID();
+  }
+  const api::QueueRef ref = api::FindQueue(spi, target.queue);
+  api::RequireRight(spi, ref.id, target.queue, core::kAdmin);
   if (api::TopicsTableExists()) api::RequireTopicRight(spi, topic, api::TopicRight::kSubscribe);
   pg::Params params;
   params.Set(0, pg::TextDatum(topic)).Set(1, Int32GetDatum(ref.id));
@@ -97,11 +180,19 @@ PGQ_FUNCTION(pgq_subscribe) {
   PG_RETURN_VOID();
 }
 
-// unsubscribe(topic, queue) returns whether the subscription existed
+// unsubscribe(topic, queue, stream) returns whether the subscription existed
 PGQ_FUNCTION(pgq_unsubscribe) {
   const std::string_view topic = pg::KeyArg(fcinfo, 0, "topic");
-  const std::string_view queue = pg::QueueNameArg(fcinfo, 1);
+  const api::Target target = api::TargetArgs(fcinfo);
   pg::SpiSession spi;
+  if (!target.stream.empty()) {
+    const store::streams::Stream stream = api::FindStream(spi, target.stream);
+    if (!api::OwnsTopic(spi, topic)) api::RequireStreamRight(spi, stream, core::kAdmin);
+    pg::Params params;
+    params.Set(0, pg::TextDatum(topic)).Set(1, Int32GetDatum(stream.id));
+    PG_RETURN_BOOL(spi.Execute(api::delete_stream_subscription, params).size() == 1);
+  }
+  const std::string_view queue = target.queue;
   const api::QueueRef ref = api::FindQueue(spi, queue);  // unknown: an error, not false
   // The queue's admin, or the topic's owner (who may cut a subscriber off).
   if (!api::TopicsTableExists() || !api::OwnsTopic(spi, topic)) {
@@ -166,6 +257,8 @@ PGQ_FUNCTION(pgq_publish) {
     PG_RETURN_INT64(earlier.Int64(0, 1));
   }
   const int64 event_id = inserted_event.Int64(0, 1);
+  api::AppendToStreams(spi, topic, event_id, payload, has_group,
+                       has_group ? PG_GETARG_DATUM(3) : static_cast<Datum>(0));
   if (queues.empty()) PG_RETURN_INT64(event_id);
 
   // One job per queue that still exists now that we hold the queues' locks
