@@ -25,6 +25,7 @@
 #include "process.h"
 #include "relay.h"
 #include "relay_options.h"
+#include "stream_relay.h"
 
 namespace pgq::cli {
 
@@ -99,6 +100,11 @@ int Main(const std::vector<std::string>& args) {
   std::unique_ptr<Broker> broker = options.broker.kind == BrokerAddress::Kind::kAmqp
                                        ? MakeAmqpBroker(options, confirm_timeout)
                                        : MakeNatsBroker(options, confirm_timeout);
+  if (!options.stream.empty()) {
+    StreamRelay relay(options, settings.shutdown_timeout, settings.stats_interval,
+                      std::move(broker), std::move(control), signals);
+    return relay.Run();
+  }
   Connection claims = Connection::Open(options.dsn, "pgq-relay");
   Connection completions = Connection::Open(options.dsn, "pgq-relay");
   Relay relay(std::move(settings), std::move(broker), std::move(claims), std::move(completions),

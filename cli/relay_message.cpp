@@ -53,7 +53,8 @@ std::string MessageId(const std::string& queue, const std::string& job_id) {
 std::optional<Message> MakeMessage(const ClaimedEvent& event, const RelayOptions& options,
                                    std::string* error) {
   Message message;
-  message.message_id = MessageId(event.queue, event.id);
+  message.message_id =
+      event.from_stream ? "pgqs-" + event.queue + "-" + event.id : MessageId(event.queue, event.id);
   message.body = event.body;
   // The routing key: the payload's field when asked, else the event's topic,
   // else (a job that pgq.publish did not make) the queue's name.
@@ -86,11 +87,17 @@ std::optional<Message> MakeMessage(const ClaimedEvent& event, const RelayOptions
   auto add = [&](const char* name, const std::optional<std::string>& value) {
     if (value) message.headers.emplace_back(name, *value);
   };
-  add("pgq-queue", event.queue);
-  add("pgq-job-id", event.id);
-  add("pgq-attempt", event.attempt);
+  if (event.from_stream) {
+    add("pgq-stream", event.queue);
+    add("pgq-stream-event-id", event.id);
+    add("pgq-appended-at", event.enqueued_at);
+  } else {
+    add("pgq-queue", event.queue);
+    add("pgq-job-id", event.id);
+    add("pgq-attempt", event.attempt);
+    add("pgq-enqueued-at", event.enqueued_at);
+  }
   add("pgq-group-key", event.group_key);
-  add("pgq-enqueued-at", event.enqueued_at);
   add("pgq-event-id", event.event_id);
   add("pgq-topic", event.topic);
   if (nats) {

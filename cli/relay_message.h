@@ -16,6 +16,9 @@ namespace pgq::cli {
 // NULL for a job that pgq.publish did not make (or, for group_key, an event
 // published without one).
 struct ClaimedEvent {
+  // An event of a stream (pgq-relay --stream): `queue` is the stream's name,
+  // `id` its event id, `enqueued_at` when it was appended, no attempt.
+  bool from_stream = false;
   std::string id;
   std::string attempt;
   std::string queue;

@@ -160,6 +160,11 @@ std::string RelayUsageText() {
          "                      password off the command line)\n"
          "  --dsn CONNINFO      libpq connection string or URI (default: PG* variables)\n"
          "  --queue NAME        the queue to forward (default to_broker)\n"
+         "  --stream NAME       forward a stream instead (pgq.next_batch as a registered\n"
+         "                      consumer; a batch of up to --concurrency events at a\n"
+         "                      time, finished once every message is confirmed)\n"
+         "  --consumer NAME     the stream consumer to read as (default pgq-relay);\n"
+         "                      one relay per stream and consumer runs, others stand by\n"
          "  --concurrency N     messages waiting for the broker's confirm at once\n"
          "                      (default 16, at most 1000); the next N are claimed\n"
          "                      meanwhile: at most 3N jobs held\n"
@@ -225,6 +230,8 @@ RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const c
         {"--broker", &broker_url, false},
         {"--dsn", &options.dsn, true},
         {"--queue", &options.queue, false},
+        {"--stream", &options.stream, false},
+        {"--consumer", &options.consumer, false},
         {"--lease", &options.lease, false},
         {"--wait", &options.wait, false},
         {"--exchange", &options.exchange, true},  // "": RabbitMQ's default exchange
@@ -249,6 +256,7 @@ RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const c
     if (text != std::end(texts)) {
       if (value.empty() && !text->may_be_empty) return Error(name + " must not be empty");
       *text->target = value;
+      if (name == "--queue") options.queue_given = true;
     } else if (name == "--concurrency") {
       if (!ParseNumber(value, 1, kMaxRelayConcurrency, &number)) {
         return Error("--concurrency must be a number from 1 to " +
@@ -280,6 +288,14 @@ RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const c
     start = comma + 1;
   }
   options.broker = options.brokers.front();
+  if (!options.stream.empty()) {
+    if (options.queue_given) return Error("--queue and --stream exclude each other");
+    if (!options.lease.empty())
+      return Error("--lease is for a queue: a stream's batch is its lease");
+    if (!options.metrics_listen.empty()) {
+      return Error("--metrics-listen is not available with --stream (use pgq.metrics())");
+    }
+  }
   if (!options.metrics_listen.empty()) {
     std::string host;
     int port = 0;

@@ -38,12 +38,15 @@ struct RelayOptions {
   std::vector<BrokerAddress> brokers;  // --broker, else PGQ_RELAY_BROKER: URLs, comma-separated
   std::string dsn;                     // empty: libpq's defaults (PG* variables)
   std::string queue = "to_broker";
-  int concurrency = 16;             // messages awaiting confirms; 3x: jobs held
-  std::string lease;                // PostgreSQL interval; empty: the queue's
-  std::string wait = "30 seconds";  // how long one claim blocks in the server
-  std::string exchange = "pgq";     // RabbitMQ: where every message goes
-  std::string subject_prefix;       // NATS: the subject is this and the routing key
-  std::string routing_key_field;    // empty: the event's topic
+  bool queue_given = false;            // --queue on the command line
+  std::string stream;                  // --stream: relay this stream instead of a queue
+  std::string consumer = "pgq-relay";  // --consumer: the stream consumer it reads as
+  int concurrency = 16;                // messages awaiting confirms; 3x: jobs held
+  std::string lease;                   // PostgreSQL interval; empty: the queue's
+  std::string wait = "30 seconds";     // how long one claim blocks in the server
+  std::string exchange = "pgq";        // RabbitMQ: where every message goes
+  std::string subject_prefix;          // NATS: the subject is this and the routing key
+  std::string routing_key_field;       // empty: the event's topic
   std::string confirm_timeout = "30 seconds";
   std::string shutdown_timeout = "10 seconds";
   std::string metrics_listen;               // HOST:PORT of the Prometheus endpoint; empty: none

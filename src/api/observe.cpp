@@ -19,7 +19,9 @@
 #include "pg/settings.h"
 #include "pg/shared.h"
 #include "pg/spi.h"
+#include "store/catalog.h"
 #include "store/jobs.h"
+#include "store/streams.h"
 
 extern "C" {
 #include "commands/dbcommands.h"
@@ -118,6 +120,45 @@ constexpr CounterFamily kCounterFamilies[] = {
      "Jobs moved to pgq.dead_jobs (exhausted, expired or cancelled) since the server started."},
 };
 
+// The streams' families (2.0): every stream and consumer, as metrics()
+// shows every queue (it is pg_monitor's).
+void StreamMetrics(core::MetricsText& text, std::string_view database) {
+  if (!store::InstalledCatalog().streams) return;
+  pg::SpiSession spi;
+  const std::vector<store::streams::StreamSize> sizes = store::streams::Sizes(spi);
+  if (sizes.empty()) return;
+  text.Family("pgq_stream_bytes", "gauge",
+              "Bytes the stream's segment tables take (heap, indexes, TOAST).");
+  for (const store::streams::StreamSize& s : sizes) {
+    text.Sample("pgq_stream_bytes", {{"database", database}, {"stream", s.name}},
+                static_cast<double>(s.bytes));
+  }
+  const std::vector<store::streams::ConsumerStats> consumers =
+      store::streams::Stats(spi, GetCurrentTimestamp(), [](int32) { return true; });
+  if (consumers.empty()) return;
+  text.Family("pgq_stream_consumer_lag_seconds", "gauge",
+              "Age of the consumer's oldest unfinished event; 0 when it has none.");
+  for (const store::streams::ConsumerStats& c : consumers) {
+    text.Sample("pgq_stream_consumer_lag_seconds",
+                {{"database", database}, {"stream", c.stream}, {"consumer", c.consumer}},
+                static_cast<double>(c.lag_us) / USECS_PER_SEC);
+  }
+  text.Family("pgq_stream_consumer_pending_events", "gauge",
+              "Events the consumer has not finished (counted up to 100000).");
+  for (const store::streams::ConsumerStats& c : consumers) {
+    text.Sample("pgq_stream_consumer_pending_events",
+                {{"database", database}, {"stream", c.stream}, {"consumer", c.consumer}},
+                static_cast<double>(c.pending));
+  }
+  text.Family("pgq_stream_consumer_finished_events_total", "counter",
+              "Events the consumer has finished since it was registered.");
+  for (const store::streams::ConsumerStats& c : consumers) {
+    text.Sample("pgq_stream_consumer_finished_events_total",
+                {{"database", database}, {"stream", c.stream}, {"consumer", c.consumer}},
+                static_cast<double>(c.finished_events));
+  }
+}
+
 std::string MetricsText(const std::vector<QueueMetrics>& queues, const WorkerSummary& workers,
                         std::string_view database) {
   core::MetricsText text;
@@ -174,6 +215,7 @@ std::string MetricsText(const std::vector<QueueMetrics>& queues, const WorkerSum
                   UnixSeconds(workers.last_pass));
     }
   }
+  StreamMetrics(text, database);
   return text.text();
 }
 

@@ -66,6 +66,22 @@ SELECT s.stream_id, s.rotation, r.rotated_at,
                                      {},
                                      nullptr};
 
+// Each stream's ring: bytes on disk and the estimated number of events.
+pg::Statement stream_sizes = {R"sql(
+SELECT s.name,
+       COALESCE((SELECT sum(pg_catalog.pg_total_relation_size(t.relid))
+                   FROM pg_catalog.pg_partition_tree(
+                          ('pgq.stream_events_' || s.stream_id)::pg_catalog.regclass) t), 0)::int8,
+       COALESCE((SELECT sum(GREATEST(c.reltuples, 0))
+                   FROM pg_catalog.pg_partition_tree(
+                          ('pgq.stream_events_' || s.stream_id)::pg_catalog.regclass) t
+                   JOIN pg_catalog.pg_class c ON c.oid = t.relid
+                  WHERE t.isleaf), 0)::int8
+  FROM pgq.streams s ORDER BY s.name)sql",
+                                0,
+                                {},
+                                nullptr};
+
 // The cache: streams by name, emptied by every relcache invalidation (a
 // create, drop or rotation sends one), as the queue cache is.
 struct CachedStream {
@@ -384,6 +400,17 @@ void Append(pg::SpiSession& spi, std::string_view name, const Datum* payloads, i
     inserter.Insert(values, nulls);
   }
   pg::ledger::NoteAppended(stream->id);
+}
+
+std::vector<StreamSize> Sizes(pg::SpiSession& spi) {
+  pg::Params none;
+  pg::Result rows = spi.Execute(stream_sizes, none);
+  std::vector<StreamSize> sizes;
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    sizes.push_back(StreamSize{rows.Text(row, 1), rows.Int64(row, 2), rows.Int64(row, 3)});
+  }
+  rows.Free();
+  return sizes;
 }
 
 MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {

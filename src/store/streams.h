@@ -108,6 +108,13 @@ struct ConsumerStats {
 template <typename Visible>
 std::vector<ConsumerStats> Stats(pg::SpiSession& spi, TimestampTz now, Visible&& visible);
 
+struct StreamSize {
+  std::string name;
+  int64 bytes;   // the ring's tables: heap, indexes, TOAST
+  int64 events;  // estimated (pg_class.reltuples), -1 when never counted
+};
+std::vector<StreamSize> Sizes(pg::SpiSession& spi);
+
 // Maintenance ----------------------------------------------------------------
 
 struct MaintainCounts {

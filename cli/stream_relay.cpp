@@ -1,0 +1,315 @@
+#include "stream_relay.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <thread>
+#include <unordered_map>
+
+#include "program.h"
+#include "retry.h"
+
+namespace pgq::cli {
+
+namespace {
+
+// The batch, with pgq.publish's envelope unwrapped by the server (as the
+// queue relay's claim does): batch id, event id, body, topic, group key,
+// event id of the outbox, appended_at (ISO 8601 UTC), the routing key field.
+// $1 stream, $2 consumer, $3 max events, $4 wait, $5 routing key field.
+constexpr const char* kNextBatch =
+    "SELECT b.batch_id, b.event_id, x.body::text,"
+    "       CASE WHEN e.is_event THEN pg_catalog.jsonb_object_field_text(b.payload, 'topic') END,"
+    "       CASE WHEN e.is_event THEN pg_catalog.jsonb_object_field_text(b.payload, 'group_key')"
+    "       END,"
+    "       CASE WHEN e.is_event THEN pg_catalog.jsonb_object_field_text(b.payload, 'event_id')"
+    "       END,"
+    "       pg_catalog.to_char(pg_catalog.timezone('UTC', b.appended_at),"
+    "                          'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
+    "       CASE WHEN pg_catalog.jsonb_typeof(x.body) OPERATOR(pg_catalog.=) 'object'"
+    "            THEN pg_catalog.jsonb_object_field_text(x.body, $5::text) END"
+    "  FROM pgq.next_batch($1::text, $2::text, $3::integer, $4::interval) AS b"
+    " CROSS JOIN LATERAL (SELECT pg_catalog.jsonb_typeof(b.payload) OPERATOR(pg_catalog.=) "
+    "                            'object'"
+    "                        AND pg_catalog.jsonb_exists_all(b.payload,"
+    "                                                        '{event_id,topic,payload}')"
+    "                     AS is_event) AS e"
+    " CROSS JOIN LATERAL (SELECT CASE WHEN e.is_event"
+    "                            THEN pg_catalog.jsonb_object_field(b.payload, 'payload')"
+    "                            ELSE b.payload END AS body) AS x";
+constexpr const char* kRegister = "SELECT pgq.register_consumer($1::text, $2::text)";
+constexpr const char* kFinish = "SELECT pgq.finish_batch($1::bigint)";
+constexpr const char* kTryLock =
+    "SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended("
+    "         'pgq-relay ' OPERATOR(pg_catalog.||) $1::text OPERATOR(pg_catalog.||) ' '"
+    "         OPERATOR(pg_catalog.||) $2::text, 0))";
+
+constexpr std::chrono::milliseconds kMaxBrokerRetry{5000};
+constexpr int kPollMillis = 1000;
+
+std::optional<std::string> Field(const PGresult* rows, int row, int column) {
+  if (PQgetisnull(rows, row, column)) return std::nullopt;
+  return std::string(PQgetvalue(rows, row, column));
+}
+
+}  // namespace
+
+StreamRelay::StreamRelay(RelayOptions options, std::chrono::milliseconds shutdown_timeout,
+                         std::chrono::milliseconds stats_interval, std::unique_ptr<Broker> broker,
+                         Connection db, SignalPipe& signals)
+    : options_(std::move(options)),
+      shutdown_timeout_(shutdown_timeout),
+      stats_interval_(stats_interval),
+      broker_(std::move(broker)),
+      db_(std::move(db)),
+      signals_(signals) {
+  next_stats_ = Clock::now() + stats_interval_;
+}
+
+void StreamRelay::Log(const std::string& line) const {
+  const std::string text = "pgq-relay: " + line + "\n";
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = write(STDERR_FILENO, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void StreamRelay::DrainSignals() {
+  for (const int signo : signals_.Drain()) {
+    if (signo == SIGCHLD || stopping_) continue;
+    stopping_ = true;
+    stop_deadline_ = Clock::now() + shutdown_timeout_;
+    Log(std::string(signo == SIGTERM  ? "SIGTERM"
+                    : signo == SIGINT ? "SIGINT"
+                                      : "signal") +
+        ": finishing the batch in flight, reading no more");
+  }
+}
+
+bool StreamRelay::SleepUnlessStopped(std::chrono::milliseconds pause) {
+  pollfd fd{signals_.read_fd(), POLLIN, 0};
+  (void)poll(&fd, 1, static_cast<int>(pause.count()));
+  DrainSignals();
+  return !stopping_;
+}
+
+bool StreamRelay::ConnectBroker() {
+  if (broker_->connected()) return true;
+  try {
+    broker_->Connect();
+    Log("connected to " + broker_->Describe());
+    broker_backoff_ = std::chrono::milliseconds(100);
+    last_broker_error_.clear();
+    return true;
+  } catch (const BrokerError& e) {
+    if (e.what() != last_broker_error_) Log(std::string(e.what()) + "; trying again");
+    last_broker_error_ = e.what();
+    SleepUnlessStopped(broker_backoff_);
+    broker_backoff_ = std::min(2 * broker_backoff_, kMaxBrokerRetry);
+    return false;
+  }
+}
+
+bool StreamRelay::TakeLock() {
+  bool told = false;
+  for (;;) {
+    Result held = db_.Exec(kTryLock, {options_.stream.c_str(), options_.consumer.c_str()});
+    if (PQgetvalue(held.get(), 0, 0)[0] == 't') {
+      if (told) Log("took over stream " + options_.stream + " as consumer " + options_.consumer);
+      return true;
+    }
+    if (!told) {
+      Log("another pgq-relay is relaying stream " + options_.stream + " as consumer " +
+          options_.consumer + "; standing by");
+      told = true;
+    }
+    if (!SleepUnlessStopped(std::chrono::milliseconds(1000))) return false;
+  }
+}
+
+// Publishes every event of the batch and waits for every confirm. False
+// when it gave up (stopped past the shutdown timeout: the batch stays
+// unfinished and comes again); throws std::runtime_error for what must stop
+// the relay (a returned message).
+bool StreamRelay::Deliver(std::vector<Pending>& batch) {
+  std::unordered_map<std::uint64_t, std::size_t> by_token;
+  std::size_t acked = 0;
+  std::vector<Confirm> confirms;
+  while (acked < batch.size()) {
+    if (stopping_ && Clock::now() >= stop_deadline_) return false;
+    if (!broker_->connected()) {
+      by_token.clear();
+      for (Pending& p : batch) p.to_send = !p.acked;
+      if (!ConnectBroker()) continue;
+    }
+    try {
+      for (std::size_t i = 0; i < batch.size() && broker_->accepting(); ++i) {
+        Pending& p = batch[i];
+        if (!p.to_send) continue;
+        if (p.token != 0) ++republished_;
+        p.token = broker_->Publish(p.message);
+        p.to_send = false;
+        by_token[p.token] = i;
+        ++published_;
+      }
+      pollfd fds[2] = {{signals_.read_fd(), POLLIN, 0}, {broker_->fd(), POLLIN, 0}};
+      (void)poll(fds, fds[1].fd >= 0 ? 2 : 1, kPollMillis);
+      DrainSignals();
+      confirms.clear();
+      broker_->Poll(&confirms);
+    } catch (const BrokerError& e) {
+      Log("lost " + broker_->Describe() + ": " + e.what());
+      continue;
+    }
+    for (const Confirm& confirm : confirms) {
+      const auto found = by_token.find(confirm.token);
+      if (found == by_token.end()) continue;
+      Pending& p = batch[found->second];
+      by_token.erase(found);
+      if (p.acked) continue;
+      switch (confirm.kind) {
+        case Confirm::Kind::kAck:
+          p.acked = true;
+          ++acked;
+          ++confirmed_;
+          break;
+        case Confirm::Kind::kResend:
+          p.to_send = true;
+          break;
+        case Confirm::Kind::kRejected:
+          throw std::runtime_error("event " + p.event.id + " of stream " + options_.stream + ": " +
+                                   confirm.reason +
+                                   "; the batch stays unfinished (fix the broker's bindings)");
+      }
+    }
+  }
+  return true;
+}
+
+bool StreamRelay::Finish(const std::string& batch_id, std::size_t events) {
+  std::chrono::milliseconds backoff = kFirstRetry;
+  for (;;) {
+    try {
+      (void)db_.Exec(kFinish, {batch_id.c_str()});
+      ++batches_;
+      events_ += events;
+      return true;
+    } catch (const DbError& e) {
+      // Finished already: the same batch, finished by the connection that
+      // broke before its answer came.
+      if (e.sqlstate() == "55000") return true;
+      if (!IsConnectionError(e.sqlstate(), e.severity())) throw;
+      Log("pgq.finish_batch: " + e.Describe() + "; trying again");
+      if (!SleepUnlessStopped(backoff) && Clock::now() >= stop_deadline_) return false;
+      backoff = NextBackoff(backoff);
+      if (db_.Reset() && !TakeLock()) return false;
+    }
+  }
+}
+
+void StreamRelay::MaybeLogStats(bool force) {
+  if (stats_interval_.count() == 0 && !force) return;
+  if (!force && Clock::now() < next_stats_) return;
+  next_stats_ = Clock::now() + stats_interval_;
+  Log("stream " + options_.stream + ": " + std::to_string(batches_) + " batches, " +
+      std::to_string(events_) + " events finished, " + std::to_string(published_) + " published (" +
+      std::to_string(republished_) + " again), " + std::to_string(confirmed_) + " confirmed");
+}
+
+int StreamRelay::Run() {
+  const std::string batch_size = std::to_string(options_.concurrency);
+  const char* field =
+      options_.routing_key_field.empty() ? nullptr : options_.routing_key_field.c_str();
+  try {
+    (void)db_.Exec(kRegister, {options_.stream.c_str(), options_.consumer.c_str()});
+    if (!TakeLock()) return kExitOk;
+  } catch (const DbError& e) {
+    Log("error: stream " + options_.stream + ": " + e.Describe());
+    return kExitError;
+  }
+  Log("relaying stream " + options_.stream + " as consumer " + options_.consumer);
+  std::chrono::milliseconds db_backoff = kFirstRetry;
+  for (;;) {
+    DrainSignals();
+    MaybeLogStats(false);
+    if (stopping_) break;
+    if (options_.max_jobs > 0 && events_ >= static_cast<std::uint64_t>(options_.max_jobs)) break;
+    if (!ConnectBroker()) continue;
+    Result rows;
+    try {
+      // The statement waits in the server; a stop signal cancels it.
+      db_.Send(kNextBatch, {options_.stream.c_str(), options_.consumer.c_str(), batch_size.c_str(),
+                            options_.wait.c_str(), field});
+      while (!rows) {
+        pollfd fds[2] = {{signals_.read_fd(), POLLIN, 0}, {db_.socket(), POLLIN, 0}};
+        (void)poll(fds, 2, kPollMillis);
+        if ((fds[0].revents & POLLIN) != 0) {
+          DrainSignals();
+          if (stopping_) db_.Cancel();
+        }
+        if ((fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) rows = db_.Consume();
+      }
+      db_backoff = kFirstRetry;
+    } catch (const DbError& e) {
+      if (e.sqlstate() == "57014" && stopping_) break;  // our cancel
+      if (!IsConnectionError(e.sqlstate(), e.severity())) {
+        Log("error: pgq.next_batch: " + e.Describe());
+        return kExitError;
+      }
+      Log("pgq.next_batch: lost the database connection (" + e.Describe() + "); reconnecting");
+      SleepUnlessStopped(db_backoff);
+      db_backoff = NextBackoff(db_backoff);
+      try {
+        if (db_.Reset() && !TakeLock()) break;
+      } catch (const DbError&) {
+      }
+      continue;
+    }
+    const int n = PQntuples(rows.get());
+    if (n == 0) continue;
+    const std::string batch_id = PQgetvalue(rows.get(), 0, 0);
+    std::vector<Pending> batch(static_cast<std::size_t>(n));
+    for (int row = 0; row < n; ++row) {
+      ClaimedEvent& event = batch[static_cast<std::size_t>(row)].event;
+      event.from_stream = true;
+      event.queue = options_.stream;
+      event.id = PQgetvalue(rows.get(), row, 1);
+      event.body = PQgetvalue(rows.get(), row, 2);
+      event.topic = Field(rows.get(), row, 3);
+      event.group_key = Field(rows.get(), row, 4);
+      event.event_id = Field(rows.get(), row, 5);
+      event.enqueued_at = PQgetvalue(rows.get(), row, 6);
+      event.routing_value = Field(rows.get(), row, 7);
+      std::string why;
+      std::optional<Message> message = MakeMessage(event, options_, &why);
+      if (!message) {
+        Log("error: event " + event.id + " of stream " + options_.stream +
+            " cannot be sent: " + why + "; the batch stays unfinished");
+        return kExitError;
+      }
+      batch[static_cast<std::size_t>(row)].message = std::move(*message);
+    }
+    try {
+      if (!Deliver(batch)) break;
+    } catch (const std::runtime_error& e) {
+      Log(std::string("error: ") + e.what());
+      return kExitError;
+    }
+    try {
+      if (!Finish(batch_id, batch.size())) break;
+    } catch (const DbError& e) {
+      Log("error: pgq.finish_batch: " + e.Describe());
+      return kExitError;
+    }
+  }
+  MaybeLogStats(true);
+  return kExitOk;
+}
+
+}  // namespace pgq::cli
