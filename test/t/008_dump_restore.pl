@@ -21,8 +21,10 @@ use PgqTap;
 my $node = pgq_node('main');
 $node->start;
 # No worker in the source database: nothing may change it between the
-# fingerprint and the dump (a schedule firing, counts being flushed).
-$node->safe_psql('postgres', "ALTER SYSTEM SET pgq.databases = 'dst'");
+# fingerprint and the dump (a schedule firing, counts being flushed); none
+# in the restored one either until its fingerprint is taken (the schedule
+# every 5 seconds could fire in between).
+$node->safe_psql('postgres', "ALTER SYSTEM SET pgq.databases = 'none'");
 $node->reload;
 $node->safe_psql('postgres', 'CREATE DATABASE src');
 $node->safe_psql('src', 'CREATE EXTENSION pgq_cpp');
@@ -141,6 +143,8 @@ $node->command_ok(
 
 is($node->safe_psql('dst', $helper . $query),
 	$before, 'every pgq table and sequence is restored row for row');
+$node->safe_psql('postgres', "ALTER SYSTEM SET pgq.databases = 'dst'");
+$node->reload;
 
 # --- the restored queue works ----------------------------------------------------
 is($node->safe_psql('dst', "SELECT state || ' ' || (result->>'url') FROM pgq.job($report)"),

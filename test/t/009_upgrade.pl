@@ -22,6 +22,7 @@ $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('postgres', 'CREATE DATABASE old');
 $node->safe_psql('postgres', 'CREATE DATABASE old11');
+$node->safe_psql('postgres', 'CREATE DATABASE old12');
 
 my $default = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'pgq_cpp'");
@@ -29,8 +30,8 @@ is( $node->safe_psql(
 		'postgres',
 		"SELECT string_agg(version, ',' ORDER BY version) FROM pg_available_extension_versions "
 		  . "WHERE name = 'pgq_cpp'"),
-	"1.0,1.1,$default",
-	"releases 1.0 and 1.1 and the default version $default are installable");
+	"1.0,1.1,1.2,$default",
+	"releases 1.0, 1.1 and 1.2 and the default version $default are installable");
 
 $node->safe_psql('fresh', 'CREATE EXTENSION pgq_cpp');
 is($node->safe_psql('fresh', "SELECT extversion FROM pg_extension WHERE extname = 'pgq_cpp'"),
@@ -233,6 +234,30 @@ is( $node->safe_psql(
 is($node->safe_psql('old11', "SELECT ready, oldest_ready_age IS NOT NULL FROM pgq.queue_stats WHERE queue = 'far'"),
 	'1|t', 'and queue_stats answers');
 $node->safe_psql('old11', 'SELECT * FROM pgq.maintain()');
+
+# --- release 1.2, with the outbox in use -> 2.0 (streams) --------------------------
+$node->safe_psql(
+	'old12', q{
+CREATE EXTENSION pgq_cpp VERSION '1.2';
+SELECT pgq.create_queue('mail');
+SELECT pgq.create_topic('signup');
+SELECT pgq.subscribe('signup', 'mail');
+SELECT pgq.publish('signup', '{"user": 1}');
+});
+$node->safe_psql('old12', 'ALTER EXTENSION pgq_cpp UPDATE');
+is($node->safe_psql('old12', $catalog), $fresh_catalog,
+	'1.2 updated: exactly the catalog of a fresh install');
+is( $node->safe_psql(
+		'old12', q{
+SELECT pgq.create_stream('audit');
+SELECT pgq.register_consumer('audit', 'a');
+SELECT pgq.subscribe('signup', stream => 'audit');
+SELECT pgq.publish('signup', '{"user": 2}');
+SELECT count(*) FROM pgq.jobs WHERE queue_id = (SELECT queue_id FROM pgq.queues WHERE name = 'mail');
+SELECT string_agg(payload->'payload'->>'user', ',') FROM pgq.next_batch('audit', 'a');
+}),
+	"\nt\n\n2\n2\n2",
+	'1.2 updated: the queue subscription still works (positional subscribe), a stream subscribes and receives');
 
 my $long_second = $long->query_safe("SELECT id FROM pgq.claim('long', 1)");
 is( $node->safe_psql(
