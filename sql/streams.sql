@@ -2,7 +2,9 @@
 -- in batches (docs/streams.md, ADR 0020). Every id printed here is
 -- deterministic: the extension is created fresh below, and stream ids,
 -- consumer ids, batch numbers and event ids all start at 1 with it
--- (a batch id is consumer_id * 2^32 + batch number).
+-- (a batch id is consumer_id * 2^32 + batch number). A create_stream or
+-- register_consumer that finds the name taken spends an id, a rolled-back
+-- append spends an event id.
 CREATE EXTENSION pgq_cpp;
 
 -- error_of(sql): 'SQLSTATE: message' of the error the statement raises.
@@ -14,6 +16,10 @@ EXCEPTION WHEN OTHERS THEN
   RETURN SQLSTATE || ': ' || SQLERRM;
 END
 $$;
+
+-- batch(consumer_id, batch_no): the batch id next_batch gives.
+CREATE FUNCTION pg_temp.batch(consumer_id int, batch_no int) RETURNS bigint
+LANGUAGE sql AS 'SELECT consumer_id::bigint << 32 | batch_no';
 
 -- take(stream, consumer, max_events): reads the consumer's next batch,
 -- finishes it, and says which batch it was and its events' "k" in order.
@@ -45,6 +51,9 @@ SELECT stream, consumer, lag > interval '0' AS lagging, pending_events, batch_op
 
 SELECT pgq.create_stream('orders');
 SELECT pgq.create_stream('audit', rotation => '1 minute');
+-- (registered before anything is appended: it reads every event)
+SELECT pgq.register_consumer('orders', 'billing') AS registered,
+       pgq.register_consumer('orders', 'billing') AS registered_again;
 SELECT stream_id, name, rotation, owner = current_user::regrole AS owned_by_me
   FROM pgq.streams ORDER BY stream_id;
 
@@ -86,8 +95,6 @@ SELECT count(*) AS events_left FROM pgq.stream_events;
 ------------------------------------------------------------------------------
 -- Appending: ids increase, append_many returns them in input order.
 
-SELECT pgq.register_consumer('orders', 'billing') AS registered,
-       pgq.register_consumer('orders', 'billing') AS registered_again;
 SELECT pgq.append('orders', '{"k": "o1"}') AS id;
 SELECT n, id FROM pgq.append_many('orders', ARRAY['{"k": "o2"}', '{"k": "o3"}', '{"k": "o4"}']::jsonb[])
        WITH ORDINALITY AS t(id, n);
@@ -104,21 +111,21 @@ SELECT batch_id >> 32 AS consumer_id, batch_id & 4294967295 AS batch_no, event_i
 SELECT batch_id, event_id, payload FROM pgq.next_batch('orders', 'billing', 1);
 SELECT batch_id, event_id, payload FROM pgq.next_batch('orders', 'billing');
 SELECT * FROM stats;
-SELECT pgq.finish_batch(4294967297) AS finished;
+SELECT pgq.finish_batch(pg_temp.batch(1, 1)) AS finished;
 SELECT * FROM stats;
 -- Finishing twice is refused and changes nothing.
-SELECT pg_temp.error_of($$SELECT pgq.finish_batch(4294967297)$$);
+SELECT pg_temp.error_of($$SELECT pgq.finish_batch(pg_temp.batch(1, 1))$$);
 SELECT batch_id, event_id, payload FROM pgq.next_batch('orders', 'billing', 3);
 -- A batch not given yet cannot be finished.
-SELECT pg_temp.error_of($$SELECT pgq.finish_batch(4294967299)$$);
-SELECT pgq.finish_batch(4294967298) AS finished;
+SELECT pg_temp.error_of($$SELECT pgq.finish_batch(pg_temp.batch(1, 3))$$);
+SELECT pgq.finish_batch(pg_temp.batch(1, 2)) AS finished;
 SELECT batch_id, event_id, payload FROM pgq.next_batch('orders', 'billing');
 SELECT * FROM stats;
 
 -- Events appended after finishing come in the next batch, and only they.
 SELECT pgq.append('orders', '{"k": "o5"}') AS id;
 SELECT batch_id, event_id, payload FROM pgq.next_batch('orders', 'billing');
-SELECT pgq.finish_batch(4294967299) AS finished;
+SELECT pgq.finish_batch(pg_temp.batch(1, 3)) AS finished;
 
 -- A rolled-back append is never read (its id is spent).
 BEGIN;
@@ -137,7 +144,7 @@ COMMIT;
 SELECT * FROM pgq.append_many('orders', ARRAY['{"k": "t2.a"}', '{"k": "t2.b"}']::jsonb[]);
 -- (an event there: wait returns at once)
 SELECT batch_id, event_id, payload FROM pgq.next_batch('orders', 'billing', wait => '1 minute');
-SELECT pgq.finish_batch(4294967300) AS finished;
+SELECT pgq.finish_batch(pg_temp.batch(1, 4)) AS finished;
 
 ------------------------------------------------------------------------------
 -- Two consumers: each reads every event, independently of the other. A
@@ -150,9 +157,9 @@ SELECT * FROM pgq.append_many('orders', ARRAY['{"k": "o6"}', '{"k": "o7"}', '{"k
 SELECT * FROM stats;
 SELECT batch_id, event_id, payload FROM pgq.next_batch('orders', 'billing', 2);
 SELECT batch_id, event_id, payload FROM pgq.next_batch('orders', 'search');
-SELECT pgq.finish_batch(8589934593) AS search_finished;
+SELECT pgq.finish_batch(pg_temp.batch(4, 1)) AS search_finished;
 SELECT * FROM stats;
-SELECT pgq.finish_batch(4294967301) AS billing_finished;
+SELECT pgq.finish_batch(pg_temp.batch(1, 5)) AS billing_finished;
 SELECT * FROM pg_temp.take('orders', 'billing');
 SELECT * FROM pg_temp.take('orders', 'search');
 SELECT * FROM pg_temp.take('orders', 'billing');
@@ -163,12 +170,12 @@ SELECT * FROM stats;
 SELECT pgq.unregister_consumer('orders', 'search') AS unregistered,
        pgq.unregister_consumer('orders', 'search') AS unregistered_again;
 SELECT pg_temp.error_of($$SELECT pgq.next_batch('orders', 'search')$$);
-SELECT pg_temp.error_of($$SELECT pgq.finish_batch(8589934594)$$);
+SELECT pg_temp.error_of($$SELECT pgq.finish_batch(pg_temp.batch(4, 2))$$);
 SELECT pgq.register_consumer('orders', 'search');
 SELECT pgq.append('orders', '{"k": "o9"}') AS id;
 SELECT batch_id >> 32 AS consumer_id, batch_id & 4294967295 AS batch_no, payload
   FROM pgq.next_batch('orders', 'search');
-SELECT pgq.finish_batch(12884901889) AS finished;
+SELECT pgq.finish_batch(pg_temp.batch(5, 1)) AS finished;
 SELECT * FROM pg_temp.take('orders', 'billing');
 SELECT consumer_id, name, finished_batches, finished_events
   FROM pgq.stream_consumers ORDER BY consumer_id;
@@ -260,9 +267,22 @@ SELECT expired_requeued FROM pgq.maintain();
 SELECT * FROM ring_ledger;
 SELECT * FROM ring_rows;
 SELECT * FROM stats WHERE stream = 'ring';
--- Nothing was lost on the way: a consumer registered at the start that
--- only reads now would have got every event (both did, in order above).
-SELECT consumer, finished_events FROM pgq.stream_stats WHERE stream = 'ring' ORDER BY 1;
+
+-- A consumer that does not read holds the segments it has not finished;
+-- unregistered, it no longer does.
+SELECT pgq.register_consumer('ring', 'stuck');
+SELECT pgq.append('ring', '{"k": "e1"}') AS id;
+SELECT * FROM pg_temp.take('ring', 'fast');
+SELECT * FROM pg_temp.take('ring', 'slow');
+SELECT pg_temp.turn();
+SELECT expired_requeued FROM pgq.maintain();
+SELECT * FROM ring_ledger;
+SELECT * FROM ring_rows;
+SELECT * FROM stats WHERE stream = 'ring';
+SELECT pgq.unregister_consumer('ring', 'stuck');
+SELECT expired_requeued FROM pgq.maintain();
+SELECT * FROM ring_ledger;
+SELECT * FROM ring_rows;
 
 ------------------------------------------------------------------------------
 -- Bad input: SQLSTATE and message of each, nothing half-written.
@@ -317,11 +337,12 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   -- finish_batch: twice, never given, not a batch id
   ($$SELECT pgq.finish_batch(NULL)$$),
   ($$SELECT pgq.finish_batch(0)$$),
-  ($$SELECT pgq.finish_batch(-4294967297)$$),
-  ($$SELECT pgq.finish_batch(4294967297)$$),
-  ($$SELECT pgq.finish_batch(4294967296 + 1000)$$),
-  ($$SELECT pgq.finish_batch(4294967296)$$),
-  ($$SELECT pgq.finish_batch(999 * 4294967296 + 1)$$),
+  ($$SELECT pgq.finish_batch(-pg_temp.batch(1, 1))$$),
+  ($$SELECT pgq.finish_batch(pg_temp.batch(1, 1))$$),
+  ($$SELECT pgq.finish_batch(pg_temp.batch(1, 1000))$$),
+  -- (batch numbers start at 1: number 0 is never given)
+  ($$SELECT pgq.finish_batch(pg_temp.batch(1, 0))$$),
+  ($$SELECT pgq.finish_batch(pg_temp.batch(999, 1))$$),
   -- grants
   ($$SELECT pgq.grant_stream(NULL, 'orders', 'produce')$$),
   ($$SELECT pgq.grant_stream('no_such_role', 'orders', 'produce')$$),
@@ -330,7 +351,6 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.grant_stream(current_user, 'missing', 'produce')$$),
   ($$SELECT pgq.revoke_stream(current_user, 'orders', 'write')$$)
 ) AS t(s);
--- A payload at the limit is accepted; one byte over is not.
 RESET pgq.max_payload_bytes;
 
 -- A wait is refused where a transaction snapshot would never see new
@@ -375,12 +395,20 @@ SELECT pgq.grant_stream('pgq_s_writer', 'clicks', 'produce') AS writer,
 SELECT pg_temp.error_of($$SELECT pgq.grant_stream('pgq_s_nobody', NULL, 'consume')$$);
 SELECT pg_temp.error_of($$SELECT pgq.revoke_stream('pgq_s_maker', NULL, 'admin')$$);
 SELECT pg_temp.error_of($$SELECT pgq.grant_stream('pgq_s_nobody', 'orders', 'consume')$$);
--- Its admin right on every stream covers streams it does not own.
+-- Its admin right on every stream covers streams it does not own, but
+-- gives no right to append or read there; as their owner it holds all
+-- three on its own streams.
 SELECT pgq.alter_stream('orders', rotation => '2 hours');
+SELECT pg_temp.error_of($$SELECT pgq.append('orders', '{}')$$);
+SELECT pg_temp.error_of($$SELECT pgq.next_batch('orders', 'billing')$$);
+SELECT pgq.append('views', '{"k": "v1"}') > 0 AS appended;
+SELECT pgq.register_consumer('views', 'maker');
+-- An admin right on one stream: granted by its owner.
+SELECT pgq.grant_stream('pgq_s_writer', 'views', 'admin');
 RESET ROLE;
-SELECT name, owner FROM pgq.streams ORDER BY stream_id;
+SELECT stream_id, name, owner FROM pgq.streams ORDER BY stream_id;
 SELECT g.role, s.name AS stream, g.privilege
-  FROM pgq.stream_grants g LEFT JOIN pgq.streams s USING (stream_id) ORDER BY 1, 2, 3;
+  FROM pgq.stream_grants g LEFT JOIN pgq.streams s USING (stream_id) ORDER BY 1::text, 2, 3;
 
 -- The writer appends to clicks, and does nothing else.
 SET ROLE pgq_s_writer;
@@ -393,9 +421,14 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.alter_stream('clicks', '1 hour')$$),
   ($$SELECT pgq.drop_stream('clicks')$$),
   ($$SELECT pgq.create_stream('mine')$$),
-  ($$SELECT pgq.grant_stream('pgq_s_writer', 'clicks', 'consume')$$)
+  ($$SELECT pgq.grant_stream('pgq_s_writer', 'clicks', 'consume')$$),
+  ($$SELECT pgq.grant_stream('pgq_s_writer', 'views', 'consume')$$),
+  ($$SELECT pgq.register_consumer('views', 'w')$$)
 ) AS t(s);
+-- Its admin right on views: altering it, unregistering its consumers.
+SELECT pgq.alter_stream('views', rotation => '3 hours');
 SELECT stream, consumer FROM pgq.stream_stats;
+SELECT pgq.unregister_consumer('views', 'maker') AS unregistered;
 RESET ROLE;
 
 -- The reader registers, reads and finishes on clicks, and nothing else.
@@ -424,7 +457,7 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.register_consumer('clicks', 'n')$$),
   ($$SELECT pgq.unregister_consumer('clicks', 'r')$$),
   ($$SELECT pgq.next_batch('clicks', 'r')$$),
-  ($$SELECT pgq.finish_batch(17179869185)$$),
+  ($$SELECT pgq.finish_batch(pg_temp.batch(10, 1))$$),
   ($$SELECT pgq.create_stream('mine')$$),
   ($$SELECT pgq.alter_stream('clicks', '1 hour')$$),
   ($$SELECT pgq.drop_stream('clicks')$$),
@@ -437,7 +470,7 @@ RESET ROLE;
 -- the message names the stream by id only.
 SET ROLE pgq_s_other;
 SELECT pgq.register_consumer('views', 'o');
-SELECT pg_temp.error_of($$SELECT pgq.finish_batch(17179869185)$$);
+SELECT pg_temp.error_of($$SELECT pgq.finish_batch(pg_temp.batch(10, 1))$$);
 SELECT pg_temp.error_of($$SELECT pgq.next_batch('clicks', 'r')$$);
 SELECT stream, consumer FROM pgq.stream_stats;
 RESET ROLE;
@@ -446,7 +479,7 @@ SELECT stream, consumer, pending_events, batch_open FROM stats WHERE stream = 'c
 
 -- The reader finishes its own batch.
 SET ROLE pgq_s_reader;
-SELECT pgq.finish_batch(17179869185) AS finished;
+SELECT pgq.finish_batch(pg_temp.batch(10, 1)) AS finished;
 SELECT count(*) FROM pgq.next_batch('clicks', 'r');
 RESET ROLE;
 
@@ -475,7 +508,7 @@ SELECT pgq.revoke_stream('pgq_s_nobody', NULL, 'consume') AS revoked;
 -- Dropping a stream takes its consumers and grants with it.
 SELECT pgq.drop_stream('clicks');
 SELECT g.role, s.name AS stream, g.privilege
-  FROM pgq.stream_grants g LEFT JOIN pgq.streams s USING (stream_id) ORDER BY 1, 2, 3;
+  FROM pgq.stream_grants g LEFT JOIN pgq.streams s USING (stream_id) ORDER BY 1::text, 2, 3;
 SELECT s.name AS stream, c.name AS consumer
   FROM pgq.stream_consumers c JOIN pgq.streams s USING (stream_id) ORDER BY 1, 2;
 

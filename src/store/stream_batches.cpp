@@ -292,7 +292,8 @@ int32 FinishBatch(pg::SpiSession& spi, int64 batch_id) {
   const bool open = state.Bool(0, 2);
   state.Free();
   if (batch_no != current || !open) {
-    const bool earlier = batch_no < current || (batch_no == current && !open);
+    // Batch numbers start at 1: 0 was never given.
+    const bool earlier = batch_no != 0 && (batch_no < current || (batch_no == current && !open));
     if (earlier) {
       pg::Raise(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "batch " + shown + " is already finished",
                 "Its consumer has moved past it; finishing a batch twice has no effect on the "
