@@ -52,9 +52,6 @@ SELECT consumer_id, done_snapshot, window_end, window_end_at, cursor_txid, curso
                                {INT4OID, TEXTOID},
                                nullptr};
 
-pg::Statement take_snapshot = {
-    "SELECT pg_catalog.pg_current_snapshot(), pg_catalog.clock_timestamp()", 0, {}, nullptr};
-
 pg::Statement open_batch = {
     R"sql(
 UPDATE pgq.stream_consumers
@@ -81,8 +78,9 @@ UPDATE pgq.stream_consumers
 pg::Statement stream_of_consumer = {
     "SELECT stream_id FROM pgq.stream_consumers WHERE consumer_id = $1", 1, {INT4OID}, nullptr};
 
-pg::Statement lock_batch = {
-    "SELECT batch_no, batch_open FROM pgq.stream_consumers WHERE consumer_id = $1 FOR UPDATE",
+// Why a finish found nothing to finish.
+pg::Statement batch_state = {
+    "SELECT batch_no, batch_open FROM pgq.stream_consumers WHERE consumer_id = $1",
     1,
     {INT4OID},
     nullptr};
@@ -98,10 +96,10 @@ UPDATE pgq.stream_consumers
        batch_open = false, finished_batches = finished_batches + 1,
        finished_events = finished_events + batch_events,
        last_finished_at = pg_catalog.clock_timestamp()
- WHERE consumer_id = $1
+ WHERE consumer_id = $1 AND batch_open AND batch_no % 4294967296 = $2
 RETURNING batch_events)sql",
-                              1,
-                              {INT4OID},
+                              2,
+                              {INT4OID, INT8OID},
                               nullptr};
 
 pg::Statement consumer_rows = {R"sql(
@@ -134,16 +132,18 @@ Datum TxidDatum(uint64 txid) { return FullTransactionIdGetDatum(FullTransactionI
 uint64 TxidOf(Datum value) { return U64FromFullTransactionId(DatumGetFullTransactionId(value)); }
 
 // The window (from, to]'s events after `cursor` up to `last`, at most
-// `limit`, copied into `memory`; the key of the last one in *end.
+// `limit`, copied into `memory`; the key of the last one in *end. `to` 0:
+// the window is cut now, and its end (and the time) are copied into `memory`
+// as *cut and *cut_at when there are events.
 std::vector<Event> ReadWindow(pg::SpiSession& spi, int32 stream_id, Datum from, uint64 from_xmax,
                               Datum to, Key cursor, Key last, int32 limit, MemoryContext memory,
-                              Key* end) {
+                              Key* end, Datum* cut = nullptr, Datum* cut_at = nullptr) {
   // The range part starts at the later of the cursor and the first
   // transaction the from snapshot did not know (ids start at 1).
   const Key start = std::max(cursor, Key{from_xmax, 0});
   pg::Params params;
   params.Set(0, from)
-      .Set(1, to)
+      .SetOptional(1, to == 0, to)
       .Set(2, TxidDatum(start.txid))
       .Set(3, Int64GetDatum(start.id))
       .Set(4, TxidDatum(last.txid))
@@ -168,6 +168,17 @@ std::vector<Event> ReadWindow(pg::SpiSession& spi, int32 stream_id, Datum from, 
     });
     events.push_back(event);
     if (row + 1 == rows.size()) *end = Key{TxidOf(rows.Value(row, 1, &is_null)), event.id};
+  }
+  if (cut != nullptr && !events.empty()) {
+    bool is_null = false;
+    const Datum snapshot = rows.Value(0, 5, &is_null);
+    *cut = pg::Guard([&] {
+      MemoryContext old = MemoryContextSwitchTo(memory);
+      const Datum copy = datumCopy(snapshot, false, -1);
+      MemoryContextSwitchTo(old);
+      return copy;
+    });
+    *cut_at = rows.Value(0, 6, &is_null);
   }
   rows.Free();
   return events;
@@ -224,24 +235,21 @@ Batch NextBatch(pg::SpiSession& spi, const Stream& stream, std::string_view cons
     batch.batch_id = BatchId(consumer_id, batch_no);
     return batch;
   }
-  pg::Result snapshot;
   for (int round = 0; round < 2; ++round) {
     const bool new_window = window_is_null;
-    if (new_window) {
-      // INVARIANT: a new statement, so a snapshot taken after the row lock.
-      pg::Params none;
-      snapshot = spi.Execute(take_snapshot, none, 1);
-      window_end = snapshot.Value(0, 1, &is_null);
-      window_end_at = snapshot.Value(0, 2, &is_null);
-    }
     Key end{};
-    std::vector<Event> events = ReadWindow(spi, stream.id, from, from_xmax, window_end, cursor,
-                                           no_end, max_events, memory, &end);
+    Datum cut = 0;
+    Datum cut_at = 0;
+    // INVARIANT: a new window is cut by this statement, so at a snapshot
+    // taken after the row lock (the statement above).
+    std::vector<Event> events =
+        ReadWindow(spi, stream.id, from, from_xmax, new_window ? 0 : window_end, cursor, no_end,
+                   max_events, memory, &end, &cut, &cut_at);
     if (!events.empty()) {
       pg::Params open;
       open.Set(0, Int32GetDatum(consumer_id))
-          .Set(1, window_end)
-          .Set(2, window_end_at)
+          .Set(1, new_window ? cut : window_end)
+          .Set(2, new_window ? cut_at : window_end_at)
           .Set(3, TxidDatum(end.txid))
           .Set(4, Int64GetDatum(end.id))
           .Set(5, Int32GetDatum(static_cast<int32>(events.size())))
@@ -281,8 +289,17 @@ int32 FinishBatch(pg::SpiSession& spi, int64 batch_id) {
   const auto consumer_id = static_cast<int32>(static_cast<uint64>(batch_id) >> 32);
   const uint64 batch_no = static_cast<uint64>(batch_id) & kBatchNoMask;
   pg::Params params;
-  params.Set(0, Int32GetDatum(consumer_id));
-  pg::Result state = spi.Execute(lock_batch, params, 1);
+  params.Set(0, Int32GetDatum(consumer_id)).Set(1, Int64GetDatum(static_cast<int64>(batch_no)));
+  pg::Result finished = spi.Execute(finish_batch, params, 1);
+  if (!finished.empty()) {
+    const int32 events = finished.Int32(0, 1);
+    finished.Free();
+    return events;
+  }
+  // Not the open batch: say why, as of now.
+  pg::Params consumer;
+  consumer.Set(0, Int32GetDatum(consumer_id));
+  pg::Result state = spi.Execute(batch_state, consumer, 1);
   const std::string shown = std::to_string(batch_id);
   if (state.empty()) {
     pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "batch " + shown + " does not exist",
@@ -291,21 +308,15 @@ int32 FinishBatch(pg::SpiSession& spi, int64 batch_id) {
   const uint64 current = static_cast<uint64>(state.Int64(0, 1)) & kBatchNoMask;
   const bool open = state.Bool(0, 2);
   state.Free();
-  if (batch_no != current || !open) {
-    // Batch numbers start at 1: 0 was never given.
-    const bool earlier = batch_no != 0 && (batch_no < current || (batch_no == current && !open));
-    if (earlier) {
-      pg::Raise(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "batch " + shown + " is already finished",
-                "Its consumer has moved past it; finishing a batch twice has no effect on the "
-                "position and is refused.");
-    }
-    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "batch " + shown + " does not exist",
-              "Its consumer has not been given it.");
+  // Batch numbers start at 1: 0 was never given.
+  const bool earlier = batch_no != 0 && (batch_no < current || (batch_no == current && !open));
+  if (earlier) {
+    pg::Raise(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "batch " + shown + " is already finished",
+              "Its consumer has moved past it; finishing a batch twice has no effect on the "
+              "position and is refused.");
   }
-  pg::Result finished = spi.Execute(finish_batch, params, 1);
-  const int32 events = finished.Int32(0, 1);
-  finished.Free();
-  return events;
+  pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "batch " + shown + " does not exist",
+            "Its consumer has not been given it.");
 }
 
 namespace detail {

@@ -25,9 +25,10 @@ class OwnedStatement {
 
 struct StreamStatements {
   explicit StreamStatements(int32 stream_id);
-  // $1 done snapshot, $2 window end snapshot, $3 $4 the lower bound
-  // (txid, id) of the range part, $5 $6 the upper bound, $7 limit, $8 $9
-  // the cursor: the window's events after the cursor in (txid, id) order.
+  // $1 done snapshot, $2 window end snapshot (NULL: cut one now), $3 $4
+  // the lower bound (txid, id) of the range part, $5 $6 the upper bound, $7
+  // limit, $8 $9 the cursor: the window's events after the cursor in (txid,
+  // id) order, each with the window's end and the time it was read.
   OwnedStatement read_window;
   // $1 stream id, $2 segment: whether every consumer has finished every
   // event of the segment.

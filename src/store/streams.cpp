@@ -78,9 +78,9 @@ SELECT s.name,
                    JOIN pg_catalog.pg_class c ON c.oid = t.relid
                   WHERE t.isleaf), 0)::int8
   FROM pgq.streams s ORDER BY s.name)sql",
-                                0,
-                                {},
-                                nullptr};
+                              0,
+                              {},
+                              nullptr};
 
 // The cache: streams by name, emptied by every relcache invalidation (a
 // create, drop or rotation sends one), as the queue cache is.
@@ -156,21 +156,29 @@ OwnedStatement::~OwnedStatement() {
 
 namespace {
 
+// $2 NULL: a window cut now, at this statement's snapshot, which the
+// statement returns (it is taken after the consumer's row lock: the caller
+// locked it with an earlier statement).
 std::string ReadWindowSql(const std::string& table) {
+  const std::string to = "COALESCE($2, pg_catalog.pg_current_snapshot())";
   return R"sql(
-SELECT txid, id, appended_at, payload FROM (
+SELECT txid, id, appended_at, payload, )sql" +
+         to + R"sql(, pg_catalog.statement_timestamp() FROM (
   (SELECT txid, id, appended_at, payload FROM )sql" +
          table + R"sql(
     WHERE txid = ANY (ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip($1) AS x
-                             WHERE pg_catalog.pg_visible_in_snapshot(x, $2)))
+                             WHERE pg_catalog.pg_visible_in_snapshot(x, )sql" +
+         to + R"sql()))
       AND (txid, id) > ($8, $9) AND (txid, id) <= ($5, $6)
     ORDER BY txid, id LIMIT $7)
   UNION ALL
   (SELECT txid, id, appended_at, payload FROM )sql" +
          table + R"sql(
     WHERE (txid, id) > ($3, $4) AND (txid, id) <= ($5, $6)
-      AND txid < pg_catalog.pg_snapshot_xmax($2)
-      AND pg_catalog.pg_visible_in_snapshot(txid, $2)
+      AND txid < pg_catalog.pg_snapshot_xmax()sql" +
+         to + R"sql()
+      AND pg_catalog.pg_visible_in_snapshot(txid, )sql" +
+         to + R"sql()
     ORDER BY txid, id LIMIT $7)) AS window_events
 ORDER BY txid, id LIMIT $7)sql";
 }
