@@ -466,8 +466,10 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
 SELECT count(*) AS visible_consumers FROM pgq.stream_stats;
 RESET ROLE;
 
--- A consume right on views does not let a role finish a batch of clicks;
--- the message names the stream by id only.
+-- A consume right on views does not let a role finish a batch of clicks:
+-- the batch is answered as one that does not exist (nothing about clicks
+-- leaks through batch ids). A role with consume on no stream is refused
+-- before anything is looked up.
 SET ROLE pgq_s_other;
 SELECT pgq.register_consumer('views', 'o');
 SELECT pg_temp.error_of($$SELECT pgq.finish_batch(pg_temp.batch(10, 1))$$);

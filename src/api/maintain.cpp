@@ -53,6 +53,13 @@ pg::Statement drop_orphan_topic_grants = {
     {},
     nullptr};
 
+pg::Statement drop_orphan_stream_grants = {
+    "DELETE FROM pgq.stream_grants g"
+    " WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = g.role::oid)",
+    0,
+    {},
+    nullptr};
+
 // Completions counted in shared memory (pg/queue_slots.h), one row per
 // queue and pass; a queue dropped meanwhile gets none.
 pg::Statement flush_finished = {
@@ -93,6 +100,7 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
     pg::Params none;
     if (GrantsTableExists()) spi.Execute(drop_orphan_grants, none);
     if (TopicsTableExists()) spi.Execute(drop_orphan_topic_grants, none);
+    if (store::InstalledCatalog().streams) spi.Execute(drop_orphan_stream_grants, none);
   }
 
   pg::ledger::FlushFinishedCounts([&](int32 queue_id, uint64 jobs) {

@@ -135,15 +135,16 @@ PGQ_FUNCTION(pgq_next_batch) {
 PGQ_FUNCTION(pgq_finish_batch) {
   const int64 batch_id = pg::RequiredInt64(fcinfo, 0, "batch_id");
   pg::SpiSession spi;
+  api::RequireStreamRightSomewhere(spi, core::kConsume, "finish batches");
+  // A batch of a stream the caller may not read is answered as one that
+  // does not exist: batch ids reveal nothing of other streams (as job ids
+  // of other queues, issue 15 L4).
   const int32 stream_id = store::streams::StreamOfBatch(spi, batch_id);
-  if (stream_id == 0) {
+  if (stream_id == 0 || !api::HoldsStreamRight(spi, GetUserId(), stream_id, core::kConsume)) {
     pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
               "batch " + std::to_string(batch_id) + " does not exist",
               "Batch ids are the batch_id column next_batch returned.");
   }
-  // Someone else's batch: a role without the consume right on its stream
-  // learns nothing about it.
-  api::RequireStreamRightOnId(spi, stream_id, core::kConsume);
   PG_RETURN_INT32(store::streams::FinishBatch(spi, batch_id));
 }
 

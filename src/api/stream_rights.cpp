@@ -82,12 +82,12 @@ void RequireStreamRight(pg::SpiSession& spi, const store::streams::Stream& strea
                 stream.name + "', '" + FirstRight(wanted) + "').");
 }
 
-void RequireStreamRightOnId(pg::SpiSession& spi, int32 stream_id, uint8 wanted) {
-  if (HoldsStreamRight(spi, GetUserId(), stream_id, wanted)) return;
-  // By id: a role that may not use the stream does not learn its name.
-  pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
-            "permission denied for stream with id " + std::to_string(stream_id),
-            "Role \"" + CurrentRoleName() + "\" holds no " + WantedNames(wanted) + " right on it.");
+void RequireStreamRightSomewhere(pg::SpiSession& spi, uint8 wanted, std::string_view action) {
+  const Oid role = GetUserId();
+  if (IsSuperuser(role) || core::HoldsRightAnywhere(Holders(spi), role, wanted, HasPrivsOf)) return;
+  pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied to " + std::string(action),
+            "Role \"" + CurrentRoleName() + "\" holds no " + WantedNames(wanted) +
+                " right on any stream.");
 }
 
 void RequireStreamRightOnEvery(pg::SpiSession& spi, uint8 wanted, std::string_view action) {

@@ -20,8 +20,10 @@ bool HoldsStreamRight(pg::SpiSession& spi, Oid role, int32 stream_id, uint8 want
 // `wanted` on the stream.
 void RequireStreamRight(pg::SpiSession& spi, const store::streams::Stream& stream, uint8 wanted);
 
-// The same for a stream known by id (a batch's); the message names it by id.
-void RequireStreamRightOnId(pg::SpiSession& spi, int32 stream_id, uint8 wanted);
+// Raises insufficient_privilege unless the current user holds one of
+// `wanted` on some stream: what finish_batch checks before it looks at the
+// batch, so a role with no stream learns nothing from batch ids.
+void RequireStreamRightSomewhere(pg::SpiSession& spi, uint8 wanted, std::string_view action);
 
 // Raises insufficient_privilege unless the current user holds `wanted` on
 // every stream; `action` completes "permission denied to ...".

@@ -10,6 +10,7 @@
 
 extern "C" {
 #include "utils/acl.h"
+#include "utils/syscache.h"
 }
 
 namespace pgq::api {
@@ -34,8 +35,10 @@ Interval RotationArg(FunctionCallInfo fcinfo, int index) {
   return *rotation;
 }
 
+// By OID: owner::text quotes a name that needs it and is a bare number for
+// a dropped role, so no text comparison may decide who owns the stream.
 pg::Statement lock_stream_owner = {
-    "SELECT stream_id, owner::text FROM pgq.streams WHERE name = $1 FOR KEY SHARE",
+    "SELECT stream_id, owner::oid, owner::text FROM pgq.streams WHERE name = $1 FOR KEY SHARE",
     1,
     {TEXTOID},
     nullptr};
@@ -85,9 +88,13 @@ Datum ChangeStreamGrant(FunctionCallInfo fcinfo, bool give) {
     const pg::Result found = spi.Execute(lock_stream_owner, lookup, 1);
     if (found.empty()) (void)FindStream(spi, stream);  // raises undefined_object
     stream_id = found.Int32(0, 1);
-    const std::string owner_name = found.Text(0, 2);
-    const Oid owner = pg::Guard([&] { return get_role_oid(owner_name.c_str(), true); });
-    if (!superuser && !(OidIsValid(owner) && HasPrivsOf(me, owner))) {
+    bool is_null = false;
+    const Oid owner = DatumGetObjectId(found.Value(0, 2, &is_null));
+    const std::string owner_name = found.Text(0, 3);
+    // A dropped owner (its OID names no role) leaves the stream to superusers.
+    const bool owner_exists =
+        pg::Guard([owner] { return SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner)); });
+    if (!superuser && !(owner_exists && HasPrivsOf(me, owner))) {
       pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
                 std::string("permission denied to ") + verb + " rights on stream \"" +
                     std::string(stream) + "\"",

@@ -1,4 +1,5 @@
-"""Per-queue rights and the catalog audit (issue 7; SPEC §7; docs/security.md).
+"""Per-queue and per-stream rights and the catalog audit (issue 7; SPEC §7 and
+§10; docs/security.md).
 
 Rights: produce, consume and admin, granted per queue with pgq.grant (queue
 NULL: every queue, present and future), checked inside the functions, whose
@@ -11,6 +12,11 @@ SECURITY DEFINER function, every function pinned to pg_catalog (C functions
 pin it per statement: test_search_path.py), nothing in the schema readable
 by PUBLIC except the two filtered, security-barrier views.
 
+Streams (issue 21) have rights of their own, produce, consume and admin,
+granted per stream with pgq.grant_stream (stream NULL: every stream, a
+superuser's grant); their events live in segment tables nobody but the owner
+of pgq's tables may read.
+
 Roles are cluster-wide: each test creates the ones it needs and drops them.
 """
 import psycopg
@@ -21,6 +27,9 @@ from test_concurrency import DSN, PgqTestCase
 PRODUCER, CONSUMER, ADMIN, NOBODY = "pgq_t_producer", "pgq_t_consumer", "pgq_t_admin", "pgq_t_nobody"
 WORKERS, WORKER1, LONER, GLOBAL = "pgq_t_workers", "pgq_t_worker1", "pgq_t_loner", "pgq_t_global"
 ROLES = [PRODUCER, CONSUMER, ADMIN, NOBODY, WORKER1, LONER, WORKERS, GLOBAL]
+# A role whose name must be quoted, and one named like that name quoted.
+OWNER_QUOTED, SPOOF = "PgqT_Owner", '"PgqT_Owner"'
+SPOOF_ROLES = [OWNER_QUOTED, SPOOF]
 
 # docs/security.md, "Who may call what": every role may execute these; each
 # checks a queue right itself (or, compact_jobs, ownership of pgq.jobs).
@@ -32,6 +41,10 @@ PUBLIC_FUNCTIONS = {
     "schedule", "unschedule", "subscribe", "unsubscribe", "publish", "grant", "revoke",
     "create_topic", "drop_topic", "grant_topic", "revoke_topic",
     "snooze", "progress", "job", "list_jobs", "purge_dead", "queue_overview",
+    # Streams (2.0): each checks a stream right itself.
+    "create_stream", "alter_stream", "drop_stream", "append", "append_many",
+    "register_consumer", "unregister_consumer", "next_batch", "finish_batch",
+    "grant_stream", "revoke_stream", "stream_consumer_stats",
 }
 # Not about queues: nobody's until GRANT EXECUTE.
 COORDINATION_FUNCTIONS = {
@@ -85,8 +98,22 @@ REFUSED_CALLS = {
     "job": "SELECT * FROM pgq.job(%(job)s)",
     "list_jobs": "SELECT * FROM pgq.list_jobs('q')",
     "purge_dead": "SELECT pgq.purge_dead('q')",
+    # Stream 'st' exists, with consumer 'reader' and its open batch %(batch)s.
+    "create_stream": "SELECT pgq.create_stream('new_stream')",
+    "alter_stream": "SELECT pgq.alter_stream('st', '1 hour')",
+    "drop_stream": "SELECT pgq.drop_stream('st')",
+    "append": "SELECT pgq.append('st', '{}')",
+    "append_many": "SELECT * FROM pgq.append_many('st', ARRAY['{}']::jsonb[])",
+    "register_consumer": "SELECT pgq.register_consumer('st', 'intruder')",
+    "unregister_consumer": "SELECT pgq.unregister_consumer('st', 'reader')",
+    "next_batch": "SELECT * FROM pgq.next_batch('st', 'reader')",
+    "finish_batch": "SELECT pgq.finish_batch(%(batch)s)",
+    "grant_stream": "SELECT pgq.grant_stream('pgq_t_nobody', 'st', 'consume')",
+    "revoke_stream": "SELECT pgq.revoke_stream('pgq_t_nobody', 'st', 'consume')",
 }
-ANSWER_ANYONE = {"clock", "has_queue_privilege", "queue_overview"}
+# stream_consumer_stats() answers as pgq.stream_stats does: the caller's
+# streams only.
+ANSWER_ANYONE = {"clock", "has_queue_privilege", "queue_overview", "stream_consumer_stats"}
 
 
 class PrivilegeTestCase(PgqTestCase):
@@ -107,7 +134,7 @@ class PrivilegeTestCase(PgqTestCase):
     @staticmethod
     def drop_roles(conn):
         conn.execute("DROP FUNCTION IF EXISTS public.leak(text)")
-        for role in ["pgq_t_noinherit", "pgq_t_gone", "pgq_t_o'brien"] + ROLES:
+        for role in ["pgq_t_noinherit", "pgq_t_gone", "pgq_t_o'brien"] + SPOOF_ROLES + ROLES:
             if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
                 conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
                 conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
@@ -167,18 +194,44 @@ class CatalogAuditTest(PrivilegeTestCase):
         self.admin.execute("SELECT * FROM pgq.claim('q')")
         self.admin.execute("SELECT pgq.create_topic('topic')")
         self.admin.execute("SELECT pgq.subscribe('topic', 'q'), pgq.schedule('s', 'q', '@daily')")
+        # A stream with a consumer and an open batch, so that each stream
+        # call gets past its argument and existence checks to the right's.
+        self.admin.execute("SELECT pgq.create_stream('st')")
+        self.admin.execute("SELECT pgq.register_consumer('st', 'reader')")
+        self.admin.execute("SELECT pgq.append('st', '{\"secret\": 2}')")
+        batch = self.admin.execute("SELECT batch_id FROM pgq.next_batch('st', 'reader')").fetchone()[0]
+        stream_state = ("SELECT s.rotation, (SELECT count(*) FROM pgq.stream_events e"
+                        "                     WHERE e.stream_id = s.stream_id),"
+                        "       array_agg(c.name ORDER BY c.name), bool_and(c.batch_open),"
+                        "       sum(c.finished_batches),"
+                        "       (SELECT count(*) FROM pgq.stream_grants g"
+                        "         WHERE g.stream_id = s.stream_id)"
+                        "  FROM pgq.streams s JOIN pgq.stream_consumers c USING (stream_id)"
+                        " WHERE s.name = 'st' GROUP BY s.stream_id, s.rotation")
+        before = self.admin.execute(stream_state).fetchone()
         nobody = self.as_role(NOBODY)
         for name, sql in REFUSED_CALLS.items():
             with self.subTest(function=name):
-                self.refused(nobody, sql, {"q_id": q_id, "job": job})
+                self.refused(nobody, sql, {"q_id": q_id, "job": job, "batch": batch})
         self.assertEqual(self.job_state(job), ("r", 1), "a refused call changed the job")
+        self.assertEqual(self.admin.execute(stream_state).fetchone(), before,
+                         "a refused call changed the stream")
+        self.assertEqual(self.admin.execute(
+            "SELECT count(*) FROM pgq.streams WHERE name = 'new_stream'").fetchone()[0], 0)
         self.assertEqual(self.admin.execute(
             "SELECT count(*) FROM pgq.queues WHERE name = 'q' AND NOT paused").fetchone()[0], 1)
-        # The three that answer anyone say "no", or show nothing.
+        # The four that answer anyone say "no", or show nothing.
         self.assertFalse(nobody.execute(
             "SELECT pgq.has_queue_privilege('q', 'produce, consume, admin')").fetchone()[0])
         nobody.execute("SELECT pgq.clock()")
         self.assertEqual(nobody.execute("SELECT count(*) FROM pgq.queue_overview()").fetchone()[0], 0)
+        # The superuser sees 'st' in the stream stats; nobody does not.
+        self.assertEqual(self.admin.execute(
+            "SELECT stream, consumer, batch_open FROM pgq.stream_consumer_stats()").fetchall(),
+            [("st", "reader", True)])
+        self.assertEqual(nobody.execute(
+            "SELECT count(*) FROM pgq.stream_consumer_stats()").fetchone()[0], 0)
+        self.assertEqual(nobody.execute("SELECT count(*) FROM pgq.stream_stats").fetchone()[0], 0)
 
     def test_coordination_takes_execute_and_no_table_right(self):
         nobody = self.as_role(NOBODY)
@@ -196,6 +249,9 @@ class CatalogAuditTest(PrivilegeTestCase):
         # pgq.workers (no queue data) is pg_monitor's; not PUBLIC's.
         self.assertTrue(self.admin.execute(
             "SELECT has_table_privilege('pg_monitor', 'pgq.workers', 'SELECT')").fetchone()[0])
+        # A stream, so that its segment tables are audited too.
+        self.admin.execute("SELECT pgq.create_stream('st')")
+        st = self.admin.execute("SELECT stream_id FROM pgq.streams WHERE name = 'st'").fetchone()[0]
         rows = self.admin.execute(
             "SELECT c.relname, c.relkind, c.reloptions,"
             "       EXISTS (SELECT 1 FROM aclexplode(c.relacl) a WHERE a.grantee = 0),"
@@ -203,15 +259,29 @@ class CatalogAuditTest(PrivilegeTestCase):
             "  FROM pg_class c WHERE c.relnamespace = 'pgq'::regnamespace"
             "   AND c.relkind IN ('r', 'v', 'S', 'm', 'p')", (NOBODY,)).fetchall()
         self.assertIn("grants", {r[0] for r in rows})
+        self.assertLessEqual({f"stream_events_{st}", f"stream_events_{st}_0", "stream_consumers"},
+                             {r[0] for r in rows})
         for name, kind, options, public, nobody_may in rows:
             if name in ("queue_stats", "schedules", "running_jobs"):
                 self.assertEqual(kind, "v")
                 self.assertIn("security_barrier=true", options or [], name)
                 self.assertTrue(public and nobody_may, name)
+            elif name == "stream_stats":
+                # No filter of its own: every row comes from
+                # stream_consumer_stats(), which filters by the caller's
+                # rights (a leaky WHERE sees only those rows: StreamRightsTest).
+                self.assertEqual(kind, "v")
+                self.assertTrue(public and nobody_may, name)
+                definition = " ".join(self.admin.execute(
+                    "SELECT pg_get_viewdef('pgq.stream_stats'::regclass)").fetchone()[0].split())
+                self.assertRegex(definition, r"FROM pgq\.stream_consumer_stats\(\) "
+                                             r"stream_consumer_stats\(.*\);?$")
             else:
                 self.assertFalse(public or nobody_may, f"pgq.{name} is readable by PUBLIC")
         nobody = self.as_role(NOBODY)
-        for table in ("jobs", "dead_jobs", "events", "recurring", "grants", "queues"):
+        for table in ("jobs", "dead_jobs", "events", "recurring", "grants", "queues",
+                      "streams", "stream_grants", "stream_consumers", "stream_events",
+                      f"stream_events_{st}", f"stream_events_{st}_0", "rings", "ring_segments"):
             with self.subTest(table=table):
                 self.refused(nobody, f"SELECT * FROM pgq.{table}")
 
@@ -540,3 +610,490 @@ class RightsTest(PrivilegeTestCase):
             "SELECT owner FROM pgq.queues WHERE name = 'by_global'").fetchone()[0], GLOBAL)
         self.assertEqual(self.admin.execute(
             "SELECT owner FROM pgq.queues WHERE name = 'q'").fetchone()[0], "postgres")
+
+
+class StreamRightsTest(PrivilegeTestCase):
+    """Streams (issue 21, SPEC §10): produce, consume and admin per stream."""
+
+    def setUp(self):
+        super().setUp()
+        self.admin.execute("SELECT pgq.create_stream('sa'), pgq.create_stream('sb')")
+        for role in SPOOF_ROLES + ["pgq_t_o'brien"]:
+            self.admin.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(role)))
+        self.extra_roles = []
+
+    def tearDown(self):
+        super().tearDown()
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            for role in self.extra_roles:
+                conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+    def grant_stream(self, role, stream, privilege):
+        self.assertTrue(self.admin.execute(
+            "SELECT pgq.grant_stream(%s, %s, %s)", (role, stream, privilege)).fetchone()[0])
+
+    def stream_id(self, name):
+        return self.admin.execute(
+            "SELECT stream_id FROM pgq.streams WHERE name = %s", (name,)).fetchone()[0]
+
+    def open_batch(self, stream, consumer, payload='{"n": 1}'):
+        """A batch of one event opened by the superuser for a new consumer."""
+        self.admin.execute("SELECT pgq.register_consumer(%s, %s)", (stream, consumer))
+        self.admin.execute("SELECT pgq.append(%s, %s)", (stream, payload))
+        return self.admin.execute(
+            "SELECT batch_id FROM pgq.next_batch(%s, %s)", (stream, consumer)).fetchone()[0]
+
+    def consumer_state(self, stream, consumer):
+        return self.admin.execute(
+            "SELECT c.batch_open, c.finished_batches FROM pgq.stream_consumers c"
+            "  JOIN pgq.streams s USING (stream_id) WHERE s.name = %s AND c.name = %s",
+            (stream, consumer)).fetchone()
+
+    def test_producer_consumer_and_admin_of_a_stream_are_separate(self):
+        self.grant_stream(PRODUCER, "sa", "produce")
+        self.grant_stream(CONSUMER, "sa", "consume")
+        self.grant_stream(ADMIN, "sa", "admin")
+        producer, consumer, admin = (self.as_role(r) for r in (PRODUCER, CONSUMER, ADMIN))
+        self.assertTrue(consumer.execute("SELECT pgq.register_consumer('sa', 'c')").fetchone()[0])
+
+        # A producer appends; it cannot read, register, finish or administer.
+        first = producer.execute("SELECT pgq.append('sa', '{\"to\": \"ann\"}')").fetchone()[0]
+        many = [r[0] for r in producer.execute(
+            "SELECT * FROM pgq.append_many('sa', ARRAY['{\"n\": 1}', '{\"n\": 2}']::jsonb[])")]
+        self.assertEqual(len(many), 2)
+        for call in ("SELECT pgq.append('sb', '{}')",
+                     "SELECT * FROM pgq.append_many('sb', ARRAY['{}']::jsonb[])",
+                     "SELECT * FROM pgq.next_batch('sa', 'c')",
+                     "SELECT pgq.register_consumer('sa', 'p')",
+                     "SELECT pgq.unregister_consumer('sa', 'c')",
+                     "SELECT pgq.alter_stream('sa', '1 hour')", "SELECT pgq.drop_stream('sa')",
+                     "SELECT pgq.create_stream('mine')",
+                     "SELECT pgq.grant_stream('pgq_t_producer', 'sa', 'consume')"):
+            with self.subTest(role="producer", call=call):
+                self.refused(producer, call)
+
+        # A consumer reads and finishes; it cannot append, drop or alter.
+        rows = consumer.execute(
+            "SELECT batch_id, event_id, payload FROM pgq.next_batch('sa', 'c')").fetchall()
+        self.assertEqual([r[1] for r in rows], [first] + many)
+        self.assertEqual(rows[0][2], {"to": "ann"})
+        for call in ("SELECT pgq.append('sa', '{}')",
+                     "SELECT * FROM pgq.append_many('sa', ARRAY['{}']::jsonb[])",
+                     "SELECT pgq.drop_stream('sa')", "SELECT pgq.drop_stream('sa', if_exists => true)",
+                     "SELECT pgq.alter_stream('sa', '1 hour')",
+                     "SELECT pgq.register_consumer('sb', 'c')",
+                     "SELECT * FROM pgq.next_batch('sb', 'c')",
+                     "SELECT pgq.create_stream('mine')",
+                     "SELECT pgq.grant_stream('pgq_t_consumer', 'sa', 'produce')",
+                     "SELECT pgq.revoke_stream('pgq_t_producer', 'sa', 'produce')"):
+            with self.subTest(role="consumer", call=call):
+                self.refused(consumer, call)
+        # Finishing a batch takes consume: not produce, not admin.
+        self.refused(producer, "SELECT pgq.finish_batch(%s)", (rows[0][0],))
+        self.refused(admin, "SELECT pgq.finish_batch(%s)", (rows[0][0],))
+        self.assertEqual(consumer.execute("SELECT pgq.finish_batch(%s)", (rows[0][0],)).fetchone()[0], 3)
+
+        # An admin alters, unregisters any consumer and drops; it cannot
+        # append, read, register, nor touch another stream.
+        admin.execute("SELECT pgq.alter_stream('sa', '1 hour')")
+        for call in ("SELECT pgq.append('sa', '{}')",
+                     "SELECT * FROM pgq.append_many('sa', ARRAY['{}']::jsonb[])",
+                     "SELECT * FROM pgq.next_batch('sa', 'c')",
+                     "SELECT pgq.register_consumer('sa', 'a')",
+                     "SELECT pgq.alter_stream('sb', '1 hour')", "SELECT pgq.drop_stream('sb')",
+                     "SELECT pgq.unregister_consumer('sb', 'c')",
+                     "SELECT pgq.create_stream('mine')",
+                     "SELECT pgq.grant_stream('pgq_t_admin', 'sa', 'produce')"):
+            with self.subTest(role="admin", call=call):
+                self.refused(admin, call)
+        self.assertEqual(self.admin.execute(
+            "SELECT rotation FROM pgq.streams WHERE name = 'sa'").fetchone()[0].total_seconds(), 3600)
+        # Appending takes produce, which the owner (here a superuser) grants.
+        self.grant_stream(ADMIN, "sa", "produce")
+        admin.execute("SELECT pgq.append('sa', '{}')")
+        self.refused(admin, "SELECT * FROM pgq.next_batch('sa', 'c')")
+        self.assertTrue(admin.execute("SELECT pgq.unregister_consumer('sa', 'c')").fetchone()[0])
+        with self.assertRaises(errors.UndefinedObject):
+            consumer.execute("SELECT * FROM pgq.next_batch('sa', 'c')")
+        # A consumer may unregister (its own or another) consumer too.
+        self.assertTrue(consumer.execute("SELECT pgq.register_consumer('sa', 'c')").fetchone()[0])
+        self.assertTrue(consumer.execute("SELECT pgq.unregister_consumer('sa', 'c')").fetchone()[0])
+        self.assertTrue(admin.execute("SELECT pgq.drop_stream('sa')").fetchone()[0])
+        self.assertEqual(self.admin.execute(
+            "SELECT count(*) FROM pgq.stream_grants WHERE stream_id NOT IN"
+            " (SELECT stream_id FROM pgq.streams)").fetchone()[0], 0, "grants outlived the stream")
+
+    def test_a_consume_grant_on_one_stream_does_not_reach_another_streams_batch(self):
+        self.grant_stream(CONSUMER, "sa", "consume")
+        batch_b = self.open_batch("sb", "r", '{"card": "4111"}')
+        consumer = self.as_role(CONSUMER)
+        with self.assertRaises(errors.InvalidParameterValue) as refused:
+            consumer.execute("SELECT pgq.finish_batch(%s)", (batch_b,))
+        diag = refused.exception.diag
+        # Answered as a batch that does not exist: a role that may not use
+        # stream B learns neither its name nor that the batch is there.
+        self.assertEqual(diag.message_primary, f"batch {batch_b} does not exist")
+        for text in (diag.message_primary, diag.message_detail, diag.message_hint):
+            self.assertNotIn("sb", text or "")
+        self.assertEqual(self.consumer_state("sb", "r"), (True, 0), "the batch was finished")
+        # Nor can it read B's events in any way.
+        for call in ("SELECT * FROM pgq.next_batch('sb', 'r')",
+                     "SELECT pgq.register_consumer('sb', 'spy')",
+                     "SELECT * FROM pgq.next_batch('sb', 'spy')",
+                     f"SELECT * FROM pgq.stream_events_{self.stream_id('sb')}",
+                     "SELECT * FROM pgq.stream_events"):
+            with self.subTest(call=call):
+                self.refused(consumer, call)
+        self.assertEqual(consumer.execute("SELECT count(*) FROM pgq.stream_stats WHERE stream = 'sb'")
+                         .fetchone()[0], 0)
+        # An id no consumer has is answered as before: it does not exist.
+        for never in (batch_b + (1000 << 32), -batch_b, 0):
+            with self.subTest(batch=never), self.assertRaises(errors.InvalidParameterValue):
+                consumer.execute("SELECT pgq.finish_batch(%s)", (never,))
+        # Its own stream's batch it finishes.
+        consumer.execute("SELECT pgq.register_consumer('sa', 'mine')")
+        self.admin.execute("SELECT pgq.append('sa', '{}')")
+        mine = consumer.execute("SELECT batch_id FROM pgq.next_batch('sa', 'mine')").fetchone()[0]
+        self.assertEqual(consumer.execute("SELECT pgq.finish_batch(%s)", (mine,)).fetchone()[0], 1)
+
+    def test_consumers_are_not_bound_to_roles_the_consume_right_covers_them_all(self):
+        # Finding (as the contract says, SPEC §10): finish_batch takes the
+        # consume right on the batch's stream, nothing more, and consumers
+        # belong to no role. A role with consume on a stream may read the
+        # open batch of another role's consumer of that stream with
+        # next_batch under its name, finish (skip) it given or guessing its
+        # id (consumer_id * 2^32 + batch number), and unregister that
+        # consumer (which, registered again, starts after the events
+        # appended meanwhile).
+        self.grant_stream(CONSUMER, "sa", "consume")
+        self.grant_stream(WORKER1, "sa", "consume")
+        worker, consumer = self.as_role(WORKER1), self.as_role(CONSUMER)
+        worker.execute("SELECT pgq.register_consumer('sa', 'workers')")
+        self.admin.execute("SELECT pgq.append('sa', '{\"n\": 1}')")
+        theirs = worker.execute("SELECT batch_id FROM pgq.next_batch('sa', 'workers')").fetchone()[0]
+        self.assertEqual(consumer.execute(
+            "SELECT batch_id, payload FROM pgq.next_batch('sa', 'workers')").fetchall(),
+            [(theirs, {"n": 1})])
+        self.assertEqual(consumer.execute("SELECT pgq.finish_batch(%s)", (theirs,)).fetchone()[0], 1)
+        self.assertEqual(self.consumer_state("sa", "workers"), (False, 1))
+        with self.assertRaises(errors.ObjectNotInPrerequisiteState):
+            worker.execute("SELECT pgq.finish_batch(%s)", (theirs,))
+        self.assertTrue(consumer.execute(
+            "SELECT pgq.unregister_consumer('sa', 'workers')").fetchone()[0])
+        self.admin.execute("SELECT pgq.append('sa', '{\"n\": 2}')")  # never seen by 'workers'
+        worker.execute("SELECT pgq.register_consumer('sa', 'workers')")
+        self.admin.execute("SELECT pgq.append('sa', '{\"n\": 3}')")
+        self.assertEqual([r[0] for r in worker.execute(
+            "SELECT payload FROM pgq.next_batch('sa', 'workers')")], [{"n": 3}])
+
+    def test_only_the_owner_or_a_superuser_grants_on_a_stream(self):
+        self.grant_stream(GLOBAL, None, "admin")
+        owner = self.as_role(GLOBAL)
+        owner.execute("SELECT pgq.create_stream('owned')")
+        # The owner grants on its stream; twice is a no-op.
+        self.assertEqual(owner.execute(
+            "SELECT pgq.grant_stream(%s, 'owned', 'consume'), pgq.grant_stream(%s, 'owned', 'consume')",
+            (CONSUMER, CONSUMER)).fetchone(), (True, False))
+        self.assertTrue(self.as_role(CONSUMER).execute(
+            "SELECT pgq.register_consumer('owned', 'c')").fetchone()[0])
+        # An admin of a stream may not change who holds rights on it; an
+        # admin of every stream may not either, on a stream it does not own,
+        # nor may anyone but a superuser grant on every stream.
+        self.grant_stream(ADMIN, "sa", "admin")
+        admin = self.as_role(ADMIN)
+        self.refused(admin, "SELECT pgq.grant_stream(%s, 'sa', 'consume')", (ADMIN,))
+        self.refused(admin, "SELECT pgq.revoke_stream(%s, 'sa', 'admin')", (ADMIN,))
+        self.refused(owner, "SELECT pgq.grant_stream(%s, 'sa', 'consume')", (GLOBAL,))
+        self.refused(owner, "SELECT pgq.grant_stream(%s, NULL, 'consume')", (CONSUMER,))
+        self.refused(owner, "SELECT pgq.revoke_stream(%s, NULL, 'admin')", (GLOBAL,))
+        # A stream right is no queue right, and a queue owner no stream owner.
+        self.refused(owner, "SELECT pgq.grant(%s, 'q', 'consume')", (CONSUMER,))
+        self.refused(owner, "SELECT pgq.append('sa', '{}')")
+        # Bad input.
+        cases = [
+            ("SELECT pgq.grant_stream('pgq_t_no_such_role', 'sa', 'consume')", errors.UndefinedObject),
+            ("SELECT pgq.grant_stream(%s, 'no_such_stream', 'consume')" % repr(CONSUMER),
+             errors.UndefinedObject),
+            ("SELECT pgq.grant_stream(%s, 'sa', 'read')" % repr(CONSUMER), errors.InvalidParameterValue),
+            ("SELECT pgq.grant_stream(%s, 'sa', 'produce, consume')" % repr(CONSUMER),
+             errors.InvalidParameterValue),
+            ("SELECT pgq.grant_stream(%s, 'sa', NULL)" % repr(CONSUMER), errors.NullValueNotAllowed),
+            ("SELECT pgq.grant_stream(NULL, 'sa', 'consume')", errors.NullValueNotAllowed),
+            ("SELECT pgq.grant_stream(%s, 'Bad Name', 'consume')" % repr(CONSUMER),
+             errors.InvalidParameterValue),
+            ("SELECT pgq.revoke_stream(%s, 'no_such_stream', 'consume')" % repr(CONSUMER),
+             errors.UndefinedObject),
+        ]
+        for call, error in cases:
+            with self.subTest(call=call), self.assertRaises(error):
+                self.admin.execute(call)
+        self.assertEqual(owner.execute(
+            "SELECT pgq.revoke_stream(%s, 'owned', 'consume'), pgq.revoke_stream(%s, 'owned', 'consume')",
+            (CONSUMER, CONSUMER)).fetchone(), (True, False))
+        self.refused(self.as_role(CONSUMER), "SELECT * FROM pgq.next_batch('owned', 'c')")
+
+    def test_an_owner_whose_name_needs_quoting_grants_on_its_stream(self):
+        # The owner check must compare roles, not a quoted name with a bare one.
+        self.grant_stream(OWNER_QUOTED, None, "admin")
+        self.grant_stream("pgq_t_o'brien", None, "admin")
+        for role, stream in ((OWNER_QUOTED, "quoted_s"), ("pgq_t_o'brien", "obrien_s")):
+            with self.subTest(role=role):
+                conn = self.connect()
+                conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+                conn.execute("SELECT pgq.create_stream(%s)", (stream,))
+                self.assertEqual(self.admin.execute(
+                    "SELECT owner::oid = (SELECT oid FROM pg_roles WHERE rolname = %s)"
+                    "  FROM pgq.streams WHERE name = %s", (role, stream)).fetchone()[0], True)
+                conn.execute("SELECT pgq.append(%s, '{}')", (stream,))  # the owner's rights
+                try:
+                    granted = conn.execute(
+                        "SELECT pgq.grant_stream(%s, %s, 'consume')", (CONSUMER, stream)).fetchone()[0]
+                except errors.InsufficientPrivilege as refused:
+                    self.fail(f"the owner {role} may not grant on its own stream: {refused}")
+                self.assertTrue(granted)
+
+    def test_a_role_named_like_the_quoted_owner_is_not_the_owner(self):
+        # A role literally named '"PgqT_Owner"' (with the double quotes) is
+        # not PgqT_Owner: it may not grant itself rights on PgqT_Owner's stream.
+        self.grant_stream(OWNER_QUOTED, None, "admin")
+        owner = self.connect()
+        owner.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(OWNER_QUOTED)))
+        owner.execute("SELECT pgq.create_stream('quoted_s')")
+        owner.execute("SELECT pgq.append('quoted_s', '{\"secret\": 1}')")
+        spoof = self.connect()
+        spoof.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(SPOOF)))
+        self.refused(spoof, "SELECT pgq.grant_stream(%s, 'quoted_s', 'consume')", (SPOOF,))
+        self.refused(spoof, "SELECT pgq.register_consumer('quoted_s', 'spy')")
+        self.assertEqual(self.admin.execute(
+            "SELECT count(*) FROM pgq.stream_grants WHERE role::oid ="
+            " (SELECT oid FROM pg_roles WHERE rolname = %s)", (SPOOF,)).fetchone()[0], 0)
+
+    def test_a_dropped_owners_stream_does_not_pass_to_a_role_named_after_its_oid(self):
+        # A stream's owner is kept as a role (an OID). Once that role is
+        # dropped, the OID reads as digits: a role created with those digits
+        # for a name is not the owner.
+        self.admin.execute("CREATE ROLE pgq_t_gone")
+        self.grant_stream("pgq_t_gone", None, "admin")
+        gone = self.connect()
+        gone.execute("SET ROLE pgq_t_gone")
+        gone.execute("SELECT pgq.create_stream('orphan')")
+        gone.close()
+        oid = self.admin.execute("SELECT oid FROM pg_roles WHERE rolname = 'pgq_t_gone'").fetchone()[0]
+        self.admin.execute("SELECT pgq.revoke_stream('pgq_t_gone', NULL, 'admin')")
+        self.admin.execute("DROP ROLE pgq_t_gone")
+        impostor = str(oid)
+        self.extra_roles.append(impostor)
+        self.admin.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(impostor)))
+        conn = self.connect()
+        conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(impostor)))
+        self.refused(conn, "SELECT pgq.grant_stream(%s, 'orphan', 'consume')", (impostor,))
+        self.refused(conn, "SELECT pgq.append('orphan', '{}')")
+
+    def test_stream_grants_of_a_dropped_role_are_removed_by_maintenance(self):
+        # As queue and topic grants are (RightsTest.test_grants_of_a_dropped_
+        # role_are_removed_by_maintenance): deleted before the OID could ever
+        # name another role. No maintenance worker here meanwhile, as there.
+        self.admin.execute("ALTER SYSTEM SET pgq.databases = 'postgres'")
+        self.admin.execute("SELECT pg_reload_conf()")
+        try:
+            self.wait_for("the maintenance worker to leave", lambda: self.admin.execute(
+                "SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'pgq maintenance'"
+                "   AND datname = current_database()").fetchone()[0])
+            self.admin.execute("CREATE ROLE pgq_t_gone")
+            self.grant_stream("pgq_t_gone", "sa", "consume")
+            self.grant_stream("pgq_t_gone", None, "produce")
+            self.admin.execute("DROP ROLE pgq_t_gone")
+            count = "SELECT count(*) FROM pgq.stream_grants"
+            self.assertEqual(self.admin.execute(count).fetchone()[0], 2)
+            self.connect().execute("SELECT * FROM pgq.maintain()")
+            self.assertEqual(self.admin.execute(count).fetchone()[0], 0)
+        finally:
+            self.admin.execute("ALTER SYSTEM RESET pgq.databases")
+            self.admin.execute("SELECT pg_reload_conf()")
+
+    def test_a_grant_on_every_stream_is_a_superusers_and_covers_streams_made_later(self):
+        self.grant_stream(GLOBAL, None, "consume")
+        self.grant_stream(GLOBAL, None, "admin")
+        self.admin.execute("SELECT pgq.create_stream('later')")
+        self.admin.execute("SELECT pgq.register_consumer('later', 'g')")
+        self.admin.execute("SELECT pgq.append('later', '{}')")
+        worker = self.as_role(GLOBAL)
+        batch = worker.execute("SELECT batch_id FROM pgq.next_batch('later', 'g')").fetchall()
+        self.assertEqual(len(batch), 1)
+        self.assertEqual(worker.execute("SELECT pgq.finish_batch(%s)", (batch[0][0],)).fetchone()[0], 1)
+        # admin on every stream lets it create streams, which it then owns
+        # (every right on them), and alter or drop anyone's.
+        worker.execute("SELECT pgq.create_stream('its_own')")
+        worker.execute("SELECT pgq.append('its_own', '{}')")
+        self.refused(worker, "SELECT pgq.append('later', '{}')")  # no produce on 'later'
+        worker.execute("SELECT pgq.alter_stream('sb', '1 hour')")
+        self.assertTrue(worker.execute("SELECT pgq.drop_stream('sb')").fetchone()[0])
+        # It cannot hand those rights on: only a superuser grants on every stream.
+        self.refused(worker, "SELECT pgq.grant_stream(%s, NULL, 'consume')", (CONSUMER,))
+        self.refused(worker, "SELECT pgq.grant_stream(%s, NULL, 'produce')", (GLOBAL,))
+        self.assertTrue(self.admin.execute(
+            "SELECT pgq.revoke_stream(%s, NULL, 'consume')", (GLOBAL,)).fetchone()[0])
+        self.refused(worker, "SELECT * FROM pgq.next_batch('later', 'g')")
+        worker.execute("SELECT pgq.register_consumer('its_own', 'mine')")
+        self.assertTrue(self.admin.execute(
+            "SELECT pgq.revoke_stream(%s, NULL, 'admin')", (GLOBAL,)).fetchone()[0])
+        self.refused(worker, "SELECT pgq.create_stream('another')")
+        self.refused(worker, "SELECT pgq.alter_stream('sa', '1 hour')")
+        worker.execute("SELECT pgq.alter_stream('its_own', '1 hour')")  # still its owner
+
+    def test_a_stream_grant_to_a_group_counts_for_its_inheriting_members(self):
+        self.grant_stream(WORKERS, "sa", "consume")
+        self.admin.execute("SELECT pgq.register_consumer('sa', 'w')")
+        self.admin.execute("SELECT pgq.append('sa', '{}')")
+        self.refused(self.as_role("pgq_t_noinherit"), "SELECT * FROM pgq.next_batch('sa', 'w')")
+        self.refused(self.as_role(LONER), "SELECT * FROM pgq.next_batch('sa', 'w')")
+        member = self.as_role(WORKER1)
+        batch = member.execute("SELECT batch_id FROM pgq.next_batch('sa', 'w')").fetchone()[0]
+        # Leaving the group takes the right from the next transaction.
+        self.admin.execute(f"REVOKE {WORKERS} FROM {WORKER1}")
+        self.refused(member, "SELECT pgq.finish_batch(%s)", (batch,))
+        self.refused(member, "SELECT * FROM pgq.next_batch('sa', 'w')")
+        self.admin.execute(f"GRANT {WORKERS} TO {WORKER1}")
+        self.assertEqual(member.execute("SELECT pgq.finish_batch(%s)", (batch,)).fetchone()[0], 1)
+
+    def test_a_stream_revoke_counts_from_the_next_transaction_of_every_session(self):
+        self.grant_stream(CONSUMER, "sa", "consume")
+        self.grant_stream(PRODUCER, "sa", "produce")
+        consumer, producer = self.as_role(CONSUMER), self.as_role(PRODUCER)
+        consumer.execute("SELECT pgq.register_consumer('sa', 'c')")
+        producer.execute("SELECT pgq.append('sa', '{}')")
+        batch = consumer.execute("SELECT batch_id FROM pgq.next_batch('sa', 'c')").fetchone()[0]
+        self.assertTrue(self.admin.execute(
+            "SELECT pgq.revoke_stream(%s, 'sa', 'consume'), pgq.revoke_stream(%s, 'sa', 'produce')",
+            (CONSUMER, PRODUCER)).fetchone()[0])
+        self.refused(consumer, "SELECT * FROM pgq.next_batch('sa', 'c')")
+        self.refused(consumer, "SELECT pgq.finish_batch(%s)", (batch,))
+        self.refused(producer, "SELECT pgq.append('sa', '{}')")
+        # A session in a transaction since before the revoke: refused from
+        # its next transaction at the latest.
+        self.grant_stream(PRODUCER, "sa", "produce")
+        tx = self.connect(autocommit=False)
+        tx.execute(f"SET ROLE {PRODUCER}")
+        tx.execute("SELECT pgq.append('sa', '{}')")
+        self.admin.execute("SELECT pgq.revoke_stream(%s, 'sa', 'produce')", (PRODUCER,))
+        tx.commit()
+        self.refused(tx, "SELECT pgq.append('sa', '{}')")
+        tx.rollback()
+        self.grant_stream(CONSUMER, "sa", "consume")
+        self.assertEqual(consumer.execute("SELECT pgq.finish_batch(%s)", (batch,)).fetchone()[0], 1)
+
+    def test_the_creator_owns_the_stream_not_the_owner_of_the_tables(self):
+        self.grant_stream(GLOBAL, None, "admin")
+        creator = self.as_role(GLOBAL)
+        creator.execute("SELECT pgq.create_stream('by_global')")
+        self.assertEqual(self.admin.execute(
+            "SELECT owner::text FROM pgq.streams WHERE name = 'by_global'").fetchone()[0], GLOBAL)
+        self.assertEqual(self.admin.execute(
+            "SELECT owner::text FROM pgq.streams WHERE name = 'sa'").fetchone()[0], "postgres")
+        # Its segment tables are pgq's, like every other table of the schema:
+        # the creator cannot read, alter or put a trigger on them.
+        sid = self.stream_id("by_global")
+        tables = self.admin.execute(
+            "SELECT c.relname, c.relowner = n.nspowner, c.relacl IS NULL FROM pg_class c"
+            "  JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = 'pgq' AND c.relkind IN ('r', 'p')"
+            "   AND c.relname ~ ('^stream_events_' || %s || '(_[0-9]+)?$')"
+            " ORDER BY 1", (str(sid),)).fetchall()
+        self.assertEqual(tables, [(f"stream_events_{sid}", True, True)] +
+                         [(f"stream_events_{sid}_{k}", True, True) for k in range(3)])
+        for call in (f"SELECT * FROM pgq.stream_events_{sid}_0",
+                     f"INSERT INTO pgq.stream_events_{sid}_0 VALUES ({sid}, 0, '1', 1, now(), '{{}}')",
+                     f"TRUNCATE pgq.stream_events_{sid}_1",
+                     f"ALTER TABLE pgq.stream_events_{sid}_0 ENABLE ROW LEVEL SECURITY",
+                     "UPDATE pgq.streams SET owner = 'pgq_t_global' WHERE name = 'sa'"):
+            with self.subTest(call=call):
+                self.refused(creator, call)
+        # An owner holds every right on its stream, without a grant.
+        self.assertTrue(self.admin.execute(
+            "SELECT pgq.revoke_stream(%s, NULL, 'admin')", (GLOBAL,)).fetchone()[0])
+        creator.execute("SELECT pgq.register_consumer('by_global', 'c')")
+        creator.execute("SELECT pgq.append('by_global', '{}')")
+        batch = creator.execute("SELECT batch_id FROM pgq.next_batch('by_global', 'c')").fetchone()[0]
+        self.assertEqual(creator.execute("SELECT pgq.finish_batch(%s)", (batch,)).fetchone()[0], 1)
+        self.assertTrue(creator.execute("SELECT pgq.drop_stream('by_global')").fetchone()[0])
+
+    def test_stream_stats_show_only_streams_the_role_holds_a_right_on(self):
+        self.open_batch("sa", "ra", '{"card": "1"}')
+        self.open_batch("sb", "rb", '{"card": "2"}')
+        self.grant_stream(PRODUCER, "sa", "produce")
+        self.grant_stream(ADMIN, "sb", "admin")
+        producer, admin, nobody = self.as_role(PRODUCER), self.as_role(ADMIN), self.as_role(NOBODY)
+        for conn, seen in ((producer, [("sa", "ra")]), (admin, [("sb", "rb")]), (nobody, [])):
+            for source in ("pgq.stream_stats", "pgq.stream_consumer_stats()"):
+                with self.subTest(source=source, seen=seen):
+                    self.assertEqual(conn.execute(
+                        f"SELECT stream, consumer FROM {source} ORDER BY 1").fetchall(), seen)
+        self.assertEqual(self.admin.execute(
+            "SELECT stream, consumer FROM pgq.stream_stats ORDER BY 1").fetchall(),
+            [("sa", "ra"), ("sb", "rb")])
+        # A leaky function in the reader's WHERE clause only sees the rows
+        # the function returned.
+        self.admin.execute(
+            "CREATE FUNCTION public.leak(t text) RETURNS boolean LANGUAGE plpgsql COST 0.0001 AS"
+            " $$ BEGIN RAISE NOTICE 'leak: %', t; RETURN true; END $$")
+        seen = []
+        producer.add_notice_handler(lambda d: seen.append(d.message_primary))
+        producer.execute("SELECT * FROM pgq.stream_stats WHERE public.leak(stream || '/' || consumer)")
+        self.assertEqual(seen, ["leak: sa/ra"])
+
+    def test_no_role_reads_the_stream_tables_directly(self):
+        # Not even one holding every right on a stream: events are read
+        # through next_batch only.
+        self.open_batch("sa", "r", '{"card": "4111"}')
+        for privilege in ("produce", "consume", "admin"):
+            self.grant_stream(CONSUMER, "sa", privilege)
+        sid = self.stream_id("sa")
+        for role in (CONSUMER, NOBODY):
+            conn = self.as_role(role)
+            for table in ("stream_events", f"stream_events_{sid}", f"stream_events_{sid}_0",
+                          f"stream_events_{sid}_1", f"stream_events_{sid}_2",
+                          "stream_consumers", "streams", "stream_grants", "rings", "ring_segments"):
+                with self.subTest(role=role, table=table):
+                    self.refused(conn, f"SELECT * FROM pgq.{table}")
+            with self.subTest(role=role, what="sequences"):
+                self.refused(conn, "SELECT nextval('pgq.stream_event_id_seq')")
+                self.refused(conn, "SELECT setval('pgq.stream_consumer_id_seq', 1)")
+            with self.subTest(role=role, what="writes"):
+                self.refused(conn, "UPDATE pgq.stream_consumers SET batch_open = false")
+                self.refused(conn, "INSERT INTO pgq.stream_grants VALUES (%s, 0, 'admin')", (role,))
+
+    def test_stream_and_consumer_names_are_validated(self):
+        # Names never reach SQL text (tables are named by id), and a name
+        # that is not one is refused before anything runs: 22023.
+        bad = ["x;drop table pgq.streams", "sa'; DROP TABLE pgq.streams; --", 'sa"', "sa)",
+               "Upper", "a b", "", "a" * 64, "_x", "-x", ".x", "ñandú", "sa\n",
+               "sa/1", "sa:1", "sa*", "s%a"]
+        calls = [
+            "SELECT pgq.create_stream(%(n)s)", "SELECT pgq.alter_stream(%(n)s, '1 hour')",
+            "SELECT pgq.drop_stream(%(n)s, if_exists => true)", "SELECT pgq.append(%(n)s, '{}')",
+            "SELECT * FROM pgq.append_many(%(n)s, ARRAY['{}']::jsonb[])",
+            "SELECT pgq.register_consumer(%(n)s, 'c')", "SELECT pgq.register_consumer('sa', %(n)s)",
+            "SELECT pgq.unregister_consumer(%(n)s, 'c')", "SELECT pgq.unregister_consumer('sa', %(n)s)",
+            "SELECT * FROM pgq.next_batch(%(n)s, 'c')", "SELECT * FROM pgq.next_batch('sa', %(n)s)",
+            "SELECT pgq.grant_stream('pgq_t_consumer', %(n)s, 'consume')",
+            "SELECT pgq.revoke_stream('pgq_t_consumer', %(n)s, 'consume')",
+        ]
+        self.grant_stream(GLOBAL, None, "admin")
+        self.grant_stream(GLOBAL, None, "consume")
+        self.grant_stream(GLOBAL, None, "produce")
+        for conn in (self.admin, self.as_role(GLOBAL)):
+            for name in bad:
+                for call in calls:
+                    with self.subTest(name=name, call=call), \
+                            self.assertRaises(errors.InvalidParameterValue):
+                        conn.execute(call, {"n": name})
+        self.assertEqual(self.admin.execute(
+            "SELECT array_agg(name ORDER BY name) FROM pgq.streams").fetchone()[0], ["sa", "sb"])
+        # The longest and the oddest valid names work (a dot is a character
+        # like any other: 'pgq.sa' is not stream sa of a schema pgq).
+        for name in ("a" * 63, "0.a-b_c", "pgq.sa"):
+            self.admin.execute("SELECT pgq.create_stream(%s)", (name,))
+            self.admin.execute("SELECT pgq.register_consumer(%s, %s)", (name, name))
+            self.admin.execute("SELECT pgq.append(%s, '{}')", (name,))
+            self.assertEqual(len(self.admin.execute(
+                "SELECT * FROM pgq.next_batch(%s, %s)", (name, name)).fetchall()), 1)

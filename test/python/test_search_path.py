@@ -5,8 +5,14 @@ compare, unnest() and count(), is never called by any pgq function, although
 the session's own unqualified SQL does pick them up.
 
 Every call logs into a table the planted objects write to; the log must stay
-empty. Runs like test_concurrency.py (same DSN, same fresh-extension setUp).
+empty. Streams (2.0) too: every stream function is driven (checked), with
+min() and the xid8, smallint and bigint operators their statements use
+planted as well, through rotation and truncation of a ring.
+
+Runs like test_concurrency.py (same DSN, same fresh-extension setUp).
 """
+
+import re
 
 import psycopg
 
@@ -36,6 +42,23 @@ CREATE FUNCTION evil.has_queue_privilege(text, text) RETURNS boolean LANGUAGE sq
   $$ INSERT INTO evil.calls VALUES ('has_queue_privilege()'); SELECT true $$;
 CREATE FUNCTION evil.unflushed_completions(integer) RETURNS bigint LANGUAGE sql VOLATILE AS
   $$ INSERT INTO evil.calls VALUES ('unflushed_completions()'); SELECT 0::bigint $$;
+-- Streams: their tables, and functions their statements call.
+CREATE VIEW evil.streams AS SELECT * FROM pgq.streams WHERE evil.log('streams');
+CREATE VIEW evil.stream_consumers AS SELECT * FROM pgq.stream_consumers WHERE evil.log('stream_consumers');
+CREATE VIEW evil.stream_grants AS SELECT * FROM pgq.stream_grants WHERE evil.log('stream_grants');
+CREATE VIEW evil.rings AS SELECT * FROM pgq.rings WHERE evil.log('rings');
+CREATE VIEW evil.ring_segments AS SELECT * FROM pgq.ring_segments WHERE evil.log('ring_segments');
+CREATE VIEW evil.stream_events AS SELECT * FROM pgq.stream_events WHERE evil.log('stream_events');
+CREATE FUNCTION evil.min(timestamptz) RETURNS timestamptz LANGUAGE sql VOLATILE AS
+  $$ INSERT INTO evil.calls VALUES ('min()'); SELECT $1 $$;
+CREATE FUNCTION evil.max(xid8) RETURNS xid8 LANGUAGE sql VOLATILE AS
+  $$ INSERT INTO evil.calls VALUES ('max()'); SELECT $1 $$;
+CREATE FUNCTION evil.clock_timestamp() RETURNS timestamptz LANGUAGE sql VOLATILE AS
+  $$ INSERT INTO evil.calls VALUES ('clock_timestamp()'); SELECT pg_catalog.clock_timestamp() $$;
+CREATE FUNCTION evil.pg_current_snapshot() RETURNS pg_snapshot LANGUAGE sql VOLATILE AS
+  $$ INSERT INTO evil.calls VALUES ('pg_current_snapshot()'); SELECT pg_catalog.pg_current_snapshot() $$;
+CREATE FUNCTION evil.stream_consumer_stats() RETURNS SETOF text LANGUAGE sql VOLATILE AS
+  $$ INSERT INTO evil.calls VALUES ('stream_consumer_stats()'); SELECT 'x' $$;
 GRANT SELECT ON ALL TABLES IN SCHEMA evil TO PUBLIC;
 """
 APP = "pgq_t_search_path_app"
@@ -45,7 +68,17 @@ OPERATORS = [
     ("bigint", "=", "int8eq"), ("integer", "=", "int4eq"), ("text", "=", "texteq"),
     ("timestamptz", "<", "timestamptz_lt"), ("timestamptz", "<=", "timestamptz_le"),
     ("integer", "<", "int4lt"), ("integer", ">=", "int4ge"), ("bigint", "<", "int8lt"),
+    # Streams: (txid, id) positions, segments.
+    ("xid8", "=", "xid8eq"), ("xid8", "<", "xid8lt"), ("xid8", ">", "xid8gt"),
+    ("xid8", "<=", "xid8le"), ("xid8", ">=", "xid8ge"), ("bigint", ">", "int8gt"),
+    ("bigint", "<=", "int8le"), ("smallint", "=", "int2eq"), ("smallint", "<>", "int2ne"),
 ]
+# Every one of these is called by drive() (checked).
+STREAM_FUNCTIONS = {
+    "create_stream", "alter_stream", "drop_stream", "append", "append_many",
+    "register_consumer", "unregister_consumer", "next_batch", "finish_batch",
+    "grant_stream", "revoke_stream", "stream_consumer_stats",
+}
 
 
 class SearchPathTest(PgqTestCase):
@@ -81,6 +114,7 @@ class SearchPathTest(PgqTestCase):
             self.admin.execute(f"CREATE ROLE {APP}")
             for privilege in ("produce", "consume", "admin"):
                 self.admin.execute("SELECT pgq.grant(%s, NULL, %s)", (APP, privilege))
+                self.admin.execute("SELECT pgq.grant_stream(%s, NULL, %s)", (APP, privilege))
             self.admin.execute(f"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pgq TO {APP}")
             victim.execute(f"SET ROLE {APP}")
         victim.execute("SET search_path = evil, pg_catalog, public")
@@ -101,7 +135,12 @@ class SearchPathTest(PgqTestCase):
         self.assertEqual(self.calls(), [], "a pgq function called a planted object")
 
     def drive(self, victim, superuser):
-        run = lambda q, *a: victim.execute(q, a).fetchall()  # noqa: E731
+        called = set()
+
+        def run(q, *a):
+            called.update(re.findall(r"pgq\.(\w+)\(", q))
+            return victim.execute(q, a).fetchall()
+
         run("SELECT pgq.create_queue('mail', max_attempts => 2, rate_limit => 100)")
         run("SELECT pgq.create_queue('g')")
         ids = [run("SELECT pgq.enqueue('mail', '{}', priority => %s)", p)[0][0] for p in (1, 2)]
@@ -145,3 +184,62 @@ class SearchPathTest(PgqTestCase):
         run("SELECT pgq.alter_queue('mail', lease => '1 minute', rate_limit => 0)")
         run("SELECT pgq.drop_queue('g', force => true)")
         self.assertTrue(ids)
+        self.drive_streams(run)
+        self.assertLessEqual(STREAM_FUNCTIONS, called, "a stream function was not driven")
+
+    def drive_streams(self, run):
+        # As the stream's creator (so its owner: it may grant), through a
+        # whole ring: batches (a new window, the open batch again, the rest
+        # of a window), a wait, stats, a rotation, a truncation, a drop.
+        run("SELECT pgq.create_stream('events', rotation => '1 hour')")
+        run("SELECT pgq.create_stream('events', if_not_exists => true)")
+        run("SELECT pgq.register_consumer('events', 'r1'), pgq.register_consumer('events', 'r2')")
+        run("SELECT pgq.register_consumer('events', 'r1')")
+        first = run("SELECT pgq.append('events', '{\"n\": 1}')")[0][0]
+        more = [r[0] for r in run("SELECT * FROM pgq.append_many('events', ARRAY['{}', '[]']::jsonb[])")]
+        batch = run("SELECT batch_id, event_id FROM pgq.next_batch('events', 'r1', 2)")
+        self.assertEqual([r[1] for r in batch], [first, more[0]])
+        self.assertEqual(run("SELECT batch_id, event_id FROM pgq.next_batch('events', 'r1', 2)"), batch)
+        run("SELECT * FROM pgq.stream_stats")
+        run("SELECT * FROM pgq.stream_consumer_stats()")
+        self.assertEqual(run("SELECT pgq.finish_batch(%s)", batch[0][0]), [(2,)])
+        rest = run("SELECT batch_id, event_id FROM pgq.next_batch('events', 'r1', 10)")
+        self.assertEqual([r[1] for r in rest], [more[1]])
+        run("SELECT pgq.finish_batch(%s)", rest[0][0])
+        self.assertEqual(run("SELECT * FROM pgq.next_batch('events', 'r1', 10, wait => '20 ms')"), [])
+        r2 = run("SELECT batch_id FROM pgq.next_batch('events', 'r2', 100000)")
+        run("SELECT pgq.finish_batch(%s)", r2[0][0])
+        run("SELECT pgq.grant_stream('pg_monitor', 'events', 'consume')")
+        run("SELECT pgq.revoke_stream('pg_monitor', 'events', 'consume')")
+        # A ring turned and its sealed segment (every event finished)
+        # truncated, by the victim's maintain(): no maintenance worker in this
+        # database meanwhile.
+        self.admin.execute("ALTER SYSTEM SET pgq.databases = 'postgres'")
+        self.admin.execute("SELECT pg_reload_conf()")
+        try:
+            self.wait_for("the maintenance worker to leave", lambda: self.admin.execute(
+                "SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'pgq maintenance'"
+                "   AND datname = current_database()").fetchone()[0])
+            self.turn_and_truncate(run)
+        finally:
+            self.admin.execute("ALTER SYSTEM RESET pgq.databases")
+            self.admin.execute("SELECT pg_reload_conf()")
+        run("SELECT pgq.unregister_consumer('events', 'r2')")
+        run("SELECT pgq.drop_stream('events'), pgq.drop_stream('events', if_exists => true)")
+
+    def turn_and_truncate(self, run):
+        run("SELECT pgq.alter_stream('events', '1 second')")
+        victim_clock = run("SELECT pg_catalog.clock_timestamp()")[0][0]
+        self.wait_for("the rotation to be due", lambda: self.admin.execute(
+            "SELECT pg_catalog.clock_timestamp() - %s > '1.2 seconds'::interval",
+            (victim_clock,)).fetchone()[0])
+        rings = "SELECT generation FROM pgq.rings r JOIN pgq.streams s ON s.stream_id = r.ring_id" \
+                " WHERE s.name = 'events'"
+        generation = self.admin.execute(rings).fetchone()[0]
+        truncated = "SELECT count(*) FROM pgq.ring_segments g JOIN pgq.streams s" \
+                    " ON s.stream_id = g.ring_id WHERE s.name = 'events' AND g.truncated_at IS NOT NULL"
+        self.assertEqual(self.admin.execute(truncated).fetchone()[0], 0)
+        run("SELECT * FROM pgq.maintain()")
+        self.assertEqual(self.admin.execute(rings).fetchone()[0], generation + 1)
+        run("SELECT * FROM pgq.maintain()")
+        self.assertEqual(self.admin.execute(truncated).fetchone()[0], 1)
