@@ -5,7 +5,8 @@
 //
 // Handlers may also end with a Snooze (job.snooze) or an OutcomeUnknown, and a
 // cancelled job's signal is aborted with a CancelledError; getJob and listJobs
-// read jobs back.
+// read jobs back. Streams (pgq_cpp 2.0): Stream appends in your transaction,
+// StreamConsumer reads batches (42704 also for an unknown stream or consumer).
 import type { PoolConfig } from 'pg';
 
 /** Anything that runs a query: a pg.Client, a pg.PoolClient inside your transaction, or a pg.Pool. */
@@ -190,5 +191,82 @@ export class Worker<Payload = unknown> {
    */
   stop(): Promise<void>;
   /** stop() on the first of these signals (default SIGTERM and SIGINT); resolves once the worker has stopped. */
+  stopOnSignals(signals?: NodeJS.Signals[]): Promise<void>;
+}
+
+/** A stream event id: pg returns bigint as a string. */
+export type EventId = string;
+
+/** A batch id, what pgq.finish_batch takes: pg returns bigint as a string. */
+export type BatchId = string;
+
+export class Stream<Payload = unknown> {
+  constructor(name: string);
+  readonly name: string;
+  /** Runs `SELECT pgq.append(...)` on `client`, in its open transaction if any; never commits. */
+  append(client: Queryable, payload: Payload): Promise<EventId>;
+  /** One statement (pgq.append_many); the ids in input order. */
+  appendMany(client: Queryable, payloads: readonly Payload[]): Promise<EventId[]>;
+}
+
+/** One event of a batch, as pgq.next_batch returned it. */
+export interface StreamEvent<Payload = unknown> {
+  /** The event id (pgq.append's): the key that makes a handler idempotent. */
+  readonly id: EventId;
+  readonly payload: Payload;
+  readonly appendedAt: Date;
+}
+
+/**
+ * What a StreamConsumer's handler gets: one batch, its events in commit order (grouped by transaction, each
+ * one's in append order). A batch that is not finished (the handler threw, or the process died first) comes
+ * again with the same id and the same events.
+ */
+export interface StreamBatch<Payload = unknown> {
+  readonly id: BatchId;
+  readonly stream: string;
+  readonly consumer: string;
+  readonly events: readonly StreamEvent<Payload>[];
+}
+
+/** A stream to read: its name, or the Stream. */
+export type StreamRef<Payload = unknown> = string | Stream<Payload>;
+
+/**
+ * pg settings (connectionString, or host, port, user, ...) plus the consumer's own. `stream` is the stream to
+ * read, not pg's setting of that name (a socket factory), which a consumer does not take.
+ */
+export interface StreamConsumerOptions<Payload = unknown> extends Omit<PoolConfig, 'stream'> {
+  stream: StreamRef<Payload>;
+  /** The consumer's name: its position. Consumers of different names each get every event. */
+  consumer: string;
+  /**
+   * Resolves: the batch is finished (pgq.finish_batch). Throws or rejects: it is not, and comes again after a
+   * backoff (0.2 s doubling to 10 s). At-least-once: make it idempotent per event id.
+   */
+  handler: (batch: StreamBatch<Payload>) => unknown;
+  /** Events per batch at most, 1 to 100000 (default 1000). */
+  maxEvents?: number;
+  /** Seconds one next_batch waits on the server for an event (default 5). */
+  wait?: number;
+  /** Register the consumer at start() (default true); false: it must be registered already (else 42704). */
+  register?: boolean;
+  /** Where handler failures and reconnections are reported (default: console). */
+  logger?: Logger;
+}
+
+export class StreamConsumer<Payload = unknown> {
+  constructor(options: StreamConsumerOptions<Payload>);
+  /**
+   * Connects, registers (unless `register: false`) and reads once: rejects on a bad connection, an unknown
+   * stream or consumer (42704) or no consume right (42501).
+   */
+  start(): Promise<void>;
+  /**
+   * Lets the running handler finish and its batch be finished, cancels a waiting next_batch, closes the
+   * connections; a batch whose finish fails for a lost connection then comes again.
+   */
+  stop(): Promise<void>;
+  /** stop() on the first of these signals (default SIGTERM and SIGINT); resolves once the consumer has stopped. */
   stopOnSignals(signals?: NodeJS.Signals[]): Promise<void>;
 }

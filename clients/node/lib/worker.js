@@ -2,32 +2,26 @@
 
 const { setTimeout: delay } = require('node:timers/promises');
 const pg = require('pg');
+const {
+  CLAIM_GRACE_MS,
+  FIRST_BACKOFF_MS,
+  MAX_BACKOFF_MS,
+  cancelUntilEnded,
+  connect,
+  jitter,
+  onceOnSignals,
+  retryConnectionErrors,
+} = require('./connection');
 const { Job } = require('./job');
 const { CancelledError, OutcomeUnknown, Snooze } = require('./outcomes');
 const { interval } = require('./sql');
 
-// Reconnect backoff after a failed claim: doubles from the first to the cap.
-const FIRST_BACKOFF_MS = 200;
-const MAX_BACKOFF_MS = 10_000;
-// A claim that has not answered this long after its wait ended is taken for a
-// connection lost without a word (a dead network), and the worker reconnects.
-const CLAIM_GRACE_MS = 10_000;
-// Retrying complete, fail, snooze or release after a lost connection: the
-// backoff doubles from the first to the cap, for as long as the job's lease
-// lasts.
+// The backoff after a failed claim (FIRST_BACKOFF_MS doubling to
+// MAX_BACKOFF_MS) and CLAIM_GRACE_MS are in ./connection. Retrying complete,
+// fail, snooze or release after a lost connection: the backoff doubles from
+// the first to the cap, for as long as the job's lease lasts.
 const FIRST_SETTLE_RETRY_MS = 100;
 const MAX_SETTLE_RETRY_MS = 2_000;
-// SQLSTATEs that mean the server could not take the statement (the session
-// ended, or no new one could begin): it did not run, or its outcome is
-// unknown, and the same statement may work on a new connection. Also any code
-// of class 08 (connection exception), and 55000 as a FATAL error (a database
-// not accepting connections, seen while connecting).
-const CONNECTION_SQLSTATES = new Set([
-  '57P01', // admin_shutdown: terminated, or the server is stopping
-  '57P02', // crash_shutdown
-  '57P03', // cannot_connect_now: the server is starting or stopping
-  '53300', // too_many_connections
-]);
 
 // pgq.clock() is read after the claim: lease_until minus it is at most the
 // lease, whatever the difference between our clock and the server's. Several
@@ -137,7 +131,7 @@ class Worker {
     // query opens a new one.
     this.#pool.on('error', () => {});
     try {
-      this.#claimer = await this.#connect();
+      this.#claimer = await connect(this.#connection);
       this.#take(await this.#claim(0));
     } catch (err) {
       await this.#close();
@@ -164,15 +158,11 @@ class Worker {
    * process as usual). Resolves once the worker has stopped, however.
    */
   stopOnSignals(signals = ['SIGTERM', 'SIGINT']) {
-    const onSignal = (signal) => {
+    this.#removeSignalHandlers();
+    this.#removeSignalHandlers = onceOnSignals(signals, (signal) => {
       this.#logger.warn(`pgq: ${signal}: stopping the worker of ${this.#label}`);
       this.stop();
-    };
-    this.#removeSignalHandlers();
-    for (const signal of signals) process.once(signal, onSignal);
-    this.#removeSignalHandlers = () => {
-      for (const signal of signals) process.removeListener(signal, onSignal);
-    };
+    });
     return this.#stopped;
   }
 
@@ -182,13 +172,13 @@ class Worker {
       await this.#freeSlot();
       if (this.#stopping) break;
       try {
-        this.#claimer ??= await this.#connect();
+        this.#claimer ??= await connect(this.#connection);
         if (this.#stopping) break;
         this.#take(await this.#claim(this.#wait));
         backoff = FIRST_BACKOFF_MS;
       } catch (err) {
         if (this.#stopping) break; // the claim was cancelled by stop()
-        const pause = Math.round(backoff * (0.5 + Math.random() / 2));
+        const pause = jitter(backoff);
         this.#logger.error(`pgq: claim from ${this.#label} failed; retrying in ${pause} ms:`, err);
         this.#claimer?.end().catch(() => {});
         this.#claimer = null;
@@ -196,20 +186,6 @@ class Worker {
         backoff = Math.min(2 * backoff, MAX_BACKOFF_MS);
       }
     }
-  }
-
-  async #connect() {
-    const client = new pg.Client(this.#connection);
-    // A connection lost between two claims makes the next claim fail, and
-    // the loop reconnects then.
-    client.on('error', () => {});
-    await client.connect();
-    // Were this process to die while its claim waits, a pgq_cpp 1.0 server
-    // would take the next job for it and hold it a whole lease (1.1 watches
-    // the client's socket itself). This lets an older server notice a closed
-    // connection within a second. (Servers on Windows refuse it.)
-    await client.query('SET client_connection_check_interval = 1000').catch(() => {});
-    return client;
   }
 
   async #claim(waitSeconds) {
@@ -374,19 +350,13 @@ class Worker {
    * {rows, tries}; rejects with any other error, or the last one.
    */
   async #settle(what, text, values, expiresAt) {
-    let backoff = FIRST_SETTLE_RETRY_MS;
-    for (let tries = 1; ; tries++) {
-      try {
-        const { rows } = await this.#pool.query(text, values);
-        return { rows, tries };
-      } catch (err) {
-        const pause = Math.round(backoff * (0.5 + Math.random() / 2));
-        if (!isConnectionError(err) || Date.now() + pause >= expiresAt()) throw err;
-        this.#logger.warn(`pgq: ${what} failed; retrying in ${pause} ms:`, err);
-        await delay(pause);
-        backoff = Math.min(2 * backoff, MAX_SETTLE_RETRY_MS);
-      }
-    }
+    const { result, tries } = await retryConnectionErrors(what, () => this.#pool.query(text, values), {
+      firstMs: FIRST_SETTLE_RETRY_MS,
+      maxMs: MAX_SETTLE_RETRY_MS,
+      giveUp: (nextTryAt) => nextTryAt >= expiresAt(),
+      logger: this.#logger,
+    });
+    return { rows: result.rows, tries };
   }
 
   async #execute(job, lease) {
@@ -484,13 +454,12 @@ class Worker {
     // A waiting claim is cancelled: it ends at once and, rolled back, takes
     // nothing. The server ignores a cancel that comes before it has begun
     // the claim, so cancel again until the claim has ended.
-    while (this.#claimEnded) {
-      const claimEnded = this.#claimEnded;
-      await this.#pool
-        .query('SELECT pg_cancel_backend($1)', [this.#claimer.processID])
-        .catch((err) => this.#logger.warn('pgq: could not cancel the waiting claim:', err));
-      await Promise.race([claimEnded, delay(100)]);
-    }
+    await cancelUntilEnded(
+      this.#pool,
+      () => this.#claimEnded && { ended: this.#claimEnded, processID: this.#claimer.processID },
+      this.#logger,
+      'the waiting claim',
+    );
     await this.#loop;
     const unstarted = this.#ready.splice(0);
     if (unstarted.length > 0) {
@@ -520,17 +489,6 @@ class Worker {
       this.#logger.warn('pgq: closing the connections failed:', err),
     );
   }
-}
-
-// Whether `err` means the database could not be reached or the connection
-// broke, rather than an error the server raised for the statement: any error
-// without a SQLSTATE (not a pg DatabaseError: connection refused or reset, a
-// socket closed, "Connection terminated unexpectedly", a pg timeout), a code
-// of class 08, one of CONNECTION_SQLSTATES, or 55000 at FATAL severity.
-function isConnectionError(err) {
-  if (!(err instanceof pg.DatabaseError) || typeof err.code !== 'string') return true;
-  if (err.code.startsWith('08') || CONNECTION_SQLSTATES.has(err.code)) return true;
-  return err.code === '55000' && err.severity === 'FATAL';
 }
 
 // A handler's resolved value as JSON text, or null for no result (undefined

@@ -1,6 +1,8 @@
 'use strict';
 
-// examples/welcome-email.js --demo: signups and their emails, end to end.
+// The examples, --demo, end to end: welcome-email.js (signups and their
+// emails), render-then-send.js (a job after another), audit-stream.js (an
+// outbox-fed stream read by a StreamConsumer).
 const assert = require('node:assert/strict');
 const { execFile } = require('node:child_process');
 const path = require('node:path');
@@ -104,4 +106,41 @@ test('the render-then-send demo sends each email only after its render job is do
     { queue: 'render', dead: '0', awaiting_parents: '0' },
     { queue: 'send', dead: '0', awaiting_parents: '0' },
   ]);
+});
+
+test('the audit-stream demo records each committed transfer once, the declined one never', async () => {
+  const { stdout, stderr } = await runDemo('audit-stream.js');
+  assert.match(stdout, /^2 transfers made, 1 declined; 2 in the audit trail$/m);
+  assert.match(stdout, /^declined \(23514\): cy cannot pay 500\.00; no balance changed, no event$/m);
+  // The first batch failed once after it was recorded, came again (the same
+  // batch id) and found its events recorded already.
+  const failed = stderr.match(
+    /^pgq: batch (\d+) \((\d) event\(s\)\) of consumer audit_trail of stream audit: the handler failed/m,
+  );
+  assert.ok(failed, stderr);
+  const [, batchId, size] = failed;
+  const again = stdout.match(new RegExp(`^batch ${batchId}: event \\d+ was recorded already$`, 'gm')) ?? [];
+  assert.equal(again.length, Number(size), stdout);
+  const paid = stdout.match(/^batch \d+: event \d+: \w+ paid \w+ [\d.]+ \(transfer \d+\)$/gm) ?? [];
+  assert.equal(paid.length, 2, stdout);
+
+  const { rows: trail } = await db.admin.query(
+    'SELECT from_owner, to_owner, amount::text FROM audit_demo.trail ORDER BY event_id',
+  );
+  assert.deepEqual(trail, [
+    { from_owner: 'ana', to_owner: 'bo', amount: '30.00' },
+    { from_owner: 'bo', to_owner: 'cy', amount: '10.00' },
+  ]);
+  const { rows: balances } = await db.admin.query(
+    'SELECT owner, balance::text FROM audit_demo.accounts ORDER BY owner',
+  );
+  assert.deepEqual(balances, [
+    { owner: 'ana', balance: '70.00' },
+    { owner: 'bo', balance: '70.00' },
+    { owner: 'cy', balance: '10.00' },
+  ]);
+  const { rows: stats } = await db.admin.query(
+    "SELECT pending_events::int, batch_open, finished_events::int FROM pgq.stream_stats WHERE stream = 'audit'",
+  );
+  assert.deepEqual(stats, [{ pending_events: 0, batch_open: false, finished_events: 2 }]);
 });

@@ -4,7 +4,7 @@
 // file (node --test may run files at once), and waiting for observable state.
 const { format } = require('node:util');
 const pg = require('pg');
-const { Queue, Worker } = require('..');
+const { Queue, Stream, StreamConsumer, Worker } = require('..');
 
 // The server, as node-postgres settings: PGQ_TEST_URL (postgres://...) or
 // PGQ_TEST_DSN, a libpq conninfo such as "host=/tmp/x port=5432 user=postgres
@@ -137,4 +137,36 @@ async function startWorker(t, db, queue, options) {
   return { worker, logger };
 }
 
-module.exports = { withServer, freshDatabase, waitFor, recordingLogger, gate, newQueue, startWorker };
+let streamCount = 0;
+
+// A new stream in `db` (a freshDatabase).
+async function newStream(db) {
+  const stream = new Stream(`s${++streamCount}`);
+  await db.admin.query('SELECT pgq.create_stream($1)', [stream.name]);
+  return stream;
+}
+
+// A started consumer (options.consumer, default 'c') of `stream`, stopped when
+// test `t` ends, logging into a recordingLogger. Its connections are named
+// consumer_<stream>_<consumer>, to find them in pg_stat_activity.
+async function startConsumer(t, db, stream, options) {
+  const logger = recordingLogger();
+  const consumer = options.consumer ?? 'c';
+  const application_name = `consumer_${stream.name}_${consumer}`;
+  const streamConsumer = new StreamConsumer({ ...db.config, application_name, stream, consumer, logger, ...options });
+  await streamConsumer.start();
+  t.after(() => streamConsumer.stop());
+  return { consumer: streamConsumer, logger };
+}
+
+module.exports = {
+  withServer,
+  freshDatabase,
+  waitFor,
+  recordingLogger,
+  gate,
+  newQueue,
+  startWorker,
+  newStream,
+  startConsumer,
+};

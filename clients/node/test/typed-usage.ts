@@ -8,10 +8,16 @@ import {
   OutcomeUnknown,
   Queue,
   Snooze,
+  Stream,
+  StreamConsumer,
   Worker,
+  type BatchId,
+  type EventId,
   type Job,
   type JobInfo,
   type JobState,
+  type StreamBatch,
+  type StreamEvent,
 } from 'pgq-cpp';
 
 interface WelcomeEmail {
@@ -163,4 +169,58 @@ export async function renderThenSend(pool: Pool): Promise<void> {
   new Worker({ queue: ['render'] as const, handler() {} });
   // @ts-expect-error the queues are names or Queues
   new Worker({ queue: ['render', 7], handler() {} });
+}
+
+// Streams (pgq_cpp 2.0): append in the business transaction, read in batches.
+interface Audit {
+  account: number;
+  op: 'debit' | 'credit';
+}
+const audit = new Stream<Audit>('audit');
+
+export async function debit(pool: Pool): Promise<string[]> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('UPDATE accounts SET balance = balance - 10 WHERE id = 7');
+    const id: EventId = await audit.append(client, { account: 7, op: 'debit' });
+    const more: string[] = await audit.appendMany(client, [{ account: 8, op: 'credit' }]);
+    await client.query('COMMIT');
+    return [id, ...more];
+  } finally {
+    client.release();
+  }
+}
+
+export async function readAudit(): Promise<void> {
+  const seen = new Set<EventId>();
+  const consumer = new StreamConsumer<Audit>({
+    connectionString: 'postgres://archiver@localhost/app',
+    stream: audit,
+    consumer: 'archiver',
+    maxEvents: 500,
+    wait: 5,
+    register: true,
+    logger: console,
+    handler: async (batch: StreamBatch<Audit>) => {
+      const id: BatchId = batch.id;
+      for (const event of batch.events) {
+        const op: 'debit' | 'credit' = event.payload.op;
+        const at: Date = event.appendedAt;
+        if (!seen.has(event.id)) seen.add(event.id); // idempotent per event id
+        (void op, at);
+      }
+      void id;
+    },
+  });
+  await consumer.start();
+  await consumer.stopOnSignals();
+  await consumer.stop();
+  new StreamConsumer({ stream: 'audit', consumer: 'other', handler: (batch) => batch.events.length });
+  // @ts-expect-error the payload has the stream's type
+  await audit.append(consumer as unknown as Pool, { account: 'seven', op: 'debit' });
+  // @ts-expect-error a stream consumer needs a consumer name
+  new StreamConsumer({ stream: audit, handler() {} });
+  // @ts-expect-error events are read-only
+  (null as unknown as StreamEvent<Audit>).id = '1';
 }

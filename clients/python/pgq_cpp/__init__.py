@@ -1,6 +1,6 @@
 """A thin Python client for pgq_cpp, the job queue inside PostgreSQL.
 
-    from pgq_cpp import Job, Queue, Worker, job, list_jobs
+    from pgq_cpp import Job, Queue, Stream, StreamBatch, StreamConsumer, Worker, job, list_jobs
 
     emails = Queue("emails")
     with conn.transaction():                 # the caller's own transaction
@@ -19,6 +19,16 @@
     job(conn, 42)                            # a JobInfo, or None
     list_jobs(conn, "emails", state="dead")  # newest first, paged with before_id
 
+    audit = Stream("audit")                  # streams (server 2.0): every consumer gets every event
+    with conn.transaction():
+        conn.execute("UPDATE accounts ...")
+        audit.append(conn, {"account": 7, "op": "debit"})
+
+    def record(batch: StreamBatch) -> None:  # idempotent per event id: a batch can come again
+        for event in batch.events:
+            ...                              # event.id, event.payload, event.appended_at
+    StreamConsumer("dbname=app", audit, "archiver", record).run_forever()
+
 Server errors are psycopg errors carrying the server's SQLSTATE
 (``psycopg.errors.InsufficientPrivilege`` 42501,
 ``psycopg.errors.UndefinedObject`` 42704, ...). Logs go to the ``pgq_cpp``
@@ -27,8 +37,10 @@ logger.
 
 import logging
 
+from .consumer import StreamBatch, StreamConsumer, StreamEvent, StreamHandler
 from .jobs import JobInfo, job, list_jobs
 from .queue import Queue
+from .stream import Stream
 from .worker import Handler, Job, OutcomeUnknown, Snooze, Worker
 
 __all__ = [
@@ -38,6 +50,11 @@ __all__ = [
     "OutcomeUnknown",
     "Queue",
     "Snooze",
+    "Stream",
+    "StreamBatch",
+    "StreamConsumer",
+    "StreamEvent",
+    "StreamHandler",
     "Worker",
     "job",
     "list_jobs",

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import threading
 import time
 import traceback
@@ -62,13 +61,13 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from types import FrameType
-from typing import Any, NoReturn, TypeVar, Union
+from typing import Any, NoReturn, Union
 
 import psycopg
-from psycopg.rows import RowFactory, class_row, tuple_row
+from psycopg.rows import class_row, tuple_row
 from psycopg.types.json import Jsonb
 
+from ._session import FIRST_RETRY, JOIN_STEP, MAX_RETRY, Session, run_until_signalled
 from .queue import Queue
 
 _log = logging.getLogger(__name__)
@@ -98,12 +97,6 @@ _FAIL = "SELECT pgq.fail(%s, %s, %s)"
 _RELEASE = "SELECT pgq.release(%s, %s)"
 _SNOOZE = "SELECT pgq.snooze(%s, %s, %s::interval)"
 _PROGRESS = "SELECT pgq.progress(%s, %s, %s)"
-
-_FIRST_RETRY = 0.1  # seconds before the first retry after a lost connection
-_MAX_RETRY = 10.0
-_JOIN_STEP = 0.5  # join() re-cancels a claim that slipped past stop() this often
-
-R = TypeVar("R")
 
 
 class Snooze(Exception):
@@ -155,7 +148,7 @@ class Job:
     priority: int
     cancelled: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
     # The worker's control connection, for progress(); set when dispatched.
-    _control: _Session | None = field(default=None, init=False, repr=False, compare=False)
+    _control: Session | None = field(default=None, init=False, repr=False, compare=False)
 
     def progress(self, value: Any) -> bool:
         """Records ``value`` (anything ``json.dumps`` takes) as the job's
@@ -232,50 +225,6 @@ def _encode_result(job: Job, result: object) -> str | None:
         return None
 
 
-class _Session:
-    """An autocommit connection opened on first use and again after a loss.
-
-    Threads take turns on it. A statement that loses the connection raises
-    ``psycopg.OperationalError``; the next one connects again.
-    """
-
-    def __init__(self, conninfo: str, application_name: str) -> None:
-        self._conninfo = conninfo
-        self._application_name = application_name
-        self._lock = threading.Lock()
-        self._conn: psycopg.Connection[Any] | None = None
-
-    def execute(self, sql: str, params: Sequence[Any], rows: RowFactory[R]) -> list[R]:
-        with self._lock:
-            if self._conn is None or self._conn.closed:
-                self._conn = psycopg.connect(
-                    self._conninfo, autocommit=True, application_name=self._application_name
-                )
-            conn = self._conn
-            try:
-                with conn.cursor(row_factory=rows) as cur:
-                    cur.execute(sql, params)
-                    return cur.fetchall()
-            except psycopg.OperationalError:
-                if conn.broken:
-                    conn.close()
-                raise
-
-    def cancel(self) -> None:
-        """Cancels the statement running now, if any; callable from any thread."""
-        conn = self._conn
-        if conn is not None and not conn.closed:
-            try:
-                conn.cancel()
-            except psycopg.OperationalError as exc:  # server unreachable: nothing runs there
-                _log.debug("cancel failed: %s", exc)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-
-
 class Worker:
     """Runs ``handler(job)`` for the jobs of ``queue``, up to ``concurrency`` at once.
 
@@ -345,8 +294,8 @@ class Worker:
             else "queues " + ", ".join(repr(name) for name in self.queues)
         )
         label = _label(self.queues)
-        self._claims = _Session(conninfo, f"pgq_cpp.py claim {label}")
-        self._control = _Session(conninfo, f"pgq_cpp.py control {label}")
+        self._claims = Session(conninfo, f"pgq_cpp.py claim {label}")
+        self._control = Session(conninfo, f"pgq_cpp.py control {label}")
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"pgq-{label}")
         self._claimer = threading.Thread(target=self._main, name=f"pgq-claimer-{label}")
         self._heartbeat = threading.Thread(target=self._beat, name=f"pgq-heartbeat-{label}")
@@ -385,7 +334,7 @@ class Worker:
             # A stop() between the claimer's last look and its claim
             # reaching the server cancelled nothing: cancel again.
             self._interrupt_claim()
-            step = _JOIN_STEP if end is None else min(_JOIN_STEP, end - time.monotonic())
+            step = JOIN_STEP if end is None else min(JOIN_STEP, end - time.monotonic())
             if step <= 0:
                 return False
             self._claimer.join(step)
@@ -401,18 +350,7 @@ class Worker:
     def run_forever(self) -> None:
         """run() until SIGTERM or SIGINT, which stop the worker gracefully.
         Call it from the main thread (Python delivers signals there)."""
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            name = signal.Signals(signum).name
-            _log.info("%s: stopping the worker of %s", name, self._what)
-            self.stop()
-
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            self.run()
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        run_until_signalled(self.run, self.stop, f"the worker of {self._what}", _log)
 
     # -- claimer thread ---------------------------------------------------
 
@@ -431,7 +369,7 @@ class Worker:
             _log.info("worker of %s stopped", self._what)
 
     def _claim_until_stopped(self) -> None:
-        delay = _FIRST_RETRY
+        delay = FIRST_RETRY
         while self._wait_for_room():
             try:
                 jobs = self._claim()
@@ -440,9 +378,9 @@ class Worker:
                     return  # our cancel: the claim rolled back, took nothing
                 _log.warning("claim failed (%s); retrying in %.1f s", exc, delay)
                 self._stopping.wait(delay)
-                delay = min(delay * 2, _MAX_RETRY)
+                delay = min(delay * 2, MAX_RETRY)
                 continue
-            delay = _FIRST_RETRY
+            delay = FIRST_RETRY
             for job in jobs:
                 self._dispatch(job)
 
@@ -635,7 +573,7 @@ class Worker:
         retried for one lease: after that the server takes the job back by
         itself. Raises server errors."""
         deadline = time.monotonic() + self._lease.total_seconds()
-        delay = _FIRST_RETRY
+        delay = FIRST_RETRY
         while True:
             try:
                 return self._control.execute(sql, (job.id, job.attempt, *extra), tuple_row)[0][0]
@@ -647,7 +585,7 @@ class Worker:
                     return None
                 _log.warning("job %d: %s failed (%s); retrying in %.1f s", job.id, verb, exc, delay)
                 time.sleep(delay)
-                delay = min(delay * 2, _MAX_RETRY)
+                delay = min(delay * 2, MAX_RETRY)
 
     # -- heartbeat thread -------------------------------------------------
 

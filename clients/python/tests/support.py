@@ -18,7 +18,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
-from pgq_cpp import Worker
+from pgq_cpp import StreamConsumer, Worker
 
 DSN = os.environ.get("PGQ_TEST_DSN", "")
 if not DSN:
@@ -57,7 +57,22 @@ class PgqTestCase(unittest.TestCase):
         self.addCleanup(self._end_worker, worker)
         return worker
 
-    def _end_worker(self, worker: Worker) -> None:
+    def start_consumer(self, handler: Callable[..., object], **kwargs: Any) -> StreamConsumer:
+        """A started StreamConsumer 'c' of stream 's' (as DSN's role unless
+        conninfo=...), stopped and joined at the end of the test whatever
+        happens."""
+        consumer = StreamConsumer(
+            kwargs.pop("conninfo", DSN),
+            kwargs.pop("stream", "s"),
+            kwargs.pop("consumer", "c"),
+            handler,
+            **kwargs,
+        )
+        consumer.start()
+        self.addCleanup(self._end_worker, consumer)
+        return consumer
+
+    def _end_worker(self, worker: Worker | StreamConsumer) -> None:
         worker.stop()
         try:
             ended = worker.join(HANG)

@@ -8,7 +8,13 @@ keeps it to one email.
 
 examples/render_then_send.py: one worker over the queues render and send;
 each send job runs only after its render job is done, and the one whose
-render dies goes to dead-letter as dependency_failed without running."""
+render dies goes to dead-letter as dependency_failed without running.
+
+examples/audit_stream.py: transfers publish their event in their own
+transaction, through a topic subscribed to a stream; the declined one
+leaves neither balances nor an event. A StreamConsumer records each event
+once, although its first batch comes twice (the handler fails after
+recording it)."""
 
 from __future__ import annotations
 
@@ -95,3 +101,37 @@ class RenderThenSendExampleTest(PgqTestCase):
         ).fetchall()
         self.assertEqual(dead, [("render", "exhausted", 3), ("send", "dependency_failed", 0)])
         self.assertEqual(self.live_jobs(), 0)
+
+
+class AuditStreamExampleTest(PgqTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.admin.execute("DROP TABLE IF EXISTS audit_trail, audit_accounts")
+
+    def test_demo(self) -> None:
+        done = run_demo(EXAMPLES / "audit_stream.py")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        log = done.stderr
+        self.assertIn("2 transfers made, 1 declined; 2 in the audit trail", log)
+        self.assertEqual(log.count("declined: eve cannot pay 500; no balance changed, no event"), 1)
+        self.assertEqual(log.count("consumer 'audit_trail' of stream 'audit': registered"), 1, log)
+        # The first batch failed once after it was recorded, came again, and
+        # found its events recorded already.
+        self.assertEqual(log.count("the handler raised ConnectionError"), 1, log)
+        again = log.count("was recorded already")
+        self.assertIn(again, (1, 2), log)  # the first batch held one transfer or both
+        paid = [line for line in log.splitlines() if ": event " in line and " paid " in line]
+        self.assertEqual(len(paid), 2, log)
+        trail = self.admin.execute(
+            "SELECT from_owner, to_owner, amount::text FROM audit_trail ORDER BY event_id"
+        ).fetchall()
+        self.assertEqual(trail, [("ann", "bob", "30.00"), ("bob", "eve", "10.00")])
+        balances = self.admin.execute(
+            "SELECT owner, balance::text FROM audit_accounts ORDER BY owner"
+        ).fetchall()
+        self.assertEqual(balances, [("ann", "70.00"), ("bob", "70.00"), ("eve", "10.00")])
+        stats = self.admin.execute(
+            "SELECT pending_events, batch_open, finished_events FROM pgq.stream_stats"
+            " WHERE stream = 'audit' AND consumer = 'audit_trail'"
+        ).fetchone()
+        self.assertEqual(stats, (0, False, 2))

@@ -1,0 +1,53 @@
+"""Appending to a stream, in the caller's transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from psycopg.rows import tuple_row
+from psycopg.types.json import Jsonb
+
+from .queue import Target, execute
+
+_APPEND = "SELECT pgq.append(%s, %s)"
+_APPEND_MANY = (
+    "SELECT e.id FROM pgq.append_many(%s, %s::jsonb[]) WITH ORDINALITY AS e(id, n) ORDER BY e.n"
+)
+
+
+class Stream:
+    """A stream to append events to, by name. Holds no connection.
+
+    ``append`` and ``append_many`` run one ``SELECT`` on the connection you
+    pass and never commit or roll back: in a transaction (psycopg's default,
+    or ``with conn.transaction():``) the events exist if and only if that
+    transaction commits, and consumers see them from its commit on (the
+    outbox: append in the transaction of the business write). On an
+    autocommit connection each call commits by itself.
+
+    Server errors are psycopg errors with the server's SQLSTATE, for example
+    ``psycopg.errors.UndefinedObject`` (42704) for an unknown stream and
+    ``psycopg.errors.InsufficientPrivilege`` (42501) without the ``produce``
+    right; as with any failed statement, the transaction is then aborted.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Stream({self.name!r})"
+
+    def append(self, conn: Target, payload: Any) -> int:
+        """Appends one event and returns its id (``pgq.append``).
+
+        payload: anything ``json.dumps`` takes; consumers get it decoded.
+        """
+        return int(execute(conn, _APPEND, (self.name, Jsonb(payload)), tuple_row)[0][0])
+
+    def append_many(self, conn: Target, payloads: Iterable[Any]) -> list[int]:
+        """Appends one event per payload in one statement
+        (``pgq.append_many``), in order; returns their ids in the payloads'
+        order."""
+        params = (self.name, [Jsonb(p) for p in payloads])
+        return [int(r[0]) for r in execute(conn, _APPEND_MANY, params, tuple_row)]
