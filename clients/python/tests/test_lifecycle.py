@@ -65,9 +65,12 @@ class LifecycleTest(PgqTestCase):
         # progress is fenced by the attempt, as complete is.
         taken_over = "SELECT pgq.fail(%s, 1, 'taken over', retry_in => '1 hour')"
         self.assertEqual(self.scalar(taken_over, (job_id,)), "retry")
-        with self.assertLogs("pgq_cpp", "WARNING"):  # its complete, refused
+        with self.assertLogs("pgq_cpp", "WARNING") as logs:  # its complete, refused
             go.set()
             self.wait_for("the last progress", lambda: len(answers) == 3)
+            # The refusal is logged after the handler returned: waited for
+            # inside the block, or the block could end before it.
+            self.wait_for("the refused completion logged", lambda: len(logs.records) > 0)
         self.assertEqual(answers, [True, True, False])
 
     def test_snooze_runs_the_job_again_later_without_spending_an_attempt(self) -> None:
