@@ -65,6 +65,7 @@ Result Connection::Exec(const char* sql, std::initializer_list<const char*> para
   Result result = Run(sql, params);
   if (PQresultStatus(result.get()) != PGRES_TUPLES_OK && PQstatus(conn_.get()) == CONNECTION_BAD) {
     PQreset(conn_.get());
+    ++reconnects_;
     // Not reconnected: the reason ("not accepting connections", "refused").
     if (PQstatus(conn_.get()) != CONNECTION_OK) throw ErrorOf(nullptr);
     result = Run(sql, params);
@@ -103,6 +104,7 @@ Result Connection::Consume() {
 bool Connection::Reset() {
   pending_.reset();
   PQreset(conn_.get());
+  ++reconnects_;
   return ok();
 }
 

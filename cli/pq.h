@@ -4,6 +4,7 @@
 
 #include <libpq-fe.h>
 
+#include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -56,6 +57,10 @@ class Connection {
   // again with the same parameters, and says whether that worked.
   bool ok() const { return PQstatus(conn_.get()) == CONNECTION_OK; }
   bool Reset();
+  // How many times the connection was opened again (Reset, or Exec's own
+  // reconnect): what a session-level lock or setting must be taken again
+  // after.
+  std::uint64_t reconnects() const { return reconnects_; }
 
   // Runs one statement (its own transaction) with text parameters, nullptr
   // for NULL; returns its rows. Throws DbError. A connection found broken is
@@ -86,6 +91,7 @@ class Connection {
 
   std::unique_ptr<PGconn, ConnDeleter> conn_;
   Result pending_;  // Consume(): the statement's result, kept until its end
+  std::uint64_t reconnects_ = 0;
 };
 
 // The seconds of an interval, as the server reads it (the same parser as

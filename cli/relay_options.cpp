@@ -296,6 +296,10 @@ RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const c
       return Error("--metrics-listen is not available with --stream (use pgq.metrics())");
     }
   }
+  const bool parks = park_env != nullptr && *park_env != '\0';
+  if (parks && !options.stream.empty()) {
+    return Error("PGQ_RELAY_DEBUG_PARK is for a queue, not --stream");
+  }
   if (!options.metrics_listen.empty()) {
     std::string host;
     int port = 0;

@@ -99,38 +99,68 @@ bool StreamRelay::SleepUnlessStopped(std::chrono::milliseconds pause) {
   return !stopping_;
 }
 
+// A connection lost (or refused, or replaced after a nack) is tried again
+// after a backoff that only a confirm resets: a broker that takes the
+// connection and then nacks every message is not hammered.
 bool StreamRelay::ConnectBroker() {
   if (broker_->connected()) return true;
+  const auto now = Clock::now();
+  if (now < next_broker_try_) {
+    SleepUnlessStopped(
+        std::chrono::duration_cast<std::chrono::milliseconds>(next_broker_try_ - now));
+    if (Clock::now() < next_broker_try_) return false;
+  }
+  next_broker_try_ = Clock::now() + broker_backoff_;
+  broker_backoff_ = std::min(2 * broker_backoff_, kMaxBrokerRetry);
   try {
     broker_->Connect();
     Log("connected to " + broker_->Describe());
-    broker_backoff_ = std::chrono::milliseconds(100);
     last_broker_error_.clear();
     return true;
   } catch (const BrokerError& e) {
     if (e.what() != last_broker_error_) Log(std::string(e.what()) + "; trying again");
     last_broker_error_ = e.what();
-    SleepUnlessStopped(broker_backoff_);
-    broker_backoff_ = std::min(2 * broker_backoff_, kMaxBrokerRetry);
     return false;
   }
 }
 
+// The session lock that makes this the one relay of the stream and
+// consumer; waits (a standby) while another relay holds it. Connection
+// errors are waited out with backoff, as everywhere else.
 bool StreamRelay::TakeLock() {
   bool told = false;
+  std::chrono::milliseconds backoff = kFirstRetry;
   for (;;) {
-    Result held = db_.Exec(kTryLock, {options_.stream.c_str(), options_.consumer.c_str()});
-    if (PQgetvalue(held.get(), 0, 0)[0] == 't') {
-      if (told) Log("took over stream " + options_.stream + " as consumer " + options_.consumer);
-      return true;
+    try {
+      Result held = db_.Exec(kTryLock, {options_.stream.c_str(), options_.consumer.c_str()});
+      if (PQgetvalue(held.get(), 0, 0)[0] == 't') {
+        lock_session_ = db_.reconnects();
+        if (told) Log("took over stream " + options_.stream + " as consumer " + options_.consumer);
+        return true;
+      }
+      backoff = kFirstRetry;
+      if (!told) {
+        Log("another pgq-relay is relaying stream " + options_.stream + " as consumer " +
+            options_.consumer + "; standing by");
+        told = true;
+      }
+      if (!SleepUnlessStopped(std::chrono::milliseconds(1000))) return false;
+    } catch (const DbError& e) {
+      if (!IsConnectionError(e.sqlstate(), e.severity())) throw;
+      Log("taking the stream's lock: " + e.Describe() + "; trying again");
+      if (!SleepUnlessStopped(backoff)) return false;
+      backoff = NextBackoff(backoff);
+      (void)db_.Reset();
     }
-    if (!told) {
-      Log("another pgq-relay is relaying stream " + options_.stream + " as consumer " +
-          options_.consumer + "; standing by");
-      told = true;
-    }
-    if (!SleepUnlessStopped(std::chrono::milliseconds(1000))) return false;
   }
+}
+
+// The lock belongs to a session: after any reconnect (libpq's own, inside a
+// statement, too) it is gone, and another relay may hold it now.
+bool StreamRelay::KeepLock() {
+  if (db_.reconnects() == lock_session_) return true;
+  Log("the database session was replaced: taking the stream's lock again");
+  return TakeLock();
 }
 
 // Publishes every event of the batch and waits for every confirm. False
@@ -149,22 +179,32 @@ bool StreamRelay::Deliver(std::vector<Pending>& batch) {
       if (!ConnectBroker()) continue;
     }
     try {
+      const auto now = Clock::now();
       for (std::size_t i = 0; i < batch.size() && broker_->accepting(); ++i) {
         Pending& p = batch[i];
-        if (!p.to_send) continue;
+        if (!p.to_send || now < p.publish_after) continue;
         if (p.token != 0) ++republished_;
         p.token = broker_->Publish(p.message);
         p.to_send = false;
         by_token[p.token] = i;
         ++published_;
+        if (options_.verbose) Log("event " + p.event.id + ": published as " + p.message.message_id);
+      }
+      int timeout = kPollMillis;
+      for (const Pending& p : batch) {
+        if (!p.to_send) continue;
+        const auto wait =
+            std::chrono::duration_cast<std::chrono::milliseconds>(p.publish_after - Clock::now());
+        timeout = std::clamp(static_cast<int>(wait.count()), 0, timeout);
       }
       pollfd fds[2] = {{signals_.read_fd(), POLLIN, 0}, {broker_->fd(), POLLIN, 0}};
-      (void)poll(fds, fds[1].fd >= 0 ? 2 : 1, kPollMillis);
+      (void)poll(fds, fds[1].fd >= 0 ? 2 : 1, timeout);
       DrainSignals();
       confirms.clear();
       broker_->Poll(&confirms);
     } catch (const BrokerError& e) {
       Log("lost " + broker_->Describe() + ": " + e.what());
+      next_broker_try_ = Clock::now() + broker_backoff_;
       continue;
     }
     for (const Confirm& confirm : confirms) {
@@ -178,10 +218,22 @@ bool StreamRelay::Deliver(std::vector<Pending>& batch) {
           p.acked = true;
           ++acked;
           ++confirmed_;
+          broker_backoff_ = std::chrono::milliseconds(100);
+          if (options_.verbose) Log("event " + p.event.id + ": confirmed");
           break;
-        case Confirm::Kind::kResend:
+        case Confirm::Kind::kResend: {
+          // "Not now" (a nack, no responders): again after a backoff of
+          // its own, never in a tight loop.
           p.to_send = true;
+          const auto pause = std::min(kFirstRetry * (1 << std::min(p.resends, 6)), kMaxBrokerRetry);
+          ++p.resends;
+          p.publish_after = Clock::now() + pause;
+          if (confirm.reason != last_resend_reason_) {
+            Log("event " + p.event.id + ": " + confirm.reason + "; publishing it again");
+            last_resend_reason_ = confirm.reason;
+          }
           break;
+        }
         case Confirm::Kind::kRejected:
           throw std::runtime_error("event " + p.event.id + " of stream " + options_.stream + ": " +
                                    confirm.reason +
@@ -208,7 +260,7 @@ bool StreamRelay::Finish(const std::string& batch_id, std::size_t events) {
       Log("pgq.finish_batch: " + e.Describe() + "; trying again");
       if (!SleepUnlessStopped(backoff) && Clock::now() >= stop_deadline_) return false;
       backoff = NextBackoff(backoff);
-      if (db_.Reset() && !TakeLock()) return false;
+      (void)db_.Reset();
     }
   }
 }
@@ -241,6 +293,12 @@ int StreamRelay::Run() {
     if (stopping_) break;
     if (options_.max_jobs > 0 && events_ >= static_cast<std::uint64_t>(options_.max_jobs)) break;
     if (!ConnectBroker()) continue;
+    try {
+      if (!KeepLock()) break;
+    } catch (const DbError& e) {
+      Log("error: stream " + options_.stream + ": " + e.Describe());
+      return kExitError;
+    }
     Result rows;
     try {
       // The statement waits in the server; a stop signal cancels it.
@@ -265,10 +323,7 @@ int StreamRelay::Run() {
       Log("pgq.next_batch: lost the database connection (" + e.Describe() + "); reconnecting");
       SleepUnlessStopped(db_backoff);
       db_backoff = NextBackoff(db_backoff);
-      try {
-        if (db_.Reset() && !TakeLock()) break;
-      } catch (const DbError&) {
-      }
+      (void)db_.Reset();  // the lock is taken again before the next read
       continue;
     }
     const int n = PQntuples(rows.get());

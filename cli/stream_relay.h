@@ -48,9 +48,12 @@ class StreamRelay {
     bool acked = false;
     bool to_send = true;
     std::uint64_t token = 0;
+    int resends = 0;                  // the broker's "not now" for this message
+    Clock::time_point publish_after;  // after a "not now": with backoff
   };
 
   bool TakeLock();
+  bool KeepLock();
   bool ConnectBroker();
   bool Deliver(std::vector<Pending>& batch);
   bool Finish(const std::string& batch_id, std::size_t events);
@@ -68,7 +71,10 @@ class StreamRelay {
   bool stopping_ = false;
   Clock::time_point stop_deadline_{};
   std::chrono::milliseconds broker_backoff_{100};
+  Clock::time_point next_broker_try_{};
   std::string last_broker_error_;
+  std::string last_resend_reason_;
+  std::uint64_t lock_session_ = 0;  // db_.reconnects() when the lock was taken
   Clock::time_point next_stats_{};
   std::uint64_t published_ = 0, republished_ = 0, confirmed_ = 0, batches_ = 0, events_ = 0;
 };

@@ -11,6 +11,12 @@ producers committed (the `produced` table) with what the consumer received
         prints one TAP line per assertion ("ok - ..." / "not ok - ...") and
         "# ..." lines with the figures
 
+With --stream S [--consumer C] (pgq-relay --stream: the events went from
+pgq.publish into stream S, read by consumer C, default pgq-relay) instead
+of --queue: the message id is pgqs-<stream>-<stream event id> with the
+pgq-stream, pgq-stream-event-id, pgq-appended-at and pgq-event-id headers,
+and the end state is the consumer's: nothing pending, no batch open.
+
 A duplicate is a delivery of a message id (or an event uuid) seen before in
 the ledger; each must be received inside a fault window. Order is judged on
 first deliveries, in ledger order: per key, sequence numbers 1, 2, 3, ...
@@ -25,7 +31,8 @@ from collections import Counter, defaultdict
 
 import psycopg
 
-FIELDS = ("ms", "msgid", "group", "attempt", "job", "topic", "redelivered", "stream_seq", "routing", "body")
+FIELDS = ("ms", "msgid", "group", "attempt", "job", "topic", "redelivered", "stream_seq", "routing", "event",
+          "stream", "stream_event", "appended_at", "body")
 
 
 def read_ledger(path):
@@ -57,6 +64,22 @@ def pending(conn, queue):
     return row if row else (None, None)
 
 
+def stream_pending(conn, stream, consumer):
+    """(events not finished, whether a batch is open) of the stream's consumer."""
+    row = conn.execute("SELECT pending_events, batch_open FROM pgq.stream_stats WHERE stream = %s AND consumer = %s",
+                       (stream, consumer)).fetchone()
+    return row if row else (None, None)
+
+
+def left_over(conn, args):
+    """What is still to relay: jobs pending or running, or (--stream) events
+    not finished (1 at least while a batch is open)."""
+    if args.stream:
+        events, batch_open = stream_pending(conn, args.stream, args.consumer)
+        return None if events is None else max(events, 1 if batch_open else 0)
+    return pending(conn, args.queue)[0]
+
+
 def wait(args):
     """Until everything is delivered; gives up early once nothing has moved
     for STILL seconds with nothing left in the queue (what is missing then
@@ -69,7 +92,7 @@ def wait(args):
         try:
             with psycopg.connect(args.dsn, autocommit=True) as conn:
                 produced = {r[0] for r in conn.execute("SELECT event_uuid::text FROM produced")}
-                left, _ = pending(conn, args.queue)
+                left = left_over(conn, args)
             ledger = read_ledger(args.ledger)
             missing = len(produced - {d["uuid"] for d in ledger})
             if missing == 0 and left == 0:
@@ -81,7 +104,8 @@ def wait(args):
         still = left == 0 and time.monotonic() - last_change > STILL
         if time.monotonic() > deadline or still:
             print(f"# after {args.seconds if not still else STILL:.0f} s{' without a change' if still else ''}: "
-                  f"{missing} committed events not in the ledger, {left} jobs pending or running")
+                  f"{missing} committed events not in the ledger, {left} "
+                  + ("stream events not finished" if args.stream else "jobs pending or running"))
             return 1
         time.sleep(0.5)
 
@@ -122,8 +146,11 @@ def judge(args):
                                   FROM produced GROUP BY key) k
              WHERE n <> top OR bottom <> 1""").fetchone()[0]
         keys = conn.execute("SELECT count(DISTINCT key) FROM produced").fetchone()[0]
-        left, dead_in_stats = pending(conn, args.queue)
-        dead_jobs = conn.execute("SELECT count(*) FROM pgq.dead_jobs WHERE queue = %s", (args.queue,)).fetchone()[0]
+        if args.stream:
+            unfinished, batch_open = stream_pending(conn, args.stream, args.consumer)
+        else:
+            left, dead_in_stats = pending(conn, args.queue)
+            dead_jobs = conn.execute("SELECT count(*) FROM pgq.dead_jobs WHERE queue = %s", (args.queue,)).fetchone()[0]
     rolled_back = set()
     for path in args.rolled_back:
         with open(path) as f:
@@ -137,8 +164,16 @@ def judge(args):
               f"ground truth: {len(produced)} committed (want {args.events}), per-key sequences 1..n "
               f"without gaps ({gaps} keys with a gap)")
 
-    # The message: id pgq-<queue>-<job id>, headers agreeing with the body.
-    id_re = re.compile(rf"^pgq-{re.escape(args.queue)}-(\d+)$")
+    # The message: id pgq-<queue>-<job id> (or pgqs-<stream>-<event id>),
+    # headers agreeing with the body.
+    if args.stream:
+        id_re = re.compile(rf"^pgqs-{re.escape(args.stream)}-(\d+)$")
+        what = (f"pgqs-{args.stream}-<stream event id>, pgq-stream, pgq-stream-event-id, pgq-appended-at, "
+                f"pgq-event-id (no pgq-job-id, pgq-attempt)")
+    else:
+        id_re = re.compile(rf"^pgq-{re.escape(args.queue)}-(\d+)$")
+        what = f"pgq-{args.queue}-<job id>, pgq-job-id"
+    appended_re = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$")
     bad = []
     for d in ledger:
         m = id_re.match(d["msgid"])
@@ -147,8 +182,18 @@ def judge(args):
             why = "body is not the event's payload"
         elif not m:
             why = "message id"
-        elif d["job"] != m.group(1):
+        elif not args.stream and d["job"] != m.group(1):
             why = "pgq-job-id header"
+        elif args.stream and d["stream_event"] != m.group(1):
+            why = "pgq-stream-event-id header"
+        elif args.stream and d["stream"] != args.stream:
+            why = "pgq-stream header"
+        elif args.stream and not appended_re.match(d["appended_at"]):
+            why = "pgq-appended-at header"
+        elif args.stream and not d["event"].isdigit():
+            why = "pgq-event-id header"
+        elif args.stream and (d["job"], d["attempt"]) != ("-", "-"):
+            why = "a queue's header (pgq-job-id, pgq-attempt) on a stream's message"
         elif d["group"] != d["key"]:
             why = "pgq-group-key header"
         elif d["topic"] != "orders":
@@ -157,7 +202,7 @@ def judge(args):
             why = "routing key / subject"
         if why:
             bad.append((why, d))
-    tap.check(not bad, f"every message has id pgq-{args.queue}-<job id>, pgq-job-id, pgq-group-key and pgq-topic "
+    tap.check(not bad, f"every message has id {what}, pgq-group-key and pgq-topic "
                        f"headers matching its body, routing '{args.routing}' ({len(bad)} wrong)")
     for why, d in bad[:5]:
         print(f"#   wrong {why}: {d}")
@@ -252,8 +297,13 @@ def judge(args):
         print(f"# NATS: {twice} message ids stored twice in the stream; "
               f"{len(duplicates)} duplicate deliveries in all")
 
-    tap.check(left == 0, f"queue {args.queue} empty at the end ({left} jobs pending or running)")
-    tap.check(dead_jobs == 0 and (dead_in_stats or 0) == 0, f"no dead jobs ({dead_jobs})")
+    if args.stream:
+        tap.check(unfinished == 0 and batch_open is False,
+                  f"stream {args.stream}: consumer {args.consumer} finished everything at the end "
+                  f"({unfinished} events not finished, batch open: {batch_open})")
+    else:
+        tap.check(left == 0, f"queue {args.queue} empty at the end ({left} jobs pending or running)")
+        tap.check(dead_jobs == 0 and (dead_in_stats or 0) == 0, f"no dead jobs ({dead_jobs})")
     return 0
 
 
@@ -263,6 +313,8 @@ def main():
     ap.add_argument("--dsn", required=True)
     ap.add_argument("--ledger", required=True)
     ap.add_argument("--queue", default="to_broker")
+    ap.add_argument("--stream", help="judge pgq-relay --stream's forwarding of this stream instead of a queue's")
+    ap.add_argument("--consumer", default="pgq-relay", help="with --stream: the relay's consumer")
     ap.add_argument("--seconds", type=float, default=120)
     ap.add_argument("--windows")
     ap.add_argument("--rolled-back", nargs="*", default=[])

@@ -6,12 +6,16 @@
  * counts as consumed is always in the ledger (a crash of the broker between
  * the line and the ack gives a redelivery: a duplicate line, never a gap).
  *
- *   ledger amqp-setup PORTS EXCHANGE QUEUE [quorum|holds-one]
+ *   ledger amqp-setup PORTS EXCHANGE QUEUE [quorum|holds-one|unbound]
  *       durable topic EXCHANGE, durable QUEUE bound to it with "#"; with
  *       "quorum" a quorum queue (x-queue-type), replicated over the
  *       cluster's nodes (declare it once they have all joined); with
  *       "holds-one" a queue that takes one message and nacks the publishes
- *       beyond it (x-max-length 1, x-overflow reject-publish)
+ *       beyond it (x-max-length 1, x-overflow reject-publish); with
+ *       "unbound" the exchange and the queue without a binding (a message
+ *       published to EXCHANGE with mandatory set comes back: 312 NO_ROUTE)
+ *   ledger amqp-bind PORTS EXCHANGE QUEUE KEY
+ *       binds QUEUE to EXCHANGE with the binding key KEY
  *   ledger amqp PORTS QUEUE FILE [PREFETCH]
  *       consumes QUEUE (manual acks, PREFETCH unacked at most, default 200)
  *       into FILE until SIGTERM
@@ -25,7 +29,9 @@
  * A ledger line, tab-separated:
  *   receive time (ms since the epoch), message id, pgq-group-key,
  *   pgq-attempt, pgq-job-id, pgq-topic, redelivered (0/1), stream sequence
- *   (NATS; 0 for AMQP), routing key (AMQP) or subject (NATS), body
+ *   (NATS; 0 for AMQP), routing key (AMQP) or subject (NATS), pgq-event-id,
+ *   pgq-stream, pgq-stream-event-id, pgq-appended-at (the last three: a
+ *   message of pgq-relay --stream), body
  * (a header that is not there is written as "-"; a tab or newline inside a
  * field as a space: bodies are JSON text on one line anyway).
  *
@@ -142,6 +148,18 @@ static amqp_connection_state_t amqp_open_any(struct nodes *n) {
   return NULL;
 }
 
+static int amqp_bind(struct nodes *n, const char *exchange, const char *queue, const char *key) {
+  amqp_connection_state_t conn = amqp_open_any(n);
+  if (!conn) return fail("cannot connect to RabbitMQ");
+  amqp_queue_bind(conn, 1, amqp_cstring_bytes(queue), amqp_cstring_bytes(exchange),
+                  amqp_cstring_bytes(key), amqp_empty_table);
+  if (!amqp_ok(amqp_get_rpc_reply(conn))) return fail("queue.bind failed");
+  amqp_channel_close(conn, 1, AMQP_REPLY_SUCCESS);
+  amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
+  amqp_destroy_connection(conn);
+  return 0;
+}
+
 static int amqp_setup(struct nodes *n, const char *exchange, const char *queue, const char *kind) {
   amqp_connection_state_t conn = amqp_open_any(n);
   if (!conn) return fail("cannot connect to RabbitMQ");
@@ -166,13 +184,10 @@ static int amqp_setup(struct nodes *n, const char *exchange, const char *queue, 
   }
   amqp_queue_declare(conn, 1, amqp_cstring_bytes(queue), 0, 1, 0, 0, args);
   if (!amqp_ok(amqp_get_rpc_reply(conn))) return fail("queue.declare failed");
-  amqp_queue_bind(conn, 1, amqp_cstring_bytes(queue), amqp_cstring_bytes(exchange),
-                  amqp_cstring_bytes("#"), amqp_empty_table);
-  if (!amqp_ok(amqp_get_rpc_reply(conn))) return fail("queue.bind failed");
   amqp_channel_close(conn, 1, AMQP_REPLY_SUCCESS);
   amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
   amqp_destroy_connection(conn);
-  return 0;
+  return strcmp(kind, "unbound") ? amqp_bind(n, exchange, queue, "#") : 0;
 }
 
 static const char *amqp_header(const amqp_basic_properties_t *p, const char *key, char *buf,
@@ -200,7 +215,8 @@ static const char *amqp_header(const amqp_basic_properties_t *p, const char *key
 
 static void amqp_record(FILE *f, const amqp_envelope_t *env) {
   const amqp_basic_properties_t *p = &env->message.properties;
-  char id[600] = "", group[600], attempt[64], job[64], topic[600];
+  char id[600] = "", group[600], attempt[64], job[64], topic[600], event[64], stream[600],
+       stream_event[64], appended[64];
   if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) {
     size_t n = p->message_id.len < sizeof id - 1 ? p->message_id.len : sizeof id - 1;
     memcpy(id, p->message_id.bytes, n);
@@ -215,6 +231,10 @@ static void amqp_record(FILE *f, const amqp_envelope_t *env) {
   fprintf(f, "%d\t0\t", env->redelivered ? 1 : 0);
   put_field(f, env->routing_key.bytes, env->routing_key.len);
   fputc('\t', f);
+  put_str(f, amqp_header(p, "pgq-event-id", event, sizeof event));
+  put_str(f, amqp_header(p, "pgq-stream", stream, sizeof stream));
+  put_str(f, amqp_header(p, "pgq-stream-event-id", stream_event, sizeof stream_event));
+  put_str(f, amqp_header(p, "pgq-appended-at", appended, sizeof appended));
   put_field(f, env->message.body.bytes, env->message.body.len);
   fputc('\n', f);
 }
@@ -326,12 +346,17 @@ static int nats_setup(int port, const char *stream, const char *subject, const c
 
 static void nats_record(FILE *f, natsMsg *m) {
   const char *id = NULL, *group = NULL, *attempt = NULL, *job = NULL, *topic = NULL;
+  const char *event = NULL, *stream = NULL, *stream_event = NULL, *appended = NULL;
   jsMsgMetaData *meta = NULL;
   natsMsgHeader_Get(m, "Nats-Msg-Id", &id);
   natsMsgHeader_Get(m, "pgq-group-key", &group);
   natsMsgHeader_Get(m, "pgq-attempt", &attempt);
   natsMsgHeader_Get(m, "pgq-job-id", &job);
   natsMsgHeader_Get(m, "pgq-topic", &topic);
+  natsMsgHeader_Get(m, "pgq-event-id", &event);
+  natsMsgHeader_Get(m, "pgq-stream", &stream);
+  natsMsgHeader_Get(m, "pgq-stream-event-id", &stream_event);
+  natsMsgHeader_Get(m, "pgq-appended-at", &appended);
   natsMsg_GetMetaData(&meta, m);
   fprintf(f, "%lld\t", now_ms());
   put_str(f, id);
@@ -342,6 +367,10 @@ static void nats_record(FILE *f, natsMsg *m) {
   fprintf(f, "%d\t%llu\t", meta && meta->NumDelivered > 1 ? 1 : 0,
           meta ? (unsigned long long)meta->Sequence.Stream : 0ULL);
   put_str(f, natsMsg_GetSubject(m));
+  put_str(f, event);
+  put_str(f, stream);
+  put_str(f, stream_event);
+  put_str(f, appended);
   put_field(f, natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m));
   fputc('\n', f);
   jsMsgMetaData_Destroy(meta);
@@ -412,8 +441,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (!strcmp(cmd, "amqp-setup") &&
-      (argc == 5 || (argc == 6 && (!strcmp(argv[5], "quorum") || !strcmp(argv[5], "holds-one")))))
+      (argc == 5 || (argc == 6 && (!strcmp(argv[5], "quorum") || !strcmp(argv[5], "holds-one") ||
+                                   !strcmp(argv[5], "unbound")))))
     return amqp_setup(&nodes, argv[3], argv[4], argc == 6 ? argv[5] : "");
+  if (!strcmp(cmd, "amqp-bind") && argc == 6) return amqp_bind(&nodes, argv[3], argv[4], argv[5]);
   if (!strcmp(cmd, "nats-setup") && argc == 6) return nats_setup(port, argv[3], argv[4], argv[5]);
   if (!strcmp(cmd, "amqp") && (argc == 5 || argc == 6)) {
     int prefetch = argc == 6 ? atoi(argv[5]) : 200;

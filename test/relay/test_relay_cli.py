@@ -83,7 +83,8 @@ class Ledger:
             fields = [line.rstrip("\n").split("\t") for line in f]
         return [dict(time=f[0], message_id=f[1], group_key=f[2], attempt=f[3], job_id=f[4],
                      topic=f[5], redelivered=f[6], sequence=f[7], routing_key=f[8],
-                     body=json.loads(f[9])) for f in fields]
+                     event_id=f[9], stream=f[10], stream_event_id=f[11], appended_at=f[12],
+                     body=json.loads(f[13])) for f in fields]
 
     def wait_for(self, n):
         return wait_for(lambda: len(self.lines()) >= n and self.lines(), f"{n} deliveries")
