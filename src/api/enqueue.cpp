@@ -267,25 +267,9 @@ PGQ_FUNCTION(pgq_enqueue_many) {
   const TimestampTz run_at = api::RunAtArg(fcinfo, 2);
   const int32 priority = api::CheckedPriority(fcinfo, 3);
   const std::optional<std::vector<int64>> after = api::AfterArg(fcinfo, 4);
-
-  ArrayType* payloads = pg::Guard([&] { return PG_GETARG_ARRAYTYPE_P(1); });
-  if (ARR_NDIM(payloads) > 1) {
-    pg::Raise(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "payloads must be a one-dimensional array");
-  }
-  Datum* elements = nullptr;
-  bool* element_nulls = nullptr;
-  int count = 0;
-  pg::Guard([&] {
-    deconstruct_array(payloads, JSONBOID, -1, false, TYPALIGN_INT, &elements, &element_nulls,
-                      &count);
-  });
-  for (int i = 0; i < count; ++i) {
-    if (element_nulls[i]) {
-      pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED,
-                "payload at position " + std::to_string(i + 1) + " must not be null");
-    }
-    pg::CheckPayloadSize(elements[i], i + 1);
-  }
+  const pg::PayloadArray payload_array = pg::PayloadsArg(fcinfo, 1);
+  ArrayType* payloads = payload_array.array;
+  const int count = payload_array.count;
 
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });

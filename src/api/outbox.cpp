@@ -116,8 +116,8 @@ Target TargetArgs(FunctionCallInfo fcinfo) {
   const bool has_queue = !pg::ArgIsNull(fcinfo, 1);
   const bool has_stream = PG_NARGS() > 2 && !pg::ArgIsNull(fcinfo, 2);
   if (has_queue == has_stream) {
-    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "name a queue or a stream, not both or neither",
-              {}, "pgq.subscribe(topic, 'queue') or pgq.subscribe(topic, stream => 'stream').");
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "name a queue or a stream, not both or neither", {},
+              "pgq.subscribe(topic, 'queue') or pgq.subscribe(topic, stream => 'stream').");
   }
   return has_queue ? Target{pg::QueueNameArg(fcinfo, 1), {}}
                    : Target{{}, pg::NameArg(fcinfo, 2, "stream")};

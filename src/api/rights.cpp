@@ -84,6 +84,8 @@ const HolderList& Holders(pg::SpiSession& spi) {
   return *holders;
 }
 
+}  // namespace
+
 std::string WantedNames(uint8 wanted) {
   std::string names;
   for (const uint8 right : {core::kProduce, core::kConsume, core::kAdmin}) {
@@ -108,8 +110,6 @@ std::string Literal(std::string_view value) {
   const std::string copy(value);
   return std::string(pg::Guard([&] { return quote_literal_cstr(copy.c_str()); }));
 }
-
-}  // namespace
 
 bool HasPrivsOf(Oid member, Oid role) {
   return pg::Guard([&] { return has_privs_of_role(member, role); });

@@ -69,6 +69,13 @@ bool IsSuperuser(Oid role);
 // The current user's name (for messages).
 std::string CurrentRoleName();
 
+// For messages: "produce or consume" (the rights in `wanted`), the first of
+// them ("produce"), and a value quoted as an SQL literal (quote_literal), so
+// that a hint's SQL grants to the role named, whatever its name.
+std::string WantedNames(uint8 wanted);
+std::string_view FirstRight(uint8 wanted);
+std::string Literal(std::string_view value);
+
 // True once ALTER EXTENSION pgq_cpp UPDATE has brought pgq.grants (1.1): the
 // binaries also serve a database still at 1.0, whose queues only their
 // owners and superusers may use.

@@ -49,23 +49,6 @@ const std::vector<core::RightsHolder>& Holders(pg::SpiSession& spi) {
   return *holders;
 }
 
-std::string WantedNames(uint8 wanted) {
-  std::string names;
-  for (const uint8 right : {core::kProduce, core::kConsume, core::kAdmin}) {
-    if ((wanted & right) == 0) continue;
-    if (!names.empty()) names += " or ";
-    names += core::RightName(right);
-  }
-  return names;
-}
-
-std::string FirstRight(uint8 wanted) {
-  for (const uint8 right : {core::kProduce, core::kConsume, core::kAdmin}) {
-    if ((wanted & right) != 0) return std::string(core::RightName(right));
-  }
-  return "";
-}
-
 }  // namespace
 
 bool HoldsStreamRight(pg::SpiSession& spi, Oid role, int32 stream_id, uint8 wanted) {
@@ -78,8 +61,9 @@ void RequireStreamRight(pg::SpiSession& spi, const store::streams::Stream& strea
   const std::string role = CurrentRoleName();
   pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied for stream \"" + stream.name + "\"",
             "Role \"" + role + "\" holds no " + WantedNames(wanted) + " right on it.",
-            "The stream's owner or a superuser can grant it with pgq.grant_stream(role, '" +
-                stream.name + "', '" + FirstRight(wanted) + "').");
+            "The stream's owner or a superuser can grant it: SELECT pgq.grant_stream(" +
+                Literal(role) + ", " + Literal(stream.name) + ", " + Literal(FirstRight(wanted)) +
+                ");");
 }
 
 void RequireStreamRightSomewhere(pg::SpiSession& spi, uint8 wanted, std::string_view action) {
@@ -92,10 +76,10 @@ void RequireStreamRightSomewhere(pg::SpiSession& spi, uint8 wanted, std::string_
 
 void RequireStreamRightOnEvery(pg::SpiSession& spi, uint8 wanted, std::string_view action) {
   if (HoldsStreamRight(spi, GetUserId(), core::kEveryQueue, wanted)) return;
-  pg::Raise(
-      ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied to " + std::string(action),
-      "It takes the " + WantedNames(wanted) + " right on every stream.",
-      "A superuser can grant it with pgq.grant_stream(role, NULL, '" + FirstRight(wanted) + "').");
+  pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied to " + std::string(action),
+            "It takes the " + WantedNames(wanted) + " right on every stream.",
+            "A superuser can grant it: SELECT pgq.grant_stream(" + Literal(CurrentRoleName()) +
+                ", NULL, " + Literal(FirstRight(wanted)) + ");");
 }
 
 store::streams::Stream FindStream(pg::SpiSession& spi, std::string_view name) {

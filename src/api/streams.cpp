@@ -172,27 +172,8 @@ PGQ_FUNCTION(pgq_append) {
 // append_many(stream, payloads) returns the events' ids in input order
 PGQ_FUNCTION(pgq_append_many) {
   const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
-  if (pg::ArgIsNull(fcinfo, 1)) {
-    pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "payloads must not be null");
-  }
-  ArrayType* payloads = pg::Guard([&] { return PG_GETARG_ARRAYTYPE_P(1); });
-  if (ARR_NDIM(payloads) > 1) {
-    pg::Raise(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "payloads must be a one-dimensional array");
-  }
-  Datum* elements = nullptr;
-  bool* element_nulls = nullptr;
-  int count = 0;
-  pg::Guard([&] {
-    deconstruct_array(payloads, JSONBOID, -1, false, TYPALIGN_INT, &elements, &element_nulls,
-                      &count);
-  });
-  for (int i = 0; i < count; ++i) {
-    if (element_nulls[i]) {
-      pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED,
-                "payload at position " + std::to_string(i + 1) + " must not be null");
-    }
-    pg::CheckPayloadSize(elements[i], i + 1);
-  }
+  const pg::PayloadArray payloads = pg::PayloadsArg(fcinfo, 1);
+  const int count = payloads.count;
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   std::vector<int64> ids(static_cast<size_t>(count));
@@ -201,7 +182,7 @@ PGQ_FUNCTION(pgq_append_many) {
     const store::streams::Stream stream = api::FindStream(spi, name);
     api::RequireStreamRight(spi, stream, core::kProduce);
     if (count == 0) return static_cast<Datum>(0);
-    store::streams::Append(spi, name, elements, count, ids.data());
+    store::streams::Append(spi, name, payloads.elements, count, ids.data());
   }
   for (const int64 id : ids) {
     Datum value = Int64GetDatum(id);

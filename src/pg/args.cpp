@@ -186,6 +186,27 @@ Datum RequiredPayload(FunctionCallInfo fcinfo, int index) {
   return payload;
 }
 
+PayloadArray PayloadsArg(FunctionCallInfo fcinfo, int index) {
+  if (ArgIsNull(fcinfo, index)) Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "payloads must not be null");
+  PayloadArray payloads{Guard([&] { return PG_GETARG_ARRAYTYPE_P(index); }), nullptr, 0};
+  if (ARR_NDIM(payloads.array) > 1) {
+    Raise(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "payloads must be a one-dimensional array");
+  }
+  bool* nulls = nullptr;
+  Guard([&] {
+    deconstruct_array(payloads.array, JSONBOID, -1, false, TYPALIGN_INT, &payloads.elements, &nulls,
+                      &payloads.count);
+  });
+  for (int i = 0; i < payloads.count; ++i) {
+    if (nulls[i]) {
+      Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "payload at position " + std::to_string(i + 1) + " must not be null");
+    }
+    CheckPayloadSize(payloads.elements[i], i + 1);
+  }
+  return payloads;
+}
+
 void CheckPayloadSize(Datum payload, int64 position) {
   // The uncompressed size, read from the varlena header without detoasting.
   const Size bytes = Guard([&] { return toast_raw_datum_size(payload); }) - VARHDRSZ;

@@ -60,6 +60,17 @@ void CheckLeaseValue(int64 lease_us, const char* what);
 Datum RequiredPayload(FunctionCallInfo fcinfo, int index);
 void CheckPayloadSize(Datum payload, int64 position);
 
+// A jsonb[] of payloads (enqueue_many, append_many): not NULL (22004), one
+// dimension (2202E), no NULL element (22004) and each within
+// pgq.max_payload_bytes (54000), the errors naming the position. The
+// elements point into the (detoasted) array, valid for the call.
+struct PayloadArray {
+  ArrayType* array;
+  Datum* elements;
+  int count;
+};
+PayloadArray PayloadsArg(FunctionCallInfo fcinfo, int index);
+
 // A text argument cut to at most `max_bytes` (at a character boundary, the
 // cut marked with core::kTruncatedMarker); NULL stays NULL (0).
 Datum BoundedTextArg(FunctionCallInfo fcinfo, int index, std::size_t max_bytes);
