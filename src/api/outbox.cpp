@@ -141,7 +141,7 @@ void AppendToStreams(pg::SpiSession& spi, std::string_view topic, int64 event_id
   const Datum event = wrapped.Value(0, 1, &is_null);
   for (uint64 row = 0; row < streams.size(); ++row) {
     int64 id = 0;
-    store::streams::Append(spi, streams.Text(row, 1), &event, 1, &id);
+    (void)store::streams::Append(spi, streams.Text(row, 1), &event, 1, &id, /*missing_ok=*/true);
   }
 }
 

@@ -372,8 +372,8 @@ void Drop(pg::SpiSession& spi, const Stream& stream) {
   pg::QueueCache::InvalidateAll();
 }
 
-void Append(pg::SpiSession& spi, std::string_view name, const Datum* payloads, int count,
-            int64* ids) {
+bool Append(pg::SpiSession& spi, std::string_view name, const Datum* payloads, int count,
+            int64* ids, bool missing_ok) {
   pg::RequireInsertAllowed();
   // The segment to write, locked: the lock processes the invalidations
   // that arrived since the ring was read (a rotation, a drop), and a drop
@@ -385,6 +385,7 @@ void Append(pg::SpiSession& spi, std::string_view name, const Datum* payloads, i
     const uint64 generation = pg::QueueCache::Generation();
     stream = Find(spi, name);
     if (!stream) {
+      if (missing_ok) return false;
       pg::Raise(ERRCODE_UNDEFINED_OBJECT, "stream \"" + std::string(name) + "\" does not exist");
     }
     const Oid leaf = stream->ring.leaves[stream->ring.current];
@@ -408,6 +409,7 @@ void Append(pg::SpiSession& spi, std::string_view name, const Datum* payloads, i
     inserter.Insert(values, nulls);
   }
   pg::ledger::NoteAppended(stream->id);
+  return true;
 }
 
 std::vector<StreamSize> Sizes(pg::SpiSession& spi) {

@@ -54,9 +54,12 @@ void SetRotation(pg::SpiSession& spi, int32 stream_id, const Interval& rotation)
 void Drop(pg::SpiSession& spi, const Stream& stream);
 
 // Appends events in order, in the current transaction; writes their ids to
-// `ids` (one per payload). Readers of the stream are woken at commit.
-void Append(pg::SpiSession& spi, std::string_view name, const Datum* payloads, int count,
-            int64* ids);
+// `ids` (one per payload). Readers of the stream are woken at commit. A
+// stream that does not exist raises undefined_object, or with `missing_ok`
+// (publish: a subscribed stream dropped meanwhile gets nothing, as a queue)
+// returns false.
+bool Append(pg::SpiSession& spi, std::string_view name, const Datum* payloads, int count,
+            int64* ids, bool missing_ok = false);
 
 // Consumers ----------------------------------------------------------------
 
