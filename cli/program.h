@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,6 +23,40 @@ inline constexpr int kExitUsage = 2;
 
 inline void PrintError(const char* program, const std::string& message) {
   std::fprintf(stderr, "%s: %s\n", program, message.c_str());
+}
+
+// One log line, "program: line", written whole to stderr with write(2)
+// (not stdio: a daemon's lines under systemd must not interleave or wait in
+// a buffer).
+// Writes all of `bytes` to stderr; a stderr nobody reads is not worth
+// failing for (what could not be written is dropped).
+inline void WriteStderr(const char* bytes, std::size_t size) {
+  while (size > 0) {
+    const ssize_t n = write(STDERR_FILENO, bytes, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    bytes += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+inline void LogLine(const char* program, const std::string& line) {
+  const std::string text = std::string(program) + ": " + line + "\n";
+  WriteStderr(text.data(), text.size());
+}
+
+// "SIGTERM", "SIGINT", "SIGHUP", else "signal": for the stop line.
+inline const char* SignalName(int signo) {
+  switch (signo) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return "signal";
+  }
 }
 
 // The message, then how to get help; the usage error's exit status.

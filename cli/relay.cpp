@@ -13,6 +13,7 @@
 
 #include "core/prometheus.h"
 #include "lease.h"
+#include "program.h"
 #include "retry.h"
 
 namespace pgq::cli {
@@ -65,19 +66,6 @@ constexpr int kMaxPollMillis = 1000;
 // The commit-to-confirm histogram's upper bounds, in seconds.
 constexpr double kLatencyBuckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                       0.25,  0.5,    1,     2.5,  5,     10};
-
-const char* SignalName(int signo) {
-  switch (signo) {
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGINT:
-      return "SIGINT";
-    case SIGHUP:
-      return "SIGHUP";
-    default:
-      return "signal";
-  }
-}
 
 // A PostgreSQL array literal of numbers ("{1,2,3}"): ids and attempts are
 // the digits the server sent.
@@ -770,16 +758,7 @@ void Relay::Park(const char* where) const {
   for (;;) pause();  // until SIGKILL: the tests' crash at this point
 }
 
-void Relay::Log(const std::string& line) const {
-  const std::string text = "pgq-relay: " + line + "\n";
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = write(STDERR_FILENO, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<std::size_t>(n);
-  }
-}
+void Relay::Log(const std::string& line) const { LogLine("pgq-relay", line); }
 
 void Relay::Verbose(const std::string& line) const {
   if (options_.verbose) Log(line);

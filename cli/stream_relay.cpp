@@ -69,16 +69,7 @@ StreamRelay::StreamRelay(RelayOptions options, std::chrono::milliseconds shutdow
   next_stats_ = Clock::now() + stats_interval_;
 }
 
-void StreamRelay::Log(const std::string& line) const {
-  const std::string text = "pgq-relay: " + line + "\n";
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = write(STDERR_FILENO, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<std::size_t>(n);
-  }
-}
+void StreamRelay::Log(const std::string& line) const { LogLine("pgq-relay", line); }
 
 void StreamRelay::DrainSignals() {
   for (const int signo : signals_.Drain()) {

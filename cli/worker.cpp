@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "lease.h"
+#include "program.h"
 #include "retry.h"
 
 namespace pgq::cli {
@@ -48,31 +49,6 @@ std::string ClaimSql(std::size_t queue_count) {
 // (there is no statement to cancel yet): until the claim ends, it is sent
 // again this often.
 constexpr auto kCancelRepeat = std::chrono::milliseconds(500);
-
-const char* SignalName(int signo) {
-  switch (signo) {
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGINT:
-      return "SIGINT";
-    case SIGHUP:
-      return "SIGHUP";
-    default:
-      return "signal";
-  }
-}
-
-// Writes all of `bytes` to the worker's stderr; a stderr nobody reads is not
-// worth failing a job for.
-void WriteStderr(const char* bytes, std::size_t size) {
-  while (size > 0) {
-    const ssize_t n = write(STDERR_FILENO, bytes, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    bytes += n;
-    size -= static_cast<std::size_t>(n);
-  }
-}
 
 }  // namespace
 
@@ -425,10 +401,7 @@ int Worker::PollTimeoutMillis() const {
       std::min<long long>(std::chrono::ceil<std::chrono::milliseconds>(wait).count(), 60000));
 }
 
-void Worker::Log(const std::string& line) const {
-  const std::string text = "pgq-worker: " + line + "\n";
-  WriteStderr(text.data(), text.size());
-}
+void Worker::Log(const std::string& line) const { LogLine("pgq-worker", line); }
 
 void Worker::Verbose(const std::string& line) const {
   if (options_.verbose) Log(line);

@@ -1,5 +1,6 @@
 #include "pg/spi.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "pg/queue_cache.h"
@@ -155,6 +156,12 @@ Result SpiSession::Run(Statement& statement, Params& params, long limit, bool la
   }
   Guard([] { PopOverrideSearchPath(); });
   return Result(SPI_tuptable, SPI_processed);
+}
+
+BuiltStatement::BuiltStatement(std::string sql, const Oid* argtypes, int nargs)
+    : sql_(std::move(sql)), statement_{nullptr, nargs, {}, nullptr} {
+  statement_.sql = sql_.c_str();
+  std::copy(argtypes, argtypes + nargs, statement_.argtypes);
 }
 
 void SpiSession::ExecuteUtility(const std::string& sql) {

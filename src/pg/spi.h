@@ -1,6 +1,9 @@
 // SPI with prepared plans kept for the life of the backend.
 #pragma once
 
+#include <initializer_list>
+#include <string>
+
 #include "pg/boundary.h"
 
 namespace pgq::pg {
@@ -29,6 +32,29 @@ struct Statement {
   int nargs;
   Oid argtypes[kMaxStatementArgs];
   SPIPlanPtr plan;
+};
+
+// A statement whose text is put together at run time: from parts that
+// more than one statement shares (the columns of a new job, the move into
+// dead-letter), or naming a stream's own tables (built from its id). Each
+// is built on first use inside a SQL function's boundary (never at library
+// load) and kept, with its plan, for the backend's life. Not copyable: the
+// statement points into the text.
+class BuiltStatement {
+ public:
+  BuiltStatement(std::string sql, std::initializer_list<Oid> argtypes)
+      : BuiltStatement(std::move(sql), argtypes.begin(), static_cast<int>(argtypes.size())) {}
+  template <size_t N>
+  BuiltStatement(std::string sql, const Oid (&argtypes)[N])
+      : BuiltStatement(std::move(sql), argtypes, static_cast<int>(N)) {}
+  BuiltStatement(std::string sql, const Oid* argtypes, int nargs);
+  BuiltStatement(const BuiltStatement&) = delete;
+  BuiltStatement& operator=(const BuiltStatement&) = delete;
+  pg::Statement& get() { return statement_; }
+
+ private:
+  std::string sql_;
+  pg::Statement statement_;
 };
 
 // Parameter values for one execution.

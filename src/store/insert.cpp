@@ -20,12 +20,6 @@ namespace pgq::store {
 
 namespace internal {
 
-BuiltStatement::BuiltStatement(std::string sql, const Oid* argtypes, int nargs)
-    : sql_(std::move(sql)), statement_{nullptr, nargs, {}, nullptr} {
-  statement_.sql = sql_.c_str();
-  std::copy(argtypes, argtypes + nargs, statement_.argtypes);
-}
-
 std::string InsertJobsSql(std::string_view before, std::string_view rows, std::string_view conflict,
                           std::string_view extra_columns) {
   std::string sql(before);

@@ -8,27 +8,8 @@
 
 namespace pgq::store::internal {
 
-// A statement whose text is put together once, from parts that more than
-// one statement shares (the columns of a new job, the move into
-// dead-letter). Each is a function-local static, built on first use inside
-// a SQL function's boundary (never at library load). Not copyable: the
-// statement points into the text.
-class BuiltStatement {
- public:
-  BuiltStatement(std::string sql, std::initializer_list<Oid> argtypes)
-      : BuiltStatement(std::move(sql), argtypes.begin(), static_cast<int>(argtypes.size())) {}
-  template <size_t N>
-  BuiltStatement(std::string sql, const Oid (&argtypes)[N])
-      : BuiltStatement(std::move(sql), argtypes, static_cast<int>(N)) {}
-  BuiltStatement(std::string sql, const Oid* argtypes, int nargs);
-  BuiltStatement(const BuiltStatement&) = delete;
-  BuiltStatement& operator=(const BuiltStatement&) = delete;
-  pg::Statement& get() { return statement_; }
-
- private:
-  std::string sql_;
-  pg::Statement statement_;
-};
+// Statements whose text is put together once (pg/spi.h).
+using BuiltStatement = pg::BuiltStatement;
 
 // `before` (a WITH clause, or nothing), then the insert into pgq.jobs of
 // `rows`, which give every column of a new job in this order:

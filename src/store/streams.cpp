@@ -144,16 +144,6 @@ void Rebase(pg::SpiSession& spi, int32 stream_id);
 
 namespace detail {
 
-OwnedStatement::OwnedStatement(std::string sql, std::initializer_list<Oid> argtypes)
-    : sql_(std::move(sql)), statement_{nullptr, static_cast<int>(argtypes.size()), {}, nullptr} {
-  statement_.sql = sql_.c_str();
-  std::copy(argtypes.begin(), argtypes.end(), statement_.argtypes);
-}
-
-OwnedStatement::~OwnedStatement() {
-  if (statement_.plan != nullptr) (void)SPI_freeplan(statement_.plan);
-}
-
 namespace {
 
 // $2 NULL: a window cut now, at this statement's snapshot, which the
