@@ -8,7 +8,9 @@ set -euo pipefail
 
 PGQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PG_VERSION="${PG_VERSION:-15}"
-PG_BIN="/usr/lib/postgresql/${PG_VERSION}/bin"
+# PG_BIN: another installation of PostgreSQL 15 (a private copy to test a
+# second tree beside the installed one); Debian's by default.
+PG_BIN="${PG_BIN:-/usr/lib/postgresql/${PG_VERSION}/bin}"
 export PG_CONFIG="${PG_BIN}/pg_config"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }

@@ -23,6 +23,7 @@ $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('postgres', 'CREATE DATABASE old');
 $node->safe_psql('postgres', 'CREATE DATABASE old11');
 $node->safe_psql('postgres', 'CREATE DATABASE old12');
+$node->safe_psql('postgres', 'CREATE DATABASE old20');
 
 my $default = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'pgq_cpp'");
@@ -30,8 +31,8 @@ is( $node->safe_psql(
 		'postgres',
 		"SELECT string_agg(version, ',' ORDER BY version) FROM pg_available_extension_versions "
 		  . "WHERE name = 'pgq_cpp'"),
-	"1.0,1.1,1.2,$default",
-	"releases 1.0, 1.1 and 1.2 and the default version $default are installable");
+	"1.0,1.1,1.2,2.0,$default",
+	"releases 1.0, 1.1, 1.2 and 2.0 and the default version $default are installable");
 
 $node->safe_psql('fresh', 'CREATE EXTENSION pgq_cpp');
 is($node->safe_psql('fresh', "SELECT extversion FROM pg_extension WHERE extname = 'pgq_cpp'"),
@@ -258,6 +259,31 @@ SELECT string_agg(payload->'payload'->>'user', ',') FROM pgq.next_batch('audit',
 }),
 	"\nt\n\n2\n2\n2",
 	'1.2 updated: the queue subscription still works (positional subscribe), a stream subscribes and receives');
+
+# --- release 2.0, with a stream, a dependency and dead jobs in use -> 2.0.1 -------
+$node->safe_psql(
+	'old20', q{
+CREATE EXTENSION pgq_cpp VERSION '2.0';
+SELECT pgq.create_queue('mail', max_attempts => 1, keep_dead => '7 days');
+SELECT pgq.create_stream('audit');
+SELECT pgq.register_consumer('audit', 'a');
+SELECT pgq.append('audit', '{"n": 1}');
+SELECT pgq.enqueue('mail', '{"n": "parent"}');
+SELECT pgq.enqueue('mail', '{"n": "child"}', after => ARRAY[currval('pgq.job_id_seq')]);
+SELECT id FROM pgq.claim('mail', 1) \gset
+SELECT pgq.fail(:id, 1, 'boom');
+});
+$node->safe_psql('old20', 'ALTER EXTENSION pgq_cpp UPDATE');
+is($node->safe_psql('old20', $catalog), $fresh_catalog,
+	'2.0 updated: exactly the catalog of a fresh install');
+is( $node->safe_psql(
+		'old20', q{
+SELECT pgq.append('audit', '{"n": 2}') > 0;
+SELECT string_agg(payload->>'n', ',' ORDER BY id) FROM pgq.next_batch('audit', 'a');
+SELECT string_agg(reason, ',' ORDER BY id) FROM pgq.dead_jobs WHERE queue = 'mail';
+}),
+	"t\n1,2\nexhausted,dependency_failed",
+	'2.0 updated: the stream goes on from its consumer\'s position, the dead jobs are there');
 
 my $long_second = $long->query_safe("SELECT id FROM pgq.claim('long', 1)");
 is( $node->safe_psql(
