@@ -25,10 +25,10 @@ struct StreamStatements {
   // events the consumer has not finished (at most kPendingCap), and the
   // time the oldest of them was appended.
   pg::BuiltStatement pending;
-  // $1 stream id: whether a transaction id stored with the stream (an
-  // event's, a consumer's snapshot) is beyond what this cluster has handed
-  // out: the database was restored from a dump of another cluster.
-  pg::BuiltStatement needs_rebase;
+  // $1 stream id: the newest event's transaction id and the largest xmax
+  // of the consumers' snapshots (newest_txid, newest_xmax; NULL when none),
+  // for the check that the database was restored from another cluster.
+  pg::BuiltStatement stored_xids;
   // $1 stream id, $2 the rebasing transaction's id: every consumer moved to
   // a position of that transaction (before its first unfinished event in id
   // order), then every event given that id.

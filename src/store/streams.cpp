@@ -203,17 +203,16 @@ SELECT count(*), min(appended_at) FROM (
          std::to_string(kPendingCap) + ") AS unfinished";
 }
 
-std::string NeedsRebaseSql(const std::string& table) {
+// The largest transaction ids stored with the stream: the newest event's,
+// and the largest xmax of a consumer's snapshots. Compared by the caller
+// with the next id this cluster will hand out, read after this statement.
+std::string StoredXidsSql(const std::string& table) {
   return R"sql(
-SELECT EXISTS (SELECT 1 FROM pgq.stream_consumers c
-                WHERE c.stream_id = $1
-                  AND (pg_catalog.pg_snapshot_xmax(c.done_snapshot)
-                         > pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())
-                       OR pg_catalog.pg_snapshot_xmax(c.window_end)
-                         > pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())))
-    OR COALESCE((SELECT e.txid FROM )sql" +
-         table + R"sql( e ORDER BY e.txid DESC, e.id DESC LIMIT 1)
-                  >= pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot()), false))sql";
+SELECT (SELECT e.txid FROM )sql" +
+         table + R"sql( e ORDER BY e.txid DESC, e.id DESC LIMIT 1) AS newest_txid,
+       (SELECT max(GREATEST(pg_catalog.pg_snapshot_xmax(c.done_snapshot),
+                            pg_catalog.pg_snapshot_xmax(c.window_end)))
+          FROM pgq.stream_consumers c WHERE c.stream_id = $1) AS newest_xmax)sql";
 }
 
 std::string RebaseConsumersSql(const std::string& table) {
@@ -245,7 +244,7 @@ StreamStatements::StreamStatements(int32 stream_id)
                        {INT4OID, INT2OID}),
       pending(PendingSql(pg::segments::TableName(kRoot, stream_id)),
               {PG_SNAPSHOTOID, PG_SNAPSHOTOID, XID8OID, INT8OID}),
-      needs_rebase(NeedsRebaseSql(pg::segments::TableName(kRoot, stream_id)), {INT4OID}),
+      stored_xids(StoredXidsSql(pg::segments::TableName(kRoot, stream_id)), {INT4OID}),
       rebase_consumers(RebaseConsumersSql(pg::segments::TableName(kRoot, stream_id)),
                        {INT4OID, XID8OID}),
       rebase_events("UPDATE " + pg::segments::TableName(kRoot, stream_id) + " SET txid = $1",
@@ -273,13 +272,33 @@ std::vector<int32> StreamIds(pg::SpiSession& spi) {
 
 namespace {
 
+// Whether the stream holds a transaction id this cluster has not handed out
+// yet: then it came from a dump of another cluster (ADR 0020, "Restore").
+//
+// INVARIANT: the next id is read after the statement has returned. Every
+// event's txid was assigned before the append that wrote it, and every
+// snapshot's xmax is at most the next id at the time it was taken, so any
+// value this cluster produced -- the caller's own uncommitted event and
+// another producer's in-flight one included -- is below the next id read
+// afterwards (an xmax at most equal to it). Only ids from elsewhere are not.
+// (Comparing with the snapshot's xmax, as 2.0 did, took the caller's own
+// event for one from elsewhere: issue 30, S1.)
 bool NeedsRebase(pg::SpiSession& spi, int32 stream_id) {
   pg::Params params;
   params.Set(0, Int32GetDatum(stream_id));
-  pg::Result row = spi.Execute(detail::StatementsOf(stream_id).needs_rebase.get(), params, 1);
-  const bool needed = row.Bool(0, 1);
+  pg::Result row = spi.Execute(detail::StatementsOf(stream_id).stored_xids.get(), params, 1);
+  bool no_event = true;
+  bool no_xmax = true;
+  const Datum newest_txid = row.Value(0, "newest_txid", &no_event);
+  const Datum newest_xmax = row.Value(0, "newest_xmax", &no_xmax);
+  const FullTransactionId stored_txid =
+      no_event ? InvalidFullTransactionId : DatumGetFullTransactionId(newest_txid);
+  const FullTransactionId stored_xmax =
+      no_xmax ? InvalidFullTransactionId : DatumGetFullTransactionId(newest_xmax);
   row.Free();
-  return needed;
+  const FullTransactionId next = pg::Guard([] { return ReadNextFullTransactionId(); });
+  return (!no_event && FullTransactionIdFollowsOrEquals(stored_txid, next)) ||
+         (!no_xmax && FullTransactionIdFollows(stored_xmax, next));
 }
 
 // A database restored from a dump of another cluster holds transaction ids

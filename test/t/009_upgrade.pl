@@ -274,12 +274,13 @@ SELECT id FROM pgq.claim('mail', 1) \gset
 SELECT pgq.fail(:id, 1, 'boom');
 });
 $node->safe_psql('old20', 'ALTER EXTENSION pgq_cpp UPDATE');
-is($node->safe_psql('old20', $catalog), $fresh_catalog,
-	'2.0 updated: exactly the catalog of a fresh install');
+# (A stream's own tables are not members of the extension: left out.)
+is(join("\n", grep { !/pgq\.stream_events_\d/ } split /\n/, $node->safe_psql('old20', $catalog)),
+	$fresh_catalog, '2.0 updated: exactly the catalog of a fresh install');
 is( $node->safe_psql(
 		'old20', q{
 SELECT pgq.append('audit', '{"n": 2}') > 0;
-SELECT string_agg(payload->>'n', ',' ORDER BY id) FROM pgq.next_batch('audit', 'a');
+SELECT string_agg(payload->>'n', ',' ORDER BY event_id) FROM pgq.next_batch('audit', 'a');
 SELECT string_agg(reason, ',' ORDER BY id) FROM pgq.dead_jobs WHERE queue = 'mail';
 }),
 	"t\n1,2\nexhausted,dependency_failed",
