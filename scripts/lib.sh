@@ -92,9 +92,26 @@ bench_install() {
 # The OS user that runs clusters: PostgreSQL refuses to run as root.
 PGQ_OS_USER="${PGQ_OS_USER:-postgres}"
 
-as_pg() {
-  if [[ $(id -un) == "$PGQ_OS_USER" ]]; then "$@"; else runuser -u "$PGQ_OS_USER" -- "$@"; fi
+# as_user USER CMD...: runs CMD as USER, from the root directory. The one
+# place that switches user (as_pg here and as_broker in brokers.sh call it;
+# test/python/test_scripts.py checks that nothing else calls runuser). Not
+# from the caller's working directory: a clone under /root or in a mktemp -d
+# is a directory USER cannot read, and there PostgreSQL's tools say "could
+# not change directory ... Permission denied" and Erlang's code server
+# (rabbitmqctl) reports eacces for every module it looks up in ".". So hand
+# CMD absolute paths only, of files USER may read (not the clone's: give
+# them on stdin), and say where it runs when that matters (make -C DIR,
+# env -C DIR).
+as_user() {
+  local user="$1"; shift
+  if [[ $(id -un) == "$user" ]]; then
+    (cd / && exec "$@")
+  else
+    (cd / && exec runuser -u "$user" -- "$@")
+  fi
 }
+
+as_pg() { as_user "$PGQ_OS_USER" "$@"; }
 
 # Settings every benchmark cluster shares: durable commits, and checkpoints
 # kept out of the measured seconds. Each bench script adds its autovacuum

@@ -10,7 +10,8 @@ tar -C "$PGQ_ROOT" --exclude=./build --exclude=./.git -cf - . | tar -C "$work" -
 chown -R "$PGQ_OS_USER" "$work"
 cd "$work"
 status=0
-as_pg make -s installcheck "$@" || status=$?
+# as_pg runs make from /: -C says where (the copy, which the postgres user owns).
+as_pg make -C "$work" --no-print-directory -s installcheck "$@" || status=$?
 for f in regression.diffs output_iso/regression.diffs; do
   if [[ -s "$f" ]]; then echo "---- $work/$f"; head -c 20000 "$f"; fi
 done
