@@ -10,7 +10,8 @@ PGQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PG_VERSION="${PG_VERSION:-15}"
 # PG_BIN: another installation of PostgreSQL 15 (a private copy to test a
 # second tree beside the installed one); Debian's by default.
-PG_BIN="${PG_BIN:-/usr/lib/postgresql/${PG_VERSION}/bin}"
+# Absolute: as_pg runs its tools from /.
+PG_BIN="$(realpath -ms -- "${PG_BIN:-/usr/lib/postgresql/${PG_VERSION}/bin}")"
 export PG_CONFIG="${PG_BIN}/pg_config"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
@@ -127,9 +128,10 @@ BENCH_DURABLE_CONF=(
 )
 
 # start_cluster DIR PORT [extra postgresql.conf lines...]
-# Starts a throwaway cluster in DIR (data in DIR/data, socket in DIR).
+# Starts a throwaway cluster in DIR (data in DIR/data, socket in DIR). A
+# relative DIR is the caller's (as_pg runs the tools from /).
 start_cluster() {
-  local dir="$1" port="$2"; shift 2
+  local dir port="$2"; dir="$(realpath -ms -- "$1")"; shift 2
   mkdir -p "$dir"
   chown "$PGQ_OS_USER" "$dir"
   as_pg "$PG_BIN/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync >/dev/null
@@ -145,7 +147,7 @@ start_cluster() {
 }
 
 stop_cluster() {
-  local dir="$1"
+  local dir; dir="$(realpath -ms -- "$1")"
   [[ -d "$dir/data" ]] && as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
 }
 

@@ -3,7 +3,7 @@
 # tree it owns (PostgreSQL refuses to run as root). Usage:
 #   scripts/regress.sh [REGRESS="a b"] [ISOLATION="c d"]
 source "$(dirname "$0")/lib.sh"
-work="${PGQ_REGRESS_DIR:-/tmp/pgq_cpp_regress}"
+work="$(realpath -ms -- "${PGQ_REGRESS_DIR:-/tmp/pgq_cpp_regress}")"  # absolute: as_pg runs from /
 rm -rf "$work"
 mkdir -p "$work"
 tar -C "$PGQ_ROOT" --exclude=./build --exclude=./.git -cf - . | tar -C "$work" -xf -

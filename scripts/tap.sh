@@ -13,7 +13,7 @@
 # would then run these too.)
 source "$(dirname "$0")/lib.sh"
 
-work="${PGQ_TAP_DIR:-/tmp/pgq_cpp_tap}"
+work="$(realpath -ms -- "${PGQ_TAP_DIR:-/tmp/pgq_cpp_tap}")"  # absolute: as_pg runs from /
 pgxs_dir="$(dirname "$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")")"  # .../lib/pgxs
 perl_dir="$pgxs_dir/src/test/perl"
 pg_regress="$pgxs_dir/src/test/regress/pg_regress"
