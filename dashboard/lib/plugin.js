@@ -151,7 +151,8 @@ async function dashboardPlugin(fastify, options) {
     if (config.public) return;
     if (request.dashboardUser === null) {
       if (auth.mode === 'password' && request.method === 'GET' && !config.json) {
-        return reply.redirect(`${base}/login?next=${encodeURIComponent(request.url)}`, 303);
+        // (URLSearchParams: form encoding, which also encodes ', as the URL parser does in a query)
+        return reply.redirect(`${base}/login?${new URLSearchParams({ next: request.url })}`, 303);
       }
       const message =
         auth.mode === 'proxy'

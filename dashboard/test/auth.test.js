@@ -103,6 +103,15 @@ test('the login redirects only to the dashboard’s own pages', async (t) => {
     assert.equal(again.statusCode, 303, JSON.stringify(next));
     assert.equal(again.headers.location, '/', JSON.stringify(next));
   }
+  // A page's own odd query survives the round trip through the login.
+  {
+    const b = new Browser(app);
+    let res = await b.get("/queues/q?state=ready&x='a%20b'");
+    assert.equal(res.headers.location, '/login?next=%2Fqueues%2Fq%3Fstate%3Dready%26x%3D%2527a%2520b%2527');
+    const token = await b.csrf(res.headers.location);
+    res = await b.post('/login', { _csrf: token, password: PASSWORD, next: "/queues/q?state=ready&x='a%20b'" });
+    assert.equal(res.headers.location, '/queues/q?state=ready&x=%27a%20b%27');
+  }
   // The form carries `next` through a wrong password: also checked.
   const browser = new Browser(app);
   const login = await browser.get(`/login?next=${encodeURIComponent('/\t/evil.example')}`);

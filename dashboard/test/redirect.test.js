@@ -40,4 +40,8 @@ test('the Locations the dashboard builds pass the check (else its onSend guard r
   for (const location of built) {
     assert.equal(sameOriginPath(location, ''), location);
   }
+  // The login link of a request whose URL has a raw ' (the URL parser
+  // encodes it in a query): form encoding, as the onRequest hook builds it.
+  const login = `/login?${new URLSearchParams({ next: "/queues/q?x='a b'" })}`;
+  assert.equal(sameOriginPath(login, ''), login);
 });
