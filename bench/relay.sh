@@ -112,8 +112,9 @@ for run in $(seq 1 "$RUNS"); do
     publish_backlog
     transactions=$(( (EVENTS + c - 1) / c ))
     start=$(now_ns)
+    # The script on stdin: the postgres user may not read the clone (as_user in scripts/lib.sh).
     as_pg "$PG_BIN/pgbench" -n -M extended -h "$PGDIR" -p "$PORT" -U postgres -c 1 -t "$transactions" \
-      -D n="$c" -f "$PGQ_ROOT/bench/sql/relay_baseline.sql" postgres >"$WORK/baseline.log" 2>&1 ||
+      -D n="$c" -f - postgres <"$PGQ_ROOT/bench/sql/relay_baseline.sql" >"$WORK/baseline.log" 2>&1 ||
       { tail -n 20 "$WORK/baseline.log" >&2; exit 1; }
     end=$(now_ns)
     left=$(queue_left)
@@ -168,7 +169,7 @@ for run in $(seq 1 "$RUNS"); do
       relay_pid=$!
       sleep 1
       as_pg "$PG_BIN/pgbench" -n -h "$PGDIR" -p "$PORT" -U postgres -c 1 -R "$RATE" \
-        -T "$LATENCY_SECONDS" -D keys="$KEYS" -f "$PGQ_ROOT/bench/sql/relay_publish.sql" postgres \
+        -T "$LATENCY_SECONDS" -D keys="$KEYS" -f - postgres <"$PGQ_ROOT/bench/sql/relay_publish.sql" \
         >"$WORK/producer.log" 2>&1 || { tail -n 20 "$WORK/producer.log" >&2; exit 1; }
       sleep 2
       kill -TERM "$relay_pid"

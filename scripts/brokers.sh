@@ -71,9 +71,8 @@ _BRK_SYSTEM_PORTS=" 4369 5671 5672 15672 25672 35672 4222 6222 8222 "
 # The marker of a policy-rc.d we put there ourselves (see ensure_broker_packages).
 _BRK_POLICY_MARK="pgq_cpp ensure_broker_packages"
 
-as_broker() {
-  if [[ $(id -un) == "$PGQ_BROKER_USER" ]]; then "$@"; else runuser -u "$PGQ_BROKER_USER" -- "$@"; fi
-}
+# From the root directory, as every call as another user (lib.sh's as_user).
+as_broker() { as_user "$PGQ_BROKER_USER" "$@"; }
 
 # ---------------------------------------------------------------- packages
 

@@ -10,7 +10,8 @@ PGQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PG_VERSION="${PG_VERSION:-15}"
 # PG_BIN: another installation of PostgreSQL 15 (a private copy to test a
 # second tree beside the installed one); Debian's by default.
-PG_BIN="${PG_BIN:-/usr/lib/postgresql/${PG_VERSION}/bin}"
+# Absolute: as_pg runs its tools from /.
+PG_BIN="$(realpath -ms -- "${PG_BIN:-/usr/lib/postgresql/${PG_VERSION}/bin}")"
 export PG_CONFIG="${PG_BIN}/pg_config"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
@@ -92,9 +93,26 @@ bench_install() {
 # The OS user that runs clusters: PostgreSQL refuses to run as root.
 PGQ_OS_USER="${PGQ_OS_USER:-postgres}"
 
-as_pg() {
-  if [[ $(id -un) == "$PGQ_OS_USER" ]]; then "$@"; else runuser -u "$PGQ_OS_USER" -- "$@"; fi
+# as_user USER CMD...: runs CMD as USER, from the root directory. The one
+# place that switches user (as_pg here and as_broker in brokers.sh call it;
+# test/python/test_scripts.py checks that nothing else calls runuser). Not
+# from the caller's working directory: a clone under /root or in a mktemp -d
+# is a directory USER cannot read, and there PostgreSQL's tools say "could
+# not change directory ... Permission denied" and Erlang's code server
+# (rabbitmqctl) reports eacces for every module it looks up in ".". So hand
+# CMD absolute paths only, of files USER may read (not the clone's: give
+# them on stdin), and say where it runs when that matters (make -C DIR,
+# env -C DIR).
+as_user() {
+  local user="$1"; shift
+  if [[ $(id -un) == "$user" ]]; then
+    (cd / && exec "$@")
+  else
+    (cd / && exec runuser -u "$user" -- "$@")
+  fi
 }
+
+as_pg() { as_user "$PGQ_OS_USER" "$@"; }
 
 # Settings every benchmark cluster shares: durable commits, and checkpoints
 # kept out of the measured seconds. Each bench script adds its autovacuum
@@ -110,9 +128,10 @@ BENCH_DURABLE_CONF=(
 )
 
 # start_cluster DIR PORT [extra postgresql.conf lines...]
-# Starts a throwaway cluster in DIR (data in DIR/data, socket in DIR).
+# Starts a throwaway cluster in DIR (data in DIR/data, socket in DIR). A
+# relative DIR is the caller's (as_pg runs the tools from /).
 start_cluster() {
-  local dir="$1" port="$2"; shift 2
+  local dir port="$2"; dir="$(realpath -ms -- "$1")"; shift 2
   mkdir -p "$dir"
   chown "$PGQ_OS_USER" "$dir"
   as_pg "$PG_BIN/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync >/dev/null
@@ -128,7 +147,7 @@ start_cluster() {
 }
 
 stop_cluster() {
-  local dir="$1"
+  local dir; dir="$(realpath -ms -- "$1")"
   [[ -d "$dir/data" ]] && as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
 }
 

@@ -13,7 +13,7 @@
 # would then run these too.)
 source "$(dirname "$0")/lib.sh"
 
-work="${PGQ_TAP_DIR:-/tmp/pgq_cpp_tap}"
+work="$(realpath -ms -- "${PGQ_TAP_DIR:-/tmp/pgq_cpp_tap}")"  # absolute: as_pg runs from /
 pgxs_dir="$(dirname "$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")")"  # .../lib/pgxs
 perl_dir="$pgxs_dir/src/test/perl"
 pg_regress="$pgxs_dir/src/test/regress/pg_regress"
@@ -60,7 +60,8 @@ start=$SECONDS
 # What prove_installcheck sets: PATH with the server's binaries first,
 # TESTDIR for tmp_check (logs, data directories), PG_REGRESS (Cluster.pm
 # calls it for --config-auth), the test modules on PERL5LIB.
-as_pg env PATH="$PG_BIN:$PATH" TESTDIR="$work" PG_REGRESS="$pg_regress" \
+# (as_pg runs it from /: env -C runs prove in the copy, where the test paths are.)
+as_pg env -C "$work" PATH="$PG_BIN:$PATH" TESTDIR="$work" PG_REGRESS="$pg_regress" \
   PERL5LIB="$perl_dir${PERL5LIB:+:$PERL5LIB}" \
   timeout --kill-after=10 "${PGQ_TAP_TIMEOUT:-600}" prove -v --merge "${tests[@]}" 2>&1 9<&- || status=$?
 say "TAP tests took $((SECONDS - start)) s (prove exit status $status)"

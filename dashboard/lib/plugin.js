@@ -16,6 +16,7 @@ const { createAuth } = require('./auth');
 const { describe, isServerError, httpError } = require('./errors');
 const { reenqueueSql } = require('./copy_sql');
 const { Sampler } = require('./sampler');
+const { sameOriginPath } = require('./redirect');
 
 const CONTENT_SECURITY_POLICY = [
   "default-src 'none'",
@@ -124,7 +125,15 @@ async function dashboardPlugin(fastify, options) {
   });
 
   // Every response: the security headers; pages and JSON are never cached.
+  // A redirect goes to a page of the dashboard's own or to its front page:
+  // every Location here is built from checked values, and one that is not
+  // what lib/redirect.js accepts is a bug, not an open redirect.
   fastify.addHook('onSend', async (request, reply, payload) => {
+    const location = reply.getHeader('location');
+    if (location !== undefined && sameOriginPath(location, base) !== location) {
+      request.log.error(`pgq dashboard: refused to redirect to ${JSON.stringify(location)}`);
+      reply.header('location', `${base}/`);
+    }
     reply.header('content-security-policy', CONTENT_SECURITY_POLICY);
     reply.header('x-content-type-options', 'nosniff');
     reply.header('referrer-policy', 'no-referrer');
@@ -142,7 +151,8 @@ async function dashboardPlugin(fastify, options) {
     if (config.public) return;
     if (request.dashboardUser === null) {
       if (auth.mode === 'password' && request.method === 'GET' && !config.json) {
-        return reply.redirect(`${base}/login?next=${encodeURIComponent(request.url)}`, 303);
+        // (URLSearchParams: form encoding, which also encodes ', as the URL parser does in a query)
+        return reply.redirect(`${base}/login?${new URLSearchParams({ next: request.url })}`, 303);
       }
       const message =
         auth.mode === 'proxy'
@@ -196,13 +206,8 @@ async function dashboardPlugin(fastify, options) {
 
   // ---- Login --------------------------------------------------------------------
 
-  const safeNext = (next) =>
-    typeof next === 'string' &&
-    next.startsWith(`${base}/`) &&
-    !/^\/[\\/]/.test(next.slice(base.length)) &&
-    !/[\r\n]/.test(next)
-      ? next
-      : `${base}/`;
+  // Only a page of the dashboard's own (lib/redirect.js), whatever `next` says.
+  const safeNext = (next) => sameOriginPath(next, base);
 
   fastify.get('/login', { config: { public: true } }, async (request, reply) => {
     if (auth.mode !== 'password' || request.dashboardUser) return reply.redirect(safeNext(request.query.next), 303);

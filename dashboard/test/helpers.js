@@ -212,7 +212,53 @@ function olderLink(body) {
   return match ? unescapeHtml(match[1]) : null;
 }
 
+// What an attacker puts in a login link's `next` to send the browser elsewhere
+// after the login: every one must end on the dashboard's front page.
+const OFFSITE_NEXTS = [
+  'https://evil.example/',
+  'http:evil.example',
+  '//evil.example/',
+  '///evil.example/',
+  '////evil.example/',
+  '/\\evil.example',
+  '\\\\evil.example',
+  '/\\/evil.example',
+  '\\/evil.example',
+  '/\t/evil.example', // browsers drop tabs and newlines: "//evil.example"
+  '/\n/evil.example',
+  '/\r/evil.example',
+  '/\r\n/evil.example',
+  '\t//evil.example',
+  '/%09/evil.example',
+  '/%0a/evil.example',
+  '/%0D/evil.example',
+  '/%2F/evil.example',
+  '/%2f%2fevil.example',
+  '/%5Cevil.example',
+  '/%5c%5cevil.example',
+  '%2F%2Fevil.example',
+  '/%252F/evil.example', // decoded twice
+  '/%255Cevil.example',
+  '/%2509/evil.example',
+  '/%25252F/evil.example',
+  ' //evil.example',
+  ' /queues/q',
+  '/queues/q ',
+  '/queues/q\n',
+  '/\u0000/evil.example',
+  '/\u3000/evil.example',
+  '/\uff0f/evil.example', // fullwidth solidus
+  '\uff0f\uff0fevil.example',
+  '/\u2028/evil.example',
+  'javascript:alert(1)',
+  'JavaScript:alert(1)',
+  'data:text/html,<script>alert(1)</script>',
+  'http://dashboard.invalid/queues/q',
+  '',
+];
+
 module.exports = {
+  OFFSITE_NEXTS,
   serverConfig,
   freshDatabase,
   waitFor,

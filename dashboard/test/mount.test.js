@@ -41,6 +41,12 @@ test('as a fastify plugin under a prefix, in an app with its own cookie and form
   assert.equal(res.statusCode, 303);
   assert.equal(res.headers.location, '/ops/pgq/queues/q');
   assert.equal(res.cookies.find((c) => c.name === 'pgq_dashboard_session').path, '/ops/pgq');
+  // Logged in, the login page sends the browser on: only under the prefix.
+  const offsite = ['/ops/pgq/\t/evil.example', '/ops/pgq/../../evil', '/ops/pgq/%2F/evil.example', '/evil', '//evil'];
+  for (const next of offsite) {
+    res = await browser.get(`/ops/pgq/login?next=${encodeURIComponent(next)}`);
+    assert.equal(res.headers.location, '/ops/pgq/', next);
+  }
   res = await browser.get('/ops/pgq/');
   assert.equal(res.statusCode, 200);
   assert.match(res.body, /<a href="\/ops\/pgq\/queues\/q">q<\/a>/);
