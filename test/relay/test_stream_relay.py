@@ -301,6 +301,40 @@ class StreamRelayTest(unittest.TestCase):
         self.assertEqual([line["message_id"] for line in lines],
                          [f"pgqs-{self.stream}-{i}" for i in ids], "each event once, in order")
 
+    def test_stream_a_role_with_no_right_cannot_hold_the_relay_off(self):
+        # Issue 30 R1: 2.0's relay took pg_try_advisory_lock on
+        # hashtextextended('pgq-relay STREAM CONSUMER', 0); any role took
+        # that key first and the relay stood by for ever. The guard is now
+        # pgq.acquire_consumer, which needs the consume right.
+        sql("DROP ROLE IF EXISTS pgq_stream_relay_intruder")
+        sql("CREATE ROLE pgq_stream_relay_intruder LOGIN")
+        self.addCleanup(sql, "DROP ROLE IF EXISTS pgq_stream_relay_intruder")
+        intruder = psycopg.connect(DSN + " user=pgq_stream_relay_intruder", autocommit=True)
+        self.addCleanup(intruder.close)
+        self.assertTrue(intruder.execute(
+            "SELECT pg_try_advisory_lock(hashtextextended('pgq-relay ' || %s || ' ' || %s, 0))",
+            (self.stream, CONSUMER)).fetchone()[0])
+        with self.assertRaises(psycopg.errors.InsufficientPrivilege):
+            intruder.execute("SELECT pgq.acquire_consumer(%s, %s)", (self.stream, CONSUMER))
+        exchange, _, ledger = self.amqp_ledger()
+        first, first_log = self.started("first", *self.relay_args(exchange))
+        wait_for_log(first, first_log, "pgq-relay: relaying stream")
+        self.assertNotIn("standing by", log_text(first_log))
+        ids = [self.append({"i": i}) for i in range(3)]
+        lines = ledger.wait_for(3)
+        self.assertEqual([line["message_id"] for line in lines],
+                         [f"pgqs-{self.stream}-{i}" for i in ids])
+        wait_for(lambda: self.stats() == (0, False, 3), "the batch to finish")
+        # The guard is the relay's: a second relay stands by, and takes over
+        # at once when the first exits cleanly (it releases the guard).
+        second, second_log = self.started("second", *self.relay_args(exchange))
+        wait_for_log(second, second_log, "standing by")
+        self.assertEqual(end(first), 0, log_text(first_log))
+        wait_for_log(second, second_log, "took over stream", seconds=30)
+        self.append({"i": 3})
+        ledger.wait_for(4)
+        self.assertEqual(end(second), 0, log_text(second_log))
+
     def test_stream_returned_message_stops_the_relay_batch_unfinished(self):
         # A mandatory publish to an exchange with no binding for the key
         # comes back (312 NO_ROUTE): a stream has no dead-letter, the relay
