@@ -339,7 +339,8 @@ class RelayTest(unittest.TestCase):
         # relay 8 s and a steady trickle of them stalled it for ever. Here 32
         # idle sockets, a client sending its request a byte at a time, and a
         # new idle connection every 50 ms, all the time the relay works: every
-        # job is relayed and a scrape answered before any of them is closed.
+        # job is relayed, a scrape answered and SIGTERM obeyed before any of
+        # them is closed.
         exchange, ledger = self.amqp_ledger()
         process = start_relay("--broker", AMQP, "--queue", self.queue, "--exchange", exchange,
                               "--metrics-listen", f"127.0.0.1:{METRICS_PORT}")
@@ -389,14 +390,16 @@ class RelayTest(unittest.TestCase):
                 return f'pgq_relay_completed_total{{queue="{self.queue}"}} {n}' in text
             wait_for(scraped, "a scrape with every job completed")
             self.assertIsNone(process.poll())
+            # A signal is not held up either: SIGTERM ends it, attack going on.
+            status, err = stop(process)
+            self.assertEqual(status, 0, err)
+            self.assertFalse(stop_trickle.is_set())
         finally:
             stop_trickle.set()
             if attacker.is_alive():
                 attacker.join()
             for s in sockets:
                 s.close()
-        status, err = stop(process)
-        self.assertEqual(status, 0, err)
 
     def test_a_crash_after_the_confirm_sends_it_again_with_the_same_id(self):
         # Parked after its first confirm (before the completion), then
