@@ -633,7 +633,7 @@ void Relay::PollOnce() {
   const int broker_fd = broker_->connected() ? broker_->fd() : -1;
   if (broker_fd >= 0) fds.push_back({broker_fd, POLLIN, 0});
   const std::size_t metrics_index = fds.size();
-  if (metrics_) fds.push_back({metrics_->fd(), POLLIN, 0});
+  if (metrics_) metrics_->AddPollFds(&fds);
   if (poll(fds.data(), fds.size(), PollTimeoutMillis()) < 0 && errno != EINTR) {
     Fatal("poll", std::strerror(errno));
     return;
@@ -647,9 +647,8 @@ void Relay::PollOnce() {
   if (polls_completions && fds[completions_index].revents != 0) OnCompletionsReadable();
   // Also without input: the AMQP heartbeat and the confirm timeout.
   PollBroker();
-  if (metrics_ && fds[metrics_index].revents != 0) {
-    metrics_->Serve([this] { return MetricsText(); });
-  }
+  // Never blocks: a metrics client only moves when its socket is ready.
+  if (metrics_) metrics_->Serve(&fds[metrics_index], [this] { return MetricsText(); });
 }
 
 // Until the next thing due; only what the loop would act on counts, or it
@@ -678,6 +677,9 @@ int Relay::PollTimeoutMillis() const {
   if (stopping_ && stop_deadline_ > now) next = std::min(next, stop_deadline_);
   if (stopping_ && claim_in_flight_) next = std::min(next, next_cancel_);
   if (settings_.stats_interval.count() > 0) next = std::min(next, next_stats_);
+  if (metrics_) {
+    if (const auto deadline = metrics_->NextDeadline()) next = std::min(next, *deadline);
+  }
   const auto wait = next - now;
   if (wait <= Clock::duration::zero()) return 0;
   return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count());

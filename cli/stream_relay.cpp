@@ -42,8 +42,21 @@ constexpr const char* kNextBatch =
     "                            ELSE b.payload END AS body) AS x";
 constexpr const char* kRegister = "SELECT pgq.register_consumer($1::text, $2::text)";
 constexpr const char* kFinish = "SELECT pgq.finish_batch($1::bigint)";
+// The single-active guard (issue 30 R1): a session lock only
+// pgq.acquire_consumer takes, after checking the consume right; 2.0's
+// advisory lock key could be taken first by any role.
+constexpr const char* kAcquire = "SELECT pgq.acquire_consumer($1::text, $2::text)";
+constexpr const char* kRelease = "SELECT pgq.release_consumer($1::text, $2::text)";
+// A catalog still on 2.0 (before ALTER EXTENSION pgq_cpp UPDATE) has no
+// acquire_consumer: the relay then takes 2.0's advisory lock, and says so.
+constexpr const char* kHasGuard =
+    "SELECT pg_catalog.to_regprocedure('pgq.acquire_consumer(text,text)') IS NOT NULL";
 constexpr const char* kTryLock =
     "SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended("
+    "         'pgq-relay ' OPERATOR(pg_catalog.||) $1::text OPERATOR(pg_catalog.||) ' '"
+    "         OPERATOR(pg_catalog.||) $2::text, 0))";
+constexpr const char* kUnlock =
+    "SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended("
     "         'pgq-relay ' OPERATOR(pg_catalog.||) $1::text OPERATOR(pg_catalog.||) ' '"
     "         OPERATOR(pg_catalog.||) $2::text, 0))";
 
@@ -115,15 +128,33 @@ bool StreamRelay::ConnectBroker() {
   }
 }
 
-// The session lock that makes this the one relay of the stream and
+// Whether the database has pgq.acquire_consumer (2.0.1), asked once per
+// session: an ALTER EXTENSION UPDATE is seen after the next reconnect.
+bool StreamRelay::HasGuard() {
+  if (guard_probed_ != db_.reconnects() + 1) {
+    Result has = db_.Exec(kHasGuard, {});
+    guard_probed_ = db_.reconnects() + 1;
+    has_guard_ = PQgetvalue(has.get(), 0, 0)[0] == 't';
+    if (!has_guard_) {
+      Log("warning: the database's pgq_cpp is older than 2.0.1 (no pgq.acquire_consumer): taking "
+          "2.0's advisory lock, which any role can take first; run ALTER EXTENSION pgq_cpp "
+          "UPDATE");
+    }
+  }
+  return has_guard_;
+}
+
+// The single-active guard that makes this the one relay of the stream and
 // consumer; waits (a standby) while another relay holds it. Connection
-// errors are waited out with backoff, as everywhere else.
+// errors are waited out with backoff, as everywhere else; any other error
+// (no consume right: 42501) stops the relay.
 bool StreamRelay::TakeLock() {
   bool told = false;
   std::chrono::milliseconds backoff = kFirstRetry;
   for (;;) {
     try {
-      Result held = db_.Exec(kTryLock, {options_.stream.c_str(), options_.consumer.c_str()});
+      Result held = db_.Exec(HasGuard() ? kAcquire : kTryLock,
+                             {options_.stream.c_str(), options_.consumer.c_str()});
       if (PQgetvalue(held.get(), 0, 0)[0] == 't') {
         lock_session_ = db_.reconnects();
         if (told) Log("took over stream " + options_.stream + " as consumer " + options_.consumer);
@@ -146,8 +177,8 @@ bool StreamRelay::TakeLock() {
   }
 }
 
-// The lock belongs to a session: after any reconnect (libpq's own, inside a
-// statement, too) it is gone, and another relay may hold it now.
+// The guard belongs to a session: after any reconnect (libpq's own, inside
+// a statement, too) it is gone, and another relay may hold it now.
 bool StreamRelay::KeepLock() {
   if (db_.reconnects() == lock_session_) return true;
   Log("the database session was replaced: taking the stream's lock again");
@@ -355,7 +386,19 @@ int StreamRelay::Run() {
     }
   }
   MaybeLogStats(true);
+  ReleaseLock();
   return kExitOk;
+}
+
+// On a clean exit: a standby need not wait for this session to end. Best
+// effort: the end of the session frees the guard anyway.
+void StreamRelay::ReleaseLock() {
+  if (lock_session_ != db_.reconnects() || !db_.ok()) return;
+  try {
+    (void)db_.Exec(HasGuard() ? kRelease : kUnlock,
+                   {options_.stream.c_str(), options_.consumer.c_str()});
+  } catch (const DbError&) {
+  }
 }
 
 }  // namespace pgq::cli

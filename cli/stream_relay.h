@@ -11,9 +11,12 @@
 // the batch unfinished: a stream has no dead-letter, so nothing is skipped
 // until the topology is fixed.
 //
-// One relay per (stream, consumer) publishes at a time: each holds a session
-// advisory lock on the pair; a second one waits for it, a standby that takes
-// over when the first one's session ends.
+// One relay per (stream, consumer) publishes at a time: each holds the
+// consumer's single-active guard, pgq.acquire_consumer (2.0.1: a session
+// lock that needs the consume right, so no other role can take it first); a
+// second one waits for it, a standby that takes over when the first one's
+// session ends, and takes it again after any reconnect. Against a catalog
+// still on 2.0 it falls back to 2.0's advisory lock, with a warning.
 #pragma once
 
 #include <chrono>
@@ -52,8 +55,10 @@ class StreamRelay {
     Clock::time_point publish_after;  // after a "not now": with backoff
   };
 
+  bool HasGuard();
   bool TakeLock();
   bool KeepLock();
+  void ReleaseLock();
   bool ConnectBroker();
   bool Deliver(std::vector<Pending>& batch);
   bool Finish(const std::string& batch_id, std::size_t events);
@@ -75,6 +80,8 @@ class StreamRelay {
   std::string last_broker_error_;
   std::string last_resend_reason_;
   std::uint64_t lock_session_ = 0;  // db_.reconnects() when the lock was taken
+  std::uint64_t guard_probed_ = 0;  // db_.reconnects() + 1 when HasGuard() asked
+  bool has_guard_ = false;
   Clock::time_point next_stats_{};
   std::uint64_t published_ = 0, republished_ = 0, confirmed_ = 0, batches_ = 0, events_ = 0;
 };

@@ -27,3 +27,18 @@
 -- The relay's single-active guard on a stream consumer (R1).
 -- ---------------------------------------------------------------------------
 
+-- pgq-relay --stream took pg_try_advisory_lock on a key any role could take
+-- first. The guard is now a session lock with a tag of pgq's own, which no
+-- SQL call can name: only these functions take and drop it, after checking
+-- the consume right (src/pg/consumer_guard.h). No table: the lock ends with
+-- its session, a crashed backend's too.
+CREATE FUNCTION pgq.acquire_consumer(stream text, consumer text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_acquire_consumer' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.acquire_consumer(text, text) IS
+    'takes the consumer''s single-active guard for this session unless another session holds it; whether this session holds it now; consume right';
+
+CREATE FUNCTION pgq.release_consumer(stream text, consumer text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_release_consumer' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.release_consumer(text, text) IS
+    'gives up the consumer''s single-active guard if this session holds it; whether it did; consume right';
+

@@ -41,6 +41,15 @@ pg::Statement unregister_consumer = {
     {INT4OID, TEXTOID},
     nullptr};
 
+// The consumer's id, its row held (FOR KEY SHARE) until the end of the
+// transaction: acquire_consumer's guard names a consumer that exists.
+pg::Statement find_consumer = {
+    "SELECT consumer_id FROM pgq.stream_consumers WHERE stream_id = $1 AND name = $2"
+    "   FOR KEY SHARE",
+    2,
+    {INT4OID, TEXTOID},
+    nullptr};
+
 pg::Statement lock_consumer = {R"sql(
 SELECT consumer_id, done_snapshot, window_end, window_end_at, cursor_txid, cursor_id, batch_no,
        batch_open, batch_end_txid, batch_end_id, batch_events,
@@ -184,6 +193,13 @@ std::vector<Event> ReadWindow(pg::SpiSession& spi, int32 stream_id, Datum from, 
   return events;
 }
 
+[[noreturn]] void RaiseNoConsumer(const Stream& stream, std::string_view consumer) {
+  pg::Raise(
+      ERRCODE_UNDEFINED_OBJECT,
+      "consumer \"" + std::string(consumer) + "\" of stream \"" + stream.name + "\" does not exist",
+      {}, "Register it with pgq.register_consumer(stream, '" + std::string(consumer) + "').");
+}
+
 }  // namespace
 
 bool Register(pg::SpiSession& spi, const Stream& stream, std::string_view consumer) {
@@ -201,18 +217,20 @@ bool Unregister(pg::SpiSession& spi, const Stream& stream, std::string_view cons
   return !spi.Execute(unregister_consumer, params).empty();
 }
 
+int32 ConsumerId(pg::SpiSession& spi, const Stream& stream, std::string_view consumer) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(stream.id)).Set(1, pg::TextDatum(consumer));
+  const pg::Result found = spi.Execute(find_consumer, params, 1);
+  if (found.empty()) RaiseNoConsumer(stream, consumer);
+  return found.Int32(0, 1);
+}
+
 Batch NextBatch(pg::SpiSession& spi, const Stream& stream, std::string_view consumer,
                 int32 max_events, MemoryContext memory) {
   pg::Params params;
   params.Set(0, Int32GetDatum(stream.id)).Set(1, pg::TextDatum(consumer));
   pg::Result state = spi.Execute(lock_consumer, params, 1);
-  if (state.empty()) {
-    pg::Raise(ERRCODE_UNDEFINED_OBJECT,
-              "consumer \"" + std::string(consumer) + "\" of stream \"" + stream.name +
-                  "\" does not exist",
-              {},
-              "Register it with pgq.register_consumer(stream, '" + std::string(consumer) + "').");
-  }
+  if (state.empty()) RaiseNoConsumer(stream, consumer);
   bool is_null = false;
   const int32 consumer_id = state.Int32(0, 1);
   Datum from = state.Value(0, 2, &is_null);

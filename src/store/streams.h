@@ -68,6 +68,10 @@ bool Append(pg::SpiSession& spi, std::string_view name, const Datum* payloads, i
 bool Register(pg::SpiSession& spi, const Stream& stream, std::string_view consumer);
 bool Unregister(pg::SpiSession& spi, const Stream& stream, std::string_view consumer);
 
+// The consumer's id, its row kept from being unregistered until the end of
+// the transaction; raises undefined_object for an unknown consumer.
+int32 ConsumerId(pg::SpiSession& spi, const Stream& stream, std::string_view consumer);
+
 struct Event {
   int64 id;
   TimestampTz appended_at;

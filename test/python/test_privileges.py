@@ -45,6 +45,8 @@ PUBLIC_FUNCTIONS = {
     "create_stream", "alter_stream", "drop_stream", "append", "append_many",
     "register_consumer", "unregister_consumer", "next_batch", "finish_batch",
     "grant_stream", "revoke_stream", "stream_consumer_stats",
+    # 2.0.1 (issue 30 R1): the relay's single-active guard; consume right.
+    "acquire_consumer", "release_consumer",
 }
 # Not about queues: nobody's until GRANT EXECUTE.
 COORDINATION_FUNCTIONS = {
@@ -110,6 +112,8 @@ REFUSED_CALLS = {
     "finish_batch": "SELECT pgq.finish_batch(%(batch)s)",
     "grant_stream": "SELECT pgq.grant_stream('pgq_t_nobody', 'st', 'consume')",
     "revoke_stream": "SELECT pgq.revoke_stream('pgq_t_nobody', 'st', 'consume')",
+    "acquire_consumer": "SELECT pgq.acquire_consumer('st', 'reader')",
+    "release_consumer": "SELECT pgq.release_consumer('st', 'reader')",
 }
 # stream_consumer_stats() answers as pgq.stream_stats does: the caller's
 # streams only.

@@ -78,6 +78,7 @@ STREAM_FUNCTIONS = {
     "create_stream", "alter_stream", "drop_stream", "append", "append_many",
     "register_consumer", "unregister_consumer", "next_batch", "finish_batch",
     "grant_stream", "revoke_stream", "stream_consumer_stats",
+    "acquire_consumer", "release_consumer",
 }
 
 
@@ -195,6 +196,11 @@ class SearchPathTest(PgqTestCase):
         run("SELECT pgq.create_stream('events', if_not_exists => true)")
         run("SELECT pgq.register_consumer('events', 'r1'), pgq.register_consumer('events', 'r2')")
         run("SELECT pgq.register_consumer('events', 'r1')")
+        # The relay's single-active guard (2.0.1): taken, taken again, released.
+        self.assertEqual(run("SELECT pgq.acquire_consumer('events', 'r1')"), [(True,)])
+        self.assertEqual(run("SELECT pgq.acquire_consumer('events', 'r1')"), [(True,)])
+        self.assertEqual(run("SELECT pgq.release_consumer('events', 'r1')"), [(True,)])
+        self.assertEqual(run("SELECT pgq.release_consumer('events', 'r1')"), [(False,)])
         first = run("SELECT pgq.append('events', '{\"n\": 1}')")[0][0]
         more = [r[0] for r in run("SELECT * FROM pgq.append_many('events', ARRAY['{}', '[]']::jsonb[])")]
         batch = run("SELECT batch_id, event_id FROM pgq.next_batch('events', 'r1', 2)")

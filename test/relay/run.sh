@@ -49,7 +49,9 @@
 # about 70 s), PGQ_RELAY_TIMEOUT (the whole run's bound, 600 s),
 # PGQ_RELAY_VERBOSE=1 (the relay's --verbose), KEEP=1 (keep the work
 # directory; it is kept anyway when a check failed), PGQ_RELAY_STREAM_EVENTS
-# (the stream phase's events per broker, 5000; 0 leaves the phase out).
+# (the stream phase's events per broker, 5000; 0 leaves the phase out),
+# PGQ_RELAY_CONTRACT_ONLY="WORD..." (only the contract cases whose name holds
+# one of the words; with PGQ_RELAY_BROKERS=" " no fault run: a quick look).
 # Ports: RabbitMQ 55720-55727, NATS 55730-55731, the contract tests' metrics
 # endpoint 55745, PostgreSQL 55750 (PGQ_RELAY_AMQP_PORT, PGQ_RELAY_NATS_PORT,
 # PGQ_RELAY_METRICS_PORT, PGQ_RELAY_PG_PORT move them). About 5 minutes on
@@ -328,7 +330,10 @@ class Tap(unittest.TestResult):
 
 sys.path.insert(0, ".")
 names = ["test_relay_cli"] + (["test_stream_relay"] if os.path.exists("test_stream_relay.py") else [])
-unittest.defaultTestLoader.loadTestsFromNames(names).run(Tap())
+loader = unittest.TestLoader()
+if os.environ.get("PGQ_RELAY_CONTRACT_ONLY"):
+    loader.testNamePatterns = ["*" + w + "*" for w in os.environ["PGQ_RELAY_CONTRACT_ONLY"].split()]
+loader.loadTestsFromNames(names).run(Tap())
 PY
   )
 }

@@ -12,7 +12,9 @@ PGQ_NATS_PORT, PGQ_RELAY_METRICS_PORT, PGQ_RELAY_TEST_DIR (scratch files).
 import json
 import os
 import signal
+import socket
 import subprocess
+import threading
 import time
 import unittest
 import urllib.request
@@ -330,6 +332,74 @@ class RelayTest(unittest.TestCase):
         status, err = stop(process)
         self.assertEqual(status, 0, err)
         self.assertIn("SIGTERM: claiming no more jobs", err)
+
+    def test_idle_and_slow_metrics_clients_never_stall_the_relay(self):
+        # Issue 30 R2: 2.0 accepted every waiting connection inside its one
+        # event loop and gave each up to 500 ms; 16 idle sockets stalled the
+        # relay 8 s and a steady trickle of them stalled it for ever. Here 32
+        # idle sockets, a client sending its request a byte at a time, and a
+        # new idle connection every 50 ms, all the time the relay works: every
+        # job is relayed, a scrape answered and SIGTERM obeyed before any of
+        # them is closed.
+        exchange, ledger = self.amqp_ledger()
+        process = start_relay("--broker", AMQP, "--queue", self.queue, "--exchange", exchange,
+                              "--metrics-listen", f"127.0.0.1:{METRICS_PORT}")
+        self.addCleanup(lambda: process.poll() is None and process.kill())
+        url = f"http://127.0.0.1:{METRICS_PORT}/metrics"
+
+        def up():
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    return response.status == 200
+            except OSError:
+                return False
+        wait_for(up, "the endpoint")
+        sockets, stop_trickle = [], threading.Event()
+
+        def idle():
+            s = socket.create_connection(("127.0.0.1", METRICS_PORT), timeout=5)
+            sockets.append(s)
+            return s
+
+        def trickle():
+            slow = idle()
+            request = b"GET /metrics HTTP/1.0\r\nX-Pad: " + b"x" * 4000
+            sent = 0
+            while not stop_trickle.wait(0.05):
+                try:
+                    idle()
+                    slow.send(request[sent:sent + 1])
+                    sent = (sent + 1) % len(request)
+                except OSError:
+                    slow = idle()  # closed by the relay: a new one
+        attacker = threading.Thread(target=trickle)
+        try:
+            for _ in range(32):
+                idle()
+            attacker.start()
+            n = 200
+            for i in range(n):
+                self.publish({"i": i})
+            ledger.wait_for(n)
+            wait_for(lambda: self.jobs_left() == 0, "the queue to empty", seconds=60)
+            self.assertFalse(stop_trickle.is_set())
+
+            def scraped():
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    text = response.read().decode()
+                return f'pgq_relay_completed_total{{queue="{self.queue}"}} {n}' in text
+            wait_for(scraped, "a scrape with every job completed")
+            self.assertIsNone(process.poll())
+            # A signal is not held up either: SIGTERM ends it, attack going on.
+            status, err = stop(process)
+            self.assertEqual(status, 0, err)
+            self.assertFalse(stop_trickle.is_set())
+        finally:
+            stop_trickle.set()
+            if attacker.is_alive():
+                attacker.join()
+            for s in sockets:
+                s.close()
 
     def test_a_crash_after_the_confirm_sends_it_again_with_the_same_id(self):
         # Parked after its first confirm (before the completion), then

@@ -6,7 +6,9 @@ pgq-stream-event-id, pgq-appended-at, and the outbox's pgq-topic,
 pgq-event-id, pgq-group-key for events pgq.publish appended), a batch
 finished only after its confirms and published again after a crash, one
 relay per stream and consumer (a second stands by and takes over, also
-after the first lost its database session), a returned message or one
+after the first lost its database session; a role with no right on the
+stream cannot hold the guard; a 2.0 catalog falls back to the old advisory
+lock with a warning), a returned message or one
 that cannot be made stopping the relay with the batch unfinished, a nack
 or a subject no JetStream stream takes as "not now" (published again with
 backoff, the batch open), a database outage, SIGTERM, bad options, an
@@ -300,6 +302,68 @@ class StreamRelayTest(unittest.TestCase):
         self.assertEqual(end(second), 0, log_text(second_log))
         self.assertEqual([line["message_id"] for line in lines],
                          [f"pgqs-{self.stream}-{i}" for i in ids], "each event once, in order")
+
+    def test_stream_a_role_with_no_right_cannot_hold_the_relay_off(self):
+        # Issue 30 R1: 2.0's relay took pg_try_advisory_lock on
+        # hashtextextended('pgq-relay STREAM CONSUMER', 0); any role took
+        # that key first and the relay stood by for ever. The guard is now
+        # pgq.acquire_consumer, which needs the consume right.
+        sql("DROP ROLE IF EXISTS pgq_stream_relay_intruder")
+        sql("CREATE ROLE pgq_stream_relay_intruder LOGIN")
+        self.addCleanup(sql, "DROP ROLE IF EXISTS pgq_stream_relay_intruder")
+        intruder = psycopg.connect(DSN + " user=pgq_stream_relay_intruder", autocommit=True)
+        self.addCleanup(intruder.close)
+        self.assertTrue(intruder.execute(
+            "SELECT pg_try_advisory_lock(hashtextextended('pgq-relay ' || %s || ' ' || %s, 0))",
+            (self.stream, CONSUMER)).fetchone()[0])
+        with self.assertRaises(psycopg.errors.InsufficientPrivilege):
+            intruder.execute("SELECT pgq.acquire_consumer(%s, %s)", (self.stream, CONSUMER))
+        exchange, _, ledger = self.amqp_ledger()
+        first, first_log = self.started("first", *self.relay_args(exchange))
+        wait_for_log(first, first_log, "pgq-relay: relaying stream")
+        self.assertNotIn("standing by", log_text(first_log))
+        ids = [self.append({"i": i}) for i in range(3)]
+        lines = ledger.wait_for(3)
+        self.assertEqual([line["message_id"] for line in lines],
+                         [f"pgqs-{self.stream}-{i}" for i in ids])
+        wait_for(lambda: self.stats() == (0, False, 3), "the batch to finish")
+        # The guard is the relay's: a second relay stands by, and takes over
+        # at once when the first exits cleanly (it releases the guard).
+        second, second_log = self.started("second", *self.relay_args(exchange))
+        wait_for_log(second, second_log, "standing by")
+        self.assertEqual(end(first), 0, log_text(first_log))
+        wait_for_log(second, second_log, "took over stream", seconds=30)
+        self.append({"i": 3})
+        ledger.wait_for(4)
+        self.assertEqual(end(second), 0, log_text(second_log))
+
+    def test_stream_relay_on_a_2_0_catalog_takes_the_old_lock_and_says_so(self):
+        # Before ALTER EXTENSION UPDATE there is no pgq.acquire_consumer: the
+        # relay takes 2.0's advisory lock and warns; after it, the guard.
+        db = f"relay20_{RUN}_{self.n}"
+        sql(f"CREATE DATABASE {db}")
+        self.addCleanup(sql, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        dsn = DSN + f" dbname={db}"
+
+        def run(query, *params):
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(query, params)
+        run("CREATE EXTENSION pgq_cpp VERSION '2.0'")
+        run("SELECT pgq.create_stream(%s)", self.stream)
+        run("SELECT pgq.register_consumer(%s, %s)", self.stream, CONSUMER)
+        exchange, _, ledger = self.amqp_ledger()
+        for n, version in enumerate(("2.0", "2.0.1"), start=1):
+            if version == "2.0.1":
+                run("ALTER EXTENSION pgq_cpp UPDATE")
+            run("SELECT pgq.append(%s, %s)", self.stream, Jsonb({"catalog": version}))
+            done = subprocess.run([RELAY, "--dsn", dsn, "--stats-interval", "0",
+                                   *self.relay_args(exchange, "--max-jobs", "1")],
+                                  capture_output=True, text=True, timeout=60)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            warned = "older than 2.0.1 (no pgq.acquire_consumer)" in done.stderr
+            self.assertEqual(warned, version == "2.0", done.stderr)
+            lines = ledger.wait_for(n)
+            self.assertEqual(lines[n - 1]["body"], {"catalog": version})
 
     def test_stream_returned_message_stops_the_relay_batch_unfinished(self):
         # A mandatory publish to an exchange with no binding for the key
