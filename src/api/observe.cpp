@@ -133,8 +133,11 @@ void StreamMetrics(core::MetricsText& text, std::string_view database) {
     text.Sample("pgq_stream_bytes", {{"database", database}, {"stream", s.name}},
                 static_cast<double>(s.bytes));
   }
+  // Bounded per object (2.0.1, M1): at most pgq.max_consumers_per_stream
+  // consumers a stream, each counted up to pgq.stream_pending_count_limit.
+  const int64 count_limit = pg::StreamPendingCountLimit();
   const std::vector<store::streams::ConsumerStats> consumers =
-      store::streams::Stats(spi, GetCurrentTimestamp(), [](int32) { return true; });
+      store::streams::Stats(spi, GetCurrentTimestamp(), count_limit, [](int32) { return true; });
   if (consumers.empty()) return;
   text.Family("pgq_stream_consumer_lag_seconds", "gauge",
               "Age of the consumer's oldest unfinished event; 0 when it has none.");
@@ -143,12 +146,25 @@ void StreamMetrics(core::MetricsText& text, std::string_view database) {
                 {{"database", database}, {"stream", c.stream}, {"consumer", c.consumer}},
                 static_cast<double>(c.lag_us) / USECS_PER_SEC);
   }
-  text.Family("pgq_stream_consumer_pending_events", "gauge",
-              "Events the consumer has not finished (counted up to 100000).");
+  const std::string pending_help = "Events the consumer has not finished, counted up to " +
+                                   std::to_string(count_limit) +
+                                   " (pgq.stream_pending_count_limit).";
+  text.Family("pgq_stream_consumer_pending_events", "gauge", pending_help);
   for (const store::streams::ConsumerStats& c : consumers) {
     text.Sample("pgq_stream_consumer_pending_events",
                 {{"database", database}, {"stream", c.stream}, {"consumer", c.consumer}},
                 static_cast<double>(c.pending));
+  }
+  // A family of its own rather than a label on the count: a series keeps
+  // its labels when the consumer crosses the limit, so alerts and graphs
+  // on the count go on working.
+  text.Family("pgq_stream_consumer_pending_events_capped", "gauge",
+              "1 when the consumer has more unfinished events than were counted: "
+              "pgq_stream_consumer_pending_events shows the limit, not the backlog.");
+  for (const store::streams::ConsumerStats& c : consumers) {
+    text.Sample("pgq_stream_consumer_pending_events_capped",
+                {{"database", database}, {"stream", c.stream}, {"consumer", c.consumer}},
+                c.pending_capped ? 1 : 0);
   }
   text.Family("pgq_stream_consumer_finished_events_total", "counter",
               "Events the consumer has finished since it was registered.");

@@ -10,6 +10,14 @@ void DefineSettings();
 
 int64 MaxPayloadBytes();
 int64 MaxLeaseMicros();
+// pgq.max_consumers_per_stream: register_consumer refuses one more.
+int MaxConsumersPerStream();
+// pgq.stream_pending_count_limit: the unfinished events counted per stream
+// consumer by metrics() and stream_stats; past it the count is cut.
+int64 StreamPendingCountLimit();
+// pgq.max_batch_bytes: a stream batch ends after the event that takes its
+// payloads' stored size to this.
+int64 MaxBatchBytes();
 int MaintenanceIntervalMillis();
 int HandlerWorkers();
 // pgq.compact_min_size in bytes; -1: never compact (api/compact.h).
