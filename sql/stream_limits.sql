@@ -1,7 +1,7 @@
 -- What one stream may cost the others (issue 30, M1; docs/streams.md,
 -- "Limits"): consumers per stream (pgq.max_consumers_per_stream), the
 -- unfinished events counted per consumer by pgq.metrics() and
--- pgq.stream_stats (pgq.stream_pending_count_limit).
+-- pgq.stream_stats (pgq.monitoring_count_limit).
 CREATE EXTENSION pgq_cpp;
 
 -- error_of(sql): 'SQLSTATE: message / detail / hint' of the error the
@@ -46,7 +46,7 @@ LANGUAGE sql AS $$
 $$;
 
 SHOW pgq.max_consumers_per_stream;
-SHOW pgq.stream_pending_count_limit;
+SHOW pgq.monitoring_count_limit;
 
 ------------------------------------------------------------------------------
 -- Consumers per stream.
@@ -88,7 +88,7 @@ RESET pgq.max_consumers_per_stream;
 SELECT pgq.register_consumer('other', 'o2') AS registered;
 
 ------------------------------------------------------------------------------
--- Unfinished events, counted up to pgq.stream_pending_count_limit.
+-- Unfinished events, counted up to pgq.monitoring_count_limit.
 
 SELECT pgq.create_stream('deep');
 SELECT pgq.register_consumer('deep', 'far') AS far, pgq.register_consumer('deep', 'near') AS near;
@@ -108,7 +108,7 @@ SELECT consumer, pending_events, pending_capped FROM pgq.stream_stats
 
 -- Over it: far, 23 behind, shows the limit and says it was cut there;
 -- near is still exact. pgq.metrics() the same, in a family of its own.
-SET pgq.stream_pending_count_limit = 5;
+SET pgq.monitoring_count_limit = 5;
 SELECT consumer, pending_events, pending_capped, lag > interval '0' AS lagging
   FROM pgq.stream_stats WHERE stream = 'deep' ORDER BY consumer;
 SELECT * FROM pg_temp.stream_metrics('deep');
@@ -118,25 +118,25 @@ SELECT line FROM unnest(string_to_array(pgq.metrics(), E'\n')) AS line
 -- Inside a window, with a batch open and then finished: the count moves
 -- with the cursor.
 SELECT count(*) AS in_batch FROM pgq.next_batch('deep', 'far', 4);
-SET pgq.stream_pending_count_limit = 1000;
+SET pgq.monitoring_count_limit = 1000;
 SELECT consumer, pending_events, pending_capped, batch_open FROM pgq.stream_stats
  WHERE stream = 'deep' AND consumer = 'far';
 SELECT pgq.finish_batch(max(batch_id)) AS finished FROM pgq.next_batch('deep', 'far');
 SELECT count(*) AS in_batch FROM pgq.next_batch('deep', 'far', 4);
 SELECT pgq.finish_batch(max(batch_id)) AS finished FROM pgq.next_batch('deep', 'far');
 -- 15 left: exact at a limit of 15, cut at 14.
-SET pgq.stream_pending_count_limit = 15;
+SET pgq.monitoring_count_limit = 15;
 SELECT consumer, pending_events, pending_capped FROM pgq.stream_stats
  WHERE stream = 'deep' AND consumer = 'far';
-SET pgq.stream_pending_count_limit = 14;
+SET pgq.monitoring_count_limit = 14;
 SELECT consumer, pending_events, pending_capped FROM pgq.stream_stats
  WHERE stream = 'deep' AND consumer = 'far';
 SELECT * FROM pg_temp.stream_metrics('deep');
 -- The setting is a superuser's too.
 SET ROLE pgq_l_reader;
-SELECT pg_temp.error_of($$SET pgq.stream_pending_count_limit = 1000000$$);
+SELECT pg_temp.error_of($$SET pgq.monitoring_count_limit = 1000000$$);
 RESET ROLE;
-RESET pgq.stream_pending_count_limit;
+RESET pgq.monitoring_count_limit;
 SELECT pg_temp.finish_all('deep', 'far') AS far_finished;
 SELECT consumer, pending_events, pending_capped FROM pgq.stream_stats
  WHERE stream = 'deep' ORDER BY consumer;

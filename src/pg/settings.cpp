@@ -20,7 +20,7 @@ int handler_workers = 2;
 char* databases = nullptr;
 int compact_min_size_kb = 2048;
 int max_consumers_per_stream = 100;
-int stream_pending_count_limit = 1000;
+int monitoring_count_limit = 1000;
 int max_batch_bytes = 64 * 1024 * 1024;
 
 }  // namespace
@@ -60,11 +60,12 @@ void DefineSettings() {
       "the stream's segments and is counted by every scrape of pgq.metrics().",
       &max_consumers_per_stream, 100, 1, 100000, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
-      "pgq.stream_pending_count_limit",
-      "Most unfinished events counted per stream consumer by pgq.metrics() and pgq.stream_stats.",
-      "A consumer further behind is shown with this number, marked as counted up to it, so one "
-      "stream's backlog cannot make monitoring slow for every stream.",
-      &stream_pending_count_limit, 1000, 1, 1000000, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+      "pgq.monitoring_count_limit",
+      "Most rows pgq.metrics(), queue_metrics() and stream_stats read for one count.",
+      "Each state of a queue is counted exactly up to it and estimated past it; a stream "
+      "consumer's unfinished events are counted up to it. Either is marked when cut, so one "
+      "queue's or stream's backlog cannot make monitoring slow for everyone.",
+      &monitoring_count_limit, 1000, 1, 1000000, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
       "pgq.max_batch_bytes", "Size of a stream batch's payloads past which next_batch ends it.",
       "A batch ends after the event that takes its payloads (as stored) to this size, so one "
@@ -90,7 +91,7 @@ const char* DatabasesSetting() { return databases != nullptr ? databases : ""; }
 
 int MaxConsumersPerStream() { return max_consumers_per_stream; }
 
-int64 StreamPendingCountLimit() { return stream_pending_count_limit; }
+int64 MonitoringCountLimit() { return monitoring_count_limit; }
 
 int64 MaxBatchBytes() { return max_batch_bytes; }
 

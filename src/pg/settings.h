@@ -12,9 +12,10 @@ int64 MaxPayloadBytes();
 int64 MaxLeaseMicros();
 // pgq.max_consumers_per_stream: register_consumer refuses one more.
 int MaxConsumersPerStream();
-// pgq.stream_pending_count_limit: the unfinished events counted per stream
-// consumer by metrics() and stream_stats; past it the count is cut.
-int64 StreamPendingCountLimit();
+// pgq.monitoring_count_limit: the rows metrics(), queue_metrics() and
+// stream_stats read for one count (a queue's state, exact up to it and
+// estimated past it; a stream consumer's unfinished events, cut at it).
+int64 MonitoringCountLimit();
 // pgq.max_batch_bytes: a stream batch ends after the event that takes its
 // payloads' stored size to this.
 int64 MaxBatchBytes();
