@@ -29,4 +29,25 @@ SELECT line FROM unnest(string_to_array(pgq.metrics(), E'\n')) AS line
  ORDER BY line;
 SELECT pgq.metrics() ~ '# TYPE pgq_oldest_ready_age_seconds gauge' AS typed;
 
+-- Bounded per queue (2.0.1, issue 30 M1): each state is counted through an
+-- index up to pgq.monitoring_count_limit and estimated past it from the
+-- planner's statistics, marked (estimated; pgq_jobs_estimated), so a
+-- producer that fills its queue does not make every team's scrape count
+-- its jobs. A superuser's setting.
+SELECT pgq.create_queue('deep');
+SELECT count(*) AS enqueued FROM pgq.enqueue_many('deep', array_fill('{}'::jsonb, ARRAY[10]));
+ANALYZE pgq.jobs;
+SELECT queue, ready, scheduled, running, estimated FROM pgq.queue_metrics() ORDER BY queue;
+SET pgq.monitoring_count_limit = 3;
+SELECT queue, ready, scheduled, running, estimated FROM pgq.queue_metrics() ORDER BY queue;
+SELECT line FROM unnest(string_to_array(pgq.metrics(), E'\n')) AS line
+ WHERE line ~ '^pgq_jobs(_estimated)?[{].*queue="deep"' AND line !~ 'state="(dead|expired|awaiting_parents)"'
+ ORDER BY line;
+RESET pgq.monitoring_count_limit;
+CREATE ROLE pgq_metrics_watcher IN ROLE pg_monitor;
+SET ROLE pgq_metrics_watcher;
+SET pgq.monitoring_count_limit = 100000;
+RESET ROLE;
+DROP ROLE pgq_metrics_watcher;
+
 DROP EXTENSION pgq_cpp;

@@ -21,6 +21,40 @@
 -- ---------------------------------------------------------------------------
 -- Monitoring bounded per object; consumers per stream (M1).
 -- ---------------------------------------------------------------------------
+-- A stream's consumers are at most pgq.max_consumers_per_stream (a setting,
+-- no catalog change) and each one's unfinished events are counted up to
+-- pgq.monitoring_count_limit: stream_consumer_stats() says with a new
+-- column when a count was cut there. The view is made again over it.
+DROP VIEW pgq.stream_stats;
+DROP FUNCTION pgq.stream_consumer_stats();
+CREATE FUNCTION pgq.stream_consumer_stats(
+    OUT stream text, OUT consumer text, OUT lag interval, OUT pending_events bigint,
+    OUT batch_open boolean, OUT batch_age interval, OUT finished_events bigint,
+    OUT last_finished_at timestamptz, OUT pending_capped boolean)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_stream_consumer_stats' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.stream_consumer_stats() IS
+    'one row per consumer of the streams the reader holds a right on: how far behind it is';
+
+CREATE VIEW pgq.stream_stats AS SELECT * FROM pgq.stream_consumer_stats();
+GRANT SELECT ON pgq.stream_stats TO PUBLIC;
+COMMENT ON VIEW pgq.stream_stats IS
+    'one row per consumer of the streams the reader holds a right on: lag (age of its oldest unfinished event), pending events (counted up to pgq.monitoring_count_limit; pending_capped when there are more), its open batch';
+
+-- queue_metrics() (and metrics()) count each state of a queue exactly up to
+-- pgq.monitoring_count_limit and estimate past it, as queue_overview()
+-- does: a new column says when.
+DROP FUNCTION pgq.queue_metrics();
+CREATE FUNCTION pgq.queue_metrics(
+    OUT queue text, OUT ready bigint, OUT scheduled bigint, OUT running bigint,
+    OUT expired bigint, OUT dead bigint, OUT oldest_ready_seconds double precision,
+    OUT paused boolean, OUT claims bigint, OUT completions bigint, OUT failures bigint,
+    OUT lease_expiries bigint, OUT dead_lettered bigint, OUT max_running integer,
+    OUT awaiting_parents bigint, OUT estimated boolean)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_queue_metrics' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.queue_metrics() IS
+    'one row per queue: jobs by state (each exact up to pgq.monitoring_count_limit, estimated past it: estimated), age of the oldest ready job, the counters since the server started (NULL without preload), the queue''s max_running and its jobs waiting for their parents';
+REVOKE EXECUTE ON FUNCTION pgq.queue_metrics() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgq.queue_metrics() TO pg_monitor;
 
 
 -- ---------------------------------------------------------------------------

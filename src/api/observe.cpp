@@ -25,6 +25,7 @@
 
 extern "C" {
 #include "commands/dbcommands.h"
+#include "utils/array.h"
 }
 
 namespace pgq::api {
@@ -43,12 +44,47 @@ struct QueueMetrics {
   bool has_counts;
   pg::QueueCounts counts;
   int32 max_running;  // 0: no cap
+  bool estimated;     // some count past pgq.monitoring_count_limit, estimated
 };
+
+// Bounded per queue (2.0.1, M1): the dashboard's overview, each state
+// counted through an index exactly up to pgq.monitoring_count_limit and
+// estimated past it, so a producer that fills its queue does not make
+// every team's scrape slow (a full count took 1.3 s per million jobs).
+std::vector<QueueMetrics> ReadBoundedQueueMetrics(pg::SpiSession& spi) {
+  const TimestampTz now = pg::Now();
+  const Datum no_ids = pg::Guard([] { return PointerGetDatum(construct_empty_array(INT4OID)); });
+  const std::vector<store::QueueOverview> read =
+      store::ReadQueueOverview(spi, store::Scope{true, no_ids}, pg::MonitoringCountLimit(), now);
+  std::vector<QueueMetrics> queues;
+  queues.reserve(read.size());
+  for (const store::QueueOverview& q : read) {
+    const double oldest =
+        q.oldest_ready
+            ? static_cast<double>(std::max<int64>(0, now - *q.oldest_ready)) / USECS_PER_SEC
+            : 0.0;
+    QueueMetrics queue{q.name,
+                       {q.ready, q.scheduled, q.running, q.expired, q.dead, q.awaiting_parents},
+                       oldest,
+                       q.paused,
+                       false,
+                       pg::QueueCounts{},
+                       q.max_running.value_or(0),
+                       q.estimated};
+    queue.has_counts = pg::ReadCounts(q.queue_id, &queue.counts);
+    queues.push_back(std::move(queue));
+  }
+  return queues;
+}
 
 std::vector<QueueMetrics> ReadQueueMetrics() {
   std::vector<QueueMetrics> queues;
   pg::SpiSession spi;
   using namespace store;  // the gauge columns
+  if (InstalledCatalog().caps && InstalledCatalog().dependencies) {
+    return ReadBoundedQueueMetrics(spi);
+  }
+  // A 1.1 catalog (during an update): every job counted, as before.
   const pg::Result rows = ReadQueueGauges(spi, pg::Now());
   const bool caps = rows.columns() > kGaugePaused;  // a 1.2 catalog
   queues.reserve(rows.size());
@@ -62,7 +98,8 @@ std::vector<QueueMetrics> ReadQueueMetrics() {
         rows.Bool(row, kGaugePaused),
         false,
         pg::QueueCounts{},
-        caps ? rows.Int32(row, kGaugeMaxRunning) : 0};
+        caps ? rows.Int32(row, kGaugeMaxRunning) : 0,
+        false};
     queue.has_counts = pg::ReadCounts(rows.Int32(row, kGaugeQueueId), &queue.counts);
     queues.push_back(std::move(queue));
   }
@@ -133,8 +170,11 @@ void StreamMetrics(core::MetricsText& text, std::string_view database) {
     text.Sample("pgq_stream_bytes", {{"database", database}, {"stream", s.name}},
                 static_cast<double>(s.bytes));
   }
+  // Bounded per object (2.0.1, M1): at most pgq.max_consumers_per_stream
+  // consumers a stream, each counted up to pgq.monitoring_count_limit.
+  const int64 count_limit = pg::MonitoringCountLimit();
   const std::vector<store::streams::ConsumerStats> consumers =
-      store::streams::Stats(spi, GetCurrentTimestamp(), [](int32) { return true; });
+      store::streams::Stats(spi, GetCurrentTimestamp(), count_limit, [](int32) { return true; });
   if (consumers.empty()) return;
   text.Family("pgq_stream_consumer_lag_seconds", "gauge",
               "Age of the consumer's oldest unfinished event; 0 when it has none.");
@@ -143,12 +183,24 @@ void StreamMetrics(core::MetricsText& text, std::string_view database) {
                 {{"database", database}, {"stream", c.stream}, {"consumer", c.consumer}},
                 static_cast<double>(c.lag_us) / USECS_PER_SEC);
   }
-  text.Family("pgq_stream_consumer_pending_events", "gauge",
-              "Events the consumer has not finished (counted up to 100000).");
+  const std::string pending_help = "Events the consumer has not finished, counted up to " +
+                                   std::to_string(count_limit) + " (pgq.monitoring_count_limit).";
+  text.Family("pgq_stream_consumer_pending_events", "gauge", pending_help);
   for (const store::streams::ConsumerStats& c : consumers) {
     text.Sample("pgq_stream_consumer_pending_events",
                 {{"database", database}, {"stream", c.stream}, {"consumer", c.consumer}},
                 static_cast<double>(c.pending));
+  }
+  // A family of its own rather than a label on the count: a series keeps
+  // its labels when the consumer crosses the limit, so alerts and graphs
+  // on the count go on working.
+  text.Family("pgq_stream_consumer_pending_events_capped", "gauge",
+              "1 when the consumer has more unfinished events than were counted: "
+              "pgq_stream_consumer_pending_events shows the limit, not the backlog.");
+  for (const store::streams::ConsumerStats& c : consumers) {
+    text.Sample("pgq_stream_consumer_pending_events_capped",
+                {{"database", database}, {"stream", c.stream}, {"consumer", c.consumer}},
+                c.pending_capped ? 1 : 0);
   }
   text.Family("pgq_stream_consumer_finished_events_total", "counter",
               "Events the consumer has finished since it was registered.");
@@ -194,6 +246,14 @@ std::string MetricsText(const std::vector<QueueMetrics>& queues, const WorkerSum
   for (const QueueMetrics& q : queues) {
     text.Sample("pgq_queue_paused", {{"database", database}, {"queue", q.name}}, q.paused ? 1 : 0);
   }
+  // A family of its own, as for stream consumers: pgq_jobs keeps its labels.
+  text.Family("pgq_jobs_estimated", "gauge",
+              "1 when some pgq_jobs count of the queue passed pgq.monitoring_count_limit and is "
+              "estimated from the planner's statistics.");
+  for (const QueueMetrics& q : queues) {
+    text.Sample("pgq_jobs_estimated", {{"database", database}, {"queue", q.name}},
+                q.estimated ? 1 : 0);
+  }
   // Counted in shared memory: without preload there is nothing to show.
   if (pg::Shared() != nullptr) {
     for (const CounterFamily& family : kCounterFamilies) {
@@ -233,11 +293,13 @@ PGQ_FUNCTION(pgq_queue_metrics) {
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   const std::vector<api::QueueMetrics> queues = api::ReadQueueMetrics();
-  // A 1.1 catalog's function has the first 13 columns: the rest are not read.
-  constexpr int kColumns = 15;
+  // A 1.1 catalog's function has the first 13 columns, a 2.0 one 15: the
+  // rest are not read.
+  constexpr int kColumns = 16;
   for (const api::QueueMetrics& q : queues) {
     Datum values[kColumns];
     bool nulls[kColumns] = {};
+    values[15] = BoolGetDatum(q.estimated);
     values[13] = Int32GetDatum(q.max_running);
     nulls[13] = q.max_running == 0;
     values[14] = Int64GetDatum(q.jobs[5]);

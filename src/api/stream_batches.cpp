@@ -50,7 +50,7 @@ PGQ_FUNCTION(pgq_register_consumer) {
   pg::SpiSession spi;
   const store::streams::Stream stream = api::FindStream(spi, name);
   api::RequireStreamRight(spi, stream, core::kConsume);
-  PG_RETURN_BOOL(store::streams::Register(spi, stream, consumer));
+  PG_RETURN_BOOL(store::streams::Register(spi, stream, consumer, pg::MaxConsumersPerStream()));
 }
 
 // unregister_consumer(stream, consumer) returns whether it was registered
@@ -92,8 +92,8 @@ PGQ_FUNCTION(pgq_next_batch) {
   const auto attempt = [&] {
     const store::streams::Stream stream = api::FindStream(spi, name);
     api::RequireStreamRight(spi, stream, core::kConsume);
-    return std::make_pair(stream.id,
-                          store::streams::NextBatch(spi, stream, consumer, max_events, memory));
+    return std::make_pair(stream.id, store::streams::NextBatch(spi, stream, consumer, max_events,
+                                                               pg::MaxBatchBytes(), memory));
   };
   if (wait_us == 0) {
     api::PutEvents(rsinfo, attempt().second);
@@ -157,11 +157,14 @@ PGQ_FUNCTION(pgq_stream_consumer_stats) {
   pg::SpiSession spi;
   const Oid me = GetUserId();
   const std::vector<store::streams::ConsumerStats> stats = store::streams::Stats(
-      spi, now,
+      spi, now, pg::MonitoringCountLimit(),
       [&](int32 stream_id) { return api::HoldsStreamRight(spi, me, stream_id, core::kAllRights); });
+  // A 2.0 catalog's function has the first 8 columns (the 9th is not
+  // read); 2.0.1 adds pending_capped.
   for (const store::streams::ConsumerStats& row : stats) {
-    Datum values[8];
-    bool nulls[8] = {false, false, false, false, false, false, false, false};
+    Datum values[9];
+    bool nulls[9] = {false, false, false, false, false, false, false, false, false};
+    values[8] = BoolGetDatum(row.pending_capped);
     values[0] = pg::TextDatum(row.stream);
     values[1] = pg::TextDatum(row.consumer);
     values[2] = pg::Guard([&] { return IntervalPGetDatum(pg::MicrosInterval(row.lag_us)); });

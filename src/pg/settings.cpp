@@ -19,6 +19,9 @@ int maintenance_interval_ms = 1000;
 int handler_workers = 2;
 char* databases = nullptr;
 int compact_min_size_kb = 2048;
+int max_consumers_per_stream = 100;
+int monitoring_count_limit = 1000;
+int max_batch_bytes = 64 * 1024 * 1024;
 
 }  // namespace
 
@@ -51,6 +54,24 @@ void DefineSettings() {
       "When the table and its indexes are at least this large and the live jobs fill at most an "
       "eighth of it, the maintenance pass rewrites it with only the live jobs. -1 never does.",
       &compact_min_size_kb, 2048, -1, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "pgq.max_consumers_per_stream", "Most consumers one stream may have.",
+      "pgq.register_consumer refuses one more with program_limit_exceeded. Every consumer holds "
+      "the stream's segments and is counted by every scrape of pgq.metrics().",
+      &max_consumers_per_stream, 100, 1, 100000, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "pgq.monitoring_count_limit",
+      "Most rows pgq.metrics(), queue_metrics() and stream_stats read for one count.",
+      "Each state of a queue is counted exactly up to it and estimated past it; a stream "
+      "consumer's unfinished events are counted up to it. Either is marked when cut, so one "
+      "queue's or stream's backlog cannot make monitoring slow for everyone.",
+      &monitoring_count_limit, 1000, 1, 1000000, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "pgq.max_batch_bytes", "Size of a stream batch's payloads past which next_batch ends it.",
+      "A batch ends after the event that takes its payloads (as stored) to this size, so one "
+      "next_batch holds at most about this much; it always has at least one event.",
+      &max_batch_bytes, 64 * 1024 * 1024, 1, INT_MAX, PGC_SUSET, GUC_UNIT_BYTE, nullptr, nullptr,
+      nullptr);
   DefineCustomStringVariable(
       "pgq.databases", "Databases where the background workers run.",
       "A comma-separated list of database names. Empty: every database with pgq_cpp installed.",
@@ -67,6 +88,12 @@ int64 CompactMinBytes() {
 }
 
 const char* DatabasesSetting() { return databases != nullptr ? databases : ""; }
+
+int MaxConsumersPerStream() { return max_consumers_per_stream; }
+
+int64 MonitoringCountLimit() { return monitoring_count_limit; }
+
+int64 MaxBatchBytes() { return max_batch_bytes; }
 
 int64 MaxPayloadBytes() { return max_payload_bytes; }
 

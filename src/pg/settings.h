@@ -10,6 +10,15 @@ void DefineSettings();
 
 int64 MaxPayloadBytes();
 int64 MaxLeaseMicros();
+// pgq.max_consumers_per_stream: register_consumer refuses one more.
+int MaxConsumersPerStream();
+// pgq.monitoring_count_limit: the rows metrics(), queue_metrics() and
+// stream_stats read for one count (a queue's state, exact up to it and
+// estimated past it; a stream consumer's unfinished events, cut at it).
+int64 MonitoringCountLimit();
+// pgq.max_batch_bytes: a stream batch ends after the event that takes its
+// payloads' stored size to this.
+int64 MaxBatchBytes();
 int MaintenanceIntervalMillis();
 int HandlerWorkers();
 // pgq.compact_min_size in bytes; -1: never compact (api/compact.h).

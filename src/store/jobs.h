@@ -276,6 +276,7 @@ struct QueueOverview {
   bool paused;
   std::optional<int32> max_running;
   bool estimated;  // some count is an estimate (or the age a lower bound)
+  int32 queue_id = 0;
 };
 
 // The queues of `scope`, by name, at a cost that does not grow with their

@@ -249,6 +249,7 @@ std::vector<QueueOverview> ReadQueueOverview(pg::SpiSession& spi, const Scope& s
         no_age ? std::nullopt : std::optional<TimestampTz>(DatumGetTimestampTz(oldest)),
         rows.Bool(row, kOverviewPaused),
         no_cap ? std::nullopt : std::optional<int32>(DatumGetInt32(max_running)), estimated});
+    queues.back().queue_id = rows.Int32(row, kOverviewQueueId);
   }
   return queues;
 }

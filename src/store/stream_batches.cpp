@@ -19,11 +19,21 @@ namespace pgq::store::streams {
 
 namespace {
 
-// Registration holds the ring's row (FOR SHARE) while it takes the
-// consumer's first snapshot: a truncation (which locks the row FOR UPDATE)
-// either sees the new consumer or ran before its snapshot was taken.
-pg::Statement share_ring = {
-    "SELECT 1 FROM pgq.rings WHERE ring_id = $1 FOR SHARE", 1, {INT4OID}, nullptr};
+// Registration holds the ring's row while it takes the consumer's first
+// snapshot: a truncation (which locks the row FOR UPDATE) either sees the
+// new consumer or ran before its snapshot was taken. FOR UPDATE, not FOR
+// SHARE (2.0): two registrations are serialised, so the count of consumers
+// checked against pgq.max_consumers_per_stream is exact.
+pg::Statement lock_ring = {
+    "SELECT 1 FROM pgq.rings WHERE ring_id = $1 FOR UPDATE", 1, {INT4OID}, nullptr};
+
+// The stream's consumers and whether `$2` is one of them.
+pg::Statement count_consumers = {R"sql(
+SELECT count(*), COALESCE(bool_or(name OPERATOR(pg_catalog.=) $2), false)
+  FROM pgq.stream_consumers WHERE stream_id = $1)sql",
+                                 2,
+                                 {INT4OID, TEXTOID},
+                                 nullptr};
 
 pg::Statement register_consumer = {R"sql(
 INSERT INTO pgq.stream_consumers (consumer_id, stream_id, name, done_snapshot, done_at)
@@ -113,7 +123,8 @@ RETURNING batch_events)sql",
 
 pg::Statement consumer_rows = {R"sql(
 SELECT s.name, c.name, c.done_snapshot, c.window_end, c.cursor_txid, c.cursor_id, c.batch_open,
-       c.batch_opened_at, c.finished_events, c.last_finished_at
+       c.batch_opened_at, c.finished_events, c.last_finished_at,
+       pg_catalog.pg_snapshot_xmax(c.done_snapshot)
   FROM pgq.stream_consumers c JOIN pgq.streams s ON s.stream_id = c.stream_id
  WHERE c.stream_id = $1
  ORDER BY c.name)sql",
@@ -141,12 +152,14 @@ Datum TxidDatum(uint64 txid) { return FullTransactionIdGetDatum(FullTransactionI
 uint64 TxidOf(Datum value) { return U64FromFullTransactionId(DatumGetFullTransactionId(value)); }
 
 // The window (from, to]'s events after `cursor` up to `last`, at most
-// `limit`, copied into `memory`; the key of the last one in *end. `to` 0:
-// the window is cut now, and its end (and the time) are copied into `memory`
-// as *cut and *cut_at when there are events.
+// `limit`, cut after the one whose payload takes them to `max_bytes`,
+// copied into `memory`; the key of the last one in *end, the payload bytes
+// read in *bytes. `to` 0: the window is cut now, and its end (and the time)
+// are copied into `memory` as *cut and *cut_at when there are events.
 std::vector<Event> ReadWindow(pg::SpiSession& spi, int32 stream_id, Datum from, uint64 from_xmax,
-                              Datum to, Key cursor, Key last, int32 limit, MemoryContext memory,
-                              Key* end, Datum* cut = nullptr, Datum* cut_at = nullptr) {
+                              Datum to, Key cursor, Key last, int32 limit, int64 max_bytes,
+                              MemoryContext memory, Key* end, int64* bytes, Datum* cut = nullptr,
+                              Datum* cut_at = nullptr) {
   // The range part starts at the later of the cursor and the first
   // transaction the from snapshot did not know (ids start at 1).
   const Key start = std::max(cursor, Key{from_xmax, 0});
@@ -159,7 +172,8 @@ std::vector<Event> ReadWindow(pg::SpiSession& spi, int32 stream_id, Datum from, 
       .Set(5, Int64GetDatum(last.id))
       .Set(6, Int32GetDatum(limit))
       .Set(7, TxidDatum(cursor.txid))
-      .Set(8, Int64GetDatum(cursor.id));
+      .Set(8, Int64GetDatum(cursor.id))
+      .Set(9, Int64GetDatum(max_bytes));
   pg::Result rows = spi.Execute(detail::StatementsOf(stream_id).read_window.get(), params);
   std::vector<Event> events;
   events.reserve(rows.size());
@@ -176,7 +190,10 @@ std::vector<Event> ReadWindow(pg::SpiSession& spi, int32 stream_id, Datum from, 
       return copy;
     });
     events.push_back(event);
-    if (row + 1 == rows.size()) *end = Key{TxidOf(rows.Value(row, 1, &is_null)), event.id};
+    if (row + 1 == rows.size()) {
+      *end = Key{TxidOf(rows.Value(row, 1, &is_null)), event.id};
+      *bytes = rows.Int64(row, 7);
+    }
   }
   if (cut != nullptr && !events.empty()) {
     bool is_null = false;
@@ -202,12 +219,28 @@ std::vector<Event> ReadWindow(pg::SpiSession& spi, int32 stream_id, Datum from, 
 
 }  // namespace
 
-bool Register(pg::SpiSession& spi, const Stream& stream, std::string_view consumer) {
+bool Register(pg::SpiSession& spi, const Stream& stream, std::string_view consumer,
+              int max_consumers) {
   pg::Params ring;
   ring.Set(0, Int32GetDatum(stream.id));
-  (void)spi.Execute(share_ring, ring);
+  (void)spi.Execute(lock_ring, ring);
   pg::Params params;
   params.Set(0, Int32GetDatum(stream.id)).Set(1, pg::TextDatum(consumer));
+  // Seeing what committed while we waited for the ring's row, even in a
+  // REPEATABLE READ transaction: the count is exact.
+  pg::Result counted = spi.ExecuteSeeingLatest(count_consumers, params, 1);
+  const int64 consumers = counted.Int64(0, 1);
+  const bool registered = counted.Bool(0, 2);
+  counted.Free();
+  // (A name registered already goes on to the insert, which does nothing.)
+  if (!registered && consumers >= max_consumers) {
+    pg::Raise(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+              "stream \"" + stream.name + "\" has too many consumers",
+              "pgq.max_consumers_per_stream is " + std::to_string(max_consumers) +
+                  "; the stream has " + std::to_string(consumers) + " registered.",
+              "Unregister the consumers no longer read with pgq.unregister_consumer, or ask a "
+              "superuser to raise pgq.max_consumers_per_stream.");
+  }
   return !spi.Execute(register_consumer, params).empty();
 }
 
@@ -226,7 +259,7 @@ int32 ConsumerId(pg::SpiSession& spi, const Stream& stream, std::string_view con
 }
 
 Batch NextBatch(pg::SpiSession& spi, const Stream& stream, std::string_view consumer,
-                int32 max_events, MemoryContext memory) {
+                int32 max_events, int64 max_bytes, MemoryContext memory) {
   pg::Params params;
   params.Set(0, Int32GetDatum(stream.id)).Set(1, pg::TextDatum(consumer));
   pg::Result state = spi.Execute(lock_consumer, params, 1);
@@ -245,25 +278,32 @@ Batch NextBatch(pg::SpiSession& spi, const Stream& stream, std::string_view cons
   Batch batch;
   const Key no_end{UINT64_MAX, INT64_MAX};
   if (state.Bool(0, 8)) {
-    // The open batch again: the same window, cursor and end, the same events.
+    // The open batch again: the same window, cursor and end, the same
+    // events (whatever pgq.max_batch_bytes is now: the end says it all).
     const Key last{TxidOf(state.Value(0, 9, &is_null)), state.Int64(0, 10)};
     Key end{};
+    int64 bytes = 0;
     batch.events = ReadWindow(spi, stream.id, from, from_xmax, window_end, cursor, last,
-                              std::max(state.Int32(0, 11), 1), memory, &end);
+                              std::max(state.Int32(0, 11), 1), INT64_MAX, memory, &end, &bytes);
     batch.batch_id = BatchId(consumer_id, batch_no);
     return batch;
   }
   for (int round = 0; round < 2; ++round) {
     const bool new_window = window_is_null;
     Key end{};
+    int64 bytes = 0;
     Datum cut = 0;
     Datum cut_at = 0;
     // INVARIANT: a new window is cut by this statement, so at a snapshot
     // taken after the row lock (the statement above).
     std::vector<Event> events =
         ReadWindow(spi, stream.id, from, from_xmax, new_window ? 0 : window_end, cursor, no_end,
-                   max_events, memory, &end, &cut, &cut_at);
+                   max_events, max_bytes, memory, &end, &bytes, &cut, &cut_at);
     if (!events.empty()) {
+      // Fewer than asked and not cut by size: the window's last events. (A
+      // batch cut by size, or exactly max_events long, may be: the next
+      // call finds the window empty and closes it.)
+      const bool ends_window = static_cast<int32>(events.size()) < max_events && bytes < max_bytes;
       pg::Params open;
       open.Set(0, Int32GetDatum(consumer_id))
           .Set(1, new_window ? cut : window_end)
@@ -271,7 +311,7 @@ Batch NextBatch(pg::SpiSession& spi, const Stream& stream, std::string_view cons
           .Set(3, TxidDatum(end.txid))
           .Set(4, Int64GetDatum(end.id))
           .Set(5, Int32GetDatum(static_cast<int32>(events.size())))
-          .Set(6, BoolGetDatum(static_cast<int32>(events.size()) < max_events));
+          .Set(6, BoolGetDatum(ends_window));
       pg::Result opened = spi.Execute(open_batch, open, 1);
       batch.batch_id = BatchId(consumer_id, opened.Int64(0, 1));
       opened.Free();
@@ -346,7 +386,7 @@ pg::Result ConsumerRows(pg::SpiSession& spi, int32 stream_id) {
 }
 
 ConsumerStats StatsOf(pg::SpiSession& spi, int32 stream_id, uint64 row, const pg::Result& rows,
-                      TimestampTz now) {
+                      TimestampTz now, int64 count_limit) {
   ConsumerStats stats{};
   stats.stream = rows.Text(row, 1);
   stats.consumer = rows.Text(row, 2);
@@ -355,11 +395,18 @@ ConsumerStats StatsOf(pg::SpiSession& spi, int32 stream_id, uint64 row, const pg
   pg::Params params;
   params.Set(0, rows.Value(row, 3, &is_null));
   const Datum window_end = rows.Value(row, 4, &window_is_null);
+  const Key cursor{TxidOf(rows.Value(row, 5, &is_null)), rows.Int64(row, 6)};
+  const Key start = std::max(cursor, Key{TxidOf(rows.Value(row, 11, &is_null)), 0});
   params.SetOptional(1, window_is_null, window_end)
-      .Set(2, rows.Value(row, 5, &is_null))
-      .Set(3, rows.Value(row, 6, &is_null));
+      .Set(2, TxidDatum(cursor.txid))
+      .Set(3, Int64GetDatum(cursor.id))
+      .Set(4, TxidDatum(start.txid))
+      .Set(5, Int64GetDatum(start.id))
+      .Set(6, Int64GetDatum(count_limit + 1));
   pg::Result pending = spi.Execute(StatementsOf(stream_id).pending.get(), params, 1);
-  stats.pending = pending.Int64(0, 1);
+  const int64 counted = pending.Int64(0, 1);
+  stats.pending_capped = counted > count_limit;
+  stats.pending = std::min(counted, count_limit);
   bool oldest_is_null = false;
   const Datum oldest = pending.Value(0, 2, &oldest_is_null);
   stats.has_lag = true;

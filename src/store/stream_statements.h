@@ -15,15 +15,17 @@ struct StreamStatements {
   explicit StreamStatements(int32 stream_id);
   // $1 done snapshot, $2 window end snapshot (NULL: cut one now), $3 $4
   // the lower bound (txid, id) of the range part, $5 $6 the upper bound, $7
-  // limit, $8 $9 the cursor: the window's events after the cursor in (txid,
-  // id) order, each with the window's end and the time it was read.
+  // limit, $8 $9 the cursor, $10 the byte budget: the window's events after
+  // the cursor in (txid, id) order, each with the window's end, the time
+  // it was read and the payload bytes up to and including it.
   pg::BuiltStatement read_window;
   // $1 stream id, $2 segment: whether every consumer has finished every
   // event of the segment.
   pg::BuiltStatement segment_finished;
-  // $1 done snapshot, $2 window end (or NULL), $3 $4 cursor: how many
-  // events the consumer has not finished (at most kPendingCap), and the
-  // time the oldest of them was appended.
+  // $1 done snapshot, $2 window end (or NULL), $3 $4 cursor, $5 $6 the
+  // later of the cursor and ($1's xmax, 0), $7 limit: how many events the
+  // consumer has not finished (at most 4 * $7 read: more than $7 means
+  // more than $7), and the time the oldest of those read was appended.
   pg::BuiltStatement pending;
   // $1 stream id: the newest event's transaction id and the largest xmax
   // of the consumers' snapshots (newest_txid, newest_xmax; NULL when none),
@@ -35,8 +37,6 @@ struct StreamStatements {
   pg::BuiltStatement rebase_consumers;
   pg::BuiltStatement rebase_events;
 };
-
-inline constexpr int64 kPendingCap = 100000;
 
 // The statements of `stream_id`, prepared on first use.
 StreamStatements& StatementsOf(int32 stream_id);

@@ -148,12 +148,19 @@ namespace {
 
 // $2 NULL: a window cut now, at this statement's snapshot, which the
 // statement returns (it is taken after the consumer's row lock: the caller
-// locked it with an earlier statement).
+// locked it with an earlier statement). $10: the events are cut after the
+// one that takes their payloads' stored size (pg_column_size: what the
+// result holds of each) to $10 bytes, the first always kept (2.0.1); each
+// row says the size up to and including it. The cut depends only on the
+// rows, so a window read again from the same cursor cuts at the same event.
 std::string ReadWindowSql(const std::string& table) {
   const std::string to = "COALESCE($2, pg_catalog.pg_current_snapshot())";
   return R"sql(
 SELECT txid, id, appended_at, payload, )sql" +
-         to + R"sql(, pg_catalog.statement_timestamp() FROM (
+         to + R"sql(, pg_catalog.statement_timestamp(), bytes_through FROM (
+SELECT txid, id, appended_at, payload,
+       sum(pg_catalog.pg_column_size(payload)) OVER (ORDER BY txid, id ROWS UNBOUNDED PRECEDING)
+         AS bytes_through FROM (
   (SELECT txid, id, appended_at, payload FROM )sql" +
          table + R"sql(
     WHERE txid = ANY (ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip($1) AS x
@@ -170,7 +177,9 @@ SELECT txid, id, appended_at, payload, )sql" +
       AND pg_catalog.pg_visible_in_snapshot(txid, )sql" +
          to + R"sql()
     ORDER BY txid, id LIMIT $7)) AS window_events
-ORDER BY txid, id LIMIT $7)sql";
+ORDER BY txid, id LIMIT $7) AS counted
+WHERE bytes_through - pg_catalog.pg_column_size(payload) < $10
+ORDER BY txid, id)sql";
 }
 
 // Every event of a transaction visible in a snapshot is finished, so a
@@ -190,17 +199,45 @@ SELECT NOT EXISTS (
                         AND e.txid = ANY (ARRAY(SELECT pg_catalog.pg_snapshot_xip(c.done_snapshot)))))))sql";
 }
 
+// A consumer's unfinished events in four disjoint parts, each read through
+// the (txid, id) index from where it starts and cut at $7 rows, so the work
+// is bounded whatever the backlog (2.0.1; 2.0 scanned from the done
+// snapshot's xmin, past every finished event a long transaction elsewhere
+// kept above it). With a window (done, window end]: (1) the window's
+// events of transactions in progress at `done`, after the cursor; (2) its
+// events of later transactions, from the later of the cursor and done's
+// xmax ($5, $6); then, of S = the window's end (or `done` without a
+// window), (3) the events of the transactions in progress at S and (4)
+// those of transactions S did not know. An event is unfinished exactly
+// when it is in one of them (store/streams.h: the position).
 std::string PendingSql(const std::string& table) {
+  const std::string s = "COALESCE($2, $1)";
   return R"sql(
 SELECT count(*), min(appended_at) FROM (
-  SELECT appended_at FROM )sql" +
+  (SELECT appended_at FROM )sql" +
          table + R"sql(
-   WHERE txid >= pg_catalog.pg_snapshot_xmin($1)
-     AND NOT pg_catalog.pg_visible_in_snapshot(txid, $1)
-     AND NOT ($2 IS NOT NULL AND pg_catalog.pg_visible_in_snapshot(txid, $2)
-              AND (txid, id) <= ($3, $4))
-   LIMIT )sql" +
-         std::to_string(kPendingCap) + ") AS unfinished";
+    WHERE txid = ANY (ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip($1) AS x
+                             WHERE pg_catalog.pg_visible_in_snapshot(x, $2)))
+      AND (txid, id) > ($3, $4)
+    ORDER BY txid, id LIMIT $7)
+  UNION ALL
+  (SELECT appended_at FROM )sql" +
+         table + R"sql(
+    WHERE $2 IS NOT NULL AND (txid, id) > ($5, $6)
+      AND txid < pg_catalog.pg_snapshot_xmax($2) AND pg_catalog.pg_visible_in_snapshot(txid, $2)
+    ORDER BY txid, id LIMIT $7)
+  UNION ALL
+  (SELECT appended_at FROM )sql" +
+         table + R"sql(
+    WHERE txid = ANY (ARRAY(SELECT pg_catalog.pg_snapshot_xip()sql" +
+         s + R"sql()))
+    ORDER BY txid, id LIMIT $7)
+  UNION ALL
+  (SELECT appended_at FROM )sql" +
+         table + R"sql(
+    WHERE txid >= pg_catalog.pg_snapshot_xmax()sql" +
+         s + R"sql()
+    ORDER BY txid, id LIMIT $7)) AS unfinished)sql";
 }
 
 // The largest transaction ids stored with the stream: the newest event's,
@@ -239,11 +276,11 @@ UPDATE pgq.stream_consumers c
 StreamStatements::StreamStatements(int32 stream_id)
     : read_window(ReadWindowSql(pg::segments::TableName(kRoot, stream_id)),
                   {PG_SNAPSHOTOID, PG_SNAPSHOTOID, XID8OID, INT8OID, XID8OID, INT8OID, INT4OID,
-                   XID8OID, INT8OID}),
+                   XID8OID, INT8OID, INT8OID}),
       segment_finished(SegmentFinishedSql(pg::segments::TableName(kRoot, stream_id)),
                        {INT4OID, INT2OID}),
       pending(PendingSql(pg::segments::TableName(kRoot, stream_id)),
-              {PG_SNAPSHOTOID, PG_SNAPSHOTOID, XID8OID, INT8OID}),
+              {PG_SNAPSHOTOID, PG_SNAPSHOTOID, XID8OID, INT8OID, XID8OID, INT8OID, INT8OID}),
       stored_xids(StoredXidsSql(pg::segments::TableName(kRoot, stream_id)), {INT4OID}),
       rebase_consumers(RebaseConsumersSql(pg::segments::TableName(kRoot, stream_id)),
                        {INT4OID, XID8OID}),

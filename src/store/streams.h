@@ -64,8 +64,10 @@ bool Append(pg::SpiSession& spi, std::string_view name, const Datum* payloads, i
 // Consumers ----------------------------------------------------------------
 
 // Registers `consumer`, positioned after everything committed before this
-// statement; false if it was registered.
-bool Register(pg::SpiSession& spi, const Stream& stream, std::string_view consumer);
+// statement; false if it was registered. A stream that has `max_consumers`
+// already refuses another with program_limit_exceeded.
+bool Register(pg::SpiSession& spi, const Stream& stream, std::string_view consumer,
+              int max_consumers);
 bool Unregister(pg::SpiSession& spi, const Stream& stream, std::string_view consumer);
 
 // The consumer's id, its row kept from being unregistered until the end of
@@ -83,11 +85,12 @@ struct Batch {
   std::vector<Event> events;
 };
 
-// The consumer's open batch, or a new one of up to `max_events` events;
-// raises undefined_object for an unknown consumer. Events and payloads are
-// copied into `memory`.
+// The consumer's open batch, or a new one of up to `max_events` events,
+// ended after the event whose payload takes the batch to `max_bytes` (as
+// stored; at least one event); raises undefined_object for an unknown
+// consumer. Events and payloads are copied into `memory`.
 Batch NextBatch(pg::SpiSession& spi, const Stream& stream, std::string_view consumer,
-                int32 max_events, MemoryContext memory);
+                int32 max_events, int64 max_bytes, MemoryContext memory);
 
 // The stream a batch id belongs to (0 if no consumer has it), so the caller
 // can check its right first.
@@ -102,7 +105,8 @@ struct ConsumerStats {
   std::string consumer;
   bool has_lag;
   int64 lag_us;
-  int64 pending;
+  int64 pending;        // at most the count limit Stats was given
+  bool pending_capped;  // more than that: `pending` is the limit
   bool batch_open;
   bool has_batch_age;
   int64 batch_age_us;
@@ -111,9 +115,12 @@ struct ConsumerStats {
   TimestampTz last_finished_at;
 };
 
-// Every consumer of the streams `visible(stream_id)` accepts.
+// Every consumer of the streams `visible(stream_id)` accepts, its
+// unfinished events counted up to `count_limit` (the work per consumer is
+// bounded by it, whatever its backlog).
 template <typename Visible>
-std::vector<ConsumerStats> Stats(pg::SpiSession& spi, TimestampTz now, Visible&& visible);
+std::vector<ConsumerStats> Stats(pg::SpiSession& spi, TimestampTz now, int64 count_limit,
+                                 Visible&& visible);
 
 struct StreamSize {
   std::string name;
@@ -137,18 +144,19 @@ MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now);
 namespace detail {
 std::vector<int32> StreamIds(pg::SpiSession& spi);
 ConsumerStats StatsOf(pg::SpiSession& spi, int32 stream_id, uint64 row, const pg::Result& rows,
-                      TimestampTz now);
+                      TimestampTz now, int64 count_limit);
 pg::Result ConsumerRows(pg::SpiSession& spi, int32 stream_id);
 }  // namespace detail
 
 template <typename Visible>
-std::vector<ConsumerStats> Stats(pg::SpiSession& spi, TimestampTz now, Visible&& visible) {
+std::vector<ConsumerStats> Stats(pg::SpiSession& spi, TimestampTz now, int64 count_limit,
+                                 Visible&& visible) {
   std::vector<ConsumerStats> out;
   for (const int32 stream_id : detail::StreamIds(spi)) {
     if (!visible(stream_id)) continue;
     pg::Result rows = detail::ConsumerRows(spi, stream_id);
     for (uint64 row = 0; row < rows.size(); ++row) {
-      out.push_back(detail::StatsOf(spi, stream_id, row, rows, now));
+      out.push_back(detail::StatsOf(spi, stream_id, row, rows, now, count_limit));
     }
     rows.Free();
   }
