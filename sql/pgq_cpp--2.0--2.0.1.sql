@@ -20,24 +20,28 @@
 -- One ring per retention class instead of one per table (ADR 0021): a
 -- queue's rows go to the ring of its own keep_completed / keep_dead, and a
 -- ring turns on a period fixed by its class, so no queue's retention changes
--- when another queue's rows are copied or dropped. Class 0 keeps the rings
--- 'history' and 'dead' (segments 0-3); class k (1-6) is 'history_k' and
--- 'dead_k' with segments 4k to 4k+3. Dead jobs kept for good (keep_dead
--- NULL, or their queue dropped) go to pgq.dead_jobs_kept (segment 28),
--- which never turns.
+-- when another queue's rows are copied or dropped. Class 0 (keeps under 2
+-- minutes) keeps the rings 'history' and 'dead' (segments 0-3); class k
+-- (1-10, keeps from 2 * 4^(k-1) minutes; class 10 from 364 days on) is
+-- 'history_k' and 'dead_k' with the three segments from 4 + 3(k-1). Dead
+-- jobs kept for good (keep_dead NULL, or their queue dropped) go to
+-- pgq.dead_jobs_kept (segment 34),
+-- which never turns. The classes are listed in src/store/retention.cpp.
 ALTER TABLE pgq.segment_rings DROP CONSTRAINT segment_rings_ring_check;
 ALTER TABLE pgq.segment_rings ADD CONSTRAINT segment_rings_ring_check
-    CHECK (ring OPERATOR(pg_catalog.~) '^(history|dead)(_[1-6])?$'::pg_catalog.text
+    CHECK (ring OPERATOR(pg_catalog.~) '^(history|dead)(_([1-9]|10))?$'::pg_catalog.text
            OR ring OPERATOR(pg_catalog.=) 'dead_kept'::pg_catalog.text);
 DO $ring$
 DECLARE
     k integer;
     s integer;
     t text;
+    lo integer;
 BEGIN
-    FOR k IN 1..6 LOOP
+    FOR k IN 1..10 LOOP
+        lo := 4 OPERATOR(pg_catalog.+) (3 OPERATOR(pg_catalog.*) (k OPERATOR(pg_catalog.-) 1));
         FOREACH t IN ARRAY ARRAY['job_history', 'dead_jobs'] LOOP
-            FOR s IN 4 OPERATOR(pg_catalog.*) k .. 4 OPERATOR(pg_catalog.*) k OPERATOR(pg_catalog.+) 3 LOOP
+            FOR s IN lo .. lo OPERATOR(pg_catalog.+) 2 LOOP
                 EXECUTE pg_catalog.format('CREATE TABLE pgq.%I PARTITION OF pgq.%I FOR VALUES IN (%s)',
                                           t OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) s, t, s);
                 PERFORM pg_catalog.pg_extension_config_dump(
@@ -49,17 +53,17 @@ BEGIN
             END LOOP;
         END LOOP;
         INSERT INTO pgq.segment_rings (ring, segments, current, rotated_at)
-        VALUES ('history_' OPERATOR(pg_catalog.||) k, 4, 4 OPERATOR(pg_catalog.*) k, pg_catalog.now()),
-               ('dead_' OPERATOR(pg_catalog.||) k, 4, 4 OPERATOR(pg_catalog.*) k, pg_catalog.now());
+        VALUES ('history_' OPERATOR(pg_catalog.||) k, 3, lo, pg_catalog.now()),
+               ('dead_' OPERATOR(pg_catalog.||) k, 3, lo, pg_catalog.now());
     END LOOP;
 END
 $ring$;
-CREATE TABLE pgq.dead_jobs_kept PARTITION OF pgq.dead_jobs FOR VALUES IN (28);
+CREATE TABLE pgq.dead_jobs_kept PARTITION OF pgq.dead_jobs FOR VALUES IN (34);
 SELECT pg_catalog.pg_extension_config_dump('pgq.dead_jobs_kept', '');
 COMMENT ON TABLE pgq.dead_jobs_kept IS
     'the dead jobs of queues that keep them for good (keep_dead NULL): never turned';
 INSERT INTO pgq.segment_rings (ring, segments, current, rotated_at)
-VALUES ('dead_kept', 1, 28, pg_catalog.now());
+VALUES ('dead_kept', 1, 34, pg_catalog.now());
 COMMENT ON TABLE pgq.segment_rings IS
     'which segment of pgq.job_history and pgq.dead_jobs takes new rows, per retention class; turned by maintenance';
 

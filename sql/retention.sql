@@ -72,9 +72,9 @@ SET pgq.debug_clock_offset = '2h';
 SELECT dead AS b_shown FROM pgq.queue_stats WHERE queue = 'team_b';
 \set ECHO none
 \o /dev/null
-SELECT format('SET pgq.debug_clock_offset = %L', (7200 + i * 700) || 's'),
+SELECT format('SET pgq.debug_clock_offset = %L', (7200 + i * 1000) || 's'),
        'SELECT pgq.maintain()'
-  FROM generate_series(1, 6) i \gexec
+  FROM generate_series(1, 8) i \gexec
 \o
 \set ECHO all
 SELECT count(*) AS b_dead_on_disk FROM pgq.dead_jobs WHERE queue = 'team_b';

@@ -1,7 +1,7 @@
 // History and dead-letter as rings of segments (ADR 0015, ADR 0021).
 //
-// pgq.job_history and pgq.dead_jobs are partitioned into segments, four per
-// ring; pgq.segment_rings says which segment of each ring takes new rows.
+// pgq.job_history and pgq.dead_jobs are partitioned into segments, three
+// or four per ring; pgq.segment_rings says which segment of each ring takes new rows.
 // Each table has one ring per retention class (store/retention.h): a
 // queue's rows go to the ring of its own keep, and a ring turns on a period
 // fixed by its class, so one queue's keep never changes what maintenance
@@ -45,7 +45,6 @@ namespace {
 using internal::BuiltStatement;
 using internal::kKeptSegment;
 using internal::kRetentionClasses;
-using internal::kRingSegments;
 
 constexpr int64 kMinPeriodUs = 10 * USECS_PER_SEC;
 // Dead jobs of a queue that stopped keeping them for good, moved out of
@@ -167,10 +166,10 @@ WITH d AS (
 // A ring's row deleted by hand (a TRUNCATE of every pgq table) comes back:
 // its writers meanwhile wrote the first ring's current segment, or 0.
 pg::Statement restore_ring = {R"sql(
-INSERT INTO pgq.segment_rings (ring, segments, current, rotated_at) VALUES ($1, 4, $3, $2)
+INSERT INTO pgq.segment_rings (ring, segments, current, rotated_at) VALUES ($1, $4, $3, $2)
 ON CONFLICT (ring) DO NOTHING)sql",
-                              3,
-                              {TEXTOID, TIMESTAMPTZOID, INT2OID},
+                              4,
+                              {TEXTOID, TIMESTAMPTZOID, INT2OID, INT2OID},
                               nullptr};
 
 pg::Statement turn_ring = {
@@ -202,7 +201,7 @@ int64 PeriodUs(int klass, const pg::Result& row) {
   bool is_null = false;
   const int64 keep_us =
       pg::IntervalMicros(DatumGetIntervalP(row.Value(0, "keep", &is_null)), "keep");
-  return std::max(keep_us / (kRingSegments - 1), kMinPeriodUs);
+  return std::max(keep_us / (internal::RingSegments(0) - 1), kMinPeriodUs);
 }
 
 // Whether the ring whose state is `row` is due to turn at `now`: a period
@@ -216,7 +215,7 @@ bool Due(pg::SpiSession& spi, bool history, int klass, const pg::Result& row, Ti
   if (now - rotated_at < period_us) return false;
   pg::Params segments;
   segments.Set(0, Int16GetDatum(internal::FirstSegment(klass)))
-      .Set(1, Int16GetDatum(internal::FirstSegment(klass) + kRingSegments - 1));
+      .Set(1, Int16GetDatum(internal::FirstSegment(klass) + internal::RingSegments(klass) - 1));
   return spi.Execute(ring_has_rows(history), segments).Bool(0, 1);
 }
 
@@ -229,7 +228,8 @@ bool TurnRing(pg::SpiSession& spi, bool history, int klass, TimestampTz now) {
     pg::Params ring;
     ring.Set(0, params.values()[0])
         .Set(1, TimestampTzGetDatum(now))
-        .Set(2, Int16GetDatum(internal::FirstSegment(klass)));
+        .Set(2, Int16GetDatum(internal::FirstSegment(klass)))
+        .Set(3, Int16GetDatum(internal::RingSegments(klass)));
     spi.Execute(restore_ring, ring);
     return false;
   }
@@ -237,11 +237,12 @@ bool TurnRing(pg::SpiSession& spi, bool history, int klass, TimestampTz now) {
   const pg::Result row = spi.Execute(lock_ring(), params);
   if (!Due(spi, history, klass, row, now)) return false;  // turned meanwhile, or locked
   const int first = internal::FirstSegment(klass);
+  const int segments = internal::RingSegments(klass);
   const int current = row.Int32(0, "current");
   // A current segment outside the ring (a row restored by hand) starts it again.
-  const int16 next = static_cast<int16>(current < first || current >= first + kRingSegments
+  const int16 next = static_cast<int16>(current < first || current >= first + segments
                                             ? first
-                                            : first + (current - first + 1) % kRingSegments);
+                                            : first + (current - first + 1) % segments);
 
   // A reader of the table (pgq.job, a dashboard) holds the segment for a
   // moment: then this pass leaves the ring as it is, and the next one turns it.

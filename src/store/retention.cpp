@@ -1,29 +1,18 @@
 // Retention classes of the history and dead-letter rings (ADR 0021).
 #include "store/retention.h"
 
-#include <array>
-
 namespace pgq::store::internal {
 
 namespace {
 
 constexpr int64 kMinuteUs = 60 * USECS_PER_SEC;
 
-// Where each class starts, and its SQL literal (the CASE of
-// SegmentOfKeepSql compares a queue's keep with these).
-constexpr std::array<int64, kRetentionClasses> kClassFromUs = {0,
-                                                               2 * kMinuteUs,
-                                                               8 * kMinuteUs,
-                                                               32 * kMinuteUs,
-                                                               128 * kMinuteUs,
-                                                               512 * kMinuteUs,
-                                                               2048 * kMinuteUs};
-constexpr std::array<std::string_view, kRetentionClasses> kClassFromSql = {
-    "'0'",           "'2 minutes'",   "'8 minutes'",   "'32 minutes'",
-    "'128 minutes'", "'512 minutes'", "'2048 minutes'"};
-// Class 0's rows are copied forward from 30 seconds on: its ring turns
+// Where class `klass` (1 and up) starts, in minutes: 2 * 4^(klass - 1).
+int64 ClassFromMinutes(int klass) { return int64{2} << (2 * (klass - 1)); }
+
+// Class 0's rows are checked from 30 seconds on: its ring of four turns
 // every 10 seconds, as often as 2.0's ever did.
-constexpr int64 kClassZeroCopiesFromUs = 30 * USECS_PER_SEC;
+constexpr int64 kClassZeroPeriodUs = 10 * USECS_PER_SEC;
 
 }  // namespace
 
@@ -34,18 +23,16 @@ std::string RingName(bool history, int klass) {
 }
 
 int64 RingPeriodUs(int klass) {
-  return (klass == 0 ? kClassZeroCopiesFromUs : kClassFromUs[klass]) / 3;
+  if (klass == 0) return kClassZeroPeriodUs;
+  return ClassFromMinutes(klass) * kMinuteUs / (RingSegments(klass) - 1);
 }
 
 std::string SegmentOfKeepSql(bool history, std::string_view keep) {
   std::string ring = "CASE";
-  if (!history) {
-    ring += " WHEN k.keep IS NULL THEN 'dead_kept'";
-  }
+  if (!history) ring += " WHEN k.keep IS NULL THEN 'dead_kept'";
   for (int klass = kRetentionClasses - 1; klass > 0; --klass) {
-    ring += " WHEN k.keep >= interval ";
-    ring += kClassFromSql[klass];
-    ring += " THEN '" + RingName(history, klass) + "'";
+    ring += " WHEN k.keep >= interval '" + std::to_string(ClassFromMinutes(klass)) +
+            " minutes' THEN '" + RingName(history, klass) + "'";
   }
   ring += " ELSE '" + RingName(history, 0) + "' END";
   std::string sql = "COALESCE((SELECT r.current FROM (SELECT ";

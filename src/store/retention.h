@@ -14,26 +14,31 @@
 
 namespace pgq::store::internal {
 
-// Class k keeps rows for [kClassFrom[k], kClassFrom[k + 1]); its ring is
-// 'history' / 'dead' for k = 0 (segments 0-3), else 'history_k' / 'dead_k'
-// (segments 4k to 4k + 3). Each class starts 4 times later than the one
-// before, so a row is copied forward at most 3 times (the last class: once
-// per 34 hours it is kept).
-inline constexpr int kRetentionClasses = 7;
-inline constexpr int kRingSegments = 4;
+// Class 0 keeps rows under 2 minutes, class k (1-10) from 2 * 4^(k-1)
+// minutes to 4 times that, the last class from 364 days on (a row kept
+// longer is copied forward once a year). Class 0's ring is
+// 'history' / 'dead' with the four segments 0-3 it had in 2.0; class k's is
+// 'history_k' / 'dead_k' with three.
+inline constexpr int kRetentionClasses = 11;
 // Dead jobs kept for good (keep_dead NULL, or their queue dropped): one
 // segment, pgq.dead_jobs_kept, that never turns.
-inline constexpr int16 kKeptSegment = kRetentionClasses * kRingSegments;
+inline constexpr int16 kKeptSegment = 34;
 
-// The first segment of class `klass`'s ring.
-inline int16 FirstSegment(int klass) { return static_cast<int16>(klass * kRingSegments); }
+// How many segments class `klass`'s ring has, and its first one.
+inline int RingSegments(int klass) { return klass == 0 ? 4 : 3; }
+inline int16 FirstSegment(int klass) {
+  return static_cast<int16>(klass == 0 ? 0 : 4 + 3 * (klass - 1));
+}
 
 // The ring's name in pgq.segment_rings.
 std::string RingName(bool history, int klass);
 
-// How often class `klass`'s ring turns: a third of the shortest keep of
-// the class (30 seconds for class 0), so a row of the class is at least
-// that keep old when its segment comes round, and at most 4 periods.
+// How often class `klass`'s ring turns. A row is checked when its segment
+// comes round (segments - 1 to segments periods after it was written), then
+// every segments - 1 periods: with this period, that is never before the
+// class's shortest keep (class 0: 30 seconds), so a row is copied forward
+// fewer than 4 times (the last class: once a year) and leaves at
+// most about its class's shortest keep after it expired.
 int64 RingPeriodUs(int klass);
 
 // SQL: the segment that takes a row of a queue keeping such rows for
