@@ -186,9 +186,9 @@ SELECT keep_completed, keep_dead FROM pgq.queues WHERE name = 'export';
 SELECT pgq.alter_queue('export', keep_dead => '7 days');
 SELECT keep_completed, keep_dead FROM pgq.queues WHERE name = 'export';
 
--- A ring's row deleted by hand: writers use segment 0, and the next pass
--- puts the row back.
-DELETE FROM pgq.segment_rings WHERE ring = 'history';
+-- The rings' rows deleted by hand: writers use segment 0, and the next
+-- pass puts the rows back, each ring at its first segment (ADR 0021).
+DELETE FROM pgq.segment_rings WHERE ring LIKE 'history%';
 SELECT pgq.enqueue('audit', '{"a": 2}') AS a2 \gset
 SELECT pgq.claim('audit') IS NOT NULL;
 SELECT pgq.complete(:a2, 1, '"ok"') AS completed_without_ring;

@@ -17,6 +17,97 @@
 -- Retention of history and dead-letter per queue (M2, retention lag).
 -- ---------------------------------------------------------------------------
 
+-- One ring per retention class instead of one per table (ADR 0021): a
+-- queue's rows go to the ring of its own keep_completed / keep_dead, and a
+-- ring turns on a period fixed by its class, so no queue's retention changes
+-- when another queue's rows are copied or dropped. Class 0 (keeps under 2
+-- minutes) keeps the rings 'history' and 'dead' (segments 0-3); class k
+-- (1-10, keeps from 2 * 4^(k-1) minutes; class 10 from 364 days on) is
+-- 'history_k' and 'dead_k' with the three segments from 4 + 3(k-1). Dead
+-- jobs kept for good (keep_dead NULL, or their queue dropped) go to
+-- pgq.dead_jobs_kept (segment 34),
+-- which never turns. The classes are listed in src/store/retention.cpp.
+ALTER TABLE pgq.segment_rings DROP CONSTRAINT segment_rings_ring_check;
+ALTER TABLE pgq.segment_rings ADD CONSTRAINT segment_rings_ring_check
+    CHECK (ring OPERATOR(pg_catalog.~) '^(history|dead)(_([1-9]|10))?$'::pg_catalog.text
+           OR ring OPERATOR(pg_catalog.=) 'dead_kept'::pg_catalog.text);
+DO $ring$
+DECLARE
+    k integer;
+    s integer;
+    t text;
+    lo integer;
+BEGIN
+    FOR k IN 1..10 LOOP
+        lo := 4 OPERATOR(pg_catalog.+) (3 OPERATOR(pg_catalog.*) (k OPERATOR(pg_catalog.-) 1));
+        FOREACH t IN ARRAY ARRAY['job_history', 'dead_jobs'] LOOP
+            FOR s IN lo .. lo OPERATOR(pg_catalog.+) 2 LOOP
+                EXECUTE pg_catalog.format('CREATE TABLE pgq.%I PARTITION OF pgq.%I FOR VALUES IN (%s)',
+                                          t OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) s, t, s);
+                PERFORM pg_catalog.pg_extension_config_dump(
+                    pg_catalog.format('pgq.%I', t OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) s)::pg_catalog.regclass, '');
+                EXECUTE pg_catalog.format(
+                    'COMMENT ON TABLE pgq.%I IS %L',
+                    t OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) s,
+                    pg_catalog.format('a segment of pgq.%s (pgq.segment_rings says which takes new rows)', t));
+            END LOOP;
+        END LOOP;
+        INSERT INTO pgq.segment_rings (ring, segments, current, rotated_at)
+        VALUES ('history_' OPERATOR(pg_catalog.||) k, 3, lo, pg_catalog.now()),
+               ('dead_' OPERATOR(pg_catalog.||) k, 3, lo, pg_catalog.now());
+    END LOOP;
+END
+$ring$;
+CREATE TABLE pgq.dead_jobs_kept PARTITION OF pgq.dead_jobs FOR VALUES IN (34);
+SELECT pg_catalog.pg_extension_config_dump('pgq.dead_jobs_kept', '');
+COMMENT ON TABLE pgq.dead_jobs_kept IS
+    'the dead jobs of queues that keep them for good (keep_dead NULL): never turned';
+INSERT INTO pgq.segment_rings (ring, segments, current, rotated_at)
+VALUES ('dead_kept', 1, 34, pg_catalog.now());
+COMMENT ON TABLE pgq.segment_rings IS
+    'which segment of pgq.job_history and pgq.dead_jobs takes new rows, per retention class; turned by maintenance';
+
+-- queue_stats counts the dead jobs its readers show: those within their
+-- queue's keep_dead (a row past it may wait on disk for its ring to turn).
+CREATE OR REPLACE VIEW pgq.queue_stats WITH (security_barrier) AS
+SELECT q.name                                   AS queue,
+       COALESCE(j.ready, 0)                     AS ready,
+       COALESCE(j.scheduled, 0)                 AS scheduled,
+       COALESCE(j.running, 0)                   AS running,
+       COALESCE(j.expired, 0)                   AS expired,
+       (SELECT pg_catalog.count(*) FROM pgq.dead_jobs d
+         WHERE d.queue OPERATOR(pg_catalog.=) q.name
+           AND (q.keep_dead IS NULL
+                OR d.died_at OPERATOR(pg_catalog.+) q.keep_dead OPERATOR(pg_catalog.>) c.now)) AS dead,
+       (SELECT COALESCE(pg_catalog.sum(f.jobs), 0) FROM pgq.finished f
+         WHERE f.queue_id OPERATOR(pg_catalog.=) q.queue_id
+           AND f.finished_at OPERATOR(pg_catalog.>=) (c.now OPERATOR(pg_catalog.-) q.retention))
+         OPERATOR(pg_catalog.+) pgq.unflushed_completions(q.queue_id) AS done_recent,
+       c.now OPERATOR(pg_catalog.-) j.oldest_ready AS oldest_ready_age,
+       q.paused,
+       q.max_running,
+       COALESCE(j.awaiting_parents, 0)          AS awaiting_parents
+  FROM pgq.queues q
+ CROSS JOIN (SELECT pgq.clock() AS now) c
+  LEFT JOIN (
+        SELECT jj.queue_id,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) ALL ('{r,b}'::pg_catalog."char"[])
+                                             AND jj.run_at OPERATOR(pg_catalog.<=) cc.now) AS ready,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) ALL ('{r,b}'::pg_catalog."char"[])
+                                             AND jj.run_at OPERATOR(pg_catalog.>) cc.now)  AS scheduled,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'r')       AS running,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'r'
+                                             AND jj.lease_until OPERATOR(pg_catalog.<) cc.now) AS expired,
+               pg_catalog.min(jj.run_at) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) ALL ('{r,b}'::pg_catalog."char"[])
+                                             AND jj.run_at OPERATOR(pg_catalog.<=) cc.now
+                                             AND pg_catalog.isfinite(jj.run_at)) AS oldest_ready,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'b')       AS awaiting_parents
+          FROM pgq.jobs jj CROSS JOIN (SELECT pgq.clock() AS now) cc
+         GROUP BY jj.queue_id
+       ) j ON j.queue_id OPERATOR(pg_catalog.=) q.queue_id
+ WHERE pgq.has_queue_privilege(q.name, 'produce, consume, admin');
+
+
 
 -- ---------------------------------------------------------------------------
 -- Monitoring bounded per object; consumers per stream (M1).

@@ -27,7 +27,7 @@ PGQ_FUNCTION(pgq_retry_dead) {
   const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
   pg::SpiSession spi;
   api::RequireRightSomewhere(spi, core::kAdmin);
-  const int32 queue_id = store::QueueOfDeadJob(spi, id);
+  const int32 queue_id = store::QueueOfDeadJob(spi, id, pg::Now());
   if (queue_id == 0) PG_RETURN_BOOL(false);
   // A dead job of a queue the caller does not administer: as if it did not
   // exist (issue 15, L4).

@@ -4,6 +4,7 @@
 #include "pg/ledger.h"
 #include "store/catalog.h"
 #include "store/internal.h"
+#include "store/retention.h"
 
 namespace pgq::store {
 
@@ -12,7 +13,8 @@ namespace internal {
 // The queue name comes from a scalar subquery into a NOT NULL column: if the
 // queue were somehow gone, the statement fails instead of losing the job.
 // A 1.2 catalog keeps the job's progress and dedupe period too, puts it in
-// the dead ring's current segment, and returns its key (KeysReleased).
+// the current segment of its queue's dead ring (ADR 0021), and returns its
+// key (KeysReleased).
 std::string BurySql(std::string_view deleted, std::string_view last_error, std::string_view reason,
                     std::string_view died_at, bool lifecycle) {
   std::string sql = "WITH d AS (";
@@ -33,7 +35,9 @@ SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.pa
   if (lifecycle) {
     sql += R"sql(,
        d.progress, d.dedupe_for,
-       COALESCE((SELECT r.current FROM pgq.segment_rings r WHERE r.ring = 'dead'), 0))sql";
+       )sql";
+    sql += SegmentOfKeepSql(false,
+                            "(SELECT q.keep_dead FROM pgq.queues q WHERE q.queue_id = d.queue_id)");
   }
   sql += R"sql(
   FROM d
@@ -69,7 +73,9 @@ pg::Statement& cancel_job() {
 
 // A follower of a running holder (keys.cpp) cancelled: into dead-letter
 // without its key, which stays its holder's. $1 id, $2 now, $3 $4 scope.
-pg::Statement cancel_follower = {R"sql(
+pg::Statement& cancel_follower() {
+  static BuiltStatement statement{
+      R"sql(
 WITH d AS (
   DELETE FROM pgq.dedupe_followers f WHERE f.id = $1 AND ($3 OR f.queue_id = ANY ($4))
   RETURNING f.*
@@ -80,12 +86,15 @@ INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, die
 SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload, 0, NULL,
        'cancelled', $2, d.priority, d.max_attempts, d.enqueued_at, NULL, d.group_key, NULL,
        d.dedupe_for,
-       COALESCE((SELECT r.current FROM pgq.segment_rings r WHERE r.ring = 'dead'), 0)
+       )sql" +
+          internal::SegmentOfKeepSql(
+              false, "(SELECT q.keep_dead FROM pgq.queues q WHERE q.queue_id = d.queue_id)") +
+          R"sql(
   FROM d
 RETURNING (SELECT q.queue_id FROM pgq.queues q WHERE q.name = dead_jobs.queue) AS queue_id)sql",
-                                 4,
-                                 {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID},
-                                 nullptr};
+      {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}};
+  return statement.get();
+}
 
 // $1 queue name, $2 died at or before.
 pg::Statement purge_dead = {"DELETE FROM pgq.dead_jobs WHERE queue = $1 AND died_at <= $2",
@@ -93,19 +102,26 @@ pg::Statement purge_dead = {"DELETE FROM pgq.dead_jobs WHERE queue = $1 AND died
                             {TEXTOID, TIMESTAMPTZOID},
                             nullptr};
 
+// $1 id, $2 now. A dead job past its queue's keep_dead is gone to its
+// readers (ADR 0021), whether or not its ring has turned yet.
 pg::Statement queue_of_dead_job = {R"sql(
-SELECT q.queue_id FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue WHERE d.id = $1)sql",
-                                   1,
-                                   {INT8OID},
+SELECT q.queue_id FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue
+ WHERE d.id = $1 AND (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $2))sql",
+                                   2,
+                                   {INT8OID, TIMESTAMPTZOID},
                                    nullptr};
 
 // A dead job whose dedupe key is held again by a live job stays dead: two
 // live jobs with one key is what dedupe exists to prevent. A job of a FIFO
 // group comes back waiting; its group then moves on, which makes it pending
 // if its group has nothing else. $2 queue id, $3 run_at.
+// A dead job past its queue's keep_dead (its ring has not turned yet) is
+// not brought back: its readers no longer show it. $3 now.
 constexpr std::string_view kDedupeFree = R"sql(
 (d.dedupe_key IS NULL OR NOT EXISTS (
-   SELECT 1 FROM pgq.jobs j WHERE j.queue_id = $2 AND j.dedupe_key = d.dedupe_key)))sql";
+   SELECT 1 FROM pgq.jobs j WHERE j.queue_id = $2 AND j.dedupe_key = d.dedupe_key))
+AND NOT EXISTS (SELECT 1 FROM pgq.queues k
+                 WHERE k.queue_id = $2 AND d.died_at + k.keep_dead <= $3))sql";
 constexpr std::string_view kRevived = R"sql(
 SELECT r.id, $2, CASE WHEN r.group_key IS NULL THEN 'p' ELSE 'w' END, r.priority, $3, 0,
        r.max_attempts, r.enqueued_at, r.dedupe_key, r.group_key, r.last_error, r.payload
@@ -175,7 +191,7 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
   const pg::Result cancelled = spi.Execute(cancel_job(), params);
   if (cancelled.empty()) {
     if (!InstalledCatalog().lifecycle) return false;
-    const pg::Result follower = spi.Execute(cancel_follower, params);
+    const pg::Result follower = spi.Execute(cancel_follower(), params);
     if (follower.empty()) return false;
     pg::ledger::NoteCount(follower.Int32(0, "queue_id"), pg::kDeadLettered, 1);
     return true;
@@ -196,9 +212,9 @@ int64 PurgeDead(pg::SpiSession& spi, std::string_view queue, TimestampTz died_be
   return static_cast<int64>(spi.Execute(purge_dead, params).size());
 }
 
-int32 QueueOfDeadJob(pg::SpiSession& spi, int64 id) {
+int32 QueueOfDeadJob(pg::SpiSession& spi, int64 id, TimestampTz now) {
   pg::Params params;
-  params.Set(0, Int64GetDatum(id));
+  params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(now));
   const pg::Result dead = spi.Execute(queue_of_dead_job, params, 1);
   return dead.empty() ? 0 : dead.Int32(0, 1);
 }

@@ -44,11 +44,12 @@ std::string Held(std::string_view sql) {
 // returns what the caller reads: the queue, group and state, and the job's
 // dedupe columns (a key finishing may stay taken for a period or pass to a
 // follower). With `history`, every column, and then the insert of the jobs
-// of the queues in `keeping` (an int4[] parameter) into `segment` of
-// pgq.job_history, finished at `now` with result `result`.
+// of the queues in `keeping` (an int4[] parameter) into the segment of
+// pgq.job_history at the same place in `segments` (an int2[] parameter),
+// finished at `now` with result `result`.
 std::string CompleteSql(std::string_view where, bool history, std::string_view now,
                         std::string_view result, std::string_view keeping = {},
-                        std::string_view segment = {}) {
+                        std::string_view segments = {}) {
   std::string sql = "WITH d AS (\n  DELETE FROM pgq.jobs j ";
   sql += Held(where);
   sql += history ? "\n  RETURNING j.*)"
@@ -66,7 +67,11 @@ kept AS (
     sql += ", d.dedupe_key, d.group_key, d.last_error, d.progress, ";
     sql += result;
     sql += ", d.payload, ";
-    sql += segment;
+    sql += "(";
+    sql += segments;
+    sql += ")[pg_catalog.array_position(";
+    sql += keeping;
+    sql += ", d.queue_id)]";
     sql += "\n    FROM d WHERE d.queue_id = ANY (";
     sql += keeping;
     sql += "))";
@@ -76,7 +81,7 @@ kept AS (
 }
 
 // $1 id, $2 attempt, $3 $4 scope, (1.2) $5 now, $6 result, (history) $7
-// the queues that keep completed jobs, $8 the segment.
+// the queues that keep completed jobs, $8 their segments.
 constexpr std::string_view kCompleteOne =
     "WHERE j.id = $1 AND j.attempt = $2 AND $HELD AND ($3 OR j.queue_id = ANY ($4))";
 
@@ -99,7 +104,8 @@ RETURNING j.queue_id, j.group_key, j.state = 'p' AS was_pending, j.id, j.dedupe_
 SELECT d.queue_id, d.group_key, d.state = 'p' AS was_pending, d.id, d.dedupe_key, d.dedupe_for,
        d.has_dependents
   FROM d)sql",
-       {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, JSONBOID, INT4ARRAYOID, INT2OID}},
+       {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, JSONBOID, INT4ARRAYOID,
+        INT2ARRAYOID}},
   };
   return statements[variant].get();
 }
@@ -147,14 +153,15 @@ SELECT NULL, d.queue_id, NULL, NULL, NULL, NULL, NULL, NULL, d.id
 }
 
 // $1 ids, $2 attempts, $3 $4 scope, (1.2) $5 now, (history) $6 the queues
-// that keep completed jobs, $7 the segment.
+// that keep completed jobs, $7 their segments.
 pg::Statement& complete_jobs(int variant) {
   static BuiltStatement statements[3] = {
       {CompleteManySql(false, false), {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID}},
       {CompleteManySql(true, false),
        {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID}},
       {CompleteManySql(true, true),
-       {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, INT4ARRAYOID, INT2OID}},
+       {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, INT4ARRAYOID,
+        INT2ARRAYOID}},
   };
   return statements[variant].get();
 }
@@ -239,7 +246,7 @@ bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, 
   SetScope(params, 2, scope);
   params.Set(4, TimestampTzGetDatum(now)).SetOptional(5, result == 0, result);
   const internal::HistoryTarget& history = internal::CompletionTarget(spi);
-  if (history.variant == 2) params.Set(6, history.keeping).Set(7, Int16GetDatum(history.segment));
+  if (history.variant == 2) params.Set(6, history.keeping).Set(7, history.segments);
   const int variant = history.variant;  // read once: later statements may refresh it
   const pg::Result completed = spi.Execute(complete_job(variant), params);
   if (completed.empty()) return false;
@@ -269,7 +276,7 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
   SetScope(params, 2, scope);
   params.Set(4, TimestampTzGetDatum(now));
   const internal::HistoryTarget& history = internal::CompletionTarget(spi);
-  if (history.variant == 2) params.Set(5, history.keeping).Set(6, Int16GetDatum(history.segment));
+  if (history.variant == 2) params.Set(5, history.keeping).Set(6, history.segments);
   const int variant = history.variant;  // read once: later statements may refresh it
   const pg::Result result = spi.Execute(complete_jobs(variant), params);
   const int completed_column = result.ColumnNumber("completed");

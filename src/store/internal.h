@@ -115,12 +115,13 @@ Datum Int8Array(const std::vector<int64>& values);
 
 // Where completions go (history.cpp). `variant`: 0 a catalog before 1.2;
 // 1 no queue keeps completed jobs; 2 some do: `keeping`, an int4[] of their
-// ids, and `segment`, pgq.job_history's current segment, as this backend
-// last read them (refreshed with the queue cache).
+// ids, and `segments`, an int2[] of the segment of pgq.job_history each
+// one's completions go to (its retention class's current, ADR 0021), as
+// this backend last read them (refreshed with the queue cache).
 struct HistoryTarget {
   int variant;
   Datum keeping;
-  int16 segment;
+  Datum segments;
 };
 const HistoryTarget& CompletionTarget(pg::SpiSession& spi);
 

@@ -192,8 +192,9 @@ bool SetProgress(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attemp
 bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now);
 // Deletes the dead jobs of `queue` that died at or before `died_before`.
 int64 PurgeDead(pg::SpiSession& spi, std::string_view queue, TimestampTz died_before);
-// The queue id of dead job `id`, or 0.
-int32 QueueOfDeadJob(pg::SpiSession& spi, int64 id);
+// The queue id of dead job `id`, or 0 (none, or past its queue's keep_dead
+// at `now`).
+int32 QueueOfDeadJob(pg::SpiSession& spi, int64 id, TimestampTz now);
 // Back to pending (grouped: waiting, then its group moves on) with fresh
 // attempts, unless a live job holds its dedupe key. How many came back.
 int32 Revive(pg::SpiSession& spi, const Queue& queue, int64 id, TimestampTz now);

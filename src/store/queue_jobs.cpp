@@ -32,17 +32,19 @@ pg::Statement delete_queue_dead = {
     "DELETE FROM pgq.dead_jobs WHERE queue = $1", 1, {TEXTOID}, nullptr};
 
 // $1 now. Waiting jobs of a FIFO group count as ready, as in
-// pgq.queue_stats. Rows stored with an infinite run_at (refused since 1.2)
-// are left out of the age: subtracting one would fail the whole statement.
-// 1.2: jobs waiting for their parents are neither ready nor scheduled;
-// also the queue's max_running (NULL: none).
+// pgq.queue_stats; dead jobs past their queue's keep_dead are not counted
+// (they wait on disk for their ring to turn, ADR 0021). Rows stored with an infinite run_at
+// (refused since 1.2) are left out of the age: subtracting one would fail the whole statement. 1.2:
+// jobs waiting for their parents are neither ready nor scheduled; also the queue's max_running
+// (NULL: none).
 pg::Statement queue_gauges_1_2 = {R"sql(
 SELECT q.queue_id, q.name,
        count(j.id) FILTER (WHERE j.state NOT IN ('r', 'b') AND j.run_at <= $1),
        count(j.id) FILTER (WHERE j.state NOT IN ('r', 'b') AND j.run_at > $1),
        count(j.id) FILTER (WHERE j.state = 'r'),
        count(j.id) FILTER (WHERE j.state = 'r' AND j.lease_until < $1),
-       (SELECT count(*) FROM pgq.dead_jobs d WHERE d.queue = q.name),
+       (SELECT count(*) FROM pgq.dead_jobs d
+         WHERE d.queue = q.name AND (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $1)),
        COALESCE(EXTRACT(epoch FROM $1 - min(j.run_at)
                   FILTER (WHERE j.state NOT IN ('r', 'b') AND j.run_at <= $1
                             AND pg_catalog.isfinite(j.run_at))), 0)::float8,
@@ -61,7 +63,8 @@ SELECT q.queue_id, q.name,
        count(j.id) FILTER (WHERE j.state <> 'r' AND j.run_at > $1),
        count(j.id) FILTER (WHERE j.state = 'r'),
        count(j.id) FILTER (WHERE j.state = 'r' AND j.lease_until < $1),
-       (SELECT count(*) FROM pgq.dead_jobs d WHERE d.queue = q.name),
+       (SELECT count(*) FROM pgq.dead_jobs d
+         WHERE d.queue = q.name AND (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $1)),
        COALESCE(EXTRACT(epoch FROM $1 - min(j.run_at)
                   FILTER (WHERE j.state <> 'r' AND j.run_at <= $1
                             AND pg_catalog.isfinite(j.run_at))), 0)::float8,
@@ -89,7 +92,10 @@ SELECT q.queue_id, q.name, p.pending, p.due,
        (SELECT count(*) FROM (SELECT FROM pgq.jobs j
                                WHERE j.queue_id = q.queue_id AND j.state = 'r'
                                  AND j.lease_until < $2 LIMIT $1) s),
-       (SELECT count(*) FROM (SELECT FROM pgq.dead_jobs d WHERE d.queue = q.name LIMIT $1) s),
+       (SELECT count(*) FROM (SELECT FROM pgq.dead_jobs d
+                               WHERE d.queue = q.name
+                                 AND (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $2)
+                               LIMIT $1) s),
        (SELECT COALESCE(sum(f.jobs), 0) FROM pgq.finished f
          WHERE f.queue_id = q.queue_id AND f.finished_at >= $2 - q.retention)
          + pgq.unflushed_completions(q.queue_id),

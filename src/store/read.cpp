@@ -1,8 +1,9 @@
 // Reading jobs wherever they are (pgq.job, pgq.list_jobs): live in
 // pgq.jobs, following a running holder of their key in
 // pgq.dedupe_followers, completed in pgq.job_history, dead in
-// pgq.dead_jobs, as rows of pgq.job_info. Rows past their queue's keep_completed or keep_dead that
-// maintenance has not dropped yet are not shown.
+// pgq.dead_jobs, as rows of pgq.job_info. Rows past their queue's
+// keep_completed or keep_dead that maintenance has not dropped yet are not
+// shown.
 #include "pg/args.h"
 #include "store/internal.h"
 
@@ -76,7 +77,18 @@ UNION ALL
   return sql;
 }
 
-// $1 id, $2 now.
+// $1 id, $2 now. A live job first, through the hot table alone: the
+// history and dead-letter tables have a segment per ring of each retention
+// class (ADR 0021), and a generic plan opens every one of them. Then, if it
+// is not live, every source in one statement (one snapshot: a job that
+// finishes meanwhile is found where it went).
+pg::Statement& live_job_info() {
+  static BuiltStatement statement{
+      JobInfoSql("j.id = $1", "f.id = $1", "false", "false", "") + "\nLIMIT 1",
+      {INT8OID, TIMESTAMPTZOID}};
+  return statement.get();
+}
+
 pg::Statement& job_info() {
   static BuiltStatement statement{
       JobInfoSql("j.id = $1", "f.id = $1", "h.id = $1", "d.id = $1", "") + "\nLIMIT 1",
@@ -113,6 +125,8 @@ pg::Statement& list_jobs() {
 pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now) {
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(now));
+  pg::Result live = spi.Execute(live_job_info(), params, 1);
+  if (!live.empty()) return live;
   return spi.Execute(job_info(), params, 1);
 }
 

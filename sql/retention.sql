@@ -1,0 +1,106 @@
+-- Retention per queue (issue 30: M2 and the retention lag; ADR 0021). One
+-- queue's keep_dead / keep_completed never changes what maintenance does to
+-- another queue's rows, and what the readers show agrees with each queue's
+-- keep whether or not the rings have turned. The clock is moved with
+-- pgq.debug_clock_offset and maintenance run by hand, a pass per step.
+CREATE EXTENSION pgq_cpp;
+
+-- M2, a short keep: team B keeps its dead jobs for good (the default);
+-- team A keeps them one second and has a job die every step. B's rows are
+-- never rewritten (same segment, ctid and xmin) over 10 minutes of passes.
+SELECT pgq.create_queue('team_b', max_attempts => 1);
+SELECT pgq.create_queue('team_a', max_attempts => 1, keep_dead => '1 second');
+SELECT count(pgq.cancel(pgq.enqueue('team_b', jsonb_build_object('n', g))))
+  FROM generate_series(1, 50) g;
+CREATE TEMP TABLE b_before AS
+SELECT id, tableoid::regclass::text AS segment, ctid::text AS tid, xmin::text AS xid
+  FROM pgq.dead_jobs WHERE queue = 'team_b';
+\set ECHO none
+\o /dev/null
+SELECT format('SET pgq.debug_clock_offset = %L', (i * 15) || 's'),
+       $$SELECT pgq.cancel(pgq.enqueue('team_a', '{}'))$$,
+       'SELECT pgq.maintain()'
+  FROM generate_series(1, 40) i \gexec
+\o
+\set ECHO all
+SELECT count(*) AS b_rows_rewritten
+  FROM b_before b
+  LEFT JOIN pgq.dead_jobs d
+    ON d.id = b.id AND d.tableoid::regclass::text = b.segment AND d.ctid::text = b.tid
+   AND d.xmin::text = b.xid
+ WHERE d.id IS NULL;
+-- A's own rows leave within the bound of its class (keep + 4 periods of
+-- 10 seconds, here one pass each 15 seconds): none a minute and a half old.
+SELECT count(*) FILTER (WHERE died_at < pgq.clock() - interval '90 seconds') AS a_rows_too_old,
+       count(*) < 10 AS a_rows_leave
+  FROM pgq.dead_jobs WHERE queue = 'team_a';
+
+-- M2, a long keep: team C keeps dead jobs 30 days, team D one minute; D's
+-- rows leave the disk within its own bound (here two minutes), not C's.
+-- The same for history: E keeps completed jobs 7 days, F one minute.
+SELECT pgq.create_queue('team_c', keep_dead => '30 days');
+SELECT pgq.create_queue('team_d', keep_dead => '1 minute');
+SELECT pgq.create_queue('team_e', keep_completed => '7 days');
+SELECT pgq.create_queue('team_f', keep_completed => '1 minute');
+SELECT count(pgq.cancel(pgq.enqueue(q, '{}')))
+  FROM unnest(ARRAY['team_c', 'team_d']) q, generate_series(1, 5);
+SELECT count(pgq.enqueue(q, '{}')) FROM unnest(ARRAY['team_e', 'team_f']) q, generate_series(1, 5);
+SELECT count(pgq.complete(c.id, c.attempt))
+  FROM pgq.claim(ARRAY['team_e', 'team_f'], 10) c;
+\set ECHO none
+\o /dev/null
+SELECT format('SET pgq.debug_clock_offset = %L', (600 + i * 15) || 's'),
+       'SELECT pgq.maintain()'
+  FROM generate_series(1, 14) i \gexec
+\o
+\set ECHO all
+SELECT (SELECT count(*) FROM pgq.dead_jobs WHERE queue = 'team_c') AS c_dead_kept,
+       (SELECT count(*) FROM pgq.dead_jobs WHERE queue = 'team_d') AS d_dead_on_disk,
+       (SELECT count(*) FROM pgq.job_history h JOIN pgq.queues q USING (queue_id)
+         WHERE q.name = 'team_e') AS e_done_kept,
+       (SELECT count(*) FROM pgq.job_history h JOIN pgq.queues q USING (queue_id)
+         WHERE q.name = 'team_f') AS f_done_on_disk;
+
+-- B stops keeping its dead jobs for good: they leave pgq.dead_jobs_kept for
+-- the ring of its new keep, then the disk once past it.
+SELECT pgq.alter_queue('team_b', keep_dead => '1 hour');
+SELECT 1 FROM pgq.maintain();
+SELECT count(*) FILTER (WHERE tableoid = 'pgq.dead_jobs_kept'::regclass) AS b_in_kept,
+       count(*) AS b_dead
+  FROM pgq.dead_jobs WHERE queue = 'team_b';
+SET pgq.debug_clock_offset = '2h';
+SELECT dead AS b_shown FROM pgq.queue_stats WHERE queue = 'team_b';
+\set ECHO none
+\o /dev/null
+SELECT format('SET pgq.debug_clock_offset = %L', (7200 + i * 1000) || 's'),
+       'SELECT pgq.maintain()'
+  FROM generate_series(1, 8) i \gexec
+\o
+\set ECHO all
+SELECT count(*) AS b_dead_on_disk FROM pgq.dead_jobs WHERE queue = 'team_b';
+RESET pgq.debug_clock_offset;
+
+-- The retention lag: a queue keeping dead jobs 2 seconds, 3 seconds later
+-- and before any maintenance. Nothing shows the job or brings it back.
+SELECT pgq.create_queue('short', max_attempts => 1, keep_dead => '2 seconds',
+                        keep_completed => '2 seconds');
+SELECT pgq.enqueue('short', '{"s": 1}') AS s1 \gset
+SELECT pgq.enqueue('short', '{"s": 2}') AS s2 \gset
+SELECT pgq.enqueue('short', '{"s": 3}') AS s3 \gset
+SELECT pgq.cancel(:s1), pgq.cancel(:s2);
+SELECT pgq.complete(c.id, c.attempt) FROM pgq.claim('short') c;
+SELECT (SELECT dead FROM pgq.queue_stats WHERE queue = 'short') AS dead_before,
+       (SELECT count(*) FROM pgq.list_jobs('short')) AS listed_before;
+SET pgq.debug_clock_offset = '3s';
+SELECT (SELECT dead FROM pgq.queue_stats WHERE queue = 'short') AS stats_dead,
+       (SELECT dead FROM pgq.queue_metrics() WHERE queue = 'short') AS metrics_dead,
+       (SELECT dead FROM pgq.queue_overview() WHERE queue = 'short') AS overview_dead,
+       (SELECT count(*) FROM pgq.list_jobs('short')) AS listed,
+       (SELECT count(*) FROM pgq.job(:s1)) AS job_s1,
+       (SELECT count(*) FROM pgq.job(:s3)) AS job_s3;
+SELECT line FROM unnest(string_to_array(pgq.metrics(), E'\n')) line
+ WHERE line ~ '^pgq_jobs\{.*queue="short",state="dead"';
+SELECT pgq.retry_dead(:s1) AS retried_one, pgq.retry_dead('short') AS retried_queue;
+SELECT count(*) AS live FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) WHERE q.name = 'short';
+RESET pgq.debug_clock_offset;
+DROP EXTENSION pgq_cpp;
