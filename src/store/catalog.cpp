@@ -52,6 +52,7 @@ const Catalog& InstalledCatalog() {
     found.caps = found.caps && OidIsValid(found.running_index);
     found.dependencies = OidIsValid(get_relname_relid("job_dependencies", schema));
     found.streams = OidIsValid(get_relname_relid("streams", schema));
+    found.releases = OidIsValid(get_relname_relid("dependency_releases", schema));
     found.ready_index = get_relname_relid("jobs_ready_idx", schema);
     found.dead_jobs = get_relname_relid("dead_jobs", schema);
     return found;
