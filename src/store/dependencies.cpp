@@ -52,9 +52,10 @@ using internal::BuiltStatement;
 constexpr int32 kInlineBound = 1000;
 
 // $1 ids, $2 $3 scope. The live parents, locked so that none can leave
-// before this transaction commits.
+// before this transaction commits; with what a pending one's claim-order
+// key needs (a claim skips it while it is locked).
 pg::Statement lock_parents = {R"sql(
-SELECT j.id FROM pgq.jobs j
+SELECT j.id, j.queue_id, j.state = 'p' AS pending, j.priority, j.run_at FROM pgq.jobs j
  WHERE j.id = ANY ($1) AND ($2 OR j.queue_id = ANY ($3))
  ORDER BY j.id FOR KEY SHARE)sql",
                               3,
@@ -352,7 +353,23 @@ Parents LockParents(pg::SpiSession& spi, const Scope& scope, const std::vector<i
   Parents parents;
   pg::Params params;
   params.Set(0, internal::Int8Array(ids)).Set(1, BoolGetDatum(scope.every)).Set(2, scope.ids);
-  parents.live = Ids(spi.Execute(lock_parents, params), "id");
+  const pg::Result locked = spi.Execute(lock_parents, params);
+  parents.live = Ids(locked, "id");
+  // A claim skips a pending job this transaction locks, and its queue's
+  // claim hint moves past it: the hint comes back to it when the lock goes
+  // (commit or abort), or it would wait for the next reset of the hints
+  // (issue 30: another team's enqueue made its job unclaimable).
+  if (!locked.empty()) {
+    const internal::KeyColumns key(locked);
+    const int queue_column = locked.ColumnNumber("queue_id");
+    const int pending_column = locked.ColumnNumber("pending");
+    for (uint64 row = 0; row < locked.size(); ++row) {
+      if (!locked.Bool(row, pending_column)) continue;
+      const int32 queue_id = locked.Int32(row, queue_column);
+      pg::ledger::NotePending(queue_id, key.Of(locked, row), true);
+      pg::ledger::NoteLocked(queue_id);
+    }
+  }
   std::vector<int64> others;
   for (const int64 id : ids) {
     if (!std::binary_search(parents.live.begin(), parents.live.end(), id)) others.push_back(id);
