@@ -77,7 +77,13 @@ SELECT count(*) AS attached
   FROM pgq.enqueue_many('team_b', array_fill('{}'::jsonb, ARRAY[5000]), after => ARRAY[:big]);
 SELECT pgq.enqueue('team_b', '{"fan_in": true}', after => ARRAY[:big, :other]) AS both \gset
 BEGIN;
+SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) AS read_before
+  FROM pg_stat_xact_user_tables WHERE relid = 'pgq.job_dependencies'::regclass \gset
 SELECT id = :big AS is_big, pgq.complete(id, attempt) FROM pgq.claim('team_a');
+-- Rows of pgq.job_dependencies the completion read, as this transaction's
+-- statistics count them: about what it released.
+SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) - :read_before < 1100 AS bounded_read
+  FROM pg_stat_xact_user_tables WHERE relid = 'pgq.job_dependencies'::regclass;
 SELECT (SELECT count(*) FROM pgq.list_jobs('team_b', 'ready', 10000)) AS ready_now,
        (SELECT count(*) FROM pgq.jobs WHERE state = 'b') AS still_waiting,
        (SELECT count(*) FROM pgq.dependency_releases WHERE parent_id = :big) AS releases_left;
@@ -107,6 +113,32 @@ SELECT (SELECT count(*) FROM pgq.list_jobs('team_b', 'ready', 10000)) AS ready_a
        (SELECT count(*) FROM pgq.jobs WHERE state = 'b') AS still_waiting,
        (SELECT count(*) FROM pgq.dependency_releases) AS releases_left;
 SELECT count(*) AS claimed, count(DISTINCT id) AS distinct_jobs FROM pgq.claim('team_b', 10000);
+
+-- The statement in which a parent dies reads about as many rows of
+-- pgq.job_dependencies as it dead-letters, however many dependents that
+-- parent or another (a live one, listed first) has: 2.0 read every row of
+-- the dying parent to record it, and could read other parents' rows to
+-- find its own. Rows read, as this transaction's statistics count them.
+SELECT pgq.enqueue('team_a', '{"live": true}') AS live \gset
+SELECT pgq.enqueue('team_a', '{"dies": true}') AS dies \gset
+SELECT count(*) AS attached
+  FROM unnest(ARRAY[:live, :dies]::bigint[]) AS p,
+       pgq.enqueue_many('team_b', array_fill('{}'::jsonb, ARRAY[5000]), after => ARRAY[p]);
+ANALYZE pgq.job_dependencies;
+BEGIN;
+SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) AS read_before
+  FROM pg_stat_xact_user_tables WHERE relid = 'pgq.job_dependencies'::regclass \gset
+SELECT pgq.cancel(:dies);
+SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) - :read_before < 1100 AS bounded_read,
+       (SELECT count(*) FROM pgq.job_dependencies WHERE parent_id = :dies) AS rows_left
+  FROM pg_stat_xact_user_tables WHERE relid = 'pgq.job_dependencies'::regclass;
+COMMIT;
+SELECT expired_requeued FROM pgq.maintain();
+SELECT (SELECT count(*) FROM pgq.job_dependencies WHERE parent_id = :dies) AS rows_left,
+       (SELECT count(*) FROM pgq.job_dependencies WHERE parent_id = :live) AS live_rows;
+SELECT pgq.cancel(:live);
+SELECT expired_requeued FROM pgq.maintain();
+SELECT count(*) AS left_waiting FROM pgq.jobs WHERE state = 'b';
 
 -- A job in a FIFO group joins its group's line when its parents are done.
 SELECT pgq.create_queue('chat');

@@ -106,15 +106,18 @@ SELECT p, c FROM pg_catalog.unnest($1) AS p, pg_catalog.unnest($2) AS c)sql",
 
 // $1 a parent that completed, $2 at most: that many of its children (the
 // lowest ids) have one open parent fewer (a pair is one row); a child with
-// none left is ready, or joins its group's line. Read as committed now. The
-// children are found by id (an array), so the update is index probes
-// whatever the table's size. The last row has only `pairs`: how many pair
-// rows it took (as many as asked: there may be more).
+// none left is ready, or joins its group's line. Read as committed now.
+// The pairs are read by the parent's range of the primary key and deleted
+// by ctid, and the children found by id (an array): index probes whatever
+// the tables' size. Only this statement deletes a completed parent's rows
+// (maintenance takes each parent under a row lock), so their ctids stay
+// theirs. The last row has only `pairs`: how many pair rows it took (as
+// many as asked: there may be more).
 pg::Statement release_children = {R"sql(
 WITH d AS (
   DELETE FROM pgq.job_dependencies x
-   WHERE x.parent_id = $1 AND x.child_id = ANY (ARRAY(
-     SELECT y.child_id FROM pgq.job_dependencies y WHERE y.parent_id = $1
+   WHERE x.ctid = ANY (ARRAY(
+     SELECT y.ctid FROM pgq.job_dependencies y WHERE y.parent_id = $1
       ORDER BY y.child_id LIMIT $2))
   RETURNING x.child_id
 ), u AS (
@@ -155,22 +158,35 @@ pg::Statement settle_release = {
     "DELETE FROM pgq.dependency_releases WHERE parent_id = $1", 1, {INT8OID}, nullptr};
 
 // $1 jobs that died, $2 now: those with dependents are recorded as failed
-// parents. Read as committed now.
+// parents. Read as committed now. One index probe per job, however many
+// dependents it or any other job has: a DISTINCT over the rows read them
+// all, and an EXISTS may be planned as a join that reads the whole table
+// (a lateral subquery with a LIMIT is not), issue 30, D4.
 pg::Statement record_failures = {R"sql(
 INSERT INTO pgq.dependency_failures (parent_id, failed_at)
-SELECT DISTINCT d.parent_id, $2 FROM pgq.job_dependencies d WHERE d.parent_id = ANY ($1)
+SELECT DISTINCT p.id, $2
+  FROM pg_catalog.unnest($1) AS p(id),
+       LATERAL (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = p.id LIMIT 1) AS one
 ON CONFLICT (parent_id) DO NOTHING)sql",
                                  2,
                                  {INT8ARRAYOID, TIMESTAMPTZOID},
                                  nullptr};
 
-// $1 at most. Rows of failed parents, taken out: their children die.
+// $1 at most. Rows of failed parents, taken out: their children die. Read
+// parent by parent, each one's rows by its range of the primary key, so
+// that the rows of other parents (a live one may have a million) are never
+// read: a join of the two tables, or an IN over the pairs, could be
+// planned to read them all (issue 30, D4). The rows are locked, so their
+// ctid stays theirs until the DELETE.
 pg::Statement take_failed_rows = {R"sql(
 DELETE FROM pgq.job_dependencies d
- WHERE (d.parent_id, d.child_id) IN (
-   SELECT x.parent_id, x.child_id FROM pgq.dependency_failures f
-     JOIN pgq.job_dependencies x ON x.parent_id = f.parent_id
-    ORDER BY f.parent_id, x.child_id LIMIT $1 FOR UPDATE OF x SKIP LOCKED)
+ WHERE d.ctid = ANY (ARRAY(
+   SELECT x.ctid
+     FROM (SELECT f.parent_id FROM pgq.dependency_failures f ORDER BY f.parent_id LIMIT $1) f,
+          LATERAL (SELECT y.ctid FROM pgq.job_dependencies y
+                    WHERE y.parent_id = f.parent_id ORDER BY y.child_id LIMIT $1
+                      FOR UPDATE SKIP LOCKED) x
+    LIMIT $1))
 RETURNING d.parent_id, d.child_id)sql",
                                   1,
                                   {INT4OID},
@@ -190,18 +206,22 @@ pg::Statement& bury_children() {
   return statement.get();
 }
 
-// $1 failed parents: those with no dependents left are settled.
+// $1 failed parents: those with no dependents left are settled. OFFSET 0
+// keeps each NOT EXISTS an index probe per parent (not an anti-join that
+// may read the whole table).
 pg::Statement settle_failures = {R"sql(
 DELETE FROM pgq.dependency_failures f
  WHERE f.parent_id = ANY ($1)
-   AND NOT EXISTS (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = f.parent_id))sql",
+   AND NOT EXISTS (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = f.parent_id
+                   OFFSET 0))sql",
                                  1,
                                  {INT8ARRAYOID},
                                  nullptr};
 
 pg::Statement settle_all_failures = {R"sql(
 DELETE FROM pgq.dependency_failures f
- WHERE NOT EXISTS (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = f.parent_id))sql",
+ WHERE NOT EXISTS (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = f.parent_id
+                   OFFSET 0))sql",
                                      0,
                                      {},
                                      nullptr};
