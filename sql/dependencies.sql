@@ -170,15 +170,19 @@ CREATE ROLE deps_producer;
 SELECT pgq.grant('deps_producer', 'send', 'produce');
 SELECT pgq.create_queue('kept', keep_completed => '1 day');
 SELECT pgq.enqueue('render', '{"secret": true}') AS secret \gset
-CREATE FUNCTION after_answer(parent bigint, queue text DEFAULT 'send') RETURNS text
+CREATE FUNCTION after_answer(parent bigint, many boolean DEFAULT false) RETURNS text
 LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM pgq.enqueue(queue, '{}', after => ARRAY[parent]);
+  IF many THEN
+    PERFORM pgq.enqueue_many('send', ARRAY['{}']::jsonb[], after => ARRAY[parent]);
+  ELSE
+    PERFORM pgq.enqueue('send', '{}', after => ARRAY[parent]);
+  END IF;
   RETURN 'accepted';
 EXCEPTION WHEN OTHERS THEN
   RETURN SQLSTATE || ' ' || regexp_replace(SQLERRM, '[0-9]+', 'N');
 END $$;
-GRANT EXECUTE ON FUNCTION after_answer(bigint, text) TO deps_producer;
+GRANT EXECUTE ON FUNCTION after_answer(bigint, boolean) TO deps_producer;
 SELECT pgq.create_queue('other');
 SELECT pgq.enqueue('other', '{"state": "done"}') AS other_done \gset
 SELECT pgq.complete(id, attempt) FROM pgq.claim('other');
@@ -196,7 +200,8 @@ SELECT pgq.complete(id, attempt) FROM pgq.claim('own');
 SELECT pgq.enqueue('own', '{"state": "dead"}') AS own_dead \gset
 SELECT pgq.cancel(:own_dead);
 SET ROLE deps_producer;
-SELECT what, after_answer(id) AS answer FROM (VALUES
+SELECT what, after_answer(id) AS answer, after_answer(id, many => true) = after_answer(id) AS same_in_enqueue_many
+  FROM (VALUES
   ('pending', :other_pending), ('running', :other_running), ('done', :other_done),
   ('done, kept', :other_kept), ('dead', :other_dead), ('never issued', 999999999),
   ('own: done without a trace', :own_done), ('own: dead', :own_dead)) AS t(what, id);
@@ -221,6 +226,6 @@ SELECT count(*) = :jobs_before AS nothing_written FROM pgq.jobs;
 -- An empty list is no dependency.
 SELECT pgq.enqueue('send', '{}', after => ARRAY[]::bigint[]) AS free \gset
 SELECT state, open_parents FROM pgq.jobs WHERE id = :free;
-DROP FUNCTION after_answer(bigint, text);
+DROP FUNCTION after_answer(bigint, boolean);
 DROP ROLE deps_producer;
 DROP EXTENSION pgq_cpp;
