@@ -108,6 +108,28 @@ SELECT pgq.complete(:l1, 1) AS late_complete;
 SELECT state, payload FROM pgq.job(:l1);
 RESET pgq.debug_clock_offset;
 
+-- A holder waiting for its parents (after) has not started either: it is
+-- replaced and keeps its parents (issue 30, D3; 2.0 retried 8 times and
+-- raised 40001, which clients retry for ever). A replacing enqueue behind a
+-- group's head, and one whose holder waits in its group, are answered too.
+SELECT pgq.create_queue('parents');
+SELECT pgq.enqueue('parents', '{"parent": 1}') AS p1 \gset
+SELECT pgq.enqueue('predict', '{"v": 10}', dedupe_key => 'child', after => ARRAY[:p1]) AS c1 \gset
+SELECT pgq.enqueue('predict', '{"v": 11}', priority => 7, run_at => '2030-01-01',
+                   dedupe_key => 'child', on_duplicate => 'replace') = :c1 AS replaced;
+SELECT state, open_parents, priority, run_at = '2030-01-01' AS new_run_at, payload
+  FROM pgq.job(:c1);
+SELECT count(*) AS one_job FROM pgq.jobs WHERE dedupe_key = 'child';
+SELECT pgq.enqueue('predict', '{"v": 12}', run_at => now(), dedupe_key => 'child',
+                   on_duplicate => 'replace') = :c1 AS replaced_again;
+SELECT pgq.complete(id, attempt) FROM pgq.claim('parents');
+SELECT state, payload FROM pgq.job(:c1);
+SELECT pgq.enqueue('chat', '{"v": 20}', group_key => 'bob') AS head \gset
+SELECT pgq.enqueue('chat', '{"v": 21}', group_key => 'bob', dedupe_key => 'b2') AS behind \gset
+SELECT pgq.enqueue('chat', '{"v": 22}', group_key => 'bob', dedupe_key => 'b2',
+                   on_duplicate => 'replace') = :behind AS replaced_behind_head;
+SELECT state, payload FROM pgq.job(:behind);
+
 -- Bad input.
 SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.enqueue('predict', '{}', dedupe_key => 'k', on_duplicate => 'merge')$$),

@@ -142,8 +142,12 @@ std::vector<int64> LockedParents(pg::SpiSession& spi, const std::vector<int64>& 
   store::Parents parents = store::LockParents(spi, scope, after);
   if (parents.unknown != 0) {
     pg::Raise(ERRCODE_FOREIGN_KEY_VIOLATION,
-              "job " + std::to_string(parents.unknown) + " named in after does not exist", {},
-              "A job can wait only for jobs already enqueued, of queues you hold a right on.");
+              "job " + std::to_string(parents.unknown) + " named in after does not exist",
+              "A job of a queue you hold no right on is answered so whatever its state, and "
+              "so is a job that completed without a trace unless you hold a right on every "
+              "queue.",
+              "A job can wait only for jobs of queues you hold a right on: live, or done and "
+              "kept by their queue (keep_completed).");
   }
   if (parents.dead != 0) {
     pg::Raise(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,

@@ -53,6 +53,7 @@ const Catalog& InstalledCatalog() {
     found.dependencies = OidIsValid(get_relname_relid("job_dependencies", schema));
     found.streams = OidIsValid(get_relname_relid("streams", schema));
     found.retention_classes = OidIsValid(get_relname_relid("dead_jobs_kept", schema));
+    found.releases = OidIsValid(get_relname_relid("dependency_releases", schema));
     found.ready_index = get_relname_relid("jobs_ready_idx", schema);
     found.dead_jobs = get_relname_relid("dead_jobs", schema);
     return found;

@@ -24,6 +24,7 @@ struct Catalog {
   bool dependencies;       // 1.2: pgq.job_dependencies (enqueue's after, issue 18)
   bool streams;            // 2.0: pgq.streams (issue 21)
   bool retention_classes;  // 2.0.1: a ring per retention class (ADR 0021)
+  bool releases;           // 2.0.1: pgq.dependency_releases (issue 30, D4)
   Oid jobs;                // pgq.jobs, InvalidOid while not installed
   Oid job_id_seq;          // pgq.job_id_seq
   Oid running_index;       // with caps: jobs_lease_idx, (queue_id, lease_until) of running jobs

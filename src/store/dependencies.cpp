@@ -22,10 +22,15 @@
 //     by the cascade.
 // Cycles cannot be built: a parent must exist before its child is enqueued.
 //
-// The cascade is bounded per transaction: the one in which a parent dies
-// dead-letters up to kInlineCascade dependents (through the levels), and
-// records parents still holding dependents in pgq.dependency_failures, which
-// maintenance works through.
+// Both ends of a parent are bounded per statement, since a producer with a
+// right on a queue may attach any number of children to another team's job
+// (issue 30, D4): the statement in which a parent dies dead-letters up to
+// kInlineBound dependents (through the levels) and records parents still
+// holding dependents in pgq.dependency_failures; the one in which parents
+// complete releases up to kInlineBound children and records parents with
+// more in pgq.dependency_releases (2.0.1). Maintenance works through both.
+// A released child is still released by one update of its own row per
+// pair, whoever runs it, so fan-in stays exactly-once.
 #include <algorithm>
 
 #include "pg/ledger.h"
@@ -39,38 +44,46 @@ namespace {
 
 using internal::BuiltStatement;
 
-// Dependents dead-lettered in the transaction in which their parent died;
-// the rest are maintenance's.
-constexpr int32 kInlineCascade = 1000;
+// Dependents dead-lettered in the transaction in which their parent died,
+// or released (made ready) in the one in which it completed; the rest are
+// maintenance's. A producer may attach any number of children to another
+// team's job: that team's completion or failure does at most this much of
+// their work.
+constexpr int32 kInlineBound = 1000;
 
 // $1 ids, $2 $3 scope. The live parents, locked so that none can leave
-// before this transaction commits.
+// before this transaction commits; with what a pending one's claim-order
+// key needs (a claim skips it while it is locked).
 pg::Statement lock_parents = {R"sql(
-SELECT j.id FROM pgq.jobs j
+SELECT j.id, j.queue_id, j.state = 'p' AS pending, j.priority, j.run_at FROM pgq.jobs j
  WHERE j.id = ANY ($1) AND ($2 OR j.queue_id = ANY ($3))
  ORDER BY j.id FOR KEY SHARE)sql",
                               3,
                               {INT8ARRAYOID, BOOLOID, INT4ARRAYOID},
                               nullptr};
 
-// $1 ids not live, $2 $3 scope: what each of them is. A job the caller has
-// no right on is answered as one that does not exist.
+// $1 ids not live, $2 $3 scope: what each of them is. Only what the
+// caller holds a right on is looked at, so a job of another team's queue
+// is answered as one that never existed, whatever its state (issue 30,
+// D1): not found in the scope's dead jobs, followers or history, it is
+// unknown. A job completed without a trace (its queue keeps no history)
+// names no queue, so it is done only for a caller with a right on every
+// queue (it can only have been one of theirs); for the others it is
+// unknown too, or its answer would tell them when another team's job
+// finished.
 pg::Statement classify_parents = {R"sql(
-SELECT m.id,
-       EXISTS (SELECT 1 FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue
-                WHERE d.id = m.id AND ($2 OR q.queue_id = ANY ($3))) AS dead,
-       EXISTS (SELECT 1 FROM pgq.dedupe_followers f
-                WHERE f.id = m.id AND ($2 OR f.queue_id = ANY ($3))) AS following,
-       EXISTS (SELECT 1 FROM pgq.jobs j WHERE j.id = m.id AND NOT ($2 OR j.queue_id = ANY ($3)))
-    OR EXISTS (SELECT 1 FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue
-                WHERE d.id = m.id AND NOT ($2 OR q.queue_id = ANY ($3)))
-    OR EXISTS (SELECT 1 FROM pgq.dedupe_followers f
-                WHERE f.id = m.id AND NOT ($2 OR f.queue_id = ANY ($3)))
-    OR EXISTS (SELECT 1 FROM pgq.job_history h
-                WHERE h.id = m.id AND NOT ($2 OR h.queue_id = ANY ($3)))
-    OR m.id > (SELECT s.last_value - CASE WHEN s.is_called THEN 0 ELSE 1 END
-                 FROM pgq.job_id_seq s) AS unknown
-  FROM pg_catalog.unnest($1) AS m(id))sql",
+SELECT m.id, v.dead, v.following,
+       NOT (v.dead OR v.following OR v.kept
+            OR ($2 AND m.id <= (SELECT s.last_value - CASE WHEN s.is_called THEN 0 ELSE 1 END
+                                  FROM pgq.job_id_seq s))) AS unknown
+  FROM pg_catalog.unnest($1) AS m(id),
+       LATERAL (SELECT
+         EXISTS (SELECT 1 FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue
+                  WHERE d.id = m.id AND ($2 OR q.queue_id = ANY ($3))) AS dead,
+         EXISTS (SELECT 1 FROM pgq.dedupe_followers f
+                  WHERE f.id = m.id AND ($2 OR f.queue_id = ANY ($3))) AS following,
+         EXISTS (SELECT 1 FROM pgq.job_history h
+                  WHERE h.id = m.id AND ($2 OR h.queue_id = ANY ($3))) AS kept) AS v)sql",
                                   3,
                                   {INT8ARRAYOID, BOOLOID, INT4ARRAYOID},
                                   nullptr};
@@ -91,39 +104,89 @@ SELECT p, c FROM pg_catalog.unnest($1) AS p, pg_catalog.unnest($2) AS c)sql",
                                   {INT8ARRAYOID, INT8ARRAYOID},
                                   nullptr};
 
-// $1 a parent that completed: each of its children has one open parent
-// fewer (a pair is one row); a child with none left is ready, or joins its
-// group's line. Read as committed now. The children are found by id (an
-// array), so the update is index probes whatever the table's size.
-pg::Statement parent_done = {R"sql(
-WITH d AS (DELETE FROM pgq.job_dependencies WHERE parent_id = $1 RETURNING child_id)
-UPDATE pgq.jobs j
-   SET open_parents = NULLIF(j.open_parents - 1, 0),
-       state = CASE WHEN j.open_parents > 1 THEN 'b'
-                    WHEN j.group_key IS NULL THEN 'p' ELSE 'w' END
- WHERE j.id = ANY (ARRAY(SELECT d.child_id FROM d)) AND j.state = 'b'
-RETURNING j.queue_id, j.id, j.priority, j.run_at, j.group_key, j.state)sql",
-                             1,
-                             {INT8OID},
-                             nullptr};
+// $1 a parent that completed, $2 at most: that many of its children (the
+// lowest ids) have one open parent fewer (a pair is one row); a child with
+// none left is ready, or joins its group's line. Read as committed now.
+// The pairs are read by the parent's range of the primary key and deleted
+// by ctid, and the children found by id (an array): index probes whatever
+// the tables' size. Only this statement deletes a completed parent's rows
+// (maintenance takes each parent under a row lock), so their ctids stay
+// theirs. The last row has only `pairs`: how many pair rows it took (as
+// many as asked: there may be more).
+pg::Statement release_children = {R"sql(
+WITH d AS (
+  DELETE FROM pgq.job_dependencies x
+   WHERE x.ctid = ANY (ARRAY(
+     SELECT y.ctid FROM pgq.job_dependencies y WHERE y.parent_id = $1
+      ORDER BY y.child_id LIMIT $2))
+  RETURNING x.child_id
+), u AS (
+  UPDATE pgq.jobs j
+     SET open_parents = NULLIF(j.open_parents - 1, 0),
+         state = CASE WHEN j.open_parents > 1 THEN 'b'
+                      WHEN j.group_key IS NULL THEN 'p' ELSE 'w' END
+   WHERE j.id = ANY (ARRAY(SELECT d.child_id FROM d)) AND j.state = 'b'
+  RETURNING j.queue_id, j.id, j.priority, j.run_at, j.group_key, j.state
+)
+SELECT u.queue_id, u.id, u.priority, u.run_at, u.group_key, u.state, NULL::int8 AS pairs FROM u
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*) FROM d))sql",
+                                  2,
+                                  {INT8OID, INT4OID},
+                                  nullptr};
+
+// $1 a parent that completed, $2 now: maintenance releases the rest of its
+// children.
+pg::Statement record_release = {R"sql(
+INSERT INTO pgq.dependency_releases (parent_id, done_at) VALUES ($1, $2)
+ON CONFLICT (parent_id) DO NOTHING)sql",
+                                2,
+                                {INT8OID, TIMESTAMPTZOID},
+                                nullptr};
+
+// $1 at most. Parents whose children maintenance releases, each taken by
+// one runner (SKIP LOCKED).
+pg::Statement take_releases = {R"sql(
+SELECT r.parent_id FROM pgq.dependency_releases r
+ ORDER BY r.parent_id LIMIT $1 FOR UPDATE SKIP LOCKED)sql",
+                               1,
+                               {INT4OID},
+                               nullptr};
+
+// $1 a parent with no child left to release.
+pg::Statement settle_release = {
+    "DELETE FROM pgq.dependency_releases WHERE parent_id = $1", 1, {INT8OID}, nullptr};
 
 // $1 jobs that died, $2 now: those with dependents are recorded as failed
-// parents. Read as committed now.
+// parents. Read as committed now. One index probe per job, however many
+// dependents it or any other job has: a DISTINCT over the rows read them
+// all, and an EXISTS may be planned as a join that reads the whole table
+// (a lateral subquery with a LIMIT is not), issue 30, D4.
 pg::Statement record_failures = {R"sql(
 INSERT INTO pgq.dependency_failures (parent_id, failed_at)
-SELECT DISTINCT d.parent_id, $2 FROM pgq.job_dependencies d WHERE d.parent_id = ANY ($1)
+SELECT DISTINCT p.id, $2
+  FROM pg_catalog.unnest($1) AS p(id),
+       LATERAL (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = p.id LIMIT 1) AS one
 ON CONFLICT (parent_id) DO NOTHING)sql",
                                  2,
                                  {INT8ARRAYOID, TIMESTAMPTZOID},
                                  nullptr};
 
-// $1 at most. Rows of failed parents, taken out: their children die.
+// $1 at most. Rows of failed parents, taken out: their children die. Read
+// parent by parent, each one's rows by its range of the primary key, so
+// that the rows of other parents (a live one may have a million) are never
+// read: a join of the two tables, or an IN over the pairs, could be
+// planned to read them all (issue 30, D4). The rows are locked, so their
+// ctid stays theirs until the DELETE.
 pg::Statement take_failed_rows = {R"sql(
 DELETE FROM pgq.job_dependencies d
- WHERE (d.parent_id, d.child_id) IN (
-   SELECT x.parent_id, x.child_id FROM pgq.dependency_failures f
-     JOIN pgq.job_dependencies x ON x.parent_id = f.parent_id
-    ORDER BY f.parent_id, x.child_id LIMIT $1 FOR UPDATE OF x SKIP LOCKED)
+ WHERE d.ctid = ANY (ARRAY(
+   SELECT x.ctid
+     FROM (SELECT f.parent_id FROM pgq.dependency_failures f ORDER BY f.parent_id LIMIT $1) f,
+          LATERAL (SELECT y.ctid FROM pgq.job_dependencies y
+                    WHERE y.parent_id = f.parent_id ORDER BY y.child_id LIMIT $1
+                      FOR UPDATE SKIP LOCKED) x
+    LIMIT $1))
 RETURNING d.parent_id, d.child_id)sql",
                                   1,
                                   {INT4OID},
@@ -143,18 +206,22 @@ pg::Statement& bury_children() {
   return statement.get();
 }
 
-// $1 failed parents: those with no dependents left are settled.
+// $1 failed parents: those with no dependents left are settled. OFFSET 0
+// keeps each NOT EXISTS an index probe per parent (not an anti-join that
+// may read the whole table).
 pg::Statement settle_failures = {R"sql(
 DELETE FROM pgq.dependency_failures f
  WHERE f.parent_id = ANY ($1)
-   AND NOT EXISTS (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = f.parent_id))sql",
+   AND NOT EXISTS (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = f.parent_id
+                   OFFSET 0))sql",
                                  1,
                                  {INT8ARRAYOID},
                                  nullptr};
 
 pg::Statement settle_all_failures = {R"sql(
 DELETE FROM pgq.dependency_failures f
- WHERE NOT EXISTS (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = f.parent_id))sql",
+ WHERE NOT EXISTS (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = f.parent_id
+                   OFFSET 0))sql",
                                      0,
                                      {},
                                      nullptr};
@@ -203,6 +270,62 @@ int64 Cascade(pg::SpiSession& spi, TimestampTz now, int64 budget) {
   return settled;
 }
 
+// Releases up to `budget` children of `parent` (a job that completed):
+// adds the groups they join to `groups`; how many pair rows it took.
+int64 ReleaseChildren(pg::SpiSession& spi, int64 parent, int64 budget,
+                      std::vector<internal::GroupRef>& groups) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(parent))
+      .Set(1, Int32GetDatum(static_cast<int32>(std::min<int64>(budget, PG_INT32_MAX))));
+  pg::Result released = spi.ExecuteSeeingLatest(release_children, params);
+  const internal::KeyColumns key(released);
+  const int queue_column = released.ColumnNumber("queue_id");
+  const int group_column = released.ColumnNumber("group_key");
+  const int state_column = released.ColumnNumber("state");
+  const int pairs_column = released.ColumnNumber("pairs");
+  int64 pairs = 0;
+  for (uint64 row = 0; row < released.size(); ++row) {
+    if (!released.IsNull(row, pairs_column)) {
+      pairs = released.Int64(row, pairs_column);
+      continue;
+    }
+    bool is_null = false;
+    const char state = DatumGetChar(released.Value(row, state_column, &is_null));
+    const int32 queue_id = released.Int32(row, queue_column);
+    if (state == 'p') pg::ledger::NotePending(queue_id, key.Of(released, row), true);
+    if (state == 'w') {
+      groups.push_back(internal::GroupRef{queue_id, released.Text(row, group_column)});
+    }
+  }
+  released.Free();
+  return pairs;
+}
+
+// Maintenance: releases up to `budget` children of parents recorded in
+// pgq.dependency_releases; how many pair rows it took.
+int64 Release(pg::SpiSession& spi, int64 budget) {
+  int64 taken = 0;
+  std::vector<internal::GroupRef> groups;
+  pg::Params take;
+  take.Set(0, Int32GetDatum(100));
+  const pg::Result parents = spi.ExecuteSeeingLatest(take_releases, take);
+  for (uint64 row = 0; row < parents.size() && taken < budget; ++row) {
+    const int64 parent = parents.Int64(row, "parent_id");
+    const int64 asked = budget - taken;
+    const int64 pairs = ReleaseChildren(spi, parent, asked, groups);
+    taken += pairs;
+    // INVARIANT: a parent that completed gets no new child (LockParents
+    // finds only live jobs), so fewer than asked means none is left.
+    if (pairs < asked) {
+      pg::Params settle;
+      settle.Set(0, Int64GetDatum(parent));
+      spi.Execute(settle_release, settle);
+    }
+  }
+  internal::MoveGroupsOn(spi, std::move(groups));
+  return taken;
+}
+
 }  // namespace
 
 namespace internal {
@@ -214,27 +337,24 @@ void AddDependencies(pg::SpiSession& spi, const std::vector<int64>& parents,
   spi.Execute(add_dependencies, params);
 }
 
-std::vector<GroupRef> ParentsDone(pg::SpiSession& spi, const std::vector<int64>& parents) {
+std::vector<GroupRef> ParentsDone(pg::SpiSession& spi, const std::vector<int64>& parents,
+                                  TimestampTz now) {
   std::vector<GroupRef> groups;
+  // Bounded only where maintenance can take the rest (a 2.0.1 catalog).
+  const bool bounded = InstalledCatalog().releases;
+  int64 budget = bounded ? kInlineBound : PG_INT32_MAX;
   // One parent at a time: a child of two of them is updated twice, and each
   // update counts from the last.
   for (const int64 parent : parents) {
-    pg::Params params;
-    params.Set(0, Int64GetDatum(parent));
-    pg::Result released = spi.ExecuteSeeingLatest(parent_done, params);
-    if (released.empty()) continue;
-    const KeyColumns key(released);
-    const int queue_column = released.ColumnNumber("queue_id");
-    const int group_column = released.ColumnNumber("group_key");
-    const int state_column = released.ColumnNumber("state");
-    for (uint64 row = 0; row < released.size(); ++row) {
-      bool is_null = false;
-      const char state = DatumGetChar(released.Value(row, state_column, &is_null));
-      const int32 queue_id = released.Int32(row, queue_column);
-      if (state == 'p') pg::ledger::NotePending(queue_id, key.Of(released, row), true);
-      if (state == 'w') groups.push_back(GroupRef{queue_id, released.Text(row, group_column)});
+    const int64 asked = budget;
+    const int64 pairs = asked > 0 ? ReleaseChildren(spi, parent, asked, groups) : 0;
+    budget -= pairs;
+    // As many as asked (or none asked): there may be more, maintenance's.
+    if (bounded && pairs == asked) {
+      pg::Params record;
+      record.Set(0, Int64GetDatum(parent)).Set(1, TimestampTzGetDatum(now));
+      spi.Execute(record_release, record);
     }
-    released.Free();
   }
   return groups;
 }
@@ -244,7 +364,7 @@ void ParentsDied(pg::SpiSession& spi, const pg::Result& rows, TimestampTz now) {
   pg::Params params;
   params.Set(0, Int8Array(Ids(rows, "id"))).Set(1, TimestampTzGetDatum(now));
   if (spi.ExecuteSeeingLatest(record_failures, params).empty()) return;
-  (void)Cascade(spi, now, kInlineCascade);
+  (void)Cascade(spi, now, kInlineBound);
 }
 
 }  // namespace internal
@@ -253,7 +373,23 @@ Parents LockParents(pg::SpiSession& spi, const Scope& scope, const std::vector<i
   Parents parents;
   pg::Params params;
   params.Set(0, internal::Int8Array(ids)).Set(1, BoolGetDatum(scope.every)).Set(2, scope.ids);
-  parents.live = Ids(spi.Execute(lock_parents, params), "id");
+  const pg::Result locked = spi.Execute(lock_parents, params);
+  parents.live = Ids(locked, "id");
+  // A claim skips a pending job this transaction locks, and its queue's
+  // claim hint moves past it: the hint comes back to it when the lock goes
+  // (commit or abort), or it would wait for the next reset of the hints
+  // (issue 30: another team's enqueue made its job unclaimable).
+  if (!locked.empty()) {
+    const internal::KeyColumns key(locked);
+    const int queue_column = locked.ColumnNumber("queue_id");
+    const int pending_column = locked.ColumnNumber("pending");
+    for (uint64 row = 0; row < locked.size(); ++row) {
+      if (!locked.Bool(row, pending_column)) continue;
+      const int32 queue_id = locked.Int32(row, queue_column);
+      pg::ledger::NotePending(queue_id, key.Of(locked, row), true);
+      pg::ledger::NoteLocked(queue_id);
+    }
+  }
   std::vector<int64> others;
   for (const int64 id : ids) {
     if (!std::binary_search(parents.live.begin(), parents.live.end(), id)) others.push_back(id);
@@ -277,7 +413,8 @@ int64 TendDependencies(pg::SpiSession& spi, TimestampTz now, int32 batch) {
   const int64 settled = Cascade(spi, now, batch);
   pg::Params none;
   spi.Execute(settle_all_failures, none);
-  return settled;
+  if (!InstalledCatalog().releases) return settled;
+  return std::max(settled, Release(spi, batch));
 }
 
 }  // namespace pgq::store

@@ -258,7 +258,7 @@ bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, 
   // one call. Most jobs have none of these: nothing to do.
   std::vector<internal::GroupRef> joining = internal::KeysReleased(spi, completed, now);
   if (variant > 0 && completed.Bool(0, "has_dependents")) {
-    for (internal::GroupRef& group : internal::ParentsDone(spi, {id})) {
+    for (internal::GroupRef& group : internal::ParentsDone(spi, {id}, now)) {
       joining.push_back(std::move(group));
     }
   }
@@ -299,7 +299,7 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
     for (uint64 row = 0; row < result.size(); ++row) {
       if (!result.IsNull(row, parent_column)) parents.push_back(result.Int64(row, parent_column));
     }
-    for (internal::GroupRef& group : internal::ParentsDone(spi, parents)) {
+    for (internal::GroupRef& group : internal::ParentsDone(spi, parents, now)) {
       joining.push_back(std::move(group));
     }
   }

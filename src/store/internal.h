@@ -101,10 +101,14 @@ pg::Params& SetJobParams(pg::Params& params, const Queue& queue, const NewJob& j
 // pair, and each parent marked has_dependents.
 void AddDependencies(pg::SpiSession& spi, const std::vector<int64>& parents,
                      const std::vector<int64>& children);
-// Jobs that completed and had dependents: their children's counts go down,
-// and a child with none left is ready (noted in the ledger) or, in a FIFO
-// group, waiting: returned for the caller's one MoveGroupsOn.
-std::vector<GroupRef> ParentsDone(pg::SpiSession& spi, const std::vector<int64>& parents);
+// Jobs that completed (at `now`) and had dependents: their children's
+// counts go down, and a child with none left is ready (noted in the ledger)
+// or, in a FIFO group, waiting: returned for the caller's one MoveGroupsOn.
+// At most 1,000 children in all are released here; parents with more left
+// are recorded in pgq.dependency_releases, whose children maintenance
+// releases (TendDependencies).
+std::vector<GroupRef> ParentsDone(pg::SpiSession& spi, const std::vector<int64>& parents,
+                                  TimestampTz now);
 // Jobs that died (rows with an "id" column, as BurySql returns on a 1.2
 // catalog): those with dependents are failed parents, whose dependents are
 // dead-lettered (a bounded part now, the rest by maintenance).

@@ -98,9 +98,11 @@ int64 KeyHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key, Timestamp
 // queues of `scope`) are locked until the caller's transaction ends, so none
 // can finish before the child's rows are committed and seen. Of the others,
 // the first that died (dead or cancelled), the first that waits behind a
-// running duplicate (dedupe_followers), and the first no job of `scope` had
-// (never issued, or of a queue the caller has no right on); the rest are
-// done (in history, or gone without a trace).
+// running duplicate (dedupe_followers), and the first not found in `scope`
+// (never issued, of a queue the caller has no right on whatever its state,
+// or completed without a trace when `scope` is not every queue); the rest
+// are done (in history, or, for a scope of every queue, gone without a
+// trace).
 struct Parents {
   std::vector<int64> live;  // sorted
   int64 dead = 0;
@@ -111,7 +113,9 @@ struct Parents {
 Parents LockParents(pg::SpiSession& spi, const Scope& scope, const std::vector<int64>& ids);
 
 // Maintenance: dead-letters up to `batch` dependents of parents that died
-// (pgq.dependency_failures); how many it settled.
+// (pgq.dependency_failures), and releases up to `batch` dependents of
+// parents that completed with more than their transaction released
+// (pgq.dependency_releases); the larger of the two counts.
 int64 TendDependencies(pg::SpiSession& spi, TimestampTz now, int32 batch);
 
 // One job per payload of `payloads` (jsonb[]), their max_attempts the

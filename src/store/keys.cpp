@@ -72,15 +72,17 @@ SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2 AND state = 'r'
                                      nullptr};
 
 // $1 queue id, $2 payload, $3 run_at, $4 priority, $5 key: a holder that
-// has not started. Its state is checked again on the row itself: a claim
-// that took it meanwhile makes this update nothing. A pending holder whose
-// lease expired could still be completed late by that claim (finish.cpp):
-// not once it carries new work, so lease_until is cleared.
+// has not started: pending, behind its group's head ('w'), or waiting for
+// its parents ('b', which keeps them: issue 30, D3). Its state is checked
+// again on the row itself: a claim that took it meanwhile makes this update
+// nothing. A pending holder whose lease expired could still be completed
+// late by that claim (finish.cpp): not once it carries new work, so
+// lease_until is cleared.
 pg::Statement replace_holder = {R"sql(
 UPDATE pgq.jobs j SET payload = $2, run_at = $3, priority = $4, lease_until = NULL
  WHERE j.id = (SELECT c.id FROM pgq.jobs c
-                WHERE c.queue_id = $1 AND c.dedupe_key = $5 AND c.state IN ('p', 'w'))
-   AND j.state IN ('p', 'w')
+                WHERE c.queue_id = $1 AND c.dedupe_key = $5 AND c.state IN ('p', 'w', 'b'))
+   AND j.state IN ('p', 'w', 'b')
 RETURNING j.queue_id, j.id, j.priority, j.run_at, j.state = 'p' AS pending, j.group_key)sql",
                                 5,
                                 {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID},

@@ -12,7 +12,7 @@ SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 ORDER = ["core", "pg", "store", "api", "bgw"]
 INCLUDE = re.compile(r'^#include "(\w+)/', re.M)
 WRITES_JOBS = re.compile(
-    r"(INSERT INTO|UPDATE|DELETE FROM|TRUNCATE)\s+pgq\.(jobs|dead_jobs|job_history|dedupe_holds|dedupe_followers|job_dependencies|dependency_failures)\w*\b", re.I)
+    r"(INSERT INTO|UPDATE|DELETE FROM|TRUNCATE)\s+pgq\.(jobs|dead_jobs|job_history|dedupe_holds|dedupe_followers|job_dependencies|dependency_failures|dependency_releases)\w*\b", re.I)
 
 
 def sources(zone):
