@@ -4,7 +4,8 @@
 EXTENSION  = pgq_cpp
 MODULE_big = pgq_cpp
 DATA       = sql/pgq_cpp--1.0.sql sql/pgq_cpp--1.0--1.1.sql sql/pgq_cpp--1.1--1.2.sql \
-             sql/pgq_cpp--1.2--2.0.sql sql/pgq_cpp--2.0--2.0.1.sql
+             sql/pgq_cpp--1.2--2.0.sql sql/pgq_cpp--2.0--2.0.1.sql \
+             sql/pgq_cpp--2.0.1--2.1.sql
 PGFILEDESC = "pgq_cpp - durable job queue inside PostgreSQL"
 
 SRCS = $(sort $(wildcard src/core/*.cpp) $(wildcard src/pg/*.cpp) $(wildcard src/store/*.cpp) \

@@ -24,6 +24,7 @@ $node->safe_psql('postgres', 'CREATE DATABASE old');
 $node->safe_psql('postgres', 'CREATE DATABASE old11');
 $node->safe_psql('postgres', 'CREATE DATABASE old12');
 $node->safe_psql('postgres', 'CREATE DATABASE old20');
+$node->safe_psql('postgres', 'CREATE DATABASE old201');
 
 my $default = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'pgq_cpp'");
@@ -31,8 +32,8 @@ is( $node->safe_psql(
 		'postgres',
 		"SELECT string_agg(version, ',' ORDER BY version) FROM pg_available_extension_versions "
 		  . "WHERE name = 'pgq_cpp'"),
-	"1.0,1.1,1.2,2.0,$default",
-	"releases 1.0, 1.1, 1.2 and 2.0 and the default version $default are installable");
+	"1.0,1.1,1.2,2.0,2.0.1,$default",
+	"releases 1.0, 1.1, 1.2, 2.0 and 2.0.1 and the default version $default are installable");
 
 $node->safe_psql('fresh', 'CREATE EXTENSION pgq_cpp');
 is($node->safe_psql('fresh', "SELECT extversion FROM pg_extension WHERE extname = 'pgq_cpp'"),
@@ -285,6 +286,26 @@ SELECT string_agg(reason, ',' ORDER BY id) FROM pgq.dead_jobs WHERE queue = 'mai
 }),
 	"t\n1,2\nexhausted,dependency_failed",
 	'2.0 updated: the stream goes on from its consumer\'s position, the dead jobs are there');
+
+# --- release 2.0.1, in use -> the default version ---------------------------------
+$node->safe_psql(
+	'old201', q{
+CREATE EXTENSION pgq_cpp VERSION '2.0.1';
+SELECT pgq.create_queue('mail', max_attempts => 1, keep_dead => '7 days', keep_completed => '1 hour');
+SELECT pgq.enqueue('mail', '{"n": "done"}');
+SELECT pgq.enqueue('mail', '{"n": "dead"}');
+SELECT id FROM pgq.claim('mail', 1) \gset
+SELECT pgq.complete(:id, 1);
+SELECT id FROM pgq.claim('mail', 1) \gset
+SELECT pgq.fail(:id, 1, 'boom');
+});
+$node->safe_psql('old201', 'ALTER EXTENSION pgq_cpp UPDATE');
+is($node->safe_psql('old201', $catalog), $fresh_catalog,
+	'2.0.1 updated: exactly the catalog of a fresh install');
+is( $node->safe_psql(
+		'old201',
+		"SELECT string_agg(state, ',' ORDER BY id) FROM pgq.list_jobs('mail')"),
+	'done,dead', '2.0.1 updated: the kept jobs are there');
 
 my $long_second = $long->query_safe("SELECT id FROM pgq.claim('long', 1)");
 is( $node->safe_psql(
