@@ -210,34 +210,38 @@ SELECT NOT EXISTS (
 // window), (3) the events of the transactions in progress at S and (4)
 // those of transactions S did not know. An event is unfinished exactly
 // when it is in one of them (store/streams.h: the position).
+// The consumer's unfinished events, in four index ranges from its position:
+// counted (at most $7) by index-only scans, which read no payload (2.1:
+// issue 31, a scrape's cost), and the oldest append time taken from the
+// first event of each range in (txid, id) order: the lag of the event the
+// consumer reads next.
 std::string PendingSql(const std::string& table) {
   const std::string s = "COALESCE($2, $1)";
-  return R"sql(
-SELECT count(*), min(appended_at) FROM (
-  (SELECT appended_at FROM )sql" +
-         table + R"sql(
-    WHERE txid = ANY (ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip($1) AS x
-                             WHERE pg_catalog.pg_visible_in_snapshot(x, $2)))
-      AND (txid, id) > ($3, $4)
-    ORDER BY txid, id LIMIT $7)
-  UNION ALL
-  (SELECT appended_at FROM )sql" +
-         table + R"sql(
-    WHERE $2 IS NOT NULL AND (txid, id) > ($5, $6)
-      AND txid < pg_catalog.pg_snapshot_xmax($2) AND pg_catalog.pg_visible_in_snapshot(txid, $2)
-    ORDER BY txid, id LIMIT $7)
-  UNION ALL
-  (SELECT appended_at FROM )sql" +
-         table + R"sql(
-    WHERE txid = ANY (ARRAY(SELECT pg_catalog.pg_snapshot_xip()sql" +
-         s + R"sql()))
-    ORDER BY txid, id LIMIT $7)
-  UNION ALL
-  (SELECT appended_at FROM )sql" +
-         table + R"sql(
-    WHERE txid >= pg_catalog.pg_snapshot_xmax()sql" +
-         s + R"sql()
-    ORDER BY txid, id LIMIT $7)) AS unfinished)sql";
+  const std::string ranges[] = {
+      // the window's in-progress transactions, past the cursor
+      "txid = ANY (ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip($1) AS x\n"
+      "                   WHERE pg_catalog.pg_visible_in_snapshot(x, $2)))\n"
+      "      AND (txid, id) > ($3, $4)",
+      // the rest of the open window
+      "$2 IS NOT NULL AND (txid, id) > ($5, $6)\n"
+      "      AND txid < pg_catalog.pg_snapshot_xmax($2) AND "
+      "pg_catalog.pg_visible_in_snapshot(txid, "
+      "$2)",
+      // in progress when the window (or the done snapshot) was cut
+      "txid = ANY (ARRAY(SELECT pg_catalog.pg_snapshot_xip(" + s + ")))",
+      // past it
+      "txid >= pg_catalog.pg_snapshot_xmax(" + s + ")"};
+  std::string count;
+  std::string oldest;
+  for (const std::string& range : ranges) {
+    const std::string glue = count.empty() ? "" : "\n  UNION ALL\n  ";
+    count += glue + "(SELECT 1 FROM " + table + "\n    WHERE " + range +
+             "\n    ORDER BY txid, id LIMIT $7)";
+    oldest += glue + "(SELECT appended_at FROM " + table + "\n    WHERE " + range +
+              "\n    ORDER BY txid, id LIMIT 1)";
+  }
+  return "SELECT (SELECT count(*) FROM (\n  " + count + ") AS unfinished),\n" +
+         "       (SELECT min(appended_at) FROM (\n  " + oldest + ") AS first_unfinished)";
 }
 
 // The largest transaction ids stored with the stream: the newest event's,
