@@ -71,6 +71,7 @@ for run in $(seq 1 "$RUNS"); do
   done
 done
 rm -rf "$work"
+if ((RUNS == 0)); then say "filled; psql -h $dir -p $port -U postgres bench"; exit 0; fi
 
 median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 {
