@@ -34,16 +34,20 @@ std::string VisibleState(pg::SpiSession& spi, int64 id, uint8 wanted) {
 std::string CancelOutcome(pg::SpiSession& spi, int64 id) {
   // A producer may take back what it sent, as may an admin (as cancel).
   constexpr uint8 kMayCancel = core::kProduce | core::kAdmin;
-  if (store::Cancel(spi, RequireScope(spi, kMayCancel), id, pg::Now())) return "cancelled";
-  const std::string state = VisibleState(spi, id, kMayCancel);
-  if (state.empty()) return "not_found";
-  if (state == "done") return "already_completed";
-  if (state == "dead") return "already_dead";
-  if (state == "cancelled") return "already_cancelled";
-  // Cancel found no live job of the caller's queues, and the read (a later
-  // snapshot) found one: it was enqueued again under this id meanwhile,
-  // which ids never are, or it moved between the two statements. Say so
-  // plainly rather than guess.
+  const QueueScope scope = RequireScope(spi, kMayCancel);
+  // Each statement reads a new snapshot (READ COMMITTED): a job that moved
+  // between cancel's statements and this read (a follower of a dedupe key
+  // promoted into pgq.jobs as its holder finished) is live when read, and
+  // the next try finds it where it went. A job moves that way once, so a
+  // second try settles it; the third is a margin.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (store::Cancel(spi, scope, id, pg::Now())) return "cancelled";
+    const std::string state = VisibleState(spi, id, kMayCancel);
+    if (state.empty()) return "not_found";
+    if (state == "done") return "already_completed";
+    if (state == "dead") return "already_dead";
+    if (state == "cancelled") return "already_cancelled";
+  }
   return "not_found";
 }
 
