@@ -11,6 +11,95 @@
 -- What a role may read about its own queues (read surfaces).
 -- ---------------------------------------------------------------------------
 
+-- Why a job is dead (pgq.dead_jobs.reason: exhausted, cancelled, expired,
+-- dependency_failed), NULL unless it is dead or cancelled. A new last
+-- column: the 2.1 library fills as many columns as the installed type has,
+-- so it also serves a 2.0.1 catalog. pgq.job_info is only returned as rows
+-- (pgq.job, pgq.list_jobs), never tested as a whole row (ADR 0019's
+-- `claim(...) IS NOT NULL`), and every client names its columns.
+ALTER TYPE pgq.job_info ADD ATTRIBUTE dead_reason text;
+
+-- list_jobs gains a reason filter, last, so that every 2.0.1 call means
+-- what it meant.
+DROP FUNCTION pgq.list_jobs(text, text, integer, bigint);
+CREATE FUNCTION pgq.list_jobs(queue text, state text DEFAULT NULL, max integer DEFAULT 100,
+                              before_id bigint DEFAULT NULL, reason text DEFAULT NULL)
+RETURNS SETOF pgq.job_info AS 'MODULE_PATHNAME', 'pgq_list_jobs' LANGUAGE C STABLE ROWS 100;
+COMMENT ON FUNCTION pgq.list_jobs(text, text, integer, bigint, text) IS
+    'a queue''s jobs, newest first, max per page (next page: before_id => the last id), in state and dead for reason if given; rights as pgq.job';
+
+-- cancel and retry_dead that say why nothing happened (the boolean ones
+-- keep their contract). Rights as theirs; a job of a queue the caller has
+-- no right on answers not_found, as an unknown id.
+CREATE FUNCTION pgq.cancel_job(id bigint)
+RETURNS text AS 'MODULE_PATHNAME', 'pgq_cancel_job' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.cancel_job(bigint) IS
+    'cancel(id) with its outcome: cancelled, not_found, already_completed, already_dead or already_cancelled; produce or admin right';
+CREATE FUNCTION pgq.retry_dead_job(id bigint)
+RETURNS text AS 'MODULE_PATHNAME', 'pgq_retry_dead_job' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.retry_dead_job(bigint) IS
+    'retry_dead(id) with its outcome: retried, not_found, not_dead, already_completed or dedupe_key_taken; admin right';
+
+-- A queue's settings, for any role holding a right on it (before: a column
+-- grant on pgq.queues).
+CREATE FUNCTION pgq.queue_settings(
+    queue text DEFAULT NULL,
+    OUT queue_name text, OUT max_attempts integer, OUT lease interval,
+    OUT backoff_base interval, OUT backoff_max interval, OUT retention interval,
+    OUT keep_completed interval, OUT keep_dead interval, OUT notify boolean,
+    OUT rate_limit real, OUT max_running integer, OUT group_concurrency integer,
+    OUT handler text, OUT owner name, OUT paused boolean, OUT created_at timestamptz)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_queue_settings' LANGUAGE C STABLE ROWS 10;
+COMMENT ON FUNCTION pgq.queue_settings(text) IS
+    'the settings of a queue (NULL: of every queue the caller holds a right on); any right';
+
+-- The sessions holding running claims of a queue, for its admin (before:
+-- pg_monitor's pgq.workers, which shows pgq's background workers only).
+CREATE FUNCTION pgq.queue_workers(
+    queue text DEFAULT NULL,
+    OUT queue_name text, OUT claimer_pid integer, OUT claimer_role name,
+    OUT claimer_application text, OUT claimer_address inet, OUT claimer_connected boolean,
+    OUT connected_since timestamptz, OUT running bigint, OUT oldest_claimed_at timestamptz,
+    OUT newest_claimed_at timestamptz, OUT expired bigint)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_queue_workers' LANGUAGE C STABLE ROWS 10;
+COMMENT ON FUNCTION pgq.queue_workers(text) IS
+    'per queue and claiming session: its running jobs, oldest and newest claim, expired leases, and who it is (pg_stat_activity); admin right';
+
+-- The runs of a queue's schedules, newest first, for its admin (before: a
+-- grant on pgq.schedule_runs).
+CREATE FUNCTION pgq.list_schedule_runs(
+    queue text DEFAULT NULL, schedule text DEFAULT NULL, max integer DEFAULT 100,
+    OUT schedule_name text, OUT queue_name text, OUT slot timestamptz,
+    OUT fired_at timestamptz, OUT job_id bigint)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_list_schedule_runs' LANGUAGE C STABLE ROWS 100;
+COMMENT ON FUNCTION pgq.list_schedule_runs(text, text, integer) IS
+    'each firing of the schedules of a queue (NULL: of every queue the caller administers), newest first; admin right';
+
+-- Coordination: readers for the roles that may use it, EXECUTE-granted as
+-- its other functions (before: GRANT SELECT on its tables).
+CREATE FUNCTION pgq.list_teams(
+    team text DEFAULT NULL, max integer DEFAULT 100,
+    OUT name text, OUT turn bigint, OUT created_at timestamptz,
+    OUT active_members text[], OUT inactive_members text[], OUT last_member text,
+    OUT assignments bigint)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_list_teams' LANGUAGE C STABLE ROWS 10;
+COMMENT ON FUNCTION pgq.list_teams(text, integer) IS
+    'teams with their active and inactive members in turn order, the last one served and how many subjects are assigned; EXECUTE as the coordination functions';
+CREATE FUNCTION pgq.list_switches(
+    switch text DEFAULT NULL, max integer DEFAULT 100,
+    OUT name text, OUT value boolean, OUT updated_at timestamptz)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_list_switches' LANGUAGE C STABLE ROWS 10;
+COMMENT ON FUNCTION pgq.list_switches(text, integer) IS
+    'switches and their values; EXECUTE as the coordination functions';
+CREATE FUNCTION pgq.list_ladders(
+    ladder text DEFAULT NULL, max integer DEFAULT 100,
+    OUT subject text, OUT step integer, OUT updated_at timestamptz)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_list_ladders' LANGUAGE C STABLE ROWS 100;
+COMMENT ON FUNCTION pgq.list_ladders(text, integer) IS
+    'ladders, most recently climbed first; EXECUTE as the coordination functions';
+REVOKE EXECUTE ON FUNCTION pgq.list_teams(text, integer), pgq.list_switches(text, integer),
+    pgq.list_ladders(text, integer) FROM PUBLIC;
+
 
 -- ---------------------------------------------------------------------------
 -- Monitoring that costs O(queues).

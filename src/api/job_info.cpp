@@ -32,13 +32,16 @@ constexpr std::string_view kStates[] = {"scheduled", "ready", "waiting",  "runni
 template <typename Shown, typename Redact>
 void ReturnJobInfo(FunctionCallInfo fcinfo, const pg::Result& rows, Shown shown, Redact redact) {
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  // A database still on the 2.0.1 catalog has pgq.job_info without
+  // dead_reason: fill the columns the installed type has, no more.
+  const int columns = std::min(rsinfo->setDesc->natts, store::kJobInfoColumns);
   for (uint64 row = 0; row < rows.size(); ++row) {
     const int32 queue_id = rows.Int32(row, store::kJobInfoQueueId);
     if (!shown(queue_id)) continue;
     const bool hide = redact(queue_id);
     Datum values[store::kJobInfoColumns];
     bool nulls[store::kJobInfoColumns];
-    for (int column = 1; column <= store::kJobInfoColumns; ++column) {
+    for (int column = 1; column <= columns; ++column) {
       values[column - 1] = rows.Value(row, column, &nulls[column - 1]);
       if (hide && (column == store::kJobInfoProgress || column == store::kJobInfoResult ||
                    column == store::kJobInfoPayload)) {
@@ -50,6 +53,9 @@ void ReturnJobInfo(FunctionCallInfo fcinfo, const pg::Result& rows, Shown shown,
     pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
   }
 }
+
+// Why a job is dead (pgq.dead_jobs.reason).
+constexpr std::string_view kReasons[] = {"exhausted", "cancelled", "expired", "dependency_failed"};
 
 constexpr uint8 kSeesEverything = core::kProduce | core::kConsume;
 
@@ -74,7 +80,9 @@ PGQ_FUNCTION(pgq_job) {
   return static_cast<Datum>(0);
 }
 
-// list_jobs(queue, state, max, before_id) returns SETOF pgq.job_info
+// list_jobs(queue, state, max, before_id, reason) returns SETOF
+// pgq.job_info; reason (2.1) keeps the dead and cancelled jobs that died
+// for it.
 PGQ_FUNCTION(pgq_list_jobs) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   std::optional<std::string_view> state;
@@ -85,6 +93,17 @@ PGQ_FUNCTION(pgq_list_jobs) {
       pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
                 "unknown job state \"" + std::string(*state) + "\"", {},
                 "The states are scheduled, ready, waiting, running, done, dead and cancelled.");
+    }
+  }
+  // The 2.0.1 catalog's list_jobs has four arguments.
+  std::optional<std::string_view> reason;
+  if (PG_NARGS() > 4 && !pg::ArgIsNull(fcinfo, 4)) {
+    reason = pg::RequiredText(fcinfo, 4, "reason");
+    if (std::find(std::begin(api::kReasons), std::end(api::kReasons), *reason) ==
+        std::end(api::kReasons)) {
+      pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+                "unknown dead reason \"" + std::string(*reason) + "\"", {},
+                "The reasons are exhausted, cancelled, expired and dependency_failed.");
     }
   }
   const int32 max = pg::ArgIsNull(fcinfo, 2) ? 100 : PG_GETARG_INT32(2);
@@ -99,7 +118,8 @@ PGQ_FUNCTION(pgq_list_jobs) {
   const api::QueueRef queue = api::FindQueue(spi, name);
   api::RequireRight(spi, queue.id, name, core::kAllRights);
   const bool hide = !api::HoldsRight(spi, GetUserId(), queue.id, api::kSeesEverything);
-  const pg::Result jobs = store::ListJobs(spi, queue.id, name, state, max, before_id, pg::Now());
+  const pg::Result jobs =
+      store::ListJobs(spi, queue.id, name, state, reason, max, before_id, pg::Now());
   api::ReturnJobInfo(
       fcinfo, jobs, [](int32) { return true; }, [hide](int32) { return hide; });
   return static_cast<Datum>(0);

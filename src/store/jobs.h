@@ -227,16 +227,19 @@ int TurnRings(pg::SpiSession& spi, TimestampTz now);
 
 // ---- Reading jobs (read.cpp)
 
-// Rows of pgq.job_info's columns (1-18), then queue_id: job `id` wherever
-// it is (live, completed and kept, dead), or none.
+// Rows of pgq.job_info's columns (1-19; 19, dead_reason, is 2.1's), then queue_id: job `id`
+// wherever it is (live, completed and kept, dead), or none.
 pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now);
 // The jobs of one queue, newest first, at most `max`, with ids below
-// `before_id`, in `state` (a pgq.job_info state) if given.
+// `before_id`, in `state` (a pgq.job_info state) if given, dead for
+// `reason` (a pgq.dead_jobs reason) if given.
 pg::Result ListJobs(pg::SpiSession& spi, int32 queue_id, std::string_view queue,
-                    std::optional<std::string_view> state, int32 max,
-                    std::optional<int64> before_id, TimestampTz now);
-inline constexpr int kJobInfoColumns = 18;
-inline constexpr int kJobInfoQueueId = 19;
+                    std::optional<std::string_view> state, std::optional<std::string_view> reason,
+                    int32 max, std::optional<int64> before_id, TimestampTz now);
+// A 2.0.1 catalog's pgq.job_info has the first 18 columns only; the
+// functions fill as many as the installed type has.
+inline constexpr int kJobInfoColumns = 19;
+inline constexpr int kJobInfoQueueId = 20;
 // Columns a role with only the admin right does not see.
 inline constexpr int kJobInfoProgress = 14, kJobInfoResult = 15, kJobInfoPayload = 18;
 

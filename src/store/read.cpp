@@ -40,7 +40,7 @@ std::string JobInfoSql(std::string_view where_live, std::string_view where_follo
         j.dedupe_key, j.run_at, j.enqueued_at,
         j.claimed_at, CASE WHEN j.state = 'r' THEN j.lease_until END AS lease_until,
         NULL::timestamptz AS finished_at, j.progress, NULL::jsonb AS result, j.last_error,
-        j.open_parents, j.payload, j.queue_id
+        j.open_parents, j.payload, NULL::text AS dead_reason, j.queue_id
    FROM pgq.jobs j JOIN pgq.queues q ON q.queue_id = j.queue_id
   WHERE )sql";
   sql += with_state(where_live, kLiveState);
@@ -48,7 +48,7 @@ std::string JobInfoSql(std::string_view where_live, std::string_view where_follo
   sql += R"sql()
 UNION ALL
 (SELECT f.id, q.name, 'waiting', 0, f.max_attempts, f.priority, NULL, f.dedupe_key, f.run_at,
-        f.enqueued_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, f.payload, f.queue_id
+        f.enqueued_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, f.payload, NULL, f.queue_id
    FROM pgq.dedupe_followers f JOIN pgq.queues q ON q.queue_id = f.queue_id
   WHERE )sql";
   sql += where_following;
@@ -57,7 +57,7 @@ UNION ALL
 UNION ALL
 (SELECT h.id, q.name, 'done', h.attempt, h.max_attempts, h.priority, h.group_key, h.dedupe_key,
         h.run_at, h.enqueued_at, h.claimed_at, NULL, h.finished_at, h.progress, h.result,
-        h.last_error, NULL, h.payload, h.queue_id
+        h.last_error, NULL, h.payload, NULL, h.queue_id
    FROM pgq.job_history h JOIN pgq.queues q ON q.queue_id = h.queue_id
   WHERE h.finished_at + q.keep_completed > $2 AND )sql";
   sql += where_done;
@@ -68,7 +68,7 @@ UNION ALL
   sql += kDeadState;
   sql += R"sql(, d.attempts, d.max_attempts, d.priority, d.group_key, d.dedupe_key,
         NULL, d.enqueued_at, NULL, NULL, d.died_at, d.progress, NULL, d.last_error, NULL,
-        d.payload, q.queue_id
+        d.payload, d.reason, q.queue_id
    FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue
   WHERE (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $2) AND )sql";
   sql += with_state(where_dead, kDeadState);
@@ -97,26 +97,32 @@ pg::Statement& job_info() {
 }
 
 // $1 queue id, $2 now, $3 before id (NULL: from the newest), $4 max, $5
-// state (NULL: any), $6 queue name. Each source is cut at max before the
+// state (NULL: any), $6 queue name, $7 dead reason (NULL: any; else only
+// dead and cancelled jobs that died for it). Each source is cut at max before the
 // merge, newest first. A state filter first skips the sources that cannot
 // hold that state (a one-time test of the parameter), so that listing the
 // dead jobs never walks the live ones.
 constexpr std::string_view kLiveStates = R"sql(j.queue_id = $1 AND ($3 IS NULL OR j.id < $3)
+    AND $7 IS NULL
     AND ($5 IS NULL OR $5 IN ('scheduled', 'ready', 'waiting', 'running'))
     AND ($5 IS NULL OR $STATE = $5))sql";
 constexpr std::string_view kFollowingStates =
-    "f.queue_id = $1 AND ($3 IS NULL OR f.id < $3) AND ($5 IS NULL OR $5 = 'waiting')";
+    "f.queue_id = $1 AND ($3 IS NULL OR f.id < $3) AND ($5 IS NULL OR $5 = 'waiting')"
+    " AND $7 IS NULL";
 constexpr std::string_view kDoneStates =
-    "h.queue_id = $1 AND ($3 IS NULL OR h.id < $3) AND ($5 IS NULL OR $5 = 'done')";
+    "h.queue_id = $1 AND ($3 IS NULL OR h.id < $3) AND ($5 IS NULL OR $5 = 'done')"
+    " AND $7 IS NULL";
 constexpr std::string_view kDeadStates = R"sql(d.queue = $6 AND ($3 IS NULL OR d.id < $3)
-    AND ($5 IS NULL OR $5 IN ('dead', 'cancelled')) AND ($5 IS NULL OR $STATE = $5))sql";
+    AND ($5 IS NULL OR $5 IN ('dead', 'cancelled')) AND ($5 IS NULL OR $STATE = $5)
+    AND ($7 IS NULL OR d.reason = $7))sql";
 
 pg::Statement& list_jobs() {
-  static BuiltStatement statement{"SELECT * FROM (" +
-                                      JobInfoSql(kLiveStates, kFollowingStates, kDoneStates,
-                                                 kDeadStates, "\n  ORDER BY 1 DESC LIMIT $4") +
-                                      ") AS jobs ORDER BY id DESC LIMIT $4",
-                                  {INT4OID, TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID, TEXTOID}};
+  static BuiltStatement statement{
+      "SELECT * FROM (" +
+          JobInfoSql(kLiveStates, kFollowingStates, kDoneStates, kDeadStates,
+                     "\n  ORDER BY 1 DESC LIMIT $4") +
+          ") AS jobs ORDER BY id DESC LIMIT $4",
+      {INT4OID, TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID, TEXTOID, TEXTOID}};
   return statement.get();
 }
 
@@ -131,15 +137,16 @@ pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now) {
 }
 
 pg::Result ListJobs(pg::SpiSession& spi, int32 queue_id, std::string_view queue,
-                    std::optional<std::string_view> state, int32 max,
-                    std::optional<int64> before_id, TimestampTz now) {
+                    std::optional<std::string_view> state, std::optional<std::string_view> reason,
+                    int32 max, std::optional<int64> before_id, TimestampTz now) {
   pg::Params params;
   params.Set(0, Int32GetDatum(queue_id))
       .Set(1, TimestampTzGetDatum(now))
       .SetOptional(2, !before_id, Int64GetDatum(before_id.value_or(0)))
       .Set(3, Int32GetDatum(max))
       .SetOptional(4, !state, state ? pg::TextDatum(*state) : static_cast<Datum>(0))
-      .Set(5, pg::TextDatum(queue));
+      .Set(5, pg::TextDatum(queue))
+      .SetOptional(6, !reason, reason ? pg::TextDatum(*reason) : static_cast<Datum>(0));
   return spi.Execute(list_jobs(), params);
 }
 

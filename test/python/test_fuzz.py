@@ -118,6 +118,7 @@ ZONES = [None, "UTC", "Europe/Madrid", "America/Sao_Paulo", "Mars/Olympus", "", 
          "garbage5", "+01:00", "europe/madrid"]
 
 STATES = [None, "ready", "done", "dead", "cancelled", "waiting", "finished", "", "READY"]
+REASONS = [None, "exhausted", "cancelled", "expired", "dependency_failed", "", "EXPIRED", "lost"]
 ON_DUPLICATES = [None, "ignore", "replace", "merge", "", "IGNORE"]
 
 # Pools by argument name first (where the name says more than the type).
@@ -127,6 +128,9 @@ BY_NAME = {
     "state": STATES, "on_duplicate": ON_DUPLICATES, "queues": QUEUE_ARRAYS,
     "stream": STREAM_NAMES, "consumer": CONSUMERS, "batch_id": BATCH_IDS,
     "max_events": MAX_EVENTS, "rotation": ROTATIONS, "payloads": PAYLOAD_ARRAYS,
+    # 2.1 read surfaces (list_jobs' reason, list_schedule_runs, the
+    # coordination readers).
+    "reason": REASONS, "schedule": NAMES, "switch": NAMES, "ladder": NAMES,
 }
 # The stream functions, all of them (test_stream_functions_survive_bad_input
 # checks the list against the catalog).

@@ -47,6 +47,8 @@ PUBLIC_FUNCTIONS = {
     "grant_stream", "revoke_stream", "stream_consumer_stats",
     # 2.0.1 (issue 30 R1): the relay's single-active guard; consume right.
     "acquire_consumer", "release_consumer",
+    # 2.1 (issue 31): read surfaces, each checking a queue right itself.
+    "cancel_job", "retry_dead_job", "queue_settings", "queue_workers", "list_schedule_runs",
 }
 # Not about queues: nobody's until GRANT EXECUTE.
 COORDINATION_FUNCTIONS = {
@@ -59,6 +61,10 @@ COORDINATION_FUNCTIONS = {
     "switch": "SELECT pgq.switch('s')",
     "advance": "SELECT pgq.advance('l', 1)",
     "once": "SELECT pgq.once('k')",
+    # 2.1: their readers, EXECUTE-granted the same way.
+    "list_teams": "SELECT * FROM pgq.list_teams()",
+    "list_switches": "SELECT * FROM pgq.list_switches()",
+    "list_ladders": "SELECT * FROM pgq.list_ladders()",
 }
 # Every queue's numbers, never a payload: pg_monitor's (docs/security.md).
 MONITORING_FUNCTIONS = {"metrics", "queue_metrics", "queue_counters", "worker_slots"}
@@ -114,6 +120,13 @@ REFUSED_CALLS = {
     "revoke_stream": "SELECT pgq.revoke_stream('pgq_t_nobody', 'st', 'consume')",
     "acquire_consumer": "SELECT pgq.acquire_consumer('st', 'reader')",
     "release_consumer": "SELECT pgq.release_consumer('st', 'reader')",
+    # 2.1: named, a queue the caller has no right on is refused; unnamed,
+    # they show nothing (checked below).
+    "cancel_job": "SELECT pgq.cancel_job(%(job)s)",
+    "retry_dead_job": "SELECT pgq.retry_dead_job(%(job)s)",
+    "queue_settings": "SELECT * FROM pgq.queue_settings('q')",
+    "queue_workers": "SELECT * FROM pgq.queue_workers('q')",
+    "list_schedule_runs": "SELECT * FROM pgq.list_schedule_runs('q')",
 }
 # stream_consumer_stats() answers as pgq.stream_stats does: the caller's
 # streams only.
@@ -229,6 +242,14 @@ class CatalogAuditTest(PrivilegeTestCase):
             "SELECT pgq.has_queue_privilege('q', 'produce, consume, admin')").fetchone()[0])
         nobody.execute("SELECT pgq.clock()")
         self.assertEqual(nobody.execute("SELECT count(*) FROM pgq.queue_overview()").fetchone()[0], 0)
+        # The 2.1 readers, unnamed, show nothing of queues without a right;
+        # the superuser sees the running claim and the queue.
+        for reader in ("queue_settings", "queue_workers", "list_schedule_runs"):
+            with self.subTest(reader=reader):
+                self.assertEqual(nobody.execute(
+                    f"SELECT count(*) FROM pgq.{reader}()").fetchone()[0], 0)
+        self.assertEqual(self.admin.execute(
+            "SELECT queue_name, running FROM pgq.queue_workers()").fetchall(), [("q", 1)])
         # The superuser sees 'st' in the stream stats; nobody does not.
         self.assertEqual(self.admin.execute(
             "SELECT stream, consumer, batch_open FROM pgq.stream_consumer_stats()").fetchall(),

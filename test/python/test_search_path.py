@@ -165,6 +165,13 @@ class SearchPathTest(PgqTestCase):
         later = run("SELECT pgq.enqueue('mail', '{}', run_at => pg_catalog.now() + '1 hour'::interval)")[0][0]
         run("SELECT pgq.cancel(%s)", later)
         run("SELECT pgq.retry_dead('mail', 10)")
+        # 2.1's read surfaces: the job, why it is dead, the outcome of
+        # cancel and retry, the queue's settings, workers and schedule runs.
+        run("SELECT * FROM pgq.list_jobs('mail', 'cancelled', reason => 'cancelled')")
+        run("SELECT pgq.retry_dead_job(%s), pgq.cancel_job(%s)", later, later)
+        run("SELECT pgq.cancel_job(%s), pgq.retry_dead_job(%s)", later, later)
+        run("SELECT * FROM pgq.queue_settings() a, pgq.queue_settings('mail') b")
+        run("SELECT * FROM pgq.queue_workers() a, pgq.queue_workers('mail') b")
         run("SELECT * FROM pgq.maintain()")
         if superuser:
             run("SELECT pgq.compact_jobs()")
@@ -177,6 +184,8 @@ class SearchPathTest(PgqTestCase):
         run("SELECT pgq.set_switch('s', true), pgq.switch('s')")
         run("SELECT pgq.advance('l', 1), pgq.advance('l', 3), pgq.once('o'), pgq.once('o')")
         run("SELECT pgq.schedule('sch', 'mail', '@every 1 second')")
+        run("SELECT * FROM pgq.list_schedule_runs('mail', 'sch')")
+        run("SELECT * FROM pgq.list_teams() a, pgq.list_switches() b, pgq.list_ladders('l') c")
         run("SELECT pgq.create_topic('topic')")
         run("SELECT pgq.subscribe('topic', 'mail')")
         run("SELECT pgq.publish('topic', '{}', dedupe_key => 'e1')")

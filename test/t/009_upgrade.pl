@@ -299,6 +299,13 @@ SELECT pgq.complete(:id, 1);
 SELECT id FROM pgq.claim('mail', 1) \gset
 SELECT pgq.fail(:id, 1, 'boom');
 });
+# The 2.1 library on the 2.0.1 catalog: pgq.job_info without dead_reason,
+# list_jobs with four arguments; they answer with the columns installed.
+is( $node->safe_psql(
+		'old201',
+		"SELECT string_agg(state, ',' ORDER BY id) FROM pgq.list_jobs('mail'); "
+		  . "SELECT count(*) FROM pgq.job((SELECT max(id) FROM pgq.dead_jobs))"),
+	"done,dead\n1", '2.0.1 catalog, 2.1 library: pgq.list_jobs and pgq.job answer');
 $node->safe_psql('old201', 'ALTER EXTENSION pgq_cpp UPDATE');
 is($node->safe_psql('old201', $catalog), $fresh_catalog,
 	'2.0.1 updated: exactly the catalog of a fresh install');
@@ -306,6 +313,11 @@ is( $node->safe_psql(
 		'old201',
 		"SELECT string_agg(state, ',' ORDER BY id) FROM pgq.list_jobs('mail')"),
 	'done,dead', '2.0.1 updated: the kept jobs are there');
+is( $node->safe_psql(
+		'old201',
+		"SELECT string_agg(coalesce(dead_reason, '-'), ',' ORDER BY id) FROM pgq.list_jobs('mail'); "
+		  . "SELECT state FROM pgq.list_jobs('mail', reason => 'exhausted')"),
+	"-,exhausted\ndead", '2.0.1 updated: dead jobs say why, list_jobs filters on it');
 
 my $long_second = $long->query_safe("SELECT id FROM pgq.claim('long', 1)");
 is( $node->safe_psql(
