@@ -313,10 +313,10 @@ ${rows}
 }
 
 /** The form the jobs' checkboxes belong to (form="bulk"): a first step, confirmed on the next page. */
-function bulkForm(ctx, queue) {
+function bulkForm(ctx, queue, rights) {
   return html`<form method="post" action="${ctx.base}/queues/${encodeURIComponent(queue)}/bulk" id="bulk" class="bulk">${csrfField(ctx)}
   <span>Selected jobs (at most 100):</span>
-  <button type="submit" name="action" value="retry">Retry…</button>
+  ${rights.admin ? html`<button type="submit" name="action" value="retry">Retry…</button>` : ''}
   <button type="submit" name="action" value="cancel" class="danger">Cancel…</button>
 </form>`;
 }
@@ -336,8 +336,9 @@ function queuePage(ctx, { queue, stats, rights, jobs, filter, nextBeforeId, erro
   if (jobs !== null && jobs.length === 0) {
     list = html`<p class="empty">No job${filter.state ? ` in state ${filter.state}` : ''}${filter.beforeId ? ' older than these' : ''}.</p>`;
   } else if (jobs !== null) {
-    const selectable = !ctx.readOnly;
-    list = html`${selectable ? bulkForm(ctx, queue) : ''}${jobsTable(ctx, jobs, seesPayload, { selectable })}`;
+    // retry_dead takes admin, cancel produce or admin: a role with neither gets no selection
+    const selectable = !ctx.readOnly && (rights.admin || rights.produce);
+    list = html`${selectable ? bulkForm(ctx, queue, rights) : ''}${jobsTable(ctx, jobs, seesPayload, { selectable })}`;
   }
   const body = html`<h1>Queue ${queue} ${stats?.paused ? html`<span class="badge warn">paused</span>` : ''}</h1>
 ${queueStatsBlock(stats)}
