@@ -566,7 +566,7 @@ ${consumers.rows.map(
 ${rows.map(
   (g) => html`<tr data-stream="${stream}" data-segment="${g.segment}">
   <td>${g.segment}</td>
-  <td>${g.is_current ? html`<span class="badge">current</span>` : g.empty ? 'empty (truncated)' : 'sealed, awaiting readers'}</td>
+  <td>${g.is_current ? html`<span class="badge">current</span>` : g.empty ? (g.truncated_at ? 'empty (truncated)' : 'empty') : 'sealed, awaiting its readers'}</td>
   <td>${bytes(g.bytes)}</td><td>${time(g.opened_at)}</td><td>${time(g.sealed_at)}</td><td>${time(g.truncated_at)}</td>
 </tr>`,
 )}

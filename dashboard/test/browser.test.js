@@ -289,6 +289,20 @@ test.before(async () => {
   await q("SELECT pgq.create_stream('orders'), pgq.create_stream('audit')");
   await q("SELECT pgq.register_consumer('orders', 'billing'), pgq.register_consumer('orders', 'search-index')");
   await q("SELECT pgq.append('orders', jsonb_build_object('n', i)) FROM generate_series(1, 25) i");
+  await q("SELECT pgq.register_consumer('audit', 'archiver'), pgq.append('audit', '{}')");
+  const batch = (await q("SELECT DISTINCT batch_id FROM pgq.next_batch('audit', 'archiver')")).rows[0].batch_id;
+  await q('SELECT pgq.finish_batch($1)', [batch]);
+  // One rotation of both rings (made due as sql/streams.sql does: a 1 s
+  // rotation and a wait just over it), then a pass that truncates what every
+  // consumer finished: audit's segment 0 goes, orders' stays sealed (its
+  // consumers are behind).
+  await q("SELECT pgq.alter_stream('audit', rotation => '1 second'), pgq.alter_stream('orders', rotation => '1 second')");
+  await q('SELECT pg_sleep(1.1)');
+  await q('SELECT pgq.maintain()');
+  await q("SELECT pgq.alter_stream('audit', rotation => '1 hour'), pgq.alter_stream('orders', rotation => '1 hour')");
+  await q("SELECT pgq.append('audit', '{}'), pgq.append('orders', '{}')");
+  await q('SELECT pgq.maintain()');
+  await q("SELECT count(*) FROM pgq.next_batch('orders', 'billing', 10)"); // an open batch
   await q("SELECT pgq.grant_stream($1, 'orders', 'consume')", [opsRole]);
 
   browser = await launchBrowser();
@@ -692,12 +706,20 @@ test('the streams page: consumers, their lag, the ring’s segments', { timeout:
     rows.map((r) => [r.dataset.stream, r.dataset.consumer, r.children[3].textContent.trim()]),
   );
   assert.deepEqual(consumers, [
-    ['orders', 'billing', '25'],
-    ['orders', 'search-index', '25'],
+    ['orders', 'billing', '26'],
+    ['orders', 'search-index', '26'],
   ]);
+  const billing = await tab.page.$eval('tr[data-consumer="billing"]', (el) => el.children[4].textContent);
+  assert.match(billing, /^open \d/, 'billing’s open batch and its age');
   assert.deepEqual(await texts(tab.page, 'h3[data-ring]'), ['audit', 'orders']);
-  const current = await tab.page.$eval('tr[data-stream="orders"][data-segment="0"]', (el) => el.textContent);
-  assert.match(current, /current/);
+  const segment = (stream, n) =>
+    tab.page.$eval(`tr[data-stream="${stream}"][data-segment="${n}"]`, (el) => el.children[1].textContent.trim());
+  // rotated once: segment 1 is current; orders' 0 waits for its consumers, audit's 0 was truncated
+  assert.equal(await segment('orders', 1), 'current');
+  assert.equal(await segment('orders', 0), 'sealed, awaiting its readers');
+  assert.equal(await segment('audit', 1), 'current');
+  assert.equal(await segment('audit', 0), 'empty (truncated)');
+  assert.match(await tab.page.$eval('main', (el) => el.textContent), /1 rotation so far/);
   assertClean(tab);
 });
 
