@@ -165,12 +165,15 @@ async function searchKeys(db, key, { max = 100, queue = null } = {}) {
 // pgq.job_dependencies holds the edges not yet settled (a row leaves when its
 // parent completes or dies) and pgq.dead_jobs the dependents a dead parent
 // took with it (reason dependency_failed, last_error "parent job N did not
-// complete"). Neither is readable without a GRANT SELECT; every job found
+// complete"). Neither is readable without a GRANT SELECT (on pgq.dead_jobs
+// the columns id, reason and last_error are enough); every job found
 // there is shown only through pgq.job, so only the jobs of queues the role
 // holds a right on appear.
 const WORKFLOW_CAPS_SQL = `
 SELECT has_table_privilege('pgq.job_dependencies', 'SELECT') AS dependencies,
-       has_table_privilege('pgq.dead_jobs', 'SELECT')        AS dead_jobs`;
+       has_column_privilege('pgq.dead_jobs', 'id', 'SELECT')
+       AND has_column_privilege('pgq.dead_jobs', 'reason', 'SELECT')
+       AND has_column_privilege('pgq.dead_jobs', 'last_error', 'SELECT') AS dead_jobs`;
 
 async function workflowCapabilities(db) {
   return (await db.query(WORKFLOW_CAPS_SQL)).rows[0];

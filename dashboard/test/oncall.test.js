@@ -41,7 +41,8 @@ test.before(async () => {
   await db.admin.query("SELECT pgq.create_queue('a', max_attempts => 1), pgq.create_queue('b', max_attempts => 1)");
   await db.admin.query("SELECT pgq.grant($1, 'a', 'admin'), pgq.grant($1, 'a', 'produce')", [teamA]);
   await db.admin.query("SELECT pgq.grant($1, 'a', 'produce')", [plainA]);
-  await db.admin.query(`GRANT SELECT ON pgq.job_dependencies, pgq.dead_jobs TO ${teamA}`);
+  await db.admin.query(`GRANT SELECT ON pgq.job_dependencies TO ${teamA}`);
+  await db.admin.query(`GRANT SELECT (id, reason, last_error) ON pgq.dead_jobs TO ${teamA}`); // no payloads
 
   ids.keyedA = await enqueue('a', { dedupe: 'order-42', group: 'cust-7' });
   ids.groupedA = await enqueue('a', { group: 'cust-7' });
