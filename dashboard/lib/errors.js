@@ -47,6 +47,20 @@ const UNAVAILABLE = {
       'Does a firewall or a container network stand in between?',
     ],
   },
+  socket_denied: {
+    message: 'The dashboard may not open the PostgreSQL socket.',
+    checks: [
+      'May the dashboard’s operating-system user enter the socket directory and open the socket (its mode and group, unix_socket_permissions, unix_socket_group)?',
+    ],
+  },
+  tls: {
+    message: 'The TLS connection to the database could not be set up.',
+    checks: [
+      'Does the server accept TLS (ssl = on in postgresql.conf), if the DSN asks for it (sslmode)?',
+      'Does the CA the dashboard trusts sign the server’s certificate, and does the certificate name the host the DSN connects to?',
+      'Has the server’s certificate expired?',
+    ],
+  },
   host_unknown: {
     message: 'The database host’s name does not resolve.',
     checks: ['Is the host name in the DSN spelled right?', 'Does DNS answer from where the dashboard runs?'],
@@ -113,11 +127,14 @@ function unavailableKind(err) {
     return null;
   }
   if (code === 'ENOENT' || code === 'ENOTDIR') return 'socket_missing';
+  if (code === 'EACCES' || code === 'EPERM') return 'socket_denied';
+  if (/CERT|^ERR_TLS_|^ERR_SSL_|^DEPTH_ZERO_SELF_SIGNED_CERT$|^UNABLE_TO_VERIFY_LEAF_SIGNATURE$/.test(code)) return 'tls';
   if (code === 'ECONNREFUSED') return 'refused';
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host_unknown';
   if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || code === 'ETIMEDOUT') return 'unreachable';
   if (code === 'ECONNRESET' || code === 'EPIPE') return 'lost';
   const message = err.message || '';
+  if (/does not support SSL connections/i.test(message)) return 'tls';
   if (/timeout exceeded when trying to connect|Connection terminated due to connection timeout/i.test(message)) {
     return 'timeout';
   }

@@ -16,6 +16,7 @@ const assert = require('node:assert/strict');
 const net = require('node:net');
 const { createServer } = require('..');
 const { serverConfig } = require('./helpers');
+const { describe: describeError } = require('../lib/errors');
 
 /** A TCP server on 127.0.0.1 that answers every startup with `answer(socket)`. */
 async function fakeServer(t, answer) {
@@ -151,4 +152,34 @@ test('a server that never answers: timeout', async (t) => {
 test('a server that hangs up: lost', async (t) => {
   const port = await fakeServer(t, (s) => s.destroy());
   await expectUnavailable(t, { host: '127.0.0.1', port, user: 'x', password: PASSWORD, database: 'x' }, 'lost');
+});
+
+test('a server without TLS when the DSN asks for it: tls', async (t) => {
+  const port = await fakeServer(t, (s) => s.write('N')); // the answer to an SSLRequest: no TLS here
+  await expectUnavailable(
+    t,
+    { host: '127.0.0.1', port, user: 'x', password: PASSWORD, database: 'x', ssl: { rejectUnauthorized: true } },
+    'tls',
+  );
+});
+
+test('a certificate refused, a socket the OS user may not open: tls, socket_denied', () => {
+  // Errors as Node raises them (a test running as root cannot be refused a socket).
+  const cert = Object.assign(new Error('self-signed certificate'), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' });
+  assert.equal(describeError(cert).kind, 'tls');
+  assert.equal(describeError(cert).status, 503);
+  const name = Object.assign(new Error('Hostname/IP does not match'), { code: 'ERR_TLS_CERT_ALTNAME_INVALID' });
+  assert.equal(describeError(name).kind, 'tls');
+  const denied = Object.assign(new Error('connect EACCES /run/pg/.s.PGSQL.5432'), {
+    code: 'EACCES',
+    address: '/run/pg/.s.PGSQL.5432',
+  });
+  const e = describeError(denied);
+  assert.equal(e.kind, 'socket_denied');
+  assert.equal(e.detail, 'Tried: /run/pg/.s.PGSQL.5432.');
+  // an error of the dashboard itself stays an internal error, without its text
+  assert.deepEqual(
+    [describeError(new Error('bug at line 3')).status, describeError(new Error('bug at line 3')).message],
+    [500, 'The dashboard failed; the details are in its log.'],
+  );
 });
