@@ -28,8 +28,6 @@ function statusFor(code) {
 // (its connect timeout, a connection that ends) and the SQLSTATEs a server
 // answers a connection attempt with.
 
-const CONNECT_SQLSTATES = new Set(['28000', '28P01', '3D000', '57P01', '57P02', '57P03', '53300', '08006', '08001', '08004']);
-
 const UNAVAILABLE = {
   socket_missing: {
     message: 'There is no PostgreSQL socket where the dashboard looks for it.',
@@ -126,9 +124,11 @@ function unavailableKind(err) {
     if (code === '53300') return 'too_many';
     return null;
   }
-  if (code === 'ENOENT' || code === 'ENOTDIR') return 'socket_missing';
-  if (code === 'EACCES' || code === 'EPERM') return 'socket_denied';
-  if (/CERT|^ERR_TLS_|^ERR_SSL_|^DEPTH_ZERO_SELF_SIGNED_CERT$|^UNABLE_TO_VERIFY_LEAF_SIGNATURE$/.test(code)) return 'tls';
+  // (a file error of the dashboard's own is no socket: only connect()'s count)
+  const connecting = err.syscall === 'connect';
+  if (connecting && (code === 'ENOENT' || code === 'ENOTDIR')) return 'socket_missing';
+  if (connecting && (code === 'EACCES' || code === 'EPERM')) return 'socket_denied';
+  if (/CERT|^ERR_TLS_|^ERR_SSL_|^UNABLE_TO_VERIFY_LEAF_SIGNATURE$/.test(code)) return 'tls';
   if (code === 'ECONNREFUSED') return 'refused';
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host_unknown';
   if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || code === 'ETIMEDOUT') return 'unreachable';
@@ -173,7 +173,9 @@ function unavailability(err) {
  * its message; anything else as an internal error, without its text.
  */
 function describe(err) {
-  if (isServerError(err) && !CONNECT_SQLSTATES.has(err.code)) {
+  const unavailable = unavailability(err);
+  if (unavailable) return unavailable;
+  if (isServerError(err)) {
     const status = statusFor(err.code);
     return {
       status,
@@ -184,8 +186,6 @@ function describe(err) {
       code: err.code,
     };
   }
-  const unavailable = unavailability(err);
-  if (unavailable) return unavailable;
   if (err && typeof err.code === 'string' && err.code.startsWith('FST_CSRF_')) {
     return {
       status: 403,

@@ -172,7 +172,9 @@ async function dashboardPlugin(fastify, options) {
     else if (e.status >= 500) request.log.error(err);
     reply.code(e.status);
     if (e.kind) reply.header('retry-after', '10');
-    if (request.routeOptions.config?.json) return { error: e.message, code: e.code, ...(e.kind ? { unavailable: e.kind } : {}) };
+    if (request.routeOptions.config?.json) {
+      return { error: e.message, code: e.code, ...(e.kind ? { unavailable: e.kind } : {}) };
+    }
     return sendPage(reply, views.errorPage(ctxOf(request, reply), e), e.status);
   });
 

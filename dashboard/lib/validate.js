@@ -79,4 +79,15 @@ function idList(value, max) {
   return ids;
 }
 
-module.exports = { queueName, parseId, searchText, idList, jobId, optionalId, optionalState, optionalInt, JOB_STATES, QUEUE_NAME };
+module.exports = {
+  queueName,
+  parseId,
+  searchText,
+  idList,
+  jobId,
+  optionalId,
+  optionalState,
+  optionalInt,
+  JOB_STATES,
+  QUEUE_NAME,
+};

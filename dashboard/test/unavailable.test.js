@@ -172,12 +172,15 @@ test('a certificate refused, a socket the OS user may not open: tls, socket_deni
   assert.equal(describeError(name).kind, 'tls');
   const denied = Object.assign(new Error('connect EACCES /run/pg/.s.PGSQL.5432'), {
     code: 'EACCES',
+    syscall: 'connect',
     address: '/run/pg/.s.PGSQL.5432',
   });
   const e = describeError(denied);
   assert.equal(e.kind, 'socket_denied');
   assert.equal(e.detail, 'Tried: /run/pg/.s.PGSQL.5432.');
-  // an error of the dashboard itself stays an internal error, without its text
+  // a file of the dashboard's own missing is no socket; an error of its own stays internal, without its text
+  const file = Object.assign(new Error("ENOENT: no such file, open '/x'"), { code: 'ENOENT', syscall: 'open' });
+  assert.equal(describeError(file).status, 500);
   assert.deepEqual(
     [describeError(new Error('bug at line 3')).status, describeError(new Error('bug at line 3')).message],
     [500, 'The dashboard failed; the details are in its log.'],
