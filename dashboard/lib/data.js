@@ -138,6 +138,114 @@ async function job(db, id) {
   return rows[0] || null;
 }
 
+// ---- Search -----------------------------------------------------------------
+
+// No SQL function finds a job by its keys across queues yet (pgq.list_jobs
+// filters on state only): the search reads the newest SEARCH_WINDOW jobs of
+// each queue the role holds a right on, through pgq.list_jobs (its rights
+// and redaction), and keeps those whose dedupe or group key is the text.
+const SEARCH_WINDOW = 1000;
+
+const SEARCH_KEYS_SQL = `
+SELECT j.id, j.queue, j.state, j.attempt, j.max_attempts, j.priority, j.group_key, j.dedupe_key,
+       j.run_at, j.enqueued_at, j.finished_at, left(j.last_error, 201) AS last_error
+  FROM (SELECT o.queue FROM pgq.queue_overview(1) o WHERE $4::text IS NULL OR o.queue = $4) q,
+       LATERAL pgq.list_jobs(q.queue, NULL, $2) j
+ WHERE j.dedupe_key = $1 OR j.group_key = $1
+ ORDER BY j.id DESC
+ LIMIT $3`;
+
+/** Jobs whose dedupe or group key is `key`, among the newest SEARCH_WINDOW of each queue the role may read. */
+async function searchKeys(db, key, { max = 100, queue = null } = {}) {
+  return (await db.query(SEARCH_KEYS_SQL, [key, SEARCH_WINDOW, max, queue])).rows;
+}
+
+// ---- Workflow (dependencies, SPEC §8) ----------------------------------------
+
+// pgq.job_dependencies holds the edges not yet settled (a row leaves when its
+// parent completes or dies) and pgq.dead_jobs the dependents a dead parent
+// took with it (reason dependency_failed, last_error "parent job N did not
+// complete"). Neither is readable without a GRANT SELECT (on pgq.dead_jobs
+// the columns id, reason and last_error are enough); every job found
+// there is shown only through pgq.job, so only the jobs of queues the role
+// holds a right on appear.
+const WORKFLOW_CAPS_SQL = `
+SELECT has_table_privilege('pgq.job_dependencies', 'SELECT') AS dependencies,
+       has_column_privilege('pgq.dead_jobs', 'id', 'SELECT')
+       AND has_column_privilege('pgq.dead_jobs', 'reason', 'SELECT')
+       AND has_column_privilege('pgq.dead_jobs', 'last_error', 'SELECT') AS dead_jobs`;
+
+async function workflowCapabilities(db) {
+  return (await db.query(WORKFLOW_CAPS_SQL)).rows[0];
+}
+
+const PARENTS_SQL = `
+SELECT j.id, j.queue, j.state, j.open_parents
+  FROM (SELECT d.parent_id FROM pgq.job_dependencies d WHERE d.child_id = $1
+         ORDER BY d.parent_id LIMIT $2) d,
+       LATERAL pgq.job(d.parent_id) j
+ ORDER BY j.id`;
+
+const CHILDREN_SQL = `
+SELECT j.id, j.queue, j.state, j.open_parents
+  FROM (SELECT d.child_id FROM pgq.job_dependencies d WHERE d.parent_id = $1
+         ORDER BY d.child_id LIMIT $2) d,
+       LATERAL pgq.job(d.child_id) j
+ ORDER BY j.id`;
+
+const TAKEN_SQL = `
+SELECT j.id, j.queue, j.state, j.open_parents
+  FROM (SELECT x.id FROM pgq.dead_jobs x
+         WHERE x.reason = 'dependency_failed' AND x.last_error = 'parent job ' || $1::text || ' did not complete'
+         ORDER BY x.id LIMIT $2) d,
+       LATERAL pgq.job(d.id) j
+ ORDER BY j.id`;
+
+const parents = async (db, id, max) => (await db.query(PARENTS_SQL, [id, max])).rows;
+const children = async (db, id, max) => (await db.query(CHILDREN_SQL, [id, max])).rows;
+const takenWith = async (db, id, max) => (await db.query(TAKEN_SQL, [id, max])).rows;
+
+// ---- Streams ----------------------------------------------------------------
+
+// pgq.stream_stats: every role, one row per consumer of the streams it holds
+// a right on.
+const STREAM_STATS_SQL = `
+SELECT stream, consumer, extract(epoch FROM lag)::float8 AS lag_seconds, pending_events, pending_capped,
+       batch_open, extract(epoch FROM batch_age)::float8 AS batch_age_seconds, finished_events,
+       last_finished_at
+  FROM pgq.stream_stats
+ ORDER BY stream, consumer
+ LIMIT $1`;
+
+async function streamStats(db, max) {
+  return (await db.query(STREAM_STATS_SQL, [max])).rows.map((r) => ({
+    ...r,
+    pending_events: num(r.pending_events),
+    finished_events: num(r.finished_events),
+  }));
+}
+
+// The rings (rotation, truncation, segment sizes): pgq.streams, pgq.rings
+// and pgq.ring_segments have no view for other roles, as the coordination
+// tables have none: reading them takes GRANT SELECT (42501 otherwise).
+const SEGMENTS_SQL = `
+SELECT s.name AS stream, s.rotation::text AS rotation, r.segments, r.current, r.generation, r.rotated_at,
+       g.segment, g.segment = r.current AS is_current, g.empty, g.opened_at, g.sealed_at, g.truncated_at,
+       pg_total_relation_size(to_regclass(format('pgq.stream_events_%s_%s', s.stream_id, g.segment))) AS bytes
+  FROM pgq.streams s
+  JOIN pgq.rings r ON r.ring_id = s.stream_id
+  JOIN pgq.ring_segments g ON g.ring_id = r.ring_id
+ ORDER BY s.name, g.segment
+ LIMIT $1`;
+
+async function streamSegments(db, max) {
+  return (await db.query(SEGMENTS_SQL, [max])).rows.map((r) => ({
+    ...r,
+    generation: num(r.generation),
+    bytes: num(r.bytes),
+  }));
+}
+
 // ---- Actions (each refused by the server without the right) -----------------
 
 async function scalar(db, sql, params) {
@@ -218,6 +326,14 @@ async function whoami(db) {
 
 module.exports = {
   EXACT_UP_TO,
+  SEARCH_WINDOW,
+  searchKeys,
+  workflowCapabilities,
+  parents,
+  children,
+  takenWith,
+  streamStats,
+  streamSegments,
   overview,
   capabilities,
   rateLimits,

@@ -30,7 +30,10 @@ const CONTENT_SECURITY_POLICY = [
 ].join('; ');
 
 const PAGE_LIMIT = 100;
-const LIST_MAX = 500; // rows of the workers' and coordination pages
+const LIST_MAX = 500; // rows of the workers', streams' and coordination pages
+const WORKFLOW_MAX = 100; // parents, children, dependents taken along, each
+const SEARCH_MAX = 100; // jobs a search shows
+const BULK_MAX = 100; // jobs one bulk action may select
 
 function staticAssets() {
   const uplotDir = path.join(path.dirname(require.resolve('uplot/package.json')), 'dist');
@@ -165,9 +168,13 @@ async function dashboardPlugin(fastify, options) {
 
   fastify.setErrorHandler(async (err, request, reply) => {
     const e = describe(err);
-    if (e.status >= 500) request.log.error(err);
+    if (e.kind) request.log.warn(`pgq dashboard: database unavailable (${e.kind}): ${err.message}`);
+    else if (e.status >= 500) request.log.error(err);
     reply.code(e.status);
-    if (request.routeOptions.config?.json) return { error: e.message, code: e.code };
+    if (e.kind) reply.header('retry-after', '10');
+    if (request.routeOptions.config?.json) {
+      return { error: e.message, code: e.code, ...(e.kind ? { unavailable: e.kind } : {}) };
+    }
     return sendPage(reply, views.errorPage(ctxOf(request, reply), e), e.status);
   });
 
@@ -301,7 +308,7 @@ async function dashboardPlugin(fastify, options) {
       jobs = rows.slice(0, filter.limit);
       if (rows.length > filter.limit) nextBeforeId = jobs[jobs.length - 1].id;
     } catch (err) {
-      if (!isServerError(err)) throw err;
+      if (!isServerError(err) || describe(err).kind) throw err;
       if (!error) {
         error = describe(err);
         status = error.status;
@@ -330,7 +337,7 @@ async function dashboardPlugin(fastify, options) {
       try {
         outcome = await run(queue, request.body || {});
       } catch (err) {
-        if (!isServerError(err)) throw err;
+        if (!isServerError(err) || describe(err).kind) throw err;
         const e = describe(err);
         if (e.status === 404) throw err; // no such queue
         return renderQueue(request, reply, { error: e, status: e.status, query: {} });
@@ -377,9 +384,11 @@ async function dashboardPlugin(fastify, options) {
         `No job ${id}: it never existed, its history was not kept, or this role holds no right on its queue.`,
       );
     const rights = await data.queueRights(db, job.queue);
+    const workflow = await jobWorkflow(job);
     const page = views.jobPage(ctxOf(request, reply), {
       job,
       rights,
+      workflow,
       copySql: reenqueueSql(job),
       error,
       notice: error ? null : views.notice(query),
@@ -389,6 +398,124 @@ async function dashboardPlugin(fastify, options) {
 
   fastify.get('/jobs/:id', (request, reply) => renderJob(request, reply));
 
+  // Its parents and children (SPEC §8), as far as the role may read them:
+  // the edges of pgq.job_dependencies and the dependents a dead parent took
+  // with it (pgq.dead_jobs) need a GRANT SELECT; each job shown is read
+  // through pgq.job, so another team's jobs never appear.
+  async function jobWorkflow(job) {
+    const caps = await data.workflowCapabilities(db);
+    const failedParent = /^parent job ([0-9]+) did not complete$/.exec(job.last_error || '');
+    const w = {
+      caps,
+      max: WORKFLOW_MAX,
+      failedParent: failedParent ? failedParent[1] : null,
+      parents: null,
+      children: null,
+      taken: null,
+    };
+    if (caps.dependencies) {
+      [w.parents, w.children] = await Promise.all([
+        data.parents(db, job.id, WORKFLOW_MAX),
+        data.children(db, job.id, WORKFLOW_MAX),
+      ]);
+    }
+    if (caps.dead_jobs && (job.state === 'dead' || job.state === 'cancelled')) {
+      w.taken = await data.takenWith(db, job.id, WORKFLOW_MAX);
+    }
+    return w;
+  }
+
+  // ---- Search -------------------------------------------------------------------
+
+  // A job id goes straight to its page (when pgq.job shows it to the role);
+  // otherwise the jobs whose dedupe or group key is the text.
+  fastify.get('/search', async (request, reply) => {
+    const q = validate.searchText(request.query.q);
+    const queue = request.query.queue ? validate.queueName(request.query.queue) : null;
+    if (q === null) return sendPage(reply, views.searchPage(ctxOf(request, reply), { q: '', queue, jobs: null }));
+    const id = validate.parseId(q);
+    if (id !== null && !queue && (await data.job(db, id))) return reply.redirect(`${base}/jobs/${id}`, 303);
+    const jobs = await data.searchKeys(db, q, { max: SEARCH_MAX + 1, queue });
+    const page = views.searchPage(ctxOf(request, reply), {
+      q,
+      queue,
+      id,
+      jobs: jobs.slice(0, SEARCH_MAX),
+      more: jobs.length > SEARCH_MAX,
+      window: data.SEARCH_WINDOW,
+    });
+    return sendPage(reply, page);
+  });
+
+  // ---- Bulk actions on selected jobs ----------------------------------------------
+
+  // Two steps, each a POST with the CSRF token: the selection from a queue's
+  // page shows what would be done (the jobs as pgq.job shows them); the
+  // confirmation does it, job by job, each call its own statement, so the
+  // server's answer for each (done, nothing to do, refused) is shown.
+  const BULK = {
+    retry: {
+      label: 'Retry',
+      run: (id) => data.retryDeadJob(db, id),
+      yes: 'requeued',
+      no: 'not requeued: not found, or not dead',
+    },
+    cancel: {
+      label: 'Cancel',
+      run: (id) => data.cancelJob(db, id),
+      yes: 'cancelled',
+      no: 'not cancelled: not found, or already finished',
+    },
+  };
+
+  function bulkRequest(request) {
+    const queue = validate.queueName(request.params.queue);
+    const action = request.body?.action;
+    if (typeof action !== 'string' || !Object.hasOwn(BULK, action)) {
+      throw httpError(400, `action must be one of ${Object.keys(BULK).join(', ')}.`);
+    }
+    const ids = validate.idList(request.body?.ids, BULK_MAX);
+    return { queue, action, ids };
+  }
+
+  post('/queues/:queue/bulk', async (request, reply) => {
+    const { queue, action, ids } = bulkRequest(request);
+    const jobs = await Promise.all(ids.map(async (id) => ({ id, job: await data.job(db, id) })));
+    const page = views.bulkConfirmPage(ctxOf(request, reply), { queue, action, label: BULK[action].label, jobs });
+    return sendPage(reply, page);
+  });
+
+  post('/queues/:queue/bulk/run', async (request, reply) => {
+    const { queue, action, ids } = bulkRequest(request);
+    const spec = BULK[action];
+    const results = [];
+    for (const id of ids) {
+      try {
+        results.push({ id, ok: (await spec.run(id)) === true, text: null });
+      } catch (err) {
+        if (!isServerError(err) || describe(err).kind) throw err;
+        results.push({ id, ok: false, error: describe(err) });
+      }
+    }
+    for (const r of results) if (!r.error) r.text = r.ok ? spec.yes : spec.no;
+    const page = views.bulkResultPage(ctxOf(request, reply), { queue, action, label: spec.label, results });
+    return sendPage(reply, page);
+  });
+
+  // ---- Streams --------------------------------------------------------------------
+
+  fastify.get('/streams', async (request, reply) => {
+    const [consumers, segments] = await Promise.all([
+      attempt(() => data.streamStats(db, LIST_MAX)),
+      attempt(() => data.streamSegments(db, LIST_MAX)),
+    ]);
+    if (segments.error?.code === '42501') {
+      segments.error.hint = 'GRANT SELECT ON pgq.streams, pgq.rings, pgq.ring_segments TO the dashboard’s role.';
+    }
+    const page = views.streamsPage(ctxOf(request, reply), { consumers, segments, max: LIST_MAX });
+    return sendPage(reply, page);
+  });
+
   function jobAction(run) {
     return async (request, reply) => {
       const id = validate.jobId(request.params.id);
@@ -396,7 +523,7 @@ async function dashboardPlugin(fastify, options) {
       try {
         notice = await run(id);
       } catch (err) {
-        if (!isServerError(err)) throw err;
+        if (!isServerError(err) || describe(err).kind) throw err;
         const e = describe(err);
         return renderJob(request, reply, { error: e, status: e.status, query: {} });
       }
@@ -419,7 +546,7 @@ async function dashboardPlugin(fastify, options) {
     try {
       return { rows: await run(), error: null };
     } catch (err) {
-      if (!isServerError(err)) throw err;
+      if (!isServerError(err) || describe(err).kind) throw err; // the database unavailable: its page
       return { rows: null, error: describe(err) };
     }
   }

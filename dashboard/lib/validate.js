@@ -55,4 +55,39 @@ function optionalInt(value, name, min, max, fallback) {
   return n;
 }
 
-module.exports = { queueName, jobId, optionalId, optionalState, optionalInt, JOB_STATES, QUEUE_NAME };
+/** A search text: trimmed, 1-200 characters, or null when empty; 400 when too long. */
+function searchText(value) {
+  if (value === undefined) return null;
+  if (typeof value !== 'string') throw httpError(400, 'q must be a single text.');
+  const text = value.trim();
+  if (text === '') return null;
+  if (text.length > 200) throw httpError(400, 'q must be at most 200 characters.');
+  return text;
+}
+
+/** Job ids from a form (one or many `ids` fields): 1 to max distinct ids, 400 otherwise. */
+function idList(value, max) {
+  const list = value === undefined ? [] : Array.isArray(value) ? value : [value];
+  const ids = [];
+  for (const v of list) {
+    const id = parseId(v);
+    if (id === null) throw httpError(400, 'ids must be job ids (positive integers).');
+    if (!ids.includes(id)) ids.push(id);
+  }
+  if (ids.length === 0) throw httpError(400, 'Select at least one job.');
+  if (ids.length > max) throw httpError(400, `At most ${max} jobs at a time (${ids.length} selected).`);
+  return ids;
+}
+
+module.exports = {
+  queueName,
+  parseId,
+  searchText,
+  idList,
+  jobId,
+  optionalId,
+  optionalState,
+  optionalInt,
+  JOB_STATES,
+  QUEUE_NAME,
+};

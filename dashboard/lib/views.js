@@ -56,9 +56,14 @@ function layout(ctx, { title, body, notice = null, error = null, scripts = [] })
       : html`<nav>
     <a href="${link('/')}">Queues</a>
     <a href="${link('/schedules')}">Schedules</a>
+    <a href="${link('/streams')}">Streams</a>
     <a href="${link('/workers')}">Workers</a>
     <a href="${link('/coordination')}">Teams, switches, ladders</a>
   </nav>
+  <form method="get" action="${link('/search')}" class="search" role="search">
+    <input type="search" name="q" placeholder="Job id, dedupe or group key" aria-label="Find a job" maxlength="200">
+    <button type="submit">Find</button>
+  </form>
   <span class="who">${ctx.readOnly ? html`<span class="badge">read-only</span>` : ''}
     ${ctx.authMode === 'none' ? html`<span class="badge warn">no login</span>` : html`<span>${ctx.user}</span>`}
     ${ctx.authMode === 'password' ? logoutForm(ctx) : ''}</span>`;
@@ -98,11 +103,12 @@ function csrfField(ctx) {
 
 /** A readable error: the server's message, detail, hint and SQLSTATE; never a stack. */
 function errorBox(e) {
-  return html`<div class="error" role="alert">
+  return html`<div class="error" role="alert"${e.kind ? html` data-unavailable="${e.kind}"` : ''}>
   <strong>${e.title}</strong>
   <p class="message">${e.message}${e.code ? html` <span class="code">(SQLSTATE ${e.code})</span>` : ''}</p>
   ${e.detail ? html`<p class="detail">${e.detail}</p>` : ''}
   ${e.hint ? html`<p class="hint">Hint: ${e.hint}</p>` : ''}
+  ${e.checks ? html`<p>What to check:</p><ul class="checks">${e.checks.map((c) => html`<li>${c}</li>`)}</ul>` : ''}
 </div>`;
 }
 
@@ -282,9 +288,10 @@ function filterForm(action, filter) {
 </form>`;
 }
 
-function jobsTable(ctx, jobs, seesPayload) {
+function jobsTable(ctx, jobs, seesPayload, { selectable = false } = {}) {
   const rows = jobs.map(
     (j) => html`<tr data-job-id="${j.id}">
+  ${selectable ? html`<td><input type="checkbox" name="ids" value="${j.id}" form="bulk" aria-label="Select job ${j.id}"></td>` : ''}
   <td><a href="${ctx.base}/jobs/${j.id}">${j.id}</a></td>
   <td>${jobStateBadge(j.state)}</td>
   <td>${j.attempt} / ${j.max_attempts}</td>
@@ -298,11 +305,20 @@ function jobsTable(ctx, jobs, seesPayload) {
 </tr>`,
   );
   return html`<table class="jobs">
-<thead><tr><th>Id</th><th>State</th><th>Attempt</th><th>Priority</th><th>Run at</th><th>Enqueued</th><th>Finished</th><th>Group</th><th>Last error</th>${seesPayload ? html`<th>Payload</th>` : ''}</tr></thead>
+<thead><tr>${selectable ? html`<th></th>` : ''}<th>Id</th><th>State</th><th>Attempt</th><th>Priority</th><th>Run at</th><th>Enqueued</th><th>Finished</th><th>Group</th><th>Last error</th>${seesPayload ? html`<th>Payload</th>` : ''}</tr></thead>
 <tbody>
 ${rows}
 </tbody>
 </table>`;
+}
+
+/** The form the jobs' checkboxes belong to (form="bulk"): a first step, confirmed on the next page. */
+function bulkForm(ctx, queue, rights) {
+  return html`<form method="post" action="${ctx.base}/queues/${encodeURIComponent(queue)}/bulk" id="bulk" class="bulk">${csrfField(ctx)}
+  <span>Selected jobs (at most 100):</span>
+  ${rights.admin ? html`<button type="submit" name="action" value="retry">Retry…</button>` : ''}
+  <button type="submit" name="action" value="cancel" class="danger">Cancel…</button>
+</form>`;
 }
 
 function queuePage(ctx, { queue, stats, rights, jobs, filter, nextBeforeId, error, notice: text }) {
@@ -320,7 +336,9 @@ function queuePage(ctx, { queue, stats, rights, jobs, filter, nextBeforeId, erro
   if (jobs !== null && jobs.length === 0) {
     list = html`<p class="empty">No job${filter.state ? ` in state ${filter.state}` : ''}${filter.beforeId ? ' older than these' : ''}.</p>`;
   } else if (jobs !== null) {
-    list = jobsTable(ctx, jobs, seesPayload);
+    // retry_dead takes admin, cancel produce or admin: a role with neither gets no selection
+    const selectable = !ctx.readOnly && (rights.admin || rights.produce);
+    list = html`${selectable ? bulkForm(ctx, queue, rights) : ''}${jobsTable(ctx, jobs, seesPayload, { selectable })}`;
   }
   const body = html`<h1>Queue ${queue} ${stats?.paused ? html`<span class="badge warn">paused</span>` : ''}</h1>
 ${queueStatsBlock(stats)}
@@ -345,7 +363,48 @@ function jsonBlock(label, pretty, visible) {
   return html`<h2>${label}</h2><pre class="json">${pretty}</pre>`;
 }
 
-function jobPage(ctx, { job, rights, copySql, error, notice: text }) {
+function jobLinks(ctx, jobs) {
+  return html`<ul class="workflow">${jobs.map(
+    (j) =>
+      html`<li data-job-id="${j.id}"><a href="${ctx.base}/jobs/${j.id}">Job ${j.id}</a> ${jobStateBadge(j.state)} in <a href="${ctx.base}/queues/${encodeURIComponent(j.queue)}">${j.queue}</a>${j.open_parents ? ` — waits for ${j.open_parents} parent${j.open_parents === 1 ? '' : 's'}` : ''}</li>`,
+  )}</ul>`;
+}
+
+/** Parents, children and the dependents a dead parent took with it (SPEC §8). */
+function workflowBlock(ctx, job, w) {
+  if (!w) return '';
+  const parts = [];
+  const list = (rows, none) =>
+    rows.length === 0
+      ? html`<p class="none">${none}</p>`
+      : html`${jobLinks(ctx, rows)}${rows.length >= w.max ? html`<p class="note">The first ${w.max} shown.</p>` : ''}`;
+  if (w.failedParent) {
+    parts.push(
+      html`<p class="failed-parent">Dead-lettered because its parent <a href="${ctx.base}/jobs/${w.failedParent}">job ${w.failedParent}</a> did not complete (reason dependency_failed).</p>`,
+    );
+  }
+  if (w.caps.dependencies) {
+    if (job.open_parents) parts.push(html`<h3>Waits for</h3>${list(w.parents, 'No parent of a queue this role may read.')}`);
+    parts.push(html`<h3>Children waiting for it</h3>${list(w.children, 'None.')}`);
+  } else if (job.open_parents) {
+    parts.push(
+      html`<p class="note">It waits for ${job.open_parents} parent${job.open_parents === 1 ? '' : 's'}; which ones is shown to a role that may read pgq.job_dependencies (GRANT SELECT).</p>`,
+    );
+  }
+  if (w.taken) {
+    parts.push(html`<h3>Dependents it took with it</h3>${list(w.taken, 'None: no job was dead-lettered with it (reason dependency_failed).')}`);
+  } else if (!w.caps.dead_jobs && (job.state === 'dead' || job.state === 'cancelled')) {
+    parts.push(
+      html`<p class="note">The dependents it dead-lettered are shown to a role that may read pgq.dead_jobs (GRANT SELECT).</p>`,
+    );
+  }
+  if (parts.length === 0) return '';
+  return html`<section id="workflow"><h2>Workflow</h2>
+<p class="meta">Jobs of queues this role holds no right on are not shown. pgq keeps a parent–child link only until it settles: the children of a completed parent are not listed.</p>
+${parts}</section>`;
+}
+
+function jobPage(ctx, { job, rights, workflow = null, copySql, error, notice: text }) {
   const seesPayload = rights.produce || rights.consume;
   const path = `/jobs/${job.id}`;
   const canCancel = !ctx.readOnly && (rights.produce || rights.admin) && LIVE_STATES.includes(job.state);
@@ -366,7 +425,7 @@ function jobPage(ctx, { job, rights, copySql, error, notice: text }) {
 <button type="button" class="copy" data-copy="copy-sql">Copy</button>`
     : '';
   const body = html`<h1>Job ${job.id} ${jobStateBadge(job.state)}</h1>
-<p class="meta">Queue <a href="${ctx.base}/queues/${encodeURIComponent(job.queue)}">${job.queue}</a> — this role’s rights: <b>${rightsLine(rights)}</b>.</p>
+<p class="meta">Queue <a href="${ctx.base}/queues/${encodeURIComponent(job.queue)}">${job.queue}</a> — this role’s rights: <b>${rightsLine(rights)}</b>.${workflowLinkNeeded(workflow, job) ? html` <a href="#workflow">Workflow</a>` : ''}</p>
 ${actions}
 <dl class="fields">
   <dt>State</dt><dd>${job.state}</dd>
@@ -386,8 +445,143 @@ ${job.last_error === null ? html`<p class="none">none.</p>` : html`<pre class="e
 ${jsonBlock('Progress', job.progress_pretty, seesPayload)}
 ${jsonBlock('Result', job.result_pretty, seesPayload)}
 ${jsonBlock('Payload', job.payload_pretty, seesPayload)}
+${workflowBlock(ctx, job, workflow)}
 ${copy}`;
   return layout(ctx, { title: `Job ${job.id}`, body, error, notice: text });
+}
+
+function workflowLinkNeeded(w, job) {
+  return Boolean(w && (w.failedParent || w.caps.dependencies || w.taken || job.open_parents));
+}
+
+// ---- Search -------------------------------------------------------------------
+
+function searchPage(ctx, { q, queue, id = null, jobs, more = false, window = 0 }) {
+  let results = '';
+  if (jobs !== null) {
+    const scope = queue ? html`queue <a href="${ctx.base}/queues/${encodeURIComponent(queue)}">${queue}</a>` : 'each queue this role holds a right on';
+    results = html`${id !== null && !queue ? html`<p class="none">No job ${id} that this role may read.</p>` : ''}
+<p class="meta">Jobs whose dedupe key or group key is “${q}”, among the newest ${window} jobs of ${scope} (no SQL function searches all jobs by key yet).</p>
+${jobs.length === 0 ? html`<p class="empty">No job found.</p>` : jobsTable(ctx, jobs, false)}
+${more ? html`<p class="note">The first ${jobs.length} shown.</p>` : ''}`;
+  }
+  const body = html`<h1>Find a job</h1>
+<form method="get" action="${ctx.base}/search" class="filter">
+  <label>Job id, dedupe key or group key <input type="search" name="q" value="${q}" maxlength="200" required></label>
+  ${queue ? html`<input type="hidden" name="queue" value="${queue}">` : ''}
+  <button type="submit">Find</button>
+</form>
+${results}`;
+  return layout(ctx, { title: 'Find a job', body });
+}
+
+// ---- Bulk actions ---------------------------------------------------------------
+
+function bulkConfirmPage(ctx, { queue, action, label, jobs }) {
+  const rows = jobs.map(
+    ({ id, job }) => html`<tr data-job-id="${id}">
+  <td><a href="${ctx.base}/jobs/${id}">${id}</a></td>
+  <td>${job ? jobStateBadge(job.state) : html`<span class="none">not found</span>`}</td>
+  <td>${job ? job.queue : '—'}</td>
+</tr>`,
+  );
+  const body = html`<h1>${label} ${jobs.length} job${jobs.length === 1 ? '' : 's'}?</h1>
+<p class="meta">Queue <a href="${ctx.base}/queues/${encodeURIComponent(queue)}">${queue}</a>. Nothing has been done yet. The database decides for each job, with this role’s rights; the next page says what happened to each.</p>
+<table class="jobs bulk-confirm"><thead><tr><th>Id</th><th>State now</th><th>Queue</th></tr></thead><tbody>${rows}</tbody></table>
+<div class="actions">
+<form method="post" action="${ctx.base}/queues/${encodeURIComponent(queue)}/bulk/run" class="inline" id="bulk-confirm">${csrfField(ctx)}
+  <input type="hidden" name="action" value="${action}">
+  ${jobs.map(({ id }) => html`<input type="hidden" name="ids" value="${id}">`)}
+  <button type="submit"${action === 'cancel' ? html` class="danger"` : ''}>${label} ${jobs.length} job${jobs.length === 1 ? '' : 's'}</button>
+</form>
+<a href="${ctx.base}/queues/${encodeURIComponent(queue)}">Back, do nothing</a>
+</div>`;
+  return layout(ctx, { title: `${label} jobs`, body });
+}
+
+function bulkResultPage(ctx, { queue, action, label, results }) {
+  const done = results.filter((r) => r.ok).length;
+  const rows = results.map(
+    (r) => html`<tr data-job-id="${r.id}" data-outcome="${r.ok ? 'done' : r.error ? 'refused' : 'unchanged'}">
+  <td><a href="${ctx.base}/jobs/${r.id}">${r.id}</a></td>
+  <td>${r.error ? html`refused: ${r.error.message} <span class="code">(SQLSTATE ${r.error.code})</span>` : r.text}</td>
+</tr>`,
+  );
+  const body = html`<h1>${label}: ${done} of ${results.length} job${results.length === 1 ? '' : 's'}</h1>
+<p class="meta">Queue <a href="${ctx.base}/queues/${encodeURIComponent(queue)}">${queue}</a>.</p>
+<table class="jobs bulk-result" data-action="${action}"><thead><tr><th>Id</th><th>What happened</th></tr></thead><tbody>${rows}</tbody></table>`;
+  return layout(ctx, { title: `${label} jobs`, body, notice: `${done} of ${results.length} done.` });
+}
+
+// ---- Streams --------------------------------------------------------------------
+
+function bytes(n) {
+  if (n === null || n === undefined) return '—';
+  if (n < 1024) return `${n} B`;
+  const units = ['kB', 'MB', 'GB', 'TB'];
+  let v = n / 1024;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i += 1;
+  }
+  return `${v.toFixed(v < 10 ? 1 : 0)} ${units[i]}`;
+}
+
+function streamsPage(ctx, { consumers, segments, max }) {
+  const more = (part) => (part.rows && part.rows.length >= max ? html`<p class="note">The first ${max} shown.</p>` : '');
+  let consumersPart;
+  if (consumers.error) consumersPart = errorBox(consumers.error);
+  else if (consumers.rows.length === 0) consumersPart = html`<p class="empty">No consumer of a stream this role holds a right on.</p>`;
+  else {
+    consumersPart = html`<table class="consumers">
+<thead><tr><th>Stream</th><th>Consumer</th><th>Lag (age)</th><th>Lag (events)</th><th>Open batch</th><th>Finished events</th><th>Last finished</th></tr></thead><tbody>
+${consumers.rows.map(
+  (c) => html`<tr data-stream="${c.stream}" data-consumer="${c.consumer}">
+  <td>${c.stream}</td><td>${c.consumer}</td>
+  <td>${seconds(c.lag_seconds)}</td>
+  <td>${c.pending_capped ? html`<span title="counted up to pgq.monitoring_count_limit">≥ ${c.pending_events}</span>` : c.pending_events}</td>
+  <td>${c.batch_open ? html`<span class="badge">open</span> ${seconds(c.batch_age_seconds)}` : 'no'}</td>
+  <td>${c.finished_events}</td>
+  <td>${time(c.last_finished_at)}</td>
+</tr>`,
+)}
+</tbody></table>${more(consumers)}`;
+  }
+  let segmentsPart;
+  if (segments.error) segmentsPart = errorBox(segments.error);
+  else if (segments.rows.length === 0) segmentsPart = html`<p class="empty">No stream.</p>`;
+  else {
+    const byStream = new Map();
+    for (const r of segments.rows) {
+      if (!byStream.has(r.stream)) byStream.set(r.stream, []);
+      byStream.get(r.stream).push(r);
+    }
+    segmentsPart = [...byStream].map(([stream, rows]) => {
+      const ring = rows[0];
+      const total = rows.reduce((a, r) => a + (r.bytes || 0), 0);
+      return html`<h3 data-ring="${stream}">${stream}</h3>
+<p class="meta">Rotates every ${ring.rotation}; ${ring.generation} rotation${ring.generation === 1 ? '' : 's'} so far, the last at ${time(ring.rotated_at)}; ${ring.segments} segments, ${bytes(total)} in all.</p>
+<table class="segments"><thead><tr><th>Segment</th><th>State</th><th>Size</th><th>Opened</th><th>Sealed</th><th>Truncated</th></tr></thead><tbody>
+${rows.map(
+  (g) => html`<tr data-stream="${stream}" data-segment="${g.segment}">
+  <td>${g.segment}</td>
+  <td>${g.is_current ? html`<span class="badge">current</span>` : g.empty ? (g.truncated_at ? 'empty (truncated)' : 'empty') : 'sealed, awaiting its readers'}</td>
+  <td>${bytes(g.bytes)}</td><td>${time(g.opened_at)}</td><td>${time(g.sealed_at)}</td><td>${time(g.truncated_at)}</td>
+</tr>`,
+)}
+</tbody></table>`;
+    });
+    segmentsPart = html`${segmentsPart}${more(segments)}`;
+  }
+  const body = html`<h1>Streams</h1>
+<h2>Consumers</h2>
+<p class="meta">From pgq.stream_stats: the consumers of the streams this role holds a right on. Lag: the age of its oldest unfinished event, and how many events it has not finished.</p>
+${consumersPart}
+<h2>Segments, rotation and truncation</h2>
+<p class="meta">Each stream is a ring of segment tables: new events go to the current one; maintenance turns the ring every rotation interval and truncates a sealed segment once every consumer has passed it.</p>
+${segmentsPart}`;
+  return layout(ctx, { title: 'Streams', body });
 }
 
 // ---- Schedules, workers, coordination ---------------------------------------
@@ -505,6 +699,10 @@ module.exports = {
   overviewCells,
   queuePage,
   jobPage,
+  searchPage,
+  bulkConfirmPage,
+  bulkResultPage,
+  streamsPage,
   schedulesPage,
   workersPage,
   coordinationPage,

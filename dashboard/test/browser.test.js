@@ -73,9 +73,9 @@ async function closeBrowser() {
 }
 
 /** A dashboard listening on 127.0.0.1 (a free port), acting as `role`, with the password login. */
-async function startServer(role) {
+async function startServer(role, { database = null } = {}) {
   const app = await createServer({
-    database: db.roleConfig(role),
+    database: database || db.roleConfig(role),
     password: PASSWORD,
     loginFailureDelayMs: 0,
     sampleIntervalMs: 1000, // the overview refreshes every second (from a sample taken on demand)
@@ -95,7 +95,7 @@ let shotCount = 0;
  * It records every problem: console errors, uncaught exceptions, failed
  * requests, responses >= 400 other than those allowed, unexpected dialogs.
  */
-async function openTab(t, server, name) {
+async function openTab(t, server, name, { allowedStatus = [] } = {}) {
   const context = await browser.createBrowserContext();
   t.after(() => context.close().catch(() => {}));
   const page = await context.newPage();
@@ -106,7 +106,7 @@ async function openTab(t, server, name) {
     server,
     name,
     problems: [],
-    allowedStatus: [], // [{url: RegExp, status}] responses >= 400 the test provokes itself
+    allowedStatus: [...allowedStatus], // [{url: RegExp, status}] responses >= 400 the test provokes itself
     dialogs: [], // queue of {message, accept} the test expects
     seenDialogs: [],
   };
@@ -267,6 +267,45 @@ test.before(async () => {
   await q('SELECT pgq.fail($1, $2, $3)', [x.id, x.attempt, `failed: ${XSS_SCRIPT} ${XSS_IMG}`]);
   await q("SELECT pgq.schedule('nightly', 'xss', '0 3 * * *', $1)", [{ html: XSS_SCRIPT, img: XSS_IMG }]);
 
+  // On call (2.1): keyed jobs, a workflow with a dead parent, dead jobs to
+  // select, a stream with a consumer behind. 'flow' is the ops role's;
+  // 'hidden' is not: its jobs (a keyed one, a child of each parent) must never show.
+  await q("SELECT pgq.create_queue('flow', max_attempts => 1)");
+  await q("SELECT pgq.grant($1, 'flow', 'admin'), pgq.grant($1, 'flow', 'produce')", [opsRole]);
+  await q(`GRANT SELECT ON pgq.job_dependencies, pgq.streams, pgq.rings, pgq.ring_segments TO ${opsRole}`);
+  await q(`GRANT SELECT (id, reason, last_error) ON pgq.dead_jobs TO ${opsRole}`);
+  ids.flowDead1 = await dead('flow', { n: 1 }, 'boom 1');
+  ids.flowDead2 = await dead('flow', { n: 2 }, 'boom 2');
+  ids.keyed = (await q("SELECT pgq.enqueue('flow', '{}', dedupe_key => 'invoice-2026-0042') AS id")).rows[0].id;
+  ids.hiddenKeyed = (await q("SELECT pgq.enqueue('hidden', '{}', dedupe_key => 'invoice-2026-0042') AS id")).rows[0].id;
+  ids.parent = (await q("SELECT pgq.enqueue('flow', '{\"step\": \"extract\"}', priority => 100) AS id")).rows[0].id;
+  ids.child = (await q("SELECT pgq.enqueue('flow', '{\"step\": \"load\"}', after => ARRAY[$1::bigint]) AS id", [ids.parent])).rows[0].id;
+  ids.hiddenChild = (await q("SELECT pgq.enqueue('hidden', '{}', after => ARRAY[$1::bigint]) AS id", [ids.parent])).rows[0].id;
+  ids.doomed = (await q("SELECT pgq.enqueue('flow', '{\"step\": \"fetch\"}', priority => 200) AS id")).rows[0].id;
+  ids.doomedChild = (await q("SELECT pgq.enqueue('flow', '{\"step\": \"report\"}', after => ARRAY[$1::bigint]) AS id", [ids.doomed])).rows[0].id;
+  ids.hiddenDoomedChild = (await q("SELECT pgq.enqueue('hidden', '{}', after => ARRAY[$1::bigint]) AS id", [ids.doomed])).rows[0].id;
+  const d = (await q("SELECT id, attempt FROM pgq.claim('flow')")).rows[0];
+  assert.equal(d.id, ids.doomed);
+  await q("SELECT pgq.fail($1, $2, 'upstream 502')", [d.id, d.attempt]);
+  await q("SELECT pgq.create_stream('orders'), pgq.create_stream('audit')");
+  await q("SELECT pgq.register_consumer('orders', 'billing'), pgq.register_consumer('orders', 'search-index')");
+  await q("SELECT pgq.append('orders', jsonb_build_object('n', i)) FROM generate_series(1, 25) i");
+  await q("SELECT pgq.register_consumer('audit', 'archiver'), pgq.append('audit', '{}')");
+  const batch = (await q("SELECT DISTINCT batch_id FROM pgq.next_batch('audit', 'archiver')")).rows[0].batch_id;
+  await q('SELECT pgq.finish_batch($1)', [batch]);
+  // One rotation of both rings (made due as sql/streams.sql does: a 1 s
+  // rotation and a wait just over it), then a pass that truncates what every
+  // consumer finished: audit's segment 0 goes, orders' stays sealed (its
+  // consumers are behind).
+  await q("SELECT pgq.alter_stream('audit', rotation => '1 second'), pgq.alter_stream('orders', rotation => '1 second')");
+  await q('SELECT pg_sleep(1.1)');
+  await q('SELECT pgq.maintain()');
+  await q("SELECT pgq.alter_stream('audit', rotation => '1 hour'), pgq.alter_stream('orders', rotation => '1 hour')");
+  await q("SELECT pgq.append('audit', '{}'), pgq.append('orders', '{}')");
+  await q('SELECT pgq.maintain()');
+  await q("SELECT count(*) FROM pgq.next_batch('orders', 'billing', 10)"); // an open batch
+  await q("SELECT pgq.grant_stream($1, 'orders', 'consume')", [opsRole]);
+
   browser = await launchBrowser();
 });
 
@@ -312,7 +351,7 @@ test(
     }
     assert.deepEqual(
       Object.keys(table).sort(),
-      ['bulk', 'emails', 'slow', 'work', 'xss'],
+      ['bulk', 'emails', 'flow', 'slow', 'work', 'xss'],
       'the queues the role holds a right on',
     );
     const pick = (row, fields) => Object.fromEntries(fields.map((f) => [f, row[f]]));
@@ -335,7 +374,7 @@ test(
 
     // The sparklines: uPlot (a static file, allowed by the CSP) drew a canvas per cell.
     const charts = await tab.page.$$eval('.spark', (els) => els.map((el) => Boolean(el.querySelector('canvas'))));
-    assert.equal(charts.length, 10);
+    assert.equal(charts.length, 12); // two per queue
     assert.ok(charts.every(Boolean), 'every sparkline drawn');
 
     // Live: more jobs show up without a reload (overview.js polls /api/overview).
@@ -582,5 +621,123 @@ test('a POST from the page without the CSRF token is refused (403)', { timeout: 
   assert.equal(ok.status, 200);
   assert.ok(ok.redirected && ok.url.endsWith(`/jobs/${id}?notice=job_retried`), ok.url);
   assert.equal(await jobState(id), 'ready');
+  assertClean(tab);
+});
+
+// ---- On call (2.1): search, workflow, bulk actions, streams, database unavailable ----
+
+const texts = (page, selector) => page.$$eval(selector, (els) => els.map((el) => el.textContent.trim()));
+
+test('the header’s search box finds a job by id and by dedupe key, the role’s only', { timeout: TEST_TIMEOUT }, async (t) => {
+  const server = await startServer(opsRole);
+  const tab = await openTab(t, server, 'search');
+  const search = async (text, what) => {
+    await tab.page.type('header form.search input[name="q"]', text);
+    await clickAndLoad(tab, 'header form.search button[type="submit"]', what);
+  };
+  await search('invoice-2026-0042', 'search-by-key');
+  assert.equal(new URL(tab.page.url()).pathname, '/search');
+  assert.deepEqual(await tab.page.$$eval('table.jobs tbody tr', (rows) => rows.map((r) => r.dataset.jobId)), [
+    String(ids.keyed),
+  ]);
+  await clickAndLoad(tab, `table.jobs a[href="/jobs/${ids.keyed}"]`, 'search-result-job');
+  assert.equal(await tab.page.$eval('h1', (el) => el.textContent.trim().split(' ')[1]), String(ids.keyed));
+  await search(String(ids.child), 'search-by-id');
+  assert.equal(new URL(tab.page.url()).pathname, `/jobs/${ids.child}`);
+  await search(String(ids.hiddenKeyed), 'search-hidden-id');
+  assert.equal(new URL(tab.page.url()).pathname, '/search');
+  assert.match(await tab.page.$eval('main', (el) => el.textContent), new RegExp(`No job ${ids.hiddenKeyed} that this role may read`));
+  assertClean(tab);
+});
+
+test('a job’s workflow: one click from its page to its children and back to its parent', { timeout: TEST_TIMEOUT }, async (t) => {
+  const server = await startServer(opsRole);
+  const tab = await openTab(t, server, 'workflow');
+  await visit(tab, `/jobs/${ids.parent}`, 'workflow-parent');
+  await tab.page.click('a[href="#workflow"]');
+  await tab.page.waitForFunction(() => location.hash === '#workflow');
+  await shot(tab, 'workflow-section', { fullPage: false });
+  assert.deepEqual(await tab.page.$$eval('#workflow li', (li) => li.map((l) => l.dataset.jobId)), [String(ids.child)]);
+  await clickAndLoad(tab, `#workflow a[href="/jobs/${ids.child}"]`, 'workflow-child');
+  assert.equal(await tab.page.$eval('h1 .state', (el) => el.textContent), 'waiting');
+  assert.deepEqual(await texts(tab.page, '#workflow h3'), ['Waits for', 'Children waiting for it']);
+  await clickAndLoad(tab, `#workflow a[href="/jobs/${ids.parent}"]`);
+  assert.equal(new URL(tab.page.url()).pathname, `/jobs/${ids.parent}`);
+
+  // the dead parent and what it took with it (not the hidden queue's child)
+  await visit(tab, `/jobs/${ids.doomed}`, 'workflow-dead-parent');
+  assert.deepEqual(await tab.page.$$eval('#workflow li', (li) => li.map((l) => l.dataset.jobId)), [
+    String(ids.doomedChild),
+  ]);
+  assert.match(await tab.page.$eval('#workflow', (el) => el.textContent), /Dependents it took with it/);
+  await clickAndLoad(tab, `#workflow a[href="/jobs/${ids.doomedChild}"]`, 'workflow-dead-child');
+  assert.match(
+    await tab.page.$eval('#workflow p.failed-parent', (el) => el.textContent),
+    new RegExp(`its parent job ${ids.doomed} did not complete`),
+  );
+  assert.doesNotMatch(await tab.page.content(), new RegExp(`/jobs/(${ids.hiddenChild}|${ids.hiddenDoomedChild})"`));
+  assertClean(tab);
+});
+
+test('retrying selected dead jobs: tick, confirm, and what happened to each', { timeout: TEST_TIMEOUT }, async (t) => {
+  const server = await startServer(opsRole);
+  const tab = await openTab(t, server, 'bulk');
+  await visit(tab, '/queues/flow?state=dead', 'bulk-select');
+  for (const id of [ids.flowDead1, ids.flowDead2]) await tab.page.click(`input[type="checkbox"][value="${id}"]`);
+  await clickAndLoad(tab, 'form#bulk button[value="retry"]', 'bulk-confirm');
+  assert.equal(await tab.page.$eval('h1', (el) => el.textContent), 'Retry 2 jobs?');
+  assert.equal(await jobState(ids.flowDead1), 'dead', 'nothing done before the confirmation');
+  await clickAndLoad(tab, 'form#bulk-confirm button[type="submit"]', 'bulk-result');
+  assert.equal(await tab.page.$eval('h1', (el) => el.textContent), 'Retry: 2 of 2 jobs');
+  assert.deepEqual(await tab.page.$$eval('table.bulk-result tbody tr', (rows) => rows.map((r) => r.dataset.outcome)), [
+    'done',
+    'done',
+  ]);
+  assert.equal(await jobState(ids.flowDead1), 'ready');
+  assert.equal(await jobState(ids.flowDead2), 'ready');
+  assertClean(tab);
+});
+
+test('the streams page: consumers, their lag, the ring’s segments', { timeout: TEST_TIMEOUT }, async (t) => {
+  const server = await startServer(opsRole);
+  const tab = await openTab(t, server, 'streams');
+  await visit(tab, '/', 'streams-front');
+  await clickAndLoad(tab, 'header nav a[href="/streams"]', 'streams');
+  const consumers = await tab.page.$$eval('table.consumers tbody tr', (rows) =>
+    rows.map((r) => [r.dataset.stream, r.dataset.consumer, r.children[3].textContent.trim()]),
+  );
+  assert.deepEqual(consumers, [
+    ['orders', 'billing', '26'],
+    ['orders', 'search-index', '26'],
+  ]);
+  const billing = await tab.page.$eval('tr[data-consumer="billing"]', (el) => el.children[4].textContent);
+  assert.match(billing, /^open \d/, 'billing’s open batch and its age');
+  assert.deepEqual(await texts(tab.page, 'h3[data-ring]'), ['audit', 'orders']);
+  const segment = (stream, n) =>
+    tab.page.$eval(`tr[data-stream="${stream}"][data-segment="${n}"]`, (el) => el.children[1].textContent.trim());
+  // rotated once: segment 1 is current; orders' 0 waits for its consumers, audit's 0 was truncated
+  assert.equal(await segment('orders', 1), 'current');
+  assert.equal(await segment('orders', 0), 'sealed, awaiting its readers');
+  assert.equal(await segment('audit', 1), 'current');
+  assert.equal(await segment('audit', 0), 'empty (truncated)');
+  assert.match(await tab.page.$eval('main', (el) => el.textContent), /1 rotation so far/);
+  assertClean(tab);
+});
+
+test('a database out of reach: a 503 page that says what to check, no stack trace', { timeout: TEST_TIMEOUT }, async (t) => {
+  const server = await startServer(null, {
+    database: { host: '/nonexistent/pgq-browser-test', port: 5432, user: 'x', database: 'x' },
+  });
+  const tab = await openTab(t, server, 'unavailable', {
+    allowedStatus: [{ url: new RegExp(`^${server.url}/(\\?.*)?$`), status: 503 }],
+  });
+  const res = await tab.page.goto(`${server.url}/`, { waitUntil: 'load' });
+  assert.equal(res.status(), 503);
+  await shot(tab, 'database-unavailable');
+  const alert = await tab.page.$eval('div.error[role="alert"]', (el) => el.textContent);
+  assert.match(alert, /Database unavailable/);
+  assert.match(alert, /There is no PostgreSQL socket where the dashboard looks for it/);
+  assert.match(alert, /What to check/);
+  assert.doesNotMatch(await tab.page.content(), /ENOENT|    at /);
   assertClean(tab);
 });
