@@ -3,7 +3,9 @@
 // crash or a timeout is dropped by the stream inside its duplicate window.
 // cnats reconnects by itself and calls the ack handler on a thread of its
 // own: the handler queues the confirm and writes a byte to a pipe, which the
-// relay's loop polls like any other input.
+// relay's loop polls like any other input. tls:// (issue 31): cnats'
+// OpenSSL connection, the server's certificate checked against --broker-ca
+// and, as cnats does only when told to, its host name against the URL's.
 #include <fcntl.h>
 #include <nats/nats.h>
 #include <unistd.h>
@@ -37,12 +39,16 @@ std::string StatusText(natsStatus status) {
 class NatsBroker : public Broker {
  public:
   NatsBroker(const RelayOptions& options, std::chrono::milliseconds confirm_timeout)
-      : describe_("NATS " + options.broker.host + ":" + std::to_string(options.broker.port) +
+      : describe_(std::string(options.broker.tls ? "NATS (TLS) " : "NATS ") + options.broker.host +
+                  ":" + std::to_string(options.broker.port) +
                   (options.brokers.size() > 1
                        ? " (and " + std::to_string(options.brokers.size() - 1) + " more)"
                        : "")),
         confirm_timeout_(confirm_timeout),
-        max_pending_(options.concurrency) {
+        max_pending_(options.concurrency),
+        tls_(options.broker.tls),
+        tls_options_(options.tls),
+        host_(options.broker.host) {
     for (const BrokerAddress& address : options.brokers) urls_.push_back(address.url);
     int ends[2];
     if (pipe2(ends, O_CLOEXEC | O_NONBLOCK) != 0) throw BrokerError("pipe2 failed");
@@ -65,6 +71,7 @@ class NatsBroker : public Broker {
     Clock::time_point sent;
   };
 
+  natsStatus SetTls(natsOptions* options, std::string* what);
   static void OnAck(jsCtx* js, natsMsg* msg, jsPubAck* ack, jsPubAckErr* error, void* closure);
   void Acked(natsMsg* msg, const jsPubAck* ack, const jsPubAckErr* error);
   void Drop();
@@ -73,6 +80,9 @@ class NatsBroker : public Broker {
   std::string describe_;
   std::chrono::milliseconds confirm_timeout_;
   int max_pending_;
+  bool tls_;               // tls://
+  BrokerTls tls_options_;  // tls:// only
+  std::string host_;       // the first URL's: the name its certificate must list
   natsConnection* conn_ = nullptr;
   jsCtx* js_ = nullptr;
   Fd wake_read_;
@@ -108,10 +118,23 @@ void NatsBroker::Connect() {
   if (status == NATS_OK) status = natsOptions_SetTimeout(options, kConnectTimeoutMs);
   if (status == NATS_OK) status = natsOptions_SetMaxReconnect(options, -1);
   if (status == NATS_OK) status = natsOptions_SetReconnectWait(options, kReconnectWaitMs);
+  std::string what;  // what a failed TLS setting was
+  if (status == NATS_OK && tls_) status = SetTls(options, &what);
   if (status == NATS_OK) status = natsConnection_Connect(&conn_, options);
   natsOptions_Destroy(options);
   if (status != NATS_OK) {
-    const std::string why = StatusText(status);
+    std::string why = StatusText(status);
+    if (!what.empty()) {
+      why = what + ": " + why;
+    } else if (tls_ && why.find("certificate verify failed") != std::string::npos) {
+      why += tls_options_.ca.empty()
+                 ? " (the server's certificate does not chain to a CA of the "
+                   "system's trust store, or is not for the host name \"" +
+                       host_ + "\")"
+                 : " (the server's certificate does not chain to a CA of "
+                   "--broker-ca " +
+                       tls_options_.ca + ", or is not for the host name \"" + host_ + "\")";
+    }
     Drop();
     throw BrokerError("cannot connect to " + describe_ + ": " + why);
   }
@@ -127,6 +150,39 @@ void NatsBroker::Connect() {
     Drop();
     throw BrokerError("JetStream on " + describe_ + ": " + why);
   }
+}
+
+// TLS on, the CA, the relay's certificate, the checks. cnats checks the
+// certificate's chain by default but a host name only when given one: the
+// URL's. The URLs of a cluster naming several hosts cannot be given one
+// name: each must then be a name every server's certificate lists (the
+// NATS way: one certificate for the cluster), checked against the first.
+natsStatus NatsBroker::SetTls(natsOptions* options, std::string* what) {
+  natsStatus status = natsOptions_SetSecure(options, true);
+  if (status != NATS_OK) {
+    *what = "cannot turn TLS on";
+    return status;
+  }
+  if (tls_options_.insecure) return natsOptions_SkipServerVerification(options, true);
+  const std::string ca = tls_options_.ca.empty() ? kSystemCaFile : tls_options_.ca;
+  status = natsOptions_LoadCATrustedCertificates(options, ca.c_str());
+  if (status != NATS_OK) {
+    *what = "cannot load the CA certificates of " +
+            (tls_options_.ca.empty() ? "the system (" + ca + ")" : "--broker-ca " + ca);
+    return status;
+  }
+  if (!tls_options_.cert.empty()) {
+    status = natsOptions_LoadCertificatesChain(options, tls_options_.cert.c_str(),
+                                               tls_options_.key.c_str());
+    if (status != NATS_OK) {
+      *what = "cannot load --broker-cert " + tls_options_.cert + " with --broker-key " +
+              tls_options_.key;
+      return status;
+    }
+  }
+  status = natsOptions_SetExpectedHostname(options, host_.c_str());
+  if (status != NATS_OK) *what = "cannot set the expected host name";
+  return status;
 }
 
 std::uint64_t NatsBroker::Publish(const Message& message) {
