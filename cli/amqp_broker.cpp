@@ -176,6 +176,13 @@ void AmqpBroker::ConnectTo(const BrokerAddress& address) {
          address.vhost + ")" +
          (login.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
               ? std::string(": ") + amqp_error_string2(login.library_error)
+              : std::string()) +
+         // Over TLS 1.3 a broker that wants the client's certificate and
+         // got none says so after the handshake: at the login.
+         (address.tls && tls_.cert.empty() && login.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+                  login.library_error == AMQP_STATUS_SSL_ERROR
+              ? " (the broker closed the TLS connection: it may require a client certificate: "
+                "--broker-cert, --broker-key)"
               : std::string()));
   }
   amqp_channel_open(conn_, kChannel);

@@ -5,7 +5,7 @@
 // own: the handler queues the confirm and writes a byte to a pipe, which the
 // relay's loop polls like any other input. tls:// (issue 31): cnats'
 // OpenSSL connection, the server's certificate checked against --broker-ca
-// and, as cnats does only when told to, its host name against the URL's.
+// and its host name against the URL's (SetTls).
 #include <fcntl.h>
 #include <nats/nats.h>
 #include <unistd.h>
@@ -49,7 +49,10 @@ class NatsBroker : public Broker {
         tls_(options.broker.tls),
         tls_options_(options.tls),
         host_(options.broker.host) {
-    for (const BrokerAddress& address : options.brokers) urls_.push_back(address.url);
+    for (const BrokerAddress& address : options.brokers) {
+      urls_.push_back(address.url);
+      if (address.host != host_) one_host_ = false;
+    }
     int ends[2];
     if (pipe2(ends, O_CLOEXEC | O_NONBLOCK) != 0) throw BrokerError("pipe2 failed");
     wake_read_ = Fd(ends[0]);
@@ -72,6 +75,7 @@ class NatsBroker : public Broker {
   };
 
   natsStatus SetTls(natsOptions* options, std::string* what);
+  std::string TlsHint(const std::string& why) const;
   static void OnAck(jsCtx* js, natsMsg* msg, jsPubAck* ack, jsPubAckErr* error, void* closure);
   void Acked(natsMsg* msg, const jsPubAck* ack, const jsPubAckErr* error);
   void Drop();
@@ -83,6 +87,7 @@ class NatsBroker : public Broker {
   bool tls_;               // tls://
   BrokerTls tls_options_;  // tls:// only
   std::string host_;       // the first URL's: the name its certificate must list
+  bool one_host_ = true;   // every URL names host_
   natsConnection* conn_ = nullptr;
   jsCtx* js_ = nullptr;
   Fd wake_read_;
@@ -126,14 +131,8 @@ void NatsBroker::Connect() {
     std::string why = StatusText(status);
     if (!what.empty()) {
       why = what + ": " + why;
-    } else if (tls_ && why.find("certificate verify failed") != std::string::npos) {
-      why += tls_options_.ca.empty()
-                 ? " (the server's certificate does not chain to a CA of the "
-                   "system's trust store, or is not for the host name \"" +
-                       host_ + "\")"
-                 : " (the server's certificate does not chain to a CA of "
-                   "--broker-ca " +
-                       tls_options_.ca + ", or is not for the host name \"" + host_ + "\")";
+    } else if (tls_) {
+      why += TlsHint(why);
     }
     Drop();
     throw BrokerError("cannot connect to " + describe_ + ": " + why);
@@ -153,10 +152,13 @@ void NatsBroker::Connect() {
 }
 
 // TLS on, the CA, the relay's certificate, the checks. cnats checks the
-// certificate's chain by default but a host name only when given one: the
-// URL's. The URLs of a cluster naming several hosts cannot be given one
-// name: each must then be a name every server's certificate lists (the
-// NATS way: one certificate for the cluster), checked against the first.
+// certificate's chain, and each server's host name when it is built with
+// NATS_BUILD_TLS_FORCE_HOST_VERIFY (Debian's is: the URL's host, or the name
+// a discovered server was found under); built without it, only a name it is
+// given. The relay gives it the URLs' host when they all name one (several
+// ports of one host, the usual single server); a cluster's URLs naming
+// several hosts are left to cnats' own check, one name for all would refuse
+// every server but one.
 natsStatus NatsBroker::SetTls(natsOptions* options, std::string* what) {
   natsStatus status = natsOptions_SetSecure(options, true);
   if (status != NATS_OK) {
@@ -180,9 +182,34 @@ natsStatus NatsBroker::SetTls(natsOptions* options, std::string* what) {
       return status;
     }
   }
+  if (!one_host_) return NATS_OK;
   status = natsOptions_SetExpectedHostname(options, host_.c_str());
   if (status != NATS_OK) *what = "cannot set the expected host name";
   return status;
+}
+
+// cnats passes OpenSSL's verify error on ("SSL handshake error: 20:unable
+// to get local issuer certificate:...", "64:IP address mismatch:..."): what
+// it means for the options, in words. A server that wants a client
+// certificate and got none closes the connection after the handshake
+// (TLS 1.3), which cnats reports as a missing PONG.
+std::string NatsBroker::TlsHint(const std::string& why) const {
+  if (why.find("SSL handshake error") != std::string::npos) {
+    if (why.find("mismatch") != std::string::npos) {
+      return " (the broker's TLS certificate is not for the host name " +
+             (one_host_ ? "\"" + host_ + "\"" : std::string("of its URL")) +
+             ": connect by a name the certificate lists)";
+    }
+    return " (the broker's TLS certificate is not trusted: it does not chain to a CA of " +
+           (tls_options_.ca.empty() ? std::string("the system's trust store")
+                                    : "--broker-ca " + tls_options_.ca) +
+           ", or it has expired)";
+  }
+  if (tls_options_.cert.empty() && why.find("PONG") != std::string::npos) {
+    return " (the broker closed the TLS connection: it may require a client certificate: "
+           "--broker-cert, --broker-key)";
+  }
+  return "";
 }
 
 std::uint64_t NatsBroker::Publish(const Message& message) {
