@@ -3,7 +3,9 @@
 // crash or a timeout is dropped by the stream inside its duplicate window.
 // cnats reconnects by itself and calls the ack handler on a thread of its
 // own: the handler queues the confirm and writes a byte to a pipe, which the
-// relay's loop polls like any other input.
+// relay's loop polls like any other input. tls:// (issue 31): cnats'
+// OpenSSL connection, the server's certificate checked against --broker-ca
+// and its host name against the URL's (SetTls).
 #include <fcntl.h>
 #include <nats/nats.h>
 #include <unistd.h>
@@ -37,13 +39,20 @@ std::string StatusText(natsStatus status) {
 class NatsBroker : public Broker {
  public:
   NatsBroker(const RelayOptions& options, std::chrono::milliseconds confirm_timeout)
-      : describe_("NATS " + options.broker.host + ":" + std::to_string(options.broker.port) +
+      : describe_(std::string(options.broker.tls ? "NATS (TLS) " : "NATS ") + options.broker.host +
+                  ":" + std::to_string(options.broker.port) +
                   (options.brokers.size() > 1
                        ? " (and " + std::to_string(options.brokers.size() - 1) + " more)"
                        : "")),
         confirm_timeout_(confirm_timeout),
-        max_pending_(options.concurrency) {
-    for (const BrokerAddress& address : options.brokers) urls_.push_back(address.url);
+        max_pending_(options.concurrency),
+        tls_(options.broker.tls),
+        tls_options_(options.tls),
+        host_(options.broker.host) {
+    for (const BrokerAddress& address : options.brokers) {
+      urls_.push_back(address.url);
+      if (address.host != host_) one_host_ = false;
+    }
     int ends[2];
     if (pipe2(ends, O_CLOEXEC | O_NONBLOCK) != 0) throw BrokerError("pipe2 failed");
     wake_read_ = Fd(ends[0]);
@@ -65,6 +74,8 @@ class NatsBroker : public Broker {
     Clock::time_point sent;
   };
 
+  natsStatus SetTls(natsOptions* options, std::string* what);
+  std::string TlsHint(const std::string& why) const;
   static void OnAck(jsCtx* js, natsMsg* msg, jsPubAck* ack, jsPubAckErr* error, void* closure);
   void Acked(natsMsg* msg, const jsPubAck* ack, const jsPubAckErr* error);
   void Drop();
@@ -73,6 +84,10 @@ class NatsBroker : public Broker {
   std::string describe_;
   std::chrono::milliseconds confirm_timeout_;
   int max_pending_;
+  bool tls_;               // tls://
+  BrokerTls tls_options_;  // tls:// only
+  std::string host_;       // the first URL's: the name its certificate must list
+  bool one_host_ = true;   // every URL names host_
   natsConnection* conn_ = nullptr;
   jsCtx* js_ = nullptr;
   Fd wake_read_;
@@ -108,10 +123,17 @@ void NatsBroker::Connect() {
   if (status == NATS_OK) status = natsOptions_SetTimeout(options, kConnectTimeoutMs);
   if (status == NATS_OK) status = natsOptions_SetMaxReconnect(options, -1);
   if (status == NATS_OK) status = natsOptions_SetReconnectWait(options, kReconnectWaitMs);
+  std::string what;  // what a failed TLS setting was
+  if (status == NATS_OK && tls_) status = SetTls(options, &what);
   if (status == NATS_OK) status = natsConnection_Connect(&conn_, options);
   natsOptions_Destroy(options);
   if (status != NATS_OK) {
-    const std::string why = StatusText(status);
+    std::string why = StatusText(status);
+    if (!what.empty()) {
+      why = what + ": " + why;
+    } else if (tls_) {
+      why += TlsHint(why);
+    }
     Drop();
     throw BrokerError("cannot connect to " + describe_ + ": " + why);
   }
@@ -127,6 +149,67 @@ void NatsBroker::Connect() {
     Drop();
     throw BrokerError("JetStream on " + describe_ + ": " + why);
   }
+}
+
+// TLS on, the CA, the relay's certificate, the checks. cnats checks the
+// certificate's chain, and each server's host name when it is built with
+// NATS_BUILD_TLS_FORCE_HOST_VERIFY (Debian's is: the URL's host, or the name
+// a discovered server was found under); built without it, only a name it is
+// given. The relay gives it the URLs' host when they all name one (several
+// ports of one host, the usual single server); a cluster's URLs naming
+// several hosts are left to cnats' own check, one name for all would refuse
+// every server but one.
+natsStatus NatsBroker::SetTls(natsOptions* options, std::string* what) {
+  natsStatus status = natsOptions_SetSecure(options, true);
+  if (status != NATS_OK) {
+    *what = "cannot turn TLS on";
+    return status;
+  }
+  if (tls_options_.insecure) return natsOptions_SkipServerVerification(options, true);
+  const std::string ca = tls_options_.ca.empty() ? kSystemCaFile : tls_options_.ca;
+  status = natsOptions_LoadCATrustedCertificates(options, ca.c_str());
+  if (status != NATS_OK) {
+    *what = "cannot load the CA certificates of " +
+            (tls_options_.ca.empty() ? "the system (" + ca + ")" : "--broker-ca " + ca);
+    return status;
+  }
+  if (!tls_options_.cert.empty()) {
+    status = natsOptions_LoadCertificatesChain(options, tls_options_.cert.c_str(),
+                                               tls_options_.key.c_str());
+    if (status != NATS_OK) {
+      *what = "cannot load --broker-cert " + tls_options_.cert + " with --broker-key " +
+              tls_options_.key;
+      return status;
+    }
+  }
+  if (!one_host_) return NATS_OK;
+  status = natsOptions_SetExpectedHostname(options, host_.c_str());
+  if (status != NATS_OK) *what = "cannot set the expected host name";
+  return status;
+}
+
+// cnats passes OpenSSL's verify error on ("SSL handshake error: 20:unable
+// to get local issuer certificate:...", "64:IP address mismatch:..."): what
+// it means for the options, in words. A server that wants a client
+// certificate and got none closes the connection after the handshake
+// (TLS 1.3), which cnats reports as a missing PONG.
+std::string NatsBroker::TlsHint(const std::string& why) const {
+  if (why.find("SSL handshake error") != std::string::npos) {
+    if (why.find("mismatch") != std::string::npos) {
+      return " (the broker's TLS certificate is not for the host name " +
+             (one_host_ ? "\"" + host_ + "\"" : std::string("of its URL")) +
+             ": connect by a name the certificate lists)";
+    }
+    return " (the broker's TLS certificate is not trusted: it does not chain to a CA of " +
+           (tls_options_.ca.empty() ? std::string("the system's trust store")
+                                    : "--broker-ca " + tls_options_.ca) +
+           ", or it has expired)";
+  }
+  if (tls_options_.cert.empty() && why.find("PONG") != std::string::npos) {
+    return " (the broker closed the TLS connection: it may require a client certificate: "
+           "--broker-cert, --broker-key)";
+  }
+  return "";
 }
 
 std::uint64_t NatsBroker::Publish(const Message& message) {

@@ -7,15 +7,21 @@
 //             [--subject-prefix P] [--routing-key-field FIELD]
 //             [--confirm-timeout INTERVAL] [--shutdown-timeout INTERVAL]
 //             [--metrics-listen HOST:PORT] [--stats-interval INTERVAL] [--max-jobs N]
+//             [--broker-ca FILE] [--broker-cert FILE --broker-key FILE] [--broker-insecure]
 //
 // Exit status: 0 normal end (also after SIGTERM/SIGINT), 1 connection, server
 // or other error, 2 usage error. cli/README.md has the whole contract.
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "broker.h"
@@ -43,14 +49,42 @@ std::chrono::milliseconds Millis(double seconds) {
       static_cast<long long>(std::min(seconds, kMaxWaitSeconds) * 1000));
 }
 
+// The TLS files can be read: a typo is a usage error now, not a connection
+// retried for ever. "" when they can.
+std::string CheckTlsFiles(const BrokerTls& tls) {
+  const std::pair<const char*, const std::string*> files[] = {
+      {"--broker-ca", &tls.ca}, {"--broker-cert", &tls.cert}, {"--broker-key", &tls.key}};
+  for (const auto& [name, path] : files) {
+    if (!path->empty() && access(path->c_str(), R_OK) != 0) {
+      return std::string(name) + ": cannot read " + *path + ": " + std::strerror(errno);
+    }
+  }
+  return "";
+}
+
 int Main(const std::vector<std::string>& args) {
-  const RelayParseResult parsed =
-      ParseRelayOptions(args, std::getenv("PGQ_RELAY_BROKER"), std::getenv("PGQ_RELAY_DEBUG_PARK"));
+  BrokerTlsEnvironment tls_env;
+  tls_env.ca = std::getenv("PGQ_RELAY_BROKER_CA");
+  tls_env.cert = std::getenv("PGQ_RELAY_BROKER_CERT");
+  tls_env.key = std::getenv("PGQ_RELAY_BROKER_KEY");
+  tls_env.insecure = std::getenv("PGQ_RELAY_BROKER_INSECURE");
+  const RelayParseResult parsed = ParseRelayOptions(args, std::getenv("PGQ_RELAY_BROKER"),
+                                                    std::getenv("PGQ_RELAY_DEBUG_PARK"), tls_env);
   if (parsed.status == RelayParseStatus::kHelp) {
     std::fputs(RelayUsageText().c_str(), stdout);
     return kExitOk;
   }
   if (parsed.status == RelayParseStatus::kUsageError) return UsageError(parsed.error);
+  if (const std::string tls_error = CheckTlsFiles(parsed.options.tls); !tls_error.empty()) {
+    return UsageError(tls_error);
+  }
+  if (parsed.options.tls.insecure) {
+    std::fprintf(stderr,
+                 "%s: warning: --broker-insecure: the broker's TLS certificate and host name are "
+                 "not checked; whoever sits between the relay and the broker can read and change "
+                 "the messages\n",
+                 kProgram);
+  }
   RelaySettings settings;
   settings.options = parsed.options;
   const RelayOptions& options = settings.options;

@@ -64,6 +64,27 @@ bool SplitHostPort(const std::string& text, std::string* host, int* port) {
   return true;
 }
 
+// The TLS options fit the URLs: "" when they do, else why not.
+std::string CheckTls(const RelayOptions& options) {
+  for (const BrokerAddress& address : options.brokers) {
+    if (address.tls != options.brokers.front().tls) {
+      return "--broker: the URLs of one relay all use TLS (amqps://, tls://) or none does";
+    }
+  }
+  const BrokerTls& tls = options.tls;
+  const bool any = !tls.ca.empty() || !tls.cert.empty() || !tls.key.empty() || tls.insecure;
+  if (any && !options.broker.tls) {
+    return "--broker-ca, --broker-cert, --broker-key and --broker-insecure are for TLS: use an "
+           "amqps:// or tls:// URL";
+  }
+  if (tls.cert.empty() != tls.key.empty()) return "--broker-cert and --broker-key go together";
+  if (tls.insecure && !tls.ca.empty()) {
+    return "--broker-insecure and --broker-ca exclude each other (--broker-insecure checks no "
+           "certificate)";
+  }
+  return "";
+}
+
 bool ParsePark(const std::string& text, DebugPark* out) {
   const std::size_t colon = text.find(':');
   if (colon == std::string::npos) return false;
@@ -84,20 +105,26 @@ bool ParseBrokerUrl(const std::string& url, BrokerAddress* out, std::string* err
   BrokerAddress address;
   address.url = url;
   std::string rest;
-  if (url.rfind("amqp://", 0) == 0) {
+  const std::size_t scheme_end = url.find("://");
+  const std::string scheme = url.substr(0, scheme_end);
+  if (scheme_end == std::string::npos) {
+    *error = "--broker must be an amqp:// or nats:// URL (amqps:// or tls:// for TLS)";
+    return false;
+  } else if (scheme == "amqp" || scheme == "amqps") {
     address.kind = BrokerAddress::Kind::kAmqp;
-    address.port = 5672;
+    address.tls = scheme == "amqps";
+    address.port = address.tls ? 5671 : 5672;
     address.user = address.password = "guest";
     address.vhost = "/";
-    rest = url.substr(7);
-  } else if (url.rfind("nats://", 0) == 0) {
+  } else if (scheme == "nats" || scheme == "tls") {
     address.kind = BrokerAddress::Kind::kNats;
+    address.tls = scheme == "tls";
     address.port = 4222;
-    rest = url.substr(7);
   } else {
-    *error = "--broker must be an amqp:// or nats:// URL";
+    *error = "--broker must be an amqp:// or nats:// URL (amqps:// or tls:// for TLS)";
     return false;
   }
+  rest = url.substr(scheme_end + 3);
   std::string path;
   const std::size_t slash = rest.find('/');
   if (slash != std::string::npos) {
@@ -117,9 +144,7 @@ bool ParseBrokerUrl(const std::string& url, BrokerAddress* out, std::string* err
     if (colon == std::string::npos) address.password.clear();
   }
   if (!SplitHostPort(rest, &address.host, &address.port)) {
-    *error = "--broker: no host, or a bad port, in " + (address.kind == BrokerAddress::Kind::kAmqp
-                                                            ? std::string("the amqp:// URL")
-                                                            : std::string("the nats:// URL"));
+    *error = "--broker: no host, or a bad port, in the " + scheme + ":// URL";
     return false;
   }
   if (address.kind == BrokerAddress::Kind::kAmqp) {
@@ -130,7 +155,7 @@ bool ParseBrokerUrl(const std::string& url, BrokerAddress* out, std::string* err
       return false;
     }
   } else if (!path.empty()) {
-    *error = "--broker: a nats:// URL has no path";
+    *error = "--broker: a " + scheme + ":// URL has no path";
     return false;
   }
   *out = std::move(address);
@@ -158,6 +183,18 @@ std::string RelayUsageText() {
          "                      nats://HOST:PORT (JetStream); several: a cluster's nodes,\n"
          "                      tried in turn; default: $PGQ_RELAY_BROKER (keeps a\n"
          "                      password off the command line)\n"
+         "                      amqps://... and tls://HOST:PORT: the same over TLS\n"
+         "  --broker-ca FILE    TLS: the CA certificates (PEM) the broker's certificate\n"
+         "                      must chain to (default: the system's trust store,\n"
+         "                      /etc/ssl/certs/ca-certificates.crt)\n"
+         "  --broker-cert FILE, --broker-key FILE\n"
+         "                      TLS: the relay's certificate and key (PEM), for a\n"
+         "                      broker that asks for one\n"
+         "  --broker-insecure   TLS: check neither the broker's certificate nor its host\n"
+         "                      name (a warning is logged; for a test bench only)\n"
+         "                      The four TLS options may come from PGQ_RELAY_BROKER_CA,\n"
+         "                      PGQ_RELAY_BROKER_CERT, PGQ_RELAY_BROKER_KEY and\n"
+         "                      PGQ_RELAY_BROKER_INSECURE=1 instead\n"
          "  --dsn CONNINFO      libpq connection string or URI (default: PG* variables)\n"
          "  --queue NAME        the queue to forward (default to_broker)\n"
          "  --stream NAME       forward a stream instead (pgq.next_batch as a registered\n"
@@ -199,10 +236,19 @@ std::string RelayUsageText() {
 }
 
 RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const char* broker_env,
-                                   const char* park_env) {
+                                   const char* park_env, const BrokerTlsEnvironment& tls_env) {
   RelayParseResult result;
   RelayOptions& options = result.options;
   std::string broker_url = broker_env != nullptr ? broker_env : "";
+  if (tls_env.ca != nullptr) options.tls.ca = tls_env.ca;
+  if (tls_env.cert != nullptr) options.tls.cert = tls_env.cert;
+  if (tls_env.key != nullptr) options.tls.key = tls_env.key;
+  if (tls_env.insecure != nullptr && *tls_env.insecure != '\0') {
+    const std::string insecure = tls_env.insecure;
+    if (insecure != "0" && insecure != "1")
+      return Error("PGQ_RELAY_BROKER_INSECURE must be 0 or 1");
+    options.tls.insecure = insecure == "1";
+  }
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "-h" || arg == "--help") {
@@ -211,6 +257,10 @@ RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const c
     }
     if (arg == "-v" || arg == "--verbose") {
       options.verbose = true;
+      continue;
+    }
+    if (arg == "--broker-insecure") {
+      options.tls.insecure = true;
       continue;
     }
     // --name VALUE or --name=VALUE
@@ -241,6 +291,9 @@ RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const c
         {"--shutdown-timeout", &options.shutdown_timeout, false},
         {"--metrics-listen", &options.metrics_listen, false},
         {"--stats-interval", &options.stats_interval, false},
+        {"--broker-ca", &options.tls.ca, false},
+        {"--broker-cert", &options.tls.cert, false},
+        {"--broker-key", &options.tls.key, false},
     };
     const auto text = std::find_if(std::begin(texts), std::end(texts),
                                    [&](const auto& option) { return name == option.name; });
@@ -288,6 +341,7 @@ RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const c
     start = comma + 1;
   }
   options.broker = options.brokers.front();
+  if (const std::string tls_error = CheckTls(options); !tls_error.empty()) return Error(tls_error);
   if (!options.stream.empty()) {
     if (options.queue_given) return Error("--queue and --stream exclude each other");
     if (!options.lease.empty())

@@ -12,9 +12,11 @@ namespace pgq::cli {
 // user and password default to guest, the port to 5672, the virtual host to
 // "/"; "%2f" and the other %XX escapes are decoded), or nats://[USER:PASSWORD@]
 // HOST[:PORT] (NATS JetStream, the URL handed to libnats as it is).
+// amqps:// (port 5671) and tls:// (NATS) are the same over TLS.
 struct BrokerAddress {
   enum class Kind { kAmqp, kNats };
   Kind kind = Kind::kAmqp;
+  bool tls = false;  // amqps:// or tls://
   std::string host;
   int port = 0;
   std::string user;
@@ -32,6 +34,27 @@ struct DebugPark {
   Point point = Point::kNone;
   long nth = 0;
 };
+
+// TLS to the broker (issue 31): the broker's certificate is checked against
+// `ca` (empty: the system's trust store) and must name the URL's host, unless
+// `insecure`; `cert` and `key` are the relay's own, for a broker that asks.
+struct BrokerTls {
+  std::string ca;         // --broker-ca, PGQ_RELAY_BROKER_CA: PEM file
+  std::string cert;       // --broker-cert, PGQ_RELAY_BROKER_CERT: PEM file
+  std::string key;        // --broker-key, PGQ_RELAY_BROKER_KEY: PEM file, not encrypted
+  bool insecure = false;  // --broker-insecure, PGQ_RELAY_BROKER_INSECURE=1: no checks
+};
+
+// The environment's PGQ_RELAY_BROKER_CA, _CERT, _KEY and _INSECURE (nullptr: unset).
+struct BrokerTlsEnvironment {
+  const char* ca = nullptr;
+  const char* cert = nullptr;
+  const char* key = nullptr;
+  const char* insecure = nullptr;
+};
+
+// The system's trust store (Debian's ca-certificates), used without --broker-ca.
+inline constexpr const char* kSystemCaFile = "/etc/ssl/certs/ca-certificates.crt";
 
 struct RelayOptions {
   BrokerAddress broker;                // the first of `brokers`
@@ -54,6 +77,7 @@ struct RelayOptions {
   long max_jobs = 0;                        // 0: until a signal
   bool verbose = false;
   DebugPark park;
+  BrokerTls tls;  // with amqps:// or tls:// only
 };
 
 enum class RelayParseStatus { kRun, kHelp, kUsageError };
@@ -69,7 +93,7 @@ inline constexpr int kMaxRelayConcurrency = 1000;
 // args excludes the program name; broker_env and park_env are the values of
 // PGQ_RELAY_BROKER and PGQ_RELAY_DEBUG_PARK (nullptr when unset).
 RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const char* broker_env,
-                                   const char* park_env);
+                                   const char* park_env, const BrokerTlsEnvironment& tls_env = {});
 
 // Parses a --broker URL; false with *error set when it is not one.
 bool ParseBrokerUrl(const std::string& url, BrokerAddress* out, std::string* error);

@@ -9,6 +9,9 @@
 #   kill9_rabbitmq /tmp/t/rmq; restart_rabbitmq /tmp/t/rmq
 #   pause_nats /tmp/t/nats; sleep 10; resume_nats /tmp/t/nats
 #   stop_rabbitmq /tmp/t/rmq; stop_nats /tmp/t/nats
+#   test/relay/make_certs.sh /tmp/t/certs    # a CA, server and client certificates
+#   start_rabbitmq_tls /tmp/t/rmqs 55760 55768 /tmp/t/certs   # amqps:// on 55768
+#   start_nats_tls /tmp/t/natss 55770 /tmp/t/certs            # tls:// on 55770
 #
 # Like lib.sh it never touches a system broker: no service is started by the
 # install, no system epmd (4369), AMQP (5672) or NATS (4222) port is used, and
@@ -50,8 +53,8 @@
 
 # Debian packages the brokers need (librabbitmq-dev and libnats-dev: the
 # relay's client libraries, rabbitmq-c with publisher confirms and cnats with
-# JetStream).
-PGQ_BROKER_PACKAGES=(rabbitmq-server nats-server librabbitmq-dev libnats-dev)
+# JetStream; openssl: the TLS tests make their certificates with it).
+PGQ_BROKER_PACKAGES=(rabbitmq-server nats-server librabbitmq-dev libnats-dev openssl)
 
 # The OS user the brokers run as. lib.sh's postgres user: it is there already
 # (postgresql-common creates it), it is unprivileged, and the tests already
@@ -387,6 +390,41 @@ _rmq_stop_epmd() {
   done
 }
 
+# start_rabbitmq_tls DIR AMQP_PORT TLS_PORT CERTDIR [optional|required]
+# start_rabbitmq's node with a TLS listener (amqps://) on 127.0.0.1:TLS_PORT
+# besides its plain one on AMQP_PORT (the tests' consumers use that one).
+# CERTDIR is test/relay/make_certs.sh's: the node presents server.pem and
+# checks a client's certificate against ca.pem; "required" (the default)
+# refuses a client without one (fail_if_no_peer_cert), "optional" lets it in.
+# The files are copied to DIR/tls, readable by the broker user.
+start_rabbitmq_tls() {
+  local dir="$1" port="$2" tls_port="$3" certs="$4" peer="${5:-required}"
+  BRK_ONLY_SYSTEM=1 _brk_check_ports "$tls_port" || return 1
+  _brk_copy_certs "$certs" "$dir/tls" || return 1
+  start_rabbitmq "$dir" "$port" "pgqtest$port@localhost" \
+    "listeners.ssl.default = 127.0.0.1:$tls_port" \
+    "ssl_options.cacertfile = $dir/tls/ca.pem" \
+    "ssl_options.certfile = $dir/tls/server.pem" \
+    "ssl_options.keyfile = $dir/tls/server.key" \
+    "ssl_options.verify = verify_peer" \
+    "ssl_options.fail_if_no_peer_cert = $([[ $peer == required ]] && echo true || echo false)" ||
+    return 1
+  # The TLS listener opens with the plain one; said so, or the boot failed.
+  if ! _brk_wait 30 eval "! _brk_port_free $tls_port"; then
+    echo "RabbitMQ in $dir: no TLS listener on $tls_port (see $dir/log)" >&2
+    stop_rabbitmq "$dir"
+    return 1
+  fi
+}
+
+# _brk_copy_certs CERTDIR DIR: the CA, server certificate and key, readable
+# by the broker user only.
+_brk_copy_certs() {
+  mkdir -p "$2" || return 1
+  cp "$1/ca.pem" "$1/server.pem" "$1/server.key" "$2/" || return 1
+  chmod 700 "$2" && chmod 600 "$2"/* && chown -R "$PGQ_BROKER_USER" "$2"
+}
+
 # stop_rabbitmq DIR: stops the node (rabbitmqctl stop, bounded; then SIGTERM,
 # then SIGKILL) and DIR's epmd; removes nothing.
 stop_rabbitmq() {
@@ -464,6 +502,19 @@ _nats_launch() {
     _brk_boot_failed "NATS in $dir" "$NATS_START_TIMEOUT" "${pid:-}" "$dir/console.log" "$dir/nats.log"
     return 1
   fi
+}
+
+# start_nats_tls DIR PORT CERTDIR [optional|required]
+# start_nats's server, its client port speaking TLS only (tls:// URLs;
+# the monitoring port stays plain HTTP): it presents CERTDIR's server.pem;
+# "required" (the default) makes it check a client's certificate against
+# ca.pem and refuse a client without one (verify: true).
+start_nats_tls() {
+  local dir="$1" port="$2" certs="$3" peer="${4:-required}"
+  _brk_copy_certs "$certs" "$dir/tls" || return 1
+  start_nats "$dir" "$port" \
+    "tls { cert_file: \"$dir/tls/server.pem\", key_file: \"$dir/tls/server.key\"," \
+    "      ca_file: \"$dir/tls/ca.pem\", verify: $([[ $peer == required ]] && echo true || echo false), timeout: 5 }"
 }
 
 # stop_nats DIR: SIGTERM (nats-server shuts down cleanly), SIGKILL after 30 s.

@@ -120,7 +120,8 @@ TEST(RelayOptions, BadInputIsAUsageError) {
     const char* error;
   } cases[] = {
       {{}, "--broker is required (or PGQ_RELAY_BROKER)"},
-      {{"--broker", "http://x"}, "--broker must be an amqp:// or nats:// URL"},
+      {{"--broker", "http://x"},
+       "--broker must be an amqp:// or nats:// URL (amqps:// or tls:// for TLS)"},
       {{"--broker", "amqp://:5672/"}, "--broker: no host, or a bad port, in the amqp:// URL"},
       {{"--broker", "amqp://h:99999/"}, "--broker: no host, or a bad port, in the amqp:// URL"},
       {{"--broker", "amqp://h:/"}, "--broker: no host, or a bad port, in the amqp:// URL"},

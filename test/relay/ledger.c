@@ -39,6 +39,10 @@
  * by commas (55800,55810,55820): a connection goes to the node of the last
  * one, else to the others in turn.
  *
+ * NATS over TLS (the relay's TLS tests, issue 31): with LEDGER_NATS_TLS_DIR
+ * set to a directory of test/relay/make_certs.sh, the NATS commands connect
+ * to tls://localhost:PORT, trusting its ca.pem and presenting client.pem.
+ *
  * The consumers outlive a broker's kill -9, restart and SIGSTOP: AMQP by
  * reconnecting in a loop (to another node of a cluster when its node is
  * gone), NATS by the client's own endless reconnect.
@@ -297,8 +301,22 @@ static jsCtx *nats_open(int port, natsConnection **nc, int forever) {
   char url[64];
   natsOptions *o = NULL;
   jsCtx *js = NULL;
-  snprintf(url, sizeof url, "nats://127.0.0.1:%d", port);
+  const char *tls = getenv("LEDGER_NATS_TLS_DIR");
+  snprintf(url, sizeof url, "%s://%s:%d", tls ? "tls" : "nats", tls ? "localhost" : "127.0.0.1",
+           port);
   if (natsOptions_Create(&o) != NATS_OK || natsOptions_SetURL(o, url) != NATS_OK) return NULL;
+  if (tls) {
+    char ca[512], cert[512], key[512];
+    snprintf(ca, sizeof ca, "%s/ca.pem", tls);
+    snprintf(cert, sizeof cert, "%s/client.pem", tls);
+    snprintf(key, sizeof key, "%s/client.key", tls);
+    if (natsOptions_SetSecure(o, true) != NATS_OK ||
+        natsOptions_LoadCATrustedCertificates(o, ca) != NATS_OK ||
+        natsOptions_LoadCertificatesChain(o, cert, key) != NATS_OK) {
+      say(nats_GetLastError(NULL));
+      return NULL;
+    }
+  }
   if (forever) {
     natsOptions_SetMaxReconnect(o, -1);
     natsOptions_SetReconnectWait(o, 200);

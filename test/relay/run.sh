@@ -54,8 +54,13 @@
 # one of the words; with PGQ_RELAY_BROKERS=" " no fault run: a quick look).
 # Ports: RabbitMQ 55720-55727, NATS 55730-55731, the contract tests' metrics
 # endpoint 55745, PostgreSQL 55750 (PGQ_RELAY_AMQP_PORT, PGQ_RELAY_NATS_PORT,
-# PGQ_RELAY_METRICS_PORT, PGQ_RELAY_PG_PORT move them). About 5 minutes on
-# two CPUs.
+# PGQ_RELAY_METRICS_PORT, PGQ_RELAY_PG_PORT move them). The TLS contract
+# cases (test_relay_tls.py, issue 31; left out when PGQ_RELAY_CONTRACT_ONLY
+# names no "tls" case) on certificates make_certs.sh makes: a RabbitMQ node
+# 55760-55767 with amqps:// on 55768, NATS over TLS 55770-55771 (client
+# certificate required) and 55772-55773 (not required)
+# (PGQ_RELAY_TLS_AMQP_PORT, PGQ_RELAY_TLS_NATS_PORT move them). About 5
+# minutes on two CPUs.
 # Last line: "relay tests: N passed, M failed"; exit status 0 when none failed.
 if [[ -z ${_PGQ_RELAY_BOUNDED:-} ]]; then
   _PGQ_RELAY_BOUNDED=1 exec timeout -k 20 "${PGQ_RELAY_TIMEOUT:-600}" bash "$0" "$@"
@@ -72,6 +77,8 @@ AMQP_PORT="${PGQ_RELAY_AMQP_PORT:-55720}"
 NATS_PORT="${PGQ_RELAY_NATS_PORT:-55730}"
 METRICS_PORT="${PGQ_RELAY_METRICS_PORT:-55745}"   # the contract tests' relay's --metrics-listen
 PG_PORT="${PGQ_RELAY_PG_PORT:-55750}"
+TLS_AMQP_PORT="${PGQ_RELAY_TLS_AMQP_PORT:-55760}"  # its amqps:// listener: +8
+TLS_NATS_PORT="${PGQ_RELAY_TLS_NATS_PORT:-55770}"  # +2: the one without client certificates
 LEASE_S=3          # the queue's lease: a killed relay's jobs come back this fast
 MARGIN_MS=$((2 * LEASE_S * 1000))   # a window ends this long after healthy again
 PARK_NTH=25        # the message the debug hook parks the relay at
@@ -100,6 +107,9 @@ finish() {
   for p in "${producer_pids[@]}" $ledger_pid $gate_pid; do kill -TERM "$p" 2>/dev/null || true; done
   stop_rabbitmq "$work/brokers/rabbitmq" >/dev/null 2>&1 || true
   stop_nats "$work/brokers/nats" >/dev/null 2>&1 || true
+  stop_rabbitmq "$work/brokers/rabbitmq_tls" >/dev/null 2>&1 || true
+  stop_nats "$work/brokers/nats_tls" >/dev/null 2>&1 || true
+  stop_nats "$work/brokers/nats_tls_optional" >/dev/null 2>&1 || true
   stop_cluster "$pg"
   if ((failed == 0)) && [[ ${KEEP:-0} != 1 ]]; then rm -rf "$work"; else echo "# left for a look: $work"; fi
   echo "# took $((SECONDS - started)) s"
@@ -270,6 +280,17 @@ start_broker() {
       _brk_alive "$(nats_pid "$dir" 2>/dev/null)" && return 0
       start_nats "$dir" "$NATS_PORT" || { not_ok "NATS starts on $NATS_PORT"; return 1; }
       ;;
+    tls)  # the TLS cases' three, on make_certs.sh's certificates in $work/certs
+      if ! bash "$HERE/make_certs.sh" "$work/certs" >"$work/certs.log" 2>&1; then
+        not_ok "make_certs.sh makes the TLS tests' certificates (see $work/certs.log)"; return 1
+      fi
+      start_rabbitmq_tls "$work/brokers/rabbitmq_tls" "$TLS_AMQP_PORT" $((TLS_AMQP_PORT + 8)) "$work/certs" required ||
+        { not_ok "RabbitMQ starts with amqps:// on $((TLS_AMQP_PORT + 8))"; return 1; }
+      start_nats_tls "$work/brokers/nats_tls" "$TLS_NATS_PORT" "$work/certs" required ||
+        { not_ok "NATS starts with TLS on $TLS_NATS_PORT"; return 1; }
+      start_nats_tls "$work/brokers/nats_tls_optional" $((TLS_NATS_PORT + 2)) "$work/certs" optional ||
+        { not_ok "NATS starts with TLS on $((TLS_NATS_PORT + 2))"; return 1; }
+      ;;
   esac
   echo "# $1 up in $((SECONDS - t0)) s"
 }
@@ -280,12 +301,20 @@ run_contract() {
   local contract_db=relay_contract
   start_broker rabbitmq || return 0
   start_broker nats || return 0
+  # The TLS brokers, unless no TLS case is to run.
+  local tls_env=()
+  if [[ -f $HERE/test_relay_tls.py && ( -z ${PGQ_RELAY_CONTRACT_ONLY:-} || ${PGQ_RELAY_CONTRACT_ONLY,,} == *tls* ) ]] &&
+    start_broker tls; then
+    tls_env=(PGQ_RELAY_TLS_CERTS="$work/certs" PGQ_AMQPS_PORT=$((TLS_AMQP_PORT + 8))
+      PGQ_AMQPS_PLAIN_PORT="$TLS_AMQP_PORT" PGQ_NATS_TLS_PORT="$TLS_NATS_PORT"
+      PGQ_NATS_TLS_OPTIONAL_PORT=$((TLS_NATS_PORT + 2)))
+  fi
   mkdir -p "$work/contract"
   psql_db -d postgres -c "CREATE DATABASE $contract_db"
   tally < <(cd "$HERE" && PGQ_TEST_DSN="host=$pg port=$PG_PORT user=postgres dbname=$contract_db" \
     PGQ_RELAY_BIN="$RELAY" PGQ_LEDGER_BIN="$work/ledger" PGQ_AMQP_PORT="$AMQP_PORT" \
     PGQ_NATS_PORT="$NATS_PORT" PGQ_RELAY_METRICS_PORT="$METRICS_PORT" PGQ_RELAY_TEST_DIR="$work/contract" \
-    "$PY" - 2>&1 <<'PY'
+    env "${tls_env[@]}" "$PY" - 2>&1 <<'PY'
 import os
 import sys
 import unittest
@@ -329,7 +358,8 @@ class Tap(unittest.TestResult):
 
 
 sys.path.insert(0, ".")
-names = ["test_relay_cli"] + (["test_stream_relay"] if os.path.exists("test_stream_relay.py") else [])
+names = ["test_relay_cli"] + [name for name in ("test_stream_relay", "test_relay_tls")
+                              if os.path.exists(name + ".py")]
 loader = unittest.TestLoader()
 if os.environ.get("PGQ_RELAY_CONTRACT_ONLY"):
     loader.testNamePatterns = ["*" + w + "*" for w in os.environ["PGQ_RELAY_CONTRACT_ONLY"].split()]
