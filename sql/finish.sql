@@ -100,6 +100,19 @@ SELECT pgq.release(:j8, 1) AS stale_release;
 SELECT pgq.complete(:j8, 2) AS current_complete;
 RESET pgq.debug_clock_offset;
 
+-- complete_many of one job runs complete's statement (issue 31): the same
+-- fencing, and the same side effects: its group moves on, its key is free.
+SELECT pgq.create_queue('one');
+SELECT pgq.enqueue('one', '{"n": 1}', group_key => 'g', dedupe_key => 'k') AS o1 \gset
+SELECT pgq.enqueue('one', '{"n": 2}', group_key => 'g') AS o2 \gset
+SELECT state FROM pgq.jobs WHERE id = :o2;
+SELECT id = :o1 AS head_claimed, attempt FROM pgq.claim('one');
+SELECT pgq.complete_many(ARRAY[:o1]::bigint[], '{2}') AS wrong_attempt;
+SELECT pgq.complete_many(ARRAY[:o1]::bigint[], '{1}') AS completed_one;
+SELECT pgq.complete_many(ARRAY[:o1]::bigint[], '{1}') AS completed_one_twice;
+SELECT state FROM pgq.jobs WHERE id = :o2;
+SELECT pgq.enqueue('one', '{"n": 3}', dedupe_key => 'k') <> :o1 AS key_free;
+
 -- complete_many looks each job up by id whatever the statistics its plan was
 -- made with (issue 31). Plans are made once per backend: one made while
 -- pgq.jobs was empty and vacuumed (a queue idle before a burst), or small
