@@ -100,4 +100,60 @@ SELECT pgq.release(:j8, 1) AS stale_release;
 SELECT pgq.complete(:j8, 2) AS current_complete;
 RESET pgq.debug_clock_offset;
 
+-- complete_many of one job runs complete's statement (issue 31): the same
+-- fencing, and the same side effects: its group moves on, its key is free.
+SELECT pgq.create_queue('one');
+SELECT pgq.enqueue('one', '{"n": 1}', group_key => 'g', dedupe_key => 'k') AS o1 \gset
+SELECT pgq.enqueue('one', '{"n": 2}', group_key => 'g') AS o2 \gset
+SELECT state FROM pgq.jobs WHERE id = :o2;
+SELECT id = :o1 AS head_claimed, attempt FROM pgq.claim('one');
+SELECT pgq.complete_many(ARRAY[:o1]::bigint[], '{2}') AS wrong_attempt;
+SELECT pgq.complete_many(ARRAY[:o1]::bigint[], '{1}') AS completed_one;
+SELECT pgq.complete_many(ARRAY[:o1]::bigint[], '{1}') AS completed_one_twice;
+SELECT state FROM pgq.jobs WHERE id = :o2;
+SELECT pgq.enqueue('one', '{"n": 3}', dedupe_key => 'k') <> :o1 AS key_free;
+
+-- complete_many looks each job up by id whatever the statistics its plan was
+-- made with (issue 31). Plans are made once per backend: one made while
+-- pgq.jobs was empty and vacuumed (a queue idle before a burst), or small
+-- with statistics of an empty table, used to read every held job (a hash
+-- join over jobs_pkey, or a BitmapOr of the partial indexes) on every call,
+-- so each complete_many of a deep backlog fetched the whole backlog. Counted
+-- in the transaction's own statistics: the heap tuples fetched through an
+-- index by one complete_many of 2 jobs out of 5,000 or 5,500.
+ALTER TABLE pgq.jobs SET (autovacuum_enabled = off);
+DELETE FROM pgq.jobs;
+VACUUM ANALYZE pgq.jobs;
+\c
+SELECT pgq.complete_many('{-1, -2}', '{1, 1}') AS planned_while_empty;
+SELECT count(*) FROM pgq.enqueue_many('mail', array_fill('{}'::jsonb, ARRAY[5000]));
+SELECT array_agg(id ORDER BY id) AS ids, array_agg(attempt ORDER BY id) AS atts
+  FROM pgq.claim('mail', 2) \gset
+BEGIN;
+SELECT idx_tup_fetch AS fetched_before FROM pg_stat_xact_user_tables
+ WHERE relid = 'pgq.jobs'::regclass \gset
+SELECT pgq.complete_many(:'ids', :'atts') AS completed_of_5000;
+SELECT idx_tup_fetch - :fetched_before < 100 AS looked_up_by_id
+  FROM pg_stat_xact_user_tables WHERE relid = 'pgq.jobs'::regclass;
+COMMIT;
+-- The same with a plan made while 500 jobs were in a table analyzed empty,
+-- 50 of them running.
+DELETE FROM pgq.jobs;
+VACUUM ANALYZE pgq.jobs;
+SELECT count(*) FROM pgq.enqueue_many('mail', array_fill('{}'::jsonb, ARRAY[500]));
+SELECT count(*) FROM pgq.claim('mail', 50);
+\c
+SELECT pgq.complete_many('{-1, -2}', '{1, 1}') AS planned_while_small;
+SELECT count(*) FROM pgq.enqueue_many('mail', array_fill('{}'::jsonb, ARRAY[5000]));
+SELECT array_agg(id ORDER BY id) AS ids, array_agg(attempt ORDER BY id) AS atts
+  FROM pgq.claim('mail', 2) \gset
+BEGIN;
+SELECT idx_tup_fetch AS fetched_before FROM pg_stat_xact_user_tables
+ WHERE relid = 'pgq.jobs'::regclass \gset
+SELECT pgq.complete_many(:'ids', :'atts') AS completed_of_5500;
+SELECT idx_tup_fetch - :fetched_before < 100 AS looked_up_by_id
+  FROM pg_stat_xact_user_tables WHERE relid = 'pgq.jobs'::regclass;
+COMMIT;
+ALTER TABLE pgq.jobs RESET (autovacuum_enabled);
+
 DROP EXTENSION pgq_cpp;

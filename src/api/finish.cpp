@@ -50,6 +50,15 @@ PGQ_FUNCTION(pgq_complete_many) {
   pg::SpiSession spi;
   const store::Scope scope = api::RequireScope(spi, core::kConsume);
   if (count == 0) PG_RETURN_INT32(0);
+  if (count == 1) {
+    // One job: complete's own statement, the cheapest there is (a single
+    // DELETE by primary key), with the same fencing and side effects as a
+    // batch (issue 31: workers that complete what they claimed one at a
+    // time pay no more than complete).
+    const int64 id = *reinterpret_cast<const int64*>(ARR_DATA_PTR(ids));
+    const int32 attempt = *reinterpret_cast<const int32*>(ARR_DATA_PTR(attempts));
+    PG_RETURN_INT32(store::Complete(spi, scope, id, attempt, 0, pg::Now()) ? 1 : 0);
+  }
   PG_RETURN_INT32(
       store::CompleteMany(spi, scope, PointerGetDatum(ids), PointerGetDatum(attempts), pg::Now()));
 }

@@ -116,10 +116,28 @@ SELECT d.queue_id, d.group_key, d.state = 'p' AS was_pending, d.id, d.dedupe_key
 // (group_key, with its queue_id), and (1.2) one per job with a dedupe key
 // (id, dedupe_key, dedupe_for), and one per job with dependents
 // (parent_id). Rows of one kind have NULL in the others' columns.
+//
+// Written so that its plan cannot read pgq.jobs but by id (issue 31). The
+// plan is generic and made once per backend (pg/spi.h), with the statistics
+// of that moment; made while pgq.jobs was small or empty (a queue idle
+// before a burst), `j.id = c.id` and kStillHeld let the planner read every
+// held job first (a hash join over jobs_pkey, or a BitmapOr of the partial
+// indexes jobs_lease_idx and jobs_ready_idx, whose predicates kStillHeld's
+// two arms match) and look them up in the arrays, on every call, until the
+// next ANALYZE: each complete_many then read the whole backlog. So:
+//   - `j.id = ANY (ARRAY[c.id])`: an array comparison is neither hashed nor
+//     merged, so no join but a nested loop over the arrays can use it;
+//   - held spelled as `state <> 'w' AND state <> 'b' AND (state = 'r' OR
+//     lease_until IS NOT NULL)`, the same jobs as kStillHeld (states are
+//     p, r, w, b): no arm of it implies a partial index's predicate.
+// What is left for pgq.jobs is a sequential scan (disabled for our plans)
+// or a lookup of each (id, attempt) in jobs_pkey, whatever the statistics.
 std::string CompleteManySql(bool lifecycle, bool history) {
   constexpr std::string_view kWhere = R"sql(
    USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)
-   WHERE j.id = c.id AND j.attempt = c.attempt AND $HELD AND ($3 OR j.queue_id = ANY ($4)))sql";
+   WHERE j.id = ANY (ARRAY[c.id]) AND j.attempt = c.attempt
+     AND j.state <> 'w' AND j.state <> 'b' AND (j.state = 'r' OR j.lease_until IS NOT NULL)
+     AND ($3 OR j.queue_id = ANY ($4)))sql";
   std::string sql = lifecycle ? CompleteSql(kWhere, history, "$5", "NULL::jsonb", "$6", "$7")
                               : "WITH d AS (\n  DELETE FROM pgq.jobs j " + Held(kWhere) +
                                     "\n  RETURNING j.queue_id, j.group_key, j.state)\n";

@@ -1,0 +1,8 @@
+-- Deep drain consumer (bench/drain_many.sh, mode many1): claim one job, then
+-- complete it with complete_many of one, two autocommit statements; an empty
+-- claim completes nothing.
+SELECT coalesce(max(id), 0) AS id, coalesce(max(attempt), 0) AS attempt
+  FROM pgq.claim('bench', 1) \gset
+\if :id > 0
+SELECT pgq.complete_many(ARRAY[:id]::bigint[], ARRAY[:attempt]::int[]);
+\endif
