@@ -171,7 +171,8 @@ void StreamMetrics(core::MetricsText& text, std::string_view database) {
                 static_cast<double>(s.bytes));
   }
   // Bounded per object (2.0.1, M1): at most pgq.max_consumers_per_stream
-  // consumers a stream, each counted up to pgq.monitoring_count_limit.
+  // consumers a stream, each counted up to pgq.monitoring_count_limit; and
+  // in all (2.1): past 100 consumers, each is counted up to less.
   const int64 count_limit = pg::MonitoringCountLimit();
   const std::vector<store::streams::ConsumerStats> consumers =
       store::streams::Stats(spi, GetCurrentTimestamp(), count_limit, [](int32) { return true; });
@@ -183,8 +184,11 @@ void StreamMetrics(core::MetricsText& text, std::string_view database) {
                 {{"database", database}, {"stream", c.stream}, {"consumer", c.consumer}},
                 static_cast<double>(c.lag_us) / USECS_PER_SEC);
   }
-  const std::string pending_help = "Events the consumer has not finished, counted up to " +
-                                   std::to_string(count_limit) + " (pgq.monitoring_count_limit).";
+  const std::string pending_help =
+      "Events the consumer has not finished, counted up to " + std::to_string(count_limit) +
+      " (pgq.monitoring_count_limit); past " + std::to_string(store::streams::kCountBudgetLimits) +
+      " consumers, each up to that many times the limit divided by their number (at least " +
+      std::to_string(store::streams::kMinConsumerCount) + ").";
   text.Family("pgq_stream_consumer_pending_events", "gauge", pending_help);
   for (const store::streams::ConsumerStats& c : consumers) {
     text.Sample("pgq_stream_consumer_pending_events",

@@ -26,7 +26,7 @@ struct StreamStatements {
   // later of the cursor and ($1's xmax, 0), $7 limit: how many events the
   // consumer has not finished (index-only: at most 4 * $7 index entries
   // read; more than $7 means more than $7), and the append time of the
-  // first unfinished event of each range in (txid, id) order, the earliest.
+  // first of them in (txid, id) order.
   pg::BuiltStatement pending;
   // $1 stream id: the newest event's transaction id and the largest xmax
   // of the consumers' snapshots (newest_txid, newest_xmax; NULL when none),

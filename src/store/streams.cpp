@@ -211,10 +211,10 @@ SELECT NOT EXISTS (
 // those of transactions S did not know. An event is unfinished exactly
 // when it is in one of them (store/streams.h: the position).
 // The consumer's unfinished events, in four index ranges from its position:
-// counted (at most $7) by index-only scans, which read no payload (2.1:
-// issue 31, a scrape's cost), and the oldest append time taken from the
-// first event of each range in (txid, id) order: the lag of the event the
-// consumer reads next.
+// their keys read by index-only scans (no payload, 2.1: issue 31, what a
+// scrape costs) and counted, at most $7 a range; the append time of the
+// first of them in (txid, id) order -- the event the consumer reads next --
+// read by its key.
 std::string PendingSql(const std::string& table) {
   const std::string s = "COALESCE($2, $1)";
   const std::string ranges[] = {
@@ -231,17 +231,17 @@ std::string PendingSql(const std::string& table) {
       "txid = ANY (ARRAY(SELECT pg_catalog.pg_snapshot_xip(" + s + ")))",
       // past it
       "txid >= pg_catalog.pg_snapshot_xmax(" + s + ")"};
-  std::string count;
-  std::string oldest;
+  std::string keys;
   for (const std::string& range : ranges) {
-    const std::string glue = count.empty() ? "" : "\n  UNION ALL\n  ";
-    count += glue + "(SELECT 1 FROM " + table + "\n    WHERE " + range +
-             "\n    ORDER BY txid, id LIMIT $7)";
-    oldest += glue + "(SELECT appended_at FROM " + table + "\n    WHERE " + range +
-              "\n    ORDER BY txid, id LIMIT 1)";
+    keys += std::string(keys.empty() ? "" : "\n  UNION ALL\n  ") + "(SELECT txid, id FROM " +
+            table + "\n    WHERE " + range + "\n    ORDER BY txid, id LIMIT $7)";
   }
-  return "SELECT (SELECT count(*) FROM (\n  " + count + ") AS unfinished),\n" +
-         "       (SELECT min(appended_at) FROM (\n  " + oldest + ") AS first_unfinished)";
+  return "WITH unfinished AS MATERIALIZED (\n  " + keys + ")\n" +
+         "SELECT (SELECT count(*) FROM unfinished),\n"
+         "       (SELECT e.appended_at FROM " +
+         table +
+         " e, (SELECT txid, id FROM unfinished ORDER BY txid, id LIMIT 1) AS f\n"
+         "         WHERE e.txid = f.txid AND e.id = f.id)";
 }
 
 // The largest transaction ids stored with the stream: the newest event's,

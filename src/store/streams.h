@@ -16,6 +16,7 @@
 // (consumers, next_batch, finish_batch, statistics).
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -105,8 +106,8 @@ struct ConsumerStats {
   std::string consumer;
   bool has_lag;
   int64 lag_us;
-  int64 pending;        // at most the count limit Stats was given
-  bool pending_capped;  // more than that: `pending` is the limit
+  int64 pending;        // at most the limit this consumer was counted up to
+  bool pending_capped;  // more than that: `pending` is that limit
   bool batch_open;
   bool has_batch_age;
   int64 batch_age_us;
@@ -115,9 +116,24 @@ struct ConsumerStats {
   TimestampTz last_finished_at;
 };
 
+// A look at every consumer counts at most this many times `count_limit`
+// unfinished events in all (2.1, issue 31: a scrape costs O(consumers)
+// with a small constant, not consumers x limit).
+inline constexpr int64 kCountBudgetLimits = 100;
+// But each consumer is counted up to this many at least.
+inline constexpr int64 kMinConsumerCount = 10;
+
+// The limit each of `consumers` consumers is counted up to in one look.
+inline int64 ConsumerCountLimit(int64 count_limit, int64 consumers) {
+  if (consumers <= kCountBudgetLimits) return count_limit;
+  return std::max(std::min(count_limit, kMinConsumerCount),
+                  count_limit * kCountBudgetLimits / consumers);
+}
+
 // Every consumer of the streams `visible(stream_id)` accepts, its
-// unfinished events counted up to `count_limit` (the work per consumer is
-// bounded by it, whatever its backlog).
+// unfinished events counted up to `count_limit`, or fewer when there are
+// more than kCountBudgetLimits consumers (ConsumerCountLimit): the work of
+// one look is bounded whatever the backlogs and however many consumers.
 template <typename Visible>
 std::vector<ConsumerStats> Stats(pg::SpiSession& spi, TimestampTz now, int64 count_limit,
                                  Visible&& visible);
@@ -151,14 +167,24 @@ pg::Result ConsumerRows(pg::SpiSession& spi, int32 stream_id);
 template <typename Visible>
 std::vector<ConsumerStats> Stats(pg::SpiSession& spi, TimestampTz now, int64 count_limit,
                                  Visible&& visible) {
-  std::vector<ConsumerStats> out;
+  struct Visited {
+    int32 stream_id;
+    pg::Result rows;
+  };
+  std::vector<Visited> streams;
+  int64 consumers = 0;
   for (const int32 stream_id : detail::StreamIds(spi)) {
     if (!visible(stream_id)) continue;
-    pg::Result rows = detail::ConsumerRows(spi, stream_id);
-    for (uint64 row = 0; row < rows.size(); ++row) {
-      out.push_back(detail::StatsOf(spi, stream_id, row, rows, now, count_limit));
+    streams.push_back(Visited{stream_id, detail::ConsumerRows(spi, stream_id)});
+    consumers += static_cast<int64>(streams.back().rows.size());
+  }
+  const int64 each = ConsumerCountLimit(count_limit, consumers);
+  std::vector<ConsumerStats> out;
+  for (Visited& stream : streams) {
+    for (uint64 row = 0; row < stream.rows.size(); ++row) {
+      out.push_back(detail::StatsOf(spi, stream.stream_id, row, stream.rows, now, each));
     }
-    rows.Free();
+    stream.rows.Free();
   }
   return out;
 }
