@@ -1,7 +1,9 @@
 'use strict';
 
-// Schedules, workers (pgq.workers for pg_monitor, pgq.running_jobs with the
-// claimer and the lease left), and the read-only teams, switches, ladders.
+// Schedules, workers (the claiming sessions of the queues the role
+// administers, pgq.queue_workers(); pgq.workers for pg_monitor;
+// pgq.running_jobs with the claimer and the lease left), and the read-only
+// teams, switches, ladders (pgq.list_teams/list_switches/list_ladders).
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -53,6 +55,8 @@ test('workers: the background workers for pg_monitor, running jobs with claimer 
   t.after(() => worker.end());
   await db.admin.query("SELECT pgq.enqueue('reports', '{}')");
   const job = (await worker.query("SELECT id FROM pgq.claim('reports')")).rows[0];
+  await db.admin.query("SELECT pgq.enqueue('secret', '{}')");
+  await worker.query("SELECT id FROM pgq.claim('secret')");
 
   const app = await startDashboard(t, db, { role });
   const browser = new Browser(app);
@@ -68,6 +72,14 @@ test('workers: the background workers for pg_monitor, running jobs with claimer 
   assert.match(row, /<td>report_worker<\/td>/);
   assert.match(row, /<td data-field="lease_left">(9 min \d+ s|10 min 0 s)<\/td>/);
   assert.match(row, /<td>yes<\/td>/, 'the claimer is connected');
+  // The claiming session, per queue the role administers (pgq.queue_workers).
+  const pid = (await worker.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+  const session = new RegExp(`<tr data-queue="reports" data-pid="${pid}">([\\s\\S]*?)</tr>`).exec(res.body);
+  assert.ok(session, 'the worker’s session listed under Claiming sessions');
+  assert.match(session[1], new RegExp(`<td data-field="claimer">postgres \\(pid ${pid}\\)</td>`));
+  assert.match(session[1], /<td>report_worker<\/td>/);
+  assert.match(session[1], /<td data-field="running">1<\/td>/);
+  assert.doesNotMatch(res.body, /data-queue="secret"/, 'not the sessions of a queue it does not administer');
 });
 
 test('workers without pg_monitor: a readable refusal, and the running jobs still', async (t) => {
@@ -77,6 +89,9 @@ test('workers without pg_monitor: a readable refusal, and the running jobs still
   assert.match(res.body, /permission denied for view workers <span class="code">\(SQLSTATE 42501\)<\/span>/);
   assert.match(res.body, /GRANT pg_monitor TO/);
   assert.match(res.body, /<tr data-job-id="\d+">/);
+  // the claiming sessions need no pg_monitor: one refusal only, the workers'
+  assert.equal(res.body.match(/SQLSTATE 42501/g).length, 1);
+  assert.match(res.body, /<h2>Claiming sessions<\/h2>/);
 });
 
 test('teams, switches and ladders: refused without a grant, shown read-only with it', async (t) => {
@@ -85,9 +100,11 @@ test('teams, switches and ladders: refused without a grant, shown read-only with
   let res = await browser.get('/coordination');
   assert.equal(res.statusCode, 200);
   assert.equal(res.body.match(/SQLSTATE 42501/g).length, 3);
-  assert.match(res.body, /GRANT SELECT ON pgq.teams, pgq.team_members, pgq.switches, pgq.ladders/);
+  assert.match(res.body, /GRANT EXECUTE ON FUNCTION pgq.list_teams\(text, integer\), pgq.list_switches/);
 
-  await db.admin.query(`GRANT SELECT ON pgq.teams, pgq.team_members, pgq.switches, pgq.ladders TO ${role}`);
+  await db.admin.query(
+    `GRANT EXECUTE ON FUNCTION pgq.list_teams(text, integer), pgq.list_switches(text, integer), pgq.list_ladders(text, integer) TO ${role}`,
+  );
   res = await browser.get('/coordination');
   assert.doesNotMatch(res.body, /SQLSTATE/);
   assert.match(
