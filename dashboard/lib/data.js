@@ -287,6 +287,16 @@ async function schedules(db) {
   return (await db.query(SCHEDULES_SQL)).rows;
 }
 
+// Each firing of the schedules, newest first: pgq.list_schedule_runs() shows
+// those of the queues the role administers (2.1), nothing of the others.
+const SCHEDULE_RUNS_SQL = `
+SELECT schedule_name, queue_name AS queue, slot, fired_at, job_id
+  FROM pgq.list_schedule_runs(NULL, NULL, $1)`;
+
+async function scheduleRuns(db, max) {
+  return (await db.query(SCHEDULE_RUNS_SQL, [max])).rows;
+}
+
 const WORKERS_SQL = `
 SELECT pid, kind, database, started_at, last_pass_at, state, wait_event
   FROM pgq.workers
@@ -376,6 +386,7 @@ module.exports = {
   retryDeadJob,
   purgeDeadJob,
   schedules,
+  scheduleRuns,
   workers,
   runningJobs,
   claimers,

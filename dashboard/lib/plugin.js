@@ -559,8 +559,11 @@ async function dashboardPlugin(fastify, options) {
   }
 
   fastify.get('/schedules', async (request, reply) => {
-    const { rows, error } = await attempt(() => data.schedules(db));
-    return sendPage(reply, views.schedulesPage(ctxOf(request, reply), { rows, error }));
+    const [{ rows, error }, runs] = await Promise.all([
+      attempt(() => data.schedules(db)),
+      attempt(() => data.scheduleRuns(db, LIST_MAX)),
+    ]);
+    return sendPage(reply, views.schedulesPage(ctxOf(request, reply), { rows, error, runs, runsMax: LIST_MAX }));
   });
 
   fastify.get('/workers', async (request, reply) => {

@@ -654,7 +654,24 @@ ${segmentsPart}`;
 
 // ---- Schedules, workers, coordination ---------------------------------------
 
-function schedulesPage(ctx, { rows, error }) {
+function scheduleRunsBlock(ctx, runs, max) {
+  if (runs.error) return errorBox(runs.error);
+  if (runs.rows.length === 0) return html`<p class="empty">No run of a schedule of a queue this role administers.</p>`;
+  const row = (r) => html`<tr data-schedule="${r.schedule_name}">
+  <td>${r.schedule_name}</td>
+  <td><a href="${ctx.base}/queues/${encodeURIComponent(r.queue)}">${r.queue}</a></td>
+  <td>${time(r.slot)}</td>
+  <td>${time(r.fired_at)}</td>
+  <td>${r.job_id ? html`<a href="${ctx.base}/jobs/${r.job_id}">${r.job_id}</a>` : '—'}</td>
+</tr>`;
+  return html`${runs.rows.length >= max ? html`<p class="note">The newest ${max}.</p>` : ''}<table class="schedule-runs">
+<thead><tr><th>Schedule</th><th>Queue</th><th>Slot</th><th>Fired</th><th>Job</th></tr></thead>
+<tbody>
+${runs.rows.map(row)}
+</tbody></table>`;
+}
+
+function schedulesPage(ctx, { rows, error, runs = null, runsMax = 0 }) {
   const row = (s) => html`<tr data-schedule="${s.name}">
   <td>${s.name}</td>
   <td><a href="${ctx.base}/queues/${encodeURIComponent(s.queue)}">${s.queue}</a></td>
@@ -677,7 +694,10 @@ ${rows.map(row)}
   }
   const body = html`<h1>Schedules</h1>
 <p class="meta">Schedules of the queues this role holds a right on. “Last run still live”: the job of the last firing is pending or running (an <code>@every</code> schedule waits for it; a cron one may overlap it).</p>
-${table}`;
+${table}
+${runs ? html`<h2>Recent runs</h2>
+<p class="meta">Each firing, newest first, of the schedules of the queues this role administers (<code>pgq.list_schedule_runs()</code>).</p>
+${scheduleRunsBlock(ctx, runs, runsMax)}` : ''}`;
   return layout(ctx, { title: 'Schedules', body, error });
 }
 

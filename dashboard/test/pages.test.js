@@ -47,6 +47,32 @@ test('schedules of the queues the role may see: spec, time zone, next and last r
   assert.doesNotMatch(res.body, /hush/, 'not a schedule of a queue without a right');
 });
 
+test('schedule runs: each firing of the schedules of the queues the role administers, with its job', async (t) => {
+  await db.admin.query("SELECT pgq.schedule('minutely', 'reports', '* * * * *'), pgq.schedule('hidden_tick', 'secret', '* * * * *')");
+  t.after(() => db.admin.query("SELECT pgq.unschedule('minutely'), pgq.unschedule('hidden_tick')"));
+  // fired as sql/read_surfaces.sql does: the clock two minutes ahead for one maintenance pass
+  await db.admin.query("SET pgq.debug_clock_offset = '2min'; SELECT * FROM pgq.maintain(); RESET pgq.debug_clock_offset");
+  const fired = (await db.admin.query("SELECT last_job_id FROM pgq.schedules WHERE name = 'minutely'")).rows[0];
+  assert.ok(fired.last_job_id, 'the schedule fired');
+  const app = await startDashboard(t, db, { role });
+  const res = await new Browser(app).get('/schedules');
+  assert.equal(res.statusCode, 200);
+  assert.match(res.body, /<h2>Recent runs<\/h2>/);
+  const run = /<table class="schedule-runs">[\s\S]*?<tr data-schedule="minutely">([\s\S]*?)<\/tr>/.exec(res.body);
+  assert.ok(run, 'the run listed');
+  assert.match(run[1], /<a href="\/queues\/reports">reports<\/a>/);
+  assert.match(run[1], new RegExp(`<a href="/jobs/${fired.last_job_id}">${fired.last_job_id}</a>`));
+  assert.doesNotMatch(res.body, /hidden_tick/, 'not a run of a queue it does not administer');
+  // a role with a right but not admin sees the schedules, not their runs (nothing, no error)
+  const reader = await db.createRole('reader');
+  await db.admin.query("SELECT pgq.grant($1, 'reports', 'consume')", [reader]);
+  const other = await startDashboard(t, db, { role: reader });
+  const page = await new Browser(other).get('/schedules');
+  assert.match(page.body, /<tr data-schedule="minutely">/);
+  assert.doesNotMatch(page.body, /class="schedule-runs"/);
+  assert.match(page.body, /No run of a schedule of a queue this role administers\./);
+});
+
 test('workers: the background workers for pg_monitor, running jobs with claimer and lease left', async (t) => {
   await db.admin.query(`GRANT pg_monitor TO ${role}`);
   t.after(() => db.admin.query(`REVOKE pg_monitor FROM ${role}`));
