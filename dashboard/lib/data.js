@@ -210,9 +210,21 @@ SELECT j.id, j.queue, j.state, j.open_parents
        LATERAL pgq.job(d.id) j
  ORDER BY j.id`;
 
+// Without that grant (2.1): the same dependents through pgq.list_jobs'
+// reason filter, rights-checked, among the newest SEARCH_WINDOW jobs dead
+// for dependency_failed of each queue the role holds a right on.
+const TAKEN_WITHIN_SQL = `
+SELECT j.id, j.queue, j.state, j.open_parents
+  FROM (SELECT o.queue FROM pgq.queue_overview(1) o) q,
+       LATERAL pgq.list_jobs(q.queue, NULL, $3, NULL, 'dependency_failed') j
+ WHERE j.last_error = 'parent job ' || $1::text || ' did not complete'
+ ORDER BY j.id
+ LIMIT $2`;
+
 const parents = async (db, id, max) => (await db.query(PARENTS_SQL, [id, max])).rows;
 const children = async (db, id, max) => (await db.query(CHILDREN_SQL, [id, max])).rows;
 const takenWith = async (db, id, max) => (await db.query(TAKEN_SQL, [id, max])).rows;
+const takenWithin = async (db, id, max) => (await db.query(TAKEN_WITHIN_SQL, [id, max, SEARCH_WINDOW])).rows;
 
 // ---- Streams ----------------------------------------------------------------
 
@@ -368,6 +380,7 @@ module.exports = {
   parents,
   children,
   takenWith,
+  takenWithin,
   streamStats,
   streamSegments,
   overview,

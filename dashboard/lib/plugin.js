@@ -414,8 +414,12 @@ async function dashboardPlugin(fastify, options) {
         data.children(db, job.id, WORKFLOW_MAX),
       ]);
     }
-    if (caps.dead_jobs && (job.state === 'dead' || job.state === 'cancelled')) {
-      w.taken = await data.takenWith(db, job.id, WORKFLOW_MAX);
+    if (job.state === 'dead' || job.state === 'cancelled') {
+      if (caps.dead_jobs) w.taken = await data.takenWith(db, job.id, WORKFLOW_MAX);
+      else {
+        w.taken = await data.takenWithin(db, job.id, WORKFLOW_MAX);
+        w.takenWindow = data.SEARCH_WINDOW;
+      }
     }
     return w;
   }

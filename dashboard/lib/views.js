@@ -453,10 +453,11 @@ function workflowBlock(ctx, job, w) {
   }
   if (w.taken) {
     parts.push(html`<h3>Dependents it took with it</h3>${list(w.taken, 'None: no job was dead-lettered with it (reason dependency_failed).')}`);
-  } else if (!w.caps.dead_jobs && (job.state === 'dead' || job.state === 'cancelled')) {
-    parts.push(
-      html`<p class="note">The dependents it dead-lettered are shown to a role that may read pgq.dead_jobs (GRANT SELECT).</p>`,
-    );
+    if (w.takenWindow) {
+      parts.push(
+        html`<p class="note">Looked for among the newest ${w.takenWindow} jobs dead for dependency_failed of each queue this role holds a right on (pgq.list_jobs); a role that may read pgq.dead_jobs (GRANT SELECT (id, reason, last_error)) finds them all.</p>`,
+      );
+    }
   }
   if (parts.length === 0) return '';
   return html`<section id="workflow"><h2>Workflow</h2>
