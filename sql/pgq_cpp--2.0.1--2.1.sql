@@ -100,6 +100,15 @@ COMMENT ON FUNCTION pgq.list_ladders(text, integer) IS
 REVOKE EXECUTE ON FUNCTION pgq.list_teams(text, integer), pgq.list_switches(text, integer),
     pgq.list_ladders(text, integer) FROM PUBLIC;
 
+-- One dead job deleted, with its outcome (the dashboard's bulk purge of the
+-- selected jobs; purge_dead deletes by age). Admin right, as purge_dead; a
+-- job of a queue the caller does not administer answers not_found, as an
+-- unknown id.
+CREATE FUNCTION pgq.purge_dead_job(id bigint)
+RETURNS text AS 'MODULE_PATHNAME', 'pgq_purge_dead_job' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.purge_dead_job(bigint) IS
+    'deletes one dead (or cancelled) job: purged, not_found or not_dead; admin right';
+
 
 -- ---------------------------------------------------------------------------
 -- Monitoring that costs O(queues).

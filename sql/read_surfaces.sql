@@ -109,6 +109,30 @@ SELECT pgq.retry_dead_job(:dead_target) AS admin_retries, pgq.retry_dead_job(:ta
        pgq.retry_dead_job(:done) AS done;
 RESET ROLE;
 
+-- ---- purge_dead_job: one dead job deleted, admin right ---------------------
+SELECT pgq.enqueue('work', '{"n": "purge me"}') AS purge_me \gset
+SELECT pgq.cancel(:purge_me);
+SET ROLE pgq_rs_elsewhere;  -- admin of 'other' only: as an unknown id
+SELECT pgq.purge_dead_job(:purge_me) AS dead, pgq.purge_dead_job(:ready) AS live,
+       pgq.purge_dead_job(424242) AS unknown;
+RESET ROLE;
+SET ROLE pgq_rs_producer;  -- produce, consume: may not purge; nobody: no right anywhere
+SELECT pg_temp.error_of(format('SELECT pgq.purge_dead_job(%s)', :purge_me));
+RESET ROLE;
+SET ROLE pgq_rs_consumer;
+SELECT pg_temp.error_of(format('SELECT pgq.purge_dead_job(%s)', :purge_me));
+RESET ROLE;
+SET ROLE pgq_rs_nobody;
+SELECT pg_temp.error_of(format('SELECT pgq.purge_dead_job(%s)', :purge_me));
+RESET ROLE;
+SET ROLE pgq_rs_admin;
+SELECT pgq.purge_dead_job(:purge_me) AS purged, pgq.purge_dead_job(:purge_me) AS again,
+       pgq.purge_dead_job(:holder) AS live, pgq.purge_dead_job(:done) AS done,
+       pgq.purge_dead_job(424242) AS unknown;
+RESET ROLE;
+SELECT count(*) AS gone FROM pgq.list_jobs('work') WHERE id = :purge_me;
+SELECT pg_temp.error_of($$SELECT pgq.purge_dead_job(NULL)$$);
+
 -- ---- queue_settings: any right on the queue ---------------------------------
 SELECT queue_name, max_attempts, lease, backoff_base, backoff_max, retention, keep_completed,
        keep_dead, notify, rate_limit, max_running, group_concurrency, handler, owner = current_user AS mine,

@@ -5,6 +5,12 @@
 // The statements run as the dashboard's own database role, so pgq's queue
 // rights decide what each one returns or refuses (42501).
 //
+// They need the 2.1 catalog (ALTER EXTENSION pgq_cpp UPDATE): the queues'
+// settings, the claiming sessions, the coordination readers, a job's dead
+// reason and the actions' outcome words are 2.1's read surfaces (ADR 0022).
+// A 2.0.1 catalog answers 42883 (no such function) on the pages that use
+// them, shown as the database's error.
+//
 // The queues' numbers come from pgq.queue_overview(), which counts each
 // state through an index exactly up to EXACT_UP_TO and estimates past it
 // from the planner's statistics (marking the row estimated): a page costs
@@ -52,12 +58,12 @@ async function overview(db) {
   return rows.map(statsRow);
 }
 
-// What the role may read beyond the views every role may: the queues'
-// rate limits (a column grant on pgq.queues) and the monitoring counters
-// (pg_monitor). Asked once per sample: a grant may come or go meanwhile.
+// What the role may read beyond what its queue rights show: the monitoring
+// counters (pg_monitor). Asked once per sample: a grant may come or go
+// meanwhile. (The rate limits come from pgq.queue_settings(), which shows
+// every queue the role holds a right on: no grant needed since 2.1.)
 const CAPABILITIES_SQL = `
-SELECT has_column_privilege('pgq.queues', 'name', 'SELECT')
-       AND has_column_privilege('pgq.queues', 'rate_limit', 'SELECT') AS rate_limits,
+SELECT true                                                          AS rate_limits,
        has_function_privilege('pgq.queue_counters()', 'EXECUTE')      AS counters,
        has_table_privilege('pgq.workers', 'SELECT')                    AS workers`;
 
@@ -66,9 +72,9 @@ async function capabilities(db) {
   return rows[0];
 }
 
-const RATE_LIMITS_SQL = `SELECT name, rate_limit FROM pgq.queues WHERE rate_limit IS NOT NULL`;
+const RATE_LIMITS_SQL = `SELECT queue_name AS name, rate_limit FROM pgq.queue_settings() WHERE rate_limit IS NOT NULL`;
 
-/** Map of queue name to its rate limit (claims per second), for a role granted the columns. */
+/** Map of queue name to its rate limit (claims per second), of the queues the role holds a right on. */
 async function rateLimits(db) {
   const { rows } = await db.query(RATE_LIMITS_SQL);
   return new Map(rows.map((r) => [r.name, Number(r.rate_limit)]));
@@ -110,7 +116,7 @@ const JOB_COLUMNS = `
        id, queue, state, attempt, max_attempts, priority, group_key, dedupe_key,
        run_at, enqueued_at, claimed_at, lease_until, finished_at,
        extract(epoch FROM lease_until - pgq.clock())::float8 AS lease_left_seconds,
-       last_error, open_parents,
+       last_error, open_parents, dead_reason,
        payload::text AS payload, jsonb_pretty(payload) AS payload_pretty,
        progress::text AS progress, jsonb_pretty(progress) AS progress_pretty,
        result::text AS result, jsonb_pretty(result) AS result_pretty`;
@@ -119,14 +125,17 @@ const JOB_COLUMNS = `
 // leaves the server.
 const LIST_COLUMNS = `
        id, queue, state, attempt, max_attempts, priority, group_key,
-       run_at, enqueued_at, finished_at,
+       run_at, enqueued_at, finished_at, dead_reason,
        left(last_error, 201) AS last_error, left(payload::text, 201) AS payload`;
 
-const LIST_JOBS_SQL = `SELECT ${LIST_COLUMNS} FROM pgq.list_jobs($1, $2, $3, $4)`;
+const LIST_JOBS_SQL = `SELECT ${LIST_COLUMNS} FROM pgq.list_jobs($1, $2, $3, $4, $5)`;
 
-/** Up to max jobs of the queue, newest first, older than beforeId if given, in state if given. */
-async function listJobs(db, queue, { state = null, max = 100, beforeId = null } = {}) {
-  const { rows } = await db.query(LIST_JOBS_SQL, [queue, state, max, beforeId]);
+/**
+ * Up to max jobs of the queue, newest first, older than beforeId if given, in
+ * state if given, dead (or cancelled) for reason if given.
+ */
+async function listJobs(db, queue, { state = null, max = 100, beforeId = null, reason = null } = {}) {
+  const { rows } = await db.query(LIST_JOBS_SQL, [queue, state, max, beforeId, reason]);
   return rows;
 }
 
@@ -148,7 +157,7 @@ const SEARCH_WINDOW = 1000;
 
 const SEARCH_KEYS_SQL = `
 SELECT j.id, j.queue, j.state, j.attempt, j.max_attempts, j.priority, j.group_key, j.dedupe_key,
-       j.run_at, j.enqueued_at, j.finished_at, left(j.last_error, 201) AS last_error
+       j.run_at, j.enqueued_at, j.finished_at, j.dead_reason, left(j.last_error, 201) AS last_error
   FROM (SELECT o.queue FROM pgq.queue_overview(1) o WHERE $4::text IS NULL OR o.queue = $4) q,
        LATERAL pgq.list_jobs(q.queue, NULL, $2) j
  WHERE j.dedupe_key = $1 OR j.group_key = $1
@@ -201,9 +210,21 @@ SELECT j.id, j.queue, j.state, j.open_parents
        LATERAL pgq.job(d.id) j
  ORDER BY j.id`;
 
+// Without that grant (2.1): the same dependents through pgq.list_jobs'
+// reason filter, rights-checked, among the newest SEARCH_WINDOW jobs dead
+// for dependency_failed of each queue the role holds a right on.
+const TAKEN_WITHIN_SQL = `
+SELECT j.id, j.queue, j.state, j.open_parents
+  FROM (SELECT o.queue FROM pgq.queue_overview(1) o) q,
+       LATERAL pgq.list_jobs(q.queue, NULL, $3, NULL, 'dependency_failed') j
+ WHERE j.last_error = 'parent job ' || $1::text || ' did not complete'
+ ORDER BY j.id
+ LIMIT $2`;
+
 const parents = async (db, id, max) => (await db.query(PARENTS_SQL, [id, max])).rows;
 const children = async (db, id, max) => (await db.query(CHILDREN_SQL, [id, max])).rows;
 const takenWith = async (db, id, max) => (await db.query(TAKEN_SQL, [id, max])).rows;
+const takenWithin = async (db, id, max) => (await db.query(TAKEN_WITHIN_SQL, [id, max, SEARCH_WINDOW])).rows;
 
 // ---- Streams ----------------------------------------------------------------
 
@@ -258,8 +279,13 @@ const resume = (db, queue) => scalar(db, 'SELECT pgq.resume($1) AS value', [queu
 const retryDeadJobs = async (db, queue, max) =>
   num(await scalar(db, 'SELECT pgq.retry_dead($1::text, $2::integer) AS value', [queue, max]));
 const purgeDead = async (db, queue) => num(await scalar(db, 'SELECT pgq.purge_dead($1::text) AS value', [queue]));
-const cancelJob = (db, id) => scalar(db, 'SELECT pgq.cancel($1::bigint) AS value', [id]);
-const retryDeadJob = (db, id) => scalar(db, 'SELECT pgq.retry_dead($1::bigint) AS value', [id]);
+// One job each, answering an outcome word (2.1): cancelled / retried /
+// purged, or why nothing happened (not_found, already_completed,
+// already_dead, already_cancelled, not_dead, dedupe_key_taken). A job of a
+// queue the role holds no right on is not_found, as an unknown id.
+const cancelJob = (db, id) => scalar(db, 'SELECT pgq.cancel_job($1::bigint) AS value', [id]);
+const retryDeadJob = (db, id) => scalar(db, 'SELECT pgq.retry_dead_job($1::bigint) AS value', [id]);
+const purgeDeadJob = (db, id) => scalar(db, 'SELECT pgq.purge_dead_job($1::bigint) AS value', [id]);
 
 // ---- Schedules, workers, coordination ---------------------------------------
 
@@ -271,6 +297,16 @@ SELECT name, queue, spec, timezone, next_run_at, last_run_at, last_job_id, runni
 
 async function schedules(db) {
   return (await db.query(SCHEDULES_SQL)).rows;
+}
+
+// Each firing of the schedules, newest first: pgq.list_schedule_runs() shows
+// those of the queues the role administers (2.1), nothing of the others.
+const SCHEDULE_RUNS_SQL = `
+SELECT schedule_name, queue_name AS queue, slot, fired_at, job_id
+  FROM pgq.list_schedule_runs(NULL, NULL, $1)`;
+
+async function scheduleRuns(db, max) {
+  return (await db.query(SCHEDULE_RUNS_SQL, [max])).rows;
 }
 
 const WORKERS_SQL = `
@@ -297,22 +333,34 @@ async function runningJobs(db, max) {
   return (await db.query(RUNNING_JOBS_SQL, [max])).rows;
 }
 
-// The coordination tables have no view for other roles: reading them takes
-// GRANT SELECT (42501 otherwise).
-const TEAMS_SQL = `
-SELECT t.name, t.turn, t.created_at,
-       coalesce(array_agg(m.name ORDER BY m.member_id) FILTER (WHERE m.active), '{}') AS active_members,
-       coalesce(array_agg(m.name ORDER BY m.member_id) FILTER (WHERE NOT m.active), '{}') AS inactive_members,
-       (SELECT m2.name FROM pgq.team_members m2
-         WHERE m2.team_id = t.team_id AND m2.member_id = t.last_member_id) AS last_member
-  FROM pgq.teams t
-  LEFT JOIN pgq.team_members m ON m.team_id = t.team_id
- GROUP BY t.team_id
- ORDER BY t.name
+// The sessions holding claims, per queue: pgq.queue_workers() shows the
+// queues the role administers (2.1; pgq.workers, pg_monitor's, shows pgq's
+// own background workers only).
+const CLAIMERS_SQL = `
+SELECT queue_name AS queue, claimer_pid, claimer_role, claimer_application,
+       host(claimer_address) AS claimer_address, claimer_connected, connected_since,
+       running, oldest_claimed_at, newest_claimed_at, expired
+  FROM pgq.queue_workers()
+ ORDER BY queue_name, oldest_claimed_at
  LIMIT $1`;
 
-const SWITCHES_SQL = `SELECT name, value, updated_at FROM pgq.switches ORDER BY name LIMIT $1`;
-const LADDERS_SQL = `SELECT subject, step, updated_at FROM pgq.ladders ORDER BY updated_at DESC LIMIT $1`;
+async function claimers(db, max) {
+  return (await db.query(CLAIMERS_SQL, [max])).rows.map((r) => ({
+    ...r,
+    running: num(r.running),
+    expired: num(r.expired),
+  }));
+}
+
+// Coordination is not about queues: its readers (2.1) are EXECUTE-granted
+// as its other functions are (42501 otherwise).
+const TEAMS_SQL = `
+SELECT name, turn, created_at, active_members, inactive_members, last_member, assignments
+  FROM pgq.list_teams(NULL, $1)
+ ORDER BY name`;
+
+const SWITCHES_SQL = `SELECT name, value, updated_at FROM pgq.list_switches(NULL, $1) ORDER BY name`;
+const LADDERS_SQL = `SELECT subject, step, updated_at FROM pgq.list_ladders(NULL, $1)`;
 
 const teams = async (db, max) => (await db.query(TEAMS_SQL, [max])).rows;
 const switches = async (db, max) => (await db.query(SWITCHES_SQL, [max])).rows;
@@ -332,6 +380,7 @@ module.exports = {
   parents,
   children,
   takenWith,
+  takenWithin,
   streamStats,
   streamSegments,
   overview,
@@ -348,9 +397,12 @@ module.exports = {
   purgeDead,
   cancelJob,
   retryDeadJob,
+  purgeDeadJob,
   schedules,
+  scheduleRuns,
   workers,
   runningJobs,
+  claimers,
   teams,
   switches,
   ladders,

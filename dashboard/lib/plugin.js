@@ -34,6 +34,8 @@ const LIST_MAX = 500; // rows of the workers', streams' and coordination pages
 const WORKFLOW_MAX = 100; // parents, children, dependents taken along, each
 const SEARCH_MAX = 100; // jobs a search shows
 const BULK_MAX = 100; // jobs one bulk action may select
+const NO_JOB = (id) =>
+  `No job ${id}: it never existed, its history was not kept, or this role holds no right on its queue.`;
 
 function staticAssets() {
   const uplotDir = path.join(path.dirname(require.resolve('uplot/package.json')), 'dist');
@@ -252,13 +254,8 @@ async function dashboardPlugin(fastify, options) {
 
   fastify.get('/', async (request, reply) => {
     const [who, caps, rows] = await Promise.all([data.whoami(db), data.capabilities(db), data.overview(db)]);
-    const rateLimits = caps.rate_limits ? await data.rateLimits(db) : null;
+    const rateLimits = await data.rateLimits(db);
     const notes = [];
-    if (!caps.rate_limits) {
-      notes.push(
-        `Rate limits are not shown: the role may not read them (GRANT SELECT (name, rate_limit) ON pgq.queues TO ${who.role}).`,
-      );
-    }
     if (!caps.counters) {
       notes.push(`Failed/s is not shown and completed/s is counted from done_recent: the role is not in pg_monitor.`);
     }
@@ -291,6 +288,7 @@ async function dashboardPlugin(fastify, options) {
     const q = query;
     const filter = {
       state: validate.optionalState(q.state),
+      reason: validate.optionalReason(q.reason),
       limit: validate.optionalInt(q.limit, 'limit', 1, 1000, PAGE_LIMIT),
       beforeId: validate.optionalId(q.before_id, 'before_id'),
       defaultLimit: PAGE_LIMIT,
@@ -304,6 +302,7 @@ async function dashboardPlugin(fastify, options) {
         state: filter.state,
         max: filter.limit + 1,
         beforeId: filter.beforeId,
+        reason: filter.reason,
       });
       jobs = rows.slice(0, filter.limit);
       if (rows.length > filter.limit) nextBeforeId = jobs[jobs.length - 1].id;
@@ -378,11 +377,7 @@ async function dashboardPlugin(fastify, options) {
   async function renderJob(request, reply, { error = null, status = 200, query = request.query || {} } = {}) {
     const id = validate.jobId(request.params.id);
     const job = await data.job(db, id);
-    if (!job)
-      throw httpError(
-        404,
-        `No job ${id}: it never existed, its history was not kept, or this role holds no right on its queue.`,
-      );
+    if (!job) throw httpError(404, NO_JOB(id));
     const rights = await data.queueRights(db, job.queue);
     const workflow = await jobWorkflow(job);
     const page = views.jobPage(ctxOf(request, reply), {
@@ -419,8 +414,12 @@ async function dashboardPlugin(fastify, options) {
         data.children(db, job.id, WORKFLOW_MAX),
       ]);
     }
-    if (caps.dead_jobs && (job.state === 'dead' || job.state === 'cancelled')) {
-      w.taken = await data.takenWith(db, job.id, WORKFLOW_MAX);
+    if (job.state === 'dead' || job.state === 'cancelled') {
+      if (caps.dead_jobs) w.taken = await data.takenWith(db, job.id, WORKFLOW_MAX);
+      else {
+        w.taken = await data.takenWithin(db, job.id, WORKFLOW_MAX);
+        w.takenWindow = data.SEARCH_WINDOW;
+      }
     }
     return w;
   }
@@ -452,20 +451,12 @@ async function dashboardPlugin(fastify, options) {
   // Two steps, each a POST with the CSRF token: the selection from a queue's
   // page shows what would be done (the jobs as pgq.job shows them); the
   // confirmation does it, job by job, each call its own statement, so the
-  // server's answer for each (done, nothing to do, refused) is shown.
+  // server's answer for each (done, the outcome word saying why nothing
+  // happened, refused) is shown.
   const BULK = {
-    retry: {
-      label: 'Retry',
-      run: (id) => data.retryDeadJob(db, id),
-      yes: 'requeued',
-      no: 'not requeued: not found, or not dead',
-    },
-    cancel: {
-      label: 'Cancel',
-      run: (id) => data.cancelJob(db, id),
-      yes: 'cancelled',
-      no: 'not cancelled: not found, or already finished',
-    },
+    retry: { label: 'Retry', run: (id) => data.retryDeadJob(db, id), done: 'retried' },
+    cancel: { label: 'Cancel', run: (id) => data.cancelJob(db, id), done: 'cancelled' },
+    purge: { label: 'Purge', run: (id) => data.purgeDeadJob(db, id), done: 'purged' },
   };
 
   function bulkRequest(request) {
@@ -491,13 +482,13 @@ async function dashboardPlugin(fastify, options) {
     const results = [];
     for (const id of ids) {
       try {
-        results.push({ id, ok: (await spec.run(id)) === true, text: null });
+        const outcome = await spec.run(id);
+        results.push({ id, ok: outcome === spec.done, outcome, text: views.outcomeText(action, outcome) });
       } catch (err) {
         if (!isServerError(err) || describe(err).kind) throw err;
         results.push({ id, ok: false, error: describe(err) });
       }
     }
-    for (const r of results) if (!r.error) r.text = r.ok ? spec.yes : spec.no;
     const page = views.bulkResultPage(ctxOf(request, reply), { queue, action, label: spec.label, results });
     return sendPage(reply, page);
   });
@@ -531,14 +522,34 @@ async function dashboardPlugin(fastify, options) {
     };
   }
 
+  // The notice names the outcome word (views.jobNoticeCode): done, or why
+  // nothing happened.
   post(
     '/jobs/:id/cancel',
-    jobAction(async (id) => ((await data.cancelJob(db, id)) ? 'cancelled' : 'not_cancelled')),
+    jobAction(async (id) => views.jobNoticeCode('cancel', await data.cancelJob(db, id))),
   );
   post(
     '/jobs/:id/retry',
-    jobAction(async (id) => ((await data.retryDeadJob(db, id)) ? 'job_retried' : 'job_not_retried')),
+    jobAction(async (id) => views.jobNoticeCode('retry', await data.retryDeadJob(db, id))),
   );
+  // A purged job has no page left: back to its queue's page, which says so.
+  post('/jobs/:id/purge', async (request, reply) => {
+    const id = validate.jobId(request.params.id);
+    const job = await data.job(db, id);
+    if (!job) throw httpError(404, NO_JOB(id));
+    let outcome;
+    try {
+      outcome = await data.purgeDeadJob(db, id);
+    } catch (err) {
+      if (!isServerError(err) || describe(err).kind) throw err;
+      const e = describe(err);
+      return renderJob(request, reply, { error: e, status: e.status, query: {} });
+    }
+    const code = views.jobNoticeCode('purge', outcome);
+    if (outcome === 'not_dead') return reply.redirect(`${base}/jobs/${id}?notice=${code}`, 303);
+    const params = new URLSearchParams({ notice: code, n: String(id) });
+    return reply.redirect(`${base}/queues/${encodeURIComponent(job.queue)}?${params}`, 303);
+  });
 
   // ---- Schedules, workers, coordination -------------------------------------
 
@@ -552,12 +563,19 @@ async function dashboardPlugin(fastify, options) {
   }
 
   fastify.get('/schedules', async (request, reply) => {
-    const { rows, error } = await attempt(() => data.schedules(db));
-    return sendPage(reply, views.schedulesPage(ctxOf(request, reply), { rows, error }));
+    const [{ rows, error }, runs] = await Promise.all([
+      attempt(() => data.schedules(db)),
+      attempt(() => data.scheduleRuns(db, LIST_MAX)),
+    ]);
+    return sendPage(reply, views.schedulesPage(ctxOf(request, reply), { rows, error, runs, runsMax: LIST_MAX }));
   });
 
   fastify.get('/workers', async (request, reply) => {
-    const [w, r] = await Promise.all([attempt(() => data.workers(db)), attempt(() => data.runningJobs(db, LIST_MAX))]);
+    const [w, r, c] = await Promise.all([
+      attempt(() => data.workers(db)),
+      attempt(() => data.runningJobs(db, LIST_MAX)),
+      attempt(() => data.claimers(db, LIST_MAX)),
+    ]);
     if (w.error && w.error.code === '42501') {
       w.error.hint = 'pgq.workers is for pg_monitor: GRANT pg_monitor TO the dashboard’s role.';
     }
@@ -567,6 +585,8 @@ async function dashboardPlugin(fastify, options) {
       running: r.rows,
       runningError: r.error,
       runningMax: LIST_MAX,
+      claimers: c.rows,
+      claimersError: c.error,
     });
     return sendPage(reply, page);
   });
@@ -580,7 +600,8 @@ async function dashboardPlugin(fastify, options) {
     for (const part of [teams, switches, ladders]) {
       if (part.error?.code === '42501') {
         part.error.hint =
-          'GRANT SELECT ON pgq.teams, pgq.team_members, pgq.switches, pgq.ladders TO the dashboard’s role.';
+          'GRANT EXECUTE ON FUNCTION pgq.list_teams(text, integer), pgq.list_switches(text, integer), ' +
+          'pgq.list_ladders(text, integer) TO the dashboard’s role.';
       }
     }
     const page = views.coordinationPage(ctxOf(request, reply), { teams, switches, ladders, max: LIST_MAX });

@@ -46,6 +46,18 @@ function optionalState(value) {
   return value;
 }
 
+// Why a job is dead (pgq.job_info.dead_reason, list_jobs' reason filter).
+const DEAD_REASONS = ['exhausted', 'cancelled', 'expired', 'dependency_failed'];
+
+/** An optional dead reason filter: one of DEAD_REASONS, 400 otherwise. */
+function optionalReason(value) {
+  if (value === undefined || value === '' || value === 'all') return null;
+  if (typeof value !== 'string' || !DEAD_REASONS.includes(value)) {
+    throw httpError(400, `reason must be one of ${DEAD_REASONS.join(', ')}.`);
+  }
+  return value;
+}
+
 /** An optional integer in [min, max] (digits only), `fallback` when absent; 400 otherwise. */
 function optionalInt(value, name, min, max, fallback) {
   if (value === undefined || value === '') return fallback;
@@ -87,7 +99,9 @@ module.exports = {
   jobId,
   optionalId,
   optionalState,
+  optionalReason,
   optionalInt,
   JOB_STATES,
+  DEAD_REASONS,
   QUEUE_NAME,
 };

@@ -5,7 +5,7 @@
 // Content-Security-Policy allows no inline script).
 
 const { html, jsonScript } = require('./html');
-const { JOB_STATES } = require('./validate');
+const { JOB_STATES, DEAD_REASONS } = require('./validate');
 const { EXACT_UP_TO } = require('./data');
 
 // ---- Formatting -------------------------------------------------------------
@@ -224,10 +224,57 @@ const NOTICES = {
   retried: (n) => `${n} dead job(s) requeued.`,
   purged: (n) => `${n} dead job(s) deleted.`,
   cancelled: () => 'The job is cancelled.',
-  not_cancelled: () => 'Nothing to cancel: the job is not live (or not visible to this role).',
   job_retried: () => 'The job is pending again, with fresh attempts.',
-  job_not_retried: () => 'Not retried: the job is not dead, or a live job holds its dedupe key.',
+  job_purged: (n) => `Dead job ${n} deleted.`,
 };
+
+// What pgq.cancel_job, retry_dead_job and purge_dead_job answer when nothing
+// happened (2.1), per action: "not <verb>: <why>".
+const NOT_DONE = {
+  cancel: 'not cancelled',
+  retry: 'not requeued',
+  purge: 'not deleted',
+};
+const DONE = { cancel: 'cancelled', retry: 'requeued', purge: 'deleted' };
+const DONE_WORDS = { cancel: 'cancelled', retry: 'retried', purge: 'purged' };
+const WHY = {
+  not_found: 'not found (no such job, its history was not kept, or this role holds no right on its queue)',
+  already_completed: 'already completed',
+  already_dead: 'already dead',
+  already_cancelled: 'already cancelled',
+  not_dead: {
+    retry: 'not dead (live, or retried by someone else first)',
+    purge: 'not dead: only dead jobs are deleted',
+  },
+  dedupe_key_taken: 'a live job holds its dedupe key: it stays dead',
+};
+
+function why(action, outcome) {
+  const text = Object.hasOwn(WHY, outcome) ? WHY[outcome] : null;
+  if (text === null) return outcome; // a word a later pgq may add: shown as is
+  return typeof text === 'string' ? text : (text[action] ?? outcome);
+}
+
+/** A bulk result's text for the outcome word of `action` (cancel, retry, purge). */
+function outcomeText(action, outcome) {
+  if (outcome === DONE_WORDS[action]) return DONE[action];
+  return `${NOT_DONE[action]}: ${why(action, outcome)}`;
+}
+
+// The notices of a job's buttons: one per action and outcome word.
+const JOB_DONE_NOTICE = { cancel: 'cancelled', retry: 'job_retried', purge: 'job_purged' };
+for (const action of Object.keys(NOT_DONE)) {
+  for (const outcome of Object.keys(WHY)) {
+    NOTICES[`${action}_${outcome}`] = () => `Nothing done: ${outcomeText(action, outcome)}.`;
+  }
+  NOTICES[`${action}_other`] = () => `Nothing done: ${NOT_DONE[action]}.`;
+}
+
+/** The notice code of a job's button for the outcome word pgq answered. */
+function jobNoticeCode(action, outcome) {
+  if (outcome === DONE_WORDS[action]) return JOB_DONE_NOTICE[action];
+  return Object.hasOwn(WHY, outcome) ? `${action}_${outcome}` : `${action}_other`;
+}
 
 /** A notice from a redirect's query (?notice=code&n=count): only the texts above. */
 function notice(query) {
@@ -238,6 +285,13 @@ function notice(query) {
 
 function jobStateBadge(state) {
   return html`<span class="state state-${state}">${state}</span>`;
+}
+
+/** Why a dead job is dead, after its state (nothing for a live or done job). */
+function deadReason(job) {
+  // a cancelled job's reason is its state: said once
+  if (!job.dead_reason || job.dead_reason === job.state) return '';
+  return html` <span class="reason" data-reason="${job.dead_reason}">${job.dead_reason}</span>`;
 }
 
 function rightsLine(rights) {
@@ -278,11 +332,15 @@ function filterForm(action, filter) {
   const stateOptions = JOB_STATES.map(
     (s) => html`<option value="${s}"${filter.state === s ? html` selected` : ''}>${s}</option>`,
   );
+  const reasonOptions = DEAD_REASONS.map(
+    (r) => html`<option value="${r}"${filter.reason === r ? html` selected` : ''}>${r}</option>`,
+  );
   const limitOptions = [20, 50, 100, 500].map(
     (n) => html`<option value="${n}"${filter.limit === n ? html` selected` : ''}>${n}</option>`,
   );
   return html`<form method="get" action="${action}" class="filter">
   <label>State <select name="state"><option value="">all</option>${stateOptions}</select></label>
+  <label>Dead reason <select name="reason"><option value="">any</option>${reasonOptions}</select></label>
   <label>Per page <select name="limit">${limitOptions}</select></label>
   <button type="submit">Show</button>
 </form>`;
@@ -293,7 +351,7 @@ function jobsTable(ctx, jobs, seesPayload, { selectable = false } = {}) {
     (j) => html`<tr data-job-id="${j.id}">
   ${selectable ? html`<td><input type="checkbox" name="ids" value="${j.id}" form="bulk" aria-label="Select job ${j.id}"></td>` : ''}
   <td><a href="${ctx.base}/jobs/${j.id}">${j.id}</a></td>
-  <td>${jobStateBadge(j.state)}</td>
+  <td>${jobStateBadge(j.state)}${deadReason(j)}</td>
   <td>${j.attempt} / ${j.max_attempts}</td>
   <td>${j.priority}</td>
   <td>${time(j.run_at)}</td>
@@ -318,6 +376,7 @@ function bulkForm(ctx, queue, rights) {
   <span>Selected jobs (at most 100):</span>
   ${rights.admin ? html`<button type="submit" name="action" value="retry">Retry…</button>` : ''}
   <button type="submit" name="action" value="cancel" class="danger">Cancel…</button>
+  ${rights.admin ? html`<button type="submit" name="action" value="purge" class="danger">Purge…</button>` : ''}
 </form>`;
 }
 
@@ -327,6 +386,7 @@ function queuePage(ctx, { queue, stats, rights, jobs, filter, nextBeforeId, erro
   const pageLink = (params) => {
     const q = new URLSearchParams();
     if (filter.state) q.set('state', filter.state);
+    if (filter.reason) q.set('reason', filter.reason);
     if (filter.limit !== filter.defaultLimit) q.set('limit', String(filter.limit));
     for (const [k, v] of Object.entries(params)) q.set(k, v);
     const s = q.toString();
@@ -334,7 +394,7 @@ function queuePage(ctx, { queue, stats, rights, jobs, filter, nextBeforeId, erro
   };
   let list = '';
   if (jobs !== null && jobs.length === 0) {
-    list = html`<p class="empty">No job${filter.state ? ` in state ${filter.state}` : ''}${filter.beforeId ? ' older than these' : ''}.</p>`;
+    list = html`<p class="empty">No job${filter.state ? ` in state ${filter.state}` : ''}${filter.reason ? ` dead for reason ${filter.reason}` : ''}${filter.beforeId ? ' older than these' : ''}.</p>`;
   } else if (jobs !== null) {
     // retry_dead takes admin, cancel produce or admin: a role with neither gets no selection
     const selectable = !ctx.readOnly && (rights.admin || rights.produce);
@@ -393,10 +453,11 @@ function workflowBlock(ctx, job, w) {
   }
   if (w.taken) {
     parts.push(html`<h3>Dependents it took with it</h3>${list(w.taken, 'None: no job was dead-lettered with it (reason dependency_failed).')}`);
-  } else if (!w.caps.dead_jobs && (job.state === 'dead' || job.state === 'cancelled')) {
-    parts.push(
-      html`<p class="note">The dependents it dead-lettered are shown to a role that may read pgq.dead_jobs (GRANT SELECT).</p>`,
-    );
+    if (w.takenWindow) {
+      parts.push(
+        html`<p class="note">Looked for among the newest ${w.takenWindow} jobs dead for dependency_failed of each queue this role holds a right on (pgq.list_jobs); a role that may read pgq.dead_jobs (GRANT SELECT (id, reason, last_error)) finds them all.</p>`,
+      );
+    }
   }
   if (parts.length === 0) return '';
   return html`<section id="workflow"><h2>Workflow</h2>
@@ -404,16 +465,20 @@ function workflowBlock(ctx, job, w) {
 ${parts}</section>`;
 }
 
+const PURGE_ONE = 'Delete this dead job? This cannot be undone.';
+
 function jobPage(ctx, { job, rights, workflow = null, copySql, error, notice: text }) {
   const seesPayload = rights.produce || rights.consume;
   const path = `/jobs/${job.id}`;
   const canCancel = !ctx.readOnly && (rights.produce || rights.admin) && LIVE_STATES.includes(job.state);
   const canRetry = !ctx.readOnly && rights.admin && job.state === 'dead';
+  const canPurge = !ctx.readOnly && rights.admin && (job.state === 'dead' || job.state === 'cancelled');
   const actions =
-    canCancel || canRetry
+    canCancel || canRetry || canPurge
       ? html`<div class="actions">
   ${canCancel ? actionButton(ctx, `${path}/cancel`, 'Cancel', { confirm: 'Cancel this job?', danger: true }) : ''}
   ${canRetry ? actionButton(ctx, `${path}/retry`, 'Retry') : ''}
+  ${canPurge ? actionButton(ctx, `${path}/purge`, 'Purge', { confirm: PURGE_ONE, danger: true }) : ''}
 </div>`
       : '';
   const leaseLeft =
@@ -429,6 +494,7 @@ function jobPage(ctx, { job, rights, workflow = null, copySql, error, notice: te
 ${actions}
 <dl class="fields">
   <dt>State</dt><dd>${job.state}</dd>
+  <dt>Dead reason</dt><dd data-field="dead_reason">${job.dead_reason ?? '—'}</dd>
   <dt>Attempt</dt><dd>${job.attempt} of ${job.max_attempts}</dd>
   <dt>Priority</dt><dd>${job.priority}</dd>
   <dt>Group key</dt><dd>${job.group_key ?? '—'}</dd>
@@ -481,7 +547,7 @@ function bulkConfirmPage(ctx, { queue, action, label, jobs }) {
   const rows = jobs.map(
     ({ id, job }) => html`<tr data-job-id="${id}">
   <td><a href="${ctx.base}/jobs/${id}">${id}</a></td>
-  <td>${job ? jobStateBadge(job.state) : html`<span class="none">not found</span>`}</td>
+  <td>${job ? html`${jobStateBadge(job.state)}${deadReason(job)}` : html`<span class="none">not found</span>`}</td>
   <td>${job ? job.queue : '—'}</td>
 </tr>`,
   );
@@ -492,17 +558,20 @@ function bulkConfirmPage(ctx, { queue, action, label, jobs }) {
 <form method="post" action="${ctx.base}/queues/${encodeURIComponent(queue)}/bulk/run" class="inline" id="bulk-confirm">${csrfField(ctx)}
   <input type="hidden" name="action" value="${action}">
   ${jobs.map(({ id }) => html`<input type="hidden" name="ids" value="${id}">`)}
-  <button type="submit"${action === 'cancel' ? html` class="danger"` : ''}>${label} ${jobs.length} job${jobs.length === 1 ? '' : 's'}</button>
+  <button type="submit"${action === 'retry' ? '' : html` class="danger"`}>${label} ${jobs.length} job${jobs.length === 1 ? '' : 's'}</button>
 </form>
 <a href="${ctx.base}/queues/${encodeURIComponent(queue)}">Back, do nothing</a>
 </div>`;
   return layout(ctx, { title: `${label} jobs`, body });
 }
 
+const outcomeClass = (r) => (r.ok ? 'done' : r.error ? 'refused' : 'unchanged');
+
 function bulkResultPage(ctx, { queue, action, label, results }) {
   const done = results.filter((r) => r.ok).length;
   const rows = results.map(
-    (r) => html`<tr data-job-id="${r.id}" data-outcome="${r.ok ? 'done' : r.error ? 'refused' : 'unchanged'}">
+    // data-word: the outcome word pgq answered, or the refusal's SQLSTATE
+    (r) => html`<tr data-job-id="${r.id}" data-outcome="${outcomeClass(r)}" data-word="${r.outcome ?? r.error?.code}">
   <td><a href="${ctx.base}/jobs/${r.id}">${r.id}</a></td>
   <td>${r.error ? html`refused: ${r.error.message} <span class="code">(SQLSTATE ${r.error.code})</span>` : r.text}</td>
 </tr>`,
@@ -586,7 +655,24 @@ ${segmentsPart}`;
 
 // ---- Schedules, workers, coordination ---------------------------------------
 
-function schedulesPage(ctx, { rows, error }) {
+function scheduleRunsBlock(ctx, runs, max) {
+  if (runs.error) return errorBox(runs.error);
+  if (runs.rows.length === 0) return html`<p class="empty">No run of a schedule of a queue this role administers.</p>`;
+  const row = (r) => html`<tr data-schedule="${r.schedule_name}">
+  <td>${r.schedule_name}</td>
+  <td><a href="${ctx.base}/queues/${encodeURIComponent(r.queue)}">${r.queue}</a></td>
+  <td>${time(r.slot)}</td>
+  <td>${time(r.fired_at)}</td>
+  <td>${r.job_id ? html`<a href="${ctx.base}/jobs/${r.job_id}">${r.job_id}</a>` : '—'}</td>
+</tr>`;
+  return html`${runs.rows.length >= max ? html`<p class="note">The newest ${max}.</p>` : ''}<table class="schedule-runs">
+<thead><tr><th>Schedule</th><th>Queue</th><th>Slot</th><th>Fired</th><th>Job</th></tr></thead>
+<tbody>
+${runs.rows.map(row)}
+</tbody></table>`;
+}
+
+function schedulesPage(ctx, { rows, error, runs = null, runsMax = 0 }) {
   const row = (s) => html`<tr data-schedule="${s.name}">
   <td>${s.name}</td>
   <td><a href="${ctx.base}/queues/${encodeURIComponent(s.queue)}">${s.queue}</a></td>
@@ -609,7 +695,10 @@ ${rows.map(row)}
   }
   const body = html`<h1>Schedules</h1>
 <p class="meta">Schedules of the queues this role holds a right on. “Last run still live”: the job of the last firing is pending or running (an <code>@every</code> schedule waits for it; a cron one may overlap it).</p>
-${table}`;
+${table}
+${runs ? html`<h2>Recent runs</h2>
+<p class="meta">Each firing, newest first, of the schedules of the queues this role administers (<code>pgq.list_schedule_runs()</code>).</p>
+${scheduleRunsBlock(ctx, runs, runsMax)}` : ''}`;
   return layout(ctx, { title: 'Schedules', body, error });
 }
 
@@ -647,8 +736,37 @@ ${running.map(row)}
 </tbody></table>`;
 }
 
-function workersPage(ctx, { workers, workersError, running, runningError, runningMax }) {
+function claimersTable(ctx, claimers, max) {
+  if (claimers.length === 0) {
+    return html`<p class="empty">No session holds a claim on a queue this role administers.</p>`;
+  }
+  const row = (c) => html`<tr data-queue="${c.queue}" data-pid="${c.claimer_pid ?? ''}">
+  <td><a href="${ctx.base}/queues/${encodeURIComponent(c.queue)}">${c.queue}</a></td>
+  <td data-field="claimer">${c.claimer_role ?? '?'} (pid ${c.claimer_pid ?? '?'})</td>
+  <td>${c.claimer_application ?? '—'}</td>
+  <td>${c.claimer_address ?? 'local'}</td>
+  <td>${yesNo(c.claimer_connected)}</td>
+  <td>${time(c.connected_since)}</td>
+  <td data-field="running">${c.running}</td>
+  <td>${c.expired ? html`<span class="badge warn">${c.expired}</span>` : '0'}</td>
+  <td>${time(c.oldest_claimed_at)}</td>
+  <td>${time(c.newest_claimed_at)}</td>
+</tr>`;
+  return html`${claimers.length >= max ? html`<p class="note">The first ${max} shown.</p>` : ''}<table class="claimers">
+<thead><tr><th>Queue</th><th>Session</th><th>Application</th><th>Address</th><th>Connected</th><th>Since</th><th>Running</th><th>Expired leases</th><th>Oldest claim</th><th>Newest claim</th></tr></thead>
+<tbody>
+${claimers.map(row)}
+</tbody></table>`;
+}
+
+function workersPage(
+  ctx,
+  { workers, workersError, running, runningError, runningMax, claimers = [], claimersError = null },
+) {
   const body = html`<h1>Workers</h1>
+<h2>Claiming sessions</h2>
+<p class="meta">Per queue this role administers, each session holding claims (<code>pgq.queue_workers()</code>).</p>
+${claimersError ? errorBox(claimersError) : claimersTable(ctx, claimers, runningMax)}
 <h2>Background workers</h2>
 ${workersError ? errorBox(workersError) : workersTable(workers)}
 <h2>Running jobs</h2>
@@ -683,7 +801,7 @@ ${rows.map((s) => html`<tr data-switch="${s.name}"><td>${s.name}</td><td>${s.val
 ${rows.map((l) => html`<tr data-ladder="${l.subject}"><td>${l.subject}</td><td>${l.step}</td><td>${time(l.updated_at)}</td></tr>`)}
 </tbody></table>`;
   const body = html`<h1>Teams, switches, ladders</h1>
-<p class="meta">Read-only. These tables are not about queues: reading them takes <code>GRANT SELECT</code> on them (see the dashboard’s README).</p>
+<p class="meta">Read-only. Coordination is not about queues: its readers (<code>pgq.list_teams</code>, <code>list_switches</code>, <code>list_ladders</code>) are granted with <code>GRANT EXECUTE</code>, as its other functions (see the dashboard’s README).</p>
 ${section('Teams', teams, teamsTable)}
 ${section('Switches', switches, switchesTable)}
 ${section('Ladders', ladders, laddersTable)}`;
@@ -702,6 +820,8 @@ module.exports = {
   searchPage,
   bulkConfirmPage,
   bulkResultPage,
+  outcomeText,
+  jobNoticeCode,
   streamsPage,
   schedulesPage,
   workersPage,

@@ -78,9 +78,75 @@ test('cancelling a running job fences its worker, and pgq.job says cancelled', a
   // The worker holding the claim can no longer complete it.
   const done = await db.admin.query('SELECT pgq.complete($1, $2) AS ok', [id, claimed.attempt]);
   assert.equal(done.rows[0].ok, false);
-  // Cancelling again: nothing to cancel, said so.
+  // Cancelling again: nothing to cancel, and why (pgq.cancel_job's word).
   const again = await browser.post(`/jobs/${id}/cancel`, { _csrf: token });
-  assert.equal(again.headers.location, `/jobs/${id}?notice=not_cancelled`);
+  assert.equal(again.headers.location, `/jobs/${id}?notice=cancel_already_cancelled`);
+  const shown = await browser.get(again.headers.location);
+  assert.match(shown.body, /Nothing done: not cancelled: already cancelled\./);
+  assert.match(shown.body, /<dt>Dead reason<\/dt><dd data-field="dead_reason">cancelled<\/dd>/);
+});
+
+test('the job buttons say why nothing happened: pgq.cancel_job and retry_dead_job outcomes', async (t) => {
+  const app = await startDashboard(t, db, { role });
+  const browser = new Browser(app);
+  // Completed (its history kept): cancel answers already_completed.
+  await db.admin.query("SELECT pgq.alter_queue('work', keep_completed => '1 hour')");
+  const done = (await db.admin.query("SELECT pgq.enqueue('work', '{}') AS id")).rows[0].id;
+  const c = await claim(done);
+  await db.admin.query('SELECT pgq.complete($1, $2)', [done, c.attempt]);
+  const token = await browser.csrf('/queues/work'); // a done job's page has no button
+  let res = await browser.post(`/jobs/${done}/cancel`, { _csrf: token });
+  assert.equal(res.headers.location, `/jobs/${done}?notice=cancel_already_completed`);
+  assert.match((await browser.get(res.headers.location)).body, /not cancelled: already completed/);
+  // Dead (exhausted): cancel answers already_dead; the page shows the reason.
+  const dead = await deadJob();
+  res = await browser.post(`/jobs/${dead}/cancel`, { _csrf: token });
+  assert.equal(res.headers.location, `/jobs/${dead}?notice=cancel_already_dead`);
+  const deadPage = await browser.get(res.headers.location);
+  assert.match(deadPage.body, /not cancelled: already dead/);
+  assert.match(deadPage.body, /<dd data-field="dead_reason">exhausted<\/dd>/);
+  // Retrying a live job: not_dead.
+  const live = (await db.admin.query("SELECT pgq.enqueue('work', '{}') AS id")).rows[0].id;
+  res = await browser.post(`/jobs/${live}/retry`, { _csrf: token });
+  assert.equal(res.headers.location, `/jobs/${live}?notice=retry_not_dead`);
+  // A dead job whose dedupe key a live job holds: dedupe_key_taken.
+  const keyed = (await db.admin.query("SELECT pgq.enqueue('work', '{}', dedupe_key => 'k1') AS id")).rows[0].id;
+  await db.admin.query('SELECT pgq.cancel($1)', [keyed]);
+  await db.admin.query("SELECT pgq.enqueue('work', '{}', dedupe_key => 'k1')");
+  res = await browser.post(`/jobs/${keyed}/retry`, { _csrf: token });
+  assert.equal(res.headers.location, `/jobs/${keyed}?notice=retry_dedupe_key_taken`);
+  assert.match((await browser.get(res.headers.location)).body, /a live job holds its dedupe key/);
+  // Unknown codes are not echoed: only the dashboard's own texts.
+  const forged = await browser.get(`/jobs/${keyed}?notice=retry_%3Cb%3E`);
+  assert.doesNotMatch(forged.body, /Nothing done/);
+});
+
+test('purging a dead job from its page deletes it and goes back to its queue', async (t) => {
+  const app = await startDashboard(t, db, { role });
+  const browser = new Browser(app);
+  const id = await deadJob();
+  const page = await browser.get(`/jobs/${id}`);
+  assert.match(page.body, new RegExp(`action="/jobs/${id}/purge"`));
+  const token = await browser.csrf(`/jobs/${id}`);
+  const res = await browser.post(`/jobs/${id}/purge`, { _csrf: token });
+  assert.equal(res.statusCode, 303, res.body);
+  assert.equal(res.headers.location, `/queues/work?notice=job_purged&n=${id}`);
+  assert.equal(await jobState(id), undefined);
+  assert.match((await browser.get(res.headers.location)).body, new RegExp(`Dead job ${id} deleted\\.`));
+  // Gone: its page is a 404, and purging again too.
+  assert.equal((await browser.get(`/jobs/${id}`)).statusCode, 404);
+  assert.equal((await browser.post(`/jobs/${id}/purge`, { _csrf: token })).statusCode, 404);
+  // A live job has no purge button; posted anyway, not_dead.
+  const live = (await db.admin.query("SELECT pgq.enqueue('work', '{}') AS id")).rows[0].id;
+  assert.doesNotMatch((await browser.get(`/jobs/${live}`)).body, /\/purge"/);
+  const again = await browser.post(`/jobs/${live}/purge`, { _csrf: token });
+  assert.equal(again.headers.location, `/jobs/${live}?notice=purge_not_dead`);
+  assert.equal(await jobState(live), 'ready');
+  // Without the CSRF token: refused, nothing deleted.
+  const other = await deadJob();
+  const forged = await browser.post(`/jobs/${other}/purge`, {});
+  assert.equal(forged.statusCode, 403);
+  assert.equal(await jobState(other), 'dead');
 });
 
 test('pause and resume from the queue page', async (t) => {

@@ -225,7 +225,6 @@ test.before(async () => {
     await q("SELECT pgq.grant($1, $2, 'admin'), pgq.grant($1, $2, 'produce')", [opsRole, queue]);
   }
   await q(`GRANT pg_monitor TO ${opsRole}`);
-  await q(`GRANT SELECT (name, rate_limit) ON pgq.queues TO ${opsRole}`);
   await q("SELECT pgq.grant($1, 'work', 'consume')", [viewerRole]);
 
   // emails: 8 due and 2 scheduled; 3 claimed: 1 completed, 1 dead, 1 running.
@@ -276,6 +275,8 @@ test.before(async () => {
   await q(`GRANT SELECT (id, reason, last_error) ON pgq.dead_jobs TO ${opsRole}`);
   ids.flowDead1 = await dead('flow', { n: 1 }, 'boom 1');
   ids.flowDead2 = await dead('flow', { n: 2 }, 'boom 2');
+  ids.flowPurge1 = await dead('flow', { n: 3 }, 'boom 3');
+  ids.flowPurge2 = await dead('flow', { n: 4 }, 'boom 4');
   ids.keyed = (await q("SELECT pgq.enqueue('flow', '{}', dedupe_key => 'invoice-2026-0042') AS id")).rows[0].id;
   ids.hiddenKeyed = (await q("SELECT pgq.enqueue('hidden', '{}', dedupe_key => 'invoice-2026-0042') AS id")).rows[0].id;
   ids.parent = (await q("SELECT pgq.enqueue('flow', '{\"step\": \"extract\"}', priority => 100) AS id")).rows[0].id;
@@ -624,7 +625,7 @@ test('a POST from the page without the CSRF token is refused (403)', { timeout: 
   assertClean(tab);
 });
 
-// ---- On call (2.1): search, workflow, bulk actions, streams, database unavailable ----
+// ---- On call (2.1): search, workflow, dead reasons, bulk actions, streams, database unavailable ----
 
 const texts = (page, selector) => page.$$eval(selector, (els) => els.map((el) => el.textContent.trim()));
 
@@ -695,6 +696,75 @@ test('retrying selected dead jobs: tick, confirm, and what happened to each', { 
   ]);
   assert.equal(await jobState(ids.flowDead1), 'ready');
   assert.equal(await jobState(ids.flowDead2), 'ready');
+  assertClean(tab);
+});
+
+test('filter by dead reason, purge the selected dead jobs, and each outcome said', { timeout: TEST_TIMEOUT }, async (t) => {
+  const server = await startServer(opsRole);
+  const tab = await openTab(t, server, 'purge');
+  await visit(tab, '/queues/flow', 'reason-all');
+  await tab.page.select('form.filter select[name="reason"]', 'exhausted');
+  await clickAndLoad(tab, 'form.filter button[type="submit"]', 'reason-exhausted');
+  assert.equal(new URL(tab.page.url()).searchParams.get('reason'), 'exhausted');
+  const rows = await tab.page.$$eval('table.jobs tbody tr', (trs) =>
+    trs.map((r) => [r.dataset.jobId, r.querySelector('.reason')?.textContent ?? null]),
+  );
+  const listed = new Map(rows);
+  for (const id of [ids.flowPurge1, ids.flowPurge2, ids.doomed]) assert.equal(listed.get(String(id)), 'exhausted', `job ${id}`);
+  assert.ok(!listed.has(String(ids.doomedChild)), 'its dependency_failed child is not exhausted');
+  assert.ok(!listed.has(String(ids.keyed)), 'a live job has no dead reason');
+
+  // Tick two; before the confirmation someone else retries one of them.
+  for (const id of [ids.flowPurge1, ids.flowPurge2]) await tab.page.click(`input[type="checkbox"][value="${id}"]`);
+  await clickAndLoad(tab, 'form#bulk button[value="purge"]', 'purge-confirm');
+  assert.equal(await tab.page.$eval('h1', (el) => el.textContent), 'Purge 2 jobs?');
+  assert.equal(await jobState(ids.flowPurge1), 'dead', 'nothing done before the confirmation');
+  await db.admin.query('SELECT pgq.retry_dead($1::bigint)', [ids.flowPurge2]);
+  await clickAndLoad(tab, 'form#bulk-confirm button[type="submit"]', 'purge-result');
+  assert.equal(await tab.page.$eval('h1', (el) => el.textContent), 'Purge: 1 of 2 jobs');
+  const outcomes = await tab.page.$$eval('table.bulk-result tbody tr', (trs) =>
+    trs.map((r) => [r.dataset.jobId, r.dataset.word, r.children[1].textContent.trim()]),
+  );
+  assert.deepEqual(new Map(outcomes.map(([id, word]) => [id, word])), new Map([
+    [String(ids.flowPurge1), 'purged'],
+    [String(ids.flowPurge2), 'not_dead'],
+  ]));
+  assert.match(outcomes.find(([id]) => id === String(ids.flowPurge2))[2], /^not deleted: not dead/);
+  assert.equal(await jobState(ids.flowPurge1), undefined);
+  assert.equal(await jobState(ids.flowPurge2), 'ready');
+
+  // The job page: cancelled, its reason shown; cancelling again says why not; purge it.
+  await visit(tab, `/jobs/${ids.flowPurge2}`, 'purge-job-live');
+  tab.dialogs.push({ message: 'Cancel this job?', accept: true });
+  await clickAndLoad(tab, `form[action="/jobs/${ids.flowPurge2}/cancel"] button[type="submit"]`, 'purge-job-cancelled');
+  assert.equal(await tab.page.$eval('dd[data-field="dead_reason"]', (el) => el.textContent), 'cancelled');
+  // the same button posted again (a second tab's stale page): the outcome word's text
+  const token = await tab.page.$eval('form[action$="/purge"] input[name="_csrf"]', (el) => el.value);
+  const submitted = tab.page.waitForNavigation({ waitUntil: 'load' });
+  await tab.page.evaluate(
+    (action, csrf) => {
+      const f = document.createElement('form');
+      f.method = 'post';
+      f.action = action;
+      const i = document.createElement('input');
+      i.type = 'hidden';
+      i.name = '_csrf';
+      i.value = csrf;
+      f.append(i);
+      document.body.append(f);
+      f.submit();
+    },
+    `/jobs/${ids.flowPurge2}/cancel`,
+    token,
+  );
+  assert.equal((await submitted).status(), 200);
+  assert.equal(await tab.page.$eval('p.notice', (el) => el.textContent), 'Nothing done: not cancelled: already cancelled.');
+  await shot(tab, 'purge-job-already-cancelled');
+  tab.dialogs.push({ message: 'Delete this dead job? This cannot be undone.', accept: true });
+  await clickAndLoad(tab, `form[action="/jobs/${ids.flowPurge2}/purge"] button[type="submit"]`, 'purge-job-purged');
+  assert.equal(new URL(tab.page.url()).pathname, '/queues/flow');
+  assert.equal(await tab.page.$eval('p.notice', (el) => el.textContent), `Dead job ${ids.flowPurge2} deleted.`);
+  assert.equal(await jobState(ids.flowPurge2), undefined);
   assertClean(tab);
 });
 

@@ -2,9 +2,10 @@
 
 // What the person on call uses (2.1): find a job by id, dedupe key or group
 // key; a job's workflow (its parents, its children, what a dead parent took
-// with it); bulk retry and cancel of selected jobs (bounded, confirmed,
-// CSRF-protected, decided per job by the database with the role's rights);
-// the streams page. Each shown only as far as the role's rights go: team A's
+// with it); a queue's jobs filtered by dead reason; bulk retry, cancel and
+// purge of selected jobs (bounded, confirmed, CSRF-protected, decided per
+// job by the database with the role's rights, each saying what happened or
+// why not); the streams page. Each shown only as far as the role's rights go: team A's
 // role never sees team B's jobs or streams.
 
 const test = require('node:test');
@@ -146,6 +147,7 @@ test('a dead parent’s page lists the dependents it took with it, the role’s 
   assert.equal(await state(ids.doomedChildB), 'dead');
   const w = workflow((await app.inject({ url: `/jobs/${ids.doomed}` })).body);
   assert.deepEqual(listed(w, 'Dependents it took with it'), [ids.doomedChildA]);
+  assert.doesNotMatch(w, /Looked for among/, 'with the grant: every dependent, no window');
   // and the child links back to the parent that did not complete
   const child = workflow((await app.inject({ url: `/jobs/${ids.doomedChildA}` })).body);
   assert.match(child, new RegExp(`its parent <a href="/jobs/${ids.doomed}">job ${ids.doomed}</a> did not complete`));
@@ -159,8 +161,12 @@ test('a role that may not read the dependency tables is told which grant shows t
   const app = await startDashboard(t, db, { role: plainA });
   const waiting = workflow((await app.inject({ url: `/jobs/${ids.childA}` })).body);
   assert.match(waiting, /It waits for 1 parent; which ones is shown to a role that may read pgq\.job_dependencies/);
+  // the dependents a dead parent took: found without the grant (2.1), through
+  // pgq.list_jobs' reason filter, its own queue's only
   const dead = workflow((await app.inject({ url: `/jobs/${ids.doomed}` })).body);
-  assert.match(dead, /shown to a role that may read pgq\.dead_jobs/);
+  assert.deepEqual(listed(dead, 'Dependents it took with it'), [ids.doomedChildA]);
+  assert.match(dead, /Looked for among the newest 1000 jobs dead for dependency_failed of each queue/);
+  assert.doesNotMatch(dead, new RegExp(`Job ${ids.doomedChildB}\\b`));
 });
 
 // ---- Bulk actions ---------------------------------------------------------------------
@@ -194,9 +200,13 @@ test('retrying selected dead jobs: a confirmation first, then what happened to e
   const run = await browser.post('/queues/a/bulk/run', bulkForm({ _csrf: csrfToken(confirm.body), action: 'retry' }, [d1, d2, dB]));
   assert.equal(run.statusCode, 200, run.body);
   assert.match(run.body, /<h1>Retry: 2 of 3 jobs<\/h1>/);
-  assert.match(run.body, new RegExp(`<tr data-job-id="${d1}" data-outcome="done">`));
-  assert.match(run.body, new RegExp(`<tr data-job-id="${d2}" data-outcome="done">`));
-  assert.doesNotMatch(run.body, new RegExp(`<tr data-job-id="${dB}" data-outcome="done">`));
+  assert.match(run.body, new RegExp(`<tr data-job-id="${d1}" data-outcome="done" data-word="retried">`));
+  assert.match(run.body, new RegExp(`<tr data-job-id="${d2}" data-outcome="done" data-word="retried">`));
+  // team B's job: not found, exactly like an unknown id
+  assert.match(
+    run.body,
+    new RegExp(`<tr data-job-id="${dB}" data-outcome="unchanged" data-word="not_found">[\\s\\S]*?not requeued: not found`),
+  );
   assert.equal(await state(d1), 'ready');
   assert.equal(await state(d2), 'ready');
   assert.equal(await state(dB), 'dead', 'team B’s job untouched');
@@ -208,9 +218,113 @@ test('cancelling selected jobs; one finished already is said so', async (t) => {
   const { browser, token } = await bulkSetup(t, teamA);
   const confirm = await browser.post('/queues/a/bulk', bulkForm({ _csrf: token, action: 'cancel' }, [live, finished]));
   const run = await browser.post('/queues/a/bulk/run', bulkForm({ _csrf: csrfToken(confirm.body), action: 'cancel' }, [live, finished]));
-  assert.match(run.body, new RegExp(`<tr data-job-id="${live}" data-outcome="done">`));
-  assert.match(run.body, new RegExp(`<tr data-job-id="${finished}" data-outcome="unchanged">[\\s\\S]*?not cancelled`));
+  assert.match(run.body, new RegExp(`<tr data-job-id="${live}" data-outcome="done" data-word="cancelled">`));
+  assert.match(
+    run.body,
+    new RegExp(`<tr data-job-id="${finished}" data-outcome="unchanged" data-word="already_dead">[\\s\\S]*?not cancelled: already dead`),
+  );
   assert.equal(await state(live), 'cancelled');
+});
+
+test('bulk outcomes say why nothing happened: already completed, not dead, dedupe key taken', async (t) => {
+  await db.admin.query("SELECT pgq.alter_queue('a', keep_completed => '1 hour')"); // a done job is kept
+  const completed = await enqueue('a', { priority: 5000 });
+  const c = (await db.admin.query("SELECT c.id, c.attempt FROM pgq.claim('a', 1) c")).rows[0];
+  assert.equal(c.id, completed);
+  await db.admin.query('SELECT pgq.complete($1, $2)', [c.id, c.attempt]);
+  const keyed = await enqueue('a', { dedupe: 'bulk-key' });
+  await db.admin.query('SELECT pgq.cancel($1)', [keyed]);
+  const holder = await enqueue('a', { dedupe: 'bulk-key' });
+  const { browser, token } = await bulkSetup(t, teamA);
+  const list = [completed, keyed, holder];
+  const confirm = await browser.post('/queues/a/bulk', bulkForm({ _csrf: token, action: 'retry' }, list));
+  const run = await browser.post('/queues/a/bulk/run', bulkForm({ _csrf: csrfToken(confirm.body), action: 'retry' }, list));
+  assert.match(run.body, /<h1>Retry: 0 of 3 jobs<\/h1>/);
+  assert.match(run.body, new RegExp(`data-job-id="${completed}" data-outcome="unchanged" data-word="already_completed">[\\s\\S]*?not requeued: already completed`));
+  assert.match(run.body, new RegExp(`data-job-id="${keyed}" data-outcome="unchanged" data-word="dedupe_key_taken">[\\s\\S]*?a live job holds its dedupe key`));
+  assert.match(run.body, new RegExp(`data-job-id="${holder}" data-outcome="unchanged" data-word="not_dead">`));
+  const cancel = await browser.post('/queues/a/bulk/run', bulkForm({ _csrf: token, action: 'cancel' }, [completed, keyed]));
+  assert.match(cancel.body, new RegExp(`data-job-id="${completed}" data-outcome="unchanged" data-word="already_completed">`));
+  assert.match(cancel.body, new RegExp(`data-job-id="${keyed}" data-outcome="unchanged" data-word="already_cancelled">[\\s\\S]*?not cancelled: already cancelled`));
+  await db.admin.query('SELECT pgq.cancel($1)', [holder]);
+});
+
+test('purging selected dead jobs: confirmed, then deleted per job; live, other teams’ and unknown ones are not', async (t) => {
+  const d1 = await deadJob('a');
+  const d2 = await deadJob('a');
+  const dB = await deadJob('b');
+  const live = await enqueue('a');
+  const { browser, page, token } = await bulkSetup(t, teamA);
+  assert.match(page.body, /<button type="submit" name="action" value="purge" class="danger">Purge…<\/button>/);
+  const list = [d1, d2, dB, live, 99999999];
+  const confirm = await browser.post('/queues/a/bulk', bulkForm({ _csrf: token, action: 'purge' }, list));
+  assert.equal(confirm.statusCode, 200, confirm.body);
+  assert.match(confirm.body, /<h1>Purge 5 jobs\?<\/h1>/);
+  assert.match(confirm.body, /<button type="submit" class="danger">Purge 5 jobs<\/button>/);
+  assert.match(confirm.body, new RegExp(`<tr data-job-id="${d1}">[\\s\\S]*?state-dead[\\s\\S]*?data-reason="exhausted"`));
+  assert.equal(await state(d1), 'dead', 'nothing done before the confirmation');
+
+  const run = await browser.post('/queues/a/bulk/run', bulkForm({ _csrf: csrfToken(confirm.body), action: 'purge' }, list));
+  assert.equal(run.statusCode, 200, run.body);
+  assert.match(run.body, /<h1>Purge: 2 of 5 jobs<\/h1>/);
+  assert.match(run.body, new RegExp(`data-job-id="${d1}" data-outcome="done" data-word="purged">[\\s\\S]*?deleted`));
+  assert.match(run.body, new RegExp(`data-job-id="${d2}" data-outcome="done" data-word="purged">`));
+  assert.match(run.body, new RegExp(`data-job-id="${dB}" data-outcome="unchanged" data-word="not_found">[\\s\\S]*?not deleted: not found`));
+  assert.match(run.body, new RegExp(`data-job-id="${live}" data-outcome="unchanged" data-word="not_dead">[\\s\\S]*?not deleted: not dead`));
+  assert.match(run.body, /data-job-id="99999999" data-outcome="unchanged" data-word="not_found">/);
+  assert.equal(await state(d1), undefined);
+  assert.equal(await state(d2), undefined);
+  assert.equal(await state(dB), 'dead', 'team B’s job untouched');
+  assert.equal(await state(live), 'ready');
+  await db.admin.query('SELECT pgq.cancel($1)', [live]);
+});
+
+test('purge needs admin: a producer gets no purge button and each job’s refusal', async (t) => {
+  const dead = await deadJob('a');
+  const { browser, page, token } = await bulkSetup(t, plainA);
+  assert.doesNotMatch(page.body, /value="purge"/);
+  const run = await browser.post('/queues/a/bulk/run', bulkForm({ _csrf: token, action: 'purge' }, [dead]));
+  assert.equal(run.statusCode, 200);
+  assert.match(run.body, new RegExp(`<tr data-job-id="${dead}" data-outcome="refused" data-word="42501">[\\s\\S]*?SQLSTATE 42501`));
+  assert.equal(await state(dead), 'dead');
+});
+
+// ---- Dead reason ------------------------------------------------------------------
+
+test('a queue’s jobs filtered by dead reason, the reason shown in the list', async (t) => {
+  const exhausted = await deadJob('a');
+  const cancelled = await enqueue('a');
+  await db.admin.query('SELECT pgq.cancel($1)', [cancelled]);
+  const app = await startDashboard(t, db, { role: teamA });
+  const all = await app.inject({ url: '/queues/a?state=dead' });
+  assert.match(all.body, /<select name="reason"><option value="">any<\/option><option value="exhausted">exhausted<\/option>/);
+  assert.match(all.body, new RegExp(`<tr data-job-id="${exhausted}">[\\s\\S]*?<span class="reason" data-reason="exhausted">exhausted</span>`));
+  const byReason = await app.inject({ url: '/queues/a?reason=exhausted' });
+  assert.equal(byReason.statusCode, 200);
+  const listed = jobIds(byReason.body);
+  assert.ok(listed.includes(exhausted), 'the exhausted job listed');
+  assert.ok(!listed.includes(cancelled), 'not the cancelled one');
+  assert.ok(listed.includes(ids.doomed), 'every exhausted job of the queue');
+  assert.ok(!listed.includes(ids.doomedChildA), 'not its dependency_failed child');
+  assert.match(byReason.body, /<option value="exhausted" selected>exhausted<\/option>/);
+  const deps = jobIds((await app.inject({ url: '/queues/a?reason=dependency_failed' })).body);
+  assert.deepEqual(deps, [ids.doomedChildA]);
+  const cancelledOnly = jobIds((await app.inject({ url: '/queues/a?state=cancelled&reason=cancelled' })).body);
+  assert.ok(cancelledOnly.includes(cancelled));
+  assert.ok(!cancelledOnly.includes(exhausted));
+  // with a state it cannot be in: none, said so
+  const none = await app.inject({ url: '/queues/a?state=ready&reason=exhausted' });
+  assert.match(none.body, /No job in state ready dead for reason exhausted\./);
+  // the paging link keeps the filter
+  const paged = await app.inject({ url: '/queues/a?reason=exhausted&limit=20' });
+  assert.equal(paged.statusCode, 200);
+  // an unknown reason: 400, with the reasons
+  const bad = await app.inject({ url: '/queues/a?reason=lost' });
+  assert.equal(bad.statusCode, 400);
+  assert.match(bad.body, /reason must be one of exhausted, cancelled, expired, dependency_failed/);
+  // the job's page says why
+  const jobPage = await app.inject({ url: `/jobs/${ids.doomedChildA}` });
+  assert.match(jobPage.body, /<dd data-field="dead_reason">dependency_failed<\/dd>/);
 });
 
 test('a role without the right is refused per job with the database’s message', async (t) => {
@@ -218,7 +332,7 @@ test('a role without the right is refused per job with the database’s message'
   const { browser, token } = await bulkSetup(t, plainA); // produce only: retry_dead needs admin
   const run = await browser.post('/queues/a/bulk/run', bulkForm({ _csrf: token, action: 'retry' }, [dead]));
   assert.equal(run.statusCode, 200);
-  assert.match(run.body, new RegExp(`<tr data-job-id="${dead}" data-outcome="refused">[\\s\\S]*?SQLSTATE 42501`));
+  assert.match(run.body, new RegExp(`<tr data-job-id="${dead}" data-outcome="refused" data-word="42501">[\\s\\S]*?SQLSTATE 42501`));
   assert.equal(await state(dead), 'dead');
 });
 
@@ -230,7 +344,11 @@ test('bulk actions are bounded, need the CSRF token, a known action, and are ref
   assert.match(tooMany.body, /At most 100 jobs at a time \(101 selected\)/);
   assert.equal((await browser.post('/queues/a/bulk/run', bulkForm({ _csrf: token, action: 'retry' }, many))).statusCode, 400);
   assert.equal((await browser.post('/queues/a/bulk', { _csrf: token, action: 'retry' })).statusCode, 400);
-  assert.equal((await browser.post('/queues/a/bulk', bulkForm({ _csrf: token, action: 'purge' }, ['1']))).statusCode, 400);
+  assert.equal((await browser.post('/queues/a/bulk', bulkForm({ _csrf: token, action: 'delete' }, ['1']))).statusCode, 400);
+  assert.equal((await browser.post('/queues/a/bulk/run', bulkForm({ _csrf: token, action: 'purge' }, many))).statusCode, 400);
+  const purgeNoToken = await browser.post('/queues/a/bulk/run', bulkForm({ action: 'purge' }, [String(ids.doomed)]));
+  assert.equal(purgeNoToken.statusCode, 403);
+  assert.equal(await state(ids.doomed), 'dead');
   assert.equal((await browser.post('/queues/a/bulk', bulkForm({ _csrf: token, action: 'retry' }, ['x']))).statusCode, 400);
   const noToken = await browser.post('/queues/a/bulk/run', bulkForm({ action: 'cancel' }, [String(ids.keyedA)]));
   assert.equal(noToken.statusCode, 403);
@@ -241,6 +359,9 @@ test('bulk actions are bounded, need the CSRF token, a known action, and are ref
   assert.doesNotMatch(ro.page.body, /type="checkbox"/);
   const refused = await ro.browser.post('/queues/a/bulk/run', bulkForm({ _csrf: ro.token, action: 'cancel' }, [String(ids.keyedA)]));
   assert.equal(refused.statusCode, 403);
+  const roPurge = await ro.browser.post('/queues/a/bulk/run', bulkForm({ _csrf: ro.token, action: 'purge' }, [String(ids.doomed)]));
+  assert.equal(roPurge.statusCode, 403);
+  assert.equal(await state(ids.doomed), 'dead');
   assert.equal(await state(ids.keyedA), 'ready');
 });
 

@@ -20,8 +20,8 @@ test.before(async () => {
   await q("SELECT pgq.create_queue('hidden')");
   await q("SELECT pgq.pause('capped')");
   for (const queue of ['emails', 'capped']) await q('SELECT pgq.grant($1, $2, $3)', [role, queue, 'admin']);
-  // Rate limits are readable through a column grant; counters through pg_monitor.
-  await q(`GRANT SELECT (name, rate_limit) ON pgq.queues TO ${role}`);
+  // Counters through pg_monitor; rate limits through pgq.queue_settings()
+  // (2.1): no grant beyond the queue rights.
   await q(`GRANT pg_monitor TO ${role}`);
 
   // emails: 6 ready, 2 scheduled; 3 claimed: 1 completed, 1 failed (dead), 1 running;
@@ -71,17 +71,21 @@ test('the overview lists the counts of the queues the role may see', async (t) =
   assert.match(res.body, new RegExp(`As role <b>${role}</b>`));
 });
 
-test('without the column grant and pg_monitor the overview says what it cannot show', async (t) => {
+test('without pg_monitor the overview says what it cannot show; rate limits need no grant', async (t) => {
   const plain = await db.createRole('plain');
-  await db.admin.query("SELECT pgq.grant($1, 'emails', 'consume')", [plain]);
+  await db.admin.query("SELECT pgq.create_queue('throttled', rate_limit => 5)");
+  await db.admin.query("SELECT pgq.grant($1, 'emails', 'consume'), pgq.grant($1, 'throttled', 'consume')", [plain]);
   const app = await startDashboard(t, db, { role: plain });
   const res = await new Browser(app).get('/');
   assert.equal(res.statusCode, 200);
   assert.equal(overviewCell(res.body, 'emails', 'ready'), '3');
   assert.equal(overviewCell(res.body, 'capped', 'ready'), undefined);
   assert.equal(overviewCell(res.body, 'emails', 'rate_limit'), '—');
-  assert.match(res.body, /Rate limits are not shown/);
+  // a consume right is enough to see the queue's rate limit (pgq.queue_settings)
+  assert.equal(overviewCell(res.body, 'throttled', 'rate_limit'), '5/s');
+  assert.doesNotMatch(res.body, /Rate limits are not shown/);
   assert.match(res.body, /not in pg_monitor/);
+  await db.admin.query("SELECT pgq.drop_queue('throttled', force => true)");
 });
 
 test('a queue deeper than the exact count shows the estimate from the statistics', async (t) => {

@@ -1,7 +1,9 @@
 'use strict';
 
-// Schedules, workers (pgq.workers for pg_monitor, pgq.running_jobs with the
-// claimer and the lease left), and the read-only teams, switches, ladders.
+// Schedules, workers (the claiming sessions of the queues the role
+// administers, pgq.queue_workers(); pgq.workers for pg_monitor;
+// pgq.running_jobs with the claimer and the lease left), and the read-only
+// teams, switches, ladders (pgq.list_teams/list_switches/list_ladders).
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -45,6 +47,32 @@ test('schedules of the queues the role may see: spec, time zone, next and last r
   assert.doesNotMatch(res.body, /hush/, 'not a schedule of a queue without a right');
 });
 
+test('schedule runs: each firing of the schedules of the queues the role administers, with its job', async (t) => {
+  await db.admin.query("SELECT pgq.schedule('minutely', 'reports', '* * * * *'), pgq.schedule('hidden_tick', 'secret', '* * * * *')");
+  t.after(() => db.admin.query("SELECT pgq.unschedule('minutely'), pgq.unschedule('hidden_tick')"));
+  // fired as sql/read_surfaces.sql does: the clock two minutes ahead for one maintenance pass
+  await db.admin.query("SET pgq.debug_clock_offset = '2min'; SELECT * FROM pgq.maintain(); RESET pgq.debug_clock_offset");
+  const fired = (await db.admin.query("SELECT last_job_id FROM pgq.schedules WHERE name = 'minutely'")).rows[0];
+  assert.ok(fired.last_job_id, 'the schedule fired');
+  const app = await startDashboard(t, db, { role });
+  const res = await new Browser(app).get('/schedules');
+  assert.equal(res.statusCode, 200);
+  assert.match(res.body, /<h2>Recent runs<\/h2>/);
+  const run = /<table class="schedule-runs">[\s\S]*?<tr data-schedule="minutely">([\s\S]*?)<\/tr>/.exec(res.body);
+  assert.ok(run, 'the run listed');
+  assert.match(run[1], /<a href="\/queues\/reports">reports<\/a>/);
+  assert.match(run[1], new RegExp(`<a href="/jobs/${fired.last_job_id}">${fired.last_job_id}</a>`));
+  assert.doesNotMatch(res.body, /hidden_tick/, 'not a run of a queue it does not administer');
+  // a role with a right but not admin sees the schedules, not their runs (nothing, no error)
+  const reader = await db.createRole('reader');
+  await db.admin.query("SELECT pgq.grant($1, 'reports', 'consume')", [reader]);
+  const other = await startDashboard(t, db, { role: reader });
+  const page = await new Browser(other).get('/schedules');
+  assert.match(page.body, /<tr data-schedule="minutely">/);
+  assert.doesNotMatch(page.body, /class="schedule-runs"/);
+  assert.match(page.body, /No run of a schedule of a queue this role administers\./);
+});
+
 test('workers: the background workers for pg_monitor, running jobs with claimer and lease left', async (t) => {
   await db.admin.query(`GRANT pg_monitor TO ${role}`);
   t.after(() => db.admin.query(`REVOKE pg_monitor FROM ${role}`));
@@ -53,6 +81,8 @@ test('workers: the background workers for pg_monitor, running jobs with claimer 
   t.after(() => worker.end());
   await db.admin.query("SELECT pgq.enqueue('reports', '{}')");
   const job = (await worker.query("SELECT id FROM pgq.claim('reports')")).rows[0];
+  await db.admin.query("SELECT pgq.enqueue('secret', '{}')");
+  await worker.query("SELECT id FROM pgq.claim('secret')");
 
   const app = await startDashboard(t, db, { role });
   const browser = new Browser(app);
@@ -68,6 +98,14 @@ test('workers: the background workers for pg_monitor, running jobs with claimer 
   assert.match(row, /<td>report_worker<\/td>/);
   assert.match(row, /<td data-field="lease_left">(9 min \d+ s|10 min 0 s)<\/td>/);
   assert.match(row, /<td>yes<\/td>/, 'the claimer is connected');
+  // The claiming session, per queue the role administers (pgq.queue_workers).
+  const pid = (await worker.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+  const session = new RegExp(`<tr data-queue="reports" data-pid="${pid}">([\\s\\S]*?)</tr>`).exec(res.body);
+  assert.ok(session, 'the worker’s session listed under Claiming sessions');
+  assert.match(session[1], new RegExp(`<td data-field="claimer">postgres \\(pid ${pid}\\)</td>`));
+  assert.match(session[1], /<td>report_worker<\/td>/);
+  assert.match(session[1], /<td data-field="running">1<\/td>/);
+  assert.doesNotMatch(res.body, /data-queue="secret"/, 'not the sessions of a queue it does not administer');
 });
 
 test('workers without pg_monitor: a readable refusal, and the running jobs still', async (t) => {
@@ -77,6 +115,9 @@ test('workers without pg_monitor: a readable refusal, and the running jobs still
   assert.match(res.body, /permission denied for view workers <span class="code">\(SQLSTATE 42501\)<\/span>/);
   assert.match(res.body, /GRANT pg_monitor TO/);
   assert.match(res.body, /<tr data-job-id="\d+">/);
+  // the claiming sessions need no pg_monitor: one refusal only, the workers'
+  assert.equal(res.body.match(/SQLSTATE 42501/g).length, 1);
+  assert.match(res.body, /<h2>Claiming sessions<\/h2>/);
 });
 
 test('teams, switches and ladders: refused without a grant, shown read-only with it', async (t) => {
@@ -85,9 +126,11 @@ test('teams, switches and ladders: refused without a grant, shown read-only with
   let res = await browser.get('/coordination');
   assert.equal(res.statusCode, 200);
   assert.equal(res.body.match(/SQLSTATE 42501/g).length, 3);
-  assert.match(res.body, /GRANT SELECT ON pgq.teams, pgq.team_members, pgq.switches, pgq.ladders/);
+  assert.match(res.body, /GRANT EXECUTE ON FUNCTION pgq.list_teams\(text, integer\), pgq.list_switches/);
 
-  await db.admin.query(`GRANT SELECT ON pgq.teams, pgq.team_members, pgq.switches, pgq.ladders TO ${role}`);
+  await db.admin.query(
+    `GRANT EXECUTE ON FUNCTION pgq.list_teams(text, integer), pgq.list_switches(text, integer), pgq.list_ladders(text, integer) TO ${role}`,
+  );
   res = await browser.get('/coordination');
   assert.doesNotMatch(res.body, /SQLSTATE/);
   assert.match(

@@ -1,11 +1,12 @@
 // cancel_job and retry_dead_job (2.1): cancel and retry_dead that say why
-// nothing happened, for the dashboard's buttons and for scripts. The
+// nothing happened, for the dashboard's buttons and for scripts; and
+// purge_dead_job, which deletes one dead job (the dashboard's bulk purge). The
 // boolean cancel and retry_dead keep their contract; these do the same
 // move, then, when it did not happen, read the job as the caller may see
 // it and name its state.
 //
 // Rights are those of the boolean functions: produce or admin to cancel,
-// admin to retry. A job of a queue the caller holds none of them on is
+// admin to retry and to purge (as purge_dead). A job of a queue the caller holds none of them on is
 // answered 'not_found', exactly like an unknown id (issue 15, L4): the
 // answer tells a role nothing about queues it has no right on.
 #include <string>
@@ -68,6 +69,21 @@ std::string RetryOutcome(pg::SpiSession& spi, int64 id) {
   return "not_dead";
 }
 
+std::string PurgeOutcome(pg::SpiSession& spi, int64 id) {
+  RequireRightSomewhere(spi, core::kAdmin);
+  const int32 queue_id = store::QueueOfDeadJob(spi, id, pg::Now());
+  if (queue_id != 0 && HoldsRight(spi, GetUserId(), queue_id, core::kAdmin)) {
+    pg::LockQueueShared(queue_id);  // the queue cannot be dropped under us now
+    if (store::PurgeDeadJob(spi, queue_id, id)) return "purged";
+    // Gone between the two statements: retried or purged by another session.
+  }
+  const std::string state = VisibleState(spi, id, core::kAdmin);
+  if (state.empty()) return "not_found";
+  // Scheduled, ready, waiting, running or done: only dead jobs are purged
+  // (a done job leaves with its queue's keep_completed).
+  return "not_dead";
+}
+
 }  // namespace
 
 }  // namespace pgq::api
@@ -94,6 +110,17 @@ PGQ_FUNCTION(pgq_retry_dead_job) {
   {
     pg::SpiSession spi;
     outcome = api::RetryOutcome(spi, id);
+  }
+  return pg::TextDatum(outcome);
+}
+
+// purge_dead_job(id) returns text: purged, not_found or not_dead.
+PGQ_FUNCTION(pgq_purge_dead_job) {
+  const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
+  std::string outcome;
+  {
+    pg::SpiSession spi;
+    outcome = api::PurgeOutcome(spi, id);
   }
   return pg::TextDatum(outcome);
 }

@@ -102,6 +102,15 @@ pg::Statement purge_dead = {"DELETE FROM pgq.dead_jobs WHERE queue = $1 AND died
                             {TEXTOID, TIMESTAMPTZOID},
                             nullptr};
 
+// $1 id, $2 its queue's id (the caller's rights were checked on it).
+pg::Statement purge_dead_job = {R"sql(
+DELETE FROM pgq.dead_jobs d USING pgq.queues q
+ WHERE d.id = $1 AND q.queue_id = $2 AND d.queue = q.name
+RETURNING d.id)sql",
+                                2,
+                                {INT8OID, INT4OID},
+                                nullptr};
+
 // $1 id, $2 now. A dead job past its queue's keep_dead is gone to its
 // readers (ADR 0021), whether or not its ring has turned yet.
 pg::Statement queue_of_dead_job = {R"sql(
@@ -210,6 +219,12 @@ int64 PurgeDead(pg::SpiSession& spi, std::string_view queue, TimestampTz died_be
   pg::Params params;
   params.Set(0, pg::TextDatum(queue)).Set(1, TimestampTzGetDatum(died_before));
   return static_cast<int64>(spi.Execute(purge_dead, params).size());
+}
+
+bool PurgeDeadJob(pg::SpiSession& spi, int32 queue_id, int64 id) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(queue_id));
+  return !spi.Execute(purge_dead_job, params).empty();
 }
 
 int32 QueueOfDeadJob(pg::SpiSession& spi, int64 id, TimestampTz now) {

@@ -196,6 +196,8 @@ bool SetProgress(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attemp
 bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now);
 // Deletes the dead jobs of `queue` that died at or before `died_before`.
 int64 PurgeDead(pg::SpiSession& spi, std::string_view queue, TimestampTz died_before);
+// Deletes dead job `id` of queue `queue_id`; whether it was there.
+bool PurgeDeadJob(pg::SpiSession& spi, int32 queue_id, int64 id);
 // The queue id of dead job `id`, or 0 (none, or past its queue's keep_dead
 // at `now`).
 int32 QueueOfDeadJob(pg::SpiSession& spi, int64 id, TimestampTz now);

@@ -246,9 +246,14 @@ class FuzzTest(PgqTestCase):
                 admin.execute("SELECT pgq.resume('fz')")
                 admin.execute("SELECT pgq.enqueue('fz', '{}') FROM generate_series(1, 3)")
                 admin.execute("SELECT pgq.claim('fz', 1)")
+                # And a dead one, the newest job, for retry_dead_job and
+                # purge_dead_job (2.1) to find.
+                admin.execute("SELECT pgq.cancel(pgq.enqueue('fz', '{}'))")
                 batches = stream_fixture(admin)
             fname, argnames, argtypes = functions[rng.randrange(len(functions))]
-            job = admin.execute("SELECT coalesce(max(id), 1) FROM pgq.jobs").fetchone()[0]
+            job = admin.execute(
+                "SELECT coalesce(max(id), 1) FROM (SELECT id FROM pgq.jobs"
+                " UNION ALL SELECT id FROM pgq.dead_jobs) j").fetchone()[0]
             values = []
             for argname, argtype in zip(argnames, argtypes):
                 pool = BY_NAME.get(argname) or BY_TYPE[argtype]

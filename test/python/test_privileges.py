@@ -49,6 +49,7 @@ PUBLIC_FUNCTIONS = {
     "acquire_consumer", "release_consumer",
     # 2.1 (issue 31): read surfaces, each checking a queue right itself.
     "cancel_job", "retry_dead_job", "queue_settings", "queue_workers", "list_schedule_runs",
+    "purge_dead_job",
 }
 # Not about queues: nobody's until GRANT EXECUTE.
 COORDINATION_FUNCTIONS = {
@@ -124,6 +125,7 @@ REFUSED_CALLS = {
     # they show nothing (checked below).
     "cancel_job": "SELECT pgq.cancel_job(%(job)s)",
     "retry_dead_job": "SELECT pgq.retry_dead_job(%(job)s)",
+    "purge_dead_job": "SELECT pgq.purge_dead_job(%(job)s)",
     "queue_settings": "SELECT * FROM pgq.queue_settings('q')",
     "queue_workers": "SELECT * FROM pgq.queue_workers('q')",
     "list_schedule_runs": "SELECT * FROM pgq.list_schedule_runs('q')",
@@ -402,6 +404,14 @@ class RightsTest(PrivilegeTestCase):
                                        (doomed, never)).fetchone(), (False, False))
         self.assertEqual(admin.execute("SELECT pgq.unschedule('s2'), pgq.unschedule('none')")
                          .fetchone(), (False, False))
+        # 2.1: the outcome words say not_found for both, and purge_dead_job
+        # leaves the other queue's dead job where it is.
+        self.assertEqual(admin.execute(
+            "SELECT pgq.purge_dead_job(%s), pgq.purge_dead_job(%s), pgq.retry_dead_job(%s)",
+            (doomed, never, doomed)).fetchone(), ("not_found", "not_found", "not_found"))
+        self.assertEqual(producer.execute("SELECT pgq.cancel_job(%s), pgq.cancel_job(%s)",
+                                          (pending, never)).fetchone(),
+                         ("not_found", "not_found"))
         self.assertEqual(self.job_state(pending), ("p", 0))
         self.assertEqual(self.admin.execute(
             "SELECT count(*) FROM pgq.dead_jobs WHERE id = %s", (doomed,)).fetchone()[0], 1)

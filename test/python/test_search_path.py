@@ -170,6 +170,8 @@ class SearchPathTest(PgqTestCase):
         run("SELECT * FROM pgq.list_jobs('mail', 'cancelled', reason => 'cancelled')")
         run("SELECT pgq.retry_dead_job(%s), pgq.cancel_job(%s)", later, later)
         run("SELECT pgq.cancel_job(%s), pgq.retry_dead_job(%s)", later, later)
+        run("SELECT pgq.cancel_job(%s), pgq.purge_dead_job(%s), pgq.purge_dead_job(%s)",
+            later, later, later)
         run("SELECT * FROM pgq.queue_settings() a, pgq.queue_settings('mail') b")
         run("SELECT * FROM pgq.queue_workers() a, pgq.queue_workers('mail') b")
         run("SELECT * FROM pgq.maintain()")
