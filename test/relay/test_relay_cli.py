@@ -268,6 +268,28 @@ class RelayTest(unittest.TestCase):
         self.assertIn("NOT_FOUND - no exchange 'no_such_exchange'", err)
         self.assertEqual(err.count("no exchange"), 1, "the same error is logged once")
 
+    def test_a_cancelled_claim_is_claimed_again(self):
+        # pg_cancel_backend on the relay's claim (or a statement_timeout, or a
+        # lock wait cancelled while ALTER EXTENSION waits): 57014 is a reason
+        # to claim again after a short pause, not to exit.
+        exchange, ledger = self.amqp_ledger()
+        process = start_relay("--broker", AMQP, "--queue", self.queue, "--exchange", exchange,
+                              "--wait", "60 seconds")
+        claiming = ("SELECT pid FROM pg_stat_activity WHERE application_name = 'pgq-relay'"
+                    "   AND state = 'active' AND query LIKE '%%pgq.claim(%%'"
+                    "   AND wait_event_type = 'Extension' AND query_start > %s")
+        [(pid,)] = wait_for(lambda: sql(claiming, "-infinity"), "the claim waiting")
+        [(at,)] = sql("SELECT clock_timestamp()")
+        sql("SELECT pg_cancel_backend(%s)", pid)
+        wait_for(lambda: sql(claiming, at), "a claim again")
+        self.assertIsNone(process.poll())
+        self.publish({"after": "cancel"})
+        ledger.wait_for(1)
+        wait_for(lambda: self.jobs_left() == 0, "the job completed")
+        status, err = stop(process)
+        self.assertEqual(status, 0, err)
+        self.assertIn("pgq.claim was cancelled", err)
+
     # ------------------------------------------------------------ bad input
 
     def test_usage_errors(self):
