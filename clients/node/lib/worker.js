@@ -8,6 +8,7 @@ const {
   MAX_BACKOFF_MS,
   cancelUntilEnded,
   connect,
+  isQueryCanceled,
   jitter,
   onceOnSignals,
   retryConnectionErrors,
