@@ -189,6 +189,11 @@ std::string RelayUsageText() {
          "                      log a line of counters this often (default '1 minute';\n"
          "                      0: never)\n"
          "  --max-jobs N        exit after N jobs were forwarded (or failed)\n"
+         "  --async-commit      claims and completions (--stream: next_batch and\n"
+         "                      finish_batch) commit with synchronous_commit = off:\n"
+         "                      faster; a PostgreSQL crash may then lose the last\n"
+         "                      completions, and their jobs are published again\n"
+         "                      (a duplicate, never a loss)\n"
          "  -v, --verbose       log every message to stderr\n"
          "  -h, --help          this text\n"
          "\n"
@@ -211,6 +216,10 @@ RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const c
     }
     if (arg == "-v" || arg == "--verbose") {
       options.verbose = true;
+      continue;
+    }
+    if (arg == "--async-commit") {
+      options.async_commit = true;
       continue;
     }
     // --name VALUE or --name=VALUE

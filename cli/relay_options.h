@@ -53,6 +53,7 @@ struct RelayOptions {
   std::string stats_interval = "1 minute";  // the log's counters line; "0": none
   long max_jobs = 0;                        // 0: until a signal
   bool verbose = false;
+  bool async_commit = false;  // --async-commit: claims and completions with synchronous_commit off
   DebugPark park;
 };
 

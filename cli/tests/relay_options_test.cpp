@@ -72,6 +72,15 @@ TEST(RelayOptions, EveryOptionBothForms) {
   EXPECT_TRUE(r.options.verbose);
 }
 
+TEST(RelayOptions, AsyncCommitIsOffUnlessAsked) {
+  RelayParseResult r = Parse({"--broker", "nats://localhost:4222"}, nullptr);
+  ASSERT_EQ(r.status, RelayParseStatus::kRun) << r.error;
+  EXPECT_FALSE(r.options.async_commit);
+  r = Parse({"--broker", "nats://localhost:4222", "--async-commit", "--stream", "s"}, nullptr);
+  ASSERT_EQ(r.status, RelayParseStatus::kRun) << r.error;
+  EXPECT_TRUE(r.options.async_commit);
+}
+
 TEST(RelayOptions, BrokerFromTheEnvironmentUnlessGiven) {
   RelayParseResult r = Parse({}, "amqp://app:s3cret@mq.internal:5673/prod");
   ASSERT_EQ(r.status, RelayParseStatus::kRun) << r.error;
