@@ -360,6 +360,75 @@ class RelayTest(unittest.TestCase):
             self.assertGreater(float(again["time"]), crashed)
         self.assertEqual(sql("SELECT count(*) FROM pgq.dead_jobs WHERE queue = %s", self.queue), [(0,)])
 
+    def test_declare_creates_a_durable_topic_exchange_or_uses_a_fitting_one(self):
+        # --declare on RabbitMQ: a durable topic exchange, no arguments,
+        # created when missing; used as it is when it exists as that; an
+        # exchange of another type is RabbitMQ's 406, logged, nothing claimed.
+        exchange, queue = f"xd{RUN}_{self.n}", f"qd{RUN}_{self.n}"
+        args = ("--broker", AMQP, "--queue", self.queue, "--declare")
+        process = start_relay(*args, "--exchange", exchange)
+        wait_for(lambda: "connected to" in process.stderr.readline(), "the connection")
+        status, err = stop(process)
+        self.assertEqual(status, 0, err)
+        # The ledger declares a durable topic exchange of that name: RabbitMQ
+        # accepts it only if the relay's is the same (inequivalent: 406).
+        subprocess.run([LEDGER, "amqp-setup", str(AMQP_PORT), exchange, queue], check=True,
+                       timeout=30)
+        ledger = Ledger(queue, ["amqp", str(AMQP_PORT), queue])
+        self.addCleanup(ledger.close)
+        self.publish({"declared": 1})
+        status, err = relay(*args, "--exchange", exchange, "--max-jobs", "1")
+        self.assertEqual(status, 0, err)
+        [line] = ledger.wait_for(1)
+        self.assertEqual(line["body"], {"declared": 1})
+        # Another type under the name: refused, said, and nothing claimed.
+        fanout = f"xf{RUN}_{self.n}"
+        subprocess.run([LEDGER, "amqp-exchange", str(AMQP_PORT), fanout, "fanout"], check=True,
+                       timeout=30)
+        self.publish({"not": "sent"})
+        process = start_relay(*args, "--exchange", fanout)
+        refusal = wait_for(lambda: (lambda l: "declaring the exchange" in l and l)(
+            process.stderr.readline()), "the refusal")
+        self.assertIn("PRECONDITION_FAILED - inequivalent arg 'type'", refusal)
+        self.assertEqual(sql("SELECT state FROM pgq.list_jobs(%s)", self.queue), [("ready",)])
+        status, err = stop(process)
+        self.assertEqual(status, 0, err)
+
+    def test_declare_creates_a_jetstream_stream_or_uses_a_fitting_one(self):
+        # --declare on NATS: a stream taking PREFIX> (named after the prefix
+        # by default), file storage; the same declared again is fine; a
+        # stream of that name on other subjects is an error, nothing claimed.
+        prefix = f"{self.topic}."
+        args = ("--broker", NATS, "--queue", self.queue, "--subject-prefix", prefix, "--declare")
+        self.publish({"n": 1})
+        status, err = relay(*args, "--max-jobs", "1")
+        self.assertEqual(status, 0, err)
+        # The stream the relay made (name: the prefix without its dot) holds
+        # the message; the ledger's setup (file storage, PREFIX>) is the
+        # same configuration, which JetStream accepts again.
+        stream, consumer = self.topic, f"cd{RUN}_{self.n}"
+        subprocess.run([LEDGER, "nats-setup", str(NATS_PORT), stream, f"{prefix}>", consumer],
+                       check=True, timeout=30)
+        ledger = Ledger(stream, ["nats", str(NATS_PORT), stream, consumer, f"{prefix}>"])
+        self.addCleanup(ledger.close)
+        self.publish({"n": 2})
+        status, err = relay(*args, "--max-jobs", "1")
+        self.assertEqual(status, 0, err)
+        self.assertEqual([line["body"] for line in ledger.wait_for(2)], [{"n": 1}, {"n": 2}])
+        # A stream of the given name that takes other subjects.
+        other = f"O{RUN}_{self.n}"
+        subprocess.run([LEDGER, "nats-setup", str(NATS_PORT), other, f"o{RUN}_{self.n}.>",
+                        f"co{RUN}_{self.n}"], check=True, timeout=30)
+        self.publish({"not": "sent"})
+        process = start_relay(*args, "--nats-stream", other)
+        refusal = wait_for(lambda: (lambda l: "JetStream stream" in l and l)(
+            process.stderr.readline()), "the refusal")
+        self.assertIn(f'the JetStream stream "{other}" exists with the subjects '
+                      f'[o{RUN}_{self.n}.>], not {prefix}>', refusal)
+        self.assertEqual(sql("SELECT state FROM pgq.list_jobs(%s)", self.queue), [("ready",)])
+        status, err = stop(process)
+        self.assertEqual(status, 0, err)
+
     # ------------------------------------------------------------ bad input
 
     def test_usage_errors(self):
