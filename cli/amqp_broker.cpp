@@ -53,6 +53,7 @@ class AmqpBroker : public Broker {
       : addresses_(options.brokers),
         tls_(options.tls),
         exchange_(options.exchange),
+        declare_(options.declare),
         confirm_timeout_(confirm_timeout) {}
   ~AmqpBroker() override { Drop(); }
 
@@ -90,6 +91,7 @@ class AmqpBroker : public Broker {
   std::size_t current_ = 0;
   BrokerTls tls_;  // amqps:// only
   std::string exchange_;
+  bool declare_;  // --declare: create the exchange when missing
   std::chrono::milliseconds confirm_timeout_;
   amqp_connection_state_t conn_ = nullptr;
   std::uint64_t next_tag_ = 1;  // confirm mode numbers a channel's publishes from 1
@@ -191,10 +193,14 @@ void AmqpBroker::ConnectTo(const BrokerAddress& address) {
   CheckReply("confirm.select");
   if (!exchange_.empty()) {
     // Passive: only whether it is there. A missing exchange would otherwise
-    // close the channel at the first publish.
+    // close the channel at the first publish. --declare: a durable topic
+    // exchange, created if missing; one that exists with another type or
+    // durability is refused by RabbitMQ (406 PRECONDITION_FAILED).
     amqp_exchange_declare(conn_, kChannel, Bytes(exchange_), amqp_cstring_bytes("topic"),
-                          /*passive=*/1, 0, 0, 0, amqp_empty_table);
-    CheckReply(("the exchange \"" + exchange_ + "\" (it must exist)").c_str());
+                          /*passive=*/declare_ ? 0 : 1, /*durable=*/declare_ ? 1 : 0,
+                          /*auto_delete=*/0, /*internal=*/0, amqp_empty_table);
+    CheckReply(declare_ ? ("declaring the exchange \"" + exchange_ + "\" (durable, topic)").c_str()
+                        : ("the exchange \"" + exchange_ + "\" (it must exist)").c_str());
   }
   next_tag_ = 1;
 }

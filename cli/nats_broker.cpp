@@ -48,7 +48,9 @@ class NatsBroker : public Broker {
         max_pending_(options.concurrency),
         tls_(options.broker.tls),
         tls_options_(options.tls),
-        host_(options.broker.host) {
+        host_(options.broker.host),
+        declare_stream_(options.declare ? options.nats_stream : std::string()),
+        declare_subject_(options.subject_prefix + ">") {
     for (const BrokerAddress& address : options.brokers) {
       urls_.push_back(address.url);
       if (address.host != host_) one_host_ = false;
@@ -79,15 +81,18 @@ class NatsBroker : public Broker {
   static void OnAck(jsCtx* js, natsMsg* msg, jsPubAck* ack, jsPubAckErr* error, void* closure);
   void Acked(natsMsg* msg, const jsPubAck* ack, const jsPubAckErr* error);
   void Drop();
+  void DeclareStream();
 
   std::vector<std::string> urls_;  // a cluster's servers: cnats picks and fails over
   std::string describe_;
   std::chrono::milliseconds confirm_timeout_;
   int max_pending_;
-  bool tls_;               // tls://
-  BrokerTls tls_options_;  // tls:// only
-  std::string host_;       // the first URL's: the name its certificate must list
-  bool one_host_ = true;   // every URL names host_
+  bool tls_;                     // tls://
+  BrokerTls tls_options_;        // tls:// only
+  std::string host_;             // the first URL's: the name its certificate must list
+  bool one_host_ = true;         // every URL names host_
+  std::string declare_stream_;   // --declare: this stream, created if missing; "": none
+  std::string declare_subject_;  // the subjects it takes: PREFIX>
   natsConnection* conn_ = nullptr;
   jsCtx* js_ = nullptr;
   Fd wake_read_;
@@ -149,6 +154,54 @@ void NatsBroker::Connect() {
     Drop();
     throw BrokerError("JetStream on " + describe_ + ": " + why);
   }
+  if (!declare_stream_.empty()) DeclareStream();
+}
+
+// --declare: the stream that stores what the relay publishes. One that
+// exists is used when it takes PREFIX> (or every subject), whatever its other
+// settings; created otherwise with file storage, limits retention, a
+// duplicate window of 2 minutes (a message id published again within it is
+// dropped) and the server's defaults for the rest (no limits, 1 replica).
+void NatsBroker::DeclareStream() {
+  const std::string what = "the JetStream stream \"" + declare_stream_ + "\"";
+  jsStreamInfo* info = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus status = js_GetStreamInfo(&info, js_, declare_stream_.c_str(), nullptr, &code);
+  if (status == NATS_OK) {
+    bool takes = false;
+    std::string subjects;
+    for (int i = 0; i < info->Config->SubjectsLen; ++i) {
+      const std::string subject = info->Config->Subjects[i];
+      takes = takes || subject == declare_subject_ || subject == ">";
+      subjects += (i > 0 ? ", " : "") + subject;
+    }
+    jsStreamInfo_Destroy(info);
+    if (takes) return;
+    Drop();
+    throw BrokerError(what + " exists with the subjects [" + subjects + "], not " +
+                      declare_subject_ + ": the relay's messages would not be stored in it");
+  }
+  if (code != JSStreamNotFoundErr) {
+    const std::string why = StatusText(status);
+    Drop();
+    throw BrokerError("looking up " + what + ": " + why);
+  }
+  jsStreamConfig config;
+  jsStreamConfig_Init(&config);
+  const char* subjects[] = {declare_subject_.c_str()};
+  config.Name = declare_stream_.c_str();
+  config.Subjects = subjects;
+  config.SubjectsLen = 1;
+  config.Storage = js_FileStorage;
+  config.Retention = js_LimitsPolicy;
+  config.Duplicates = 120LL * 1000000000LL;  // 2 minutes, in nanoseconds
+  status = js_AddStream(&info, js_, &config, nullptr, &code);
+  if (status != NATS_OK) {
+    const std::string why = StatusText(status);
+    Drop();
+    throw BrokerError("creating " + what + " (subjects " + declare_subject_ + "): " + why);
+  }
+  jsStreamInfo_Destroy(info);
 }
 
 // TLS on, the CA, the relay's certificate, the checks. cnats checks the

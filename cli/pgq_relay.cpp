@@ -91,7 +91,13 @@ int Main(const std::vector<std::string>& args) {
 
   // Before connecting: a stop signal that comes meanwhile is kept in the pipe.
   SignalPipe signals = SignalPipe::Install();
-  Connection control = Connection::Open(options.dsn, "pgq-relay");
+  // --async-commit: the relay's own transactions (claim and completion; with
+  // --stream, next_batch and finish_batch on its one session) do not wait for
+  // their commit's WAL flush. Extensions, failures and releases stay
+  // synchronous (the queue relay's control session).
+  const std::string async = options.async_commit ? "-c synchronous_commit=off" : "";
+  Connection control =
+      Connection::Open(options.dsn, "pgq-relay", options.stream.empty() ? std::string() : async);
   // The intervals, read by the server's parser.
   std::string error;
   const auto interval = [&](const char* name, const std::string& text,
@@ -134,13 +140,23 @@ int Main(const std::vector<std::string>& args) {
   std::unique_ptr<Broker> broker = options.broker.kind == BrokerAddress::Kind::kAmqp
                                        ? MakeAmqpBroker(options, confirm_timeout)
                                        : MakeNatsBroker(options, confirm_timeout);
+  // What the server made of it, in the log: a pooler or a role setting may
+  // not pass the startup option on.
+  const auto say_commit_mode = [&](Connection& connection) {
+    if (!options.async_commit) return;
+    const Result mode = connection.Exec("SHOW synchronous_commit", {});
+    LogLine(kProgram, std::string("--async-commit: synchronous_commit = ") +
+                          PQgetvalue(mode.get(), 0, 0) + " for claims and completions");
+  };
   if (!options.stream.empty()) {
+    say_commit_mode(control);
     StreamRelay relay(options, settings.shutdown_timeout, settings.stats_interval,
                       std::move(broker), std::move(control), signals);
     return relay.Run();
   }
-  Connection claims = Connection::Open(options.dsn, "pgq-relay");
-  Connection completions = Connection::Open(options.dsn, "pgq-relay");
+  Connection claims = Connection::Open(options.dsn, "pgq-relay", async);
+  Connection completions = Connection::Open(options.dsn, "pgq-relay", async);
+  say_commit_mode(completions);
   Relay relay(std::move(settings), std::move(broker), std::move(claims), std::move(completions),
               std::move(control), signals, std::move(metrics));
   return relay.Run();

@@ -1,6 +1,8 @@
 #include "pq.h"
 
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 
 namespace pgq::cli {
 
@@ -32,12 +34,39 @@ std::string DbError::Describe() const {
 }
 
 Connection Connection::Open(const std::string& conninfo, const char* application_name) {
+  return Open(conninfo, application_name, std::string());
+}
+
+Connection Connection::Open(const std::string& conninfo, const char* application_name,
+                            const std::string& settings) {
   // dbname with expand_dbname = 1 takes a whole connection string or URI.
   // pgq.claim returns payloads as JSON text, which is UTF-8 whatever the
   // locale; the application name shows the worker in pg_stat_activity.
-  const char* keywords[] = {"dbname", "fallback_application_name", "client_encoding", nullptr};
+  // "options" after dbname: a later keyword wins over the expanded string's,
+  // so it carries the string's own options (or PGOPTIONS) and `settings`.
+  std::string options;
+  if (!settings.empty()) {
+    char* error = nullptr;
+    std::unique_ptr<PQconninfoOption, void (*)(PQconninfoOption*)> parsed(
+        PQconninfoParse(conninfo.c_str(), &error), PQconninfoFree);
+    if (!parsed) {
+      const std::string why = error != nullptr ? Trimmed(error) : "out of memory";
+      PQfreemem(error);
+      throw DbError("", why);
+    }
+    for (const PQconninfoOption* option = parsed.get(); option->keyword != nullptr; ++option) {
+      if (std::strcmp(option->keyword, "options") == 0 && option->val != nullptr) {
+        options = option->val;
+      }
+    }
+    if (options.empty() && std::getenv("PGOPTIONS") != nullptr) options = std::getenv("PGOPTIONS");
+    if (!options.empty()) options += ' ';
+    options += settings;
+  }
+  const char* keywords[] = {"dbname", "fallback_application_name", "client_encoding",
+                            settings.empty() ? nullptr : "options", nullptr};
   const char* values[] = {conninfo.empty() ? nullptr : conninfo.c_str(), application_name, "UTF8",
-                          nullptr};
+                          settings.empty() ? nullptr : options.c_str(), nullptr};
   Connection connection(PQconnectdbParams(keywords, values, 1));
   if (!connection.conn_) throw DbError("", "out of memory allocating a connection");
   if (PQstatus(connection.conn_.get()) != CONNECTION_OK) {

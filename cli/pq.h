@@ -52,6 +52,12 @@ class Connection {
   // (the PG* environment variables). Throws DbError.
   // application_name: how pg_stat_activity shows it, unless conninfo says.
   static Connection Open(const std::string& conninfo, const char* application_name = "pgq-worker");
+  // The same, with `settings` (e.g. "-c synchronous_commit=off") added to the
+  // server options the conninfo (or PGOPTIONS) gives: set in the startup
+  // packet, they hold for every session, the ones libpq opens again after a
+  // lost connection too.
+  static Connection Open(const std::string& conninfo, const char* application_name,
+                         const std::string& settings);
 
   // Whether the connection is up (as far as libpq knows); Reset() opens it
   // again with the same parameters, and says whether that worked.

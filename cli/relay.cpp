@@ -290,6 +290,7 @@ long Relay::ClaimRoom() const {
 
 void Relay::MaybeClaim() {
   if (claim_in_flight_) return;
+  if (Clock::now() < next_claim_) return;  // after a cancelled claim
   const long room = ClaimRoom();
   if (room <= 0) return;
   if (!claims_.ok()) {
@@ -331,6 +332,17 @@ void Relay::OnClaimReadable() {
   } catch (const DbError& e) {
     claim_in_flight_ = false;
     if (stopping_ && e.sqlstate() == "57014") return;  // our own cancel
+    if (e.sqlstate() == "57014") {
+      // Not ours: pg_cancel_backend, a statement_timeout, a lock wait
+      // cancelled while ALTER EXTENSION waits. The claim rolled back and
+      // took nothing; the session is fine: claim again after a pause.
+      const std::chrono::milliseconds pause = Jitter(claims_backoff_);
+      Log("pgq.claim was cancelled (" + e.Describe() + "); claiming again in " +
+          std::to_string(pause.count()) + " ms");
+      next_claim_ = Clock::now() + pause;
+      claims_backoff_ = NextBackoff(claims_backoff_);
+      return;
+    }
     if (IsConnectionError(e.sqlstate(), e.severity())) {
       // The jobs of a claim whose answer was lost come back when their
       // leases end.
@@ -343,6 +355,7 @@ void Relay::OnClaimReadable() {
     return;
   }
   claim_in_flight_ = false;
+  claims_backoff_ = kFirstRetry;
   const Clock::time_point now = Clock::now();
   for (int row = 0; row < PQntuples(result.get()); ++row) AddFlight(result.get(), row, now);
 }
@@ -676,6 +689,7 @@ int Relay::PollTimeoutMillis() const {
   }
   if (stopping_ && stop_deadline_ > now) next = std::min(next, stop_deadline_);
   if (stopping_ && claim_in_flight_) next = std::min(next, next_cancel_);
+  if (!claim_in_flight_ && next_claim_ > now && ClaimRoom() > 0) next = std::min(next, next_claim_);
   if (settings_.stats_interval.count() > 0) next = std::min(next, next_stats_);
   if (metrics_) {
     if (const auto deadline = metrics_->NextDeadline()) next = std::min(next, *deadline);

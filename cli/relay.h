@@ -147,6 +147,7 @@ class Relay {
   std::chrono::milliseconds broker_backoff_;
   Clock::time_point next_claims_try_;
   std::chrono::milliseconds claims_backoff_;
+  Clock::time_point next_claim_;  // after a claim cancelled by someone else (57014)
   Clock::time_point next_settle_try_;
   std::chrono::milliseconds settle_backoff_;
   std::string last_broker_error_;

@@ -209,7 +209,7 @@ std::string RelayUsageText() {
          "  --wait INTERVAL     how long one claim waits in the server for a job\n"
          "                      (default '30 seconds')\n"
          "  --exchange NAME     RabbitMQ: the exchange every message goes to (default\n"
-         "                      pgq; it must exist: the relay does not declare it)\n"
+         "                      pgq; it must exist, or --declare)\n"
          "  --subject-prefix P  NATS: the subject is P followed by the routing key\n"
          "  --routing-key-field FIELD\n"
          "                      the routing key is this field of the payload (text),\n"
@@ -226,6 +226,18 @@ std::string RelayUsageText() {
          "                      log a line of counters this often (default '1 minute';\n"
          "                      0: never)\n"
          "  --max-jobs N        exit after N jobs were forwarded (or failed)\n"
+         "  --declare           create the exchange (RabbitMQ: a durable topic exchange,\n"
+         "                      no arguments) or the JetStream stream (NATS: subjects\n"
+         "                      PREFIX> of --subject-prefix, file storage, limits\n"
+         "                      retention, the server's other defaults) when missing;\n"
+         "                      one that exists is used if it fits, else an error\n"
+         "  --nats-stream NAME  with --declare: the stream's name (default: the subject\n"
+         "                      prefix without its last '.', other dots as '_')\n"
+         "  --async-commit      claims and completions (--stream: next_batch and\n"
+         "                      finish_batch) commit with synchronous_commit = off:\n"
+         "                      faster; a PostgreSQL crash may then lose the last\n"
+         "                      completions, and their jobs are published again\n"
+         "                      (a duplicate, never a loss)\n"
          "  -v, --verbose       log every message to stderr\n"
          "  -h, --help          this text\n"
          "\n"
@@ -234,6 +246,40 @@ std::string RelayUsageText() {
          "\n"
          "Exit status: 0 normal end, 1 connection, server or other error, 2 usage error.\n";
 }
+
+namespace {
+
+// --declare and --nats-stream: what can be declared; fills in the stream's
+// default name. An error message, or "".
+std::string CheckDeclare(RelayOptions& options) {
+  const bool nats = options.broker.kind == BrokerAddress::Kind::kNats;
+  if (!options.nats_stream.empty() && !(nats && options.declare)) {
+    return "--nats-stream is for --declare with a nats:// broker";
+  }
+  if (!options.declare) return "";
+  if (!nats) {
+    if (options.exchange.empty()) {
+      return "--declare needs an --exchange: RabbitMQ's default exchange cannot be declared";
+    }
+    return "";
+  }
+  const std::string& prefix = options.subject_prefix;
+  if (prefix.size() < 2 || prefix.back() != '.') {
+    return "--declare with NATS needs a --subject-prefix ending in '.' (the stream takes the "
+           "subjects PREFIX>)";
+  }
+  if (options.nats_stream.empty()) {
+    options.nats_stream = prefix.substr(0, prefix.size() - 1);
+    std::replace(options.nats_stream.begin(), options.nats_stream.end(), '.', '_');
+  }
+  if (options.nats_stream.find_first_of(".*> \t") != std::string::npos) {
+    return "--nats-stream '" + options.nats_stream +
+           "' is not a JetStream stream name (no '.', '*', '>' or space)";
+  }
+  return "";
+}
+
+}  // namespace
 
 RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const char* broker_env,
                                    const char* park_env, const BrokerTlsEnvironment& tls_env) {
@@ -261,6 +307,14 @@ RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const c
     }
     if (arg == "--broker-insecure") {
       options.tls.insecure = true;
+      continue;
+    }
+    if (arg == "--async-commit") {
+      options.async_commit = true;
+      continue;
+    }
+    if (arg == "--declare") {
+      options.declare = true;
       continue;
     }
     // --name VALUE or --name=VALUE
@@ -294,6 +348,7 @@ RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const c
         {"--broker-ca", &options.tls.ca, false},
         {"--broker-cert", &options.tls.cert, false},
         {"--broker-key", &options.tls.key, false},
+        {"--nats-stream", &options.nats_stream, false},
     };
     const auto text = std::find_if(std::begin(texts), std::end(texts),
                                    [&](const auto& option) { return name == option.name; });
@@ -361,6 +416,7 @@ RelayParseResult ParseRelayOptions(const std::vector<std::string>& args, const c
       return Error("--metrics-listen must be HOST:PORT");
     }
   }
+  if (const std::string declare = CheckDeclare(options); !declare.empty()) return Error(declare);
   if (park_env != nullptr && *park_env != '\0' && !ParsePark(park_env, &options.park)) {
     return Error("PGQ_RELAY_DEBUG_PARK must be after-publish:N or after-confirm:N");
   }

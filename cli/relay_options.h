@@ -76,6 +76,12 @@ struct RelayOptions {
   std::string stats_interval = "1 minute";  // the log's counters line; "0": none
   long max_jobs = 0;                        // 0: until a signal
   bool verbose = false;
+  bool async_commit = false;  // --async-commit: claims and completions with synchronous_commit off
+  // --declare: create the exchange (RabbitMQ) or the JetStream stream (NATS,
+  // named --nats-stream, default the subject prefix with '.' as '_') when it
+  // is missing.
+  bool declare = false;
+  std::string nats_stream;
   DebugPark park;
   BrokerTls tls;  // with amqps:// or tls:// only
 };

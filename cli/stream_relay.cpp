@@ -338,6 +338,15 @@ int StreamRelay::Run() {
       db_backoff = kFirstRetry;
     } catch (const DbError& e) {
       if (e.sqlstate() == "57014" && stopping_) break;  // our cancel
+      if (e.sqlstate() == "57014") {
+        // Not ours: pg_cancel_backend, a statement_timeout, a lock wait
+        // cancelled while ALTER EXTENSION waits. The next_batch rolled back
+        // and opened nothing; the session (and its lock) is fine.
+        Log("pgq.next_batch was cancelled (" + e.Describe() + "); asking again");
+        SleepUnlessStopped(db_backoff);
+        db_backoff = NextBackoff(db_backoff);
+        continue;
+      }
       if (!IsConnectionError(e.sqlstate(), e.severity())) {
         Log("error: pgq.next_batch: " + e.Describe());
         return kExitError;

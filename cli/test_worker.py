@@ -498,6 +498,27 @@ class WorkerTest(WorkerHarness):
         self.assertEqual(code, 0, log)
         self.assertCompleted(job)
 
+    def test_a_cancelled_claim_is_claimed_again(self):
+        # pg_cancel_backend on the claiming session (or a statement_timeout,
+        # or a lock wait cancelled while ALTER EXTENSION waits): 57014 is a
+        # reason to claim again after a short pause, not to exit.
+        proc = self.start("--max-jobs", "1", "--wait", "60 seconds", "-v",
+                          command=["sh", "-c", "cat > /dev/null"])
+        wait_for("a claim blocked in the server", lambda: self.blocked_claims(0.3))
+        [(pid,)] = self.blocked_claims(0.3)
+        [(cancelled_at,)] = self.sql("SELECT clock_timestamp()")
+        self.sql("SELECT pg_cancel_backend(%s)", pid)
+        # A new claim, from the same session, blocked in the server again.
+        wait_for("the claim again", lambda: self.sql(
+            "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND state = 'active'"
+            "   AND query LIKE '%%pgq.claim(%%' AND query_start > %s", pid, cancelled_at))
+        self.assertIsNone(proc.poll())
+        job = self.enqueue({"after": "cancel"})
+        code, log = self.finish(proc, timeout=10)
+        self.assertEqual(code, 0, log)
+        self.assertCompleted(job)
+        self.assertIn("pgq.claim was cancelled", log)
+
     def test_unknown_queue_exits_1_with_42704(self):
         code, log = self.run_worker("--once", command=["true"], queue="cli_no_such_queue")
         self.assertEqual(code, 1, log)

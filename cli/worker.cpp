@@ -87,6 +87,7 @@ bool Worker::Finished() const {
 
 void Worker::MaybeClaim() {
   if (claim_in_flight_ || !CanClaimMore()) return;
+  if (claim_backoff_.count() > 0 && Clock::now() < next_claim_) return;
   const long held = static_cast<long>(running_.size() + buffered_.size());
   long room = options_.concurrency + options_.prefetch - held;
   if (options_.max_jobs > 0) room = std::min(room, options_.max_jobs - claimed_);
@@ -112,11 +113,19 @@ void Worker::OnClaimReadable() {
     if (!result) return;  // more to come
   } catch (const DbError& e) {
     claim_in_flight_ = false;
-    // query_canceled: our own cancel, sent when a stop signal came.
-    if (!(stopping_ && e.sqlstate() == "57014")) Fatal("pgq.claim", e.Describe());
+    if (e.sqlstate() != "57014") {
+      Fatal("pgq.claim", e.Describe());
+    } else if (!stopping_) {
+      // query_canceled, not by us (our own cancel is sent when a stop signal
+      // came): pg_cancel_backend, a statement_timeout, or a lock wait
+      // cancelled while ALTER EXTENSION waits. Nothing was claimed (the
+      // claim's transaction rolled back): claim again after a pause.
+      ClaimCancelled(e);
+    }
     return;
   }
   claim_in_flight_ = false;
+  claim_backoff_ = std::chrono::milliseconds::zero();
   const int rows = PQntuples(result.get());
   if (rows == 0) {
     // Bounded runs (--once, --max-jobs) end when the queue has nothing for
@@ -145,6 +154,15 @@ void Worker::OnClaimReadable() {
       buffered_.push_back(std::move(job));
     }
   }
+}
+
+void Worker::ClaimCancelled(const DbError& e) {
+  claim_backoff_ = claim_backoff_.count() == 0 ? kFirstRetry : NextBackoff(claim_backoff_);
+  const std::chrono::milliseconds pause =
+      Jittered(claim_backoff_, std::uniform_real_distribution<double>(0, 1)(random_));
+  next_claim_ = Clock::now() + pause;
+  Log("pgq.claim was cancelled (" + e.Describe() + "): claiming again in " +
+      std::to_string(pause.count()) + " ms");
 }
 
 void Worker::StartJobs() {
@@ -393,6 +411,10 @@ int Worker::PollTimeoutMillis() const {
     if (!next || outcome.next_try < *next) next = outcome.next_try;
   }
   if (stopping_ && claim_in_flight_ && (!next || next_cancel_ < *next)) next = next_cancel_;
+  if (!claim_in_flight_ && claim_backoff_.count() > 0 && CanClaimMore() &&
+      (!next || next_claim_ < *next)) {
+    next = next_claim_;
+  }
   if (!next) return -1;
   const auto wait = *next - Clock::now();
   if (wait <= Clock::duration::zero()) return 0;

@@ -103,6 +103,7 @@ class Worker {
   bool Finished() const;
   void MaybeClaim();
   void OnClaimReadable();
+  void ClaimCancelled(const DbError& e);
   void StartJobs();
   void Start(Job job);
   void PollOnce();
@@ -151,6 +152,10 @@ class Worker {
   bool failed_ = false;    // exit 1
   int stop_signals_ = 0;
   Clock::time_point next_cancel_;  // while stopping with a claim out
+  // After a claim was cancelled (57014, not by us): the pause before the
+  // next, from 0.1 s doubled up to 2 s while claims keep being cancelled.
+  std::chrono::milliseconds claim_backoff_{0};
+  Clock::time_point next_claim_;
   long claimed_ = 0;
   std::mt19937 random_{std::random_device{}()};  // the retries' jitter
 };

@@ -72,6 +72,52 @@ TEST(RelayOptions, EveryOptionBothForms) {
   EXPECT_TRUE(r.options.verbose);
 }
 
+TEST(RelayOptions, AsyncCommitIsOffUnlessAsked) {
+  RelayParseResult r = Parse({"--broker", "nats://localhost:4222"}, nullptr);
+  ASSERT_EQ(r.status, RelayParseStatus::kRun) << r.error;
+  EXPECT_FALSE(r.options.async_commit);
+  r = Parse({"--broker", "nats://localhost:4222", "--async-commit", "--stream", "s"}, nullptr);
+  ASSERT_EQ(r.status, RelayParseStatus::kRun) << r.error;
+  EXPECT_TRUE(r.options.async_commit);
+}
+
+TEST(RelayOptions, DeclareNamesTheStreamAfterThePrefix) {
+  RelayParseResult r =
+      Parse({"--broker", "nats://n:4222", "--declare", "--subject-prefix", "app.orders."});
+  ASSERT_EQ(r.status, RelayParseStatus::kRun) << r.error;
+  EXPECT_TRUE(r.options.declare);
+  EXPECT_EQ(r.options.nats_stream, "app_orders");
+  r = Parse({"--broker", "nats://n:4222", "--declare", "--subject-prefix", "a.", "--nats-stream",
+             "ORDERS"});
+  ASSERT_EQ(r.status, RelayParseStatus::kRun) << r.error;
+  EXPECT_EQ(r.options.nats_stream, "ORDERS");
+  r = Parse({"--broker", "amqp://u:p@h/", "--declare", "--exchange", "events"});
+  ASSERT_EQ(r.status, RelayParseStatus::kRun) << r.error;
+  EXPECT_TRUE(r.options.declare);
+}
+
+TEST(RelayOptions, DeclareErrors) {
+  const struct {
+    std::vector<std::string> args;
+    const char* error;
+  } cases[] = {
+      {{"--broker", "nats://n:4222", "--declare"}, "--declare with NATS needs a --subject-prefix"},
+      {{"--broker", "nats://n:4222", "--declare", "--subject-prefix", "app"}, "ending in '.'"},
+      {{"--broker", "nats://n:4222", "--declare", "--subject-prefix", "a.", "--nats-stream", "a.b"},
+       "is not a JetStream stream name"},
+      {{"--broker", "nats://n:4222", "--nats-stream", "S"}, "--nats-stream is for --declare"},
+      {{"--broker", "amqp://u:p@h/", "--declare", "--nats-stream", "S"},
+       "--nats-stream is for --declare"},
+      {{"--broker", "amqp://u:p@h/", "--declare", "--exchange", ""},
+       "RabbitMQ's default exchange cannot be declared"},
+  };
+  for (const auto& c : cases) {
+    const RelayParseResult r = Parse(c.args);
+    EXPECT_EQ(r.status, RelayParseStatus::kUsageError) << c.error;
+    EXPECT_NE(r.error.find(c.error), std::string::npos) << r.error;
+  }
+}
+
 TEST(RelayOptions, BrokerFromTheEnvironmentUnlessGiven) {
   RelayParseResult r = Parse({}, "amqp://app:s3cret@mq.internal:5673/prod");
   ASSERT_EQ(r.status, RelayParseStatus::kRun) << r.error;

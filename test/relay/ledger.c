@@ -15,6 +15,8 @@
  *       "unbound" the exchange and the queue without a binding (a message
  *       published to EXCHANGE with mandatory set comes back: 312 NO_ROUTE)
  *   ledger amqp-bind PORTS EXCHANGE QUEUE KEY
+ *   ledger amqp-exchange PORTS EXCHANGE TYPE
+ *       a durable EXCHANGE of that TYPE (fanout, direct...), nothing bound
  *       binds QUEUE to EXCHANGE with the binding key KEY
  *   ledger amqp PORTS QUEUE FILE [PREFETCH]
  *       consumes QUEUE (manual acks, PREFETCH unacked at most, default 200)
@@ -158,6 +160,18 @@ static int amqp_bind(struct nodes *n, const char *exchange, const char *queue, c
   amqp_queue_bind(conn, 1, amqp_cstring_bytes(queue), amqp_cstring_bytes(exchange),
                   amqp_cstring_bytes(key), amqp_empty_table);
   if (!amqp_ok(amqp_get_rpc_reply(conn))) return fail("queue.bind failed");
+  amqp_channel_close(conn, 1, AMQP_REPLY_SUCCESS);
+  amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
+  amqp_destroy_connection(conn);
+  return 0;
+}
+
+static int amqp_exchange(struct nodes *n, const char *exchange, const char *type) {
+  amqp_connection_state_t conn = amqp_open_any(n);
+  if (!conn) return fail("cannot connect to RabbitMQ");
+  amqp_exchange_declare(conn, 1, amqp_cstring_bytes(exchange), amqp_cstring_bytes(type), 0, 1, 0,
+                        0, amqp_empty_table);
+  if (!amqp_ok(amqp_get_rpc_reply(conn))) return fail("exchange.declare failed");
   amqp_channel_close(conn, 1, AMQP_REPLY_SUCCESS);
   amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
   amqp_destroy_connection(conn);
@@ -463,6 +477,7 @@ int main(int argc, char **argv) {
                                    !strcmp(argv[5], "unbound")))))
     return amqp_setup(&nodes, argv[3], argv[4], argc == 6 ? argv[5] : "");
   if (!strcmp(cmd, "amqp-bind") && argc == 6) return amqp_bind(&nodes, argv[3], argv[4], argv[5]);
+  if (!strcmp(cmd, "amqp-exchange") && argc == 5) return amqp_exchange(&nodes, argv[3], argv[4]);
   if (!strcmp(cmd, "nats-setup") && argc == 6) return nats_setup(port, argv[3], argv[4], argv[5]);
   if (!strcmp(cmd, "amqp") && (argc == 5 || argc == 6)) {
     int prefetch = argc == 6 ? atoi(argv[5]) : 200;

@@ -314,6 +314,7 @@ run_contract() {
   tally < <(cd "$HERE" && PGQ_TEST_DSN="host=$pg port=$PG_PORT user=postgres dbname=$contract_db" \
     PGQ_RELAY_BIN="$RELAY" PGQ_LEDGER_BIN="$work/ledger" PGQ_AMQP_PORT="$AMQP_PORT" \
     PGQ_NATS_PORT="$NATS_PORT" PGQ_RELAY_METRICS_PORT="$METRICS_PORT" PGQ_RELAY_TEST_DIR="$work/contract" \
+    PGQ_RELAY_PG_DATA="$pg/data" PG_BIN="$PG_BIN" PGQ_OS_USER="$PGQ_OS_USER" \
     env "${tls_env[@]}" "$PY" - 2>&1 <<'PY'
 import os
 import sys

@@ -28,6 +28,11 @@ AMQP_PORT = int(os.environ["PGQ_AMQP_PORT"])
 NATS_PORT = int(os.environ["PGQ_NATS_PORT"])
 METRICS_PORT = int(os.environ["PGQ_RELAY_METRICS_PORT"])
 SCRATCH = os.environ["PGQ_RELAY_TEST_DIR"]
+# The server's data directory, its binaries and OS user, for the crash case
+# (run.sh sets them; without them that case is skipped).
+PG_DATA = os.environ.get("PGQ_RELAY_PG_DATA")
+PG_BIN = os.environ.get("PG_BIN")
+PG_USER = os.environ.get("PGQ_OS_USER", "postgres")
 AMQP = f"amqp://guest:guest@127.0.0.1:{AMQP_PORT}/"
 NATS = f"nats://127.0.0.1:{NATS_PORT}"
 
@@ -94,6 +99,14 @@ class Ledger:
     def close(self):
         self.process.terminate()
         self.process.wait(timeout=10)
+
+
+def pg_ctl(*args):
+    """pg_ctl on the test server, as its OS user."""
+    command = [os.path.join(PG_BIN, "pg_ctl"), "-D", PG_DATA, "-w", *args]
+    if os.geteuid() == 0 and PG_USER != "root":
+        command = ["runuser", "-u", PG_USER, "--", *command]
+    subprocess.run(command, check=True, timeout=60, stdout=subprocess.DEVNULL, cwd="/")
 
 
 def job(job_id):
@@ -267,6 +280,154 @@ class RelayTest(unittest.TestCase):
         self.assertEqual(status, 0, err)
         self.assertIn("NOT_FOUND - no exchange 'no_such_exchange'", err)
         self.assertEqual(err.count("no exchange"), 1, "the same error is logged once")
+
+    def test_a_cancelled_claim_is_claimed_again(self):
+        # pg_cancel_backend on the relay's claim (or a statement_timeout, or a
+        # lock wait cancelled while ALTER EXTENSION waits): 57014 is a reason
+        # to claim again after a short pause, not to exit.
+        exchange, ledger = self.amqp_ledger()
+        process = start_relay("--broker", AMQP, "--queue", self.queue, "--exchange", exchange,
+                              "--wait", "60 seconds")
+        claiming = ("SELECT pid FROM pg_stat_activity WHERE application_name = 'pgq-relay'"
+                    "   AND state = 'active' AND query LIKE '%%pgq.claim(%%'"
+                    "   AND wait_event_type = 'Extension' AND query_start > %s")
+        [(pid,)] = wait_for(lambda: sql(claiming, "-infinity"), "the claim waiting")
+        [(at,)] = sql("SELECT clock_timestamp()")
+        sql("SELECT pg_cancel_backend(%s)", pid)
+        wait_for(lambda: sql(claiming, at), "a claim again")
+        self.assertIsNone(process.poll())
+        self.publish({"after": "cancel"})
+        ledger.wait_for(1)
+        wait_for(lambda: self.jobs_left() == 0, "the job completed")
+        status, err = stop(process)
+        self.assertEqual(status, 0, err)
+        self.assertIn("pgq.claim was cancelled", err)
+
+    def test_async_commit_a_crash_republishes_and_never_loses(self):
+        # --async-commit: claims and completions commit without waiting for
+        # their WAL flush. A PostgreSQL crash right after may lose the last
+        # completions (and claims): those jobs come back and are published
+        # again, same message id (a duplicate), and nothing is lost. The WAL
+        # writer held back (wal_writer_delay 10 s) so that the last
+        # completions are still in memory when the server is stopped
+        # immediately.
+        if not (PG_DATA and PG_BIN):
+            self.skipTest("PGQ_RELAY_PG_DATA and PG_BIN are not set")
+        sql("ALTER SYSTEM SET wal_writer_delay = '10s'")
+        sql("SELECT pg_reload_conf()")
+
+        def reset():
+            sql("ALTER SYSTEM RESET wal_writer_delay")
+            sql("SELECT pg_reload_conf()")
+        self.addCleanup(reset)
+        exchange, ledger = self.amqp_ledger()
+        events = [self.publish({"n": i}) for i in range(50)]
+        # A lease longer than the run (no extension commits meanwhile) and
+        # short enough to come back soon after the crash.
+        args = ("--broker", AMQP, "--queue", self.queue, "--exchange", exchange,
+                "--lease", "8 seconds", "--concurrency", "4", "--async-commit")
+        process = start_relay(*args)
+        ledger.wait_for(50)
+        wait_for(lambda: self.jobs_left() == 0, "the completions")
+        status, err = stop(process)
+        self.assertEqual(status, 0, err)
+        self.assertIn("--async-commit: synchronous_commit = off for claims and completions", err)
+        crashed = time.time() * 1000  # the ledger's times: ms since the epoch
+        pg_ctl("-m", "immediate", "stop")
+        pg_ctl("-l", os.path.join(os.path.dirname(PG_DATA), "server.log"), "start")
+        # What the crash lost: jobs claimed or completed only in memory.
+        came_back = {r[0] for r in sql("SELECT id FROM pgq.list_jobs(%s)", self.queue)}
+        with open(os.path.join(SCRATCH, "async_commit_came_back"), "w") as f:
+            f.write(f"{len(came_back)} of 50 jobs came back after the crash\n")
+        process = start_relay(*args)
+        wait_for(lambda: self.jobs_left() == 0, "the jobs that came back", seconds=60)
+        status, err = stop(process)
+        self.assertEqual(status, 0, err)
+        lines = ledger.wait_for(50 + len(came_back))
+        # Nothing lost: every event delivered.
+        self.assertEqual(sorted({int(line["event_id"]) for line in lines}), sorted(events))
+        by_job = {}
+        for line in lines:
+            by_job.setdefault(int(line["job_id"]), []).append(line)
+        # The duplicates are the jobs the crash gave back, each once more,
+        # under the same message id, the second time after the restart.
+        duplicated = {job_id for job_id, seen in by_job.items() if len(seen) > 1}
+        self.assertEqual(duplicated, came_back)
+        for job_id in duplicated:
+            first, again = by_job[job_id]
+            self.assertEqual(first["message_id"], again["message_id"])
+            self.assertLess(float(first["time"]), crashed)
+            self.assertGreater(float(again["time"]), crashed)
+        self.assertEqual(sql("SELECT count(*) FROM pgq.dead_jobs WHERE queue = %s", self.queue), [(0,)])
+
+    def test_declare_creates_a_durable_topic_exchange_or_uses_a_fitting_one(self):
+        # --declare on RabbitMQ: a durable topic exchange, no arguments,
+        # created when missing; used as it is when it exists as that; an
+        # exchange of another type is RabbitMQ's 406, logged, nothing claimed.
+        exchange, queue = f"xd{RUN}_{self.n}", f"qd{RUN}_{self.n}"
+        args = ("--broker", AMQP, "--queue", self.queue, "--declare")
+        process = start_relay(*args, "--exchange", exchange)
+        wait_for(lambda: "connected to" in process.stderr.readline(), "the connection")
+        status, err = stop(process)
+        self.assertEqual(status, 0, err)
+        # The ledger declares a durable topic exchange of that name: RabbitMQ
+        # accepts it only if the relay's is the same (inequivalent: 406).
+        subprocess.run([LEDGER, "amqp-setup", str(AMQP_PORT), exchange, queue], check=True,
+                       timeout=30)
+        ledger = Ledger(queue, ["amqp", str(AMQP_PORT), queue])
+        self.addCleanup(ledger.close)
+        self.publish({"declared": 1})
+        status, err = relay(*args, "--exchange", exchange, "--max-jobs", "1")
+        self.assertEqual(status, 0, err)
+        [line] = ledger.wait_for(1)
+        self.assertEqual(line["body"], {"declared": 1})
+        # Another type under the name: refused, said, and nothing claimed.
+        fanout = f"xf{RUN}_{self.n}"
+        subprocess.run([LEDGER, "amqp-exchange", str(AMQP_PORT), fanout, "fanout"], check=True,
+                       timeout=30)
+        self.publish({"not": "sent"})
+        process = start_relay(*args, "--exchange", fanout)
+        refusal = wait_for(lambda: (lambda l: "declaring the exchange" in l and l)(
+            process.stderr.readline()), "the refusal")
+        self.assertIn("PRECONDITION_FAILED - inequivalent arg 'type'", refusal)
+        self.assertEqual(sql("SELECT state FROM pgq.list_jobs(%s)", self.queue), [("ready",)])
+        status, err = stop(process)
+        self.assertEqual(status, 0, err)
+
+    def test_declare_creates_a_jetstream_stream_or_uses_a_fitting_one(self):
+        # --declare on NATS: a stream taking PREFIX> (named after the prefix
+        # by default), file storage; the same declared again is fine; a
+        # stream of that name on other subjects is an error, nothing claimed.
+        prefix = f"{self.topic}."
+        args = ("--broker", NATS, "--queue", self.queue, "--subject-prefix", prefix, "--declare")
+        self.publish({"n": 1})
+        status, err = relay(*args, "--max-jobs", "1")
+        self.assertEqual(status, 0, err)
+        # The stream the relay made (name: the prefix without its dot) holds
+        # the message; the ledger's setup (file storage, PREFIX>) is the
+        # same configuration, which JetStream accepts again.
+        stream, consumer = self.topic, f"cd{RUN}_{self.n}"
+        subprocess.run([LEDGER, "nats-setup", str(NATS_PORT), stream, f"{prefix}>", consumer],
+                       check=True, timeout=30)
+        ledger = Ledger(stream, ["nats", str(NATS_PORT), stream, consumer, f"{prefix}>"])
+        self.addCleanup(ledger.close)
+        self.publish({"n": 2})
+        status, err = relay(*args, "--max-jobs", "1")
+        self.assertEqual(status, 0, err)
+        self.assertEqual([line["body"] for line in ledger.wait_for(2)], [{"n": 1}, {"n": 2}])
+        # A stream of the given name that takes other subjects.
+        other = f"O{RUN}_{self.n}"
+        subprocess.run([LEDGER, "nats-setup", str(NATS_PORT), other, f"o{RUN}_{self.n}.>",
+                        f"co{RUN}_{self.n}"], check=True, timeout=30)
+        self.publish({"not": "sent"})
+        process = start_relay(*args, "--nats-stream", other)
+        refusal = wait_for(lambda: (lambda l: "JetStream stream" in l and l)(
+            process.stderr.readline()), "the refusal")
+        self.assertIn(f'the JetStream stream "{other}" exists with the subjects '
+                      f'[o{RUN}_{self.n}.>], not {prefix}>', refusal)
+        self.assertEqual(sql("SELECT state FROM pgq.list_jobs(%s)", self.queue), [("ready",)])
+        status, err = stop(process)
+        self.assertEqual(status, 0, err)
 
     # ------------------------------------------------------------ bad input
 

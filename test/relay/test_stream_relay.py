@@ -484,6 +484,28 @@ class StreamRelayTest(unittest.TestCase):
         self.assertEqual(end(active), 0, log_text(active_log))
         self.assertEqual([line["message_id"] for line in lines], [f"pgqs-{self.stream}-{i}" for i in ids])
 
+    def test_stream_a_cancelled_next_batch_is_asked_again(self):
+        # pg_cancel_backend on the relay's next_batch (or a statement_timeout):
+        # 57014 rolled it back, nothing was opened; the relay asks again,
+        # on the same session (it keeps the stream's lock), instead of exiting.
+        exchange, _, ledger = self.amqp_ledger()
+        active, active_log = self.started("active", *self.relay_args(exchange, "--wait", "60 seconds"))
+        waiting = ("SELECT pid FROM pg_stat_activity WHERE application_name = 'pgq-relay'"
+                   "   AND datname = current_database() AND state = 'active'"
+                   "   AND query LIKE '%%pgq.next_batch(%%' AND query_start > %s")
+        [(pid,)] = wait_for(lambda: sql(waiting, "-infinity"), "next_batch waiting")
+        [(at,)] = sql("SELECT clock_timestamp()")
+        sql("SELECT pg_cancel_backend(%s)", pid)
+        [(again,)] = wait_for(lambda: sql(waiting, at), "next_batch again")
+        self.assertEqual(again, pid)
+        self.assertIsNone(active.poll(), log_text(active_log))
+        event = self.append({"after": "cancel"})
+        [line] = ledger.wait_for(1)
+        self.assertEqual(line["message_id"], f"pgqs-{self.stream}-{event}")
+        wait_for(lambda: self.stats() == (0, False, 1), "the batch to finish")
+        self.assertEqual(end(active), 0, log_text(active_log))
+        self.assertIn("pgq.next_batch was cancelled", log_text(active_log))
+
     def test_stream_one_relay_publishes_after_a_lost_session(self):
         # The relay's session ends while it finishes a batch (terminated at
         # the finish gate): with the session goes its lock on the stream, and

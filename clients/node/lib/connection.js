@@ -37,6 +37,13 @@ function isConnectionError(err) {
   return err.code === '55000' && err.severity === 'FATAL';
 }
 
+// Whether the server cancelled the statement (query_canceled, 57014):
+// pg_cancel_backend, a statement_timeout, a lock wait cancelled. The session
+// is fine and the statement rolled back.
+function isQueryCanceled(err) {
+  return err instanceof pg.DatabaseError && err.code === '57014';
+}
+
 // A backoff with jitter: between half of `ms` and `ms`.
 function jitter(ms) {
   return Math.round(ms * (0.5 + Math.random() / 2));
@@ -115,6 +122,7 @@ module.exports = {
   MAX_BACKOFF_MS,
   CLAIM_GRACE_MS,
   isConnectionError,
+  isQueryCanceled,
   jitter,
   connect,
   retryConnectionErrors,

@@ -9,6 +9,7 @@ const {
   cancelUntilEnded,
   connect,
   isConnectionError,
+  isQueryCanceled,
   jitter,
   onceOnSignals,
   retryConnectionErrors,
@@ -152,8 +153,15 @@ class StreamConsumer {
         } catch (err) {
           if (this.#stopping) break; // cancelled by stop()
           const pause = jitter(reconnect);
-          this.#logger.error(`pgq: next_batch of ${this.#label} failed; retrying in ${pause} ms:`, err);
-          this.#dropClient();
+          if (isQueryCanceled(err)) {
+            // Not by us (pg_cancel_backend, a statement_timeout): the
+            // next_batch rolled back and took nothing; ask again on the same
+            // connection.
+            this.#logger.warn(`pgq: next_batch of ${this.#label} was cancelled (57014); asking again in ${pause} ms`);
+          } else {
+            this.#logger.error(`pgq: next_batch of ${this.#label} failed; retrying in ${pause} ms:`, err);
+            this.#dropClient();
+          }
           await this.#sleep(pause);
           reconnect = Math.min(2 * reconnect, MAX_BACKOFF_MS);
           continue;

@@ -8,6 +8,7 @@ const {
   MAX_BACKOFF_MS,
   cancelUntilEnded,
   connect,
+  isQueryCanceled,
   jitter,
   onceOnSignals,
   retryConnectionErrors,
@@ -179,9 +180,16 @@ class Worker {
       } catch (err) {
         if (this.#stopping) break; // the claim was cancelled by stop()
         const pause = jitter(backoff);
-        this.#logger.error(`pgq: claim from ${this.#label} failed; retrying in ${pause} ms:`, err);
-        this.#claimer?.end().catch(() => {});
-        this.#claimer = null;
+        if (isQueryCanceled(err)) {
+          // Not by us: pg_cancel_backend, a statement_timeout, or a lock wait
+          // cancelled while ALTER EXTENSION waits. The claim rolled back and
+          // took nothing; the connection is fine: claim again on it.
+          this.#logger.warn(`pgq: claim from ${this.#label} was cancelled (57014); claiming again in ${pause} ms`);
+        } else {
+          this.#logger.error(`pgq: claim from ${this.#label} failed; retrying in ${pause} ms:`, err);
+          this.#claimer?.end().catch(() => {});
+          this.#claimer = null;
+        }
         await delay(pause, undefined, { signal: this.#abort.signal }).catch(() => {});
         backoff = Math.min(2 * backoff, MAX_BACKOFF_MS);
       }

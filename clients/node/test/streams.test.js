@@ -282,6 +282,35 @@ test('settings that cannot work are refused before anything is sent', () => {
   }
 });
 
+test('a cancelled next_batch (57014) is asked again on the same connection', async (t) => {
+  // pg_cancel_backend or a statement_timeout: the next_batch rolled back and
+  // took nothing; the consumer asks again after a short backoff.
+  const stream = await newStream(db);
+  const seen = recorder();
+  const { logger } = await startConsumer(t, db, stream, { wait: 60, handler: seen.handler });
+  await nextBatchIsWaiting(stream);
+  const {
+    rows: [{ pid, at }],
+  } = await db.admin.query(
+    `SELECT pid, clock_timestamp() AS at FROM pg_stat_activity
+      WHERE application_name = $1 AND query LIKE '%pgq.next_batch(%'`,
+    [`consumer_${stream.name}_c`],
+  );
+  await db.admin.query('SELECT pg_cancel_backend($1)', [pid]);
+  await waitFor('next_batch again, on the same backend', async () => {
+    const { rows } = await db.admin.query(
+      `SELECT 1 FROM pg_stat_activity
+        WHERE pid = $1 AND query LIKE '%pgq.next_batch(%' AND wait_event_type = 'Extension' AND query_start > $2`,
+      [pid, at],
+    );
+    return rows.length === 1;
+  });
+  const first = await stream.append(db.admin, {});
+  await finished(stream, 1);
+  assert.deepEqual(seen.eventIds(), [first]);
+  assert.match(logger.lines[0], /^pgq: next_batch of .* was cancelled \(57014\); asking again in \d+ ms/);
+});
+
 test('the consumer reconnects after losing its connection', async (t) => {
   const stream = await newStream(db);
   const seen = recorder();
@@ -341,10 +370,15 @@ test('stop() ends a waiting next_batch at once', { timeout: 20_000 }, async (t) 
   const begin = Date.now();
   await consumer.stop();
   assert.ok(Date.now() - begin < 5000, `stop() took ${Date.now() - begin} ms`);
-  const { rows } = await db.admin.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [
-    `consumer_${stream.name}_c`,
-  ]);
-  assert.equal(rows[0].n, 0);
+  // Its connections are closed; a backend leaves pg_stat_activity a moment
+  // after its client hung up (as the Python client's test waits for it).
+  await waitFor('the consumer\'s sessions gone', async () => {
+    const { rows } = await db.admin.query(
+      'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1',
+      [`consumer_${stream.name}_c`],
+    );
+    return rows[0].n === 0;
+  });
 });
 
 test('stop() while a failed batch waits for its retry leaves it open', async (t) => {

@@ -408,3 +408,33 @@ test('a completion fenced off by a newer claim is logged, not thrown', async (t)
   } = await db.admin.query('SELECT pgq.complete($1, 2) AS done', [first]);
   assert.equal(taker.done, true, "the newer claim's completion still holds");
 });
+
+test('a cancelled claim (57014) is claimed again on the same connection', async (t) => {
+  // pg_cancel_backend, a statement_timeout, or a lock wait cancelled while
+  // ALTER EXTENSION waits: the claim rolled back and took nothing; the worker
+  // claims again after a short backoff, without reconnecting.
+  const queue = await newQueue(db);
+  const ran = gate(t);
+  const { logger } = await startWorker(t, db, queue, { wait: 60, handler: () => ran.open() });
+  await claimIsWaiting(queue);
+  const {
+    rows: [{ pid, at }],
+  } = await db.admin.query(
+    `SELECT pid, clock_timestamp() AS at FROM pg_stat_activity
+      WHERE application_name = $1 AND query LIKE '%pgq.claim(%'`,
+    [`worker_${queue.name}`],
+  );
+  await db.admin.query('SELECT pg_cancel_backend($1)', [pid]);
+  await waitFor('the claim again, on the same backend', async () => {
+    const { rows } = await db.admin.query(
+      `SELECT 1 FROM pg_stat_activity
+        WHERE pid = $1 AND query LIKE '%pgq.claim(%' AND wait_event_type = 'Extension' AND query_start > $2`,
+      [pid, at],
+    );
+    return rows.length === 1;
+  });
+  await queue.enqueue(db.admin, {});
+  await ran.promise;
+  await statsAre(queue, { done_recent: 1 });
+  assert.match(logger.lines[0], /^pgq: claim from queue q\d+ was cancelled \(57014\); claiming again in \d+ ms/);
+});

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import IO, Any
 
@@ -92,6 +92,28 @@ class StopTest(PgqTestCase):
             )
             == 0,
         )
+
+    def test_a_cancelled_claim_is_claimed_again(self) -> None:
+        # 57014 from pg_cancel_backend (or a statement_timeout, or a lock wait
+        # cancelled while ALTER EXTENSION waits) is not a stop: the worker
+        # claims again, after a short backoff, and runs what comes next.
+        ran = threading.Event()
+        worker = self.start_worker(lambda job: ran.set(), wait=timedelta(minutes=1))
+        sleeping = (
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE application_name = 'pgq_cpp.py claim q'"
+            "   AND state = 'active' AND wait_event_type = 'Extension'"
+            "   AND query_start > %s"
+        )
+        epoch = datetime(2000, 1, 1, tzinfo=timezone.utc)
+        pid = self.wait_for("the claim sleeping in the server", lambda: self.admin.execute(sleeping, (epoch,)).fetchone())
+        cancelled_at = self.scalar("SELECT clock_timestamp()")
+        self.assertTrue(self.scalar("SELECT pg_cancel_backend(%s)", (pid[0],)))
+        self.wait_for("a new claim", lambda: self.admin.execute(sleeping, (cancelled_at,)).fetchone())
+        self.assertFalse(worker.join(0))  # still running
+        job_id = Q.enqueue(self.admin, {"after": "cancel"})
+        self.assertTrue(ran.wait(HANG))
+        self.wait_for("the job completed", lambda: self.job_state(job_id) is None)
 
     def test_a_claim_that_returns_after_stop_gives_its_jobs_back(self) -> None:
         # The race of a stop() whose cancel reaches the server just after the

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import IO, Any
 
@@ -261,6 +261,28 @@ class StreamTest(PgqTestCase):
             # A functional bound (the commit wakes the wait, it does not run
             # out its minute), not a benchmark: typically a few milliseconds.
             self.assertLess(received_at[-1] - committed, 2.0)
+
+    def test_a_cancelled_next_batch_is_asked_again(self) -> None:
+        # 57014 (pg_cancel_backend, a statement_timeout) on the reader's
+        # next_batch: it rolled back and took nothing; the consumer asks
+        # again after a short backoff instead of stopping.
+        handler = Batches()
+        consumer = self.start_consumer(handler, wait=timedelta(minutes=1))
+        sleeping = (
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE application_name = 'pgq_cpp.py stream s c' AND state = 'active'"
+            "   AND wait_event_type = 'Extension' AND query LIKE '%%pgq.next_batch%%'"
+            "   AND query_start > %s"
+        )
+        epoch = datetime(2000, 1, 1, tzinfo=timezone.utc)
+        pid = self.wait_for("next_batch asleep", lambda: self.admin.execute(sleeping, (epoch,)).fetchone())
+        cancelled_at = self.scalar("SELECT clock_timestamp()")
+        self.assertTrue(self.scalar("SELECT pg_cancel_backend(%s)", (pid[0],)))
+        self.wait_for("a new next_batch", lambda: self.admin.execute(sleeping, (cancelled_at,)).fetchone())
+        self.assertFalse(consumer.join(0))  # still running
+        ids = S.append_many(self.admin, [{"n": 1}])
+        self.wait_finished(1)
+        self.assertEqual(handler.event_ids(), ids)
 
     def test_register_false_needs_a_registered_consumer(self) -> None:
         with self.assertRaises(errors.UndefinedObject) as raised:
