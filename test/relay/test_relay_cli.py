@@ -101,12 +101,16 @@ class Ledger:
         self.process.wait(timeout=10)
 
 
+# scripts/lib.sh: its as_user is the one place that switches user (and runs
+# the tool from /), test/python/test_scripts.py checks it.
+LIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "lib.sh")
+
+
 def pg_ctl(*args):
     """pg_ctl on the test server, as its OS user."""
     command = [os.path.join(PG_BIN, "pg_ctl"), "-D", PG_DATA, "-w", *args]
-    if os.geteuid() == 0 and PG_USER != "root":
-        command = ["runuser", "-u", PG_USER, "--", *command]
-    subprocess.run(command, check=True, timeout=60, stdout=subprocess.DEVNULL, cwd="/")
+    subprocess.run(["bash", "-c", 'source "$0"; as_user "$@"', LIB, PG_USER, *command],
+                   check=True, timeout=60, stdout=subprocess.DEVNULL, cwd="/")
 
 
 def job(job_id):
