@@ -174,6 +174,13 @@ class SearchPathTest(PgqTestCase):
             later, later, later)
         run("SELECT * FROM pgq.queue_settings() a, pgq.queue_settings('mail') b")
         run("SELECT * FROM pgq.queue_workers() a, pgq.queue_workers('mail') b")
+        parent = run("SELECT pgq.enqueue('mail', '{}', dedupe_key => 'sp-key')")[0][0]
+        child = run("SELECT pgq.enqueue('mail', '{}', after => ARRAY[%s]::bigint[], group_key => 'sp-key')",
+                    parent)[0][0]
+        run("SELECT * FROM pgq.job_dependencies(%s) a, pgq.job_dependencies(%s) b", parent, child)
+        run("SELECT * FROM pgq.find_jobs('sp-key')")
+        run("SELECT pgq.cancel(%s)", parent)
+        run("SELECT * FROM pgq.job_dependencies(%s)", parent)
         run("SELECT * FROM pgq.maintain()")
         if superuser:
             run("SELECT pgq.compact_jobs()")
