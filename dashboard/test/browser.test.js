@@ -271,8 +271,7 @@ test.before(async () => {
   // 'hidden' is not: its jobs (a keyed one, a child of each parent) must never show.
   await q("SELECT pgq.create_queue('flow', max_attempts => 1)");
   await q("SELECT pgq.grant($1, 'flow', 'admin'), pgq.grant($1, 'flow', 'produce')", [opsRole]);
-  await q(`GRANT SELECT ON pgq.job_dependencies, pgq.streams, pgq.rings, pgq.ring_segments TO ${opsRole}`);
-  await q(`GRANT SELECT (id, reason, last_error) ON pgq.dead_jobs TO ${opsRole}`);
+  await q(`GRANT SELECT ON pgq.streams, pgq.rings, pgq.ring_segments TO ${opsRole}`);
   ids.flowDead1 = await dead('flow', { n: 1 }, 'boom 1');
   ids.flowDead2 = await dead('flow', { n: 2 }, 'boom 2');
   ids.flowPurge1 = await dead('flow', { n: 3 }, 'boom 3');
