@@ -132,6 +132,20 @@ RETURNS SETOF pgq.job_info AS 'MODULE_PATHNAME', 'pgq_find_jobs' LANGUAGE C STAB
 COMMENT ON FUNCTION pgq.find_jobs(text, integer) IS
     'pending, running and waiting jobs whose dedupe_key or group_key is key, newest first, of the queues the caller holds a right on; rights as pgq.list_jobs';
 
+-- Each stream's ring and segments, for any role with a right on the stream
+-- (before: GRANT SELECT on pgq.streams, pgq.rings and pgq.ring_segments,
+-- every stream's). state: current (taking appends), sealed (events some
+-- consumer has not passed), empty (truncated).
+CREATE FUNCTION pgq.stream_segments(
+    stream text DEFAULT NULL,
+    OUT stream_name text, OUT rotation interval, OUT segments integer,
+    OUT current_segment integer, OUT rotations bigint, OUT rotated_at timestamptz,
+    OUT segment integer, OUT state text, OUT bytes bigint, OUT opened_at timestamptz,
+    OUT sealed_at timestamptz, OUT truncated_at timestamptz)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_stream_segments' LANGUAGE C STABLE ROWS 10;
+COMMENT ON FUNCTION pgq.stream_segments(text) IS
+    'each segment of a stream''s ring (NULL: of every stream the caller holds a right on): current, sealed or empty, its size and times; any right on the stream';
+
 -- ---------------------------------------------------------------------------
 -- Monitoring that costs O(queues).
 -- ---------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 -- What a role may read about its own queues (2.1, issue 31): job_info's
 -- dead_reason and list_jobs' reason filter, cancel_job and retry_dead_job
 -- (why nothing happened), queue_settings, queue_workers,
--- list_schedule_runs, the coordination readers, job_dependencies and
--- find_jobs. Each right is tried:
+-- list_schedule_runs, the coordination readers, job_dependencies,
+-- find_jobs and stream_segments. Each right is tried:
 -- produce, consume and admin on one queue, a role with a right on another
 -- queue only, and one with none.
 CREATE EXTENSION pgq_cpp;
@@ -313,6 +313,43 @@ EXPLAIN (COSTS OFF) SELECT j.id FROM pgq.jobs j
  WHERE (j.dedupe_key = 'k' OR j.group_key = 'k')
    AND j.queue_id = ANY (CASE WHEN true THEN ARRAY(SELECT a.queue_id FROM pgq.queues a) ELSE NULL::int4[] END);
 RESET enable_seqscan;
+
+-- ---- stream_segments: each stream's ring, for its roles ------------------------
+SELECT pgq.create_stream('rs_ring', rotation => '1 hour'), pgq.create_stream('rs_hidden');
+SELECT pgq.grant_stream('pgq_rs_consumer', 'rs_ring', 'consume');
+SELECT pgq.append('rs_ring', '{}') > 0 AS appended;
+CREATE FUNCTION pg_temp.turn_ring() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pgq.alter_stream('rs_ring', rotation => '1 second');
+  PERFORM pg_sleep(1.1);
+  PERFORM pgq.maintain();
+  PERFORM pgq.alter_stream('rs_ring', rotation => '1 hour');
+END
+$$;
+CREATE TEMP VIEW rs_segments AS
+SELECT stream_name, rotation, segments, current_segment, rotations, segment, state,
+       bytes > 0 AS has_bytes, opened_at IS NOT NULL AS opened, sealed_at IS NOT NULL AS sealed,
+       truncated_at IS NOT NULL AS truncated
+  FROM pgq.stream_segments();
+GRANT SELECT ON rs_segments TO PUBLIC;
+SELECT * FROM rs_segments;
+-- The ring turns: segment 0 is sealed, then (no consumer holds it) truncated.
+SELECT pg_temp.turn_ring();
+SELECT * FROM rs_segments WHERE stream_name = 'rs_ring';
+SELECT expired_requeued FROM pgq.maintain();
+SELECT segment, state, truncated FROM rs_segments WHERE stream_name = 'rs_ring';
+SELECT stream_name, segment, state FROM pgq.stream_segments('rs_hidden');
+-- A right on one stream: that stream's rows only; named, another is refused.
+SET ROLE pgq_rs_consumer;
+SELECT stream_name, segment, state FROM rs_segments;
+SELECT pg_temp.error_of($$SELECT * FROM pgq.stream_segments('rs_hidden')$$);
+RESET ROLE;
+SET ROLE pgq_rs_nobody;
+SELECT count(*) AS sees_nothing FROM pgq.stream_segments();
+SELECT pg_temp.error_of($$SELECT * FROM pgq.stream_segments('rs_ring')$$);
+RESET ROLE;
+SELECT pg_temp.error_of($$SELECT * FROM pgq.stream_segments('no_such_stream')$$);
+DROP VIEW rs_segments;
 
 DROP EXTENSION pgq_cpp;
 DROP ROLE pgq_rs_producer;
