@@ -221,17 +221,13 @@ async function streamStats(db, max) {
   }));
 }
 
-// The rings (rotation, truncation, segment sizes): pgq.streams, pgq.rings
-// and pgq.ring_segments have no view for other roles, as the coordination
-// tables have none: reading them takes GRANT SELECT (42501 otherwise).
+// The rings (rotation, truncation, segment sizes): pgq.stream_segments()
+// (2.1), the streams the role holds a right on.
 const SEGMENTS_SQL = `
-SELECT s.name AS stream, s.rotation::text AS rotation, r.segments, r.current, r.generation, r.rotated_at,
-       g.segment, g.segment = r.current AS is_current, g.empty, g.opened_at, g.sealed_at, g.truncated_at,
-       pg_total_relation_size(to_regclass(format('pgq.stream_events_%s_%s', s.stream_id, g.segment))) AS bytes
-  FROM pgq.streams s
-  JOIN pgq.rings r ON r.ring_id = s.stream_id
-  JOIN pgq.ring_segments g ON g.ring_id = r.ring_id
- ORDER BY s.name, g.segment
+SELECT stream_name AS stream, rotation::text AS rotation, segments, current_segment AS current,
+       rotations AS generation, rotated_at, segment, state = 'current' AS is_current,
+       state = 'empty' AS empty, opened_at, sealed_at, truncated_at, bytes
+  FROM pgq.stream_segments()
  LIMIT $1`;
 
 async function streamSegments(db, max) {

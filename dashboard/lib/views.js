@@ -639,7 +639,7 @@ ${rows.map(
 <p class="meta">From pgq.stream_stats: the consumers of the streams this role holds a right on. Lag: the age of its oldest unfinished event, and how many events it has not finished.</p>
 ${consumersPart}
 <h2>Segments, rotation and truncation</h2>
-<p class="meta">Each stream is a ring of segment tables: new events go to the current one; maintenance turns the ring every rotation interval and truncates a sealed segment once every consumer has passed it.</p>
+<p class="meta">From pgq.stream_segments(): the streams this role holds a right on. Each stream is a ring of segment tables: new events go to the current one; maintenance turns the ring every rotation interval and truncates a sealed segment once every consumer has passed it.</p>
 ${segmentsPart}`;
   return layout(ctx, { title: 'Streams', body });
 }
