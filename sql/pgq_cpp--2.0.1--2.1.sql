@@ -110,6 +110,42 @@ COMMENT ON FUNCTION pgq.purge_dead_job(bigint) IS
     'deletes one dead (or cancelled) job: purged, not_found or not_dead; admin right';
 
 
+-- A job's workflow (SPEC §8): its parents not yet settled, its children
+-- waiting for it and, once it is dead or cancelled, the dependents it took
+-- with it (found by the last_error the cascade writes: no column records
+-- the failed parent). Rights as pgq.job; related jobs of queues the caller
+-- holds no right on are left out. The parents of a job are found by
+-- child_id: an index for it (before, only the primary key's parent_id).
+CREATE INDEX job_dependencies_child_idx ON pgq.job_dependencies (child_id);
+CREATE FUNCTION pgq.job_dependencies(
+    id bigint, max integer DEFAULT 100,
+    OUT direction text, OUT job_id bigint, OUT queue text, OUT state text)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_job_dependencies' LANGUAGE C STABLE ROWS 10;
+COMMENT ON FUNCTION pgq.job_dependencies(bigint, integer) IS
+    'a job''s parents (direction parent), children (child) and the dependents it took with it when it died (taken), at most max of each; rights as pgq.job';
+
+-- The live jobs whose dedupe or group key is key, across the queues the
+-- caller holds a right on, newest first (through jobs_dedupe_idx and
+-- jobs_group_idx); redaction as list_jobs.
+CREATE FUNCTION pgq.find_jobs(key text, max integer DEFAULT 100)
+RETURNS SETOF pgq.job_info AS 'MODULE_PATHNAME', 'pgq_find_jobs' LANGUAGE C STABLE ROWS 10;
+COMMENT ON FUNCTION pgq.find_jobs(text, integer) IS
+    'pending, running and waiting jobs whose dedupe_key or group_key is key, newest first, of the queues the caller holds a right on; rights as pgq.list_jobs';
+
+-- Each stream's ring and segments, for any role with a right on the stream
+-- (before: GRANT SELECT on pgq.streams, pgq.rings and pgq.ring_segments,
+-- every stream's). state: current (taking appends), sealed (events some
+-- consumer has not passed), empty (truncated).
+CREATE FUNCTION pgq.stream_segments(
+    stream text DEFAULT NULL,
+    OUT stream_name text, OUT rotation interval, OUT segments integer,
+    OUT current_segment integer, OUT rotations bigint, OUT rotated_at timestamptz,
+    OUT segment integer, OUT state text, OUT bytes bigint, OUT opened_at timestamptz,
+    OUT sealed_at timestamptz, OUT truncated_at timestamptz)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_stream_segments' LANGUAGE C STABLE ROWS 10;
+COMMENT ON FUNCTION pgq.stream_segments(text) IS
+    'each segment of a stream''s ring (NULL: of every stream the caller holds a right on): current, sealed or empty, its size and times; any right on the stream';
+
 -- ---------------------------------------------------------------------------
 -- Monitoring that costs O(queues).
 -- ---------------------------------------------------------------------------

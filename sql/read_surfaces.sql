@@ -1,7 +1,8 @@
 -- What a role may read about its own queues (2.1, issue 31): job_info's
 -- dead_reason and list_jobs' reason filter, cancel_job and retry_dead_job
 -- (why nothing happened), queue_settings, queue_workers,
--- list_schedule_runs, and the coordination readers. Each right is tried:
+-- list_schedule_runs, the coordination readers, job_dependencies,
+-- find_jobs and stream_segments. Each right is tried:
 -- produce, consume and admin on one queue, a role with a right on another
 -- queue only, and one with none.
 CREATE EXTENSION pgq_cpp;
@@ -229,6 +230,126 @@ SET ROLE pgq_rs_admin;
 SELECT name, value FROM pgq.list_switches();
 RESET ROLE;
 SELECT pg_temp.error_of($$SELECT * FROM pgq.list_teams(max => 0)$$);
+
+-- ---- job_dependencies: parents, children, and what a dead parent took ------
+-- wf_a (work) <- wf_b (work, also after wf_x of 'other') <- wf_c (work);
+-- wf_d (work) after wf_a too. Then wf_a is cancelled: wf_b and wf_d die
+-- (taken), wf_c dies with wf_b.
+SELECT pgq.enqueue('work', '{"n": "wf_a"}', dedupe_key => 'wf-key') AS wf_a \gset
+SELECT pgq.enqueue('other', '{"n": "wf_x"}') AS wf_x \gset
+SELECT pgq.enqueue('work', '{"n": "wf_b"}', after => ARRAY[:wf_a, :wf_x], group_key => 'wf-key') AS wf_b \gset
+SELECT pgq.enqueue('work', '{"n": "wf_c"}', after => ARRAY[:wf_b]) AS wf_c \gset
+SELECT pgq.enqueue('work', '{"n": "wf_d"}', after => ARRAY[:wf_a]) AS wf_d \gset
+CREATE TEMP TABLE wf AS SELECT :wf_a AS a, :wf_b AS b, :wf_c AS c, :wf_d AS d, :wf_x AS x;
+GRANT SELECT ON wf TO PUBLIC;
+CREATE FUNCTION pg_temp.deps(job bigint, max integer DEFAULT 100) RETURNS TABLE (direction text, job text, queue text, state text)
+LANGUAGE sql AS $$
+  SELECT r.direction, CASE r.job_id WHEN w.a THEN 'wf_a' WHEN w.b THEN 'wf_b' WHEN w.c THEN 'wf_c'
+                                    WHEN w.d THEN 'wf_d' WHEN w.x THEN 'wf_x' END, r.queue, r.state
+    FROM pgq.job_dependencies(job, max) r, wf w
+$$;
+GRANT EXECUTE ON FUNCTION pg_temp.deps(bigint, integer) TO PUBLIC;
+SELECT * FROM pg_temp.deps(:wf_a);
+SELECT * FROM pg_temp.deps(:wf_b);
+SELECT * FROM pg_temp.deps(:wf_a, 1);
+SELECT count(*) AS unknown FROM pgq.job_dependencies(-1);
+-- Each right on 'work' sees the same; a related job of 'other' is left out.
+SET ROLE pgq_rs_consumer;
+SELECT * FROM pg_temp.deps(:wf_b);
+RESET ROLE;
+SET ROLE pgq_rs_admin;
+SELECT * FROM pg_temp.deps(:wf_a);
+RESET ROLE;
+SET ROLE pgq_rs_producer;
+SELECT * FROM pg_temp.deps(:wf_b);
+RESET ROLE;
+-- A right on 'other' only: a job of 'work' has none, as an unknown id.
+SET ROLE pgq_rs_elsewhere;
+SELECT count(*) AS as_unknown FROM pgq.job_dependencies(:wf_b);
+SELECT count(*) AS child_left_out FROM pgq.job_dependencies(:wf_x);
+RESET ROLE;
+SET ROLE pgq_rs_nobody;
+SELECT pg_temp.error_of($$SELECT * FROM pgq.job_dependencies(1)$$);
+RESET ROLE;
+SELECT pg_temp.error_of($$SELECT * FROM pgq.job_dependencies(NULL)$$);
+SELECT pg_temp.error_of($$SELECT * FROM pgq.job_dependencies(1, 0)$$);
+SELECT pg_temp.error_of($$SELECT * FROM pgq.job_dependencies(1, 10001)$$);
+-- The parent dies: what it took with it.
+SELECT pgq.cancel(:wf_a);
+SELECT * FROM pg_temp.deps(:wf_a);
+SELECT * FROM pg_temp.deps(:wf_b);
+SET ROLE pgq_rs_admin;
+SELECT * FROM pg_temp.deps(:wf_a);
+RESET ROLE;
+
+-- ---- find_jobs: by dedupe or group key, live jobs ---------------------------
+SELECT pgq.enqueue('work', '{"n": "k1"}', dedupe_key => 'order-7') AS k1 \gset
+SELECT pgq.enqueue('work', '{"n": "k2"}', group_key => 'order-7') AS k2 \gset
+SELECT pgq.enqueue('other', '{"n": "k3"}', group_key => 'order-7') AS k3 \gset
+SELECT pgq.enqueue('work', '{"n": "k4"}', group_key => 'order-8') AS k4 \gset
+SELECT payload->>'n' AS job, queue, state, group_key, dedupe_key FROM pgq.find_jobs('order-7');
+SELECT payload->>'n' AS job FROM pgq.find_jobs('order-7', 1);
+SELECT count(*) AS none FROM pgq.find_jobs('no-such-key');
+-- The dead are not looked for (no index on the keys of pgq.dead_jobs).
+SELECT count(*) AS none FROM pgq.find_jobs('wf-key');
+SET ROLE pgq_rs_consumer;  -- sees everything of 'work'
+SELECT payload->>'n' AS job, queue FROM pgq.find_jobs('order-7');
+RESET ROLE;
+SET ROLE pgq_rs_admin;  -- admin alone: no payload
+SELECT payload, queue, state FROM pgq.find_jobs('order-7');
+RESET ROLE;
+SET ROLE pgq_rs_elsewhere;
+SELECT payload->>'n' AS job, queue FROM pgq.find_jobs('order-7');
+RESET ROLE;
+SET ROLE pgq_rs_nobody;
+SELECT pg_temp.error_of($$SELECT * FROM pgq.find_jobs('order-7')$$);
+RESET ROLE;
+SELECT pg_temp.error_of($$SELECT * FROM pgq.find_jobs(NULL)$$);
+SELECT pg_temp.error_of($$SELECT * FROM pgq.find_jobs('order-7', 0)$$);
+SELECT pg_temp.error_of($$SELECT * FROM pgq.find_jobs('order-7', 10001)$$);
+-- Through the key indexes, not a scan of pgq.jobs.
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT j.id FROM pgq.jobs j
+ WHERE (j.dedupe_key = 'k' OR j.group_key = 'k')
+   AND j.queue_id = ANY (CASE WHEN true THEN ARRAY(SELECT a.queue_id FROM pgq.queues a) ELSE NULL::int4[] END);
+RESET enable_seqscan;
+
+-- ---- stream_segments: each stream's ring, for its roles ------------------------
+SELECT pgq.create_stream('rs_ring', rotation => '1 hour'), pgq.create_stream('rs_hidden');
+SELECT pgq.grant_stream('pgq_rs_consumer', 'rs_ring', 'consume');
+SELECT pgq.append('rs_ring', '{}') > 0 AS appended;
+CREATE FUNCTION pg_temp.turn_ring() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pgq.alter_stream('rs_ring', rotation => '1 second');
+  PERFORM pg_sleep(1.1);
+  PERFORM pgq.maintain();
+  PERFORM pgq.alter_stream('rs_ring', rotation => '1 hour');
+END
+$$;
+CREATE TEMP VIEW rs_segments AS
+SELECT stream_name, rotation, segments, current_segment, rotations, segment, state,
+       bytes > 0 AS has_bytes, opened_at IS NOT NULL AS opened, sealed_at IS NOT NULL AS sealed,
+       truncated_at IS NOT NULL AS truncated
+  FROM pgq.stream_segments();
+GRANT SELECT ON rs_segments TO PUBLIC;
+SELECT * FROM rs_segments;
+-- The ring turns: segment 0 is sealed, then (no consumer holds it) truncated.
+SELECT pg_temp.turn_ring();
+SELECT * FROM rs_segments WHERE stream_name = 'rs_ring';
+SELECT expired_requeued FROM pgq.maintain();
+SELECT segment, state, truncated FROM rs_segments WHERE stream_name = 'rs_ring';
+SELECT stream_name, segment, state FROM pgq.stream_segments('rs_hidden');
+-- A right on one stream: that stream's rows only; named, another is refused.
+SET ROLE pgq_rs_consumer;
+SELECT stream_name, segment, state FROM rs_segments;
+SELECT pg_temp.error_of($$SELECT * FROM pgq.stream_segments('rs_hidden')$$);
+RESET ROLE;
+SET ROLE pgq_rs_nobody;
+SELECT count(*) AS sees_nothing FROM pgq.stream_segments();
+SELECT pg_temp.error_of($$SELECT * FROM pgq.stream_segments('rs_ring')$$);
+RESET ROLE;
+SELECT pg_temp.error_of($$SELECT * FROM pgq.stream_segments('no_such_stream')$$);
+DROP VIEW rs_segments;
 
 DROP EXTENSION pgq_cpp;
 DROP ROLE pgq_rs_producer;

@@ -149,82 +149,57 @@ async function job(db, id) {
 
 // ---- Search -----------------------------------------------------------------
 
-// No SQL function finds a job by its keys across queues yet (pgq.list_jobs
-// filters on state only): the search reads the newest SEARCH_WINDOW jobs of
-// each queue the role holds a right on, through pgq.list_jobs (its rights
-// and redaction), and keeps those whose dedupe or group key is the text.
+// The live jobs (pending, running, waiting) whose dedupe or group key is the
+// text come from pgq.find_jobs (2.1: through the key indexes, across every
+// queue the role holds a right on, redacted as list_jobs). It does not look
+// at completed and dead jobs (no index on their keys): those are looked for
+// among the newest SEARCH_WINDOW jobs of each queue the role holds a right
+// on, through pgq.list_jobs (its rights and redaction). With a queue,
+// find_jobs is asked for its most (10000) and narrowed to that queue.
 const SEARCH_WINDOW = 1000;
 
 const SEARCH_KEYS_SQL = `
-SELECT j.id, j.queue, j.state, j.attempt, j.max_attempts, j.priority, j.group_key, j.dedupe_key,
-       j.run_at, j.enqueued_at, j.finished_at, j.dead_reason, left(j.last_error, 201) AS last_error
-  FROM (SELECT o.queue FROM pgq.queue_overview(1) o WHERE $4::text IS NULL OR o.queue = $4) q,
-       LATERAL pgq.list_jobs(q.queue, NULL, $2) j
- WHERE j.dedupe_key = $1 OR j.group_key = $1
+SELECT * FROM (
+  SELECT j.id, j.queue, j.state, j.attempt, j.max_attempts, j.priority, j.group_key, j.dedupe_key,
+         j.run_at, j.enqueued_at, j.finished_at, j.dead_reason, left(j.last_error, 201) AS last_error
+    FROM pgq.find_jobs($1, CASE WHEN $4::text IS NULL THEN $3 ELSE 10000 END) j
+   WHERE $4::text IS NULL OR j.queue = $4
+  UNION ALL
+  SELECT j.id, j.queue, j.state, j.attempt, j.max_attempts, j.priority, j.group_key, j.dedupe_key,
+         j.run_at, j.enqueued_at, j.finished_at, j.dead_reason, left(j.last_error, 201) AS last_error
+    FROM (SELECT o.queue FROM pgq.queue_overview(1) o WHERE $4::text IS NULL OR o.queue = $4) q,
+         LATERAL pgq.list_jobs(q.queue, NULL, $2) j
+   WHERE (j.dedupe_key = $1 OR j.group_key = $1) AND j.state IN ('done', 'dead', 'cancelled')
+) j
  ORDER BY j.id DESC
  LIMIT $3`;
 
-/** Jobs whose dedupe or group key is `key`, among the newest SEARCH_WINDOW of each queue the role may read. */
+/**
+ * Jobs whose dedupe or group key is `key`: every live one (pgq.find_jobs), and
+ * the finished ones among the newest SEARCH_WINDOW of each queue the role may read.
+ */
 async function searchKeys(db, key, { max = 100, queue = null } = {}) {
   return (await db.query(SEARCH_KEYS_SQL, [key, SEARCH_WINDOW, max, queue])).rows;
 }
 
 // ---- Workflow (dependencies, SPEC §8) ----------------------------------------
 
-// pgq.job_dependencies holds the edges not yet settled (a row leaves when its
-// parent completes or dies) and pgq.dead_jobs the dependents a dead parent
-// took with it (reason dependency_failed, last_error "parent job N did not
-// complete"). Neither is readable without a GRANT SELECT (on pgq.dead_jobs
-// the columns id, reason and last_error are enough); every job found
-// there is shown only through pgq.job, so only the jobs of queues the role
-// holds a right on appear.
-const WORKFLOW_CAPS_SQL = `
-SELECT has_table_privilege('pgq.job_dependencies', 'SELECT') AS dependencies,
-       has_column_privilege('pgq.dead_jobs', 'id', 'SELECT')
-       AND has_column_privilege('pgq.dead_jobs', 'reason', 'SELECT')
-       AND has_column_privilege('pgq.dead_jobs', 'last_error', 'SELECT') AS dead_jobs`;
+// pgq.job_dependencies (2.1): the job's parents not yet settled, its
+// children waiting for it and, once it is dead or cancelled, the dependents
+// it took with it, at most `max` of each, of the queues the role holds a
+// right on only (no row for a job of another queue). pgq.job adds each one's
+// open parents.
+const WORKFLOW_SQL = `
+SELECT d.direction, d.job_id AS id, d.queue, d.state, j.open_parents
+  FROM pgq.job_dependencies($1, $2) d
+  LEFT JOIN LATERAL pgq.job(d.job_id) j ON true`;
 
-async function workflowCapabilities(db) {
-  return (await db.query(WORKFLOW_CAPS_SQL)).rows[0];
+/** { parents, children, taken } of the job, each at most max rows, by id. */
+async function workflow(db, id, max) {
+  const { rows } = await db.query(WORKFLOW_SQL, [id, max]);
+  const of = (direction) => rows.filter((r) => r.direction === direction);
+  return { parents: of('parent'), children: of('child'), taken: of('taken') };
 }
-
-const PARENTS_SQL = `
-SELECT j.id, j.queue, j.state, j.open_parents
-  FROM (SELECT d.parent_id FROM pgq.job_dependencies d WHERE d.child_id = $1
-         ORDER BY d.parent_id LIMIT $2) d,
-       LATERAL pgq.job(d.parent_id) j
- ORDER BY j.id`;
-
-const CHILDREN_SQL = `
-SELECT j.id, j.queue, j.state, j.open_parents
-  FROM (SELECT d.child_id FROM pgq.job_dependencies d WHERE d.parent_id = $1
-         ORDER BY d.child_id LIMIT $2) d,
-       LATERAL pgq.job(d.child_id) j
- ORDER BY j.id`;
-
-const TAKEN_SQL = `
-SELECT j.id, j.queue, j.state, j.open_parents
-  FROM (SELECT x.id FROM pgq.dead_jobs x
-         WHERE x.reason = 'dependency_failed' AND x.last_error = 'parent job ' || $1::text || ' did not complete'
-         ORDER BY x.id LIMIT $2) d,
-       LATERAL pgq.job(d.id) j
- ORDER BY j.id`;
-
-// Without that grant (2.1): the same dependents through pgq.list_jobs'
-// reason filter, rights-checked, among the newest SEARCH_WINDOW jobs dead
-// for dependency_failed of each queue the role holds a right on.
-const TAKEN_WITHIN_SQL = `
-SELECT j.id, j.queue, j.state, j.open_parents
-  FROM (SELECT o.queue FROM pgq.queue_overview(1) o) q,
-       LATERAL pgq.list_jobs(q.queue, NULL, $3, NULL, 'dependency_failed') j
- WHERE j.last_error = 'parent job ' || $1::text || ' did not complete'
- ORDER BY j.id
- LIMIT $2`;
-
-const parents = async (db, id, max) => (await db.query(PARENTS_SQL, [id, max])).rows;
-const children = async (db, id, max) => (await db.query(CHILDREN_SQL, [id, max])).rows;
-const takenWith = async (db, id, max) => (await db.query(TAKEN_SQL, [id, max])).rows;
-const takenWithin = async (db, id, max) => (await db.query(TAKEN_WITHIN_SQL, [id, max, SEARCH_WINDOW])).rows;
 
 // ---- Streams ----------------------------------------------------------------
 
@@ -246,17 +221,13 @@ async function streamStats(db, max) {
   }));
 }
 
-// The rings (rotation, truncation, segment sizes): pgq.streams, pgq.rings
-// and pgq.ring_segments have no view for other roles, as the coordination
-// tables have none: reading them takes GRANT SELECT (42501 otherwise).
+// The rings (rotation, truncation, segment sizes): pgq.stream_segments()
+// (2.1), the streams the role holds a right on.
 const SEGMENTS_SQL = `
-SELECT s.name AS stream, s.rotation::text AS rotation, r.segments, r.current, r.generation, r.rotated_at,
-       g.segment, g.segment = r.current AS is_current, g.empty, g.opened_at, g.sealed_at, g.truncated_at,
-       pg_total_relation_size(to_regclass(format('pgq.stream_events_%s_%s', s.stream_id, g.segment))) AS bytes
-  FROM pgq.streams s
-  JOIN pgq.rings r ON r.ring_id = s.stream_id
-  JOIN pgq.ring_segments g ON g.ring_id = r.ring_id
- ORDER BY s.name, g.segment
+SELECT stream_name AS stream, rotation::text AS rotation, segments, current_segment AS current,
+       rotations AS generation, rotated_at, segment, state = 'current' AS is_current,
+       state = 'empty' AS empty, opened_at, sealed_at, truncated_at, bytes
+  FROM pgq.stream_segments()
  LIMIT $1`;
 
 async function streamSegments(db, max) {
@@ -376,11 +347,7 @@ module.exports = {
   EXACT_UP_TO,
   SEARCH_WINDOW,
   searchKeys,
-  workflowCapabilities,
-  parents,
-  children,
-  takenWith,
-  takenWithin,
+  workflow,
   streamStats,
   streamSegments,
   overview,

@@ -393,35 +393,20 @@ async function dashboardPlugin(fastify, options) {
 
   fastify.get('/jobs/:id', (request, reply) => renderJob(request, reply));
 
-  // Its parents and children (SPEC §8), as far as the role may read them:
-  // the edges of pgq.job_dependencies and the dependents a dead parent took
-  // with it (pgq.dead_jobs) need a GRANT SELECT; each job shown is read
-  // through pgq.job, so another team's jobs never appear.
+  // Its parents and children (SPEC §8) and, once it is dead or cancelled,
+  // the dependents it took with it: pgq.job_dependencies (2.1), which shows
+  // the jobs of the role's queues only.
   async function jobWorkflow(job) {
-    const caps = await data.workflowCapabilities(db);
     const failedParent = /^parent job ([0-9]+) did not complete$/.exec(job.last_error || '');
-    const w = {
-      caps,
+    const related = await data.workflow(db, job.id, WORKFLOW_MAX);
+    const dead = job.state === 'dead' || job.state === 'cancelled';
+    return {
       max: WORKFLOW_MAX,
       failedParent: failedParent ? failedParent[1] : null,
-      parents: null,
-      children: null,
-      taken: null,
+      parents: related.parents,
+      children: related.children,
+      taken: dead ? related.taken : null,
     };
-    if (caps.dependencies) {
-      [w.parents, w.children] = await Promise.all([
-        data.parents(db, job.id, WORKFLOW_MAX),
-        data.children(db, job.id, WORKFLOW_MAX),
-      ]);
-    }
-    if (job.state === 'dead' || job.state === 'cancelled') {
-      if (caps.dead_jobs) w.taken = await data.takenWith(db, job.id, WORKFLOW_MAX);
-      else {
-        w.taken = await data.takenWithin(db, job.id, WORKFLOW_MAX);
-        w.takenWindow = data.SEARCH_WINDOW;
-      }
-    }
-    return w;
   }
 
   // ---- Search -------------------------------------------------------------------
@@ -500,9 +485,6 @@ async function dashboardPlugin(fastify, options) {
       attempt(() => data.streamStats(db, LIST_MAX)),
       attempt(() => data.streamSegments(db, LIST_MAX)),
     ]);
-    if (segments.error?.code === '42501') {
-      segments.error.hint = 'GRANT SELECT ON pgq.streams, pgq.rings, pgq.ring_segments TO the dashboard’s role.';
-    }
     const page = views.streamsPage(ctxOf(request, reply), { consumers, segments, max: LIST_MAX });
     return sendPage(reply, page);
   });

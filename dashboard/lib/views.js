@@ -443,21 +443,12 @@ function workflowBlock(ctx, job, w) {
       html`<p class="failed-parent">Dead-lettered because its parent <a href="${ctx.base}/jobs/${w.failedParent}">job ${w.failedParent}</a> did not complete (reason dependency_failed).</p>`,
     );
   }
-  if (w.caps.dependencies) {
-    if (job.open_parents) parts.push(html`<h3>Waits for</h3>${list(w.parents, 'No parent of a queue this role may read.')}`);
-    parts.push(html`<h3>Children waiting for it</h3>${list(w.children, 'None.')}`);
-  } else if (job.open_parents) {
-    parts.push(
-      html`<p class="note">It waits for ${job.open_parents} parent${job.open_parents === 1 ? '' : 's'}; which ones is shown to a role that may read pgq.job_dependencies (GRANT SELECT).</p>`,
-    );
+  if (job.open_parents || w.parents.length) {
+    parts.push(html`<h3>Waits for</h3>${list(w.parents, 'No parent of a queue this role may read.')}`);
   }
+  parts.push(html`<h3>Children waiting for it</h3>${list(w.children, 'None.')}`);
   if (w.taken) {
     parts.push(html`<h3>Dependents it took with it</h3>${list(w.taken, 'None: no job was dead-lettered with it (reason dependency_failed).')}`);
-    if (w.takenWindow) {
-      parts.push(
-        html`<p class="note">Looked for among the newest ${w.takenWindow} jobs dead for dependency_failed of each queue this role holds a right on (pgq.list_jobs); a role that may read pgq.dead_jobs (GRANT SELECT (id, reason, last_error)) finds them all.</p>`,
-      );
-    }
   }
   if (parts.length === 0) return '';
   return html`<section id="workflow"><h2>Workflow</h2>
@@ -517,7 +508,7 @@ ${copy}`;
 }
 
 function workflowLinkNeeded(w, job) {
-  return Boolean(w && (w.failedParent || w.caps.dependencies || w.taken || job.open_parents));
+  return Boolean(w);
 }
 
 // ---- Search -------------------------------------------------------------------
@@ -527,7 +518,7 @@ function searchPage(ctx, { q, queue, id = null, jobs, more = false, window = 0 }
   if (jobs !== null) {
     const scope = queue ? html`queue <a href="${ctx.base}/queues/${encodeURIComponent(queue)}">${queue}</a>` : 'each queue this role holds a right on';
     results = html`${id !== null && !queue ? html`<p class="none">No job ${id} that this role may read.</p>` : ''}
-<p class="meta">Jobs whose dedupe key or group key is “${q}”, among the newest ${window} jobs of ${scope} (no SQL function searches all jobs by key yet).</p>
+<p class="meta">Jobs whose dedupe key or group key is “${q}” in ${scope}: every pending, running or waiting one (<code>pgq.find_jobs</code>), and the done, dead or cancelled ones among the newest ${window} jobs of each queue.</p>
 ${jobs.length === 0 ? html`<p class="empty">No job found.</p>` : jobsTable(ctx, jobs, false)}
 ${more ? html`<p class="note">The first ${jobs.length} shown.</p>` : ''}`;
   }
@@ -648,7 +639,7 @@ ${rows.map(
 <p class="meta">From pgq.stream_stats: the consumers of the streams this role holds a right on. Lag: the age of its oldest unfinished event, and how many events it has not finished.</p>
 ${consumersPart}
 <h2>Segments, rotation and truncation</h2>
-<p class="meta">Each stream is a ring of segment tables: new events go to the current one; maintenance turns the ring every rotation interval and truncates a sealed segment once every consumer has passed it.</p>
+<p class="meta">From pgq.stream_segments(): the streams this role holds a right on. Each stream is a ring of segment tables: new events go to the current one; maintenance turns the ring every rotation interval and truncates a sealed segment once every consumer has passed it.</p>
 ${segmentsPart}`;
   return layout(ctx, { title: 'Streams', body });
 }

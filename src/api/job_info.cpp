@@ -124,3 +124,70 @@ PGQ_FUNCTION(pgq_list_jobs) {
       fcinfo, jobs, [](int32) { return true; }, [hide](int32) { return hide; });
   return static_cast<Datum>(0);
 }
+
+// find_jobs(key, max) returns SETOF pgq.job_info (2.1): the live jobs
+// (pending, running, waiting) whose dedupe or group key is `key`, of every
+// queue the caller holds a right on, newest first; rights and redaction as
+// list_jobs. Completed and dead jobs are not looked for: pgq.job_history
+// and pgq.dead_jobs have no index on the keys.
+PGQ_FUNCTION(pgq_find_jobs) {
+  const std::string_view key = pg::RequiredText(fcinfo, 0, "key");
+  const int32 max = pg::ArgIsNull(fcinfo, 1) ? 100 : PG_GETARG_INT32(1);
+  if (max < 1 || max > core::kMaxClaimBatch) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              "max must be between 1 and " + std::to_string(core::kMaxClaimBatch));
+  }
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+  pg::SpiSession spi;
+  const api::QueueScope scope = api::RequireScope(spi, core::kAllRights);
+  const pg::Result jobs = store::FindJobs(spi, key, scope, max, pg::Now());
+  const Oid me = GetUserId();
+  api::ReturnJobInfo(
+      fcinfo, jobs, [](int32) { return true; },
+      [&](int32 queue_id) { return !api::HoldsRight(spi, me, queue_id, api::kSeesEverything); });
+  return static_cast<Datum>(0);
+}
+
+// job_dependencies(id, max) returns SETOF (direction, id, queue, state)
+// (2.1): the job's parents not yet settled, its children waiting for it
+// and, once it is dead or cancelled, the dependents it took with it; at
+// most max of each. Rights as pgq.job: a job of a queue the caller holds
+// no right on has none, as an unknown id; related jobs of such queues are
+// left out.
+PGQ_FUNCTION(pgq_job_dependencies) {
+  const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
+  const int32 max = pg::ArgIsNull(fcinfo, 1) ? 100 : PG_GETARG_INT32(1);
+  if (max < 1 || max > core::kMaxClaimBatch) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              "max must be between 1 and " + std::to_string(core::kMaxClaimBatch));
+  }
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+  pg::SpiSession spi;
+  api::RequireRightSomewhere(spi, core::kAllRights);
+  const TimestampTz now = pg::Now();
+  const pg::Result job = store::ReadJob(spi, id, now);
+  const Oid me = GetUserId();
+  if (job.empty() ||
+      !api::HoldsRight(spi, me, job.Int32(0, store::kJobInfoQueueId), core::kAllRights)) {
+    return static_cast<Datum>(0);
+  }
+  // Dead or cancelled: it has a dead reason.
+  bool alive = false;
+  job.Value(0, store::kJobInfoDeadReason, &alive);
+  const pg::Result related = store::RelatedJobs(spi, id, max, !alive, now);
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  constexpr int kColumns = 4, kQueueId = 5;
+  if (rsinfo->setDesc->natts != kColumns) {
+    pg::Raise(ERRCODE_INTERNAL_ERROR, "result has an unexpected shape");
+  }
+  for (uint64 row = 0; row < related.size(); ++row) {
+    if (!api::HoldsRight(spi, me, related.Int32(row, kQueueId), core::kAllRights)) continue;
+    Datum values[kColumns];
+    bool nulls[kColumns];
+    for (int column = 1; column <= kColumns; ++column) {
+      values[column - 1] = related.Value(row, column, &nulls[column - 1]);
+    }
+    pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
+  }
+  return static_cast<Datum>(0);
+}

@@ -17,6 +17,7 @@
 
 #include "api/queue_ref.h"
 #include "api/rights.h"
+#include "api/stream_rights.h"
 #include "core/validate.h"
 #include "pg/args.h"
 #include "pg/settings.h"
@@ -233,5 +234,40 @@ PGQ_FUNCTION(pgq_list_switches) {
 // list_ladders(ladder, max) returns SETOF (subject, step, updated_at)
 PGQ_FUNCTION(pgq_list_ladders) {
   api::ReturnCoordination(fcinfo, api::read_ladders, "ladder");
+  return static_cast<Datum>(0);
+}
+
+// stream_segments(stream) returns SETOF (stream_name, rotation, segments,
+// current_segment, rotations, rotated_at, segment, state, bytes, opened_at,
+// sealed_at, truncated_at) (2.1): any right on the stream. Named, the
+// stream must exist (undefined_object) and the caller must hold a right on
+// it; NULL, the streams it holds a right on, as pgq.stream_stats.
+PGQ_FUNCTION(pgq_stream_segments) {
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+  pg::SpiSession spi;
+  std::optional<int32> stream_id;
+  if (!pg::ArgIsNull(fcinfo, 0)) {
+    const store::streams::Stream stream =
+        api::FindStream(spi, pg::RequiredText(fcinfo, 0, "stream"));
+    api::RequireStreamRight(spi, stream, core::kAllRights);
+    stream_id = stream.id;
+  }
+  const pg::Result rows = store::streams::RingSegments(spi, stream_id);
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  constexpr int kColumns = store::streams::kRingSegmentsColumns;
+  if (rsinfo->setDesc->natts != kColumns) {
+    pg::Raise(ERRCODE_INTERNAL_ERROR, "result has an unexpected shape");
+  }
+  const Oid me = GetUserId();
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    const int32 id = rows.Int32(row, store::streams::kRingSegmentsStreamId);
+    if (!api::HoldsStreamRight(spi, me, id, core::kAllRights)) continue;
+    Datum values[kColumns];
+    bool nulls[kColumns];
+    for (int column = 1; column <= kColumns; ++column) {
+      values[column - 1] = rows.Value(row, column, &nulls[column - 1]);
+    }
+    pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
+  }
   return static_cast<Datum>(0);
 }

@@ -238,12 +238,23 @@ pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now);
 pg::Result ListJobs(pg::SpiSession& spi, int32 queue_id, std::string_view queue,
                     std::optional<std::string_view> state, std::optional<std::string_view> reason,
                     int32 max, std::optional<int64> before_id, TimestampTz now);
+// Rows (direction, id, queue, state, queue_id): job `id`'s parents not yet
+// settled ('parent'), its children waiting for it ('child') and, if
+// `taken`, the dependents that died with it ('taken'); at most `max` of
+// each, by id, with queue and state as ReadJob shows them.
+pg::Result RelatedJobs(pg::SpiSession& spi, int64 id, int32 max, bool taken, TimestampTz now);
+// ReadJob's rows of the live jobs (pgq.jobs, pgq.dedupe_followers) of the
+// queues in `scope` whose dedupe or group key is `key`, newest first, at
+// most `max`.
+pg::Result FindJobs(pg::SpiSession& spi, std::string_view key, const Scope& scope, int32 max,
+                    TimestampTz now);
 // A 2.0.1 catalog's pgq.job_info has the first 18 columns only; the
 // functions fill as many as the installed type has.
 inline constexpr int kJobInfoColumns = 19;
 inline constexpr int kJobInfoQueueId = 20;
 // Columns a role with only the admin right does not see.
 inline constexpr int kJobInfoProgress = 14, kJobInfoResult = 15, kJobInfoPayload = 18;
+inline constexpr int kJobInfoDeadReason = 19;
 
 // ---- A queue's jobs as a whole (queue_jobs.cpp)
 

@@ -126,6 +126,58 @@ pg::Statement& list_jobs() {
   return statement.get();
 }
 
+// $1 job id, $2 now, $3 max per direction, $4 whether to look for the
+// dependents it took with it. Its parents not yet settled, its children
+// waiting for it, and the dependents that died with it, each with its queue
+// and state as pgq.job shows them (a related job no longer kept is left
+// out). A child dead-lettered by the cascade records its failed parent only
+// in last_error, so those are the dead jobs of reason dependency_failed
+// with that text; a child is enqueued after its parent, so only dead jobs
+// with higher ids are read (dead_jobs_id_idx).
+pg::Statement& related_jobs() {
+  static BuiltStatement statement{
+      R"sql(WITH rel AS MATERIALIZED (
+(SELECT 'parent' AS direction, d.parent_id AS id FROM pgq.job_dependencies d
+  WHERE d.child_id = $1 ORDER BY d.parent_id LIMIT $3)
+UNION ALL
+(SELECT 'child', d.child_id FROM pgq.job_dependencies d
+  WHERE d.parent_id = $1 ORDER BY d.child_id LIMIT $3)
+UNION ALL
+(SELECT 'taken', x.id FROM pgq.dead_jobs x
+  WHERE $4 AND x.id > $1 AND x.reason = 'dependency_failed'
+    AND x.last_error = 'parent job ' || $1::text || ' did not complete'
+  ORDER BY x.id LIMIT $3))
+SELECT rel.direction, rel.id, i.queue, i.state, i.queue_id
+  FROM rel JOIN ()sql" +
+          JobInfoSql("j.id = ANY (ARRAY(SELECT r.id FROM rel r))",
+                     "f.id = ANY (ARRAY(SELECT r.id FROM rel r))",
+                     "h.id = ANY (ARRAY(SELECT r.id FROM rel r))",
+                     "d.id = ANY (ARRAY(SELECT r.id FROM rel r))", "") +
+          R"sql() AS i ON i.id = rel.id
+ ORDER BY CASE rel.direction WHEN 'parent' THEN 0 WHEN 'child' THEN 1 ELSE 2 END, rel.id)sql",
+      {INT8OID, TIMESTAMPTZOID, INT4OID, BOOLOID}};
+  return statement.get();
+}
+
+// $1 key, $2 now, $3 every queue, $4 queue ids (int4[]), $5 max. Live jobs
+// (and followers) whose dedupe or group key is $1, through jobs_dedupe_idx
+// and jobs_group_idx: each needs the queue id, so "every queue" is the
+// array of all of them.
+constexpr std::string_view kInQueues =
+    " = ANY (CASE WHEN $3 THEN ARRAY(SELECT a.queue_id FROM pgq.queues a) ELSE $4 END)";
+
+pg::Statement& find_jobs() {
+  static BuiltStatement statement{
+      "SELECT * FROM (" +
+          JobInfoSql(
+              "(j.dedupe_key = $1 OR j.group_key = $1) AND j.queue_id" + std::string(kInQueues),
+              "(f.dedupe_key = $1 OR f.group_key = $1) AND f.queue_id" + std::string(kInQueues),
+              "false", "false", "\n  ORDER BY 1 DESC LIMIT $5") +
+          ") AS jobs ORDER BY id DESC LIMIT $5",
+      {TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID, INT4OID}};
+  return statement.get();
+}
+
 }  // namespace
 
 pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now) {
@@ -148,6 +200,26 @@ pg::Result ListJobs(pg::SpiSession& spi, int32 queue_id, std::string_view queue,
       .Set(5, pg::TextDatum(queue))
       .SetOptional(6, !reason, reason ? pg::TextDatum(*reason) : static_cast<Datum>(0));
   return spi.Execute(list_jobs(), params);
+}
+
+pg::Result RelatedJobs(pg::SpiSession& spi, int64 id, int32 max, bool taken, TimestampTz now) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id))
+      .Set(1, TimestampTzGetDatum(now))
+      .Set(2, Int32GetDatum(max))
+      .Set(3, BoolGetDatum(taken));
+  return spi.Execute(related_jobs(), params);
+}
+
+pg::Result FindJobs(pg::SpiSession& spi, std::string_view key, const Scope& scope, int32 max,
+                    TimestampTz now) {
+  pg::Params params;
+  params.Set(0, pg::TextDatum(key))
+      .Set(1, TimestampTzGetDatum(now))
+      .Set(2, BoolGetDatum(scope.every))
+      .Set(3, scope.ids)
+      .Set(4, Int32GetDatum(max));
+  return spi.Execute(find_jobs(), params);
 }
 
 }  // namespace pgq::store

@@ -82,6 +82,26 @@ SELECT s.name,
                               {},
                               nullptr};
 
+// $1 one stream's id (NULL: every stream). Each stream's ring and its
+// segments: the columns of pgq.stream_segments, then stream_id. A segment
+// is current (taking appends), sealed (holding events not every consumer
+// has passed) or empty (truncated since it was sealed).
+pg::Statement ring_segments = {R"sql(
+SELECT s.name, s.rotation, r.segments::int4, r.current::int4, r.generation, r.rotated_at,
+       g.segment::int4,
+       CASE WHEN g.segment = r.current THEN 'current' WHEN g.empty THEN 'empty' ELSE 'sealed' END,
+       pg_catalog.pg_total_relation_size(pg_catalog.to_regclass(
+         'pgq.stream_events_' || s.stream_id || '_' || g.segment)),
+       g.opened_at, g.sealed_at, g.truncated_at, s.stream_id
+  FROM pgq.streams s
+  JOIN pgq.rings r ON r.ring_id = s.stream_id
+  JOIN pgq.ring_segments g ON g.ring_id = r.ring_id
+ WHERE $1 IS NULL OR s.stream_id = $1
+ ORDER BY s.name, g.segment)sql",
+                               1,
+                               {INT4OID},
+                               nullptr};
+
 // The cache: streams by name, emptied by every relcache invalidation (a
 // create, drop or rotation sends one), as the queue cache is.
 struct CachedStream {
@@ -471,6 +491,12 @@ std::vector<StreamSize> Sizes(pg::SpiSession& spi) {
   }
   rows.Free();
   return sizes;
+}
+
+pg::Result RingSegments(pg::SpiSession& spi, std::optional<int32> stream_id) {
+  pg::Params params;
+  params.SetOptional(0, !stream_id, Int32GetDatum(stream_id.value_or(0)));
+  return spi.Execute(ring_segments, params);
 }
 
 MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {

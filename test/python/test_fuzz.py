@@ -138,7 +138,7 @@ STREAM_FUNCTIONS = {
     "create_stream", "alter_stream", "drop_stream", "append", "append_many",
     "register_consumer", "unregister_consumer", "next_batch", "finish_batch",
     "grant_stream", "revoke_stream", "stream_consumer_stats",
-    "acquire_consumer", "release_consumer",
+    "acquire_consumer", "release_consumer", "stream_segments",
 }
 STREAM_ROLE = "pgq_fuzz_streams"
 # Valid arguments: the stream fuzz draws each argument from here half of the

@@ -49,7 +49,9 @@ PUBLIC_FUNCTIONS = {
     "acquire_consumer", "release_consumer",
     # 2.1 (issue 31): read surfaces, each checking a queue right itself.
     "cancel_job", "retry_dead_job", "queue_settings", "queue_workers", "list_schedule_runs",
-    "purge_dead_job",
+    "purge_dead_job", "job_dependencies", "find_jobs",
+    # 2.1: a stream's ring, checking a stream right itself.
+    "stream_segments",
 }
 # Not about queues: nobody's until GRANT EXECUTE.
 COORDINATION_FUNCTIONS = {
@@ -129,6 +131,11 @@ REFUSED_CALLS = {
     "queue_settings": "SELECT * FROM pgq.queue_settings('q')",
     "queue_workers": "SELECT * FROM pgq.queue_workers('q')",
     "list_schedule_runs": "SELECT * FROM pgq.list_schedule_runs('q')",
+    # As pgq.job: no right on any queue is refused.
+    "job_dependencies": "SELECT * FROM pgq.job_dependencies(%(job)s)",
+    "find_jobs": "SELECT * FROM pgq.find_jobs('k')",
+    # Named, a stream without a right is refused; unnamed, nothing is shown.
+    "stream_segments": "SELECT * FROM pgq.stream_segments('st')",
 }
 # stream_consumer_stats() answers as pgq.stream_stats does: the caller's
 # streams only.

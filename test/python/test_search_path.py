@@ -78,7 +78,7 @@ STREAM_FUNCTIONS = {
     "create_stream", "alter_stream", "drop_stream", "append", "append_many",
     "register_consumer", "unregister_consumer", "next_batch", "finish_batch",
     "grant_stream", "revoke_stream", "stream_consumer_stats",
-    "acquire_consumer", "release_consumer",
+    "acquire_consumer", "release_consumer", "stream_segments",
 }
 
 
@@ -174,6 +174,13 @@ class SearchPathTest(PgqTestCase):
             later, later, later)
         run("SELECT * FROM pgq.queue_settings() a, pgq.queue_settings('mail') b")
         run("SELECT * FROM pgq.queue_workers() a, pgq.queue_workers('mail') b")
+        parent = run("SELECT pgq.enqueue('mail', '{}', dedupe_key => 'sp-key')")[0][0]
+        child = run("SELECT pgq.enqueue('mail', '{}', after => ARRAY[%s]::bigint[], group_key => 'sp-key')",
+                    parent)[0][0]
+        run("SELECT * FROM pgq.job_dependencies(%s) a, pgq.job_dependencies(%s) b", parent, child)
+        run("SELECT * FROM pgq.find_jobs('sp-key')")
+        run("SELECT pgq.cancel(%s)", parent)
+        run("SELECT * FROM pgq.job_dependencies(%s)", parent)
         run("SELECT * FROM pgq.maintain()")
         if superuser:
             run("SELECT pgq.compact_jobs()")
@@ -219,6 +226,7 @@ class SearchPathTest(PgqTestCase):
         self.assertEqual(run("SELECT batch_id, event_id FROM pgq.next_batch('events', 'r1', 2)"), batch)
         run("SELECT * FROM pgq.stream_stats")
         run("SELECT * FROM pgq.stream_consumer_stats()")
+        run("SELECT * FROM pgq.stream_segments() a, pgq.stream_segments('events') b")
         self.assertEqual(run("SELECT pgq.finish_batch(%s)", batch[0][0]), [(2,)])
         rest = run("SELECT batch_id, event_id FROM pgq.next_batch('events', 'r1', 10)")
         self.assertEqual([r[1] for r in rest], [more[1]])
