@@ -121,16 +121,13 @@ RETURNING batch_events)sql",
                               {INT4OID, INT8OID},
                               nullptr};
 
-pg::Statement consumer_rows = {R"sql(
-SELECT s.name, c.name, c.done_snapshot, c.window_end, c.cursor_txid, c.cursor_id, c.batch_open,
-       c.batch_opened_at, c.finished_events, c.last_finished_at,
-       pg_catalog.pg_snapshot_xmax(c.done_snapshot)
-  FROM pgq.stream_consumers c JOIN pgq.streams s ON s.stream_id = c.stream_id
- WHERE c.stream_id = $1
- ORDER BY c.name)sql",
-                               1,
-                               {INT4OID},
-                               nullptr};
+// How many consumers each stream has (streams with none are left out).
+pg::Statement consumer_counts = {
+    "SELECT stream_id, count(*) AS consumers FROM pgq.stream_consumers"
+    " GROUP BY stream_id ORDER BY stream_id",
+    0,
+    {},
+    nullptr};
 
 constexpr uint64 kBatchNoMask = 0xffffffffu;
 
@@ -379,49 +376,53 @@ int32 FinishBatch(pg::SpiSession& spi, int64 batch_id) {
 
 namespace detail {
 
-pg::Result ConsumerRows(pg::SpiSession& spi, int32 stream_id) {
-  pg::Params params;
-  params.Set(0, Int32GetDatum(stream_id));
-  return spi.Execute(consumer_rows, params);
+std::vector<ConsumerCount> ConsumerCounts(pg::SpiSession& spi) {
+  pg::Params none;
+  pg::Result rows = spi.Execute(consumer_counts, none);
+  std::vector<ConsumerCount> counts;
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    counts.push_back(ConsumerCount{rows.Int32(row, "stream_id"), rows.Int64(row, "consumers")});
+  }
+  rows.Free();
+  return counts;
 }
 
-ConsumerStats StatsOf(pg::SpiSession& spi, int32 stream_id, uint64 row, const pg::Result& rows,
-                      TimestampTz now, int64 count_limit) {
-  ConsumerStats stats{};
-  stats.stream = rows.Text(row, 1);
-  stats.consumer = rows.Text(row, 2);
-  bool is_null = false;
-  bool window_is_null = false;
+void StatsOfStream(pg::SpiSession& spi, int32 stream_id, TimestampTz now, int64 count_limit,
+                   std::vector<ConsumerStats>* out) {
   pg::Params params;
-  params.Set(0, rows.Value(row, 3, &is_null));
-  const Datum window_end = rows.Value(row, 4, &window_is_null);
-  const Key cursor{TxidOf(rows.Value(row, 5, &is_null)), rows.Int64(row, 6)};
-  const Key start = std::max(cursor, Key{TxidOf(rows.Value(row, 11, &is_null)), 0});
-  params.SetOptional(1, window_is_null, window_end)
-      .Set(2, TxidDatum(cursor.txid))
-      .Set(3, Int64GetDatum(cursor.id))
-      .Set(4, TxidDatum(start.txid))
-      .Set(5, Int64GetDatum(start.id))
-      .Set(6, Int64GetDatum(count_limit + 1));
-  pg::Result pending = spi.Execute(StatementsOf(stream_id).pending.get(), params, 1);
-  const int64 counted = pending.Int64(0, 1);
-  stats.pending_capped = counted > count_limit;
-  stats.pending = std::min(counted, count_limit);
-  bool oldest_is_null = false;
-  const Datum oldest = pending.Value(0, 2, &oldest_is_null);
-  stats.has_lag = true;
-  stats.lag_us = oldest_is_null ? 0 : std::max<int64>(0, now - DatumGetTimestampTz(oldest));
-  pending.Free();
-  stats.batch_open = rows.Bool(row, 7);
-  const Datum opened = rows.Value(row, 8, &is_null);
-  stats.has_batch_age = stats.batch_open && !is_null;
-  if (stats.has_batch_age)
-    stats.batch_age_us = std::max<int64>(0, now - DatumGetTimestampTz(opened));
-  stats.finished_events = rows.Int64(row, 9);
-  const Datum last = rows.Value(row, 10, &is_null);
-  stats.has_last_finished = !is_null;
-  if (!is_null) stats.last_finished_at = DatumGetTimestampTz(last);
-  return stats;
+  params.Set(0, Int32GetDatum(stream_id)).Set(1, Int64GetDatum(count_limit + 1));
+  pg::Result rows = spi.Execute(StatementsOf(stream_id).consumer_stats.get(), params);
+  const int stream_column = rows.ColumnNumber("stream");
+  const int consumer_column = rows.ColumnNumber("consumer");
+  const int pending_column = rows.ColumnNumber("pending");
+  const int oldest_column = rows.ColumnNumber("oldest");
+  const int open_column = rows.ColumnNumber("batch_open");
+  const int opened_column = rows.ColumnNumber("batch_opened_at");
+  const int finished_column = rows.ColumnNumber("finished_events");
+  const int last_column = rows.ColumnNumber("last_finished_at");
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    ConsumerStats stats{};
+    stats.stream = rows.Text(row, stream_column);
+    stats.consumer = rows.Text(row, consumer_column);
+    const int64 counted = rows.Int64(row, pending_column);
+    stats.pending_capped = counted > count_limit;
+    stats.pending = std::min(counted, count_limit);
+    bool is_null = false;
+    const Datum oldest = rows.Value(row, oldest_column, &is_null);
+    stats.has_lag = true;
+    stats.lag_us = is_null ? 0 : std::max<int64>(0, now - DatumGetTimestampTz(oldest));
+    stats.batch_open = rows.Bool(row, open_column);
+    const Datum opened = rows.Value(row, opened_column, &is_null);
+    stats.has_batch_age = stats.batch_open && !is_null;
+    if (stats.has_batch_age)
+      stats.batch_age_us = std::max<int64>(0, now - DatumGetTimestampTz(opened));
+    stats.finished_events = rows.Int64(row, finished_column);
+    const Datum last = rows.Value(row, last_column, &is_null);
+    stats.has_last_finished = !is_null;
+    if (!is_null) stats.last_finished_at = DatumGetTimestampTz(last);
+    out->push_back(std::move(stats));
+  }
+  rows.Free();
 }
 
 }  // namespace detail

@@ -22,12 +22,12 @@ struct StreamStatements {
   // $1 stream id, $2 segment: whether every consumer has finished every
   // event of the segment.
   pg::BuiltStatement segment_finished;
-  // $1 done snapshot, $2 window end (or NULL), $3 $4 cursor, $5 $6 the
-  // later of the cursor and ($1's xmax, 0), $7 limit: how many events the
-  // consumer has not finished (index-only: at most 4 * $7 index entries
-  // read; more than $7 means more than $7), and the append time of the
-  // first of them in (txid, id) order.
-  pg::BuiltStatement pending;
+  // $1 stream id, $2 limit: each consumer (stream, consumer, batch_open,
+  // batch_opened_at, finished_events, last_finished_at) with how many
+  // events it has not finished (pending; index-only, at most 4 * $2 index
+  // entries read: more than $2 means more than $2) and the append time of
+  // the first of them in (txid, id) order (oldest), by consumer name.
+  pg::BuiltStatement consumer_stats;
   // $1 stream id: the newest event's transaction id and the largest xmax
   // of the consumers' snapshots (newest_txid, newest_xmax; NULL when none),
   // for the check that the database was restored from another cluster.

@@ -230,38 +230,55 @@ SELECT NOT EXISTS (
 // window), (3) the events of the transactions in progress at S and (4)
 // those of transactions S did not know. An event is unfinished exactly
 // when it is in one of them (store/streams.h: the position).
-// The consumer's unfinished events, in four index ranges from its position:
-// their keys read by index-only scans (no payload, 2.1: issue 31, what a
-// scrape costs) and counted, at most $7 a range; the append time of the
+// Each consumer of the stream $1 with its unfinished events in four index
+// ranges from its position: their keys read by index-only scans (no
+// payload) and counted, at most $2 a range, and the append time of the
 // first of them in (txid, id) order -- the event the consumer reads next --
-// read by its key.
-std::string PendingSql(const std::string& table) {
-  const std::string s = "COALESCE($2, $1)";
+// read by its key. One statement for all of a stream's consumers, so its
+// scans are set up once and rescanned per consumer (2.1: issue 31, what a
+// scrape costs).
+std::string ConsumerStatsSql(const std::string& table) {
   const std::string ranges[] = {
       // the window's in-progress transactions, past the cursor
-      "txid = ANY (ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip($1) AS x\n"
-      "                   WHERE pg_catalog.pg_visible_in_snapshot(x, $2)))\n"
-      "      AND (txid, id) > ($3, $4)",
-      // the rest of the open window
-      "$2 IS NOT NULL AND (txid, id) > ($5, $6)\n"
-      "      AND txid < pg_catalog.pg_snapshot_xmax($2) AND "
-      "pg_catalog.pg_visible_in_snapshot(txid, "
-      "$2)",
+      "txid = ANY (ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip(c.done_snapshot) AS x\n"
+      "                   WHERE pg_catalog.pg_visible_in_snapshot(x, c.window_end)))\n"
+      "      AND (txid, id) > (c.cursor_txid, c.cursor_id)",
+      // the rest of the open window, from the later of the cursor and the
+      // done snapshot's xmax
+      "c.window_end IS NOT NULL AND (txid, id) > (start.txid, start.id)\n"
+      "      AND txid < pg_catalog.pg_snapshot_xmax(c.window_end)\n"
+      "      AND pg_catalog.pg_visible_in_snapshot(txid, c.window_end)",
       // in progress when the window (or the done snapshot) was cut
-      "txid = ANY (ARRAY(SELECT pg_catalog.pg_snapshot_xip(" + s + ")))",
+      "txid = ANY (ARRAY(SELECT pg_catalog.pg_snapshot_xip(COALESCE(c.window_end, "
+      "c.done_snapshot))))",
       // past it
-      "txid >= pg_catalog.pg_snapshot_xmax(" + s + ")"};
+      "txid >= pg_catalog.pg_snapshot_xmax(COALESCE(c.window_end, c.done_snapshot))"};
   std::string keys;
   for (const std::string& range : ranges) {
-    keys += std::string(keys.empty() ? "" : "\n  UNION ALL\n  ") + "(SELECT txid, id FROM " +
-            table + "\n    WHERE " + range + "\n    ORDER BY txid, id LIMIT $7)";
+    keys += std::string(keys.empty() ? "" : "\n     UNION ALL\n     ") + "(SELECT txid, id FROM " +
+            table + "\n       WHERE " + range + "\n       ORDER BY txid, id LIMIT $2)";
   }
-  return "WITH unfinished AS MATERIALIZED (\n  " + keys + ")\n" +
-         "SELECT (SELECT count(*) FROM unfinished),\n"
-         "       (SELECT e.appended_at FROM " +
-         table +
-         " e, (SELECT txid, id FROM unfinished ORDER BY txid, id LIMIT 1) AS f\n"
-         "         WHERE e.txid = f.txid AND e.id = f.id)";
+  return R"sql(
+SELECT s.name AS stream, c.name AS consumer, c.batch_open, c.batch_opened_at, c.finished_events,
+       c.last_finished_at, p.pending, p.oldest
+  FROM pgq.stream_consumers c
+  JOIN pgq.streams s ON s.stream_id = c.stream_id
+ CROSS JOIN LATERAL (
+   SELECT CASE WHEN (c.cursor_txid, c.cursor_id) >= (pg_catalog.pg_snapshot_xmax(c.done_snapshot), 0::int8)
+               THEN c.cursor_txid ELSE pg_catalog.pg_snapshot_xmax(c.done_snapshot) END AS txid,
+          CASE WHEN (c.cursor_txid, c.cursor_id) >= (pg_catalog.pg_snapshot_xmax(c.done_snapshot), 0::int8)
+               THEN c.cursor_id ELSE 0::int8 END AS id) AS start
+ CROSS JOIN LATERAL (
+   WITH unfinished AS MATERIALIZED (
+     )sql" +
+         keys + R"sql()
+   SELECT (SELECT count(*) FROM unfinished) AS pending,
+          (SELECT e.appended_at FROM )sql" +
+         table + R"sql( e,
+                  (SELECT txid, id FROM unfinished ORDER BY txid, id LIMIT 1) AS f
+            WHERE e.txid = f.txid AND e.id = f.id) AS oldest) AS p
+ WHERE c.stream_id = $1
+ ORDER BY c.name)sql";
 }
 
 // The largest transaction ids stored with the stream: the newest event's,
@@ -303,8 +320,8 @@ StreamStatements::StreamStatements(int32 stream_id)
                    XID8OID, INT8OID, INT8OID}),
       segment_finished(SegmentFinishedSql(pg::segments::TableName(kRoot, stream_id)),
                        {INT4OID, INT2OID}),
-      pending(PendingSql(pg::segments::TableName(kRoot, stream_id)),
-              {PG_SNAPSHOTOID, PG_SNAPSHOTOID, XID8OID, INT8OID, XID8OID, INT8OID, INT8OID}),
+      consumer_stats(ConsumerStatsSql(pg::segments::TableName(kRoot, stream_id)),
+                     {INT4OID, INT8OID}),
       stored_xids(StoredXidsSql(pg::segments::TableName(kRoot, stream_id)), {INT4OID}),
       rebase_consumers(RebaseConsumersSql(pg::segments::TableName(kRoot, stream_id)),
                        {INT4OID, XID8OID}),

@@ -164,33 +164,29 @@ MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now);
 // Internals shared by the two files.
 namespace detail {
 std::vector<int32> StreamIds(pg::SpiSession& spi);
-ConsumerStats StatsOf(pg::SpiSession& spi, int32 stream_id, uint64 row, const pg::Result& rows,
-                      TimestampTz now, int64 count_limit);
-pg::Result ConsumerRows(pg::SpiSession& spi, int32 stream_id);
+struct ConsumerCount {
+  int32 stream_id;
+  int64 consumers;
+};
+std::vector<ConsumerCount> ConsumerCounts(pg::SpiSession& spi);
+// Appends the stream's consumers, each counted up to `count_limit`.
+void StatsOfStream(pg::SpiSession& spi, int32 stream_id, TimestampTz now, int64 count_limit,
+                   std::vector<ConsumerStats>* out);
 }  // namespace detail
 
 template <typename Visible>
 std::vector<ConsumerStats> Stats(pg::SpiSession& spi, TimestampTz now, int64 count_limit,
                                  Visible&& visible) {
-  struct Visited {
-    int32 stream_id;
-    pg::Result rows;
-  };
-  std::vector<Visited> streams;
+  std::vector<int32> streams;
   int64 consumers = 0;
-  for (const int32 stream_id : detail::StreamIds(spi)) {
-    if (!visible(stream_id)) continue;
-    streams.push_back(Visited{stream_id, detail::ConsumerRows(spi, stream_id)});
-    consumers += static_cast<int64>(streams.back().rows.size());
+  for (const detail::ConsumerCount& count : detail::ConsumerCounts(spi)) {
+    if (!visible(count.stream_id)) continue;
+    streams.push_back(count.stream_id);
+    consumers += count.consumers;
   }
   const int64 each = ConsumerCountLimit(count_limit, consumers);
   std::vector<ConsumerStats> out;
-  for (Visited& stream : streams) {
-    for (uint64 row = 0; row < stream.rows.size(); ++row) {
-      out.push_back(detail::StatsOf(spi, stream.stream_id, row, stream.rows, now, each));
-    }
-    stream.rows.Free();
-  }
+  for (const int32 stream_id : streams) detail::StatsOfStream(spi, stream_id, now, each, &out);
   return out;
 }
 
