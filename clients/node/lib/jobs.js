@@ -26,6 +26,7 @@ const JOB_INFO_COLUMNS = {
   last_error: 'lastError',
   open_parents: 'openParents',
   payload: 'payload',
+  dead_reason: 'deadReason',
 };
 const SELECT_JOB_INFO = `SELECT ${Object.keys(JOB_INFO_COLUMNS).join(', ')} FROM`;
 

@@ -41,6 +41,9 @@ class JobInfo:
     last_error: str | None
     open_parents: int | None  # parents not yet done; None unless waiting for them
     payload: Any
+    # 'exhausted', 'expired', 'cancelled' or 'dependency_failed' for a dead
+    # (or cancelled) job, else None (pgq_cpp 2.1)
+    dead_reason: str | None
 
 
 # The columns by name, not *: a column a later release adds to job_info
