@@ -200,37 +200,35 @@ SELECT pg_temp.error_of($$SET pgq.max_batch_bytes = '1GB'$$);
 RESET ROLE;
 
 ------------------------------------------------------------------------------
--- What one look at every consumer counts in all (2.1, issue 31): past 100
--- consumers each is counted up to the limit x 100 / their number, at
+-- What one look at every consumer counts in all (2.1, issue 31, ADR 0023):
+-- past 30 consumers each is counted up to the limit x 30 / their number, at
 -- least 10, so a scrape's work does not grow as consumers x limit.
-SET pgq.max_consumers_per_stream = 300;
 SET pgq.monitoring_count_limit = 20;
 SELECT pgq.create_stream('crowd');
-SELECT count(*) AS registered FROM generate_series(1, 100) i
+SELECT count(*) AS registered FROM generate_series(1, 30) i
  WHERE pgq.register_consumer('crowd', 'c' || lpad(i::text, 3, '0'));
 SELECT count(*) AS appended FROM pgq.append_many('crowd', ARRAY(
          SELECT jsonb_build_object('k', i) FROM generate_series(1, 15) i));
--- 100 consumers seen: each counted up to the limit, 20: all 15 shown.
+-- 30 consumers seen: each counted up to the limit, 20: all 15 shown.
 SELECT pending_events, pending_capped, count(*) FROM pgq.stream_stats
  WHERE stream = 'crowd' GROUP BY 1, 2;
-SELECT count(*) AS registered FROM generate_series(101, 200) i
+SELECT count(*) AS registered FROM generate_series(31, 60) i
  WHERE pgq.register_consumer('crowd', 'c' || lpad(i::text, 3, '0'));
--- 200: each up to 20 x 100 / 200 = 10: the first hundred (15 behind)
--- show 10, capped; the second, registered after the appends, none.
+-- 60: each up to 20 x 30 / 60 = 10: the first thirty (15 behind) show 10,
+-- capped; the others, registered after the appends, none.
 SELECT pending_events, pending_capped, count(*) FROM pgq.stream_stats
  WHERE stream = 'crowd' GROUP BY 1, 2;
 -- The scrape counts the same way.
 SELECT count(*) FILTER (WHERE line ~ '^pgq_stream_consumer_pending_events\{.*stream="crowd".*\} 10$') AS ten,
        count(*) FILTER (WHERE line ~ '^pgq_stream_consumer_pending_events_capped\{.*stream="crowd".*\} 1$') AS capped
   FROM unnest(string_to_array(pgq.metrics(), E'\n')) AS line;
--- A limit of 200 over 200 consumers would be 100 each; of 15, 7 each:
--- never fewer than 10 (the limit itself when it is lower).
+-- A limit of 15 over 60 consumers would be 7 each: never fewer than 10
+-- (the limit itself when it is lower).
 SET pgq.monitoring_count_limit = 15;
 SELECT pending_events, pending_capped, count(*) FROM pgq.stream_stats
  WHERE stream = 'crowd' GROUP BY 1, 2;
 SELECT pgq.drop_stream('crowd');
 RESET pgq.monitoring_count_limit;
-RESET pgq.max_consumers_per_stream;
 
 DROP EXTENSION pgq_cpp;
 DROP ROLE pgq_l_reader;

@@ -119,7 +119,7 @@ struct ConsumerStats {
 // A look at every consumer counts at most this many times `count_limit`
 // unfinished events in all (2.1, issue 31: a scrape costs O(consumers)
 // with a small constant, not consumers x limit).
-inline constexpr int64 kCountBudgetLimits = 100;
+inline constexpr int64 kCountBudgetLimits = 30;
 // But each consumer is counted up to this many at least.
 inline constexpr int64 kMinConsumerCount = 10;
 
