@@ -31,6 +31,7 @@ const FIELDS = [
   'lastError',
   'openParents',
   'payload',
+  'deadReason',
 ];
 
 test('getJob: one job with camelCase fields, or null', async () => {
@@ -58,9 +59,16 @@ test('getJob: one job with camelCase fields, or null', async () => {
     lastError: null,
     openParents: null,
     payload: { to: 'ana@example.com' },
+    deadReason: null,
   });
   for (const time of [runAt, enqueuedAt, claimedAt, leaseUntil]) assert.ok(time instanceof Date, String(time));
   assert.ok(leaseUntil > claimedAt);
+
+  // A cancelled job says why it is dead (server 2.1).
+  await db.admin.query('SELECT pgq.cancel($1)', [id]);
+  const cancelled = await getJob(db.admin, id);
+  assert.equal(cancelled.state, 'cancelled');
+  assert.equal(cancelled.deadReason, 'cancelled');
 
   assert.equal(await getJob(db.admin, '987654321'), null);
 });
