@@ -95,12 +95,16 @@ class DependenciesTest(PgqTestCase):
             ran.append(job.id)
             raise RuntimeError("template missing")
 
-        with self.assertLogs("pgq_cpp", "WARNING"):
+        with self.assertLogs("pgq_cpp", "WARNING") as logs:
             self.start_worker(handler, queue=["q", "other"])
             self.wait_for(
                 "all three in dead-letter",
                 lambda: self.scalar("SELECT count(*) FROM pgq.dead_jobs") == 3,
             )
+            # The failure is logged after pgq.fail committed: waited for
+            # inside the block, or the block could end before it.
+            self.wait_for("the failure logged", lambda: len(logs.records) > 0)
+        self.assertIn(f"job {parent} attempt 1/1 failed (dead)", logs.output[0])
         dead = self.admin.execute(
             "SELECT id, reason, last_error FROM pgq.dead_jobs ORDER BY id"
         ).fetchall()
