@@ -18,12 +18,13 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
 # Debian packages the project needs to build, test, demo and benchmark
 # (libkrb5-dev: PostgreSQL's libpq/libpq-be.h includes gssapi/gssapi.h;
-# chromium: the dashboard's browser tests drive it headless).
+# chromium: the dashboard's browser tests drive it headless; spin: the
+# model of the queues' claim protocol, test/model).
 PGQ_PACKAGES=(
   "postgresql-${PG_VERSION}" "postgresql-server-dev-${PG_VERSION}" "postgresql-contrib"
   make g++ cmake clang-format libboost-dev googletest libgtest-dev
   python3 python3-psycopg libipc-run-perl util-linux tzdata libpq-dev libkrb5-dev gnuplot-nox python3-yaml
-  chromium
+  chromium spin
 )
 
 # Also the brokers' packages (scripts/brokers.sh): the relay is built with

@@ -53,6 +53,17 @@ else
   cat "$log_dir/unit.log"; record "unit (did not run)" 0 1
 fi
 
+# The model of the queues' claim protocol (test/model/queue_rings.pml),
+# checked by SPIN over every interleaving, with its planted bugs.
+say "model of the claim protocol (SPIN)"
+if bash "$PGQ_ROOT/test/model/check.sh" >"$log_dir/model.log" 2>&1; then :; else suite_status=1; fi
+if line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log_dir/model.log"); then
+  grep -E '^not ok' "$log_dir/model.log" || true
+  record "model (SPIN)" "$(sed -E 's/ passed.*//' <<<"$line")" "$(sed -E 's/.*, ([0-9]+) failed/\1/' <<<"$line")"
+else
+  tail -n 40 "$log_dir/model.log"; record "model (did not run)" 0 1
+fi
+
 # 2. pg_regress and isolation specs on temporary instances, as postgres.
 say "regression and isolation tests (pg_regress, pg_isolation_regress)"
 if bash "$PGQ_ROOT/scripts/regress.sh" >"$log_dir/regress.log" 2>&1; then :; else suite_status=1; fi
