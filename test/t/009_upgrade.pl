@@ -156,6 +156,16 @@ sub refused
 	like($err, qr/HINT:  Run ALTER EXTENSION pgq_cpp UPDATE in this database\./, "$what: the hint says how");
 }
 
+# A catalog newer than the library (a package downgraded under an updated
+# database) is refused too, with the hint to load the installed library.
+$node->safe_psql('postgres', 'CREATE DATABASE newer');
+$node->safe_psql('newer',
+	"CREATE EXTENSION pgq_cpp; UPDATE pg_extension SET extversion = '9.0' WHERE extname = 'pgq_cpp'");
+my (undef, undef, $newer) = $node->psql('newer', "\\set VERBOSITY verbose\nSELECT pgq.create_queue('q')");
+like($newer, qr/ERROR:  55000: pgq_cpp 9\.0 is installed in this database, newer than the loaded library \Q$default\E/,
+	'a catalog newer than the library: refused with 55000');
+like($newer, qr/HINT:  Install the pgq_cpp 9\.0 library and reconnect/, 'the hint says which library');
+
 # --- release 1.0, in use -------------------------------------------------------------
 # As 1.0 stored them: two queues, a job running (claimed, attempt 1, its
 # lease running), one due, one later, a FIFO group's head and the job behind
