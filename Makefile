@@ -3,9 +3,10 @@
 
 EXTENSION  = pgq_cpp
 MODULE_big = pgq_cpp
-DATA       = sql/pgq_cpp--1.0.sql sql/pgq_cpp--1.0--1.1.sql sql/pgq_cpp--1.1--1.2.sql \
-             sql/pgq_cpp--1.2--2.0.sql sql/pgq_cpp--2.0--2.0.1.sql \
-             sql/pgq_cpp--2.0.1--2.1.sql
+# The full install script of the current version (pgq_cpp--2.1.sql), and
+# release 1.0's with the update scripts from each release to the next (for
+# ALTER EXTENSION pgq_cpp UPDATE): every sql/pgq_cpp--*.sql.
+DATA       = $(sort $(wildcard sql/pgq_cpp--*.sql))
 PGFILEDESC = "pgq_cpp - durable job queue inside PostgreSQL"
 
 SRCS = $(sort $(wildcard src/core/*.cpp) $(wildcard src/pg/*.cpp) $(wildcard src/store/*.cpp) \
@@ -31,7 +32,10 @@ ISOLATION      = claim_skip_locked complete_fencing enqueue_dedupe lock_timeout 
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso \
                  --temp-instance=tmp_check_iso --temp-config=test/pgq_test.conf
 
-PG_CPPFLAGS = -I$(srcdir)/src
+# The library's version is the control file's default_version: one source,
+# read by the catalog check (src/pg/catalog_version.h, ADR 0024).
+PGQ_VERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))pgq_cpp.control)
+PG_CPPFLAGS = -I$(srcdir)/src -DPGQ_VERSION='"$(PGQ_VERSION)"'
 PG_CXXFLAGS = -std=c++17 -fexceptions -Wall -Wextra -Wshadow -Wno-register \
               -Wno-missing-field-initializers -Wno-unused-parameter -Wno-sign-compare
 ifeq ($(WERROR),1)
@@ -57,6 +61,9 @@ all:
 	@echo "apt-get install postgresql-server-dev-15." >&2
 	@exit 1
 endif
+
+# The catalog check is rebuilt when the version changes.
+src/pg/catalog_version.o: pgq_cpp.control
 
 # PGXS names a dependency file after its source's base name (.deps/claim.Po),
 # so same-named sources of two zones (src/api/claim.cpp, src/store/claim.cpp;

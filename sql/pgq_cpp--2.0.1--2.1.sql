@@ -1,5 +1,7 @@
--- pgq_cpp 2.0.1 -> 2.1, run by ALTER EXTENSION pgq_cpp UPDATE (and after the
--- earlier scripts by a fresh CREATE EXTENSION). The rules of
+-- pgq_cpp 2.0.1 -> 2.1, run by ALTER EXTENSION pgq_cpp UPDATE. A fresh
+-- CREATE EXTENSION runs the full script pgq_cpp--2.1.sql instead (ADR
+-- 0024): every change here goes into that file too, as the objects' final
+-- form; test/t/009_upgrade.pl proves the two agree. The rules of
 -- pgq_cpp--1.0--1.1.sql hold: search_path pg_catalog only, every object of
 -- ours qualified with pgq. and every operator with OPERATOR(pg_catalog.x).
 --

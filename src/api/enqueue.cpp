@@ -98,7 +98,7 @@ bool ReplacesDuplicate(FunctionCallInfo fcinfo, int index, bool has_dedupe) {
 // after: the ids a job waits for, sorted and distinct; nullopt when NULL or
 // empty (no dependencies).
 std::optional<std::vector<int64>> AfterArg(FunctionCallInfo fcinfo, int index) {
-  if (PG_NARGS() <= index || pg::ArgIsNull(fcinfo, index)) return std::nullopt;
+  if (pg::ArgIsNull(fcinfo, index)) return std::nullopt;
   ArrayType* array = pg::Guard([&] { return PG_GETARG_ARRAYTYPE_P(index); });
   if (ARR_NDIM(array) > 1) {
     pg::Raise(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "after must be a one-dimensional array");
@@ -172,8 +172,7 @@ std::vector<int64> LockedParents(pg::SpiSession& spi, const std::vector<int64>& 
 using namespace pgq;
 
 // enqueue(queue, payload, run_at, priority, dedupe_key, max_attempts, group_key,
-//         dedupe_for, on_duplicate, after); 1.1 catalogs call it with the
-//         first seven.
+//         dedupe_for, on_duplicate, after)
 PGQ_FUNCTION(pgq_enqueue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   const Datum payload = pg::RequiredPayload(fcinfo, 1);
@@ -205,7 +204,7 @@ PGQ_FUNCTION(pgq_enqueue) {
                 "Use a hash of a longer key, for example md5(key).");
     }
   }
-  const bool has_period = PG_NARGS() > 7 && !pg::ArgIsNull(fcinfo, 7);
+  const bool has_period = !pg::ArgIsNull(fcinfo, 7);
   if (has_period) {
     pg::SpanMicros(PG_GETARG_INTERVAL_P(7), "dedupe_for");
     if (!has_dedupe) {
@@ -213,7 +212,7 @@ PGQ_FUNCTION(pgq_enqueue) {
                 "dedupe_for says how long the job's dedupe_key stays taken after it finished.");
     }
   }
-  const bool replace = PG_NARGS() > 8 && api::ReplacesDuplicate(fcinfo, 8, has_dedupe);
+  const bool replace = api::ReplacesDuplicate(fcinfo, 8, has_dedupe);
   const std::optional<std::vector<int64>> after = api::AfterArg(fcinfo, 9);
   if (after && replace) {
     pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED, "after cannot be combined with on_duplicate 'replace'",

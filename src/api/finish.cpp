@@ -16,10 +16,10 @@
 
 using namespace pgq;
 
-// complete(id, attempt, result) returns boolean (1.1: without result)
+// complete(id, attempt, result) returns boolean
 PGQ_FUNCTION(pgq_complete) {
   const api::ClaimId claim = api::ClaimIdArgs(fcinfo);
-  const bool has_result = PG_NARGS() > 2 && !pg::ArgIsNull(fcinfo, 2);
+  const bool has_result = !pg::ArgIsNull(fcinfo, 2);
   const Datum result = has_result ? PG_GETARG_DATUM(2) : 0;
   if (has_result) pg::CheckJsonSize(result, "result");
   pg::SpiSession spi;

@@ -32,8 +32,6 @@ constexpr std::string_view kStates[] = {"scheduled", "ready", "waiting",  "runni
 template <typename Shown, typename Redact>
 void ReturnJobInfo(FunctionCallInfo fcinfo, const pg::Result& rows, Shown shown, Redact redact) {
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-  // A database still on the 2.0.1 catalog has pgq.job_info without
-  // dead_reason: fill the columns the installed type has, no more.
   const int columns = std::min(rsinfo->setDesc->natts, store::kJobInfoColumns);
   for (uint64 row = 0; row < rows.size(); ++row) {
     const int32 queue_id = rows.Int32(row, store::kJobInfoQueueId);
@@ -95,9 +93,8 @@ PGQ_FUNCTION(pgq_list_jobs) {
                 "The states are scheduled, ready, waiting, running, done, dead and cancelled.");
     }
   }
-  // The 2.0.1 catalog's list_jobs has four arguments.
   std::optional<std::string_view> reason;
-  if (PG_NARGS() > 4 && !pg::ArgIsNull(fcinfo, 4)) {
+  if (!pg::ArgIsNull(fcinfo, 4)) {
     reason = pg::RequiredText(fcinfo, 4, "reason");
     if (std::find(std::begin(api::kReasons), std::end(api::kReasons), *reason) ==
         std::end(api::kReasons)) {

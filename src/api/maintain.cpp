@@ -2,7 +2,6 @@
 // background worker runs the same pass; without it, call this from cron.
 #include "api/maintain.h"
 
-#include "store/catalog.h"
 #include "store/streams.h"
 
 #include "api/compact.h"
@@ -45,7 +44,7 @@ pg::Statement drop_orphan_grants = {
     {},
     nullptr};
 
-// The same for topic grants (1.2).
+// The same for topic grants.
 pg::Statement drop_orphan_topic_grants = {
     "DELETE FROM pgq.topic_grants g"
     " WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = g.role::oid)",
@@ -98,9 +97,9 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
     pg::Guard([] { pg::ResetDatabaseSlots(false); });
     last_hint_reset = wall;
     pg::Params none;
-    if (GrantsTableExists()) spi.Execute(drop_orphan_grants, none);
-    if (TopicsTableExists()) spi.Execute(drop_orphan_topic_grants, none);
-    if (store::InstalledCatalog().streams) spi.Execute(drop_orphan_stream_grants, none);
+    spi.Execute(drop_orphan_grants, none);
+    spi.Execute(drop_orphan_topic_grants, none);
+    spi.Execute(drop_orphan_stream_grants, none);
   }
 
   pg::ledger::FlushFinishedCounts([&](int32 queue_id, uint64 jobs) {
@@ -142,7 +141,7 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
   if (DropOldEvents(spi, now, kBatch) == kBatch) *more = true;
 
   // Streams: rings turned, segments every consumer has passed truncated.
-  if (store::InstalledCatalog().streams) (void)store::streams::Maintain(spi, now);
+  (void)store::streams::Maintain(spi, now);
   return counts;
 }
 

@@ -19,7 +19,6 @@
 #include "pg/settings.h"
 #include "pg/shared.h"
 #include "pg/spi.h"
-#include "store/catalog.h"
 #include "store/jobs.h"
 #include "store/streams.h"
 
@@ -78,32 +77,8 @@ std::vector<QueueMetrics> ReadBoundedQueueMetrics(pg::SpiSession& spi) {
 }
 
 std::vector<QueueMetrics> ReadQueueMetrics() {
-  std::vector<QueueMetrics> queues;
   pg::SpiSession spi;
-  using namespace store;  // the gauge columns
-  if (InstalledCatalog().caps && InstalledCatalog().dependencies) {
-    return ReadBoundedQueueMetrics(spi);
-  }
-  // A 1.1 catalog (during an update): every job counted, as before.
-  const pg::Result rows = ReadQueueGauges(spi, pg::Now());
-  const bool caps = rows.columns() > kGaugePaused;  // a 1.2 catalog
-  queues.reserve(rows.size());
-  for (uint64 row = 0; row < rows.size(); ++row) {
-    QueueMetrics queue{
-        rows.Text(row, kGaugeName),
-        {rows.Int64(row, kGaugeReady), rows.Int64(row, kGaugeScheduled),
-         rows.Int64(row, kGaugeRunning), rows.Int64(row, kGaugeExpired),
-         rows.Int64(row, kGaugeDead), caps ? rows.Int64(row, kGaugeAwaitingParents) : 0},
-        rows.Float8(row, kGaugeOldestReadySeconds),
-        rows.Bool(row, kGaugePaused),
-        false,
-        pg::QueueCounts{},
-        caps ? rows.Int32(row, kGaugeMaxRunning) : 0,
-        false};
-    queue.has_counts = pg::ReadCounts(rows.Int32(row, kGaugeQueueId), &queue.counts);
-    queues.push_back(std::move(queue));
-  }
-  return queues;
+  return ReadBoundedQueueMetrics(spi);
 }
 
 pg::Statement queue_names = {"SELECT queue_id, name FROM pgq.queues ORDER BY name", 0, {}, nullptr};
@@ -160,7 +135,6 @@ constexpr CounterFamily kCounterFamilies[] = {
 // The streams' families (2.0): every stream and consumer, as metrics()
 // shows every queue (it is pg_monitor's).
 void StreamMetrics(core::MetricsText& text, std::string_view database) {
-  if (!store::InstalledCatalog().streams) return;
   pg::SpiSession spi;
   const std::vector<store::streams::StreamSize> sizes = store::streams::Sizes(spi);
   if (sizes.empty()) return;
@@ -291,14 +265,11 @@ using namespace pgq;
 
 // queue_metrics() returns SETOF (queue, ready, scheduled, running, expired,
 // dead, oldest_ready_seconds, paused, claims, completions, failures,
-// lease_expiries, dead_lettered), and on a 1.2 catalog (max_running,
-// awaiting_parents)
+// lease_expiries, dead_lettered, max_running, awaiting_parents, estimated)
 PGQ_FUNCTION(pgq_queue_metrics) {
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   const std::vector<api::QueueMetrics> queues = api::ReadQueueMetrics();
-  // A 1.1 catalog's function has the first 13 columns, a 2.0 one 15: the
-  // rest are not read.
   constexpr int kColumns = 16;
   for (const api::QueueMetrics& q : queues) {
     Datum values[kColumns];

@@ -9,9 +9,7 @@
 // Rights (1.2, issue 15 M4; docs/security.md): subscribing takes the admin
 // right on the queue and the subscribe right on the topic, publishing the
 // publish right on the topic, and nothing on the subscribed queues: whoever
-// subscribed decided that the topic's events go there. On a database still
-// at 1.1 (no pgq.topics), 1.1's rule: publishing takes the produce right on
-// every subscribed queue.
+// subscribed decided that the topic's events go there.
 #include "api/outbox.h"
 
 #include "api/queue_ref.h"
@@ -21,7 +19,6 @@
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/queue_lock.h"
-#include "store/catalog.h"
 #include "store/jobs.h"
 #include "store/streams.h"
 
@@ -114,7 +111,7 @@ struct Target {
 
 Target TargetArgs(FunctionCallInfo fcinfo) {
   const bool has_queue = !pg::ArgIsNull(fcinfo, 1);
-  const bool has_stream = PG_NARGS() > 2 && !pg::ArgIsNull(fcinfo, 2);
+  const bool has_stream = !pg::ArgIsNull(fcinfo, 2);
   if (has_queue == has_stream) {
     pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "name a queue or a stream, not both or neither", {},
               "pgq.subscribe(topic, 'queue') or pgq.subscribe(topic, stream => 'stream').");
@@ -126,7 +123,6 @@ Target TargetArgs(FunctionCallInfo fcinfo) {
 // Appends the published event to each subscribed stream (2.0).
 void AppendToStreams(pg::SpiSession& spi, std::string_view topic, int64 event_id, Datum payload,
                      bool has_group, Datum group_key) {
-  if (!store::InstalledCatalog().streams) return;
   pg::Params topic_param;
   topic_param.Set(0, pg::TextDatum(topic));
   pg::Result streams = spi.Execute(stream_subscribers, topic_param);
@@ -173,7 +169,7 @@ PGQ_FUNCTION(pgq_subscribe) {
   }
   const api::QueueRef ref = api::FindQueue(spi, target.queue);
   api::RequireRight(spi, ref.id, target.queue, core::kAdmin);
-  if (api::TopicsTableExists()) api::RequireTopicRight(spi, topic, api::TopicRight::kSubscribe);
+  api::RequireTopicRight(spi, topic, api::TopicRight::kSubscribe);
   pg::Params params;
   params.Set(0, pg::TextDatum(topic)).Set(1, Int32GetDatum(ref.id));
   spi.Execute(api::insert_subscription, params);
@@ -195,7 +191,7 @@ PGQ_FUNCTION(pgq_unsubscribe) {
   const std::string_view queue = target.queue;
   const api::QueueRef ref = api::FindQueue(spi, queue);  // unknown: an error, not false
   // The queue's admin, or the topic's owner (who may cut a subscriber off).
-  if (!api::TopicsTableExists() || !api::OwnsTopic(spi, topic)) {
+  if (!api::OwnsTopic(spi, topic)) {
     api::RequireRight(spi, ref.id, queue, core::kAdmin);
   }
   pg::Params params;
@@ -209,18 +205,13 @@ PGQ_FUNCTION(pgq_publish) {
   const Datum payload = pg::RequiredPayload(fcinfo, 1);
   const bool has_dedupe = !pg::ArgIsNull(fcinfo, 2);
   if (has_dedupe) (void)pg::KeyArg(fcinfo, 2, "dedupe_key");
-  // 1.2: group_key, copied to every subscriber job (its FIFO group there).
-  const bool has_group = PG_NARGS() > 3 && !pg::ArgIsNull(fcinfo, 3);
+  // group_key, copied to every subscriber job (its FIFO group there).
+  const bool has_group = !pg::ArgIsNull(fcinfo, 3);
   const std::string_view group =
       has_group ? pg::KeyArg(fcinfo, 3, "group_key") : std::string_view();
 
   pg::SpiSession spi;
-  const bool topic_rights = api::TopicsTableExists();
-  if (topic_rights) {
-    api::RequireTopicRight(spi, topic, api::TopicRight::kPublish);
-  } else {
-    api::RequireRightSomewhere(spi, core::kProduce);
-  }
+  api::RequireTopicRight(spi, topic, api::TopicRight::kPublish);
   pg::Params topic_param;
   topic_param.Set(0, pg::TextDatum(topic));
   const pg::Result subscribed = spi.Execute(api::subscribers, topic_param);
@@ -233,9 +224,6 @@ PGQ_FUNCTION(pgq_publish) {
   for (uint64 row = 0; row < subscribed.size(); ++row) {
     queues.push_back(
         Subscriber{subscribed.Int32(row, 1), subscribed.Bool(row, 2), subscribed.Text(row, 3)});
-  }
-  if (!topic_rights) {
-    for (const Subscriber& q : queues) api::RequireRight(spi, q.queue_id, q.name, core::kProduce);
   }
   // In queue id order, like every other taker of several queue locks.
   for (const Subscriber& q : queues) pg::LockQueueShared(q.queue_id);

@@ -113,7 +113,7 @@ pg::Statement update_queue = {
      FLOAT4OID},
     nullptr};
 
-// 1.2: how long completed and dead jobs are kept; NULL leaves a value as it
+// How long completed and dead jobs are kept; NULL leaves a value as it
 // is (keep_dead NULL: dead jobs are kept until retried or purged).
 pg::Statement store_keep = {
     "UPDATE pgq.queues SET keep_completed = COALESCE($2, keep_completed),"
@@ -122,10 +122,9 @@ pg::Statement store_keep = {
     {TEXTOID, INTERVALOID, INTERVALOID},
     nullptr};
 
-// Arguments `first` (keep_completed) and `first` + 1 (keep_dead), when the
-// function has them (a 1.2 catalog): validated, then stored.
+// Arguments `first` (keep_completed) and `first` + 1 (keep_dead):
+// validated, then stored.
 void StoreKeep(pg::SpiSession& spi, FunctionCallInfo fcinfo, int first, std::string_view name) {
-  if (PG_NARGS() <= first + 1) return;
   const bool has_completed = !pg::ArgIsNull(fcinfo, first);
   const bool has_dead = !pg::ArgIsNull(fcinfo, first + 1);
   if (has_completed) pg::SpanMicros(PG_GETARG_INTERVAL_P(first), "keep_completed");
@@ -138,7 +137,7 @@ void StoreKeep(pg::SpiSession& spi, FunctionCallInfo fcinfo, int first, std::str
   spi.Execute(store_keep, params);
 }
 
-// 1.2: the concurrency caps. $2 max_running (0: none), $3
+// The concurrency caps. $2 max_running (0: none), $3
 // group_concurrency; NULL leaves a value as it is.
 pg::Statement store_caps = {
     "UPDATE pgq.queues SET max_running = CASE WHEN $2 IS NULL THEN max_running"
@@ -148,8 +147,8 @@ pg::Statement store_caps = {
     {TEXTOID, INT4OID, INT4OID},
     nullptr};
 
-// Arguments `first` (max_running) and `first` + 1 (group_concurrency), when
-// the function has them (a 1.2 catalog), validated. With `zero_removes`
+// Arguments `first` (max_running) and `first` + 1 (group_concurrency),
+// validated. With `zero_removes`
 // (alter_queue) max_running => 0 removes the cap, and NULL leaves either
 // unchanged.
 struct CapsArgs {
@@ -159,7 +158,6 @@ struct CapsArgs {
 };
 
 CapsArgs ReadCaps(FunctionCallInfo fcinfo, int first, bool zero_removes) {
-  if (PG_NARGS() <= first + 1) return CapsArgs{};
   const CapsArgs caps{true, !pg::ArgIsNull(fcinfo, first), !pg::ArgIsNull(fcinfo, first + 1),
                       PG_GETARG_DATUM(first), PG_GETARG_DATUM(first + 1)};
   if (caps.has_max) {

@@ -4,7 +4,6 @@
 
 #include <boost/container/vector.hpp>
 
-#include "store/catalog.h"
 #include "pg/allocator.h"
 #include "pg/queue_cache.h"
 
@@ -27,15 +26,6 @@ pg::Statement load_holders = {
     "       CASE g.privilege WHEN 'produce' THEN 1 WHEN 'consume' THEN 2 ELSE 4 END"
     "  FROM pgq.grants g"
     " UNION ALL "
-    "SELECT r.oid, q.queue_id, 7 FROM pgq.queues q JOIN pg_catalog.pg_roles r ON r.rolname = "
-    "q.owner",
-    0,
-    {},
-    nullptr};
-
-// The same on a database still at version 1.0 (no pgq.grants yet, between
-// installing new binaries and ALTER EXTENSION pgq_cpp UPDATE): owners only.
-pg::Statement load_owners = {
     "SELECT r.oid, q.queue_id, 7 FROM pgq.queues q JOIN pg_catalog.pg_roles r ON r.rolname = "
     "q.owner",
     0,
@@ -68,7 +58,7 @@ const HolderList& Holders(pg::SpiSession& spi) {
   holders->clear();
   {
     pg::Params none;
-    pg::Result rows = spi.Execute(GrantsTableExists() ? load_holders : load_owners, none);
+    pg::Result rows = spi.Execute(load_holders, none);
     holders->reserve(rows.size());
     for (uint64 row = 0; row < rows.size(); ++row) {
       bool is_null = false;
@@ -124,8 +114,6 @@ std::string CurrentRoleName() {
   const char* name = pg::Guard([] { return GetUserNameFromId(GetUserId(), false); });
   return std::string(name);
 }
-
-bool GrantsTableExists() { return store::InstalledCatalog().grants; }
 
 bool HoldsRight(pg::SpiSession& spi, Oid role, int32 queue_id, uint8 wanted) {
   if (IsSuperuser(role)) return true;

@@ -76,9 +76,4 @@ std::string WantedNames(uint8 wanted);
 std::string_view FirstRight(uint8 wanted);
 std::string Literal(std::string_view value);
 
-// True once ALTER EXTENSION pgq_cpp UPDATE has brought pgq.grants (1.1): the
-// binaries also serve a database still at 1.0, whose queues only their
-// owners and superusers may use.
-bool GrantsTableExists();
-
 }  // namespace pgq::api

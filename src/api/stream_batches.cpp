@@ -159,8 +159,6 @@ PGQ_FUNCTION(pgq_stream_consumer_stats) {
   const std::vector<store::streams::ConsumerStats> stats = store::streams::Stats(
       spi, now, pg::MonitoringCountLimit(),
       [&](int32 stream_id) { return api::HoldsStreamRight(spi, me, stream_id, core::kAllRights); });
-  // A 2.0 catalog's function has the first 8 columns (the 9th is not
-  // read); 2.0.1 adds pending_capped.
   for (const store::streams::ConsumerStats& row : stats) {
     Datum values[9];
     bool nulls[9] = {false, false, false, false, false, false, false, false, false};

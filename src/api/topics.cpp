@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "api/rights.h"
-#include "store/catalog.h"
 #include "pg/args.h"
 
 extern "C" {
@@ -123,8 +122,6 @@ Datum ChangeTopicGrant(FunctionCallInfo fcinfo, bool give) {
 }
 
 }  // namespace
-
-bool TopicsTableExists() { return store::InstalledCatalog().topics; }
 
 void RequireTopicRight(pg::SpiSession& spi, std::string_view topic, TopicRight right) {
   const TopicHolders holders = LoadHolders(spi, topic, right);

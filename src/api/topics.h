@@ -9,10 +9,6 @@ namespace pgq::api {
 
 enum class TopicRight { kPublish, kSubscribe };
 
-// True once ALTER EXTENSION pgq_cpp UPDATE has brought pgq.topics (1.2);
-// before, a topic is any name and 1.1's rules apply (api/outbox.cpp).
-bool TopicsTableExists();
-
 // Raises undefined_object when there is no such topic, insufficient_privilege
 // unless the current user owns it, is a member of its owner, is a superuser
 // or holds `right` on it (directly or through a role it has the privileges

@@ -29,6 +29,7 @@
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/boundary.h"
+#include "pg/catalog_version.h"
 #include "pg/run_as.h"
 #include "pg/session_reset.h"
 #include "pg/settings.h"
@@ -287,6 +288,8 @@ Claimed RunOneJob(Job* job) {
     pgstat_report_activity(STATE_RUNNING, "pgq handler: claim");
     if (!ExtensionInstalled()) {
       claimed = Claimed::kNoHandlerQueues;
+    } else if (!pg::CatalogIsCurrent("pgq handler worker")) {
+      claimed = Claimed::kNone;  // waits for ALTER EXTENSION pgq_cpp UPDATE (ADR 0024)
     } else {
       pg::AtBoundary([&] { claimed = ClaimNext(job); });
     }

@@ -15,6 +15,7 @@
 #include "bgw/bgw.h"
 #include "bgw/worker_slot.h"
 #include "pg/boundary.h"
+#include "pg/catalog_version.h"
 #include "pg/settings.h"
 #include "pg/shared.h"
 #include "pg/spi.h"
@@ -113,7 +114,9 @@ void CommitWorkerTransaction() {
 // One batch in its own transaction; false when pgq_cpp is not installed.
 bool RunBatchTransaction(TimestampTz now, api::PassCounts* counts, bool* more) {
   const bool installed = BeginWorkerTransaction("pgq maintenance pass");
-  if (installed) {
+  // A catalog older than the library (before ALTER EXTENSION pgq_cpp
+  // UPDATE): no batch, the next pass looks again (ADR 0024).
+  if (installed && pg::CatalogIsCurrent("pgq maintenance worker")) {
     pg::AtBoundary([&] {
       *counts += api::RunMaintenanceBatch(now, more);
       wants_handlers = HasHandlerQueues();
@@ -133,7 +136,8 @@ TimestampTz next_compact_check = 0;
 // Compacts pgq.jobs in its own short transaction when it is worth it.
 void RunCompactionTransaction(const char* database_name) {
   api::CompactResult result;
-  if (BeginWorkerTransaction("pgq compaction check")) {
+  if (BeginWorkerTransaction("pgq compaction check") &&
+      pg::CatalogIsCurrent("pgq maintenance worker")) {
     pg::AtBoundary([&] { result = api::MaybeCompactJobs(); });
   }
   CommitWorkerTransaction();

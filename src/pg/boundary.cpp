@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "pg/catalog_version.h"
+
 namespace pgq::pg {
 
 const char* PgError::what() const noexcept {
@@ -32,6 +34,9 @@ Datum CallBoundary(FunctionCallInfo fcinfo, FunctionBody body) {
   return RunProtected(
       [](void* arg) -> Datum {
         Call* c = static_cast<Call*>(arg);
+        // The one door for catalog versions (ADR 0024): a kept answer after
+        // the first call, until an invalidation.
+        RequireCurrentCatalog();
         return c->body(c->fcinfo);
       },
       &call);

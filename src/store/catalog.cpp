@@ -23,7 +23,6 @@ const Catalog& InstalledCatalog() {
     const Oid schema = get_namespace_oid("pgq", true);
     if (!OidIsValid(schema)) return found;
     const Oid jobs = get_relname_relid("jobs", schema);
-    found.claimer_columns = OidIsValid(jobs) && get_attnum(jobs, "claimed_by") != InvalidAttrNumber;
     found.jobs = jobs;
     found.job_id_seq = get_relname_relid("job_id_seq", schema);
     if (OidIsValid(jobs)) {
@@ -43,17 +42,7 @@ const Catalog& InstalledCatalog() {
       c.enqueued_at = get_attnum(jobs, "enqueued_at");
       c.payload = get_attnum(jobs, "payload");
     }
-    found.grants = OidIsValid(get_relname_relid("grants", schema));
-    found.topics = OidIsValid(get_relname_relid("topics", schema));
-    found.lifecycle = OidIsValid(get_relname_relid("job_history", schema));
-    const Oid queues = get_relname_relid("queues", schema);
-    found.caps = OidIsValid(queues) && get_attnum(queues, "max_running") != InvalidAttrNumber;
-    if (found.caps) found.running_index = get_relname_relid("jobs_lease_idx", schema);
-    found.caps = found.caps && OidIsValid(found.running_index);
-    found.dependencies = OidIsValid(get_relname_relid("job_dependencies", schema));
-    found.streams = OidIsValid(get_relname_relid("streams", schema));
-    found.retention_classes = OidIsValid(get_relname_relid("dead_jobs_kept", schema));
-    found.releases = OidIsValid(get_relname_relid("dependency_releases", schema));
+    found.running_index = get_relname_relid("jobs_lease_idx", schema);
     found.ready_index = get_relname_relid("jobs_ready_idx", schema);
     found.dead_jobs = get_relname_relid("dead_jobs", schema);
     return found;

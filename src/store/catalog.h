@@ -1,7 +1,7 @@
-// Which version of pgq's tables is installed in this database: the one
-// probe every choice between statement sets asks. A backend can run with a
-// newer library than its database's catalog (before ALTER EXTENSION pgq_cpp
-// UPDATE), and the update can happen in the middle of a session.
+// Where pgq's tables are in this database: the oids and attribute numbers
+// the store builds rows and scans with. Which version of them is installed
+// is asked at one door only (pg/catalog_version.h, ADR 0024): every caller
+// here runs on a catalog of the library's own version.
 #pragma once
 
 #include "pg/pg.h"
@@ -16,20 +16,11 @@ struct JobColumns {
 };
 
 struct Catalog {
-  bool claimer_columns;    // 1.1: pgq.jobs.claimed_by and claimed_at
-  bool grants;             // 1.1: pgq.grants
-  bool topics;             // 1.2: pgq.topics and pgq.topic_grants
-  bool lifecycle;          // 1.2: history, progress, dedupe periods (issue 17)
-  bool caps;               // 1.2: max_running and group_concurrency (issue 18)
-  bool dependencies;       // 1.2: pgq.job_dependencies (enqueue's after, issue 18)
-  bool streams;            // 2.0: pgq.streams (issue 21)
-  bool retention_classes;  // 2.0.1: a ring per retention class (ADR 0021)
-  bool releases;           // 2.0.1: pgq.dependency_releases (issue 30, D4)
-  Oid jobs;                // pgq.jobs, InvalidOid while not installed
-  Oid job_id_seq;          // pgq.job_id_seq
-  Oid running_index;       // with caps: jobs_lease_idx, (queue_id, lease_until) of running jobs
-  Oid ready_index;         // jobs_ready_idx: (queue_id, - priority, run_at, id) of pending jobs
-  Oid dead_jobs;           // pgq.dead_jobs (partitioned since 1.2)
+  Oid jobs;           // pgq.jobs, InvalidOid while not installed
+  Oid job_id_seq;     // pgq.job_id_seq
+  Oid running_index;  // jobs_lease_idx: (queue_id, lease_until) of running jobs
+  Oid ready_index;    // jobs_ready_idx: (queue_id, - priority, run_at, id) of pending jobs
+  Oid dead_jobs;      // pgq.dead_jobs (partitioned since 1.2)
   JobColumns job_columns;
 };
 

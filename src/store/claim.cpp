@@ -25,8 +25,8 @@ using internal::BuiltStatement;
 
 // $1 queue id, $2 n, $3 lease, $4 now, $5 queue name, $6..$8 the key the
 // scan starts at, as (- priority, run_at, id): the expression of
-// jobs_ready_idx. (1.1: $9 this backend's pid, who claimed, for
-// pgq.running_jobs.) One row per claimed job, in claim order. The first
+// jobs_ready_idx, $9 this backend's pid (who claimed, for
+// pgq.running_jobs). One row per claimed job, in claim order. The first
 // row's key is where the next claim may start: every pending ready job
 // before it in this snapshot is locked by a transaction that will claim or
 // remove it, or reset the hint if it rolls back (the ledger's locked
@@ -56,14 +56,6 @@ pg::Statement& claim_jobs() {
   static BuiltStatement statement{ClaimSql(", claimed_by = $9, claimed_at = $4"),
                                   {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
                                    TIMESTAMPTZOID, INT8OID, INT4OID}};
-  return statement.get();
-}
-
-// A 1.0 catalog's pgq.jobs has no claimer columns.
-pg::Statement& claim_jobs_1_0() {
-  static BuiltStatement statement{
-      ClaimSql(""),
-      {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID}};
   return statement.get();
 }
 
@@ -127,10 +119,9 @@ pg::Result ClaimReady(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, 
       .Set(4, name)
       .Set(5, Int32GetDatum(-plan.from.priority))
       .Set(6, TimestampTzGetDatum(plan.from.run_at))
-      .Set(7, Int64GetDatum(plan.from.id));
-  const bool record_claimer = InstalledCatalog().claimer_columns;
-  if (record_claimer) params.Set(8, Int32GetDatum(MyProcPid));
-  pg::Result jobs = spi.Execute(record_claimer ? claim_jobs() : claim_jobs_1_0(), params);
+      .Set(7, Int64GetDatum(plan.from.id))
+      .Set(8, Int32GetDatum(MyProcPid));
+  pg::Result jobs = spi.Execute(claim_jobs(), params);
   const uint64 claimed = jobs.size();
   pg::ledger::NoteCount(queue_id, pg::kClaims, claimed);
   if (slot == nullptr) return jobs;
@@ -193,11 +184,9 @@ std::vector<int32> SpreadClaim(const std::vector<SpreadQueue>& queues, int32 n, 
 
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
                  TimestampTz now, pg::QueueSlot* slot, int32 max_running) {
-  const Catalog& catalog = InstalledCatalog();
   if (slot != nullptr) pg::SetQueueCapped(slot, max_running > 0);
-  if (max_running <= 0 || !catalog.caps) {
-    return ClaimReady(spi, queue_id, name, n, lease, now, slot);
-  }
+  if (max_running <= 0) return ClaimReady(spi, queue_id, name, n, lease, now, slot);
+  const Catalog& catalog = InstalledCatalog();
   // One capped claim at a time counts and claims; the next one's count sees
   // these claims whether this transaction has committed or not, so the lock
   // is released with the statement, not held to commit (pg/dirty_count.h).

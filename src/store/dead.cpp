@@ -2,7 +2,6 @@
 // cancelled) and come back with fresh attempts (retry_dead).
 #include "pg/args.h"
 #include "pg/ledger.h"
-#include "store/catalog.h"
 #include "store/internal.h"
 #include "store/retention.h"
 
@@ -12,17 +11,17 @@ namespace internal {
 
 // The queue name comes from a scalar subquery into a NOT NULL column: if the
 // queue were somehow gone, the statement fails instead of losing the job.
-// A 1.2 catalog keeps the job's progress and dedupe period too, puts it in
-// the current segment of its queue's dead ring (ADR 0021), and returns its
+// It keeps the job's progress and dedupe period too, puts it in the
+// current segment of its queue's dead ring (ADR 0021), and returns its
 // key (KeysReleased).
 std::string BurySql(std::string_view deleted, std::string_view last_error, std::string_view reason,
-                    std::string_view died_at, bool lifecycle) {
+                    std::string_view died_at) {
   std::string sql = "WITH d AS (";
   sql += deleted;
   sql += R"sql()
 INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at,
                            priority, max_attempts, enqueued_at, dedupe_key, group_key)sql";
-  if (lifecycle) sql += ",\n                           progress, dedupe_for, segment";
+  sql += ",\n                           progress, dedupe_for, segment";
   sql += R"sql()
 SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload,
        d.attempt, )sql";
@@ -32,18 +31,16 @@ SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.pa
   sql += "', ";
   sql += died_at;
   sql += ", d.priority, d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key";
-  if (lifecycle) {
-    sql += R"sql(,
+  sql += R"sql(,
        d.progress, d.dedupe_for,
        )sql";
-    sql += SegmentOfKeepSql(false,
-                            "(SELECT q.keep_dead FROM pgq.queues q WHERE q.queue_id = d.queue_id)");
-  }
+  sql += SegmentOfKeepSql(false,
+                          "(SELECT q.keep_dead FROM pgq.queues q WHERE q.queue_id = d.queue_id)");
   sql += R"sql(
   FROM d
 RETURNING (SELECT q.queue_id FROM pgq.queues q WHERE q.name = dead_jobs.queue) AS queue_id,
           group_key)sql";
-  if (lifecycle) sql += ", id, dedupe_key, dedupe_for";
+  sql += ", id, dedupe_key, dedupe_for";
   return sql;
 }
 
@@ -53,22 +50,15 @@ namespace {
 
 using internal::BuiltStatement;
 
-// A running job too (1.2): deleting its row fences its claim at once.
+// A running job too: deleting its row fences its claim at once.
 constexpr std::string_view kCancel = R"sql(
 DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w', 'r', 'b') AND ($3 OR queue_id = ANY ($4))
 RETURNING *)sql";
-constexpr std::string_view kCancel_1_1 = R"sql(
-DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w') AND ($3 OR queue_id = ANY ($4))
-RETURNING *)sql";
 
 pg::Statement& cancel_job() {
-  static BuiltStatement statements[2] = {
-      {internal::BurySql(kCancel_1_1, "d.last_error", "cancelled", "$2", false),
-       {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}},
-      {internal::BurySql(kCancel, "d.last_error", "cancelled", "$2", true),
-       {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}},
-  };
-  return statements[InstalledCatalog().lifecycle].get();
+  static BuiltStatement statement{internal::BurySql(kCancel, "d.last_error", "cancelled", "$2"),
+                                  {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}};
+  return statement.get();
 }
 
 // A follower of a running holder (keys.cpp) cancelled: into dead-letter
@@ -131,12 +121,8 @@ constexpr std::string_view kDedupeFree = R"sql(
    SELECT 1 FROM pgq.jobs j WHERE j.queue_id = $2 AND j.dedupe_key = d.dedupe_key))
 AND NOT EXISTS (SELECT 1 FROM pgq.queues k
                  WHERE k.queue_id = $2 AND d.died_at + k.keep_dead <= $3))sql";
+// With its dedupe period, which dead-letter kept.
 constexpr std::string_view kRevived = R"sql(
-SELECT r.id, $2, CASE WHEN r.group_key IS NULL THEN 'p' ELSE 'w' END, r.priority, $3, 0,
-       r.max_attempts, r.enqueued_at, r.dedupe_key, r.group_key, r.last_error, r.payload
-  FROM revived r)sql";
-// 1.2: with its dedupe period, which dead-letter kept.
-constexpr std::string_view kRevived_1_2 = R"sql(
 SELECT r.id, $2, CASE WHEN r.group_key IS NULL THEN 'p' ELSE 'w' END, r.priority, $3, 0,
        r.max_attempts, r.enqueued_at, r.dedupe_key, r.group_key, r.last_error, r.payload,
        r.dedupe_for
@@ -150,12 +136,10 @@ const std::string& ReviveOne() {
 }
 
 pg::Statement& revive_job() {
-  static BuiltStatement statements[2] = {
-      {internal::InsertJobsSql(ReviveOne(), kRevived), {INT8OID, INT4OID, TIMESTAMPTZOID}},
-      {internal::InsertJobsSql(ReviveOne(), kRevived_1_2, {}, ", dedupe_for"),
-       {INT8OID, INT4OID, TIMESTAMPTZOID}},
-  };
-  return statements[InstalledCatalog().lifecycle].get();
+  static BuiltStatement statement{
+      internal::InsertJobsSql(ReviveOne(), kRevived, {}, ", dedupe_for"),
+      {INT8OID, INT4OID, TIMESTAMPTZOID}};
+  return statement.get();
 }
 
 // $1 queue name, $4 at most this many. Of dead jobs sharing a key, only the
@@ -174,13 +158,10 @@ WITH revived AS (
 }
 
 pg::Statement& revive_oldest() {
-  static BuiltStatement statements[2] = {
-      {internal::InsertJobsSql(ReviveOldestOf(), kRevived),
-       {TEXTOID, INT4OID, TIMESTAMPTZOID, INT4OID}},
-      {internal::InsertJobsSql(ReviveOldestOf(), kRevived_1_2, {}, ", dedupe_for"),
-       {TEXTOID, INT4OID, TIMESTAMPTZOID, INT4OID}},
-  };
-  return statements[InstalledCatalog().lifecycle].get();
+  static BuiltStatement statement{
+      internal::InsertJobsSql(ReviveOldestOf(), kRevived, {}, ", dedupe_for"),
+      {TEXTOID, INT4OID, TIMESTAMPTZOID, INT4OID}};
+  return statement.get();
 }
 
 // Ungrouped revived jobs are pending (AfterInsert); grouped ones move their
@@ -199,7 +180,6 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
   internal::SetScope(params, 2, scope);
   const pg::Result cancelled = spi.Execute(cancel_job(), params);
   if (cancelled.empty()) {
-    if (!InstalledCatalog().lifecycle) return false;
     const pg::Result follower = spi.Execute(cancel_follower(), params);
     if (follower.empty()) return false;
     pg::ledger::NoteCount(follower.Int32(0, "queue_id"), pg::kDeadLettered, 1);

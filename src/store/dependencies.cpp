@@ -28,14 +28,13 @@
 // kInlineBound dependents (through the levels) and records parents still
 // holding dependents in pgq.dependency_failures; the one in which parents
 // complete releases up to kInlineBound children and records parents with
-// more in pgq.dependency_releases (2.0.1). Maintenance works through both.
+// more in pgq.dependency_releases. Maintenance works through both.
 // A released child is still released by one update of its own row per
 // pair, whoever runs it, so fan-in stays exactly-once.
 #include <algorithm>
 
 #include "pg/ledger.h"
 #include "pg/settings.h"
-#include "store/catalog.h"
 #include "store/internal.h"
 
 namespace pgq::store {
@@ -201,7 +200,7 @@ pg::Statement& bury_children() {
          SELECT u.p FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::int8[]))
                          AS u(c, p)
           WHERE u.c = d.id LIMIT 1) || ' did not complete')sql",
-                                                    "dependency_failed", "$3", true),
+                                                    "dependency_failed", "$3"),
                                   {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID}};
   return statement.get();
 }
@@ -340,9 +339,7 @@ void AddDependencies(pg::SpiSession& spi, const std::vector<int64>& parents,
 std::vector<GroupRef> ParentsDone(pg::SpiSession& spi, const std::vector<int64>& parents,
                                   TimestampTz now) {
   std::vector<GroupRef> groups;
-  // Bounded only where maintenance can take the rest (a 2.0.1 catalog).
-  const bool bounded = InstalledCatalog().releases;
-  int64 budget = bounded ? kInlineBound : PG_INT32_MAX;
+  int64 budget = kInlineBound;
   // One parent at a time: a child of two of them is updated twice, and each
   // update counts from the last.
   for (const int64 parent : parents) {
@@ -350,7 +347,7 @@ std::vector<GroupRef> ParentsDone(pg::SpiSession& spi, const std::vector<int64>&
     const int64 pairs = asked > 0 ? ReleaseChildren(spi, parent, asked, groups) : 0;
     budget -= pairs;
     // As many as asked (or none asked): there may be more, maintenance's.
-    if (bounded && pairs == asked) {
+    if (pairs == asked) {
       pg::Params record;
       record.Set(0, Int64GetDatum(parent)).Set(1, TimestampTzGetDatum(now));
       spi.Execute(record_release, record);
@@ -360,7 +357,7 @@ std::vector<GroupRef> ParentsDone(pg::SpiSession& spi, const std::vector<int64>&
 }
 
 void ParentsDied(pg::SpiSession& spi, const pg::Result& rows, TimestampTz now) {
-  if (rows.empty() || !InstalledCatalog().dependencies) return;
+  if (rows.empty()) return;
   pg::Params params;
   params.Set(0, Int8Array(Ids(rows, "id"))).Set(1, TimestampTzGetDatum(now));
   if (spi.ExecuteSeeingLatest(record_failures, params).empty()) return;
@@ -409,11 +406,9 @@ Parents LockParents(pg::SpiSession& spi, const Scope& scope, const std::vector<i
 }
 
 int64 TendDependencies(pg::SpiSession& spi, TimestampTz now, int32 batch) {
-  if (!InstalledCatalog().dependencies) return 0;
   const int64 settled = Cascade(spi, now, batch);
   pg::Params none;
   spi.Execute(settle_all_failures, none);
-  if (!InstalledCatalog().releases) return settled;
   return std::max(settled, Release(spi, batch));
 }
 

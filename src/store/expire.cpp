@@ -6,55 +6,42 @@
 // complete or fail from the expired claim still land) and its attempt number
 // until the next claim. A job out of attempts is dead-lettered instead.
 #include "pg/ledger.h"
-#include "store/catalog.h"
 #include "store/internal.h"
 
 namespace pgq::store {
 
 namespace {
 
-// $1 now, $2 batch. On a 1.2 catalog (`by_queue`) the running jobs' index
-// leads with the queue (a capped claim counts by it): the expired leases
-// are found queue by queue, at most $2 of each.
-std::string ExpiredLeases(std::string_view attempts_left, bool by_queue) {
-  std::string sql;
-  if (by_queue) {
-    sql = R"sql(SELECT e.id FROM pgq.queues q CROSS JOIN LATERAL (
+// $1 now, $2 batch. The running jobs' index leads with the queue (a capped
+// claim counts by it): the expired leases are found queue by queue, at most
+// $2 of each.
+std::string ExpiredLeases(std::string_view attempts_left) {
+  std::string sql = R"sql(SELECT e.id FROM pgq.queues q CROSS JOIN LATERAL (
     SELECT j.id FROM pgq.jobs j
      WHERE j.queue_id = q.queue_id AND j.state = 'r' AND j.lease_until < $1 AND )sql";
-    sql += attempts_left;
-    sql += "\n     ORDER BY j.lease_until LIMIT $2 FOR UPDATE OF j SKIP LOCKED) e";
-  } else {
-    sql = "SELECT j.id FROM pgq.jobs j\n   WHERE j.state = 'r' AND j.lease_until < $1 AND ";
-    sql += attempts_left;
-    sql += "\n   ORDER BY j.lease_until LIMIT $2 FOR UPDATE OF j SKIP LOCKED";
-  }
+  sql += attempts_left;
+  sql += "\n     ORDER BY j.lease_until LIMIT $2 FOR UPDATE OF j SKIP LOCKED) e";
   return sql;
 }
 
 pg::Statement& expire_to_pending() {
-  const auto sql = [](bool by_queue) {
+  const auto sql = [] {
     return "UPDATE pgq.jobs SET state = 'p', last_error = 'lease expired'\n WHERE id = ANY "
            "(ARRAY(" +
-           ExpiredLeases("j.attempt < j.max_attempts", by_queue) + "))\nRETURNING queue_id";
+           ExpiredLeases("j.attempt < j.max_attempts") + "))\nRETURNING queue_id";
   };
-  static internal::BuiltStatement statements[2] = {{sql(false), {TIMESTAMPTZOID, INT4OID}},
-                                                   {sql(true), {TIMESTAMPTZOID, INT4OID}}};
-  return statements[InstalledCatalog().lifecycle].get();
+  static internal::BuiltStatement statement{sql(), {TIMESTAMPTZOID, INT4OID}};
+  return statement.get();
 }
 
 pg::Statement& expire_to_dead() {
-  const auto dead = [](bool by_queue) {
+  const auto dead = [] {
     return "DELETE FROM pgq.jobs WHERE id = ANY (ARRAY(" +
-           ExpiredLeases("j.attempt >= j.max_attempts", by_queue) + "))\nRETURNING *";
+           ExpiredLeases("j.attempt >= j.max_attempts") + "))\nRETURNING *";
   };
-  static internal::BuiltStatement statements[2] = {
-      {internal::BurySql(dead(false), "'lease expired'", "expired", "$1", false),
-       {TIMESTAMPTZOID, INT4OID}},
-      {internal::BurySql(dead(true), "'lease expired'", "expired", "$1", true),
-       {TIMESTAMPTZOID, INT4OID}},
-  };
-  return statements[InstalledCatalog().lifecycle].get();
+  static internal::BuiltStatement statement{
+      internal::BurySql(dead(), "'lease expired'", "expired", "$1"), {TIMESTAMPTZOID, INT4OID}};
+  return statement.get();
 }
 
 // Counts the leases a statement expired (their queue ids in column
@@ -85,7 +72,7 @@ Expired ExpireLeases(pg::SpiSession& spi, TimestampTz now, int32 batch) {
   const pg::Result dead = spi.Execute(expire_to_dead(), params);
   CountExpiries(dead, true);
   internal::MoveGroupsOn(spi, internal::GroupsOf(dead, internal::KeysReleased(spi, dead, now)));
-  if (InstalledCatalog().lifecycle) internal::ParentsDied(spi, dead, now);
+  internal::ParentsDied(spi, dead, now);
   return Expired{static_cast<int64>(requeued.size()), static_cast<int64>(dead.size())};
 }
 

@@ -14,7 +14,6 @@
 #include "pg/args.h"
 #include "pg/ledger.h"
 #include "pg/settings.h"
-#include "store/catalog.h"
 #include "store/internal.h"
 
 namespace pgq::store {
@@ -40,7 +39,7 @@ std::string Held(std::string_view sql) {
   return out;
 }
 
-// A 1.2 catalog's completing DELETE `where`, as a WITH clause named d that
+// The completing DELETE `where`, as a WITH clause named d that
 // returns what the caller reads: the queue, group and state, and the job's
 // dedupe columns (a key finishing may stay taken for a period or pass to a
 // follower). With `history`, every column, and then the insert of the jobs
@@ -80,20 +79,14 @@ kept AS (
   return sql;
 }
 
-// $1 id, $2 attempt, $3 $4 scope, (1.2) $5 now, $6 result, (history) $7
+// $1 id, $2 attempt, $3 $4 scope, $5 now, $6 result, (history) $7
 // the queues that keep completed jobs, $8 their segments.
 constexpr std::string_view kCompleteOne =
     "WHERE j.id = $1 AND j.attempt = $2 AND $HELD AND ($3 OR j.queue_id = ANY ($4))";
 
-// [HistoryTarget::variant]: a catalog before 1.2; 1.2 with no history kept
-// (a plain DELETE, as cheap as 1.1's); 1.2 with history.
+// [HistoryTarget::variant - 1]: no history kept (a plain DELETE); history.
 pg::Statement& complete_job(int variant) {
-  static BuiltStatement statements[3] = {
-      {Held(R"sql(
-DELETE FROM pgq.jobs j
- WHERE j.id = $1 AND j.attempt = $2 AND $HELD AND ($3 OR j.queue_id = ANY ($4))
-RETURNING j.queue_id, j.group_key, j.state = 'p' AS was_pending)sql"),
-       {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID}},
+  static BuiltStatement statements[2] = {
       {Held(R"sql(
 DELETE FROM pgq.jobs j
  WHERE j.id = $1 AND j.attempt = $2 AND $HELD AND ($3 OR j.queue_id = ANY ($4))
@@ -107,13 +100,13 @@ SELECT d.queue_id, d.group_key, d.state = 'p' AS was_pending, d.id, d.dedupe_key
        {INT8OID, INT4OID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, JSONBOID, INT4ARRAYOID,
         INT2ARRAYOID}},
   };
-  return statements[variant].get();
+  return statements[variant - 1].get();
 }
 
 // Returns how many it completed (completed), and per queue it finished jobs
 // of: the queue (queue_id), how many (jobs), and whether it took a pending
 // job (was_pending); plus one row per group whose head it removed
-// (group_key, with its queue_id), and (1.2) one per job with a dedupe key
+// (group_key, with its queue_id), and one per job with a dedupe key
 // (id, dedupe_key, dedupe_for), and one per job with dependents
 // (parent_id). Rows of one kind have NULL in the others' columns.
 //
@@ -132,56 +125,48 @@ SELECT d.queue_id, d.group_key, d.state = 'p' AS was_pending, d.id, d.dedupe_key
 //     p, r, w, b): no arm of it implies a partial index's predicate.
 // What is left for pgq.jobs is a sequential scan (disabled for our plans)
 // or a lookup of each (id, attempt) in jobs_pkey, whatever the statistics.
-std::string CompleteManySql(bool lifecycle, bool history) {
+std::string CompleteManySql(bool history) {
   constexpr std::string_view kWhere = R"sql(
    USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)
    WHERE j.id = ANY (ARRAY[c.id]) AND j.attempt = c.attempt
      AND j.state <> 'w' AND j.state <> 'b' AND (j.state = 'r' OR j.lease_until IS NOT NULL)
      AND ($3 OR j.queue_id = ANY ($4)))sql";
-  std::string sql = lifecycle ? CompleteSql(kWhere, history, "$5", "NULL::jsonb", "$6", "$7")
-                              : "WITH d AS (\n  DELETE FROM pgq.jobs j " + Held(kWhere) +
-                                    "\n  RETURNING j.queue_id, j.group_key, j.state)\n";
+  std::string sql = CompleteSql(kWhere, history, "$5", "NULL::jsonb", "$6", "$7");
   sql += R"sql(
 SELECT (SELECT count(*) FROM d)::int4 AS completed, f.queue_id, f.jobs, f.was_pending,
        NULL::text AS group_key)sql";
-  if (lifecycle) {
-    sql +=
-        ", NULL::int8 AS id, NULL::text AS dedupe_key, NULL::interval AS dedupe_for,"
-        " NULL::int8 AS parent_id";
-  }
+  sql +=
+      ", NULL::int8 AS id, NULL::text AS dedupe_key, NULL::interval AS dedupe_for,"
+      " NULL::int8 AS parent_id";
   sql += R"sql(
   FROM (SELECT) AS one
   LEFT JOIN (SELECT d.queue_id, count(*)::int4 AS jobs, pg_catalog.bool_or(d.state = 'p') AS was_pending
                FROM d GROUP BY d.queue_id) f ON true
 UNION ALL
 SELECT NULL, g.queue_id, NULL, NULL, g.group_key)sql";
-  if (lifecycle) sql += ", NULL, NULL, NULL, NULL";
+  sql += ", NULL, NULL, NULL, NULL";
   sql += R"sql(
   FROM (SELECT DISTINCT d.queue_id, d.group_key FROM d WHERE d.group_key IS NOT NULL) g)sql";
-  if (lifecycle) {
-    sql += R"sql(
+  sql += R"sql(
 UNION ALL
 SELECT NULL, d.queue_id, NULL, NULL, NULL, d.id, d.dedupe_key, d.dedupe_for, NULL
   FROM d WHERE d.dedupe_key IS NOT NULL
 UNION ALL
 SELECT NULL, d.queue_id, NULL, NULL, NULL, NULL, NULL, NULL, d.id
   FROM d WHERE d.has_dependents)sql";
-  }
   return sql;
 }
 
-// $1 ids, $2 attempts, $3 $4 scope, (1.2) $5 now, (history) $6 the queues
+// $1 ids, $2 attempts, $3 $4 scope, $5 now, (history) $6 the queues
 // that keep completed jobs, $7 their segments.
 pg::Statement& complete_jobs(int variant) {
-  static BuiltStatement statements[3] = {
-      {CompleteManySql(false, false), {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID}},
-      {CompleteManySql(true, false),
-       {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID}},
-      {CompleteManySql(true, true),
+  static BuiltStatement statements[2] = {
+      {CompleteManySql(false), {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID}},
+      {CompleteManySql(true),
        {INT8ARRAYOID, INT4ARRAYOID, BOOLOID, INT4ARRAYOID, TIMESTAMPTZOID, INT4ARRAYOID,
         INT2ARRAYOID}},
   };
-  return statements[variant].get();
+  return statements[variant - 1].get();
 }
 
 pg::Statement insert_finished = {
@@ -214,13 +199,10 @@ DELETE FROM pgq.jobs WHERE id = $1 AND attempt = $2 AND state = 'r'
 RETURNING *)sql";
 
 pg::Statement& fail_dead() {
-  static BuiltStatement statements[2] = {
-      {internal::BurySql(kFailDead, "$3", "exhausted", "$4", false),
-       {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}},
-      {internal::BurySql(kFailDead, "$3", "exhausted", "$4", true),
-       {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}},
-  };
-  return statements[InstalledCatalog().lifecycle].get();
+  static BuiltStatement statement{
+      internal::BurySql(kFailDead, "$3", "exhausted", "$4"),
+      {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}};
+  return statement.get();
 }
 
 pg::Statement pending_run_at = {
@@ -275,7 +257,7 @@ bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, 
   // groups before the groups move on (keys.cpp, dependencies.cpp): all in
   // one call. Most jobs have none of these: nothing to do.
   std::vector<internal::GroupRef> joining = internal::KeysReleased(spi, completed, now);
-  if (variant > 0 && completed.Bool(0, "has_dependents")) {
+  if (completed.Bool(0, "has_dependents")) {
     for (internal::GroupRef& group : internal::ParentsDone(spi, {id}, now)) {
       joining.push_back(std::move(group));
     }
@@ -311,7 +293,7 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
     internal::CountFinished(spi, queue_id, result.Int32(row, jobs_column));
   }
   std::vector<internal::GroupRef> joining = internal::KeysReleased(spi, result, now);
-  if (variant > 0) {
+  {
     std::vector<int64> parents;
     const int parent_column = result.ColumnNumber("parent_id");
     for (uint64 row = 0; row < result.size(); ++row) {

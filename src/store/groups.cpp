@@ -8,28 +8,14 @@
 #include "pg/args.h"
 #include "pg/ledger.h"
 #include "pg/queue_lock.h"
-#include "store/catalog.h"
 #include "store/internal.h"
 
 namespace pgq::store::internal {
 
 namespace {
 
-// $1 queue id, $2 group key. Run under the group's lock, after the change.
-// (A catalog before 1.2: one job of a group at a time.)
-pg::Statement promote_next_1_1 = {R"sql(
-UPDATE pgq.jobs j SET state = 'p'
- WHERE j.id = (SELECT w.id FROM pgq.jobs w WHERE w.queue_id = $1 AND w.group_key = $2
-                ORDER BY w.id LIMIT 1)
-   AND j.state = 'w'
-   AND NOT EXISTS (SELECT 1 FROM pgq.jobs h
-                    WHERE h.queue_id = $1 AND h.group_key = $2 AND h.state <> 'w')
-RETURNING j.priority, j.run_at, j.id)sql",
-                                  2,
-                                  {INT4OID, TEXTOID},
-                                  nullptr};
-
-// 1.2: the queue's group_concurrency jobs of the group may be pending or
+// $1 queue id, $2 group key. Run under the group's lock, after the change:
+// the queue's group_concurrency jobs of the group may be pending or
 // running; as many waiting ones as there is room for become pending, in
 // enqueue (id) order. Jobs waiting for their parents ('b') are not in line.
 pg::Statement promote_next = {R"sql(
@@ -76,8 +62,7 @@ void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups) {
     pg::LockGroup(group.queue_id, group.group_key);
     pg::Params params;
     params.Set(0, Int32GetDatum(group.queue_id)).Set(1, pg::TextDatum(group.group_key));
-    const pg::Result promoted =
-        spi.Execute(InstalledCatalog().caps ? promote_next : promote_next_1_1, params);
+    const pg::Result promoted = spi.Execute(promote_next, params);
     if (promoted.empty()) continue;
     // The first of them in claim order lowers the hint.
     const KeyColumns columns(promoted);

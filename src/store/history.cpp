@@ -18,16 +18,12 @@
 // after its ring's current, taken with an exclusive lock before its rows
 // still kept are copied out, so a row written there before the turn is
 // copied or expired, and one written after it is in a current segment.
-//
-// A catalog without the classes (2.0, before ALTER EXTENSION UPDATE) has
-// the rings 'history' and 'dead' only, turned as 2.0 turned them: every
-// third of the longest keep.
+
 #include <memory>
 
 #include "pg/args.h"
 #include "pg/queue_cache.h"
 #include "pg/settings.h"
-#include "store/catalog.h"
 #include "store/internal.h"
 #include "store/retention.h"
 
@@ -46,7 +42,6 @@ using internal::BuiltStatement;
 using internal::kKeptSegment;
 using internal::kRetentionClasses;
 
-constexpr int64 kMinPeriodUs = 10 * USECS_PER_SEC;
 // Dead jobs of a queue that stopped keeping them for good, moved out of
 // pgq.dead_jobs_kept per pass.
 constexpr int32 kKeptMoveBatch = 1000;
@@ -191,17 +186,11 @@ pg::Statement& truncate_segment(bool history, int segment) {
   return statement->get();
 }
 
-// The period of a ring whose state is `row`, or -1 if it has nothing to
-// turn for. With classes, the class's; without, 2.0's: a third of the
-// longest keep (none: the dead ring does not turn).
+// The period of a ring whose state is `row` (its class's), or -1 if it has
+// nothing to turn for.
 int64 PeriodUs(int klass, const pg::Result& row) {
   if (row.empty()) return -1;
-  if (InstalledCatalog().retention_classes) return internal::RingPeriodUs(klass);
-  if (row.IsNull(0, "keep")) return -1;
-  bool is_null = false;
-  const int64 keep_us =
-      pg::IntervalMicros(DatumGetIntervalP(row.Value(0, "keep", &is_null)), "keep");
-  return std::max(keep_us / (internal::RingSegments(0) - 1), kMinPeriodUs);
+  return internal::RingPeriodUs(klass);
 }
 
 // Whether the ring whose state is `row` is due to turn at `now`: a period
@@ -273,10 +262,6 @@ const HistoryTarget& CompletionTarget(pg::SpiSession& spi) {
   static HistoryTarget target{};
   static bool known = false;
   static uint64 known_generation = 0;
-  if (!InstalledCatalog().lifecycle) {
-    target.variant = 0;
-    return target;
-  }
   // create_queue and alter_queue send an invalidation when keep_completed
   // changes (api/queues.cpp), and a turn of the ring TRUNCATEs a segment,
   // which sends one too: either empties this with the queue cache.
@@ -309,20 +294,15 @@ const HistoryTarget& CompletionTarget(pg::SpiSession& spi) {
 }  // namespace internal
 
 int TurnRings(pg::SpiSession& spi, TimestampTz now) {
-  const Catalog& catalog = InstalledCatalog();
-  if (!catalog.lifecycle) return 0;
-  const int classes = catalog.retention_classes ? kRetentionClasses : 1;
   int turned = 0;
   for (const bool history : {true, false}) {
-    for (int klass = 0; klass < classes; ++klass) {
+    for (int klass = 0; klass < kRetentionClasses; ++klass) {
       turned += static_cast<int>(TurnRing(spi, history, klass, now));
     }
   }
-  if (catalog.retention_classes) {
-    pg::Params params;
-    params.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(kKeptMoveBatch));
-    spi.Execute(move_kept_dead(), params);
-  }
+  pg::Params params;
+  params.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(kKeptMoveBatch));
+  spi.Execute(move_kept_dead(), params);
   return turned;
 }
 

@@ -348,7 +348,7 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
   }
   // Only a queue that ever had a job with a dedupe period can hold a key
   // past its job (the flag is committed before any such job can finish).
-  const bool keyed = has_dedupe && catalog.lifecycle && queue.dedupe_periods;
+  const bool keyed = has_dedupe && queue.dedupe_periods;
   const TimestampTz now = pg::Now();
   if (has_group) pg::LockGroup(queue.id, job.group);
   pg::Params params;

@@ -25,11 +25,10 @@ std::string InsertJobsSql(std::string_view before, std::string_view rows,
 // pgq.jobs, whose rows are buried with `last_error`, `reason` and `died_at`
 // (SQL expressions over the deleted row d). Returns one row per job: its
 // queue_id and group_key (the group moves on).
-// With `lifecycle` (a 1.2 catalog) it keeps progress and dedupe_for, writes
-// the dead ring's current segment and returns id, dedupe_key and dedupe_for
-// too (for KeysReleased).
+// It keeps progress and dedupe_for, writes the dead ring's current segment
+// and returns id, dedupe_key and dedupe_for too (for KeysReleased).
 std::string BurySql(std::string_view deleted, std::string_view last_error, std::string_view reason,
-                    std::string_view died_at, bool lifecycle);
+                    std::string_view died_at);
 
 // After any statement built by InsertJobsSql: for each of `queues`, the
 // pending jobs among `rows` lower its hint and wake its waiters at commit,
@@ -75,8 +74,7 @@ inline std::vector<GroupRef> GroupsOf(const pg::Result& rows, std::vector<GroupR
 void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups);
 
 // Dedupe keys (keys.cpp). Jobs that left pgq.jobs, as rows with columns
-// queue_id, id, dedupe_key and dedupe_for (a 1.2 statement's; none on an
-// older catalog): a key with a period stays taken until `finished_at` plus
+// queue_id, id, dedupe_key and dedupe_for: a key with a period stays taken until `finished_at` plus
 // it (pgq.dedupe_holds), and a job following the key's holder (enqueued
 // with on_duplicate => 'replace' while it ran) takes the key over and is
 // pending.
@@ -109,16 +107,15 @@ void AddDependencies(pg::SpiSession& spi, const std::vector<int64>& parents,
 // releases (TendDependencies).
 std::vector<GroupRef> ParentsDone(pg::SpiSession& spi, const std::vector<int64>& parents,
                                   TimestampTz now);
-// Jobs that died (rows with an "id" column, as BurySql returns on a 1.2
-// catalog): those with dependents are failed parents, whose dependents are
-// dead-lettered (a bounded part now, the rest by maintenance).
+// Jobs that died (rows with an "id" column, as BurySql returns): those with dependents are failed
+// parents, whose dependents are dead-lettered (a bounded part now, the rest by maintenance).
 void ParentsDied(pg::SpiSession& spi, const pg::Result& rows, TimestampTz now);
 
 // An int8[] of `values`, in the current memory context.
 Datum Int8Array(const std::vector<int64>& values);
 
-// Where completions go (history.cpp). `variant`: 0 a catalog before 1.2;
-// 1 no queue keeps completed jobs; 2 some do: `keeping`, an int4[] of their
+// Where completions go (history.cpp). `variant`: 1 no queue keeps
+// completed jobs; 2 some do: `keeping`, an int4[] of their
 // ids, and `segments`, an int2[] of the segment of pgq.job_history each
 // one's completions go to (its retention class's current, ADR 0021), as
 // this backend last read them (refreshed with the queue cache).

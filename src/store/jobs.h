@@ -191,8 +191,8 @@ bool SetProgress(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attemp
 
 // ---- Dead-letter (dead.cpp)
 
-// A job that has not finished to dead-letter with reason 'cancelled'; on a
-// 1.2 catalog a running one too (its claim is fenced by the row leaving).
+// A job that has not finished to dead-letter with reason 'cancelled', a
+// running one too (its claim is fenced by the row leaving).
 bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now);
 // Deletes the dead jobs of `queue` that died at or before `died_before`.
 int64 PurgeDead(pg::SpiSession& spi, std::string_view queue, TimestampTz died_before);
@@ -248,8 +248,7 @@ pg::Result RelatedJobs(pg::SpiSession& spi, int64 id, int32 max, bool taken, Tim
 // most `max`.
 pg::Result FindJobs(pg::SpiSession& spi, std::string_view key, const Scope& scope, int32 max,
                     TimestampTz now);
-// A 2.0.1 catalog's pgq.job_info has the first 18 columns only; the
-// functions fill as many as the installed type has.
+// The columns of pgq.job_info.
 inline constexpr int kJobInfoColumns = 19;
 inline constexpr int kJobInfoQueueId = 20;
 // Columns a role with only the admin right does not see.
@@ -263,25 +262,6 @@ int64 CountQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name);
 // Deletes them (drop_queue with force); no group moves on, no counts. Their
 // dependents in other queues die (dependency_failed) as of `now`.
 void PurgeQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name, TimestampTz now);
-
-// One row per queue, by name: queue_id, name, then the jobs ready,
-// scheduled, running, expired and dead, the oldest ready job's age in
-// seconds, paused (the columns of queue_metrics()); on a 1.2 catalog also
-// the jobs waiting for their parents and max_running (NULL: no cap).
-pg::Result ReadQueueGauges(pg::SpiSession& spi, TimestampTz now);
-enum GaugeColumn : int {
-  kGaugeQueueId = 1,
-  kGaugeName,
-  kGaugeReady,
-  kGaugeScheduled,
-  kGaugeRunning,
-  kGaugeExpired,
-  kGaugeDead,
-  kGaugeOldestReadySeconds,
-  kGaugePaused,
-  kGaugeAwaitingParents,
-  kGaugeMaxRunning,
-};
 
 // One queue as the dashboard's overview shows it (pgq.queue_overview).
 struct QueueOverview {

@@ -18,7 +18,6 @@
 #include "pg/args.h"
 #include "pg/ledger.h"
 #include "pg/settings.h"
-#include "store/catalog.h"
 #include "store/internal.h"
 
 namespace pgq::store {
@@ -137,7 +136,7 @@ namespace internal {
 std::vector<GroupRef> KeysReleased(pg::SpiSession& spi, const pg::Result& rows,
                                    TimestampTz finished_at) {
   std::vector<GroupRef> groups;
-  if (rows.empty() || !InstalledCatalog().lifecycle) return groups;
+  if (rows.empty()) return groups;
   // Most finished jobs have no key: looked at before anything else.
   const int key_column = rows.ColumnNumber("dedupe_key");
   uint64 first = 0;
@@ -203,14 +202,12 @@ std::optional<int64> Replace(pg::SpiSession& spi, const Queue& queue, const NewJ
 
 int64 KeyHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key, TimestampTz now) {
   if (const int64 live = DedupeHolder(spi, queue_id, dedupe_key); live != 0) return live;
-  if (!InstalledCatalog().lifecycle) return 0;
   // As committed now: the insert that found the key taken may have seen it so.
   return internal::HeldKeyJob(spi, queue_id, dedupe_key, now, true);
 }
 
 KeyUpkeep TendKeys(pg::SpiSession& spi, TimestampTz now, int32 batch) {
   KeyUpkeep done{};
-  if (!InstalledCatalog().lifecycle) return done;
   pg::Params none;
   const pg::Result promoted = spi.Execute(promote_orphans(), none);
   if (!promoted.empty()) pg::ledger::NoteReadyInDatabase();

@@ -42,10 +42,9 @@ std::string RingName(bool history, int klass);
 int64 RingPeriodUs(int klass);
 
 // SQL: the segment that takes a row of a queue keeping such rows for
-// `keep` (an SQL expression; NULL for dead jobs: for good). On a catalog
-// without the classes (2.0, before ALTER EXTENSION UPDATE) the class rings
-// have no row and this is the 'history' / 'dead' ring's current segment, as
-// 2.0 wrote.
+// `keep` (an SQL expression; NULL for dead jobs: for good). Where a class
+// ring has no row (deleted by hand; maintenance restores it), this is the
+// 'history' / 'dead' ring's current segment.
 std::string SegmentOfKeepSql(bool history, std::string_view keep);
 
 }  // namespace pgq::store::internal

@@ -47,6 +47,24 @@ class LayersTest(unittest.TestCase):
         # and the store does (the check reads what it claims to)
         self.assertTrue(any(WRITES_JOBS.search(read(p)) for p in sources("store")))
 
+    def test_catalog_versions_are_handled_at_one_door(self):
+        # Issue 32, ADR 0024: the library serves a catalog of its own version
+        # only. pg/catalog_version.cpp reads pg_extension's version (the
+        # boundary and the workers ask it); nothing else in src/ asks which
+        # version is installed, keeps a flag per version, or counts the
+        # arguments or columns an older release's SQL objects had.
+        # (pg/args.cpp: ArgIsNull's bounds check, for every function.)
+        door = {os.path.join("pg", f) for f in ("catalog_version.cpp", "catalog_version.h", "args.cpp")}
+        asks = re.compile(r"extversion|Anum_pg_extension_extversion|PG_NARGS\s*\(|"
+                          r"\b\d\.\d(\.\d)? catalog|catalog (before|older than) \d")
+        wrong = [os.path.relpath(p, SRC) for zone in ORDER for p in sources(zone)
+                 if os.path.relpath(p, SRC) not in door and asks.search(read(p))]
+        self.assertEqual(wrong, [])
+        catalog = read(os.path.join(SRC, "store", "catalog.h"))
+        struct = re.search(r"struct Catalog \{(.*?)\};", catalog, re.S).group(1)
+        self.assertNotRegex(struct, r"\bbool\b", "store::Catalog keeps no flag per version")
+        self.assertIn("RequireCurrentCatalog();", read(os.path.join(SRC, "pg", "boundary.cpp")))
+
 
 if __name__ == "__main__":
     unittest.main()

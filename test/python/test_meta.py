@@ -53,7 +53,12 @@ class MetaTest(unittest.TestCase):
         self.assertEqual(self.meta["provides"]["pgq_cpp"]["version"], semver)
         first = re.search(r"^## (\S+)", read("CHANGELOG.md"), re.M).group(1)
         self.assertEqual(first, self.version)
-        # The version has its way in: an update script reaching it.
+        # The version has its ways in: a full install script (what CREATE
+        # EXTENSION runs, ADR 0024) and an update script reaching it.
         scripts = os.listdir(os.path.join(ROOT, "sql"))
+        self.assertIn(f"pgq_cpp--{self.version}.sql", scripts)
         self.assertTrue(self.version == "1.0" or
-                        any(s.endswith(f"--{self.version}.sql") for s in scripts), scripts)
+                        any(s.endswith(f"--{self.version}.sql") and s.count("--") == 2
+                            for s in scripts), scripts)
+        # META.json names the full install script.
+        self.assertEqual(self.meta["provides"]["pgq_cpp"]["file"], f"sql/pgq_cpp--{self.version}.sql")

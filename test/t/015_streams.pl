@@ -697,8 +697,12 @@ sub fo_read
 {
 	my ($max) = @_;
 	my $rows = rows_of($fo{consumer}{psql}->query_safe(
-			"SELECT batch_id, event_id FROM pgq.next_batch('fo', 'c', $max)"));
-	return { id => (@$rows ? $rows->[0][0] : 'none'), ids => [ map { $_->[1] } @$rows ] };
+			"SELECT batch_id, event_id, payload->>'t' FROM pgq.next_batch('fo', 'c', $max)"));
+	return {
+		id => (@$rows ? $rows->[0][0] : 'none'),
+		ids => [ map { $_->[1] } @$rows ],
+		tags => [ map { $_->[2] } @$rows ]
+	};
 }
 
 sub fo_finish
@@ -762,13 +766,14 @@ for my $k (1 .. 3)
 	push @new, @ids;
 	push @new_xids, $xid;
 }
-my @rest;
+my (@rest, @rest_tags);
 my @rest_batches;
 for (my $k = 0; $k < 100; $k++)
 {
 	my $batch = fo_read(25);
 	last unless @{ $batch->{ids} };
 	push @rest, @{ $batch->{ids} };
+	push @rest_tags, @{ $batch->{tags} };
 	push @rest_batches, $batch->{id};
 	fo_finish($batch);
 }
@@ -778,7 +783,10 @@ is_deeply(\@rest, [ @before[ 160 .. $#before ], @after, @new ],
 my %seen_rest = map { $_ => 1 } @rest;
 is_deeply([ grep { $seen_rest{$_} } @finished, @{ $open->{ids} } ], [],
 	'promoted: no event of a batch finished before the failover is delivered again');
-is_deeply([ grep { $seen_rest{$_} } @uncommitted ], [],
+# By their payload, not their ids: the new primary may hand those ids out
+# again (a sequence's WAL record written by a transaction that never
+# commits need not reach the standby before the primary goes).
+is_deeply([ grep { $_ eq 'open' } @rest_tags ], [],
 	'promoted: none of the ' . scalar(@uncommitted) . ' events of the transaction open at the failover');
 cmp_ok(min(@rest_batches) // 0, '>', $open->{id}, 'promoted: the new batches follow the open one');
 ok( wait_for($standby, 'postgres',
