@@ -9,7 +9,7 @@ DATA       = sql/pgq_cpp--1.0.sql sql/pgq_cpp--1.0--1.1.sql sql/pgq_cpp--1.1--1.
 PGFILEDESC = "pgq_cpp - durable job queue inside PostgreSQL"
 
 SRCS = $(sort $(wildcard src/core/*.cpp) $(wildcard src/pg/*.cpp) $(wildcard src/store/*.cpp) \
-              $(wildcard src/api/*.cpp) \
+              $(wildcard src/service/*.cpp) $(wildcard src/api/*.cpp) \
               $(wildcard src/bgw/*.cpp)) src/module.cpp
 OBJS = $(SRCS:.cpp=.o)
 

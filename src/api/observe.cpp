@@ -21,6 +21,7 @@
 #include "pg/spi.h"
 #include "store/catalog.h"
 #include "store/jobs.h"
+#include "store/queues.h"
 #include "store/streams.h"
 
 extern "C" {
@@ -80,33 +81,26 @@ std::vector<QueueMetrics> ReadBoundedQueueMetrics(pg::SpiSession& spi) {
 std::vector<QueueMetrics> ReadQueueMetrics() {
   std::vector<QueueMetrics> queues;
   pg::SpiSession spi;
-  using namespace store;  // the gauge columns
-  if (InstalledCatalog().caps && InstalledCatalog().dependencies) {
+  if (store::InstalledCatalog().caps && store::InstalledCatalog().dependencies) {
     return ReadBoundedQueueMetrics(spi);
   }
   // A 1.1 catalog (during an update): every job counted, as before.
-  const pg::Result rows = ReadQueueGauges(spi, pg::Now());
-  const bool caps = rows.columns() > kGaugePaused;  // a 1.2 catalog
-  queues.reserve(rows.size());
-  for (uint64 row = 0; row < rows.size(); ++row) {
-    QueueMetrics queue{
-        rows.Text(row, kGaugeName),
-        {rows.Int64(row, kGaugeReady), rows.Int64(row, kGaugeScheduled),
-         rows.Int64(row, kGaugeRunning), rows.Int64(row, kGaugeExpired),
-         rows.Int64(row, kGaugeDead), caps ? rows.Int64(row, kGaugeAwaitingParents) : 0},
-        rows.Float8(row, kGaugeOldestReadySeconds),
-        rows.Bool(row, kGaugePaused),
-        false,
-        pg::QueueCounts{},
-        caps ? rows.Int32(row, kGaugeMaxRunning) : 0,
-        false};
-    queue.has_counts = pg::ReadCounts(rows.Int32(row, kGaugeQueueId), &queue.counts);
+  const std::vector<store::QueueGauges> gauges = store::ReadQueueGauges(spi, pg::Now());
+  queues.reserve(gauges.size());
+  for (const store::QueueGauges& g : gauges) {
+    QueueMetrics queue{g.name,
+                       {g.ready, g.scheduled, g.running, g.expired, g.dead, g.awaiting_parents},
+                       g.oldest_ready_seconds,
+                       g.paused,
+                       false,
+                       pg::QueueCounts{},
+                       g.max_running,
+                       false};
+    queue.has_counts = pg::ReadCounts(g.queue_id, &queue.counts);
     queues.push_back(std::move(queue));
   }
   return queues;
 }
-
-pg::Statement queue_names = {"SELECT queue_id, name FROM pgq.queues ORDER BY name", 0, {}, nullptr};
 
 struct WorkerSummary {
   int maintenance = 0;
@@ -331,16 +325,14 @@ PGQ_FUNCTION(pgq_queue_counters) {
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   if (pg::Shared() == nullptr) return static_cast<Datum>(0);
   pg::SpiSession spi;
-  pg::Params none;
-  const pg::Result queues = spi.Execute(api::queue_names, none);
+  const std::vector<store::QueueName> queues = store::QueueNames(spi);
   constexpr int kColumns = 1 + pg::kCounterKinds;
-  for (uint64 row = 0; row < queues.size(); ++row) {
+  for (const store::QueueName& queue : queues) {
     pg::QueueCounts counts{};
-    const bool counted = pg::ReadCounts(queues.Int32(row, 1), &counts);
+    const bool counted = pg::ReadCounts(queue.id, &counts);
     Datum values[kColumns];
     bool nulls[kColumns] = {};
-    bool is_null = false;
-    values[0] = queues.Value(row, 2, &is_null);
+    values[0] = queue.name;
     for (int c = 0; c < pg::kCounterKinds; ++c) {
       values[1 + c] = Int64GetDatum(counted ? static_cast<int64>(counts.values[c]) : 0);
     }

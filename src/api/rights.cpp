@@ -5,6 +5,7 @@
 #include <boost/container/vector.hpp>
 
 #include "store/catalog.h"
+#include "store/grants.h"
 #include "pg/allocator.h"
 #include "pg/queue_cache.h"
 
@@ -17,30 +18,6 @@ extern "C" {
 namespace pgq::api {
 
 namespace {
-
-// Every holder of a right: the grants (queue_id 0 for queue NULL) and each
-// queue's owner with every right. Rows of roles dropped since are still
-// listed until maintenance deletes them; no current role has their
-// privileges, so they grant nothing.
-pg::Statement load_holders = {
-    "SELECT g.role::oid, COALESCE(g.queue_id, 0),"
-    "       CASE g.privilege WHEN 'produce' THEN 1 WHEN 'consume' THEN 2 ELSE 4 END"
-    "  FROM pgq.grants g"
-    " UNION ALL "
-    "SELECT r.oid, q.queue_id, 7 FROM pgq.queues q JOIN pg_catalog.pg_roles r ON r.rolname = "
-    "q.owner",
-    0,
-    {},
-    nullptr};
-
-// The same on a database still at version 1.0 (no pgq.grants yet, between
-// installing new binaries and ALTER EXTENSION pgq_cpp UPDATE): owners only.
-pg::Statement load_owners = {
-    "SELECT r.oid, q.queue_id, 7 FROM pgq.queues q JOIN pg_catalog.pg_roles r ON r.rolname = "
-    "q.owner",
-    0,
-    {},
-    nullptr};
 
 using HolderList =
     boost::container::vector<core::RightsHolder, pg::ContextAllocator<core::RightsHolder>>;
@@ -67,16 +44,8 @@ const HolderList& Holders(pg::SpiSession& spi) {
   loaded = false;
   holders->clear();
   {
-    pg::Params none;
-    pg::Result rows = spi.Execute(GrantsTableExists() ? load_holders : load_owners, none);
-    holders->reserve(rows.size());
-    for (uint64 row = 0; row < rows.size(); ++row) {
-      bool is_null = false;
-      holders->push_back(core::RightsHolder{DatumGetObjectId(rows.Value(row, 1, &is_null)),
-                                            rows.Int32(row, 2),
-                                            static_cast<uint8>(rows.Int32(row, 3))});
-    }
-    rows.Free();
+    const std::vector<core::RightsHolder> rows = store::RightsHolders(spi, GrantsTableExists());
+    holders->assign(rows.begin(), rows.end());
   }
   std::stable_sort(holders->begin(), holders->end());
   loaded_generation = generation;

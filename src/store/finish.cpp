@@ -184,12 +184,6 @@ pg::Statement& complete_jobs(int variant) {
   return statements[variant].get();
 }
 
-pg::Statement insert_finished = {
-    "INSERT INTO pgq.finished (queue_id, finished_at, jobs) VALUES ($1, $2, $3)",
-    3,
-    {INT4OID, TIMESTAMPTZOID, INT4OID},
-    nullptr};
-
 pg::Statement backoff_of_job = {R"sql(
 SELECT q.backoff_base, q.backoff_max FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)
  WHERE j.id = $1)sql",
@@ -244,15 +238,6 @@ namespace internal {
 
 void NotePendingAgain(const pg::Result& rows, bool wake) {
   pg::ledger::NotePending(rows.Int32(0, "queue_id"), ClaimKeyOf(rows, 0), wake);
-}
-
-void CountFinished(pg::SpiSession& spi, int32 queue_id, int32 jobs) {
-  if (pg::ledger::NoteFinished(queue_id, static_cast<uint64>(jobs))) return;
-  pg::Params params;
-  params.Set(0, Int32GetDatum(queue_id))
-      .Set(1, TimestampTzGetDatum(pg::Now()))
-      .Set(2, Int32GetDatum(jobs));
-  spi.Execute(insert_finished, params);
 }
 
 }  // namespace internal

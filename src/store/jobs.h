@@ -25,9 +25,10 @@
 // catalog.cpp (which version of pgq's tables is installed).
 //
 // Every function runs in the caller's SpiSession; rows are read by the
-// column names of the statement beside it. Outside the store, pgq.jobs is
-// only read: by the views (SQL), and by the schedules' own statements,
-// which ask whether a schedule's last job is still live (its overlap rule).
+// column names of the statement beside it. Outside the jobs store, pgq.jobs
+// is only read: by the views (SQL), by the schedules' statements
+// (schedules.cpp), which ask whether a schedule's last job is still live
+// (its overlap rule), and by the read surfaces (read_surfaces.cpp).
 #pragma once
 
 #include <optional>
@@ -260,28 +261,30 @@ inline constexpr int kJobInfoDeadReason = 19;
 
 // Live and dead jobs of the queue.
 int64 CountQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name);
+// pgq.jobs' size on disk with its indexes and TOAST, and its live rows as the
+// statistics count them (compaction, service/compact.h): no scan.
+struct TableSize {
+  int64 bytes;
+  int64 live_rows;
+};
+TableSize JobsTableSize(pg::SpiSession& spi, Oid relid);
 // Deletes them (drop_queue with force); no group moves on, no counts. Their
 // dependents in other queues die (dependency_failed) as of `now`.
 void PurgeQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name, TimestampTz now);
 
-// One row per queue, by name: queue_id, name, then the jobs ready,
-// scheduled, running, expired and dead, the oldest ready job's age in
-// seconds, paused (the columns of queue_metrics()); on a 1.2 catalog also
-// the jobs waiting for their parents and max_running (NULL: no cap).
-pg::Result ReadQueueGauges(pg::SpiSession& spi, TimestampTz now);
-enum GaugeColumn : int {
-  kGaugeQueueId = 1,
-  kGaugeName,
-  kGaugeReady,
-  kGaugeScheduled,
-  kGaugeRunning,
-  kGaugeExpired,
-  kGaugeDead,
-  kGaugeOldestReadySeconds,
-  kGaugePaused,
-  kGaugeAwaitingParents,
-  kGaugeMaxRunning,
+// One queue's gauges as queue_metrics() shows them on a catalog before 1.2
+// and 2.0 (during an update): every job counted.
+struct QueueGauges {
+  int32 queue_id;
+  std::string name;
+  int64 ready, scheduled, running, expired, dead;
+  double oldest_ready_seconds;
+  bool paused;
+  int64 awaiting_parents;  // 0 before 1.2
+  int32 max_running;       // 0: no cap (or before 1.2)
 };
+// One per queue, by name.
+std::vector<QueueGauges> ReadQueueGauges(pg::SpiSession& spi, TimestampTz now);
 
 // One queue as the dashboard's overview shows it (pgq.queue_overview).
 struct QueueOverview {

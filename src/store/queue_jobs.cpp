@@ -39,17 +39,17 @@ pg::Statement delete_queue_dead = {
 // (NULL: none).
 pg::Statement queue_gauges_1_2 = {R"sql(
 SELECT q.queue_id, q.name,
-       count(j.id) FILTER (WHERE j.state NOT IN ('r', 'b') AND j.run_at <= $1),
-       count(j.id) FILTER (WHERE j.state NOT IN ('r', 'b') AND j.run_at > $1),
-       count(j.id) FILTER (WHERE j.state = 'r'),
-       count(j.id) FILTER (WHERE j.state = 'r' AND j.lease_until < $1),
+       count(j.id) FILTER (WHERE j.state NOT IN ('r', 'b') AND j.run_at <= $1) AS ready,
+       count(j.id) FILTER (WHERE j.state NOT IN ('r', 'b') AND j.run_at > $1) AS scheduled,
+       count(j.id) FILTER (WHERE j.state = 'r') AS running,
+       count(j.id) FILTER (WHERE j.state = 'r' AND j.lease_until < $1) AS expired,
        (SELECT count(*) FROM pgq.dead_jobs d
-         WHERE d.queue = q.name AND (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $1)),
+         WHERE d.queue = q.name AND (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $1)) AS dead,
        COALESCE(EXTRACT(epoch FROM $1 - min(j.run_at)
                   FILTER (WHERE j.state NOT IN ('r', 'b') AND j.run_at <= $1
-                            AND pg_catalog.isfinite(j.run_at))), 0)::float8,
+                            AND pg_catalog.isfinite(j.run_at))), 0)::float8 AS oldest_ready,
        q.paused,
-       count(j.id) FILTER (WHERE j.state = 'b'),
+       count(j.id) FILTER (WHERE j.state = 'b') AS awaiting_parents,
        q.max_running
   FROM pgq.queues q LEFT JOIN pgq.jobs j ON j.queue_id = q.queue_id
  GROUP BY q.queue_id ORDER BY q.name)sql",
@@ -59,15 +59,15 @@ SELECT q.queue_id, q.name,
 
 pg::Statement queue_gauges = {R"sql(
 SELECT q.queue_id, q.name,
-       count(j.id) FILTER (WHERE j.state <> 'r' AND j.run_at <= $1),
-       count(j.id) FILTER (WHERE j.state <> 'r' AND j.run_at > $1),
-       count(j.id) FILTER (WHERE j.state = 'r'),
-       count(j.id) FILTER (WHERE j.state = 'r' AND j.lease_until < $1),
+       count(j.id) FILTER (WHERE j.state <> 'r' AND j.run_at <= $1) AS ready,
+       count(j.id) FILTER (WHERE j.state <> 'r' AND j.run_at > $1) AS scheduled,
+       count(j.id) FILTER (WHERE j.state = 'r') AS running,
+       count(j.id) FILTER (WHERE j.state = 'r' AND j.lease_until < $1) AS expired,
        (SELECT count(*) FROM pgq.dead_jobs d
-         WHERE d.queue = q.name AND (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $1)),
+         WHERE d.queue = q.name AND (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $1)) AS dead,
        COALESCE(EXTRACT(epoch FROM $1 - min(j.run_at)
                   FILTER (WHERE j.state <> 'r' AND j.run_at <= $1
-                            AND pg_catalog.isfinite(j.run_at))), 0)::float8,
+                            AND pg_catalog.isfinite(j.run_at))), 0)::float8 AS oldest_ready,
        q.paused
   FROM pgq.queues q LEFT JOIN pgq.jobs j ON j.queue_id = q.queue_id
  GROUP BY q.queue_id ORDER BY q.name)sql",
@@ -187,6 +187,13 @@ bool EstimateDeepStates(Oid jobs, int32 queue_id, int64 limit,
   return true;
 }
 
+pg::Statement jobs_size = {
+    "SELECT pg_catalog.pg_total_relation_size($1) AS bytes,"
+    " pg_catalog.pg_stat_get_live_tuples($1) AS live_rows",
+    1,
+    {OIDOID},
+    nullptr};
+
 }  // namespace
 
 int64 CountQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name) {
@@ -208,10 +215,29 @@ void PurgeQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name, TimestampTz
   spi.Execute(delete_queue_dead, by_name);
 }
 
-pg::Result ReadQueueGauges(pg::SpiSession& spi, TimestampTz now) {
+std::vector<QueueGauges> ReadQueueGauges(pg::SpiSession& spi, TimestampTz now) {
   pg::Params params;
   params.Set(0, TimestampTzGetDatum(now));
-  return spi.Execute(InstalledCatalog().dependencies ? queue_gauges_1_2 : queue_gauges, params);
+  const bool caps = InstalledCatalog().dependencies;  // a 1.2 catalog
+  const pg::Result rows = spi.Execute(caps ? queue_gauges_1_2 : queue_gauges, params);
+  std::vector<QueueGauges> queues;
+  if (rows.empty()) return queues;
+  const int queue_id = rows.ColumnNumber("queue_id"), name = rows.ColumnNumber("name"),
+            ready = rows.ColumnNumber("ready"), scheduled = rows.ColumnNumber("scheduled"),
+            running = rows.ColumnNumber("running"), expired = rows.ColumnNumber("expired"),
+            dead = rows.ColumnNumber("dead"), oldest = rows.ColumnNumber("oldest_ready"),
+            paused = rows.ColumnNumber("paused");
+  const int awaiting = caps ? rows.ColumnNumber("awaiting_parents") : 0;
+  const int max_running = caps ? rows.ColumnNumber("max_running") : 0;
+  queues.reserve(rows.size());
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    queues.push_back(
+        QueueGauges{rows.Int32(row, queue_id), rows.Text(row, name), rows.Int64(row, ready),
+                    rows.Int64(row, scheduled), rows.Int64(row, running), rows.Int64(row, expired),
+                    rows.Int64(row, dead), rows.Float8(row, oldest), rows.Bool(row, paused),
+                    caps ? rows.Int64(row, awaiting) : 0, caps ? rows.Int32(row, max_running) : 0});
+  }
+  return queues;
 }
 
 std::vector<QueueOverview> ReadQueueOverview(pg::SpiSession& spi, const Scope& scope,
@@ -258,6 +284,13 @@ std::vector<QueueOverview> ReadQueueOverview(pg::SpiSession& spi, const Scope& s
     queues.back().queue_id = rows.Int32(row, kOverviewQueueId);
   }
   return queues;
+}
+
+TableSize JobsTableSize(pg::SpiSession& spi, Oid relid) {
+  pg::Params params;
+  params.Set(0, ObjectIdGetDatum(relid));
+  const pg::Result size = spi.Execute(jobs_size, params);
+  return TableSize{size.Int64(0, "bytes"), size.Int64(0, "live_rows")};
 }
 
 }  // namespace pgq::store

@@ -566,4 +566,97 @@ MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
   return counts;
 }
 
+namespace {
+
+pg::Statement lock_stream_owner = {
+    "SELECT stream_id, owner::oid AS owner, owner::text AS owner_name FROM pgq.streams"
+    " WHERE name = $1 FOR KEY SHARE",
+    1,
+    {TEXTOID},
+    nullptr};
+
+pg::Statement insert_grant = {
+    "INSERT INTO pgq.stream_grants (role, stream_id, privilege) VALUES ($1, $2, $3)"
+    " ON CONFLICT DO NOTHING",
+    3,
+    {REGROLEOID, INT4OID, TEXTOID},
+    nullptr};
+
+pg::Statement delete_grant = {
+    "DELETE FROM pgq.stream_grants WHERE role = $1 AND stream_id = $2 AND privilege = $3",
+    3,
+    {REGROLEOID, INT4OID, TEXTOID},
+    nullptr};
+
+pg::Statement drop_orphan_grants = {
+    "DELETE FROM pgq.stream_grants g"
+    " WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = g.role::oid)",
+    0,
+    {},
+    nullptr};
+
+pg::Statement load_holders = {
+    "SELECT g.role::oid AS role, g.stream_id,"
+    "       CASE g.privilege WHEN 'produce' THEN 1 WHEN 'consume' THEN 2 ELSE 4 END AS rights"
+    "  FROM pgq.stream_grants g"
+    " UNION ALL "
+    "SELECT s.owner::oid, s.stream_id, 7 FROM pgq.streams s",
+    0,
+    {},
+    nullptr};
+
+bool ChangeGrant(pg::SpiSession& spi, pg::Statement& statement, Oid role, int32 stream_id,
+                 std::string_view privilege) {
+  pg::Params params;
+  params.Set(0, ObjectIdGetDatum(role))
+      .Set(1, Int32GetDatum(stream_id))
+      .Set(2, pg::TextDatum(privilege));
+  return spi.Execute(statement, params).size() == 1;
+}
+
+}  // namespace
+
+std::optional<StreamOwner> LockOwner(pg::SpiSession& spi, std::string_view name) {
+  pg::Params lookup;
+  lookup.Set(0, pg::TextDatum(name));
+  const pg::Result found = spi.Execute(lock_stream_owner, lookup, 1);
+  if (found.empty()) return std::nullopt;
+  bool is_null = false;
+  return StreamOwner{found.Int32(0, "stream_id"),
+                     DatumGetObjectId(found.Value(0, "owner", &is_null)),
+                     found.Text(0, "owner_name")};
+}
+
+bool InsertGrant(pg::SpiSession& spi, Oid role, int32 stream_id, std::string_view privilege) {
+  return ChangeGrant(spi, insert_grant, role, stream_id, privilege);
+}
+
+bool DeleteGrant(pg::SpiSession& spi, Oid role, int32 stream_id, std::string_view privilege) {
+  return ChangeGrant(spi, delete_grant, role, stream_id, privilege);
+}
+
+void DropOrphanGrants(pg::SpiSession& spi) {
+  pg::Params none;
+  spi.Execute(drop_orphan_grants, none);
+}
+
+std::vector<core::RightsHolder> RightsHolders(pg::SpiSession& spi) {
+  pg::Params none;
+  pg::Result rows = spi.Execute(load_holders, none);
+  std::vector<core::RightsHolder> holders;
+  holders.reserve(rows.size());
+  if (!rows.empty()) {
+    const int role = rows.ColumnNumber("role"), stream_id = rows.ColumnNumber("stream_id"),
+              rights = rows.ColumnNumber("rights");
+    for (uint64 row = 0; row < rows.size(); ++row) {
+      bool is_null = false;
+      holders.push_back(core::RightsHolder{DatumGetObjectId(rows.Value(row, role, &is_null)),
+                                           rows.Int32(row, stream_id),
+                                           static_cast<uint8>(rows.Int32(row, rights))});
+    }
+  }
+  rows.Free();
+  return holders;
+}
+
 }  // namespace pgq::store::streams
