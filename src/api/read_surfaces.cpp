@@ -167,8 +167,9 @@ PGQ_FUNCTION(pgq_stream_segments) {
     pg::Raise(ERRCODE_INTERNAL_ERROR, "result has an unexpected shape");
   }
   const Oid me = GetUserId();
+  const int stream_id_column = rows.empty() ? 0 : rows.ColumnNumber("stream_id");
   for (uint64 row = 0; row < rows.size(); ++row) {
-    const int32 id = rows.Int32(row, store::streams::kRingSegmentsStreamId);
+    const int32 id = rows.Int32(row, stream_id_column);
     if (!api::HoldsStreamRight(spi, me, id, core::kAllRights)) continue;
     Datum values[kColumns];
     bool nulls[kColumns];

@@ -231,7 +231,7 @@ int32 QueueOfDeadJob(pg::SpiSession& spi, int64 id, TimestampTz now) {
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(now));
   const pg::Result dead = spi.Execute(queue_of_dead_job, params, 1);
-  return dead.empty() ? 0 : dead.Int32(0, 1);
+  return dead.empty() ? 0 : dead.Int32(0, "queue_id");
 }
 
 int32 Revive(pg::SpiSession& spi, const Queue& queue, int64 id, TimestampTz now) {

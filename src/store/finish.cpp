@@ -227,8 +227,10 @@ int64 NextRetryDelay(pg::SpiSession& spi, int64 id, int32 attempt) {
   if (queue.empty()) return 0;  // gone: the writes will say 'lost'
   bool is_null = false;
   const core::BackoffPolicy policy{
-      pg::IntervalMicros(DatumGetIntervalP(queue.Value(0, 1, &is_null)), "backoff_base"),
-      pg::IntervalMicros(DatumGetIntervalP(queue.Value(0, 2, &is_null)), "backoff_max")};
+      pg::IntervalMicros(DatumGetIntervalP(queue.Value(0, "backoff_base", &is_null)),
+                         "backoff_base"),
+      pg::IntervalMicros(DatumGetIntervalP(queue.Value(0, "backoff_max", &is_null)),
+                         "backoff_max")};
   return core::BackoffDelay(policy, attempt, pg_prng_double(&pg_global_prng_state));
 }
 
@@ -352,7 +354,7 @@ TimestampTz PendingRunAt(pg::SpiSession& spi, int64 id) {
   const pg::Result job = spi.Execute(pending_run_at, params, 1);
   if (job.empty()) return 0;
   bool is_null = false;
-  return DatumGetTimestampTz(job.Value(0, 1, &is_null));
+  return DatumGetTimestampTz(job.Value(0, "run_at", &is_null));
 }
 
 }  // namespace pgq::store

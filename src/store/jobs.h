@@ -250,12 +250,10 @@ pg::Result RelatedJobs(pg::SpiSession& spi, int64 id, int32 max, bool taken, Tim
 pg::Result FindJobs(pg::SpiSession& spi, std::string_view key, const Scope& scope, int32 max,
                     TimestampTz now);
 // A 2.0.1 catalog's pgq.job_info has the first 18 columns only; the
-// functions fill as many as the installed type has.
+// functions fill as many as the installed type has. The rows' columns are
+// named as pgq.job_info's (id, queue, state, ... progress, result, payload,
+// dead_reason), then queue_id.
 inline constexpr int kJobInfoColumns = 19;
-inline constexpr int kJobInfoQueueId = 20;
-// Columns a role with only the admin right does not see.
-inline constexpr int kJobInfoProgress = 14, kJobInfoResult = 15, kJobInfoPayload = 18;
-inline constexpr int kJobInfoDeadReason = 19;
 
 // ---- A queue's jobs as a whole (queue_jobs.cpp)
 

@@ -22,7 +22,7 @@ namespace pgq::store::streams {
 namespace {
 
 pg::Statement find_stream = {
-    "SELECT stream_id, owner::oid, rotation FROM pgq.streams WHERE name = $1",
+    "SELECT stream_id, owner::oid AS owner, rotation FROM pgq.streams WHERE name = $1",
     1,
     {TEXTOID},
     nullptr};
@@ -57,9 +57,9 @@ pg::Statement stream_ids = {"SELECT stream_id FROM pgq.streams ORDER BY stream_i
 pg::Statement streams_to_maintain = {R"sql(
 SELECT s.stream_id, s.rotation, r.rotated_at,
        EXISTS (SELECT 1 FROM pgq.ring_segments g
-                WHERE g.ring_id = r.ring_id AND g.segment <> r.current AND NOT g.empty),
+                WHERE g.ring_id = r.ring_id AND g.segment <> r.current AND NOT g.empty) AS sealed,
        (SELECT g.empty FROM pgq.ring_segments g
-         WHERE g.ring_id = r.ring_id AND g.segment = (r.current + 1) % r.segments)
+         WHERE g.ring_id = r.ring_id AND g.segment = (r.current + 1) % r.segments) AS next_empty
   FROM pgq.streams s JOIN pgq.rings r ON r.ring_id = s.stream_id
  ORDER BY s.stream_id)sql",
                                      0,
@@ -71,12 +71,13 @@ pg::Statement stream_sizes = {R"sql(
 SELECT s.name,
        COALESCE((SELECT sum(pg_catalog.pg_total_relation_size(t.relid))
                    FROM pg_catalog.pg_partition_tree(
-                          ('pgq.stream_events_' || s.stream_id)::pg_catalog.regclass) t), 0)::int8,
+                          ('pgq.stream_events_' || s.stream_id)::pg_catalog.regclass) t), 0)::int8
+         AS bytes,
        COALESCE((SELECT sum(GREATEST(c.reltuples, 0))
                    FROM pg_catalog.pg_partition_tree(
                           ('pgq.stream_events_' || s.stream_id)::pg_catalog.regclass) t
                    JOIN pg_catalog.pg_class c ON c.oid = t.relid
-                  WHERE t.isleaf), 0)::int8
+                  WHERE t.isleaf), 0)::int8 AS events
   FROM pgq.streams s ORDER BY s.name)sql",
                               0,
                               {},
@@ -139,10 +140,11 @@ std::optional<Stream> Load(pg::SpiSession& spi, std::string_view name) {
   if (row.empty()) return std::nullopt;
   Stream stream;
   stream.name = std::string(name);
-  stream.id = row.Int32(0, 1);
+  stream.id = row.Int32(0, "stream_id");
   bool is_null = false;
-  stream.owner = DatumGetObjectId(row.Value(0, 2, &is_null));
-  stream.rotation_us = pg::IntervalMicros(DatumGetIntervalP(row.Value(0, 3, &is_null)), "rotation");
+  stream.owner = DatumGetObjectId(row.Value(0, "owner", &is_null));
+  stream.rotation_us =
+      pg::IntervalMicros(DatumGetIntervalP(row.Value(0, "rotation", &is_null)), "rotation");
   row.Free();
   if (!pg::segments::LoadRing(spi, kRoot, stream.id, &stream.ring)) {
     pg::Raise(ERRCODE_DATA_CORRUPTED, "stream \"" + std::string(name) + "\" has no ring",
@@ -216,7 +218,8 @@ SELECT NOT EXISTS (
           OR EXISTS (SELECT 1 FROM )sql" +
          table + R"sql( e
                       WHERE e.segment = $2
-                        AND e.txid = ANY (ARRAY(SELECT pg_catalog.pg_snapshot_xip(c.done_snapshot)))))))sql";
+                        AND e.txid = ANY (ARRAY(SELECT pg_catalog.pg_snapshot_xip(c.done_snapshot))))))
+    AS finished)sql";
 }
 
 // A consumer's unfinished events in four disjoint parts, each read through
@@ -341,7 +344,8 @@ std::vector<int32> StreamIds(pg::SpiSession& spi) {
   pg::Params none;
   pg::Result rows = spi.Execute(stream_ids, none);
   std::vector<int32> ids;
-  for (uint64 row = 0; row < rows.size(); ++row) ids.push_back(rows.Int32(row, 1));
+  const int id = rows.empty() ? 0 : rows.ColumnNumber("stream_id");
+  for (uint64 row = 0; row < rows.size(); ++row) ids.push_back(rows.Int32(row, id));
   rows.Free();
   return ids;
 }
@@ -424,7 +428,7 @@ std::string NameOf(pg::SpiSession& spi, int32 stream_id) {
   pg::Params params;
   params.Set(0, Int32GetDatum(stream_id));
   pg::Result row = spi.Execute(name_of, params, 1);
-  std::string name = row.empty() ? std::string() : row.Text(0, 1);
+  std::string name = row.empty() ? std::string() : row.Text(0, "name");
   row.Free();
   return name;
 }
@@ -437,7 +441,7 @@ bool Create(pg::SpiSession& spi, std::string_view name, Oid owner, const Interva
       .Set(2, IntervalPGetDatum(&rotation));
   pg::Result row = spi.Execute(insert_stream, params, 1);
   if (row.empty()) return false;
-  const int32 id = row.Int32(0, 1);
+  const int32 id = row.Int32(0, "stream_id");
   row.Free();
   pg::segments::CreateRing(spi, kRoot, id, kSegments, "(txid, id)", now);
   pg::QueueCache::InvalidateAll();
@@ -503,8 +507,13 @@ std::vector<StreamSize> Sizes(pg::SpiSession& spi) {
   pg::Params none;
   pg::Result rows = spi.Execute(stream_sizes, none);
   std::vector<StreamSize> sizes;
-  for (uint64 row = 0; row < rows.size(); ++row) {
-    sizes.push_back(StreamSize{rows.Text(row, 1), rows.Int64(row, 2), rows.Int64(row, 3)});
+  if (!rows.empty()) {
+    const int name = rows.ColumnNumber("name"), bytes = rows.ColumnNumber("bytes"),
+              events = rows.ColumnNumber("events");
+    for (uint64 row = 0; row < rows.size(); ++row) {
+      sizes.push_back(
+          StreamSize{rows.Text(row, name), rows.Int64(row, bytes), rows.Int64(row, events)});
+    }
   }
   rows.Free();
   return sizes;
@@ -531,12 +540,17 @@ MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
     bool next_empty;
   };
   std::vector<Due> due;
+  const int id = rows.empty() ? 0 : rows.ColumnNumber("stream_id");
+  const int rotation_column = rows.empty() ? 0 : rows.ColumnNumber("rotation");
+  const int rotated_at = rows.empty() ? 0 : rows.ColumnNumber("rotated_at");
+  const int sealed = rows.empty() ? 0 : rows.ColumnNumber("sealed");
+  const int next_empty = rows.empty() ? 0 : rows.ColumnNumber("next_empty");
   for (uint64 row = 0; row < rows.size(); ++row) {
     bool is_null = false;
-    const Interval* rotation = DatumGetIntervalP(rows.Value(row, 2, &is_null));
-    due.push_back(Due{rows.Int32(row, 1), pg::IntervalMicros(rotation, "rotation"),
-                      DatumGetTimestampTz(rows.Value(row, 3, &is_null)), rows.Bool(row, 4),
-                      rows.Bool(row, 5)});
+    const Interval* rotation = DatumGetIntervalP(rows.Value(row, rotation_column, &is_null));
+    due.push_back(Due{rows.Int32(row, id), pg::IntervalMicros(rotation, "rotation"),
+                      DatumGetTimestampTz(rows.Value(row, rotated_at, &is_null)),
+                      rows.Bool(row, sealed), rows.Bool(row, next_empty)});
   }
   rows.Free();
   for (const Due& stream : due) {
@@ -551,7 +565,7 @@ MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
                 .Set(1, Int16GetDatum(static_cast<int16>(segment)));
             pg::Result finished =
                 spi.ExecuteSeeingLatest(statements.segment_finished.get(), params);
-            const bool yes = finished.Bool(0, 1);
+            const bool yes = finished.Bool(0, "finished");
             finished.Free();
             return yes;
           });

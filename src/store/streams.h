@@ -146,9 +146,9 @@ struct StreamSize {
 };
 std::vector<StreamSize> Sizes(pg::SpiSession& spi);
 
-// Rows of pgq.stream_segments (2.1), then stream_id (column 13): the ring
-// and segments of stream `stream_id`, or of every stream; by name, segment.
-inline constexpr int kRingSegmentsColumns = 12, kRingSegmentsStreamId = 13;
+// Rows of pgq.stream_segments (2.1), then a column stream_id: the ring and
+// segments of stream `stream_id`, or of every stream; by name, segment.
+inline constexpr int kRingSegmentsColumns = 12;
 pg::Result RingSegments(pg::SpiSession& spi, std::optional<int32> stream_id);
 
 // Rights (pgq.stream_grants) -------------------------------------------------
