@@ -28,8 +28,6 @@ SELECT id FROM d WHERE has_dependents)sql",
                                       1,
                                       {INT4OID},
                                       nullptr};
-pg::Statement delete_queue_dead = {
-    "DELETE FROM pgq.dead_jobs WHERE queue = $1", 1, {TEXTOID}, nullptr};
 
 // $1 now. Waiting jobs of a FIFO group count as ready, as in
 // pgq.queue_stats; dead jobs past their queue's keep_dead are not counted
@@ -219,9 +217,7 @@ void PurgeQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name, TimestampTz
   } else {
     spi.Execute(delete_queue_jobs, by_id);
   }
-  pg::Params by_name;
-  by_name.Set(0, name);
-  spi.Execute(delete_queue_dead, by_name);
+  internal::DeleteQueueDead(spi, name);
 }
 
 std::vector<QueueGauges> ReadQueueGauges(pg::SpiSession& spi, TimestampTz now) {

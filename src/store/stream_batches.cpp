@@ -376,6 +376,32 @@ int32 FinishBatch(pg::SpiSession& spi, int64 batch_id) {
 
 namespace detail {
 
+// The consumers' part of the rebase after a restore (streams.cpp, Rebase).
+std::string RebaseConsumersSql(const std::string& table) {
+  return R"sql(
+UPDATE pgq.stream_consumers c
+   SET cursor_id = COALESCE(
+         (SELECT min(e.id) - 1 FROM )sql" +
+         table + R"sql( e
+           WHERE NOT pg_catalog.pg_visible_in_snapshot(e.txid, c.done_snapshot)
+             AND NOT (c.window_end IS NOT NULL
+                      AND pg_catalog.pg_visible_in_snapshot(e.txid, c.window_end)
+                      AND (e.txid, e.id) <= (c.cursor_txid, c.cursor_id))),
+         (SELECT max(e.id) FROM )sql" +
+         table + R"sql( e), 0),
+       cursor_txid = $2,
+       done_snapshot = ($2::text || ':' || $2::text || ':')::pg_catalog.pg_snapshot,
+       done_at = pg_catalog.clock_timestamp(), window_end = NULL, window_end_at = NULL,
+       batch_open = false
+ WHERE c.stream_id = $1)sql";
+}
+
+void RebaseConsumers(pg::SpiSession& spi, int32 stream_id, Datum txid) {
+  pg::Params consumers;
+  consumers.Set(0, Int32GetDatum(stream_id)).Set(1, txid);
+  (void)spi.Execute(StatementsOf(stream_id).rebase_consumers.get(), consumers);
+}
+
 std::vector<ConsumerCount> ConsumerCounts(pg::SpiSession& spi) {
   pg::Params none;
   pg::Result rows = spi.Execute(consumer_counts, none);

@@ -296,25 +296,6 @@ SELECT (SELECT e.txid FROM )sql" +
           FROM pgq.stream_consumers c WHERE c.stream_id = $1) AS newest_xmax)sql";
 }
 
-std::string RebaseConsumersSql(const std::string& table) {
-  return R"sql(
-UPDATE pgq.stream_consumers c
-   SET cursor_id = COALESCE(
-         (SELECT min(e.id) - 1 FROM )sql" +
-         table + R"sql( e
-           WHERE NOT pg_catalog.pg_visible_in_snapshot(e.txid, c.done_snapshot)
-             AND NOT (c.window_end IS NOT NULL
-                      AND pg_catalog.pg_visible_in_snapshot(e.txid, c.window_end)
-                      AND (e.txid, e.id) <= (c.cursor_txid, c.cursor_id))),
-         (SELECT max(e.id) FROM )sql" +
-         table + R"sql( e), 0),
-       cursor_txid = $2,
-       done_snapshot = ($2::text || ':' || $2::text || ':')::pg_catalog.pg_snapshot,
-       done_at = pg_catalog.clock_timestamp(), window_end = NULL, window_end_at = NULL,
-       batch_open = false
- WHERE c.stream_id = $1)sql";
-}
-
 }  // namespace
 
 StreamStatements::StreamStatements(int32 stream_id)
@@ -396,9 +377,7 @@ void Rebase(pg::SpiSession& spi, int32 stream_id) {
   if (!NeedsRebase(spi, stream_id)) return;  // another session did it
   const Datum txid = pg::Guard([] { return FullTransactionIdGetDatum(GetTopFullTransactionId()); });
   detail::StreamStatements& statements = detail::StatementsOf(stream_id);
-  pg::Params consumers;
-  consumers.Set(0, Int32GetDatum(stream_id)).Set(1, txid);
-  (void)spi.Execute(statements.rebase_consumers.get(), consumers);
+  detail::RebaseConsumers(spi, stream_id, txid);
   pg::Params events;
   events.Set(0, txid);
   (void)spi.Execute(statements.rebase_events.get(), events);
