@@ -141,14 +141,13 @@ void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 even
 
 // One claim statement: up to `n` ready jobs of `queue_id`, leased until
 // now + `lease`, from the claim hint of `slot` (nullptr: none) on. Rows: the
-// columns of pgq.claimed_job (1-8, the queue's name from `name`), then
-// run_at, in claim order. With `max_running` > 0, no more than
+// kClaimedColumns columns of pgq.claimed_job (the queue's name from `name`;
+// id ... priority), then run_at, in claim order. With `max_running` > 0, no more than
 // leaves that many of the queue running, even with claims racing (none at
 // all when the queue is at its cap).
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
                  TimestampTz now, pg::QueueSlot* slot, int32 max_running);
 inline constexpr int kClaimedColumns = 8;
-inline constexpr int kClaimedPriority = 8, kClaimedRunAt = 9;
 
 // A claim across queues (pgq.claim(queues text[])) first asks where the
 // next `n` ready jobs are, in claim order across `queues`, then claims that
