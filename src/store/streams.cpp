@@ -179,7 +179,7 @@ std::string ReadWindowSql(const std::string& table) {
   const std::string to = "COALESCE($2, pg_catalog.pg_current_snapshot())";
   return R"sql(
 SELECT txid, id, appended_at, payload, )sql" +
-         to + R"sql(, pg_catalog.statement_timestamp(), bytes_through FROM (
+         to + R"sql( AS cut, pg_catalog.statement_timestamp() AS cut_at, bytes_through FROM (
 SELECT txid, id, appended_at, payload,
        sum(pg_catalog.pg_column_size(payload)) OVER (ORDER BY txid, id ROWS UNBOUNDED PRECEDING)
          AS bytes_through FROM (
