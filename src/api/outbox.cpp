@@ -11,17 +11,16 @@
 // publish right on the topic, and nothing on the subscribed queues: whoever
 // subscribed decided that the topic's events go there. On a database still
 // at 1.1 (no pgq.topics), 1.1's rule: publishing takes the produce right on
-// every subscribed queue.
+// every subscribed queue. The fan-out (locks, event, jobs, streams) is a
+// service (service/outbox.h); the rows are the store's (store/outbox.h).
 #include "api/queue_ref.h"
 #include "api/rights.h"
 #include "api/stream_rights.h"
 #include "api/topics.h"
-#include "pg/allocator.h"
 #include "pg/args.h"
-#include "pg/queue_lock.h"
 #include "store/catalog.h"
-#include "store/jobs.h"
 #include "store/outbox.h"
+#include "service/outbox.h"
 #include "store/streams.h"
 
 namespace pgq::api {
@@ -44,20 +43,6 @@ Target TargetArgs(FunctionCallInfo fcinfo) {
   }
   return has_queue ? Target{pg::QueueNameArg(fcinfo, 1), {}}
                    : Target{{}, pg::NameArg(fcinfo, 2, "stream")};
-}
-
-// Appends the published event to each subscribed stream (2.0).
-void AppendToStreams(pg::SpiSession& spi, std::string_view topic, int64 event_id, Datum payload,
-                     bool has_group, Datum group_key) {
-  if (!store::InstalledCatalog().streams) return;
-  const std::vector<std::string> streams = store::StreamSubscribers(spi, topic);
-  if (streams.empty()) return;
-  const Datum event =
-      store::EventEnvelope(spi, event_id, topic, payload, has_group ? group_key : 0);
-  for (const std::string& stream : streams) {
-    int64 id = 0;
-    (void)store::streams::Append(spi, stream, &event, 1, &id, /*missing_ok=*/true);
-  }
 }
 
 }  // namespace
@@ -127,32 +112,6 @@ PGQ_FUNCTION(pgq_publish) {
     for (const store::Subscriber& q : queues)
       api::RequireRight(spi, q.queue_id, q.name, core::kProduce);
   }
-  // In queue id order, like every other taker of several queue locks.
-  for (const store::Subscriber& q : queues) pg::LockQueueShared(q.queue_id);
-
-  const std::optional<int64> inserted_event =
-      store::RecordEvent(spi, topic, payload, has_dedupe ? PG_GETARG_DATUM(2) : 0);
-  if (!inserted_event) {
-    // Published before with this dedupe key: that event and its jobs stand.
-    const std::optional<int64> earlier = store::FindEvent(spi, topic, PG_GETARG_DATUM(2));
-    if (!earlier) {
-      pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
-                "event with this dedupe_key changed concurrently", "", "Retry the transaction.");
-    }
-    PG_RETURN_INT64(*earlier);
-  }
-  const int64 event_id = *inserted_event;
-  api::AppendToStreams(spi, topic, event_id, payload, has_group,
-                       has_group ? PG_GETARG_DATUM(3) : static_cast<Datum>(0));
-  if (queues.empty()) PG_RETURN_INT64(event_id);
-
-  // One job per queue that still exists now that we hold the queues' locks
-  // (a queue dropped first simply gets none).
-  auto targets = pg::MakeSmallVector<store::Queue, 8>(CurrentMemoryContext);
-  for (const store::Subscriber& q : queues)
-    targets.push_back(store::Queue{q.queue_id, q.name, q.notify});
-  store::InsertEvent(spi, targets.data(), static_cast<int>(targets.size()), event_id,
-                     pg::TextDatum(topic), payload, GetCurrentTransactionStartTimestamp(),
-                     has_group ? PG_GETARG_DATUM(3) : static_cast<Datum>(0), group);
-  PG_RETURN_INT64(event_id);
+  PG_RETURN_INT64(service::Publish(spi, topic, queues, payload, has_dedupe ? PG_GETARG_DATUM(2) : 0,
+                                   has_group ? PG_GETARG_DATUM(3) : 0, group));
 }
