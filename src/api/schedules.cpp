@@ -110,8 +110,9 @@ PGQ_FUNCTION(pgq_schedule) {
   // The name belongs to a schedule of another queue (locked now): moving it
   // takes the admin right on that queue too, and a role without it learns
   // nothing about that queue (issue 15, M2).
-  const int32 old_queue = store::ScheduleQueue(spi, name).value_or(0);
-  if (!api::HoldsRight(spi, GetUserId(), old_queue, core::kAdmin)) {
+  const std::optional<int32> old_queue = store::ScheduleQueue(spi, name);
+  if (!old_queue) pg::Raise(ERRCODE_INTERNAL_ERROR, "locked schedule row vanished");
+  if (!api::HoldsRight(spi, GetUserId(), *old_queue, core::kAdmin)) {
     pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
               "permission denied for schedule \"" + std::string(name) + "\"",
               "A schedule of that name exists on a queue you do not administer.",

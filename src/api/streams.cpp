@@ -63,7 +63,10 @@ Datum ChangeStreamGrant(FunctionCallInfo fcinfo, bool give) {
     // The stream row stays locked until commit: it cannot be dropped
     // between the check of its owner and the grant's insert.
     const std::optional<store::streams::StreamOwner> found = store::streams::LockOwner(spi, stream);
-    if (!found) (void)FindStream(spi, stream);  // raises undefined_object
+    if (!found) {
+      (void)FindStream(spi, stream);  // raises undefined_object
+      pg::Raise(ERRCODE_INTERNAL_ERROR, "stream \"" + std::string(stream) + "\" vanished");
+    }
     stream_id = found->id;
     const Oid owner = found->owner;
     const std::string& owner_name = found->owner_name;
