@@ -10,7 +10,7 @@ DATA       = $(sort $(wildcard sql/pgq_cpp--*.sql))
 PGFILEDESC = "pgq_cpp - durable job queue inside PostgreSQL"
 
 SRCS = $(sort $(wildcard src/core/*.cpp) $(wildcard src/pg/*.cpp) $(wildcard src/store/*.cpp) \
-              $(wildcard src/api/*.cpp) \
+              $(wildcard src/service/*.cpp) $(wildcard src/api/*.cpp) \
               $(wildcard src/bgw/*.cpp)) src/module.cpp
 OBJS = $(SRCS:.cpp=.o)
 

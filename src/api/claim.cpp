@@ -180,16 +180,26 @@ Datum ClaimInto(FunctionCallInfo fcinfo, std::vector<std::string_view> names) {
   // at once (a waiting claim tries again and again). How many it took.
   const auto take = [&](Claimer::Try& attempt) {
     std::vector<ClaimedRow> order;
+    // One queue's rows are in claim order already: their keys are read only
+    // to merge the rows of several queues.
+    const bool merge = attempt.jobs.size() > 1;
     for (const pg::Result& rows : attempt.jobs) {
+      if (rows.empty()) continue;
+      if (!merge) {
+        for (uint64 row = 0; row < rows.size(); ++row)
+          order.push_back(ClaimedRow{0, 0, 0, &rows, row});
+        continue;
+      }
+      const int priority = rows.ColumnNumber("priority"), run_at = rows.ColumnNumber("run_at"),
+                id = rows.ColumnNumber("id");
       for (uint64 row = 0; row < rows.size(); ++row) {
         bool is_null = false;
-        order.push_back(
-            ClaimedRow{rows.Int32(row, store::kClaimedPriority),
-                       DatumGetTimestampTz(rows.Value(row, store::kClaimedRunAt, &is_null)),
-                       rows.Int64(row, 1), &rows, row});
+        order.push_back(ClaimedRow{rows.Int32(row, priority),
+                                   DatumGetTimestampTz(rows.Value(row, run_at, &is_null)),
+                                   rows.Int64(row, id), &rows, row});
       }
     }
-    if (attempt.jobs.size() > 1) {
+    if (merge) {
       std::sort(order.begin(), order.end(), [](const ClaimedRow& a, const ClaimedRow& b) {
         if (a.priority != b.priority) return a.priority > b.priority;
         if (a.run_at != b.run_at) return a.run_at < b.run_at;

@@ -13,6 +13,7 @@
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
 #include "store/jobs.h"
+#include "store/queues.h"
 
 namespace pgq::api {
 
@@ -67,16 +68,8 @@ pg::CachedQueue LockQueueForEnqueue(pg::SpiSession& spi, std::string_view name) 
 // enqueues with a dedupe key look at the keys held past their jobs
 // (store/keys.cpp), which costs the others nothing until then. The mark
 // commits with that job, so before any such job can finish and hold a key.
-pg::Statement mark_dedupe_periods = {
-    "UPDATE pgq.queues SET dedupe_periods = true WHERE queue_id = $1 AND NOT dedupe_periods",
-    1,
-    {INT4OID},
-    nullptr};
-
 void MarkDedupePeriods(pg::SpiSession& spi, int32 queue_id) {
-  pg::Params params;
-  params.Set(0, Int32GetDatum(queue_id));
-  spi.Execute(mark_dedupe_periods, params);
+  store::MarkDedupePeriods(spi, queue_id);
   pg::QueueCache::InvalidateAll();  // every backend's cached queue learns it
 }
 

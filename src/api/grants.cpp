@@ -9,6 +9,8 @@
 #include "api/rights.h"
 #include "pg/args.h"
 #include "pg/queue_cache.h"
+#include "store/grants.h"
+#include "store/queues.h"
 
 extern "C" {
 #include "utils/acl.h"
@@ -17,28 +19,6 @@ extern "C" {
 namespace pgq::api {
 
 namespace {
-
-// The queue row stays locked until commit, so it cannot be dropped between
-// the check of its owner and the grant's insert.
-pg::Statement lock_queue_owner = {
-    "SELECT queue_id, owner::text FROM pgq.queues WHERE name = $1 FOR KEY SHARE",
-    1,
-    {TEXTOID},
-    nullptr};
-
-pg::Statement insert_grant = {
-    "INSERT INTO pgq.grants (role, queue_id, privilege) VALUES ($1, $2, $3)"
-    " ON CONFLICT DO NOTHING",
-    3,
-    {REGROLEOID, INT4OID, TEXTOID},
-    nullptr};
-
-pg::Statement delete_grant = {
-    "DELETE FROM pgq.grants"
-    " WHERE role = $1 AND queue_id IS NOT DISTINCT FROM $2 AND privilege = $3",
-    3,
-    {REGROLEOID, INT4OID, TEXTOID},
-    nullptr};
 
 uint8 RightArg(FunctionCallInfo fcinfo, int index, bool list) {
   const std::string_view text = pg::RequiredText(fcinfo, index, "privilege");
@@ -70,12 +50,12 @@ Datum ChangeGrant(FunctionCallInfo fcinfo, bool give) {
                 "A queue's owner can " + std::string(verb) + " rights on that queue: name it.");
     }
   } else {
-    pg::Params lookup;
-    lookup.Set(0, pg::TextDatum(queue));
-    const pg::Result found = spi.Execute(lock_queue_owner, lookup, 1);
-    if (found.empty()) RaiseUnknownQueue(queue);
-    queue_id = found.Int32(0, 1);
-    const std::string owner_name = found.Text(0, 2);
+    // The queue row stays locked until commit, so it cannot be dropped
+    // between the check of its owner and the grant's insert.
+    const std::optional<store::QueueOwner> found = store::LockQueueOwner(spi, queue);
+    if (!found) RaiseUnknownQueue(queue);
+    queue_id = found->id;
+    const std::string& owner_name = found->owner;
     const Oid owner = pg::Guard([&] { return get_role_oid(owner_name.c_str(), true); });
     const bool owns = OidIsValid(owner) && pg::Guard([&] { return has_privs_of_role(me, owner); });
     if (!superuser && !owns) {
@@ -85,11 +65,10 @@ Datum ChangeGrant(FunctionCallInfo fcinfo, bool give) {
                 "Only its owner (role \"" + owner_name + "\") or a superuser may.");
     }
   }
-  pg::Params params;
-  params.Set(0, ObjectIdGetDatum(role))
-      .SetOptional(1, every_queue, Int32GetDatum(queue_id))
-      .Set(2, pg::TextDatum(core::RightName(right)));
-  const bool changed = spi.Execute(give ? insert_grant : delete_grant, params).size() == 1;
+  const std::optional<int32> on = every_queue ? std::nullopt : std::optional<int32>(queue_id);
+  const std::string_view privilege = core::RightName(right);
+  const bool changed = give ? store::InsertGrant(spi, role, on, privilege)
+                            : store::DeleteGrant(spi, role, on, privilege);
   // Every session checks rights from a list it reloads on invalidation.
   if (changed) pg::QueueCache::InvalidateAll();
   PG_RETURN_BOOL(changed);

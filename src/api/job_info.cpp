@@ -33,16 +33,20 @@ template <typename Shown, typename Redact>
 void ReturnJobInfo(FunctionCallInfo fcinfo, const pg::Result& rows, Shown shown, Redact redact) {
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   const int columns = std::min(rsinfo->setDesc->natts, store::kJobInfoColumns);
+  if (rows.empty()) return;
+  // Columns a role with only the admin right does not see.
+  const int queue_id_column = rows.ColumnNumber("queue_id"),
+            progress = rows.ColumnNumber("progress"), result = rows.ColumnNumber("result"),
+            payload = rows.ColumnNumber("payload");
   for (uint64 row = 0; row < rows.size(); ++row) {
-    const int32 queue_id = rows.Int32(row, store::kJobInfoQueueId);
+    const int32 queue_id = rows.Int32(row, queue_id_column);
     if (!shown(queue_id)) continue;
     const bool hide = redact(queue_id);
     Datum values[store::kJobInfoColumns];
     bool nulls[store::kJobInfoColumns];
     for (int column = 1; column <= columns; ++column) {
       values[column - 1] = rows.Value(row, column, &nulls[column - 1]);
-      if (hide && (column == store::kJobInfoProgress || column == store::kJobInfoResult ||
-                   column == store::kJobInfoPayload)) {
+      if (hide && (column == progress || column == result || column == payload)) {
         values[column - 1] = 0;
         nulls[column - 1] = true;
       }
@@ -164,21 +168,21 @@ PGQ_FUNCTION(pgq_job_dependencies) {
   const TimestampTz now = pg::Now();
   const pg::Result job = store::ReadJob(spi, id, now);
   const Oid me = GetUserId();
-  if (job.empty() ||
-      !api::HoldsRight(spi, me, job.Int32(0, store::kJobInfoQueueId), core::kAllRights)) {
+  if (job.empty() || !api::HoldsRight(spi, me, job.Int32(0, "queue_id"), core::kAllRights)) {
     return static_cast<Datum>(0);
   }
   // Dead or cancelled: it has a dead reason.
   bool alive = false;
-  job.Value(0, store::kJobInfoDeadReason, &alive);
+  job.Value(0, "dead_reason", &alive);
   const pg::Result related = store::RelatedJobs(spi, id, max, !alive, now);
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-  constexpr int kColumns = 4, kQueueId = 5;
+  constexpr int kColumns = 4;  // then queue_id
   if (rsinfo->setDesc->natts != kColumns) {
     pg::Raise(ERRCODE_INTERNAL_ERROR, "result has an unexpected shape");
   }
+  const int queue_id = related.empty() ? 0 : related.ColumnNumber("queue_id");
   for (uint64 row = 0; row < related.size(); ++row) {
-    if (!api::HoldsRight(spi, me, related.Int32(row, kQueueId), core::kAllRights)) continue;
+    if (!api::HoldsRight(spi, me, related.Int32(row, queue_id), core::kAllRights)) continue;
     Datum values[kColumns];
     bool nulls[kColumns];
     for (int column = 1; column <= kColumns; ++column) {

@@ -28,8 +28,8 @@ namespace {
 std::string VisibleState(pg::SpiSession& spi, int64 id, uint8 wanted) {
   const pg::Result job = store::ReadJob(spi, id, pg::Now());
   if (job.empty()) return {};
-  if (!HoldsRight(spi, GetUserId(), job.Int32(0, store::kJobInfoQueueId), wanted)) return {};
-  return job.Text(0, 3);  // state
+  if (!HoldsRight(spi, GetUserId(), job.Int32(0, "queue_id"), wanted)) return {};
+  return job.Text(0, "state");
 }
 
 std::string CancelOutcome(pg::SpiSession& spi, int64 id) {

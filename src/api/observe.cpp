@@ -20,6 +20,7 @@
 #include "pg/shared.h"
 #include "pg/spi.h"
 #include "store/jobs.h"
+#include "store/queues.h"
 #include "store/streams.h"
 
 extern "C" {
@@ -80,8 +81,6 @@ std::vector<QueueMetrics> ReadQueueMetrics() {
   pg::SpiSession spi;
   return ReadBoundedQueueMetrics(spi);
 }
-
-pg::Statement queue_names = {"SELECT queue_id, name FROM pgq.queues ORDER BY name", 0, {}, nullptr};
 
 struct WorkerSummary {
   int maintenance = 0;
@@ -302,16 +301,14 @@ PGQ_FUNCTION(pgq_queue_counters) {
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   if (pg::Shared() == nullptr) return static_cast<Datum>(0);
   pg::SpiSession spi;
-  pg::Params none;
-  const pg::Result queues = spi.Execute(api::queue_names, none);
+  const std::vector<store::QueueName> queues = store::QueueNames(spi);
   constexpr int kColumns = 1 + pg::kCounterKinds;
-  for (uint64 row = 0; row < queues.size(); ++row) {
+  for (const store::QueueName& queue : queues) {
     pg::QueueCounts counts{};
-    const bool counted = pg::ReadCounts(queues.Int32(row, 1), &counts);
+    const bool counted = pg::ReadCounts(queue.id, &counts);
     Datum values[kColumns];
     bool nulls[kColumns] = {};
-    bool is_null = false;
-    values[0] = queues.Value(row, 2, &is_null);
+    values[0] = queue.name;
     for (int c = 0; c < pg::kCounterKinds; ++c) {
       values[1 + c] = Int64GetDatum(counted ? static_cast<int64>(counts.values[c]) : 0);
     }

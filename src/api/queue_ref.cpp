@@ -1,21 +1,8 @@
 #include "api/queue_ref.h"
 
-#include "pg/args.h"
+#include "store/queues.h"
 
 namespace pgq::api {
-
-namespace {
-
-// And whether enqueues must look at the queue's dedupe periods.
-pg::Statement find_queue = {
-    "SELECT queue_id, max_attempts, notify, paused, lease, COALESCE(rate_limit, 0)::float8, "
-    "       dedupe_periods, COALESCE(max_running, 0), group_concurrency"
-    "  FROM pgq.queues WHERE name = $1",
-    1,
-    {TEXTOID},
-    nullptr};
-
-}  // namespace
 
 void RaiseUnknownQueue(std::string_view name) {
   pg::Raise(ERRCODE_UNDEFINED_OBJECT, "queue \"" + std::string(name) + "\" does not exist", {},
@@ -23,14 +10,9 @@ void RaiseUnknownQueue(std::string_view name) {
 }
 
 QueueRef FindQueue(pg::SpiSession& spi, std::string_view name) {
-  pg::Params params;
-  params.Set(0, pg::TextDatum(name));
-  const pg::Result found = spi.Execute(find_queue, params, 1);
-  if (found.empty()) RaiseUnknownQueue(name);
-  bool is_null = false;
-  const Interval lease = *DatumGetIntervalP(found.Value(0, 5, &is_null));
-  return QueueRef{found.Int32(0, 1),  found.Int32(0, 2), found.Bool(0, 3),  found.Bool(0, 4), lease,
-                  found.Float8(0, 6), found.Bool(0, 7),  found.Int32(0, 8), found.Int32(0, 9)};
+  const std::optional<pg::CachedQueue> found = store::FindQueue(spi, name);
+  if (!found) RaiseUnknownQueue(name);
+  return *found;
 }
 
 pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name) {

@@ -11,6 +11,8 @@
 #include "pg/queue_cache.h"
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
+#include "store/jobs.h"
+#include "store/queues.h"
 
 extern "C" {
 #include "utils/acl.h"
@@ -20,16 +22,8 @@ namespace pgq::api {
 
 namespace {
 
-// The settings of a queue, as validated C++ values plus the Datums to store.
-struct QueueSettings {
-  int32 max_attempts;
-  Interval* lease;
-  Interval* backoff_base;
-  Interval* backoff_max;
-  Interval* retention;
-  bool notify;
-  double rate_limit;  // claims per second; 0: no limit
-};
+// The settings of a queue, as validated C++ values.
+using QueueSettings = store::QueueSettings;
 
 void Validate(const QueueSettings& s) {
   if (!core::IsValidMaxAttempts(s.max_attempts)) {
@@ -85,43 +79,6 @@ Interval* IntervalArg(FunctionCallInfo fcinfo, int index, const char* what) {
   return PG_GETARG_INTERVAL_P(index);
 }
 
-// $10: the owner, the role creating the queue (passed: the statement runs
-// as the owner of pgq's tables, so the column's CURRENT_USER default would
-// name that role instead).
-pg::Statement insert_queue = {
-    "INSERT INTO pgq.queues (name, max_attempts, lease, backoff_base, backoff_max, retention, "
-    "notify, handler, rate_limit, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
-    "ON CONFLICT (name) DO NOTHING",
-    10,
-    {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, BOOLOID, TEXTOID,
-     FLOAT4OID, NAMEOID},
-    nullptr};
-
-pg::Statement lock_queue_row = {
-    "SELECT max_attempts, lease, backoff_base, backoff_max, retention, notify, handler, "
-    "       owner::text, COALESCE(rate_limit, 0)::float8, queue_id "
-    "FROM pgq.queues WHERE name = $1 FOR UPDATE",
-    1,
-    {TEXTOID},
-    nullptr};
-
-pg::Statement update_queue = {
-    "UPDATE pgq.queues SET max_attempts = $2, lease = $3, backoff_base = $4, backoff_max = $5, "
-    "retention = $6, notify = $7, handler = $8, rate_limit = $9 WHERE name = $1",
-    9,
-    {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, BOOLOID, TEXTOID,
-     FLOAT4OID},
-    nullptr};
-
-// How long completed and dead jobs are kept; NULL leaves a value as it
-// is (keep_dead NULL: dead jobs are kept until retried or purged).
-pg::Statement store_keep = {
-    "UPDATE pgq.queues SET keep_completed = COALESCE($2, keep_completed),"
-    " keep_dead = COALESCE($3, keep_dead) WHERE name = $1",
-    3,
-    {TEXTOID, INTERVALOID, INTERVALOID},
-    nullptr};
-
 // Arguments `first` (keep_completed) and `first` + 1 (keep_dead):
 // validated, then stored.
 void StoreKeep(pg::SpiSession& spi, FunctionCallInfo fcinfo, int first, std::string_view name) {
@@ -130,22 +87,9 @@ void StoreKeep(pg::SpiSession& spi, FunctionCallInfo fcinfo, int first, std::str
   if (has_completed) pg::SpanMicros(PG_GETARG_INTERVAL_P(first), "keep_completed");
   if (has_dead) pg::SpanMicros(PG_GETARG_INTERVAL_P(first + 1), "keep_dead");
   if (!has_completed && !has_dead) return;
-  pg::Params params;
-  params.Set(0, pg::TextDatum(name))
-      .SetOptional(1, !has_completed, PG_GETARG_DATUM(first))
-      .SetOptional(2, !has_dead, PG_GETARG_DATUM(first + 1));
-  spi.Execute(store_keep, params);
+  store::StoreKeep(spi, name, has_completed ? PG_GETARG_DATUM(first) : 0,
+                   has_dead ? PG_GETARG_DATUM(first + 1) : 0);
 }
-
-// The concurrency caps. $2 max_running (0: none), $3
-// group_concurrency; NULL leaves a value as it is.
-pg::Statement store_caps = {
-    "UPDATE pgq.queues SET max_running = CASE WHEN $2 IS NULL THEN max_running"
-    "                                         WHEN $2 = 0 THEN NULL ELSE $2 END,"
-    " group_concurrency = COALESCE($3, group_concurrency) WHERE name = $1",
-    3,
-    {TEXTOID, INT4OID, INT4OID},
-    nullptr};
 
 // Arguments `first` (max_running) and `first` + 1 (group_concurrency),
 // validated. With `zero_removes`
@@ -187,53 +131,19 @@ CapsArgs ReadCaps(FunctionCallInfo fcinfo, int first, bool zero_removes) {
 
 void StoreCaps(pg::SpiSession& spi, const CapsArgs& caps, std::string_view name) {
   if (!caps.has_max && !caps.has_group) return;
-  pg::Params params;
-  params.Set(0, pg::TextDatum(name))
-      .SetOptional(1, !caps.has_max, caps.max_running)
-      .SetOptional(2, !caps.has_group, caps.group_concurrency);
-  spi.Execute(store_caps, params);
-}
-
-pg::Statement delete_queue_done = {
-    "DELETE FROM pgq.finished WHERE queue_id = $1", 1, {INT4OID}, nullptr};
-pg::Statement delete_queue = {"DELETE FROM pgq.queues WHERE queue_id = $1", 1, {INT4OID}, nullptr};
-
-pg::Statement set_paused = {
-    "UPDATE pgq.queues SET paused = $2 WHERE name = $1 RETURNING paused, queue_id",
-    2,
-    {TEXTOID, BOOLOID},
-    nullptr};
-
-// Runs insert_queue (with `owner`) or update_queue; returns the rows
-// written. An empty handler is stored as NULL (no handler).
-uint64 StoreSettings(pg::SpiSession& spi, pg::Statement& statement, std::string_view name,
-                     const QueueSettings& s, const std::string& handler, Datum owner = 0) {
-  pg::Params params;
-  if (owner != 0) params.Set(9, owner);
-  params.Set(0, pg::TextDatum(name))
-      .Set(1, Int32GetDatum(s.max_attempts))
-      .Set(2, IntervalPGetDatum(s.lease))
-      .Set(3, IntervalPGetDatum(s.backoff_base))
-      .Set(4, IntervalPGetDatum(s.backoff_max))
-      .Set(5, IntervalPGetDatum(s.retention))
-      .Set(6, BoolGetDatum(s.notify))
-      .SetOptional(7, handler.empty(), handler.empty() ? 0 : pg::TextDatum(handler))
-      .SetOptional(8, s.rate_limit == 0, Float4GetDatum(static_cast<float4>(s.rate_limit)));
-  return spi.Execute(statement, params).size();
+  store::StoreCaps(spi, name, caps.has_max, caps.max_running, caps.has_group,
+                   caps.group_concurrency);
 }
 
 Datum SetPaused(FunctionCallInfo fcinfo, bool paused) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   pg::SpiSession spi;
-  pg::Params params;
-  params.Set(0, pg::TextDatum(name)).Set(1, BoolGetDatum(paused));
-  const pg::Result stored = spi.Execute(set_paused, params);
-  if (stored.empty()) RaiseUnknownQueue(name);
-  const int32 queue_id = stored.Int32(0, 2);
-  RequireRight(spi, queue_id, name, core::kAdmin);  // else rolled back
-  pg::QueueCache::InvalidateAll();                  // claims read `paused` from the cache
-  if (!paused) pg::ledger::NoteReady(queue_id);     // waiting claims look again
-  return BoolGetDatum(stored.Bool(0, 1));
+  const std::optional<int32> queue_id = store::SetPaused(spi, name, paused);
+  if (!queue_id) RaiseUnknownQueue(name);
+  RequireRight(spi, *queue_id, name, core::kAdmin);  // else rolled back
+  pg::QueueCache::InvalidateAll();                   // claims read `paused` from the cache
+  if (!paused) pg::ledger::NoteReady(*queue_id);     // waiting claims look again
+  return BoolGetDatum(paused);
 }
 
 }  // namespace
@@ -265,8 +175,7 @@ PGQ_FUNCTION(pgq_create_queue) {
   const Datum owner_name = pg::Guard([owner] {
     return DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(owner, false)));
   });
-  const uint64 created =
-      api::StoreSettings(spi, api::insert_queue, name, settings, handler, owner_name);
+  const uint64 created = store::InsertQueue(spi, name, settings, handler, owner_name) ? 1 : 0;
   if (created == 1) {
     api::StoreKeep(spi, fcinfo, 10, name);
     api::StoreCaps(spi, caps, name);
@@ -296,44 +205,39 @@ PGQ_FUNCTION(pgq_alter_queue) {
   const api::CapsArgs caps = api::ReadCaps(fcinfo, 11, true);
 
   pg::SpiSession spi;
-  pg::Params lookup;
-  lookup.Set(0, pg::TextDatum(name));
   // A locked read-modify-write: the row lock makes concurrent alters queue up,
   // so cross-field rules (backoff_max >= backoff_base) hold on what is stored.
-  const pg::Result stored = spi.Execute(api::lock_queue_row, lookup);
-  if (stored.empty()) api::RaiseUnknownQueue(name);
-  api::RequireRight(spi, stored.Int32(0, 10), name, core::kAdmin);
-  auto stored_interval = [&](int column) {
-    bool is_null = false;
-    return DatumGetIntervalP(stored.Value(0, column, &is_null));
+  const std::optional<store::LockedQueue> stored = store::LockQueueRow(spi, name);
+  if (!stored) api::RaiseUnknownQueue(name);
+  api::RequireRight(spi, stored->id, name, core::kAdmin);
+  const store::QueueSettings& old = stored->settings;
+  auto pick_interval = [&](int arg, Interval* stored_interval) {
+    return pg::ArgIsNull(fcinfo, arg) ? stored_interval : PG_GETARG_INTERVAL_P(arg);
   };
-  auto pick_interval = [&](int arg, int column) {
-    return pg::ArgIsNull(fcinfo, arg) ? stored_interval(column) : PG_GETARG_INTERVAL_P(arg);
-  };
-  api::QueueSettings settings{pg::ArgIsNull(fcinfo, 1) ? stored.Int32(0, 1) : PG_GETARG_INT32(1),
-                              pick_interval(2, 2),
-                              pick_interval(3, 3),
-                              pick_interval(4, 4),
-                              pick_interval(5, 5),
-                              pg::ArgIsNull(fcinfo, 6) ? stored.Bool(0, 6) : PG_GETARG_BOOL(6),
-                              new_rate ? rate : stored.Float8(0, 9)};
+  api::QueueSettings settings{pg::ArgIsNull(fcinfo, 1) ? old.max_attempts : PG_GETARG_INT32(1),
+                              pick_interval(2, old.lease),
+                              pick_interval(3, old.backoff_base),
+                              pick_interval(4, old.backoff_max),
+                              pick_interval(5, old.retention),
+                              pg::ArgIsNull(fcinfo, 6) ? old.notify : PG_GETARG_BOOL(6),
+                              new_rate ? rate : old.rate_limit};
   api::Validate(settings);
   // A new handler is checked against the queue's owner.
-  std::string handler = stored.Text(0, 7);
+  std::string handler = stored->handler;
   if (!pg::ArgIsNull(fcinfo, 8)) {
-    const Oid owner = api::OwnerRole(stored.Text(0, 8), name);
+    const Oid owner = api::OwnerRole(stored->owner, name);
     // The handler runs as the owner: choosing it is the owner's to do, not
     // an admin's, who could otherwise run any function the owner may.
     const Oid me = GetUserId();
     if (!pg::Guard([&] { return has_privs_of_role(me, owner); })) {
       pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
                 "permission denied to set the handler of queue \"" + std::string(name) + "\"",
-                "The handler runs as the queue's owner (role \"" + stored.Text(0, 8) +
+                "The handler runs as the queue's owner (role \"" + stored->owner +
                     "\"); only that role, its members and superusers may choose it.");
     }
     handler = api::HandlerArg(fcinfo, 8, owner).value_or(std::string());
   }
-  api::StoreSettings(spi, api::update_queue, name, settings, handler);
+  store::UpdateQueue(spi, name, settings, handler);
   api::StoreKeep(spi, fcinfo, 9, name);
   api::StoreCaps(spi, caps, name);
   pg::QueueCache::InvalidateAll();
@@ -354,8 +258,6 @@ PGQ_FUNCTION(pgq_drop_queue) {
   pg::LockQueueExclusive(queue.id);
 
   const Datum name_datum = pg::TextDatum(name);
-  pg::Params by_id;
-  by_id.Set(0, Int32GetDatum(queue.id));
   if (!force) {
     const int64 held = store::CountQueueJobs(spi, queue.id, name_datum);
     if (held > 0) {
@@ -366,8 +268,8 @@ PGQ_FUNCTION(pgq_drop_queue) {
     }
   }
   store::PurgeQueueJobs(spi, queue.id, name_datum, pg::Now());
-  spi.Execute(api::delete_queue_done, by_id);
-  spi.Execute(api::delete_queue, by_id);
+  store::ForgetFinished(spi, queue.id);
+  store::DeleteQueue(spi, queue.id);
   pg::QueueCache::InvalidateAll();
   PG_RETURN_VOID();
 }

@@ -4,6 +4,7 @@
 
 #include <boost/container/vector.hpp>
 
+#include "store/grants.h"
 #include "pg/allocator.h"
 #include "pg/queue_cache.h"
 
@@ -16,21 +17,6 @@ extern "C" {
 namespace pgq::api {
 
 namespace {
-
-// Every holder of a right: the grants (queue_id 0 for queue NULL) and each
-// queue's owner with every right. Rows of roles dropped since are still
-// listed until maintenance deletes them; no current role has their
-// privileges, so they grant nothing.
-pg::Statement load_holders = {
-    "SELECT g.role::oid, COALESCE(g.queue_id, 0),"
-    "       CASE g.privilege WHEN 'produce' THEN 1 WHEN 'consume' THEN 2 ELSE 4 END"
-    "  FROM pgq.grants g"
-    " UNION ALL "
-    "SELECT r.oid, q.queue_id, 7 FROM pgq.queues q JOIN pg_catalog.pg_roles r ON r.rolname = "
-    "q.owner",
-    0,
-    {},
-    nullptr};
 
 using HolderList =
     boost::container::vector<core::RightsHolder, pg::ContextAllocator<core::RightsHolder>>;
@@ -57,16 +43,8 @@ const HolderList& Holders(pg::SpiSession& spi) {
   loaded = false;
   holders->clear();
   {
-    pg::Params none;
-    pg::Result rows = spi.Execute(load_holders, none);
-    holders->reserve(rows.size());
-    for (uint64 row = 0; row < rows.size(); ++row) {
-      bool is_null = false;
-      holders->push_back(core::RightsHolder{DatumGetObjectId(rows.Value(row, 1, &is_null)),
-                                            rows.Int32(row, 2),
-                                            static_cast<uint8>(rows.Int32(row, 3))});
-    }
-    rows.Free();
+    const std::vector<core::RightsHolder> rows = store::RightsHolders(spi);
+    holders->assign(rows.begin(), rows.end());
   }
   std::stable_sort(holders->begin(), holders->end());
   loaded_generation = generation;

@@ -10,18 +10,6 @@ namespace pgq::api {
 
 namespace {
 
-// Every holder of a right on a stream: the grants (stream 0: every stream)
-// and each stream's owner with all three.
-pg::Statement load_holders = {
-    "SELECT g.role::oid, g.stream_id,"
-    "       CASE g.privilege WHEN 'produce' THEN 1 WHEN 'consume' THEN 2 ELSE 4 END"
-    "  FROM pgq.stream_grants g"
-    " UNION ALL "
-    "SELECT s.owner::oid, s.stream_id, 7 FROM pgq.streams s",
-    0,
-    {},
-    nullptr};
-
 // INVARIANT: sorted by stream id (RightsHolder::queue_id holds it); valid
 // while `loaded_generation` is the queue cache's generation.
 std::vector<core::RightsHolder>* holders = nullptr;
@@ -34,15 +22,7 @@ const std::vector<core::RightsHolder>& Holders(pg::SpiSession& spi) {
   const uint64 generation = pg::QueueCache::Generation();
   loaded = false;
   holders->clear();
-  pg::Params none;
-  pg::Result rows = spi.Execute(load_holders, none);
-  for (uint64 row = 0; row < rows.size(); ++row) {
-    bool is_null = false;
-    holders->push_back(core::RightsHolder{DatumGetObjectId(rows.Value(row, 1, &is_null)),
-                                          rows.Int32(row, 2),
-                                          static_cast<uint8>(rows.Int32(row, 3))});
-  }
-  rows.Free();
+  *holders = store::streams::RightsHolders(spi);
   std::stable_sort(holders->begin(), holders->end());
   loaded_generation = generation;
   loaded = true;

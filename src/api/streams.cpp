@@ -35,27 +35,6 @@ Interval RotationArg(FunctionCallInfo fcinfo, int index) {
   return *rotation;
 }
 
-// By OID: owner::text quotes a name that needs it and is a bare number for
-// a dropped role, so no text comparison may decide who owns the stream.
-pg::Statement lock_stream_owner = {
-    "SELECT stream_id, owner::oid, owner::text FROM pgq.streams WHERE name = $1 FOR KEY SHARE",
-    1,
-    {TEXTOID},
-    nullptr};
-
-pg::Statement insert_grant = {
-    "INSERT INTO pgq.stream_grants (role, stream_id, privilege) VALUES ($1, $2, $3)"
-    " ON CONFLICT DO NOTHING",
-    3,
-    {REGROLEOID, INT4OID, TEXTOID},
-    nullptr};
-
-pg::Statement delete_grant = {
-    "DELETE FROM pgq.stream_grants WHERE role = $1 AND stream_id = $2 AND privilege = $3",
-    3,
-    {REGROLEOID, INT4OID, TEXTOID},
-    nullptr};
-
 Datum ChangeStreamGrant(FunctionCallInfo fcinfo, bool give) {
   const Oid role = pg::RoleArg(fcinfo, 0);
   const bool every_stream = pg::ArgIsNull(fcinfo, 1);
@@ -83,14 +62,14 @@ Datum ChangeStreamGrant(FunctionCallInfo fcinfo, bool give) {
   } else {
     // The stream row stays locked until commit: it cannot be dropped
     // between the check of its owner and the grant's insert.
-    pg::Params lookup;
-    lookup.Set(0, pg::TextDatum(stream));
-    const pg::Result found = spi.Execute(lock_stream_owner, lookup, 1);
-    if (found.empty()) (void)FindStream(spi, stream);  // raises undefined_object
-    stream_id = found.Int32(0, 1);
-    bool is_null = false;
-    const Oid owner = DatumGetObjectId(found.Value(0, 2, &is_null));
-    const std::string owner_name = found.Text(0, 3);
+    const std::optional<store::streams::StreamOwner> found = store::streams::LockOwner(spi, stream);
+    if (!found) {
+      (void)FindStream(spi, stream);  // raises undefined_object
+      pg::Raise(ERRCODE_INTERNAL_ERROR, "stream \"" + std::string(stream) + "\" vanished");
+    }
+    stream_id = found->id;
+    const Oid owner = found->owner;
+    const std::string& owner_name = found->owner_name;
     // A dropped owner (its OID names no role) leaves the stream to superusers.
     const bool owner_exists =
         pg::Guard([owner] { return SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner)); });
@@ -101,11 +80,9 @@ Datum ChangeStreamGrant(FunctionCallInfo fcinfo, bool give) {
                 "Only its owner (role \"" + owner_name + "\") or a superuser may.");
     }
   }
-  pg::Params params;
-  params.Set(0, ObjectIdGetDatum(role))
-      .Set(1, Int32GetDatum(stream_id))
-      .Set(2, pg::TextDatum(core::RightName(*right)));
-  const bool changed = spi.Execute(give ? insert_grant : delete_grant, params).size() == 1;
+  const std::string_view privilege = core::RightName(*right);
+  const bool changed = give ? store::streams::InsertGrant(spi, role, stream_id, privilege)
+                            : store::streams::DeleteGrant(spi, role, stream_id, privilege);
   if (changed) pg::QueueCache::InvalidateAll();
   PG_RETURN_BOOL(changed);
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "api/rights.h"
+#include "store/outbox.h"
 #include "pg/args.h"
 
 extern "C" {
@@ -17,37 +18,6 @@ extern "C" {
 namespace pgq::api {
 
 namespace {
-
-pg::Statement insert_topic = {
-    "INSERT INTO pgq.topics (name, owner) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-    2,
-    {TEXTOID, REGROLEOID},
-    nullptr};
-
-pg::Statement delete_topic = {"DELETE FROM pgq.topics WHERE name = $1", 1, {TEXTOID}, nullptr};
-
-// The topic's owner and the roles granted `$2` on it, the row locked.
-pg::Statement topic_holders = {
-    "SELECT t.owner::oid,"
-    "       ARRAY(SELECT g.role::oid FROM pgq.topic_grants g"
-    "              WHERE g.topic = t.name AND g.privilege = $2)"
-    "  FROM pgq.topics t WHERE t.name = $1 FOR KEY SHARE",
-    2,
-    {TEXTOID, TEXTOID},
-    nullptr};
-
-pg::Statement insert_topic_grant = {
-    "INSERT INTO pgq.topic_grants (role, topic, privilege) VALUES ($1, $2, $3)"
-    " ON CONFLICT DO NOTHING",
-    3,
-    {REGROLEOID, TEXTOID, TEXTOID},
-    nullptr};
-
-pg::Statement delete_topic_grant = {
-    "DELETE FROM pgq.topic_grants WHERE role = $1 AND topic = $2 AND privilege = $3",
-    3,
-    {REGROLEOID, TEXTOID, TEXTOID},
-    nullptr};
 
 const char* RightName(TopicRight right) {
   return right == TopicRight::kPublish ? "publish" : "subscribe";
@@ -67,23 +37,9 @@ struct TopicHolders {
 };
 
 TopicHolders LoadHolders(pg::SpiSession& spi, std::string_view topic, TopicRight right) {
-  TopicHolders holders;
-  pg::Params params;
-  params.Set(0, pg::TextDatum(topic)).Set(1, pg::TextDatum(RightName(right)));
-  const pg::Result found = spi.Execute(topic_holders, params, 1);
-  if (found.empty()) return holders;
-  holders.exists = true;
-  bool is_null = false;
-  holders.owner = DatumGetObjectId(found.Value(0, 1, &is_null));
-  const Datum array = found.Value(0, 2, &is_null);
-  Datum* elements = nullptr;
-  int count = 0;
-  pg::Guard([&] {
-    deconstruct_array(DatumGetArrayTypeP(array), OIDOID, sizeof(Oid), true, TYPALIGN_INT, &elements,
-                      nullptr, &count);
-  });
-  for (int i = 0; i < count; ++i) holders.granted.push_back(DatumGetObjectId(elements[i]));
-  return holders;
+  std::optional<store::TopicHolders> found = store::LockTopicHolders(spi, topic, RightName(right));
+  if (!found) return TopicHolders{};
+  return TopicHolders{true, found->owner, std::move(found->granted)};
 }
 
 bool IsOwner(Oid me, const TopicHolders& holders) {
@@ -114,11 +70,8 @@ Datum ChangeTopicGrant(FunctionCallInfo fcinfo, bool give) {
                   " rights on topic \"" + std::string(topic) + "\"",
               "Only its owner or a superuser may.");
   }
-  pg::Params params;
-  params.Set(0, ObjectIdGetDatum(role))
-      .Set(1, pg::TextDatum(topic))
-      .Set(2, pg::TextDatum(RightName(right)));
-  PG_RETURN_BOOL(spi.Execute(give ? insert_topic_grant : delete_topic_grant, params).size() == 1);
+  PG_RETURN_BOOL(give ? store::InsertTopicGrant(spi, role, topic, RightName(right))
+                      : store::DeleteTopicGrant(spi, role, topic, RightName(right)));
 }
 
 }  // namespace
@@ -159,9 +112,7 @@ PGQ_FUNCTION(pgq_create_topic) {
   pg::SpiSession spi;
   // As create_queue: making names others will rely on is an operator's act.
   api::RequireRightOnEveryQueue(spi, core::kAdmin, "create topics");
-  pg::Params params;
-  params.Set(0, pg::TextDatum(topic)).Set(1, ObjectIdGetDatum(GetUserId()));
-  if (spi.Execute(api::insert_topic, params).empty() && !if_not_exists) {
+  if (!store::InsertTopic(spi, topic, GetUserId()) && !if_not_exists) {
     pg::Raise(ERRCODE_DUPLICATE_OBJECT, "topic \"" + std::string(topic) + "\" already exists", "",
               "Use if_not_exists => true to ignore an existing topic.");
   }
@@ -175,9 +126,7 @@ PGQ_FUNCTION(pgq_drop_topic) {
   api::RequireRightSomewhere(spi, core::kAllRights);
   // A topic the caller does not own is answered as one that does not exist.
   if (!api::OwnsTopic(spi, topic)) PG_RETURN_BOOL(false);
-  pg::Params params;
-  params.Set(0, pg::TextDatum(topic));
-  PG_RETURN_BOOL(spi.Execute(api::delete_topic, params).size() == 1);
+  PG_RETURN_BOOL(store::DeleteTopic(spi, topic));
 }
 
 // grant_topic(role, topic, privilege) returns whether role did not hold it yet

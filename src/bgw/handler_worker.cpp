@@ -37,6 +37,7 @@
 #include "pg/spi.h"
 #include "pg/wakeup.h"
 #include "store/jobs.h"
+#include "store/queues.h"
 
 extern "C" {
 #include "catalog/pg_extension.h"
@@ -78,13 +79,6 @@ struct Job {
 
 MemoryContext job_context = nullptr;
 
-pg::Statement handler_queues = {
-    "SELECT name, handler, owner::text FROM pgq.queues"
-    " WHERE handler IS NOT NULL AND NOT paused ORDER BY queue_id",
-    0,
-    {},
-    nullptr};
-
 // When a job this worker failed is due again (0: none). Becoming due is not
 // a commit, so nothing would wake us: the idle sleep ends then instead.
 TimestampTz next_retry = 0;
@@ -97,15 +91,14 @@ enum class Claimed { kJob, kNone, kNoHandlerQueues };
 // Claims one job of some handler queue, in the current transaction.
 Claimed ClaimNext(Job* job) {
   pg::SpiSession spi;
-  pg::Params none;
-  const pg::Result queues = spi.Execute(handler_queues, none);
+  const std::vector<store::HandlerQueue> queues = store::HandlerQueues(spi);
   const uint64 count = queues.size();
   if (count == 0) return Claimed::kNoHandlerQueues;
   for (uint64 i = 0; i < count; ++i) {
     const uint64 row = (next_queue + i) % count;
-    const std::string queue = queues.Text(row, 1);
-    const std::string handler = queues.Text(row, 2);
-    const std::string owner = queues.Text(row, 3);
+    const std::string& queue = queues[row].name;
+    const std::string& handler = queues[row].handler;
+    const std::string& owner = queues[row].owner;
     api::Claimer claimer(spi, {queue}, 1, 0);
     api::Claimer::Try attempt = claimer.Once();
     if (attempt.jobs.empty()) continue;

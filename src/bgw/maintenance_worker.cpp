@@ -10,8 +10,6 @@
 #include <algorithm>
 #include <csignal>
 
-#include "api/compact.h"
-#include "api/maintain.h"
 #include "bgw/bgw.h"
 #include "bgw/worker_slot.h"
 #include "pg/boundary.h"
@@ -19,6 +17,9 @@
 #include "pg/settings.h"
 #include "pg/shared.h"
 #include "pg/spi.h"
+#include "service/compact.h"
+#include "service/maintain.h"
+#include "store/queues.h"
 
 extern "C" {
 #include "catalog/pg_extension.h"
@@ -46,16 +47,9 @@ bool wants_handlers = false;
 constexpr int kMaxHandlerWorkers = 64;
 BackgroundWorkerHandle* handler_workers[kMaxHandlerWorkers];
 
-pg::Statement has_handler_queues = {
-    "SELECT EXISTS (SELECT 1 FROM pgq.queues WHERE handler IS NOT NULL AND NOT paused)",
-    0,
-    {},
-    nullptr};
-
 bool HasHandlerQueues() {
   pg::SpiSession spi;
-  pg::Params none;
-  return spi.Execute(has_handler_queues, none).Bool(0, 1);
+  return store::HasHandlerQueues(spi);
 }
 
 // Keeps handler workers 1..pgq.handler_workers running while some queue has
@@ -112,13 +106,13 @@ void CommitWorkerTransaction() {
 }
 
 // One batch in its own transaction; false when pgq_cpp is not installed.
-bool RunBatchTransaction(TimestampTz now, api::PassCounts* counts, bool* more) {
+bool RunBatchTransaction(TimestampTz now, service::PassCounts* counts, bool* more) {
   const bool installed = BeginWorkerTransaction("pgq maintenance pass");
   // A catalog older than the library (before ALTER EXTENSION pgq_cpp
   // UPDATE): no batch, the next pass looks again (ADR 0024).
   if (installed && pg::CatalogIsCurrent("pgq maintenance worker")) {
     pg::AtBoundary([&] {
-      *counts += api::RunMaintenanceBatch(now, more);
+      *counts += service::RunMaintenanceBatch(now, more);
       wants_handlers = HasHandlerQueues();
     });
   }
@@ -135,36 +129,36 @@ TimestampTz next_compact_check = 0;
 
 // Compacts pgq.jobs in its own short transaction when it is worth it.
 void RunCompactionTransaction(const char* database_name) {
-  api::CompactResult result;
+  service::CompactResult result;
   if (BeginWorkerTransaction("pgq compaction check") &&
       pg::CatalogIsCurrent("pgq maintenance worker")) {
-    pg::AtBoundary([&] { result = api::MaybeCompactJobs(); });
+    pg::AtBoundary([&] { result = service::MaybeCompactJobs(); });
   }
   CommitWorkerTransaction();
-  if (result.outcome == api::CompactOutcome::kCompacted) {
+  if (result.outcome == service::CompactOutcome::kCompacted) {
     ereport(LOG, (errmsg("pgq compacted pgq.jobs in database \"%s\": %lld live jobs kept, "
                          "%lld kB -> %lld kB",
                          database_name, static_cast<long long>(result.jobs),
                          static_cast<long long>(result.bytes_before / 1024),
                          static_cast<long long>(result.bytes_after / 1024))));
-  } else if (result.outcome == api::CompactOutcome::kTooBig) {
+  } else if (result.outcome == service::CompactOutcome::kTooBig) {
     // The statistics said "mostly dead" but the rows are live (counters
     // reset by a crash, say): leave the table to VACUUM for a while.
     next_compact_check = GetCurrentTimestamp() + kCompactTooBigPauseMicros;
     ereport(DEBUG1,
             (errmsg("pgq compaction of pgq.jobs in database \"%s\" paused: too many live jobs",
                     database_name)));
-  } else if (result.outcome == api::CompactOutcome::kNotNeeded) {
+  } else if (result.outcome == service::CompactOutcome::kNotNeeded) {
     ereport(DEBUG2, (errmsg("pgq compaction of pgq.jobs in database \"%s\" not needed (%lld kB)",
                             database_name, static_cast<long long>(result.bytes_before / 1024))));
-  } else if (result.outcome == api::CompactOutcome::kBusy) {
+  } else if (result.outcome == service::CompactOutcome::kBusy) {
     ereport(DEBUG1, (errmsg("pgq compaction of pgq.jobs in database \"%s\" skipped: table busy",
                             database_name)));
   }
 }
 
 // Runs one pass; returns false if it failed with an error (logged).
-bool RunPass(api::PassCounts* counts, bool* installed, const char* database_name) {
+bool RunPass(service::PassCounts* counts, bool* installed, const char* database_name) {
   // volatile: read after a longjmp back into this frame.
   volatile bool ok = true;
   MemoryContext pass_context = CurrentMemoryContext;
@@ -232,7 +226,7 @@ void pgq_maintenance_main(Datum main_arg) {
       if (!bgw::IsListedDatabase(name)) bgw::ExitBecause(pg::WorkerExit::kNotListed);
     }
 
-    api::PassCounts counts;
+    service::PassCounts counts;
     bool installed = true;
     const bool ok = bgw::RunPass(&counts, &installed, name);
     if (!installed) {

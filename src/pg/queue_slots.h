@@ -51,7 +51,7 @@ void SetQueueCapped(QueueSlot* slot, bool capped);
 bool QueueCapped(const QueueSlot* slot);
 
 // Completions counted in shared memory instead of one pgq.finished row per
-// complete() (flushed into pgq.finished by maintenance, see api/maintain.cpp).
+// complete() (flushed into pgq.finished by maintenance, see service/maintain.cpp).
 void AddFinished(QueueSlot* slot, uint64 jobs);
 // Counted and not in pgq.finished as the caller's snapshot sees it (0
 // without a slot): a flush whose rows the snapshot sees is not counted, one

@@ -21,7 +21,7 @@ int64 MonitoringCountLimit();
 int64 MaxBatchBytes();
 int MaintenanceIntervalMillis();
 int HandlerWorkers();
-// pgq.compact_min_size in bytes; -1: never compact (api/compact.h).
+// pgq.compact_min_size in bytes; -1: never compact (service/compact.h).
 int64 CompactMinBytes();
 // pgq.databases as written: a comma-separated list, or "" for all.
 const char* DatabasesSetting();

@@ -1,8 +1,29 @@
 #include "pg/zone.h"
 
+#include "pg/args.h"
 #include "pg/boundary.h"
 
 namespace pgq::pg {
+
+namespace {
+
+// Zone names as pg_timezone_names lists them (as PostgreSQL, any case).
+Statement zone_name = {
+    "SELECT name FROM pg_catalog.pg_timezone_names"
+    " WHERE pg_catalog.lower(name) = pg_catalog.lower($1) LIMIT 1",
+    1,
+    {TEXTOID},
+    nullptr};
+
+}  // namespace
+
+std::optional<std::string> ListedZoneName(SpiSession& spi, std::string_view name) {
+  Params params;
+  params.Set(0, TextDatum(name));
+  const Result found = spi.Execute(zone_name, params);
+  if (found.empty()) return std::nullopt;
+  return found.Text(0, "name");
+}
 
 Zone Zone::Find(std::string_view name) {
   const std::string copy(name);

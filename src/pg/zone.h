@@ -3,8 +3,12 @@
 // conversions between TimestampTz and the core's Unix seconds.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "core/cron.h"
 #include "pg/pg.h"
+#include "pg/spi.h"
 
 extern "C" {
 #include "pgtime.h"
@@ -23,6 +27,10 @@ class Zone final : public core::ZoneOffsets {
   explicit Zone(pg_tz* tz) : tz_(tz) {}
   pg_tz* tz_;  // owned by PostgreSQL's zone cache, lives for the backend
 };
+
+// The zone named `name` (in any case) as pg_timezone_names spells it, if it
+// lists it.
+std::optional<std::string> ListedZoneName(SpiSession& spi, std::string_view name);
 
 int64 UnixSeconds(TimestampTz t);
 TimestampTz FromUnixSeconds(int64 seconds);

@@ -86,6 +86,10 @@ RETURNING (SELECT q.queue_id FROM pgq.queues q WHERE q.name = dead_jobs.queue) A
   return statement.get();
 }
 
+// A dropped queue's dead jobs (PurgeQueueJobs, queue_jobs.cpp).
+pg::Statement delete_queue_dead = {
+    "DELETE FROM pgq.dead_jobs WHERE queue = $1", 1, {TEXTOID}, nullptr};
+
 // $1 queue name, $2 died at or before.
 pg::Statement purge_dead = {"DELETE FROM pgq.dead_jobs WHERE queue = $1 AND died_at <= $2",
                             2,
@@ -211,7 +215,7 @@ int32 QueueOfDeadJob(pg::SpiSession& spi, int64 id, TimestampTz now) {
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(now));
   const pg::Result dead = spi.Execute(queue_of_dead_job, params, 1);
-  return dead.empty() ? 0 : dead.Int32(0, 1);
+  return dead.empty() ? 0 : dead.Int32(0, "queue_id");
 }
 
 int32 Revive(pg::SpiSession& spi, const Queue& queue, int64 id, TimestampTz now) {
@@ -228,5 +232,15 @@ int32 ReviveOldest(pg::SpiSession& spi, const Queue& queue, int32 max, Timestamp
       .Set(3, Int32GetDatum(max));
   return AfterRevival(spi, queue, spi.Execute(revive_oldest(), params));
 }
+
+namespace internal {
+
+void DeleteQueueDead(pg::SpiSession& spi, Datum queue) {
+  pg::Params by_name;
+  by_name.Set(0, queue);
+  spi.Execute(delete_queue_dead, by_name);
+}
+
+}  // namespace internal
 
 }  // namespace pgq::store

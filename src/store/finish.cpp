@@ -169,12 +169,6 @@ pg::Statement& complete_jobs(int variant) {
   return statements[variant - 1].get();
 }
 
-pg::Statement insert_finished = {
-    "INSERT INTO pgq.finished (queue_id, finished_at, jobs) VALUES ($1, $2, $3)",
-    3,
-    {INT4OID, TIMESTAMPTZOID, INT4OID},
-    nullptr};
-
 pg::Statement backoff_of_job = {R"sql(
 SELECT q.backoff_base, q.backoff_max FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)
  WHERE j.id = $1)sql",
@@ -215,8 +209,10 @@ int64 NextRetryDelay(pg::SpiSession& spi, int64 id, int32 attempt) {
   if (queue.empty()) return 0;  // gone: the writes will say 'lost'
   bool is_null = false;
   const core::BackoffPolicy policy{
-      pg::IntervalMicros(DatumGetIntervalP(queue.Value(0, 1, &is_null)), "backoff_base"),
-      pg::IntervalMicros(DatumGetIntervalP(queue.Value(0, 2, &is_null)), "backoff_max")};
+      pg::IntervalMicros(DatumGetIntervalP(queue.Value(0, "backoff_base", &is_null)),
+                         "backoff_base"),
+      pg::IntervalMicros(DatumGetIntervalP(queue.Value(0, "backoff_max", &is_null)),
+                         "backoff_max")};
   return core::BackoffDelay(policy, attempt, pg_prng_double(&pg_global_prng_state));
 }
 
@@ -226,15 +222,6 @@ namespace internal {
 
 void NotePendingAgain(const pg::Result& rows, bool wake) {
   pg::ledger::NotePending(rows.Int32(0, "queue_id"), ClaimKeyOf(rows, 0), wake);
-}
-
-void CountFinished(pg::SpiSession& spi, int32 queue_id, int32 jobs) {
-  if (pg::ledger::NoteFinished(queue_id, static_cast<uint64>(jobs))) return;
-  pg::Params params;
-  params.Set(0, Int32GetDatum(queue_id))
-      .Set(1, TimestampTzGetDatum(pg::Now()))
-      .Set(2, Int32GetDatum(jobs));
-  spi.Execute(insert_finished, params);
 }
 
 }  // namespace internal
@@ -349,7 +336,7 @@ TimestampTz PendingRunAt(pg::SpiSession& spi, int64 id) {
   const pg::Result job = spi.Execute(pending_run_at, params, 1);
   if (job.empty()) return 0;
   bool is_null = false;
-  return DatumGetTimestampTz(job.Value(0, 1, &is_null));
+  return DatumGetTimestampTz(job.Value(0, "run_at", &is_null));
 }
 
 }  // namespace pgq::store

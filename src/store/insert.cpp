@@ -265,7 +265,7 @@ pg::Statement grouped_event_targets = {
     R"sql(
 SELECT q.queue_id, q.max_attempts, q.group_concurrency, q.dedupe_periods,
        pg_catalog.jsonb_build_object('event_id', $1::bigint, 'topic', $2::text,
-                                     'payload', $3::jsonb, 'group_key', $6::text)
+                                     'payload', $3::jsonb, 'group_key', $6::text) AS payload
   FROM pgq.queues q WHERE q.queue_id = ANY ($5) ORDER BY q.queue_id)sql",
     6,
     {INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4ARRAYOID, TEXTOID},
@@ -401,7 +401,7 @@ int64 DedupeHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key) {
   pg::Params params;
   params.Set(0, Int32GetDatum(queue_id)).Set(1, dedupe_key);
   const pg::Result holder = spi.Execute(find_dedupe, params, 1);
-  return holder.empty() ? 0 : holder.Int64(0, 1);
+  return holder.empty() ? 0 : holder.Int64(0, "id");
 }
 
 pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, TimestampTz run_at,
@@ -450,16 +450,28 @@ void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 even
   // caller locked the queues), so each group's lock is taken in that order.
   params.Set(5, group_key);
   const pg::Result targets = spi.Execute(grouped_event_targets, params);
+  if (targets.empty()) return;
+  const int queue_id_column = targets.ColumnNumber("queue_id"),
+            max_attempts = targets.ColumnNumber("max_attempts"),
+            group_concurrency = targets.ColumnNumber("group_concurrency"),
+            dedupe_periods = targets.ColumnNumber("dedupe_periods"),
+            payload_column = targets.ColumnNumber("payload");
   for (uint64 row = 0; row < targets.size(); ++row) {
-    const int32 queue_id = targets.Int32(row, 1);
+    const int32 queue_id = targets.Int32(row, queue_id_column);
     const Queue* queue = std::find_if(queues, queues + count,
                                       [queue_id](const Queue& q) { return q.id == queue_id; });
     if (queue == queues + count) continue;
     bool is_null = false;
-    const NewJob job{
-        targets.Value(row, 5, &is_null), run_at, 0, targets.Int32(row, 2), 0, group_key, group, 0};
-    const Queue target{queue->id, queue->name, queue->notify, targets.Bool(row, 4),
-                       targets.Int32(row, 3)};
+    const NewJob job{targets.Value(row, payload_column, &is_null),
+                     run_at,
+                     0,
+                     targets.Int32(row, max_attempts),
+                     0,
+                     group_key,
+                     group,
+                     0};
+    const Queue target{queue->id, queue->name, queue->notify, targets.Bool(row, dedupe_periods),
+                       targets.Int32(row, group_concurrency)};
     Insert(spi, target, job);
   }
 }

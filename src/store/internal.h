@@ -111,6 +111,10 @@ std::vector<GroupRef> ParentsDone(pg::SpiSession& spi, const std::vector<int64>&
 // parents, whose dependents are dead-lettered (a bounded part now, the rest by maintenance).
 void ParentsDied(pg::SpiSession& spi, const pg::Result& rows, TimestampTz now);
 
+// Deletes every dead job of the queue named `queue` (text), a queue being
+// dropped (dead.cpp).
+void DeleteQueueDead(pg::SpiSession& spi, Datum queue);
+
 // An int8[] of `values`, in the current memory context.
 Datum Int8Array(const std::vector<int64>& values);
 

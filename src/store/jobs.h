@@ -25,9 +25,10 @@
 // catalog.cpp (which version of pgq's tables is installed).
 //
 // Every function runs in the caller's SpiSession; rows are read by the
-// column names of the statement beside it. Outside the store, pgq.jobs is
-// only read: by the views (SQL), and by the schedules' own statements,
-// which ask whether a schedule's last job is still live (its overlap rule).
+// column names of the statement beside it. Outside the jobs store, pgq.jobs
+// is only read: by the views (SQL), by the schedules' statements
+// (schedules.cpp), which ask whether a schedule's last job is still live
+// (its overlap rule), and by the read surfaces (read_surfaces.cpp).
 #pragma once
 
 #include <optional>
@@ -140,14 +141,13 @@ void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 even
 
 // One claim statement: up to `n` ready jobs of `queue_id`, leased until
 // now + `lease`, from the claim hint of `slot` (nullptr: none) on. Rows: the
-// columns of pgq.claimed_job (1-8, the queue's name from `name`), then
-// run_at, in claim order. With `max_running` > 0, no more than
+// kClaimedColumns columns of pgq.claimed_job (the queue's name from `name`;
+// id ... priority), then run_at, in claim order. With `max_running` > 0, no more than
 // leaves that many of the queue running, even with claims racing (none at
 // all when the queue is at its cap).
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
                  TimestampTz now, pg::QueueSlot* slot, int32 max_running);
 inline constexpr int kClaimedColumns = 8;
-inline constexpr int kClaimedPriority = 8, kClaimedRunAt = 9;
 
 // A claim across queues (pgq.claim(queues text[])) first asks where the
 // next `n` ready jobs are, in claim order across `queues`, then claims that
@@ -248,17 +248,21 @@ pg::Result RelatedJobs(pg::SpiSession& spi, int64 id, int32 max, bool taken, Tim
 // most `max`.
 pg::Result FindJobs(pg::SpiSession& spi, std::string_view key, const Scope& scope, int32 max,
                     TimestampTz now);
-// The columns of pgq.job_info.
+// The rows' columns are named as pgq.job_info's (id, queue, state, ... progress, result, payload,
+// dead_reason), then queue_id.
 inline constexpr int kJobInfoColumns = 19;
-inline constexpr int kJobInfoQueueId = 20;
-// Columns a role with only the admin right does not see.
-inline constexpr int kJobInfoProgress = 14, kJobInfoResult = 15, kJobInfoPayload = 18;
-inline constexpr int kJobInfoDeadReason = 19;
 
 // ---- A queue's jobs as a whole (queue_jobs.cpp)
 
 // Live and dead jobs of the queue.
 int64 CountQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name);
+// pgq.jobs' size on disk with its indexes and TOAST, and its live rows as the
+// statistics count them (compaction, service/compact.h): no scan.
+struct TableSize {
+  int64 bytes;
+  int64 live_rows;
+};
+TableSize JobsTableSize(pg::SpiSession& spi, Oid relid);
 // Deletes them (drop_queue with force); no group moves on, no counts. Their
 // dependents in other queues die (dependency_failed) as of `now`.
 void PurgeQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name, TimestampTz now);

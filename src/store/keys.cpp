@@ -172,7 +172,7 @@ int64 HeldKeyJob(pg::SpiSession& spi, int32 queue_id, Datum key, TimestampTz now
   params.Set(0, Int32GetDatum(queue_id)).Set(1, key).Set(2, TimestampTzGetDatum(now));
   const pg::Result held =
       latest ? spi.ExecuteSeeingLatest(held_key, params, 1) : spi.Execute(held_key, params, 1);
-  return held.empty() ? 0 : held.Int64(0, 1);
+  return held.empty() ? 0 : held.Int64(0, "job_id");
 }
 
 void DeleteJustInserted(pg::SpiSession& spi, int64 id) {
@@ -197,7 +197,7 @@ std::optional<int64> Replace(pg::SpiSession& spi, const Queue& queue, const NewJ
   holder.Set(0, Int32GetDatum(queue.id)).Set(1, job.dedupe_key);
   if (spi.Execute(lock_running_holder, holder, 1).empty()) return Insert(spi, queue, job);
   pg::Params follow;
-  return spi.Execute(follow_holder, internal::SetJobParams(follow, queue, job)).Int64(0, 1);
+  return spi.Execute(follow_holder, internal::SetJobParams(follow, queue, job)).Int64(0, "id");
 }
 
 int64 KeyHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key, TimestampTz now) {

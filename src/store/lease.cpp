@@ -55,7 +55,7 @@ std::optional<TimestampTz> Extend(pg::SpiSession& spi, const Scope& scope, int64
   const pg::Result extended = spi.Execute(extend_lease, params);
   if (extended.empty()) return std::nullopt;
   bool is_null = false;
-  return DatumGetTimestampTz(extended.Value(0, 1, &is_null));
+  return DatumGetTimestampTz(extended.Value(0, "lease_until", &is_null));
 }
 
 bool Release(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt) {

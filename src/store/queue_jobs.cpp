@@ -14,7 +14,7 @@ namespace {
 
 pg::Statement queue_holds_jobs = {R"sql(
 SELECT (SELECT count(*) FROM pgq.jobs WHERE queue_id = $1)
-     + (SELECT count(*) FROM pgq.dead_jobs WHERE queue = $2))sql",
+     + (SELECT count(*) FROM pgq.dead_jobs WHERE queue = $2) AS jobs)sql",
                                   2,
                                   {INT4OID, TEXTOID},
                                   nullptr};
@@ -26,8 +26,6 @@ SELECT id FROM d WHERE has_dependents)sql",
                                       1,
                                       {INT4OID},
                                       nullptr};
-pg::Statement delete_queue_dead = {
-    "DELETE FROM pgq.dead_jobs WHERE queue = $1", 1, {TEXTOID}, nullptr};
 
 // The dashboard's overview (pgq.queue_overview): per queue of the scope,
 // each count made through an index and stopped at $1 rows, so a request
@@ -38,23 +36,26 @@ pg::Statement delete_queue_dead = {
 pg::Statement queue_overview = {R"sql(
 SELECT q.queue_id, q.name, p.pending, p.due,
        (SELECT count(*) FROM (SELECT FROM pgq.jobs j
-                               WHERE j.queue_id = q.queue_id AND j.state = 'w' LIMIT $1) s),
+                               WHERE j.queue_id = q.queue_id AND j.state = 'w' LIMIT $1) s)
+         AS waiting,
        (SELECT count(*) FROM (SELECT FROM pgq.jobs j
-                               WHERE j.queue_id = q.queue_id AND j.state = 'b' LIMIT $1) s),
+                               WHERE j.queue_id = q.queue_id AND j.state = 'b' LIMIT $1) s)
+         AS awaiting_parents,
        (SELECT count(*) FROM (SELECT FROM pgq.jobs j
-                               WHERE j.queue_id = q.queue_id AND j.state = 'r' LIMIT $1) s),
+                               WHERE j.queue_id = q.queue_id AND j.state = 'r' LIMIT $1) s)
+         AS running,
        (SELECT count(*) FROM (SELECT FROM pgq.jobs j
                                WHERE j.queue_id = q.queue_id AND j.state = 'r'
-                                 AND j.lease_until < $2 LIMIT $1) s),
+                                 AND j.lease_until < $2 LIMIT $1) s) AS expired,
        (SELECT count(*) FROM (SELECT FROM pgq.dead_jobs d
                                WHERE d.queue = q.name
                                  AND (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $2)
-                               LIMIT $1) s),
+                               LIMIT $1) s) AS dead,
        (SELECT COALESCE(sum(f.jobs), 0) FROM pgq.finished f
          WHERE f.queue_id = q.queue_id AND f.finished_at >= $2 - q.retention)
-         + pgq.unflushed_completions(q.queue_id),
-       CASE WHEN o.oldest <= $2 AND isfinite(o.oldest) THEN o.oldest END,
-       q.paused, q.max_running, o.levels >= 64
+         + pgq.unflushed_completions(q.queue_id) AS done_recent,
+       CASE WHEN o.oldest <= $2 AND isfinite(o.oldest) THEN o.oldest END AS oldest_ready,
+       q.paused, q.max_running, o.levels >= 64 AS levels_cut
   FROM pgq.queues q
  CROSS JOIN LATERAL (
        SELECT count(*) AS pending, count(*) FILTER (WHERE s.run_at <= $2) AS due
@@ -85,22 +86,28 @@ SELECT q.queue_id, q.name, p.pending, p.due,
 // waiting in their group, waiting for their parents, running.
 constexpr char kJobStates[] = {'p', 'w', 'b', 'r'};
 
-// Columns of queue_overview.
-enum OverviewColumn : int {
-  kOverviewQueueId = 1,
-  kOverviewName,
-  kOverviewPending,  // ready or scheduled, read in claim order
-  kOverviewDue,      // of those read, the ones due
-  kOverviewWaiting,
-  kOverviewAwaitingParents,
-  kOverviewRunning,
-  kOverviewExpired,
-  kOverviewDead,
-  kOverviewDoneRecent,
-  kOverviewOldestReady,
-  kOverviewPaused,
-  kOverviewMaxRunning,
-  kOverviewLevelsCut,
+// Columns of queue_overview, found by name once per execution.
+struct OverviewColumns {
+  explicit OverviewColumns(const pg::Result& rows)
+      : queue_id(rows.ColumnNumber("queue_id")),
+        name(rows.ColumnNumber("name")),
+        pending(rows.ColumnNumber("pending")),
+        due(rows.ColumnNumber("due")),
+        waiting(rows.ColumnNumber("waiting")),
+        awaiting_parents(rows.ColumnNumber("awaiting_parents")),
+        running(rows.ColumnNumber("running")),
+        expired(rows.ColumnNumber("expired")),
+        dead(rows.ColumnNumber("dead")),
+        done_recent(rows.ColumnNumber("done_recent")),
+        oldest_ready(rows.ColumnNumber("oldest_ready")),
+        paused(rows.ColumnNumber("paused")),
+        max_running(rows.ColumnNumber("max_running")),
+        levels_cut(rows.ColumnNumber("levels_cut")) {}
+  int queue_id, name;
+  int pending;  // ready or scheduled, read in claim order
+  int due;      // of those read, the ones due
+  int waiting, awaiting_parents, running, expired, dead, done_recent, oldest_ready, paused,
+      max_running, levels_cut;
 };
 
 // Replaces the counts (by kJobStates) that reached `limit` by estimates:
@@ -141,21 +148,26 @@ bool EstimateDeepStates(Oid jobs, int32 queue_id, int64 limit,
   return true;
 }
 
+pg::Statement jobs_size = {
+    "SELECT pg_catalog.pg_total_relation_size($1) AS bytes,"
+    " pg_catalog.pg_stat_get_live_tuples($1) AS live_rows",
+    1,
+    {OIDOID},
+    nullptr};
+
 }  // namespace
 
 int64 CountQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name) {
   pg::Params params;
   params.Set(0, Int32GetDatum(queue_id)).Set(1, name);
-  return spi.Execute(queue_holds_jobs, params).Int64(0, 1);
+  return spi.Execute(queue_holds_jobs, params).Int64(0, "jobs");
 }
 
 void PurgeQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name, TimestampTz now) {
   pg::Params by_id;
   by_id.Set(0, Int32GetDatum(queue_id));
   internal::ParentsDied(spi, spi.Execute(delete_queue_parents, by_id), now);
-  pg::Params by_name;
-  by_name.Set(0, name);
-  spi.Execute(delete_queue_dead, by_name);
+  internal::DeleteQueueDead(spi, name);
 }
 
 std::vector<QueueOverview> ReadQueueOverview(pg::SpiSession& spi, const Scope& scope,
@@ -167,22 +179,24 @@ std::vector<QueueOverview> ReadQueueOverview(pg::SpiSession& spi, const Scope& s
   const pg::Result rows = spi.Execute(queue_overview, params);
   const Catalog& catalog = InstalledCatalog();
   std::vector<QueueOverview> queues;
+  if (rows.empty()) return queues;
+  const OverviewColumns c(rows);
   queues.reserve(rows.size());
   for (uint64 row = 0; row < rows.size(); ++row) {
-    int64 jobs[std::size(kJobStates)] = {
-        rows.Int64(row, kOverviewPending), rows.Int64(row, kOverviewWaiting),
-        rows.Int64(row, kOverviewAwaitingParents), rows.Int64(row, kOverviewRunning)};
+    int64 jobs[std::size(kJobStates)] = {rows.Int64(row, c.pending), rows.Int64(row, c.waiting),
+                                         rows.Int64(row, c.awaiting_parents),
+                                         rows.Int64(row, c.running)};
     const int64 pending_read = jobs[0];
-    const int64 due_read = rows.Int64(row, kOverviewDue);
-    int64 expired = rows.Int64(row, kOverviewExpired);
-    int64 dead = rows.Int64(row, kOverviewDead);
-    bool estimated = rows.Bool(row, kOverviewLevelsCut) || expired >= limit;
-    estimated |= EstimateDeepStates(catalog.jobs, rows.Int32(row, kOverviewQueueId), limit, jobs);
+    const int64 due_read = rows.Int64(row, c.due);
+    int64 expired = rows.Int64(row, c.expired);
+    int64 dead = rows.Int64(row, c.dead);
+    bool estimated = rows.Bool(row, c.levels_cut) || expired >= limit;
+    estimated |= EstimateDeepStates(catalog.jobs, rows.Int32(row, c.queue_id), limit, jobs);
     if (dead >= limit) {
       estimated = true;
       bool is_null = false;
-      const std::optional<double> rows_dead = pg::EstimateEqualRows(
-          catalog.dead_jobs, "queue", rows.Value(row, kOverviewName, &is_null));
+      const std::optional<double> rows_dead =
+          pg::EstimateEqualRows(catalog.dead_jobs, "queue", rows.Value(row, c.name, &is_null));
       if (rows_dead) dead = std::max<int64>(limit, std::llround(*rows_dead));
     }
     // A deep queue's pending jobs split as the ones read (in claim order).
@@ -190,18 +204,25 @@ std::vector<QueueOverview> ReadQueueOverview(pg::SpiSession& spi, const Scope& s
                           ? std::llround(static_cast<double>(jobs[0]) * due_read / pending_read)
                           : due_read;
     bool no_age = false;
-    const Datum oldest = rows.Value(row, kOverviewOldestReady, &no_age);
+    const Datum oldest = rows.Value(row, c.oldest_ready, &no_age);
     bool no_cap = false;
-    const Datum max_running = rows.Value(row, kOverviewMaxRunning, &no_cap);
+    const Datum max_running = rows.Value(row, c.max_running, &no_cap);
     queues.push_back(QueueOverview{
-        rows.Text(row, kOverviewName), due + jobs[1], jobs[0] - due, jobs[3],
-        std::min(expired, jobs[3]), dead, rows.Int64(row, kOverviewDoneRecent), jobs[2],
+        rows.Text(row, c.name), due + jobs[1], jobs[0] - due, jobs[3], std::min(expired, jobs[3]),
+        dead, rows.Int64(row, c.done_recent), jobs[2],
         no_age ? std::nullopt : std::optional<TimestampTz>(DatumGetTimestampTz(oldest)),
-        rows.Bool(row, kOverviewPaused),
+        rows.Bool(row, c.paused),
         no_cap ? std::nullopt : std::optional<int32>(DatumGetInt32(max_running)), estimated});
-    queues.back().queue_id = rows.Int32(row, kOverviewQueueId);
+    queues.back().queue_id = rows.Int32(row, c.queue_id);
   }
   return queues;
+}
+
+TableSize JobsTableSize(pg::SpiSession& spi, Oid relid) {
+  pg::Params params;
+  params.Set(0, ObjectIdGetDatum(relid));
+  const pg::Result size = spi.Execute(jobs_size, params);
+  return TableSize{size.Int64(0, "bytes"), size.Int64(0, "live_rows")};
 }
 
 }  // namespace pgq::store

@@ -29,7 +29,8 @@ pg::Statement lock_ring = {
 
 // The stream's consumers and whether `$2` is one of them.
 pg::Statement count_consumers = {R"sql(
-SELECT count(*), COALESCE(bool_or(name OPERATOR(pg_catalog.=) $2), false)
+SELECT count(*) AS consumers,
+       COALESCE(bool_or(name OPERATOR(pg_catalog.=) $2), false) AS registered
   FROM pgq.stream_consumers WHERE stream_id = $1)sql",
                                  2,
                                  {INT4OID, TEXTOID},
@@ -63,7 +64,8 @@ pg::Statement find_consumer = {
 pg::Statement lock_consumer = {R"sql(
 SELECT consumer_id, done_snapshot, window_end, window_end_at, cursor_txid, cursor_id, batch_no,
        batch_open, batch_end_txid, batch_end_id, batch_events,
-       pg_catalog.pg_snapshot_xmax(done_snapshot), pg_catalog.pg_snapshot_xmax(window_end)
+       pg_catalog.pg_snapshot_xmax(done_snapshot) AS done_xmax,
+       pg_catalog.pg_snapshot_xmax(window_end) AS window_xmax
   FROM pgq.stream_consumers
  WHERE stream_id = $1 AND name = $2
    FOR UPDATE)sql",
@@ -131,6 +133,63 @@ pg::Statement consumer_counts = {
 
 constexpr uint64 kBatchNoMask = 0xffffffffu;
 
+// The columns of a statement on the paths of next_batch and finish_batch,
+// found by name on the first result in the backend and kept: they cannot
+// move without the statement's text, which is fixed.
+template <typename Columns>
+const Columns& ColumnsOf(const pg::Result& rows) {
+  static const Columns columns(rows);
+  return columns;
+}
+
+// lock_consumer's.
+struct ConsumerColumns {
+  explicit ConsumerColumns(const pg::Result& rows)
+      : consumer_id(rows.ColumnNumber("consumer_id")),
+        done_snapshot(rows.ColumnNumber("done_snapshot")),
+        window_end(rows.ColumnNumber("window_end")),
+        window_end_at(rows.ColumnNumber("window_end_at")),
+        cursor_txid(rows.ColumnNumber("cursor_txid")),
+        cursor_id(rows.ColumnNumber("cursor_id")),
+        batch_no(rows.ColumnNumber("batch_no")),
+        batch_open(rows.ColumnNumber("batch_open")),
+        batch_end_txid(rows.ColumnNumber("batch_end_txid")),
+        batch_end_id(rows.ColumnNumber("batch_end_id")),
+        batch_events(rows.ColumnNumber("batch_events")),
+        done_xmax(rows.ColumnNumber("done_xmax")),
+        window_xmax(rows.ColumnNumber("window_xmax")) {}
+  int consumer_id, done_snapshot, window_end, window_end_at, cursor_txid, cursor_id, batch_no,
+      batch_open, batch_end_txid, batch_end_id, batch_events, done_xmax, window_xmax;
+};
+
+// read_window's (stream_statements.h; one shape for every stream).
+struct WindowColumns {
+  explicit WindowColumns(const pg::Result& rows)
+      : txid(rows.ColumnNumber("txid")),
+        id(rows.ColumnNumber("id")),
+        appended_at(rows.ColumnNumber("appended_at")),
+        payload(rows.ColumnNumber("payload")),
+        cut(rows.ColumnNumber("cut")),
+        cut_at(rows.ColumnNumber("cut_at")),
+        bytes_through(rows.ColumnNumber("bytes_through")) {}
+  int txid, id, appended_at, payload, cut, cut_at, bytes_through;
+};
+
+// A one-column result's.
+struct BatchNoColumn {
+  explicit BatchNoColumn(const pg::Result& rows) : batch_no(rows.ColumnNumber("batch_no")) {}
+  int batch_no;
+};
+struct BatchEventsColumn {
+  explicit BatchEventsColumn(const pg::Result& rows)
+      : batch_events(rows.ColumnNumber("batch_events")) {}
+  int batch_events;
+};
+struct StreamIdColumn {
+  explicit StreamIdColumn(const pg::Result& rows) : stream_id(rows.ColumnNumber("stream_id")) {}
+  int stream_id;
+};
+
 int64 BatchId(int32 consumer_id, int64 batch_no) {
   return static_cast<int64>((static_cast<uint64>(consumer_id) << 32) |
                             (static_cast<uint64>(batch_no) & kBatchNoMask));
@@ -173,13 +232,18 @@ std::vector<Event> ReadWindow(pg::SpiSession& spi, int32 stream_id, Datum from, 
       .Set(9, Int64GetDatum(max_bytes));
   pg::Result rows = spi.Execute(detail::StatementsOf(stream_id).read_window.get(), params);
   std::vector<Event> events;
+  if (rows.empty()) {
+    rows.Free();
+    return events;
+  }
+  const WindowColumns& c = ColumnsOf<WindowColumns>(rows);
   events.reserve(rows.size());
   for (uint64 row = 0; row < rows.size(); ++row) {
     bool is_null = false;
-    const Datum payload = rows.Value(row, 4, &is_null);
+    const Datum payload = rows.Value(row, c.payload, &is_null);
     Event event;
-    event.id = rows.Int64(row, 2);
-    event.appended_at = DatumGetTimestampTz(rows.Value(row, 3, &is_null));
+    event.id = rows.Int64(row, c.id);
+    event.appended_at = DatumGetTimestampTz(rows.Value(row, c.appended_at, &is_null));
     event.payload = pg::Guard([&] {
       MemoryContext old = MemoryContextSwitchTo(memory);
       const Datum copy = datumCopy(payload, false, -1);
@@ -188,20 +252,20 @@ std::vector<Event> ReadWindow(pg::SpiSession& spi, int32 stream_id, Datum from, 
     });
     events.push_back(event);
     if (row + 1 == rows.size()) {
-      *end = Key{TxidOf(rows.Value(row, 1, &is_null)), event.id};
-      *bytes = rows.Int64(row, 7);
+      *end = Key{TxidOf(rows.Value(row, c.txid, &is_null)), event.id};
+      *bytes = rows.Int64(row, c.bytes_through);
     }
   }
   if (cut != nullptr && !events.empty()) {
     bool is_null = false;
-    const Datum snapshot = rows.Value(0, 5, &is_null);
+    const Datum snapshot = rows.Value(0, c.cut, &is_null);
     *cut = pg::Guard([&] {
       MemoryContext old = MemoryContextSwitchTo(memory);
       const Datum copy = datumCopy(snapshot, false, -1);
       MemoryContextSwitchTo(old);
       return copy;
     });
-    *cut_at = rows.Value(0, 6, &is_null);
+    *cut_at = rows.Value(0, c.cut_at, &is_null);
   }
   rows.Free();
   return events;
@@ -226,8 +290,8 @@ bool Register(pg::SpiSession& spi, const Stream& stream, std::string_view consum
   // Seeing what committed while we waited for the ring's row, even in a
   // REPEATABLE READ transaction: the count is exact.
   pg::Result counted = spi.ExecuteSeeingLatest(count_consumers, params, 1);
-  const int64 consumers = counted.Int64(0, 1);
-  const bool registered = counted.Bool(0, 2);
+  const int64 consumers = counted.Int64(0, "consumers");
+  const bool registered = counted.Bool(0, "registered");
   counted.Free();
   // (A name registered already goes on to the insert, which does nothing.)
   if (!registered && consumers >= max_consumers) {
@@ -252,7 +316,7 @@ int32 ConsumerId(pg::SpiSession& spi, const Stream& stream, std::string_view con
   params.Set(0, Int32GetDatum(stream.id)).Set(1, pg::TextDatum(consumer));
   const pg::Result found = spi.Execute(find_consumer, params, 1);
   if (found.empty()) RaiseNoConsumer(stream, consumer);
-  return found.Int32(0, 1);
+  return found.Int32(0, "consumer_id");
 }
 
 Batch NextBatch(pg::SpiSession& spi, const Stream& stream, std::string_view consumer,
@@ -261,27 +325,30 @@ Batch NextBatch(pg::SpiSession& spi, const Stream& stream, std::string_view cons
   params.Set(0, Int32GetDatum(stream.id)).Set(1, pg::TextDatum(consumer));
   pg::Result state = spi.Execute(lock_consumer, params, 1);
   if (state.empty()) RaiseNoConsumer(stream, consumer);
+  const ConsumerColumns& c = ColumnsOf<ConsumerColumns>(state);
   bool is_null = false;
-  const int32 consumer_id = state.Int32(0, 1);
-  Datum from = state.Value(0, 2, &is_null);
+  const int32 consumer_id = state.Int32(0, c.consumer_id);
+  Datum from = state.Value(0, c.done_snapshot, &is_null);
   bool window_is_null = false;
-  Datum window_end = state.Value(0, 3, &window_is_null);
-  Datum window_end_at = state.Value(0, 4, &is_null);
-  Key cursor{TxidOf(state.Value(0, 5, &is_null)), state.Int64(0, 6)};
-  const int64 batch_no = state.Int64(0, 7);
-  uint64 from_xmax = TxidOf(state.Value(0, 12, &is_null));
-  const uint64 window_xmax = window_is_null ? 0 : TxidOf(state.Value(0, 13, &is_null));
+  Datum window_end = state.Value(0, c.window_end, &window_is_null);
+  Datum window_end_at = state.Value(0, c.window_end_at, &is_null);
+  Key cursor{TxidOf(state.Value(0, c.cursor_txid, &is_null)), state.Int64(0, c.cursor_id)};
+  const int64 batch_no = state.Int64(0, c.batch_no);
+  uint64 from_xmax = TxidOf(state.Value(0, c.done_xmax, &is_null));
+  const uint64 window_xmax = window_is_null ? 0 : TxidOf(state.Value(0, c.window_xmax, &is_null));
 
   Batch batch;
   const Key no_end{UINT64_MAX, INT64_MAX};
-  if (state.Bool(0, 8)) {
+  if (state.Bool(0, c.batch_open)) {
     // The open batch again: the same window, cursor and end, the same
     // events (whatever pgq.max_batch_bytes is now: the end says it all).
-    const Key last{TxidOf(state.Value(0, 9, &is_null)), state.Int64(0, 10)};
+    const Key last{TxidOf(state.Value(0, c.batch_end_txid, &is_null)),
+                   state.Int64(0, c.batch_end_id)};
     Key end{};
     int64 bytes = 0;
-    batch.events = ReadWindow(spi, stream.id, from, from_xmax, window_end, cursor, last,
-                              std::max(state.Int32(0, 11), 1), INT64_MAX, memory, &end, &bytes);
+    batch.events =
+        ReadWindow(spi, stream.id, from, from_xmax, window_end, cursor, last,
+                   std::max(state.Int32(0, c.batch_events), 1), INT64_MAX, memory, &end, &bytes);
     batch.batch_id = BatchId(consumer_id, batch_no);
     return batch;
   }
@@ -310,7 +377,8 @@ Batch NextBatch(pg::SpiSession& spi, const Stream& stream, std::string_view cons
           .Set(5, Int32GetDatum(static_cast<int32>(events.size())))
           .Set(6, BoolGetDatum(ends_window));
       pg::Result opened = spi.Execute(open_batch, open, 1);
-      batch.batch_id = BatchId(consumer_id, opened.Int64(0, 1));
+      batch.batch_id =
+          BatchId(consumer_id, opened.Int64(0, ColumnsOf<BatchNoColumn>(opened).batch_no));
       opened.Free();
       batch.events = std::move(events);
       return batch;
@@ -335,7 +403,7 @@ int32 StreamOfBatch(pg::SpiSession& spi, int64 batch_id) {
   pg::Params params;
   params.Set(0, Int32GetDatum(static_cast<int32>(static_cast<uint64>(batch_id) >> 32)));
   pg::Result row = spi.Execute(stream_of_consumer, params, 1);
-  const int32 stream_id = row.empty() ? 0 : row.Int32(0, 1);
+  const int32 stream_id = row.empty() ? 0 : row.Int32(0, ColumnsOf<StreamIdColumn>(row).stream_id);
   row.Free();
   return stream_id;
 }
@@ -347,7 +415,7 @@ int32 FinishBatch(pg::SpiSession& spi, int64 batch_id) {
   params.Set(0, Int32GetDatum(consumer_id)).Set(1, Int64GetDatum(static_cast<int64>(batch_no)));
   pg::Result finished = spi.Execute(finish_batch, params, 1);
   if (!finished.empty()) {
-    const int32 events = finished.Int32(0, 1);
+    const int32 events = finished.Int32(0, ColumnsOf<BatchEventsColumn>(finished).batch_events);
     finished.Free();
     return events;
   }
@@ -360,8 +428,8 @@ int32 FinishBatch(pg::SpiSession& spi, int64 batch_id) {
     pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "batch " + shown + " does not exist",
               "Its consumer is not registered.");
   }
-  const uint64 current = static_cast<uint64>(state.Int64(0, 1)) & kBatchNoMask;
-  const bool open = state.Bool(0, 2);
+  const uint64 current = static_cast<uint64>(state.Int64(0, "batch_no")) & kBatchNoMask;
+  const bool open = state.Bool(0, "batch_open");
   state.Free();
   // Batch numbers start at 1: 0 was never given.
   const bool earlier = batch_no != 0 && (batch_no < current || (batch_no == current && !open));
@@ -375,6 +443,32 @@ int32 FinishBatch(pg::SpiSession& spi, int64 batch_id) {
 }
 
 namespace detail {
+
+// The consumers' part of the rebase after a restore (streams.cpp, Rebase).
+std::string RebaseConsumersSql(const std::string& table) {
+  return R"sql(
+UPDATE pgq.stream_consumers c
+   SET cursor_id = COALESCE(
+         (SELECT min(e.id) - 1 FROM )sql" +
+         table + R"sql( e
+           WHERE NOT pg_catalog.pg_visible_in_snapshot(e.txid, c.done_snapshot)
+             AND NOT (c.window_end IS NOT NULL
+                      AND pg_catalog.pg_visible_in_snapshot(e.txid, c.window_end)
+                      AND (e.txid, e.id) <= (c.cursor_txid, c.cursor_id))),
+         (SELECT max(e.id) FROM )sql" +
+         table + R"sql( e), 0),
+       cursor_txid = $2,
+       done_snapshot = ($2::text || ':' || $2::text || ':')::pg_catalog.pg_snapshot,
+       done_at = pg_catalog.clock_timestamp(), window_end = NULL, window_end_at = NULL,
+       batch_open = false
+ WHERE c.stream_id = $1)sql";
+}
+
+void RebaseConsumers(pg::SpiSession& spi, int32 stream_id, Datum txid) {
+  pg::Params consumers;
+  consumers.Set(0, Int32GetDatum(stream_id)).Set(1, txid);
+  (void)spi.Execute(StatementsOf(stream_id).rebase_consumers.get(), consumers);
+}
 
 std::vector<ConsumerCount> ConsumerCounts(pg::SpiSession& spi) {
   pg::Params none;

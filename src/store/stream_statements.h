@@ -42,4 +42,10 @@ struct StreamStatements {
 // The statements of `stream_id`, prepared on first use.
 StreamStatements& StatementsOf(int32 stream_id);
 
+// stream_batches.cpp, the file that writes pgq.stream_consumers: the text of
+// rebase_consumers, and running it for the rebase after a restore ($2, the
+// rebasing transaction's id `txid`).
+std::string RebaseConsumersSql(const std::string& table);
+void RebaseConsumers(pg::SpiSession& spi, int32 stream_id, Datum txid);
+
 }  // namespace pgq::store::streams::detail

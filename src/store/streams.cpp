@@ -22,7 +22,7 @@ namespace pgq::store::streams {
 namespace {
 
 pg::Statement find_stream = {
-    "SELECT stream_id, owner::oid, rotation FROM pgq.streams WHERE name = $1",
+    "SELECT stream_id, owner::oid AS owner, rotation FROM pgq.streams WHERE name = $1",
     1,
     {TEXTOID},
     nullptr};
@@ -57,9 +57,9 @@ pg::Statement stream_ids = {"SELECT stream_id FROM pgq.streams ORDER BY stream_i
 pg::Statement streams_to_maintain = {R"sql(
 SELECT s.stream_id, s.rotation, r.rotated_at,
        EXISTS (SELECT 1 FROM pgq.ring_segments g
-                WHERE g.ring_id = r.ring_id AND g.segment <> r.current AND NOT g.empty),
+                WHERE g.ring_id = r.ring_id AND g.segment <> r.current AND NOT g.empty) AS sealed,
        (SELECT g.empty FROM pgq.ring_segments g
-         WHERE g.ring_id = r.ring_id AND g.segment = (r.current + 1) % r.segments)
+         WHERE g.ring_id = r.ring_id AND g.segment = (r.current + 1) % r.segments) AS next_empty
   FROM pgq.streams s JOIN pgq.rings r ON r.ring_id = s.stream_id
  ORDER BY s.stream_id)sql",
                                      0,
@@ -71,12 +71,13 @@ pg::Statement stream_sizes = {R"sql(
 SELECT s.name,
        COALESCE((SELECT sum(pg_catalog.pg_total_relation_size(t.relid))
                    FROM pg_catalog.pg_partition_tree(
-                          ('pgq.stream_events_' || s.stream_id)::pg_catalog.regclass) t), 0)::int8,
+                          ('pgq.stream_events_' || s.stream_id)::pg_catalog.regclass) t), 0)::int8
+         AS bytes,
        COALESCE((SELECT sum(GREATEST(c.reltuples, 0))
                    FROM pg_catalog.pg_partition_tree(
                           ('pgq.stream_events_' || s.stream_id)::pg_catalog.regclass) t
                    JOIN pg_catalog.pg_class c ON c.oid = t.relid
-                  WHERE t.isleaf), 0)::int8
+                  WHERE t.isleaf), 0)::int8 AS events
   FROM pgq.streams s ORDER BY s.name)sql",
                               0,
                               {},
@@ -139,10 +140,11 @@ std::optional<Stream> Load(pg::SpiSession& spi, std::string_view name) {
   if (row.empty()) return std::nullopt;
   Stream stream;
   stream.name = std::string(name);
-  stream.id = row.Int32(0, 1);
+  stream.id = row.Int32(0, "stream_id");
   bool is_null = false;
-  stream.owner = DatumGetObjectId(row.Value(0, 2, &is_null));
-  stream.rotation_us = pg::IntervalMicros(DatumGetIntervalP(row.Value(0, 3, &is_null)), "rotation");
+  stream.owner = DatumGetObjectId(row.Value(0, "owner", &is_null));
+  stream.rotation_us =
+      pg::IntervalMicros(DatumGetIntervalP(row.Value(0, "rotation", &is_null)), "rotation");
   row.Free();
   if (!pg::segments::LoadRing(spi, kRoot, stream.id, &stream.ring)) {
     pg::Raise(ERRCODE_DATA_CORRUPTED, "stream \"" + std::string(name) + "\" has no ring",
@@ -177,7 +179,7 @@ std::string ReadWindowSql(const std::string& table) {
   const std::string to = "COALESCE($2, pg_catalog.pg_current_snapshot())";
   return R"sql(
 SELECT txid, id, appended_at, payload, )sql" +
-         to + R"sql(, pg_catalog.statement_timestamp(), bytes_through FROM (
+         to + R"sql( AS cut, pg_catalog.statement_timestamp() AS cut_at, bytes_through FROM (
 SELECT txid, id, appended_at, payload,
        sum(pg_catalog.pg_column_size(payload)) OVER (ORDER BY txid, id ROWS UNBOUNDED PRECEDING)
          AS bytes_through FROM (
@@ -216,7 +218,8 @@ SELECT NOT EXISTS (
           OR EXISTS (SELECT 1 FROM )sql" +
          table + R"sql( e
                       WHERE e.segment = $2
-                        AND e.txid = ANY (ARRAY(SELECT pg_catalog.pg_snapshot_xip(c.done_snapshot)))))))sql";
+                        AND e.txid = ANY (ARRAY(SELECT pg_catalog.pg_snapshot_xip(c.done_snapshot))))))
+    AS finished)sql";
 }
 
 // A consumer's unfinished events in four disjoint parts, each read through
@@ -293,25 +296,6 @@ SELECT (SELECT e.txid FROM )sql" +
           FROM pgq.stream_consumers c WHERE c.stream_id = $1) AS newest_xmax)sql";
 }
 
-std::string RebaseConsumersSql(const std::string& table) {
-  return R"sql(
-UPDATE pgq.stream_consumers c
-   SET cursor_id = COALESCE(
-         (SELECT min(e.id) - 1 FROM )sql" +
-         table + R"sql( e
-           WHERE NOT pg_catalog.pg_visible_in_snapshot(e.txid, c.done_snapshot)
-             AND NOT (c.window_end IS NOT NULL
-                      AND pg_catalog.pg_visible_in_snapshot(e.txid, c.window_end)
-                      AND (e.txid, e.id) <= (c.cursor_txid, c.cursor_id))),
-         (SELECT max(e.id) FROM )sql" +
-         table + R"sql( e), 0),
-       cursor_txid = $2,
-       done_snapshot = ($2::text || ':' || $2::text || ':')::pg_catalog.pg_snapshot,
-       done_at = pg_catalog.clock_timestamp(), window_end = NULL, window_end_at = NULL,
-       batch_open = false
- WHERE c.stream_id = $1)sql";
-}
-
 }  // namespace
 
 StreamStatements::StreamStatements(int32 stream_id)
@@ -341,7 +325,8 @@ std::vector<int32> StreamIds(pg::SpiSession& spi) {
   pg::Params none;
   pg::Result rows = spi.Execute(stream_ids, none);
   std::vector<int32> ids;
-  for (uint64 row = 0; row < rows.size(); ++row) ids.push_back(rows.Int32(row, 1));
+  const int id = rows.empty() ? 0 : rows.ColumnNumber("stream_id");
+  for (uint64 row = 0; row < rows.size(); ++row) ids.push_back(rows.Int32(row, id));
   rows.Free();
   return ids;
 }
@@ -392,9 +377,7 @@ void Rebase(pg::SpiSession& spi, int32 stream_id) {
   if (!NeedsRebase(spi, stream_id)) return;  // another session did it
   const Datum txid = pg::Guard([] { return FullTransactionIdGetDatum(GetTopFullTransactionId()); });
   detail::StreamStatements& statements = detail::StatementsOf(stream_id);
-  pg::Params consumers;
-  consumers.Set(0, Int32GetDatum(stream_id)).Set(1, txid);
-  (void)spi.Execute(statements.rebase_consumers.get(), consumers);
+  detail::RebaseConsumers(spi, stream_id, txid);
   pg::Params events;
   events.Set(0, txid);
   (void)spi.Execute(statements.rebase_events.get(), events);
@@ -424,7 +407,7 @@ std::string NameOf(pg::SpiSession& spi, int32 stream_id) {
   pg::Params params;
   params.Set(0, Int32GetDatum(stream_id));
   pg::Result row = spi.Execute(name_of, params, 1);
-  std::string name = row.empty() ? std::string() : row.Text(0, 1);
+  std::string name = row.empty() ? std::string() : row.Text(0, "name");
   row.Free();
   return name;
 }
@@ -437,7 +420,7 @@ bool Create(pg::SpiSession& spi, std::string_view name, Oid owner, const Interva
       .Set(2, IntervalPGetDatum(&rotation));
   pg::Result row = spi.Execute(insert_stream, params, 1);
   if (row.empty()) return false;
-  const int32 id = row.Int32(0, 1);
+  const int32 id = row.Int32(0, "stream_id");
   row.Free();
   pg::segments::CreateRing(spi, kRoot, id, kSegments, "(txid, id)", now);
   pg::QueueCache::InvalidateAll();
@@ -503,8 +486,13 @@ std::vector<StreamSize> Sizes(pg::SpiSession& spi) {
   pg::Params none;
   pg::Result rows = spi.Execute(stream_sizes, none);
   std::vector<StreamSize> sizes;
-  for (uint64 row = 0; row < rows.size(); ++row) {
-    sizes.push_back(StreamSize{rows.Text(row, 1), rows.Int64(row, 2), rows.Int64(row, 3)});
+  if (!rows.empty()) {
+    const int name = rows.ColumnNumber("name"), bytes = rows.ColumnNumber("bytes"),
+              events = rows.ColumnNumber("events");
+    for (uint64 row = 0; row < rows.size(); ++row) {
+      sizes.push_back(
+          StreamSize{rows.Text(row, name), rows.Int64(row, bytes), rows.Int64(row, events)});
+    }
   }
   rows.Free();
   return sizes;
@@ -531,12 +519,17 @@ MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
     bool next_empty;
   };
   std::vector<Due> due;
+  const int id = rows.empty() ? 0 : rows.ColumnNumber("stream_id");
+  const int rotation_column = rows.empty() ? 0 : rows.ColumnNumber("rotation");
+  const int rotated_at = rows.empty() ? 0 : rows.ColumnNumber("rotated_at");
+  const int sealed = rows.empty() ? 0 : rows.ColumnNumber("sealed");
+  const int next_empty = rows.empty() ? 0 : rows.ColumnNumber("next_empty");
   for (uint64 row = 0; row < rows.size(); ++row) {
     bool is_null = false;
-    const Interval* rotation = DatumGetIntervalP(rows.Value(row, 2, &is_null));
-    due.push_back(Due{rows.Int32(row, 1), pg::IntervalMicros(rotation, "rotation"),
-                      DatumGetTimestampTz(rows.Value(row, 3, &is_null)), rows.Bool(row, 4),
-                      rows.Bool(row, 5)});
+    const Interval* rotation = DatumGetIntervalP(rows.Value(row, rotation_column, &is_null));
+    due.push_back(Due{rows.Int32(row, id), pg::IntervalMicros(rotation, "rotation"),
+                      DatumGetTimestampTz(rows.Value(row, rotated_at, &is_null)),
+                      rows.Bool(row, sealed), rows.Bool(row, next_empty)});
   }
   rows.Free();
   for (const Due& stream : due) {
@@ -551,7 +544,7 @@ MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
                 .Set(1, Int16GetDatum(static_cast<int16>(segment)));
             pg::Result finished =
                 spi.ExecuteSeeingLatest(statements.segment_finished.get(), params);
-            const bool yes = finished.Bool(0, 1);
+            const bool yes = finished.Bool(0, "finished");
             finished.Free();
             return yes;
           });
@@ -564,6 +557,99 @@ MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
     }
   }
   return counts;
+}
+
+namespace {
+
+pg::Statement lock_stream_owner = {
+    "SELECT stream_id, owner::oid AS owner, owner::text AS owner_name FROM pgq.streams"
+    " WHERE name = $1 FOR KEY SHARE",
+    1,
+    {TEXTOID},
+    nullptr};
+
+pg::Statement insert_grant = {
+    "INSERT INTO pgq.stream_grants (role, stream_id, privilege) VALUES ($1, $2, $3)"
+    " ON CONFLICT DO NOTHING",
+    3,
+    {REGROLEOID, INT4OID, TEXTOID},
+    nullptr};
+
+pg::Statement delete_grant = {
+    "DELETE FROM pgq.stream_grants WHERE role = $1 AND stream_id = $2 AND privilege = $3",
+    3,
+    {REGROLEOID, INT4OID, TEXTOID},
+    nullptr};
+
+pg::Statement drop_orphan_grants = {
+    "DELETE FROM pgq.stream_grants g"
+    " WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = g.role::oid)",
+    0,
+    {},
+    nullptr};
+
+pg::Statement load_holders = {
+    "SELECT g.role::oid AS role, g.stream_id,"
+    "       CASE g.privilege WHEN 'produce' THEN 1 WHEN 'consume' THEN 2 ELSE 4 END AS rights"
+    "  FROM pgq.stream_grants g"
+    " UNION ALL "
+    "SELECT s.owner::oid, s.stream_id, 7 FROM pgq.streams s",
+    0,
+    {},
+    nullptr};
+
+bool ChangeGrant(pg::SpiSession& spi, pg::Statement& statement, Oid role, int32 stream_id,
+                 std::string_view privilege) {
+  pg::Params params;
+  params.Set(0, ObjectIdGetDatum(role))
+      .Set(1, Int32GetDatum(stream_id))
+      .Set(2, pg::TextDatum(privilege));
+  return spi.Execute(statement, params).size() == 1;
+}
+
+}  // namespace
+
+std::optional<StreamOwner> LockOwner(pg::SpiSession& spi, std::string_view name) {
+  pg::Params lookup;
+  lookup.Set(0, pg::TextDatum(name));
+  const pg::Result found = spi.Execute(lock_stream_owner, lookup, 1);
+  if (found.empty()) return std::nullopt;
+  bool is_null = false;
+  return StreamOwner{found.Int32(0, "stream_id"),
+                     DatumGetObjectId(found.Value(0, "owner", &is_null)),
+                     found.Text(0, "owner_name")};
+}
+
+bool InsertGrant(pg::SpiSession& spi, Oid role, int32 stream_id, std::string_view privilege) {
+  return ChangeGrant(spi, insert_grant, role, stream_id, privilege);
+}
+
+bool DeleteGrant(pg::SpiSession& spi, Oid role, int32 stream_id, std::string_view privilege) {
+  return ChangeGrant(spi, delete_grant, role, stream_id, privilege);
+}
+
+void DropOrphanGrants(pg::SpiSession& spi) {
+  pg::Params none;
+  spi.Execute(drop_orphan_grants, none);
+}
+
+std::vector<core::RightsHolder> RightsHolders(pg::SpiSession& spi) {
+  pg::Params none;
+  pg::Result rows = spi.Execute(load_holders, none);
+  std::vector<core::RightsHolder> holders;
+  holders.reserve(rows.size());
+  if (!rows.empty()) {
+    const int role = rows.ColumnNumber("role"), stream_id = rows.ColumnNumber("stream_id"),
+              rights = rows.ColumnNumber("rights");
+    for (uint64 row = 0; row < rows.size(); ++row) {
+      bool is_null = false;
+      holders.push_back(core::RightsHolder{DatumGetObjectId(rows.Value(row, role, &is_null)),
+                                           rows.Int32(row, stream_id),
+                                           static_cast<uint8>(rows.Int32(row, rights))});
+    }
+  }
+  rows.Free();
+  return holders;
 }
 
 }  // namespace pgq::store::streams

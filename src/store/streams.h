@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/rights.h"
 #include "pg/segments.h"
 #include "pg/spi.h"
 
@@ -145,10 +146,34 @@ struct StreamSize {
 };
 std::vector<StreamSize> Sizes(pg::SpiSession& spi);
 
-// Rows of pgq.stream_segments (2.1), then stream_id (column 13): the ring
-// and segments of stream `stream_id`, or of every stream; by name, segment.
-inline constexpr int kRingSegmentsColumns = 12, kRingSegmentsStreamId = 13;
+// Rows of pgq.stream_segments (2.1), then a column stream_id: the ring and
+// segments of stream `stream_id`, or of every stream; by name, segment.
+inline constexpr int kRingSegmentsColumns = 12;
 pg::Result RingSegments(pg::SpiSession& spi, std::optional<int32> stream_id);
+
+// Rights (pgq.stream_grants) -------------------------------------------------
+
+// The stream named `name`: its id and owner (by OID: owner::text quotes a
+// name that needs it and is a bare number for a dropped role, so no text
+// comparison may decide who owns it), its row locked (FOR KEY SHARE) until
+// the end of the transaction so that it cannot be dropped meanwhile.
+struct StreamOwner {
+  int32 id;
+  Oid owner;
+  std::string owner_name;
+};
+std::optional<StreamOwner> LockOwner(pg::SpiSession& spi, std::string_view name);
+// Grants `privilege` on stream `stream_id` (0: every stream) to `role`;
+// false when it held it already.
+bool InsertGrant(pg::SpiSession& spi, Oid role, int32 stream_id, std::string_view privilege);
+// Revokes it; false when there was no such grant.
+bool DeleteGrant(pg::SpiSession& spi, Oid role, int32 stream_id, std::string_view privilege);
+// Deletes the grants of roles dropped since.
+void DropOrphanGrants(pg::SpiSession& spi);
+// Every holder of a right on a stream: the grants (stream 0: every stream)
+// and each stream's owner with all three (RightsHolder::queue_id holds the
+// stream's id).
+std::vector<core::RightsHolder> RightsHolders(pg::SpiSession& spi);
 
 // Maintenance ----------------------------------------------------------------
 

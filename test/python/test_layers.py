@@ -1,7 +1,17 @@
 """The source zones of docs/architecture.md (issue 16): a zone includes only
-zones below it (core < pg < store < api < bgw < module.cpp), nothing
-outside src/pg reads SPI's globals, and nothing outside the jobs store
-(src/store) writes pgq.jobs, pgq.dead_jobs, the history or the dedupe holds.
+zones below it (core < pg < store < service < api < bgw < module.cpp),
+nothing outside src/pg reads SPI's globals, and nothing outside the jobs
+store (src/store) writes pgq.jobs, pgq.dead_jobs, the history or the dedupe
+holds.
+
+Issue 32, the store owns every table: each table of ours (as sql/ creates
+them) is written by exactly one file of src/store (pgq.jobs by the jobs
+store, the files that share store/internal.h; the ring layer's own ledger by
+src/pg), src/api, src/bgw and the services (src/service) hold no statement text
+and run none, and nothing outside
+src/pg reads a result column by a literal number. What is not moved yet is
+in the allow-lists below: they can only shrink (an entry that is no longer
+needed fails the test too).
 No database needed."""
 import glob
 import os
@@ -9,10 +19,54 @@ import re
 import unittest
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
-ORDER = ["core", "pg", "store", "api", "bgw"]
+ORDER = ["core", "pg", "store", "service", "api", "bgw"]
 INCLUDE = re.compile(r'^#include "(\w+)/', re.M)
 WRITES_JOBS = re.compile(
     r"(INSERT INTO|UPDATE|DELETE FROM|TRUNCATE)\s+pgq\.(jobs|dead_jobs|job_history|dedupe_holds|dedupe_followers|job_dependencies|dependency_failures|dependency_releases)\w*\b", re.I)
+
+
+SQL = os.path.join(os.path.dirname(__file__), "..", "..", "sql")
+# A statement that writes a table of ours: the table's name after pgq.
+WRITES = re.compile(r"\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM|TRUNCATE(?:\s+TABLE)?(?:\s+ONLY)?"
+                    r"|MERGE\s+INTO|COPY)\s+pgq\.(\w+)")
+# The text of a statement on a table of ours, in one C++ string literal.
+STATEMENT = re.compile(r"\b(?:(?:SELECT|INSERT|UPDATE|DELETE|WITH)\b.*?\b(?:FROM|INTO|JOIN)\s+pgq\."
+                       r"|UPDATE\s+pgq\.|TRUNCATE\b.*?\bpgq\.)", re.S)
+# C++ string literals (raw or not), character literals and comments, so that
+# a quote inside a comment does not start a string.
+TOKENS = re.compile(r'R"(\w*)\((.*?)\)\1"|"((?:[^"\\\n]|\\.)*)"' r"|'(?:[^'\\\n]|\\.)*'"
+                    r"|//[^\n]*|/\*.*?\*/", re.S)
+# Defining or running a statement (pg/spi.h).
+RUNS_STATEMENTS = re.compile(r"\bpg::Statement\b|\bBuiltStatement\b|\.Execute(?:SeeingLatest|Utility)?\(")
+# A pg::Result read whose column is a number or a kConstant (a number
+# exported under a name): result.Int64(row, 2), rows.Value(0, kFoo, &null).
+COLUMN_BY_NUMBER = re.compile(
+    r"\.(?:Int64|Int32|Bool|Float8|Text|IsNull|Value)\(\s*[^,()]+?,\s*"
+    r"(?:\d+|(?:\w+::)*k[A-Z]\w*)\s*[,)]")
+
+# The jobs store: the files that share its internal header. pgq.jobs is
+# written by several of them (one file per operation: insert, claim,
+# finish...), as one module.
+JOBS_STORE_HEADER = '#include "store/internal.h"'
+# The ring layer's ledger (src/pg/segments, ADR 0020).
+RING_LAYER_TABLES = {"rings", "ring_segments"}
+
+# Issue 32: tables still written by more than one file, or outside the
+# store. Only shrinks: each entry must list exactly the files writing it.
+WRITERS_NOT_MOVED_YET = {
+    "dead_jobs": {"store/dead.cpp", "store/history.cpp"},
+    "dedupe_followers": {"store/dead.cpp", "store/keys.cpp"},
+    "job_history": {"store/finish.cpp", "store/history.cpp"},
+}
+# Issue 32: files of src/api and src/bgw that still hold statements, and how
+# many. Only shrinks.
+STATEMENTS_NOT_MOVED_YET = {
+}
+# Issue 32: files outside src/pg that still read columns by number, and how
+# many reads. Only shrinks.
+COLUMN_NUMBERS_NOT_MOVED_YET = {
+    "store/history.cpp": 3,
+}
 
 
 def sources(zone):
@@ -23,6 +77,60 @@ def sources(zone):
 def read(path):
     with open(path, encoding="utf-8") as f:
         return f.read()
+
+
+def all_sources():
+    return [p for zone in ORDER for p in sources(zone)]
+
+
+def rel(path):
+    return os.path.relpath(path, SRC)
+
+
+def our_tables():
+    """The tables the install and update scripts create in schema pgq (a
+    segment pgq.x_1 counts as its ring's table pgq.x)."""
+    tables = set()
+    for path in glob.glob(os.path.join(SQL, "pgq_cpp--*.sql")):
+        for name in re.findall(r"CREATE\s+(?:UNLOGGED\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?pgq\.(\w+)",
+                               read(path), re.I):
+            tables.add(name)
+    return tables
+
+
+def table_of(name, tables):
+    """The table a written name is: itself, or the ring whose segment it is
+    (pgq.dead_jobs_2, or pgq.job_history_ + a number built at run time)."""
+    while name not in tables and re.search(r"_\d*$", name):
+        name = re.sub(r"_\d*$", "", name)
+    return name
+
+
+def string_literals(text):
+    """The string literals of a C++ source, adjacent ones joined as the
+    compiler joins them."""
+    out, last_end = [], None
+    for m in TOKENS.finditer(text):
+        if m.group(2) is None and m.group(3) is None:
+            last_end = None
+            continue
+        s = m.group(2) if m.group(2) is not None else m.group(3)
+        if last_end is not None and text[last_end:m.start()].strip() == "":
+            out[-1] += s
+        else:
+            out.append(s)
+        last_end = m.end()
+    return out
+
+
+def writers_by_table():
+    tables = our_tables()
+    writers = {}
+    for path in all_sources():
+        for literal in string_literals(read(path)):
+            for name in WRITES.findall(literal):
+                writers.setdefault(table_of(name, tables), set()).add(rel(path))
+    return tables, writers
 
 
 class LayersTest(unittest.TestCase):
@@ -64,6 +172,67 @@ class LayersTest(unittest.TestCase):
         struct = re.search(r"struct Catalog \{(.*?)\};", catalog, re.S).group(1)
         self.assertNotRegex(struct, r"\bbool\b", "store::Catalog keeps no flag per version")
         self.assertIn("RequireCurrentCatalog();", read(os.path.join(SRC, "pg", "boundary.cpp")))
+
+    def test_each_table_is_written_by_one_file_of_the_store(self):
+        tables, writers = writers_by_table()
+        jobs_store = {rel(p) for p in sources("store") if JOBS_STORE_HEADER in read(p)}
+        wrong = []
+        for table in sorted(writers):
+            files = writers[table]
+            if table not in tables:
+                wrong.append(f"pgq.{table} is written by {sorted(files)} but no sql/ script creates it")
+            elif table in WRITERS_NOT_MOVED_YET:
+                if files != WRITERS_NOT_MOVED_YET[table]:
+                    wrong.append(f"pgq.{table}: the allow-list says {sorted(WRITERS_NOT_MOVED_YET[table])}, "
+                                 f"written by {sorted(files)} (update the list: it only shrinks)")
+            elif table == "jobs":
+                if not files <= jobs_store:
+                    wrong.append(f"pgq.jobs written outside the jobs store: {sorted(files - jobs_store)}")
+            elif table in RING_LAYER_TABLES:
+                if files != {"pg/segments.cpp"}:
+                    wrong.append(f"pgq.{table} written by {sorted(files)}, not the ring layer")
+            elif len(files) != 1 or not next(iter(files)).startswith("store/"):
+                wrong.append(f"pgq.{table} written by {sorted(files)}")
+        for table in sorted(set(WRITERS_NOT_MOVED_YET) - set(writers)):
+            wrong.append(f"pgq.{table} is in the allow-list but nothing writes it")
+        self.assertEqual(wrong, [])
+        # the check reads what it claims to: the store writes the tables of jobs
+        self.assertTrue(writers.get("jobs", set()) and "dependency_releases" in writers)
+
+    def test_no_statement_text_in_api_or_bgw(self):
+        found = {}
+        for path in sources("service") + sources("api") + sources("bgw"):
+            count = sum(1 for s in string_literals(read(path)) if STATEMENT.search(s))
+            if count:
+                found[rel(path)] = count
+        self.assertEqual(found, STATEMENTS_NOT_MOVED_YET,
+                         "statements belong in src/store; the allow-list only shrinks")
+        # the check reads what it claims to
+        self.assertTrue(any(STATEMENT.search(s) for p in sources("store")
+                            for s in string_literals(read(p))))
+
+    def test_api_bgw_and_services_run_no_statement(self):
+        """Not even on PostgreSQL's own catalogs: a statement is the store's
+        (or src/pg's), and its caller gets typed rows."""
+        wrong = [rel(p) for p in sources("service") + sources("api") + sources("bgw")
+                 if RUNS_STATEMENTS.search(TOKENS.sub(" ", read(p)))]
+        self.assertEqual(wrong, [])
+        # the check reads what it claims to
+        self.assertTrue(any(RUNS_STATEMENTS.search(read(p)) for p in sources("store")))
+
+    def test_no_column_read_by_number_outside_src_pg(self):
+        found = {}
+        for path in all_sources():
+            if rel(path).startswith("pg/"):
+                continue
+            code = TOKENS.sub(lambda m: m.group(0) if m.group(0).startswith(("\"", "R\"")) else " ",
+                              read(path))
+            count = len(COLUMN_BY_NUMBER.findall(code))
+            if count:
+                found[rel(path)] = count
+        self.assertEqual(found, COLUMN_NUMBERS_NOT_MOVED_YET,
+                         "read columns by name (result.Int64(row, \"id\"), or ColumnNumber once for "
+                         "a loop); the allow-list only shrinks")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 
 #include "pg/pg.h"
 
-namespace pgq::api {
+namespace pgq::service {
 
 struct PassCounts {
   int64 expired_requeued = 0;
@@ -29,4 +29,4 @@ struct PassCounts {
 // worker commits after each one, so no transaction grows with the backlog.
 PassCounts RunMaintenanceBatch(TimestampTz now, bool* more);
 
-}  // namespace pgq::api
+}  // namespace pgq::service

@@ -7,7 +7,7 @@
 
 #include "pg/pg.h"
 
-namespace pgq::api {
+namespace pgq::service {
 
 enum class CompactOutcome {
   kNotNeeded,  // MaybeCompactJobs: the table is small or mostly live
@@ -43,4 +43,4 @@ CompactResult CompactJobs(int lock_timeout_ms, int64 max_jobs, int64 max_bytes);
 // small caps of an automatic rewrite, when JobsWantCompaction. Same rules.
 CompactResult MaybeCompactJobs();
 
-}  // namespace pgq::api
+}  // namespace pgq::service

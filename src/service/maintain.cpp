@@ -1,0 +1,84 @@
+// One maintenance pass in the current database, a bounded batch per call:
+// what pgq.maintain() and the maintenance worker run (service/maintain.h).
+#include "service/maintain.h"
+
+#include "pg/ledger.h"
+#include "pg/queue_slots.h"
+#include "pg/settings.h"
+#include "pg/spi.h"
+#include "service/schedules.h"
+#include "store/grants.h"
+#include "store/jobs.h"
+#include "store/outbox.h"
+#include "store/queues.h"
+#include "store/schedules.h"
+#include "store/streams.h"
+
+namespace pgq::service {
+
+namespace {
+
+// Each statement handles a bounded batch, so a pass over a huge backlog is a
+// series of small statements rather than one giant one.
+constexpr int32 kBatch = 5000;
+// Firing a schedule is a few statements; keep a batch's transaction short.
+constexpr int32 kScheduleBatch = 100;
+
+// Claim hints are exact for every change pgq_cpp makes (core/claim_hint.h).
+// Changes it cannot see (a hand-written UPDATE of pgq.jobs, a prepared
+// transaction committed later) are found at the latest this long after, when
+// a pass resets the hints of its database.
+constexpr int64 kHintRefreshMicros = 60 * USECS_PER_SEC;
+TimestampTz last_hint_reset = 0;
+
+}  // namespace
+
+PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
+  PassCounts counts;
+  *more = false;
+  pg::SpiSession spi;
+  const store::Expired expired = store::ExpireLeases(spi, now, kBatch);
+  counts.expired_requeued = expired.requeued;
+  counts.expired_dead = expired.dead;
+  *more = counts.expired_requeued == kBatch || counts.expired_dead == kBatch;
+  const TimestampTz wall = GetCurrentTimestamp();
+  if (wall - last_hint_reset >= kHintRefreshMicros || wall < last_hint_reset) {
+    pg::Guard([] { pg::ResetDatabaseSlots(false); });
+    last_hint_reset = wall;
+    store::DropOrphanGrants(spi);
+    store::DropOrphanTopicGrants(spi);
+    store::streams::DropOrphanGrants(spi);
+  }
+
+  pg::ledger::FlushFinishedCounts([&](int32 queue_id, uint64 jobs) {
+    store::FlushFinished(spi, queue_id, now, static_cast<int64>(jobs));
+  });
+
+  // Retention is per queue; queues are few, finished jobs many.
+  for (const store::QueueRetention& queue : store::QueueRetentions(spi)) {
+    const store::FinishedDropped dropped =
+        store::DropOldFinished(spi, queue.id, now - queue.retention_us, kBatch);
+    counts.finished_dropped += dropped.jobs;
+    if (dropped.rows == kBatch) *more = true;
+  }
+
+  // Dedupe periods past, followers left behind, the rings of completed and
+  // dead jobs (ADR 0015).
+  if (store::TendKeys(spi, now, kBatch).holds_dropped == kBatch) *more = true;
+  store::TurnRings(spi, now);
+  // Dependents of parents that died, past what their transaction did.
+  if (store::TendDependencies(spi, now, kBatch) == kBatch) *more = true;
+
+  // Recurring jobs and the outbox's history.
+  store::RearmFinishedEverySchedules(spi, now);
+  counts.schedules_fired = FireDueSchedules(spi, now, kScheduleBatch);
+  if (counts.schedules_fired == kScheduleBatch) *more = true;
+  if (store::DropOldScheduleRuns(spi, now, kBatch) == kBatch) *more = true;
+  if (store::DropOldEvents(spi, now, kBatch) == kBatch) *more = true;
+
+  // Streams: rings turned, segments every consumer has passed truncated.
+  (void)store::streams::Maintain(spi, now);
+  return counts;
+}
+
+}  // namespace pgq::service

@@ -1,0 +1,140 @@
+// The statements of the read surfaces (store/read_surfaces.h).
+#include "store/read_surfaces.h"
+
+#include "pg/args.h"
+#include "store/internal.h"
+
+namespace pgq::store {
+
+namespace {
+
+// $1 every queue, $2 the queue ids (int4[]), $3 one queue's id (NULL: all).
+// The columns of pgq.queue_settings, in its order.
+pg::Statement read_queue_settings = {
+    "SELECT q.name, q.max_attempts, q.lease, q.backoff_base, q.backoff_max, q.retention,"
+    "       q.keep_completed, q.keep_dead, q.notify, q.rate_limit, q.max_running,"
+    "       q.group_concurrency, q.handler, q.owner, q.paused, q.created_at"
+    "  FROM pgq.queues q"
+    " WHERE ($1 OR q.queue_id = ANY ($2)) AND ($3 IS NULL OR q.queue_id = $3)"
+    " ORDER BY q.name",
+    3,
+    {BOOLOID, INT4ARRAYOID, INT4OID},
+    nullptr};
+
+// One row per queue and claiming session: its running jobs, their oldest
+// and newest claim, how many leases ran out, and who the session is as
+// pg_stat_activity knows it (NULL once it is gone; a pid is reused once its
+// session ends, so only a session that began before the claim counts).
+pg::Statement read_queue_workers = {
+    "SELECT q.name, j.claimed_by, a.usename, a.application_name, a.client_addr,"
+    "       a.pid IS NOT NULL, a.backend_start, pg_catalog.count(*),"
+    "       pg_catalog.min(j.claimed_at), pg_catalog.max(j.claimed_at),"
+    "       pg_catalog.count(*) FILTER (WHERE j.lease_until < $4)"
+    "  FROM pgq.jobs j"
+    "  JOIN pgq.queues q ON q.queue_id = j.queue_id"
+    "  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = j.claimed_by"
+    "        AND (a.backend_start IS NULL OR a.backend_start <= j.claimed_at)"
+    " WHERE j.state = 'r' AND ($1 OR j.queue_id = ANY ($2)) AND ($3 IS NULL OR j.queue_id = $3)"
+    " GROUP BY q.name, j.claimed_by, a.pid, a.usename, a.application_name, a.client_addr,"
+    "          a.backend_start"
+    " ORDER BY q.name, pg_catalog.min(j.claimed_at), j.claimed_by",
+    4,
+    {BOOLOID, INT4ARRAYOID, INT4OID, TIMESTAMPTZOID},
+    nullptr};
+
+// $1, $2, $3 as above, $4 one schedule's name (NULL: all), $5 max. Newest
+// first.
+pg::Statement read_schedule_runs = {
+    "SELECT r.name, q.name, r.slot, r.fired_at, r.job_id"
+    "  FROM pgq.schedule_runs r"
+    "  JOIN pgq.recurring s ON s.name = r.name"
+    "  JOIN pgq.queues q ON q.queue_id = s.queue_id"
+    " WHERE ($1 OR s.queue_id = ANY ($2)) AND ($3 IS NULL OR s.queue_id = $3)"
+    "   AND ($4 IS NULL OR r.name = $4)"
+    " ORDER BY r.fired_at DESC, r.name"
+    " LIMIT $5",
+    5,
+    {BOOLOID, INT4ARRAYOID, INT4OID, TEXTOID, INT4OID},
+    nullptr};
+
+// $1 one team (NULL: all), $2 max. A team with its members in turn order.
+pg::Statement read_teams = {
+    "SELECT t.name, t.turn, t.created_at,"
+    "       pg_catalog.array_agg(m.name ORDER BY m.member_id) FILTER (WHERE m.active),"
+    "       pg_catalog.array_agg(m.name ORDER BY m.member_id) FILTER (WHERE NOT m.active),"
+    "       (SELECT l.name FROM pgq.team_members l"
+    "         WHERE l.team_id = t.team_id AND l.member_id = t.last_member_id),"
+    "       (SELECT pg_catalog.count(*) FROM pgq.assignments a WHERE a.team_id = t.team_id)"
+    "  FROM pgq.teams t LEFT JOIN pgq.team_members m ON m.team_id = t.team_id"
+    " WHERE $1 IS NULL OR t.name = $1"
+    " GROUP BY t.team_id ORDER BY t.name LIMIT $2",
+    2,
+    {TEXTOID, INT4OID},
+    nullptr};
+
+pg::Statement read_switches = {
+    "SELECT name, value, updated_at FROM pgq.switches"
+    " WHERE $1 IS NULL OR name = $1 ORDER BY name LIMIT $2",
+    2,
+    {TEXTOID, INT4OID},
+    nullptr};
+
+// Most recently climbed first.
+pg::Statement read_ladders = {
+    "SELECT subject, step, updated_at FROM pgq.ladders"
+    " WHERE $1 IS NULL OR subject = $1 ORDER BY updated_at DESC, subject LIMIT $2",
+    2,
+    {TEXTOID, INT4OID},
+    nullptr};
+
+pg::Params& SetFilter(pg::Params& params, const Scope& scope, std::optional<int32> queue_id) {
+  internal::SetScope(params, 0, scope);
+  return params.SetOptional(2, !queue_id, Int32GetDatum(queue_id.value_or(0)));
+}
+
+pg::Result ReadCoordination(pg::SpiSession& spi, pg::Statement& statement,
+                            std::optional<std::string_view> name, int32 max) {
+  pg::Params params;
+  params.SetOptional(0, !name, name ? pg::TextDatum(*name) : static_cast<Datum>(0))
+      .Set(1, Int32GetDatum(max));
+  return spi.Execute(statement, params);
+}
+
+}  // namespace
+
+pg::Result ReadQueueSettings(pg::SpiSession& spi, const Scope& scope,
+                             std::optional<int32> queue_id) {
+  pg::Params params;
+  SetFilter(params, scope, queue_id);
+  return spi.Execute(read_queue_settings, params);
+}
+
+pg::Result ReadQueueWorkers(pg::SpiSession& spi, const Scope& scope, std::optional<int32> queue_id,
+                            TimestampTz now) {
+  pg::Params params;
+  SetFilter(params, scope, queue_id).Set(3, TimestampTzGetDatum(now));
+  return spi.Execute(read_queue_workers, params);
+}
+
+pg::Result ReadScheduleRuns(pg::SpiSession& spi, const Scope& scope, std::optional<int32> queue_id,
+                            std::optional<std::string_view> schedule, int32 max) {
+  pg::Params params;
+  SetFilter(params, scope, queue_id)
+      .SetOptional(3, !schedule, schedule ? pg::TextDatum(*schedule) : static_cast<Datum>(0))
+      .Set(4, Int32GetDatum(max));
+  return spi.Execute(read_schedule_runs, params);
+}
+
+pg::Result ReadTeams(pg::SpiSession& spi, std::optional<std::string_view> team, int32 max) {
+  return ReadCoordination(spi, read_teams, team, max);
+}
+
+pg::Result ReadSwitches(pg::SpiSession& spi, std::optional<std::string_view> name, int32 max) {
+  return ReadCoordination(spi, read_switches, name, max);
+}
+
+pg::Result ReadLadders(pg::SpiSession& spi, std::optional<std::string_view> subject, int32 max) {
+  return ReadCoordination(spi, read_ladders, subject, max);
+}
+
+}  // namespace pgq::store
