@@ -2,7 +2,8 @@
 zones below it (core < pg < store < api < bgw < module.cpp), nothing
 outside src/pg reads SPI's globals, and nothing outside the jobs store
 (src/store) writes pgq.jobs, pgq.dead_jobs, the history or the dedupe holds.
-No database needed."""
+One ring layer (issue 32, ADR 0024): only src/pg/segments.cpp creates, turns
+or truncates ring segments. No database needed."""
 import glob
 import os
 import re
@@ -13,6 +14,17 @@ ORDER = ["core", "pg", "store", "api", "bgw"]
 INCLUDE = re.compile(r'^#include "(\w+)/', re.M)
 WRITES_JOBS = re.compile(
     r"(INSERT INTO|UPDATE|DELETE FROM|TRUNCATE)\s+pgq\.(jobs|dead_jobs|job_history|dedupe_holds|dedupe_followers|job_dependencies|dependency_failures|dependency_releases)\w*\b", re.I)
+
+# What only the ring layer does: TRUNCATE, partition DDL, and writes to the
+# rings' ledger. (Reading the ledger, or locking a ring's row, is anyone's.)
+RING_WORK = re.compile(
+    r"\bTRUNCATE\b|\bPARTITION\s+OF\b|\b(ATTACH|DETACH)\s+PARTITION\b"
+    r"|(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+pgq\.(rings|ring_segments)\b")
+RING_LAYER = os.path.join("pg", "segments.cpp")
+# Compaction (ADR 0008) empties pgq.jobs, no ring, before writing its live
+# rows back; issue 33 removes it.
+NOT_A_RING = {os.path.join("pg", "table_rewrite.cpp")}
+COMMENT = re.compile(r"//[^\n]*")
 
 
 def sources(zone):
@@ -46,6 +58,19 @@ class LayersTest(unittest.TestCase):
         self.assertEqual(wrong, [])
         # and the store does (the check reads what it claims to)
         self.assertTrue(any(WRITES_JOBS.search(read(p)) for p in sources("store")))
+
+    def test_only_the_ring_layer_creates_turns_or_truncates_segments(self):
+        doing = {}
+        for zone in ORDER:
+            for path in sources(zone):
+                name = os.path.relpath(path, SRC)
+                found = RING_WORK.search(COMMENT.sub("", read(path)))
+                if found:
+                    doing[name] = found.group(0)
+        self.assertIn(RING_LAYER, doing)  # the check reads what it claims to
+        wrong = {name: what for name, what in doing.items()
+                 if name != RING_LAYER and name not in NOT_A_RING}
+        self.assertEqual(wrong, {})
 
 
 if __name__ == "__main__":
