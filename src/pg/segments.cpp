@@ -157,6 +157,20 @@ bool LockWithTimeout(Oid relid, int wait_ms) {
   return locked;
 }
 
+// Adopting a ring: an advisory lock (ring id, "pgqc", 7) held until the
+// transaction ends, taken without waiting, so that two maintenance runners
+// never wait on each other's ledger insert (the second skips).
+constexpr uint32 kPgqLockSpace = 0x70677163;  // "pgqc", as pg/queue_lock.cpp
+constexpr uint16 kAdoptLockKind = 7;          // 3-5: pg/queue_lock.cpp, 6: consumer_guard.cpp
+
+bool TryLockAdoption(int32 ring_id) {
+  LOCKTAG tag;
+  SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(ring_id), kPgqLockSpace,
+                       kAdoptLockKind);
+  return Guard([&tag] { return LockAcquire(&tag, ExclusiveLock, false, true); }) !=
+         LOCKACQUIRE_NOT_AVAIL;
+}
+
 // The ring's table (segment -1) or the leaf of its segment `segment` (0 ..
 // segments - 1), schema-qualified.
 std::string NameIn(const Place& place, int segment) {
@@ -251,6 +265,7 @@ bool AdoptRing(SpiSession& spi, const Place& place, int32 ring_id, int segments,
   if (segments < 2 || segments > kMaxSegments) {
     Raise(ERRCODE_INTERNAL_ERROR, "a ring has 2 to " + std::to_string(kMaxSegments) + " segments");
   }
+  if (!TryLockAdoption(ring_id)) return false;
   Ring tables;
   tables.segments = segments;
   Datum written[kMaxSegments];
