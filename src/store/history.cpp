@@ -22,6 +22,7 @@
 // truncated only under its ACCESS EXCLUSIVE lock, after the check made once
 // the lock is held (pg/segments.h): a writer holds ROW EXCLUSIVE on it until
 // it ends, so its rows are seen by that check and hold the segment.
+#include <algorithm>
 #include <memory>
 
 #include "pg/args.h"
@@ -91,6 +92,22 @@ SELECT $3 >= $4 + COALESCE(max(q.keep_dead), interval '0')
 SELECT $3 >= $4 + COALESCE(max(q.keep_completed), interval '0')
   FROM pgq.queues q WHERE q.keep_completed >= $1 AND q.keep_completed < $2)sql",
        {INTERVALOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID}},
+  };
+  return statements[history].get();
+}
+
+// $1 the class's start, $2 its bound: the longest keep of its queues
+// (none: 0).
+pg::Statement& longest_keep(bool history) {
+  static BuiltStatement statements[2] = {
+      {R"sql(
+SELECT COALESCE(max(q.keep_dead), interval '0') AS keep
+  FROM pgq.queues q WHERE q.keep_dead >= $1 AND q.keep_dead < $2)sql",
+       {INTERVALOID, INTERVALOID}},
+      {R"sql(
+SELECT COALESCE(max(q.keep_completed), interval '0') AS keep
+  FROM pgq.queues q WHERE q.keep_completed >= $1 AND q.keep_completed < $2)sql",
+       {INTERVALOID, INTERVALOID}},
   };
   return statements[history].get();
 }
@@ -194,9 +211,23 @@ bool TendRing(pg::SpiSession& spi, bool history, int klass, bool classes, Timest
                                 });
   }
   // An idle ring does not turn: a turn sends every backend an invalidation.
-  const int64 period_us = internal::RingPeriodUs(klass);
+  int64 period_us = internal::RingPeriodUs(klass);
   const int64 age = now - ring.rotated_at;
   if ((age >= 0 && age < period_us) || !pg::segments::Written(ring, ring.current)) return false;
+  // Nor more often than its sealed segments can be given back: they wait
+  // for the longest keep of the class, so with a period of that keep /
+  // (segments - 1) the next segment is empty when the turn comes, and every
+  // segment holds about as many rows (a ring turned faster stalls, its
+  // current segment growing, and then truncates unevenly).
+  pg::Params range;
+  range.Set(0, IntervalPGetDatum(IntervalOf(internal::ClassStartUs(klass))))
+      .Set(1, IntervalPGetDatum(IntervalOf(bound_us)));
+  const pg::Result longest = spi.Execute(longest_keep(history), range);
+  bool is_null = false;
+  const int64 keep_us =
+      pg::IntervalMicros(DatumGetIntervalP(longest.Value(0, "keep", &is_null)), "keep");
+  period_us = std::max(period_us, keep_us / (ring.segments - 1));
+  if (age >= 0 && age < period_us) return false;
   return pg::segments::Rotate(spi, place, ring_id, period_us, now);
 }
 
