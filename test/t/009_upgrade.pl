@@ -318,6 +318,16 @@ is( $node->safe_psql(
 		"SELECT string_agg(coalesce(dead_reason, '-'), ',' ORDER BY id) FROM pgq.list_jobs('mail'); "
 		  . "SELECT state FROM pgq.list_jobs('mail', reason => 'exhausted')"),
 	"-,exhausted\ndead", '2.0.1 updated: dead jobs say why, list_jobs filters on it');
+# Issue 32 (ADR 0024): the update moves no row; the next maintenance pass
+# adopts each history and dead-letter ring (pgq.segment_rings is gone) and
+# truncates nothing its queue still keeps.
+$node->safe_psql('old201', 'SELECT * FROM pgq.maintain()');
+is( $node->safe_psql(
+		'old201',
+		"SELECT string_agg(state, ',' ORDER BY id) FROM pgq.list_jobs('mail'); "
+		  . "SELECT count(*) FROM pgq.rings WHERE ring_id < 0; "
+		  . "SELECT to_regclass('pgq.segment_rings') IS NULL"),
+	"done,dead\n22\nt", '2.0.1 updated: after a pass, the rings are adopted and the kept jobs are there');
 
 my $long_second = $long->query_safe("SELECT id FROM pgq.claim('long', 1)");
 is( $node->safe_psql(
