@@ -190,14 +190,16 @@ std::string TableName(const char* root, int32 ring_id, int segment) {
 }
 
 void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
-                const char* index_columns, TimestampTz now) {
+                std::initializer_list<const char*> indexes, TimestampTz now) {
   if (segments < 2 || segments > kMaxSegments) {
     Raise(ERRCODE_INTERNAL_ERROR, "a ring has 2 to " + std::to_string(kMaxSegments) + " segments");
   }
   const std::string parent = TableName(root, ring_id);
   spi.ExecuteUtility("CREATE TABLE " + parent + " PARTITION OF pgq." + root + " FOR VALUES IN (" +
                      std::to_string(ring_id) + ") PARTITION BY LIST (segment)");
-  spi.ExecuteUtility("CREATE INDEX ON " + parent + " " + index_columns);
+  for (const char* index_columns : indexes) {
+    spi.ExecuteUtility("CREATE INDEX ON " + parent + " " + index_columns);
+  }
   spi.ExecuteUtility("COMMENT ON TABLE " + parent + " IS 'the ring of segments of " + root + " " +
                      std::to_string(ring_id) + " (pgq.rings says which takes new rows)'");
   for (int k = 0; k < segments; ++k) {

@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 
@@ -68,12 +69,17 @@ struct Ring {
   Oid leaves[kMaxSegments] = {};
 };
 
-// Creates ring `ring_id` under pgq.<root> (partitioned by LIST of its first
-// column, which holds the ring id): its tables, an index on `index_columns`
-// ("(txid, id)") of each segment, and its ledger rows with segment 0
-// current. `root` and `index_columns` are ours, never a user's value.
+// Creates ring `ring_id` under pgq.<root> (partitioned by LIST of a column
+// that holds the ring id), with a table of its own, pgq.<root>_<ring_id>
+// (PlaceOf): its tables, the indexes `indexes` (column lists such as
+// "(txid, id)") of each segment, and its ledger rows with segment 0
+// current. `root` and the indexes are ours, never a user's value.
 void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
-                const char* index_columns, TimestampTz now);
+                std::initializer_list<const char*> indexes, TimestampTz now);
+inline void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
+                       const char* index_columns, TimestampTz now) {
+  CreateRing(spi, root, ring_id, segments, {index_columns}, now);
+}
 
 // Drops the ring's tables and ledger rows; waits for the readers and
 // writers of its segments.
