@@ -1,5 +1,5 @@
 -- The job lifecycle (SPEC §8): snooze, progress, complete with a result,
--- pgq.job and pgq.list_jobs, history kept and dropped by turning rings,
+-- pgq.job and pgq.list_jobs, history kept and dropped by the rings' truncations,
 -- purge_dead, and each function's bad input.
 CREATE EXTENSION pgq_cpp;
 SELECT pgq.create_queue('export', keep_completed => '30 seconds', lease => '1 minute');
@@ -66,45 +66,55 @@ SELECT pgq.claim('plain') IS NOT NULL;
 SELECT pgq.complete(:p1, 1, '{"ignored": true}');
 SELECT count(*) AS no_history FROM pgq.job(:p1);
 
--- History past keep_completed is not shown, and leaves in bulk: each pass
--- of maintenance whose ring period has passed (here 10 seconds) turns the
--- ring, and the fourth turn empties the segment that held the job with a
--- TRUNCATE. (The job finished at the clock's 11 minutes.)
+-- History past keep_completed is not shown, and leaves in bulk: the first
+-- pass adopts the class-0 ring (pgq.rings, ring -1; ADR 0026), a pass
+-- whose ring period has passed (here 10 seconds) turns it, and a later one
+-- empties the sealed segment that held the job with a TRUNCATE once every
+-- row in it is past its keep. (The job finished at the clock's 11 minutes.)
 SELECT count(*) AS kept_rows FROM pgq.job_history;
 SET pgq.debug_clock_offset = '12min';
 SELECT count(*) AS shown_after_keep FROM pgq.job(:j1);
 SELECT 1 FROM pgq.maintain();
-SELECT current, count(*) AS rows_left FROM pgq.segment_rings, pgq.job_history
- WHERE ring = 'history' GROUP BY current;
+SELECT r.current, count(*) AS rows_left FROM pgq.rings r, pgq.job_history
+ WHERE r.ring_id = -1 GROUP BY r.current;
 SET pgq.debug_clock_offset = '13min';
 SELECT 1 FROM pgq.maintain();
 SET pgq.debug_clock_offset = '14min';
 SELECT 1 FROM pgq.maintain();
 SET pgq.debug_clock_offset = '15min';
 SELECT 1 FROM pgq.maintain();
-SELECT r.current, (SELECT count(*) FROM pgq.job_history) AS rows_left
-  FROM pgq.segment_rings r WHERE r.ring = 'history';
+SELECT r.current, r.generation, (SELECT count(*) FROM pgq.job_history) AS rows_left
+  FROM pgq.rings r WHERE r.ring_id = -1;
 RESET pgq.debug_clock_offset;
 
--- A row still within its queue's keep when its segment comes round again
--- (the keep was raised after the ring had turned fast) is carried over into
--- the segment current before the turn, never lost.
-SELECT pgq.create_queue('audit', keep_completed => '30 seconds');
+-- A row is never copied or rewritten while its ring turns: a1 keeps its
+-- segment, ctid and xmin. A keep raised into a longer class applies to the
+-- rows written after it; the rows written before stay in their ring, shown
+-- for the new keep while they are on disk, and leave with their ring once
+-- past its class's longest keep (2 minutes for class 0; sql/retention.sql).
+SELECT pgq.create_queue('audit', keep_completed => '90 seconds');
+SET pgq.debug_clock_offset = '16min';
 SELECT pgq.enqueue('audit', '{"a": 1}') AS a1 \gset
 SELECT pgq.claim('audit') IS NOT NULL;
 SELECT pgq.complete(:a1, 1, '"ok"');
-SELECT segment AS a1_segment FROM pgq.job_history WHERE id = :a1 \gset
-SET pgq.debug_clock_offset = '16min';
+CREATE TEMP TABLE a1_row AS
+SELECT tableoid::regclass::text AS leaf, ctid::text AS tid, xmin::text AS xid
+  FROM pgq.job_history WHERE id = :a1;
+SELECT generation AS generation_before FROM pgq.rings WHERE ring_id = -1 \gset
+SET pgq.debug_clock_offset = '975s';
 SELECT 1 FROM pgq.maintain();
-SET pgq.debug_clock_offset = '17min';
+SET pgq.debug_clock_offset = '990s';
 SELECT 1 FROM pgq.maintain();
-SET pgq.debug_clock_offset = '18min';
+SET pgq.debug_clock_offset = '1005s';
 SELECT 1 FROM pgq.maintain();
 SELECT pgq.alter_queue('audit', keep_completed => '1 day');
-SET pgq.debug_clock_offset = '9h';
+SET pgq.debug_clock_offset = '1065s';
 SELECT 1 FROM pgq.maintain();
-SELECT r.current = :a1_segment AS recycled_its_segment, h.segment <> :a1_segment AS carried_over
-  FROM pgq.segment_rings r, pgq.job_history h WHERE r.ring = 'history' AND h.id = :a1;
+SELECT r.generation > :generation_before AS ring_turned,
+       (SELECT count(*) FROM pgq.job_history h JOIN a1_row b
+           ON h.tableoid::regclass::text = b.leaf AND h.ctid::text = b.tid AND h.xmin::text = b.xid
+         WHERE h.id = :a1) AS a1_untouched
+  FROM pgq.rings r WHERE r.ring_id = -1;
 SELECT state, result FROM pgq.job(:a1);
 SET pgq.debug_clock_offset = '48h';
 SELECT count(*) AS after_a_day FROM pgq.job(:a1);
@@ -186,15 +196,20 @@ SELECT keep_completed, keep_dead FROM pgq.queues WHERE name = 'export';
 SELECT pgq.alter_queue('export', keep_dead => '7 days');
 SELECT keep_completed, keep_dead FROM pgq.queues WHERE name = 'export';
 
--- The rings' rows deleted by hand: writers use segment 0, and the next
--- pass puts the rows back, each ring at its first segment (ADR 0021).
-DELETE FROM pgq.segment_rings WHERE ring LIKE 'history%';
+-- The rings' ledger rows deleted by hand: writers use the first segment of
+-- their class's ring (audit keeps a day: class 5, segments 16-18), and the
+-- next pass adopts each ring again at its first segment (ADR 0026).
+DELETE FROM pgq.rings WHERE ring_id BETWEEN -11 AND -1;
 SELECT pgq.enqueue('audit', '{"a": 2}') AS a2 \gset
 SELECT pgq.claim('audit') IS NOT NULL;
 SELECT pgq.complete(:a2, 1, '"ok"') AS completed_without_ring;
 SELECT segment FROM pgq.job_history WHERE id = :a2;
 SELECT 1 FROM pgq.maintain();
-SELECT ring, current FROM pgq.segment_rings ORDER BY ring;
+SELECT r.ring_id, r.segments, r.current,
+       string_agg(s.segment || ':' || CASE WHEN s.empty THEN 'empty' ELSE 'rows' END, ' '
+                  ORDER BY s.segment) AS segments
+  FROM pgq.rings r JOIN pgq.ring_segments s USING (ring_id)
+ WHERE r.ring_id < 0 GROUP BY r.ring_id ORDER BY r.ring_id DESC;
 
 -- An idle pass takes no transaction id: the rings are read without a lock
 -- until one is due (a row lock would take one, every pass, in every

@@ -157,3 +157,53 @@ COMMENT ON FUNCTION pgq.stream_segments(text) IS
 -- Batch completion (complete_many).
 -- ---------------------------------------------------------------------------
 
+
+-- ---------------------------------------------------------------------------
+-- Issue 32 (H): history and dead-letter on segment rings
+-- ---------------------------------------------------------------------------
+
+-- The history and dead-letter rings of each retention class (ADR 0021)
+-- become rings of the one ring layer, src/pg/segments (ADR 0026): their
+-- ledger is pgq.rings / pgq.ring_segments like every stream's (ring ids
+-- -1 - class for pgq.job_history, -21 - class for pgq.dead_jobs; streams'
+-- ids are positive), and a turn no longer copies the rows still kept: a
+-- sealed segment is truncated once every row in it is past its queue's keep.
+-- The tables, their segments (pgq.job_history_0 .. _33, pgq.dead_jobs_0 ..
+-- _33, pgq.dead_jobs_kept) and every row in them stay as they are: no row
+-- is moved by this update. The maintenance pass adopts each ring on its
+-- first run (src/pg/segments.h AdoptRing): its first segment current, every
+-- other segment that holds rows sealed, truncated only once all its rows
+-- are past their queue's keep. Until then writers put rows in each ring's
+-- first segment, where the adopted ring starts.
+DROP TABLE pgq.segment_rings;
+
+-- The history and dead-letter rings' ledger rows are not dumped: the
+-- restoring CREATE EXTENSION would collide with the rows maintenance
+-- writes when it adopts them, and a restored ring is adopted again (its
+-- restored rows are kept until past their keep). Streams' rings (positive
+-- ids, made by create_stream) are dumped as before.
+SELECT pg_catalog.pg_extension_config_dump('pgq.rings', 'WHERE ring_id OPERATOR(pg_catalog.>) 0');
+SELECT pg_catalog.pg_extension_config_dump('pgq.ring_segments', 'WHERE ring_id OPERATOR(pg_catalog.>) 0');
+COMMENT ON TABLE pgq.rings IS
+    'rings of segment tables (streams; history and dead-letter per retention class, negative ids): which segment takes new rows; turned by maintenance';
+COMMENT ON TABLE pgq.ring_segments IS
+    'the segments of each ring and whether each is empty; a sealed segment is truncated once its owner says no reader needs its rows';
+COMMENT ON TABLE pgq.job_history IS
+    'completed jobs kept for their queue''s keep_completed, with their result; a ring of segments per retention class (pgq.rings)';
+COMMENT ON TABLE pgq.dead_jobs IS
+    'dead-letter: jobs whole, with their last error and the reason (exhausted, cancelled, expired); a ring of segments per retention class (pgq.rings), and pgq.dead_jobs_kept';
+DO $segments$
+DECLARE
+    t text;
+    s integer;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['job_history', 'dead_jobs'] LOOP
+        FOR s IN 0 .. 33 LOOP
+            EXECUTE pg_catalog.format(
+                'COMMENT ON TABLE pgq.%I IS %L',
+                t OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) s,
+                pg_catalog.format('a segment of pgq.%s (pgq.rings says which takes new rows)', t));
+        END LOOP;
+    END LOOP;
+END
+$segments$;

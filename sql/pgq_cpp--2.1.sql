@@ -11,7 +11,7 @@
 -- test/t/009_upgrade.pl proves that a fresh install and an update from every
 -- release give the same catalog (objects, columns and their order, indexes,
 -- constraints, privileges, comments, configuration-dump entries and the
--- rows of pgq.segment_rings).
+-- rows of the ring ledger).
 --
 -- Hardening: CREATE EXTENSION runs this script with search_path set to
 -- pg_catalog only (the control file's schema), every object of ours is
@@ -245,32 +245,22 @@ COMMENT ON TABLE pgq.dedupe_holds IS
 
 -- History and dead-letter: rings of segments ==================================
 
--- Completed jobs and dead jobs live in tables partitioned by segment.
--- Maintenance recycles the oldest segment of a ring: it copies the few rows
--- still kept into the current one and TRUNCATEs it, so history leaves in
--- bulk, never by row deletes and their vacuum (ADR 0015). One ring per
--- retention class (ADR 0021): a queue's rows go to the ring of its own
--- keep_completed / keep_dead, and a ring turns on a period fixed by its
--- class, so no queue's retention changes when another queue's rows are
--- copied or dropped. Class 0 (keeps under 2 minutes) has the rings
--- 'history' and 'dead' (segments 0-3); class k (1-10, keeps from
--- 2 * 4^(k-1) minutes; class 10 from 364 days on) is 'history_k' and
--- 'dead_k' with the three segments from 4 + 3(k-1). Dead jobs kept for good
--- (keep_dead NULL, or their queue dropped) go to pgq.dead_jobs_kept
--- (segment 34), which never turns. The classes are listed in
--- src/store/retention.cpp. `current` is where a ring's new rows go; it
--- turns once `rotated_at` is a period old.
-CREATE TABLE pgq.segment_rings (
-    ring       text        NOT NULL PRIMARY KEY,
-    segments   smallint    NOT NULL,
-    current    smallint    NOT NULL,
-    rotated_at timestamptz NOT NULL,
-    CONSTRAINT segment_rings_ring_check
-        CHECK (ring OPERATOR(pg_catalog.~) '^(history|dead)(_([1-9]|10))?$'::pg_catalog.text
-               OR ring OPERATOR(pg_catalog.=) 'dead_kept'::pg_catalog.text)
-);
-COMMENT ON TABLE pgq.segment_rings IS
-    'which segment of pgq.job_history and pgq.dead_jobs takes new rows, per retention class; turned by maintenance';
+-- Completed jobs and dead jobs live in tables partitioned by segment,
+-- each retention class's share of them a ring of the one ring layer
+-- (src/pg/segments.h, ADR 0026), its ledger in pgq.rings / pgq.ring_segments
+-- (below) like every stream's: ring id -1 - class for pgq.job_history,
+-- -21 - class for pgq.dead_jobs (streams' ids are positive). A queue's rows
+-- go to the ring of its own keep_completed / keep_dead (ADR 0021), so no
+-- queue's retention changes what happens to another queue's rows; a sealed
+-- segment is truncated once every row in it is past its queue's keep, so
+-- history leaves in bulk, never by row deletes and their vacuum, and no row
+-- is copied. Class 0 (keeps under 2 minutes) has segments 0-3; class k
+-- (1-10, keeps from 2 * 4^(k-1) minutes; class 10 from 364 days on) the
+-- three from 4 + 3(k-1). Dead jobs kept for good (keep_dead NULL, or their
+-- queue dropped) go to pgq.dead_jobs_kept (segment 34), which is no ring.
+-- The classes are listed in src/store/retention.cpp. The maintenance pass
+-- adopts each ring on its first run (its ledger rows); until then writers
+-- put rows in each ring's first segment, where the adopted ring starts.
 
 -- Completed jobs of queues with keep_completed > 0, with their result.
 CREATE TABLE pgq.job_history (
@@ -292,7 +282,7 @@ CREATE TABLE pgq.job_history (
     segment      smallint    NOT NULL
 ) PARTITION BY LIST (segment);
 COMMENT ON TABLE pgq.job_history IS
-    'completed jobs kept for their queue''s keep_completed, with their result; a ring of four segments';
+    'completed jobs kept for their queue''s keep_completed, with their result; a ring of segments per retention class (pgq.rings)';
 
 -- Dead-letter: the job kept whole, with why it died.
 CREATE TABLE pgq.dead_jobs (
@@ -315,7 +305,7 @@ CREATE TABLE pgq.dead_jobs (
         CHECK (reason OPERATOR(pg_catalog.=) ANY ('{exhausted,cancelled,expired,dependency_failed}'::pg_catalog.text[]))
 ) PARTITION BY LIST (segment);
 COMMENT ON TABLE pgq.dead_jobs IS
-    'dead-letter: jobs whole, with their last error and the reason (exhausted, cancelled, expired); a ring of four segments';
+    'dead-letter: jobs whole, with their last error and the reason (exhausted, cancelled, expired); a ring of segments per retention class (pgq.rings), and pgq.dead_jobs_kept';
 
 -- The segments of class 0, then the indexes (which every segment made
 -- after them gets too), then the classes' segments.
@@ -333,7 +323,7 @@ BEGIN
             EXECUTE pg_catalog.format(
                 'COMMENT ON TABLE pgq.%I IS %L',
                 t OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) s,
-                pg_catalog.format('a segment of pgq.%s (pgq.segment_rings says which takes new rows)', t));
+                pg_catalog.format('a segment of pgq.%s (pgq.rings says which takes new rows)', t));
         END LOOP;
     END LOOP;
 END
@@ -342,8 +332,6 @@ CREATE INDEX job_history_id_idx ON pgq.job_history (id);
 CREATE INDEX job_history_queue_idx ON pgq.job_history (queue_id, id);
 CREATE INDEX dead_jobs_id_idx ON pgq.dead_jobs (id);
 CREATE INDEX dead_jobs_queue_idx ON pgq.dead_jobs (queue, id);
-INSERT INTO pgq.segment_rings (ring, segments, current, rotated_at)
-VALUES ('history', 4, 0, pg_catalog.now()), ('dead', 4, 0, pg_catalog.now());
 
 DO $ring$
 DECLARE
@@ -363,12 +351,9 @@ BEGIN
                 EXECUTE pg_catalog.format(
                     'COMMENT ON TABLE pgq.%I IS %L',
                     t OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) s,
-                    pg_catalog.format('a segment of pgq.%s (pgq.segment_rings says which takes new rows)', t));
+                    pg_catalog.format('a segment of pgq.%s (pgq.rings says which takes new rows)', t));
             END LOOP;
         END LOOP;
-        INSERT INTO pgq.segment_rings (ring, segments, current, rotated_at)
-        VALUES ('history_' OPERATOR(pg_catalog.||) k, 3, lo, pg_catalog.now()),
-               ('dead_' OPERATOR(pg_catalog.||) k, 3, lo, pg_catalog.now());
     END LOOP;
 END
 $ring$;
@@ -376,8 +361,6 @@ CREATE TABLE pgq.dead_jobs_kept PARTITION OF pgq.dead_jobs FOR VALUES IN (34);
 SELECT pg_catalog.pg_extension_config_dump('pgq.dead_jobs_kept', '');
 COMMENT ON TABLE pgq.dead_jobs_kept IS
     'the dead jobs of queues that keep them for good (keep_dead NULL): never turned';
-INSERT INTO pgq.segment_rings (ring, segments, current, rotated_at)
-VALUES ('dead_kept', 1, 34, pg_catalog.now());
 
 
 -- Per-queue rights (SPEC §7, docs/security.md, ADR 0010) =====================
@@ -576,7 +559,8 @@ COMMENT ON TABLE pgq.stream_grants IS
 
 -- The ledger of the segment rings (src/pg/segments.h): per ring, which
 -- segment takes new rows; per segment, whether it is empty (truncated and
--- not made current since). A stream's ring has the stream's id.
+-- not made current since). A stream's ring has the stream's id; the
+-- history and dead-letter rings negative ids (above).
 CREATE TABLE pgq.rings (
     ring_id    integer     PRIMARY KEY,
     segments   smallint    NOT NULL CHECK (segments OPERATOR(pg_catalog.>=) 2),
@@ -585,7 +569,7 @@ CREATE TABLE pgq.rings (
     rotated_at timestamptz NOT NULL
 );
 COMMENT ON TABLE pgq.rings IS
-    'rings of segment tables (streams): which segment takes new rows; turned by maintenance';
+    'rings of segment tables (streams; history and dead-letter per retention class, negative ids): which segment takes new rows; turned by maintenance';
 
 CREATE TABLE pgq.ring_segments (
     ring_id      integer     NOT NULL REFERENCES pgq.rings ON DELETE CASCADE,
@@ -597,7 +581,7 @@ CREATE TABLE pgq.ring_segments (
     PRIMARY KEY (ring_id, segment)
 );
 COMMENT ON TABLE pgq.ring_segments IS
-    'the segments of each ring and whether each is empty; a sealed segment is truncated once every reader has passed it';
+    'the segments of each ring and whether each is empty; a sealed segment is truncated once its owner says no reader needs its rows';
 
 -- The events. One partition per stream (a table partitioned in turn by
 -- segment, the stream's ring), created by create_stream: those tables are
@@ -702,8 +686,11 @@ SELECT pg_catalog.pg_extension_config_dump('pgq.event_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.stream_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.streams', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.stream_grants', '');
-SELECT pg_catalog.pg_extension_config_dump('pgq.rings', '');
-SELECT pg_catalog.pg_extension_config_dump('pgq.ring_segments', '');
+-- The history and dead-letter rings' ledger rows are not dumped: a
+-- restored ring is adopted again (its restored rows kept until past their
+-- keep). Streams' rings (positive ids) are.
+SELECT pg_catalog.pg_extension_config_dump('pgq.rings', 'WHERE ring_id OPERATOR(pg_catalog.>) 0');
+SELECT pg_catalog.pg_extension_config_dump('pgq.ring_segments', 'WHERE ring_id OPERATOR(pg_catalog.>) 0');
 SELECT pg_catalog.pg_extension_config_dump('pgq.stream_event_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.stream_consumer_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.stream_consumers', '');

@@ -103,4 +103,65 @@ SELECT line FROM unnest(string_to_array(pgq.metrics(), E'\n')) line
 SELECT pgq.retry_dead(:s1) AS retried_one, pgq.retry_dead('short') AS retried_queue;
 SELECT count(*) AS live FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) WHERE q.name = 'short';
 RESET pgq.debug_clock_offset;
+
+-- One ring layer (issue 32, ADR 0026): the rings are src/pg/segments rings,
+-- in pgq.rings, and no row is copied or rewritten when they turn. Team G
+-- keeps history an hour (class 3: segments 10-12, turned every 16
+-- minutes); its rows keep their segment, ctid and xmin through passes over
+-- two hours that turn its ring, and leave by TRUNCATE once past the hour.
+SELECT pgq.create_queue('team_g', keep_completed => '1 hour');
+SET pgq.debug_clock_offset = '10h';
+SELECT count(pgq.enqueue('team_g', '{}')) FROM generate_series(1, 5);
+SELECT count(pgq.complete(c.id, c.attempt)) FROM pgq.claim('team_g', 5) c;
+CREATE TEMP TABLE g_before AS
+SELECT id, tableoid::regclass::text AS segment, ctid::text AS tid, xmin::text AS xid
+  FROM pgq.job_history h WHERE h.queue_id = (SELECT queue_id FROM pgq.queues WHERE name = 'team_g');
+SELECT generation AS g_generation FROM pgq.rings WHERE ring_id = -4 \gset
+\set ECHO none
+\o /dev/null
+SELECT format('SET pgq.debug_clock_offset = %L', (36000 + i * 300) || 's'),
+       $$SELECT count(pgq.complete(c.id, c.attempt))
+           FROM pgq.claim('team_g', 1) c, pgq.enqueue('team_g', '{}') e$$,
+       'SELECT pgq.maintain()'
+  FROM generate_series(1, 11) i \gexec
+\o
+\set ECHO all
+SELECT (SELECT generation - :g_generation FROM pgq.rings WHERE ring_id = -4) >= 2 AS g_ring_turned,
+       count(*) AS g_rows, count(h.id) AS g_rows_untouched
+  FROM g_before b
+  LEFT JOIN pgq.job_history h
+    ON h.id = b.id AND h.tableoid::regclass::text = b.segment AND h.ctid::text = b.tid
+   AND h.xmin::text = b.xid;
+SELECT count(*) AS g_history_rows, count(DISTINCT id) AS g_distinct_jobs
+  FROM pgq.job_history h WHERE h.queue_id = (SELECT queue_id FROM pgq.queues WHERE name = 'team_g');
+\set ECHO none
+\o /dev/null
+SELECT format('SET pgq.debug_clock_offset = %L', (39300 + i * 600) || 's'),
+       'SELECT pgq.maintain()'
+  FROM generate_series(1, 12) i \gexec
+\o
+\set ECHO all
+SELECT count(*) AS g_first_rows_on_disk FROM g_before b JOIN pgq.job_history h ON h.id = b.id;
+
+-- A keep raised into a longer class applies to the rows written after it:
+-- team H's row, written under a one-minute keep (class 0), is shown for the
+-- new day while it is on disk and leaves with its ring within the longest
+-- keep of class 0 (2 minutes). Its ring waits for nobody else's keep.
+SELECT pgq.create_queue('team_h', keep_completed => '1 minute');
+SET pgq.debug_clock_offset = '20h';
+SELECT pgq.enqueue('team_h', '{}') AS h1 \gset
+SELECT pgq.complete(c.id, c.attempt) FROM pgq.claim('team_h') c;
+SELECT pgq.alter_queue('team_h', keep_completed => '1 day');
+SET pgq.debug_clock_offset = '72090s';
+SELECT 1 FROM pgq.maintain();
+SELECT state FROM pgq.job(:h1);
+\set ECHO none
+\o /dev/null
+SELECT format('SET pgq.debug_clock_offset = %L', (72090 + i * 15) || 's'),
+       'SELECT pgq.maintain()'
+  FROM generate_series(1, 10) i \gexec
+\o
+\set ECHO all
+SELECT count(*) AS h1_on_disk FROM pgq.job_history WHERE id = :h1;
+RESET pgq.debug_clock_offset;
 DROP EXTENSION pgq_cpp;

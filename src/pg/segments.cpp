@@ -4,7 +4,10 @@
 
 extern "C" {
 #include "catalog/namespace.h"
+#include "access/relation.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "utils/array.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -26,13 +29,32 @@ SELECT $1, g::int2, g <> 0, CASE WHEN g = 0 THEN $3 END
                                {INT4OID, INT2OID, TIMESTAMPTZOID},
                                nullptr};
 
+// $1 ring, $2 segments, $3 now, $4 bool[]: which segments have been
+// written. Nothing if the ring has its row (adopted meanwhile).
+pg::Statement adopt_ledger = {R"sql(
+WITH ring AS (
+  INSERT INTO pgq.rings (ring_id, segments, current, generation, rotated_at)
+  VALUES ($1, $2, 0, 0, $3)
+  ON CONFLICT (ring_id) DO NOTHING
+  RETURNING ring_id)
+INSERT INTO pgq.ring_segments (ring_id, segment, empty, opened_at)
+SELECT ring.ring_id, g::int2, NOT (g = 0 OR ($4)[g + 1]), CASE WHEN g = 0 THEN $3 END
+  FROM ring, generate_series(0, $2 - 1) AS g
+ON CONFLICT (ring_id, segment) DO NOTHING)sql",
+                              4,
+                              {INT4OID, INT2OID, TIMESTAMPTZOID, BOOLARRAYOID},
+                              nullptr};
+
 pg::Statement delete_ledger = {"DELETE FROM pgq.rings WHERE ring_id = $1", 1, {INT4OID}, nullptr};
 
-pg::Statement read_ledger = {
-    "SELECT segments::int4, current::int4, generation FROM pgq.rings WHERE ring_id = $1",
-    1,
-    {INT4OID},
-    nullptr};
+pg::Statement read_ledger = {R"sql(
+SELECT r.segments::int4, r.current::int4, r.generation, r.rotated_at,
+       EXISTS (SELECT 1 FROM pgq.ring_segments s
+                WHERE s.ring_id = r.ring_id AND s.segment <> r.current AND NOT s.empty)
+  FROM pgq.rings r WHERE r.ring_id = $1)sql",
+                             1,
+                             {INT4OID},
+                             nullptr};
 
 // The ring, locked, and whether its next segment is empty. SKIP LOCKED: a
 // ring another runner turns or reclaims is left to it.
@@ -62,7 +84,7 @@ UPDATE pgq.ring_segments
                         nullptr};
 
 pg::Statement list_sealed = {R"sql(
-SELECT s.segment::int4
+SELECT s.segment::int4, s.sealed_at
   FROM pgq.rings r JOIN pgq.ring_segments s ON s.ring_id = r.ring_id
  WHERE r.ring_id = $1 AND s.segment <> r.current AND NOT s.empty
  ORDER BY s.sealed_at NULLS FIRST)sql",
@@ -105,7 +127,7 @@ bool LockWithTimeout(Oid relid, int wait_ms) {
   ResourceOwner caller_owner = CurrentResourceOwner;
   volatile bool locked = false;
   char timeout[32];
-  snprintf(timeout, sizeof timeout, "%d", wait_ms > 0 ? wait_ms : 1);
+  snprintf(timeout, sizeof timeout, "%d", wait_ms);
   const int guc_level = NewGUCNestLevel();
   (void)set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
                           true, 0, false);
@@ -135,23 +157,49 @@ bool LockWithTimeout(Oid relid, int wait_ms) {
   return locked;
 }
 
-}  // namespace
+// Adopting a ring: an advisory lock (ring id, "pgqc", 7) held until the
+// transaction ends, taken without waiting, so that two maintenance runners
+// never wait on each other's ledger insert (the second skips).
+constexpr uint32 kPgqLockSpace = 0x70677163;  // "pgqc", as pg/queue_lock.cpp
+constexpr uint16 kAdoptLockKind = 7;          // 3-5: pg/queue_lock.cpp, 6: consumer_guard.cpp
 
-std::string TableName(const char* root, int32 ring_id, int segment) {
-  std::string name = std::string("pgq.") + root + "_" + std::to_string(ring_id);
-  if (segment >= 0) name += "_" + std::to_string(segment);
+bool TryLockAdoption(int32 ring_id) {
+  LOCKTAG tag;
+  SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(ring_id), kPgqLockSpace,
+                       kAdoptLockKind);
+  return Guard([&tag] { return LockAcquire(&tag, ExclusiveLock, false, true); }) !=
+         LOCKACQUIRE_NOT_AVAIL;
+}
+
+// The ring's table (segment -1) or the leaf of its segment `segment` (0 ..
+// segments - 1), schema-qualified.
+std::string NameIn(const Place& place, int segment) {
+  std::string name = "pgq." + place.table;
+  if (segment >= 0) name += "_" + std::to_string(place.first + segment);
   return name;
 }
 
+}  // namespace
+
+Place PlaceOf(const char* root, int32 ring_id) {
+  return Place{std::string(root) + "_" + std::to_string(ring_id), 0};
+}
+
+std::string TableName(const char* root, int32 ring_id, int segment) {
+  return NameIn(PlaceOf(root, ring_id), segment);
+}
+
 void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
-                const char* index_columns, TimestampTz now) {
+                std::initializer_list<const char*> indexes, TimestampTz now) {
   if (segments < 2 || segments > kMaxSegments) {
     Raise(ERRCODE_INTERNAL_ERROR, "a ring has 2 to " + std::to_string(kMaxSegments) + " segments");
   }
   const std::string parent = TableName(root, ring_id);
   spi.ExecuteUtility("CREATE TABLE " + parent + " PARTITION OF pgq." + root + " FOR VALUES IN (" +
                      std::to_string(ring_id) + ") PARTITION BY LIST (segment)");
-  spi.ExecuteUtility("CREATE INDEX ON " + parent + " " + index_columns);
+  for (const char* index_columns : indexes) {
+    spi.ExecuteUtility("CREATE INDEX ON " + parent + " " + index_columns);
+  }
   spi.ExecuteUtility("COMMENT ON TABLE " + parent + " IS 'the ring of segments of " + root + " " +
                      std::to_string(ring_id) + " (pgq.rings says which takes new rows)'");
   for (int k = 0; k < segments; ++k) {
@@ -180,16 +228,20 @@ void DropRing(SpiSession& spi, const char* root, int32 ring_id) {
   (void)spi.Execute(delete_ledger, params);
 }
 
-bool LoadRing(SpiSession& spi, const char* root, int32 ring_id, Ring* ring) {
+bool LoadRing(SpiSession& spi, const Place& place, int32 ring_id, Ring* ring) {
   Params params;
   params.Set(0, Int32GetDatum(ring_id));
   Result row = spi.Execute(read_ledger, params, 1);
   if (row.empty()) return false;
   Ring loaded;
   loaded.ring_id = ring_id;
+  loaded.first = place.first;
   loaded.segments = row.Int32(0, 1);
   loaded.current = row.Int32(0, 2);
   loaded.generation = row.Int64(0, 3);
+  bool is_null = false;
+  loaded.rotated_at = DatumGetTimestampTz(row.Value(0, 4, &is_null));
+  loaded.sealed_with_rows = row.Bool(0, 5);
   row.Free();
   if (loaded.segments < 2 || loaded.segments > kMaxSegments || loaded.current < 0 ||
       loaded.current >= loaded.segments) {
@@ -197,12 +249,12 @@ bool LoadRing(SpiSession& spi, const char* root, int32 ring_id, Ring* ring) {
           "It says " + std::to_string(loaded.segments) + " segments, current " +
               std::to_string(loaded.current) + ".");
   }
-  loaded.parent = RelidOf(TableName(root, ring_id));
+  loaded.parent = RelidOf(NameIn(place, -1));
   for (int k = 0; k < loaded.segments; ++k) {
-    loaded.leaves[k] = RelidOf(TableName(root, ring_id, k));
+    loaded.leaves[k] = RelidOf(NameIn(place, k));
     if (!OidIsValid(loaded.leaves[k])) {
       Raise(ERRCODE_UNDEFINED_TABLE,
-            "segment table " + TableName(root, ring_id, k) + " of ring " + std::to_string(ring_id) +
+            "segment table " + NameIn(place, k) + " of ring " + std::to_string(ring_id) +
                 " is missing",
             {}, "It was dropped by hand; drop the stream and create it again.");
     }
@@ -211,7 +263,41 @@ bool LoadRing(SpiSession& spi, const char* root, int32 ring_id, Ring* ring) {
   return true;
 }
 
-bool Rotate(SpiSession& spi, const char* root, int32 ring_id, int64 period_us, TimestampTz now) {
+bool AdoptRing(SpiSession& spi, const Place& place, int32 ring_id, int segments, TimestampTz now) {
+  if (segments < 2 || segments > kMaxSegments) {
+    Raise(ERRCODE_INTERNAL_ERROR, "a ring has 2 to " + std::to_string(kMaxSegments) + " segments");
+  }
+  if (!TryLockAdoption(ring_id)) return false;
+  Ring tables;
+  tables.segments = segments;
+  Datum written[kMaxSegments];
+  for (int k = 0; k < segments; ++k) {
+    tables.leaves[k] = RelidOf(NameIn(place, k));
+    if (!OidIsValid(tables.leaves[k])) return false;
+    written[k] = BoolGetDatum(Written(tables, k));
+  }
+  const Datum flags = Guard([&written, segments] {
+    return PointerGetDatum(construct_array(written, segments, BOOLOID, 1, true, TYPALIGN_CHAR));
+  });
+  Params params;
+  params.Set(0, Int32GetDatum(ring_id))
+      .Set(1, Int16GetDatum(static_cast<int16>(segments)))
+      .Set(2, TimestampTzGetDatum(now))
+      .Set(3, flags);
+  return spi.Execute(adopt_ledger, params).size() > 0;
+}
+
+bool Written(const Ring& ring, int segment) {
+  const Oid relid = ring.leaves[segment];
+  return Guard([relid] {
+    Relation relation = relation_open(relid, AccessShareLock);
+    const bool written = RelationGetNumberOfBlocks(relation) > 0;
+    relation_close(relation, NoLock);
+    return written;
+  });
+}
+
+bool Rotate(SpiSession& spi, const Place& place, int32 ring_id, int64 period_us, TimestampTz now) {
   Params params;
   params.Set(0, Int32GetDatum(ring_id));
   Result row = spi.Execute(lock_for_rotation, params, 1);
@@ -222,7 +308,10 @@ bool Rotate(SpiSession& spi, const char* root, int32 ring_id, int64 period_us, T
   const TimestampTz rotated_at = DatumGetTimestampTz(row.Value(0, 3, &is_null));
   const bool next_empty = row.Bool(0, 4);
   row.Free();
-  if (now - rotated_at < period_us || !next_empty) return false;
+  // A turn in the future (the clock was set back) does not hold the ring
+  // for as long as the clock jumped.
+  const int64 age = now - rotated_at;
+  if ((age >= 0 && age < period_us) || !next_empty) return false;
   const int next = (current + 1) % segments;
   Params turn;
   turn.Set(0, Int32GetDatum(ring_id))
@@ -231,22 +320,26 @@ bool Rotate(SpiSession& spi, const char* root, int32 ring_id, int64 period_us, T
       .Set(3, TimestampTzGetDatum(now));
   (void)spi.Execute(rotate, turn);
   // Writers keep the ring in a cache; this empties it at commit.
-  const Oid parent = RelidOf(TableName(root, ring_id));
+  const Oid parent = RelidOf(NameIn(place, -1));
   if (OidIsValid(parent)) Guard([parent] { CacheInvalidateRelcacheByRelid(parent); });
   return true;
 }
 
 namespace detail {
 
-void ListSealed(SpiSession& spi, int32 ring_id, const char* root, Sealed* out, int* count) {
+void ListSealed(SpiSession& spi, int32 ring_id, const Place& place, Sealed* out, int* count) {
   Params params;
   params.Set(0, Int32GetDatum(ring_id));
   Result rows = spi.Execute(list_sealed, params);
   *count = 0;
   for (uint64 i = 0; i < rows.size() && *count < kMaxSegments; ++i) {
     const int segment = rows.Int32(i, 1);
-    const Oid relid = RelidOf(TableName(root, ring_id, segment));
-    if (OidIsValid(relid)) out[(*count)++] = Sealed{segment, relid};
+    bool no_seal = false;
+    const Datum sealed_at = rows.Value(i, 2, &no_seal);
+    const Oid relid = RelidOf(NameIn(place, segment));
+    if (OidIsValid(relid)) {
+      out[(*count)++] = Sealed{segment, relid, no_seal ? 0 : DatumGetTimestampTz(sealed_at)};
+    }
   }
   rows.Free();
 }
@@ -261,11 +354,14 @@ bool LockStillSealed(SpiSession& spi, int32 ring_id, int segment) {
 }
 
 bool TryLockExclusive(Oid relid, int wait_ms) {
+  if (wait_ms <= 0) {
+    return Guard([relid] { return ConditionalLockRelationOid(relid, AccessExclusiveLock); });
+  }
   return Guard([relid, wait_ms] { return LockWithTimeout(relid, wait_ms); });
 }
 
-void Truncate(SpiSession& spi, const char* root, int32 ring_id, int segment, TimestampTz now) {
-  spi.ExecuteUtility("TRUNCATE " + TableName(root, ring_id, segment));
+void Truncate(SpiSession& spi, const Place& place, int32 ring_id, int segment, TimestampTz now) {
+  spi.ExecuteUtility("TRUNCATE " + NameIn(place, segment));
   Params params;
   params.Set(0, Int32GetDatum(ring_id))
       .Set(1, Int16GetDatum(static_cast<int16>(segment)))

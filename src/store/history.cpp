@@ -1,37 +1,39 @@
-// History and dead-letter as rings of segments (ADR 0015, ADR 0021).
+// History and dead-letter as rings of segments (ADR 0026; the classes of
+// ADR 0021).
 //
-// pgq.job_history and pgq.dead_jobs are partitioned into segments, three
-// or four per ring; pgq.segment_rings says which segment of each ring takes new rows.
-// Each table has one ring per retention class (store/retention.h): a
-// queue's rows go to the ring of its own keep, and a ring turns on a period
-// fixed by its class, so one queue's keep never changes what maintenance
-// does to another queue's rows. Turning: copy the rows of the next segment
-// that must still be kept into the current segment of their queue's ring,
-// TRUNCATE the next one and make it current. So old rows leave in bulk: no
-// row deletes, no dead tuples for VACUUM, and nothing on the claim path.
-// Dead jobs kept for good live in pgq.dead_jobs_kept, which never turns.
+// pgq.job_history and pgq.dead_jobs are partitioned into segments; each
+// table has one ring of src/pg/segments per retention class
+// (store/retention.h), three or four of its segments, with its ledger rows
+// in pgq.rings / pgq.ring_segments like every ring. A queue's rows go to
+// the current segment of the ring of its own keep. Maintenance gives a
+// sealed segment back by TRUNCATE once every row in it is past its queue's
+// keep (at most the longest keep of its class: a row written before its
+// queue's keep moved to a longer class leaves with its ring), and turns a
+// ring that has been written when its period has passed and the next
+// segment is empty. No row is ever copied or rewritten: old rows leave in
+// bulk, with no row deletes, no dead tuples for VACUUM, and nothing on the
+// claim path. Dead jobs kept for good live in pgq.dead_jobs_kept, which is
+// no ring and never turns.
 //
 // Completions write the segment that was current when their backend last
-// read the rings (CompletionTarget, read again after each turn's TRUNCATE
+// read the rings (CompletionTarget, read again after each turn's
 // invalidation), dead-letter moves the one their statement reads. Either
-// may be a turn or more behind: the segment truncated is always the one
-// after its ring's current, taken with an exclusive lock before its rows
-// still kept are copied out, so a row written there before the turn is
-// copied or expired, and one written after it is in a current segment.
-
+// may be a turn or more behind: that segment is sealed, and it is
+// truncated only under its ACCESS EXCLUSIVE lock, after the check made once
+// the lock is held (pg/segments.h): a writer holds ROW EXCLUSIVE on it until
+// it ends, so its rows are seen by that check and hold the segment.
+#include <algorithm>
 #include <memory>
 
 #include "pg/args.h"
 #include "pg/queue_cache.h"
+#include "pg/segments.h"
 #include "pg/settings.h"
 #include "store/internal.h"
 #include "store/retention.h"
 
 extern "C" {
-#include "catalog/namespace.h"
-#include "storage/lmgr.h"
 #include "utils/datum.h"
-#include "utils/lsyscache.h"
 }
 
 namespace pgq::store {
@@ -39,33 +41,25 @@ namespace pgq::store {
 namespace {
 
 using internal::BuiltStatement;
-using internal::kKeptSegment;
 using internal::kRetentionClasses;
 
 // Dead jobs of a queue that stopped keeping them for good, moved out of
 // pgq.dead_jobs_kept per pass.
 constexpr int32 kKeptMoveBatch = 1000;
-
-// $1 first segment, $2 last: whether the ring holds any row.
-pg::Statement& ring_has_rows(bool history) {
-  static BuiltStatement statements[2] = {
-      {"SELECT EXISTS (SELECT 1 FROM pgq.dead_jobs WHERE segment BETWEEN $1 AND $2)",
-       {INT2OID, INT2OID}},
-      {"SELECT EXISTS (SELECT 1 FROM pgq.job_history WHERE segment BETWEEN $1 AND $2)",
-       {INT2OID, INT2OID}},
-  };
-  return statements[history].get();
-}
+// A reader or writer in the way of a truncation is not waited for (a
+// dashboard's reader must not wait behind the pass either): the next pass
+// tries again.
+constexpr int kLockWaitMs = 0;
 
 // The queues that keep completed jobs (NULL: none) and, in the same order,
 // the segment each one's completions go to.
 pg::Statement& history_target() {
   static BuiltStatement statement{
       R"sql(
-SELECT array_agg(q.queue_id ORDER BY q.queue_id),
+SELECT array_agg(q.queue_id ORDER BY q.queue_id) AS keeping,
        array_agg(()sql" +
           internal::SegmentOfKeepSql(true, "q.keep_completed") +
-          R"sql()::int2 ORDER BY q.queue_id)
+          R"sql()::int2 ORDER BY q.queue_id) AS segments
   FROM pgq.queues q WHERE q.keep_completed > '0')sql",
       {}};
   return statement.get();
@@ -79,46 +73,63 @@ Datum CopyForBackend(Datum array) {
   return copy;
 }
 
-// $1 ring. Where the ring is, and (for a catalog without classes) the
-// longest time its rows are kept (NULL: no queue asks for dead jobs to be
-// dropped). Read without a lock: an idle pass must not take a transaction
-// id (a row lock would).
-constexpr std::string_view kRingState = R"sql(
-SELECT r.current, r.rotated_at,
-       CASE r.ring WHEN 'history' THEN (SELECT max(keep_completed) FROM pgq.queues)
-                   WHEN 'dead' THEN (SELECT max(keep_dead) FROM pgq.queues) END AS keep
-  FROM pgq.segment_rings r WHERE r.ring = $1)sql";
-
-pg::Statement& read_ring() {
-  static BuiltStatement statement{std::string(kRingState), {TEXTOID}};
-  return statement.get();
+// $1 the class's start, $2 its bound, $3 now, $4 when the segment was
+// sealed: whether every row written before the seal may be past its
+// queue's keep, as the longest keep of the queues of this class says. A
+// cheap test before the exact one reads the segment (a segment of a long
+// class holds days of rows), which depends on no other class's queues: the
+// rows of a queue whose keep left the class since are left to the exact
+// test (a raised keep's rows need up to the bound; it is then made each
+// pass until they are past it, rare: an admin's change of class).
+pg::Statement& may_be_finished(bool history) {
+  static BuiltStatement statements[2] = {
+      {R"sql(
+SELECT $3 >= $4 + COALESCE(max(q.keep_dead), interval '0') AS finished
+  FROM pgq.queues q WHERE q.keep_dead >= $1 AND q.keep_dead < $2)sql",
+       {INTERVALOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID}},
+      {R"sql(
+SELECT $3 >= $4 + COALESCE(max(q.keep_completed), interval '0') AS finished
+  FROM pgq.queues q WHERE q.keep_completed >= $1 AND q.keep_completed < $2)sql",
+       {INTERVALOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID}},
+  };
+  return statements[history].get();
 }
 
-// The same, locked when the ring is due, so that two maintenance runners
-// never turn it at once (the second skips).
-pg::Statement& lock_ring() {
-  static BuiltStatement statement{std::string(kRingState) + "\n   FOR UPDATE SKIP LOCKED",
-                                  {TEXTOID}};
-  return statement.get();
+// $1 the class's start, $2 its bound: the longest keep of its queues
+// (none: 0).
+pg::Statement& longest_keep(bool history) {
+  static BuiltStatement statements[2] = {
+      {R"sql(
+SELECT COALESCE(max(q.keep_dead), interval '0') AS keep
+  FROM pgq.queues q WHERE q.keep_dead >= $1 AND q.keep_dead < $2)sql",
+       {INTERVALOID, INTERVALOID}},
+      {R"sql(
+SELECT COALESCE(max(q.keep_completed), interval '0') AS keep
+  FROM pgq.queues q WHERE q.keep_completed >= $1 AND q.keep_completed < $2)sql",
+       {INTERVALOID, INTERVALOID}},
+  };
+  return statements[history].get();
 }
 
-// $1 the segment to empty, $3 now: its rows still kept, into the current
-// segment of their queue's ring (on a catalog without classes: the ring's
-// current).
-pg::Statement& keep_history() {
-  static BuiltStatement statement{
-      R"sql(
-INSERT INTO pgq.job_history (id, queue_id, attempt, max_attempts, priority, run_at, enqueued_at,
-                             claimed_at, finished_at, dedupe_key, group_key, last_error,
-                             progress, result, payload, segment)
-SELECT h.id, h.queue_id, h.attempt, h.max_attempts, h.priority, h.run_at, h.enqueued_at,
-       h.claimed_at, h.finished_at, h.dedupe_key, h.group_key, h.last_error, h.progress,
-       h.result, h.payload, )sql" +
-          internal::SegmentOfKeepSql(true, "q.keep_completed") + R"sql(
-  FROM pgq.job_history h JOIN pgq.queues q ON q.queue_id = h.queue_id
- WHERE h.segment = $1 AND h.finished_at + q.keep_completed > $2)sql",
-      {INT2OID, TIMESTAMPTZOID}};
-  return statement.get();
+// $1 the segment, $2 the class's bound, $3 now: whether every row of the
+// segment is past its queue's keep, at most the bound. A completed job of a
+// queue that is gone is past; a dead one, or one its queue now keeps for
+// good, stays its class's bound (it was buried to be kept that long).
+pg::Statement& segment_finished(bool history) {
+  static BuiltStatement statements[2] = {
+      {R"sql(
+SELECT NOT EXISTS (
+  SELECT 1 FROM pgq.dead_jobs d LEFT JOIN pgq.queues q ON q.name = d.queue
+   WHERE d.segment = $1 AND d.died_at + LEAST(q.keep_dead, $2) > $3) AS finished)sql",
+       {INT2OID, INTERVALOID, TIMESTAMPTZOID}},
+      {R"sql(
+SELECT NOT EXISTS (
+  SELECT 1 FROM pgq.job_history h LEFT JOIN pgq.queues q ON q.queue_id = h.queue_id
+   WHERE h.segment = $1
+     AND h.finished_at + LEAST(COALESCE(q.keep_completed, interval '0'), $2) > $3) AS finished)sql",
+       {INT2OID, INTERVALOID, TIMESTAMPTZOID}},
+  };
+  return statements[history].get();
 }
 
 // Dead jobs are kept unless their queue says for how long (and a job of a
@@ -129,15 +140,6 @@ INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, die
                            dedupe_for, segment)
 SELECT d.id, d.queue, d.payload, d.attempts, d.last_error, d.reason, d.died_at, d.priority,
        d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key, d.progress, d.dedupe_for, )sql";
-
-pg::Statement& keep_dead() {
-  static BuiltStatement statement{
-      std::string(kDeadColumns) + internal::SegmentOfKeepSql(false, "q.keep_dead") + R"sql(
-  FROM pgq.dead_jobs d LEFT JOIN pgq.queues q ON q.name = d.queue
- WHERE d.segment = $1 AND (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $2))sql",
-      {INT2OID, TIMESTAMPTZOID}};
-  return statement.get();
-}
 
 // $1 now, $2 at most this many. Dead jobs kept for good by a queue that has
 // a keep_dead now leave pgq.dead_jobs_kept: into the ring of that keep if
@@ -158,100 +160,71 @@ WITH d AS (
   return statement.get();
 }
 
-// A ring's row deleted by hand (a TRUNCATE of every pgq table) comes back:
-// its writers meanwhile wrote the first ring's current segment, or 0.
-pg::Statement restore_ring = {R"sql(
-INSERT INTO pgq.segment_rings (ring, segments, current, rotated_at) VALUES ($1, $4, $3, $2)
-ON CONFLICT (ring) DO NOTHING)sql",
-                              4,
-                              {TEXTOID, TIMESTAMPTZOID, INT2OID, INT2OID},
-                              nullptr};
+Interval* IntervalOf(int64 micros) {
+  return pg::Guard([micros] {
+    Interval* interval = static_cast<Interval*>(palloc0(sizeof(Interval)));
+    interval->time = micros;
+    return interval;
+  });
+}
 
-pg::Statement turn_ring = {
-    "UPDATE pgq.segment_rings SET current = $2, rotated_at = $3 WHERE ring = $1",
-    3,
-    {TEXTOID, INT2OID, TIMESTAMPTZOID},
-    nullptr};
-
-// TRUNCATE of one segment; the names are ours, built from numbers.
-pg::Statement& truncate_segment(bool history, int segment) {
-  static std::unique_ptr<BuiltStatement> statements[2][kKeptSegment];
-  std::unique_ptr<BuiltStatement>& statement = statements[history][segment];
-  if (!statement) {
-    statement = std::make_unique<BuiltStatement>(
-        std::string(history ? "TRUNCATE pgq.job_history_" : "TRUNCATE pgq.dead_jobs_") +
-            std::to_string(segment),
-        std::initializer_list<Oid>{});
+// Whether every row of sealed segment `sealed` of class `klass`'s ring is
+// past its keep, seen with the latest snapshot (pg/segments.h Reclaim).
+bool Finished(pg::SpiSession& spi, bool history, int klass, int64 bound_us,
+              const pg::segments::Sealed& sealed, TimestampTz now) {
+  Interval* bound = IntervalOf(bound_us);
+  // (A seal still to come: the clock was set back; the exact test decides.)
+  if (sealed.sealed_at != 0 && sealed.sealed_at <= now) {
+    pg::Params params;
+    params.Set(0, IntervalPGetDatum(IntervalOf(internal::ClassStartUs(klass))))
+        .Set(1, IntervalPGetDatum(bound))
+        .Set(2, TimestampTzGetDatum(now))
+        .Set(3, TimestampTzGetDatum(sealed.sealed_at));
+    if (!spi.Execute(may_be_finished(history), params).Bool(0, "finished")) return false;
   }
-  return statement->get();
-}
-
-// The period of a ring whose state is `row` (its class's), or -1 if it has
-// nothing to turn for.
-int64 PeriodUs(int klass, const pg::Result& row) {
-  if (row.empty()) return -1;
-  return internal::RingPeriodUs(klass);
-}
-
-// Whether the ring whose state is `row` is due to turn at `now`: a period
-// since it last turned, and rows in it (an empty ring waits: turning it
-// would only send every backend an invalidation).
-bool Due(pg::SpiSession& spi, bool history, int klass, const pg::Result& row, TimestampTz now) {
-  const int64 period_us = PeriodUs(klass, row);
-  if (period_us < 0) return false;
-  bool is_null = false;
-  const TimestampTz rotated_at = DatumGetTimestampTz(row.Value(0, "rotated_at", &is_null));
-  if (now - rotated_at < period_us) return false;
-  pg::Params segments;
-  segments.Set(0, Int16GetDatum(internal::FirstSegment(klass)))
-      .Set(1, Int16GetDatum(internal::FirstSegment(klass) + internal::RingSegments(klass) - 1));
-  return spi.Execute(ring_has_rows(history), segments).Bool(0, 1);
-}
-
-// Turns one ring if it is due; whether it did.
-bool TurnRing(pg::SpiSession& spi, bool history, int klass, TimestampTz now) {
   pg::Params params;
-  params.Set(0, pg::TextDatum(internal::RingName(history, klass)));
-  const pg::Result state = spi.Execute(read_ring(), params);
-  if (state.empty()) {
-    pg::Params ring;
-    ring.Set(0, params.values()[0])
-        .Set(1, TimestampTzGetDatum(now))
-        .Set(2, Int16GetDatum(internal::FirstSegment(klass)))
-        .Set(3, Int16GetDatum(internal::RingSegments(klass)));
-    spi.Execute(restore_ring, ring);
+  params.Set(0, Int16GetDatum(static_cast<int16>(internal::FirstSegment(klass) + sealed.segment)))
+      .Set(1, IntervalPGetDatum(bound))
+      .Set(2, TimestampTzGetDatum(now));
+  return spi.ExecuteSeeingLatest(segment_finished(history), params).Bool(0, "finished");
+}
+
+// One ring's maintenance: adopted if it has no ledger rows, its finished
+// sealed segments truncated, then turned if due. Whether it turned.
+bool TendRing(pg::SpiSession& spi, bool history, int klass, TimestampTz now) {
+  const pg::segments::Place place = internal::RingPlace(history, klass);
+  const int32 ring_id = internal::RingId(history, klass);
+  pg::segments::Ring ring;
+  if (!pg::segments::LoadRing(spi, place, ring_id, &ring)) {
+    (void)pg::segments::AdoptRing(spi, place, ring_id, internal::RingSegments(klass), now);
     return false;
   }
-  if (!Due(spi, history, klass, state, now)) return false;
-  const pg::Result row = spi.Execute(lock_ring(), params);
-  if (!Due(spi, history, klass, row, now)) return false;  // turned meanwhile, or locked
-  const int first = internal::FirstSegment(klass);
-  const int segments = internal::RingSegments(klass);
-  const int current = row.Int32(0, "current");
-  // A current segment outside the ring (a row restored by hand) starts it again.
-  const int16 next = static_cast<int16>(current < first || current >= first + segments
-                                            ? first
-                                            : first + (current - first + 1) % segments);
-
-  // A reader of the table (pgq.job, a dashboard) holds the segment for a
-  // moment: then this pass leaves the ring as it is, and the next one turns it.
-  const std::string segment =
-      std::string(history ? "job_history_" : "dead_jobs_") + std::to_string(next);
-  const bool locked = pg::Guard([&] {
-    const Oid relid = get_relname_relid(segment.c_str(), get_namespace_oid("pgq", false));
-    return OidIsValid(relid) && ConditionalLockRelationOid(relid, AccessExclusiveLock);
-  });
-  if (!locked) return false;
-
-  pg::Params keep;
-  keep.Set(0, Int16GetDatum(next)).Set(1, TimestampTzGetDatum(now));
-  spi.Execute(history ? keep_history() : keep_dead(), keep);
-  pg::Params none;
-  spi.Execute(truncate_segment(history, next), none);
-  pg::Params turn;
-  turn.Set(0, params.values()[0]).Set(1, Int16GetDatum(next)).Set(2, TimestampTzGetDatum(now));
-  spi.Execute(turn_ring, turn);
-  return true;
+  const int64 bound_us = internal::ClassBoundUs(klass);
+  if (ring.sealed_with_rows) {
+    (void)pg::segments::Reclaim(spi, place, ring_id, kLockWaitMs, now,
+                                [&](const pg::segments::Sealed& sealed) {
+                                  return Finished(spi, history, klass, bound_us, sealed, now);
+                                });
+  }
+  // An idle ring does not turn: a turn sends every backend an invalidation.
+  int64 period_us = internal::RingPeriodUs(klass);
+  const int64 age = now - ring.rotated_at;
+  if ((age >= 0 && age < period_us) || !pg::segments::Written(ring, ring.current)) return false;
+  // Nor more often than its sealed segments can be given back: they wait
+  // for the longest keep of the class, so with a period of that keep /
+  // (segments - 1) the next segment is empty when the turn comes, and every
+  // segment holds about as many rows (a ring turned faster stalls, its
+  // current segment growing, and then truncates unevenly).
+  pg::Params range;
+  range.Set(0, IntervalPGetDatum(IntervalOf(internal::ClassStartUs(klass))))
+      .Set(1, IntervalPGetDatum(IntervalOf(bound_us)));
+  const pg::Result longest = spi.Execute(longest_keep(history), range);
+  bool is_null = false;
+  const int64 keep_us =
+      pg::IntervalMicros(DatumGetIntervalP(longest.Value(0, "keep", &is_null)), "keep");
+  period_us = std::max(period_us, keep_us / (ring.segments - 1));
+  if (age >= 0 && age < period_us) return false;
+  return pg::segments::Rotate(spi, place, ring_id, period_us, now);
 }
 
 }  // namespace
@@ -263,8 +236,8 @@ const HistoryTarget& CompletionTarget(pg::SpiSession& spi) {
   static bool known = false;
   static uint64 known_generation = 0;
   // create_queue and alter_queue send an invalidation when keep_completed
-  // changes (api/queues.cpp), and a turn of the ring TRUNCATEs a segment,
-  // which sends one too: either empties this with the queue cache.
+  // changes (api/queues.cpp), and a turn of a ring sends one for its table
+  // (pg/segments.h Rotate): either empties this with the queue cache.
   const uint64 generation = pg::QueueCache::Generation();
   if (known && generation == known_generation) return target;
   // Unknown until read whole: an error half-way (out of memory) leaves
@@ -273,9 +246,9 @@ const HistoryTarget& CompletionTarget(pg::SpiSession& spi) {
   pg::Params none;
   const pg::Result read = spi.Execute(history_target(), none);
   bool is_null = false;
-  const Datum keeping = read.Value(0, 1, &is_null);
+  const Datum keeping = read.Value(0, "keeping", &is_null);
   bool no_segments = false;
-  const Datum segments = read.Value(0, 2, &no_segments);
+  const Datum segments = read.Value(0, "segments", &no_segments);
   pg::Guard([&] {
     for (Datum* kept : {&target.keeping, &target.segments}) {
       const Datum old = *kept;
@@ -297,7 +270,7 @@ int TurnRings(pg::SpiSession& spi, TimestampTz now) {
   int turned = 0;
   for (const bool history : {true, false}) {
     for (int klass = 0; klass < kRetentionClasses; ++klass) {
-      turned += static_cast<int>(TurnRing(spi, history, klass, now));
+      turned += static_cast<int>(TendRing(spi, history, klass, now));
     }
   }
   pg::Params params;

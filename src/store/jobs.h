@@ -223,8 +223,9 @@ struct KeyUpkeep {
 };
 KeyUpkeep TendKeys(pg::SpiSession& spi, TimestampTz now, int32 batch);
 
-// History rings (history.cpp): turns pgq.job_history's and pgq.dead_jobs'
-// rings where due (ADR 0015); how many it turned.
+// History rings (history.cpp): adopts, reclaims and turns the rings of
+// pgq.job_history and pgq.dead_jobs, one per retention class (ADR 0026);
+// how many it turned.
 int TurnRings(pg::SpiSession& spi, TimestampTz now);
 
 // ---- Reading jobs (read.cpp)

@@ -102,14 +102,13 @@ my $predict = $node->safe_psql('src',
 	qq{SELECT pgq.enqueue('predict', '{"step": "predict"}', after => ARRAY[$fetch])});
 
 # Every row of every pgq table, and every pgq sequence, as text. Not the
-# rings' position (pgq.segment_rings: which segment takes new rows), which
-# the extension's script sets and a dump does not carry: rows are where
-# they were, and a ring that starts again at segment 0 carries over what
-# its queues still keep (ADR 0015).
+# history and dead-letter rings' positions (their pgq.rings and
+# pgq.ring_segments rows, negative ids), which a dump does not carry: rows
+# are where they were, and the restored database adopts its rings again
+# (ADR 0026). Streams' rings (positive ids) are compared.
 my $contents = q{
 SELECT string_agg(format('%s: %s', c.relname, pgq_tap_rows(c.oid)), E'\n' ORDER BY c.relname)
-  FROM pg_class c WHERE c.relnamespace = 'pgq'::regnamespace AND c.relkind IN ('r', 'S')
-   AND c.relname <> 'segment_rings'};
+  FROM pg_class c WHERE c.relnamespace = 'pgq'::regnamespace AND c.relkind IN ('r', 'S')};
 my $helper = q{
 CREATE FUNCTION pg_temp.pgq_tap_rows(rel regclass) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE result text;
@@ -117,7 +116,9 @@ BEGIN
   IF (SELECT relkind FROM pg_class WHERE oid = rel) = 'S' THEN
     EXECUTE format('SELECT last_value || '' '' || is_called FROM %s', rel) INTO result;
   ELSE
-    EXECUTE format('SELECT count(*) || '' rows, '' || coalesce(md5(string_agg(t::text, ''|'' ORDER BY t::text)), ''-'') FROM %s t', rel)
+    EXECUTE format('SELECT count(*) || '' rows, '' || coalesce(md5(string_agg(t::text, ''|'' ORDER BY t::text)), ''-'') FROM %s t%s', rel,
+                   CASE WHEN rel IN ('pgq.rings'::regclass, 'pgq.ring_segments'::regclass)
+                        THEN ' WHERE ring_id > 0' ELSE '' END)
       INTO result;
   END IF;
   RETURN result;

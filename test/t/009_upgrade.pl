@@ -6,7 +6,7 @@
 # with the same catalog as the fresh install (every member of the extension
 # with its definition, privileges and comment, every column in its place,
 # index, constraint, view, trigger, sequence, partition bound,
-# configuration-dump entry, and the rows of pgq.segment_rings), and with
+# configuration-dump entry, and the rows of the ring ledger pgq.rings), and with
 # every job: the running ones complete with their attempt token, the others
 # are claimed as before.
 #
@@ -123,7 +123,7 @@ SELECT string_agg(line, E'\n' ORDER BY line) FROM (
     FROM pg_extension e, ext, unnest(e.extconfig, e.extcondition) AS cfg(rel, cond)
    WHERE e.oid = ext.oid
   UNION ALL
-  SELECT format('ring %s segments=%s', r.ring, r.segments) FROM pgq.segment_rings r
+  SELECT format('ring %s segments=%s', r.ring_id, r.segments) FROM pgq.rings r
 ) lines};
 my $fresh_catalog = $node->safe_psql('fresh', $catalog);
 like($fresh_catalog, qr/^member function pgq\.claim\(/m, 'the catalog description lists functions');
@@ -464,6 +464,16 @@ is( $node->safe_psql(
 		"SELECT string_agg(coalesce(dead_reason, '-'), ',' ORDER BY id) FROM pgq.list_jobs('mail'); "
 		  . "SELECT state FROM pgq.list_jobs('mail', reason => 'exhausted')"),
 	"-,exhausted\ndead", '2.0.1 updated: dead jobs say why, list_jobs filters on it');
+# Issue 32 (ADR 0026): the update moves no row; the next maintenance pass
+# adopts each history and dead-letter ring (pgq.segment_rings is gone) and
+# truncates nothing its queue still keeps.
+$node->safe_psql('old201', 'SELECT * FROM pgq.maintain()');
+is( $node->safe_psql(
+		'old201',
+		"SELECT string_agg(state, ',' ORDER BY id) FROM pgq.list_jobs('mail'); "
+		  . "SELECT count(*) FROM pgq.rings WHERE ring_id < 0; "
+		  . "SELECT to_regclass('pgq.segment_rings') IS NULL"),
+	"done,dead\n22\nt", '2.0.1 updated: after a pass, the rings are adopted and the kept jobs are there');
 
 $node->stop;
 done_testing();
