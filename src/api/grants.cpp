@@ -8,7 +8,7 @@
 #include "api/queue_ref.h"
 #include "api/rights.h"
 #include "pg/args.h"
-#include "pg/queue_cache.h"
+#include "pg/invalidation.h"
 
 extern "C" {
 #include "utils/acl.h"
@@ -91,7 +91,7 @@ Datum ChangeGrant(FunctionCallInfo fcinfo, bool give) {
       .Set(2, pg::TextDatum(core::RightName(right)));
   const bool changed = spi.Execute(give ? insert_grant : delete_grant, params).size() == 1;
   // Every session checks rights from a list it reloads on invalidation.
-  if (changed) pg::QueueCache::InvalidateAll();
+  if (changed) pg::invalidation::Announce(pg::invalidation::kQueueGrants);
   PG_RETURN_BOOL(changed);
 }
 

@@ -140,8 +140,12 @@ void AppendToStreams(pg::SpiSession& spi, std::string_view topic, int64 event_id
   bool is_null = false;
   const Datum event = wrapped.Value(0, 1, &is_null);
   for (uint64 row = 0; row < streams.size(); ++row) {
+    // A subscribed stream dropped meanwhile gets nothing, as a queue.
+    const std::optional<store::streams::Stream> stream =
+        store::streams::Find(spi, streams.Text(row, 1));
+    if (!stream) continue;
     int64 id = 0;
-    (void)store::streams::Append(spi, streams.Text(row, 1), &event, 1, &id, /*missing_ok=*/true);
+    (void)store::streams::Append(spi, *stream, &event, 1, &id, /*missing_ok=*/true);
   }
 }
 

@@ -8,7 +8,7 @@
 #include "core/validate.h"
 #include "pg/ledger.h"
 #include "pg/args.h"
-#include "pg/queue_cache.h"
+#include "pg/invalidation.h"
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
 
@@ -232,9 +232,9 @@ Datum SetPaused(FunctionCallInfo fcinfo, bool paused) {
   const pg::Result stored = spi.Execute(set_paused, params);
   if (stored.empty()) RaiseUnknownQueue(name);
   const int32 queue_id = stored.Int32(0, 2);
-  RequireRight(spi, queue_id, name, core::kAdmin);  // else rolled back
-  pg::QueueCache::InvalidateAll();                  // claims read `paused` from the cache
-  if (!paused) pg::ledger::NoteReady(queue_id);     // waiting claims look again
+  RequireRight(spi, queue_id, name, core::kAdmin);        // else rolled back
+  pg::invalidation::Announce(pg::invalidation::kQueues);  // claims read `paused` from the cache
+  if (!paused) pg::ledger::NoteReady(queue_id);           // waiting claims look again
   return BoolGetDatum(stored.Bool(0, 1));
 }
 
@@ -274,7 +274,7 @@ PGQ_FUNCTION(pgq_create_queue) {
     api::StoreCaps(spi, caps, name);
   }
   // Its owner holds every right on it (api/rights.h): lists reload.
-  if (created == 1) pg::QueueCache::InvalidateAll();
+  if (created == 1) pg::invalidation::Announce(pg::invalidation::kQueues);
   if (created == 0) {
     if (!if_not_exists) {
       pg::Raise(ERRCODE_DUPLICATE_OBJECT, "queue \"" + std::string(name) + "\" already exists", {},
@@ -338,7 +338,7 @@ PGQ_FUNCTION(pgq_alter_queue) {
   api::StoreSettings(spi, api::update_queue, name, settings, handler);
   api::StoreKeep(spi, fcinfo, 9, name);
   api::StoreCaps(spi, caps, name);
-  pg::QueueCache::InvalidateAll();
+  pg::invalidation::Announce(pg::invalidation::kQueues);
   PG_RETURN_VOID();
 }
 
@@ -370,7 +370,7 @@ PGQ_FUNCTION(pgq_drop_queue) {
   store::PurgeQueueJobs(spi, queue.id, name_datum, pg::Now());
   spi.Execute(api::delete_queue_done, by_id);
   spi.Execute(api::delete_queue, by_id);
-  pg::QueueCache::InvalidateAll();
+  pg::invalidation::Announce(pg::invalidation::kQueues);
   PG_RETURN_VOID();
 }
 

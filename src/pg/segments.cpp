@@ -1,12 +1,12 @@
 #include "pg/segments.h"
 
 #include "pg/boundary.h"
+#include "pg/invalidation.h"
 
 extern "C" {
 #include "catalog/namespace.h"
 #include "storage/lmgr.h"
 #include "utils/guc.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/resowner.h"
 }
@@ -231,8 +231,7 @@ bool Rotate(SpiSession& spi, const char* root, int32 ring_id, int64 period_us, T
       .Set(3, TimestampTzGetDatum(now));
   (void)spi.Execute(rotate, turn);
   // Writers keep the ring in a cache; this empties it at commit.
-  const Oid parent = RelidOf(TableName(root, ring_id));
-  if (OidIsValid(parent)) Guard([parent] { CacheInvalidateRelcacheByRelid(parent); });
+  invalidation::Announce(invalidation::kRings);
   return true;
 }
 

@@ -25,7 +25,7 @@
 #include <memory>
 
 #include "pg/args.h"
-#include "pg/queue_cache.h"
+#include "pg/invalidation.h"
 #include "pg/settings.h"
 #include "store/catalog.h"
 #include "store/internal.h"
@@ -271,20 +271,19 @@ namespace internal {
 
 const HistoryTarget& CompletionTarget(pg::SpiSession& spi) {
   static HistoryTarget target{};
-  static bool known = false;
-  static uint64 known_generation = 0;
+  // create_queue and alter_queue announce a change of keep_completed
+  // (api/queues.cpp); a turn of the ring TRUNCATEs a segment, whose
+  // relcache invalidation counts as a change of any relation.
+  static pg::CacheEpoch known{pg::invalidation::kQueues | pg::invalidation::kAnyRelation};
   if (!InstalledCatalog().lifecycle) {
     target.variant = 0;
     return target;
   }
-  // create_queue and alter_queue send an invalidation when keep_completed
-  // changes (api/queues.cpp), and a turn of the ring TRUNCATEs a segment,
-  // which sends one too: either empties this with the queue cache.
-  const uint64 generation = pg::QueueCache::Generation();
-  if (known && generation == known_generation) return target;
+  if (known.Valid()) return target;
+  const uint64 begun = known.Begin();
   // Unknown until read whole: an error half-way (out of memory) leaves
   // nothing freed twice or half-set behind.
-  known = false;
+  known.Clear();
   pg::Params none;
   const pg::Result read = spi.Execute(history_target(), none);
   bool is_null = false;
@@ -301,8 +300,7 @@ const HistoryTarget& CompletionTarget(pg::SpiSession& spi) {
     if (!no_segments) target.segments = CopyForBackend(segments);
   });
   target.variant = is_null ? 1 : 2;
-  known_generation = generation;
-  known = true;
+  known.Mark(begun);
   return target;
 }
 
