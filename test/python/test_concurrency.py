@@ -370,6 +370,26 @@ class ClaimTest(PgqTestCase):
             self.admin.execute("DROP OWNED BY pgq_warm_role")
             self.admin.execute("DROP ROLE pgq_warm_role")
 
+    def test_a_warm_backend_keeps_its_queues_across_unrelated_invalidations(self):
+        # Each cache is emptied by what it is built from only (ADR 0024):
+        # an ANALYZE of pgq.jobs (a relcache invalidation of it, as every
+        # autovacuum sends) leaves A's queue cache and rights alone, so A's
+        # next enqueue reads pgq.queues no more; alter_queue does empty it.
+        a = self.connect(autocommit=False)
+        scans = ("SELECT sum(pg_stat_get_xact_numscans(r)) FROM (SELECT 'pgq.queues'::regclass::oid"
+                 " UNION ALL SELECT indexrelid FROM pg_index"
+                 " WHERE indrelid = 'pgq.queues'::regclass) AS t(r)")
+        self.enqueue(a, "q", {"warm": 1})
+        warm = self.scalar(scans, conn=a)
+        self.admin.execute("ANALYZE pgq.jobs")
+        self.enqueue(a, "q", {"after": "analyze"})
+        self.assertEqual(self.scalar(scans, conn=a), warm, "an ANALYZE of pgq.jobs emptied the cache")
+        self.admin.execute("SELECT pgq.alter_queue('q', max_attempts => 7)")
+        job = self.enqueue(a, "q", {"after": "alter"})
+        self.assertGreater(self.scalar(scans, conn=a), warm, "alter_queue left the cache as it was")
+        self.assertEqual(self.scalar("SELECT max_attempts FROM pgq.jobs WHERE id = %s", (job,), conn=a), 7)
+        a.rollback()
+
     def test_wait_takes_a_job_when_it_becomes_due(self):
         """A job enqueued to run 0.4 s later, and a retry with a 0.4 s
         backoff, reach a claim already waiting when they become due: the
