@@ -3,8 +3,11 @@
 # one transaction each (the functions' own cost, no commit or network
 # noise), each build installed in turn into a fresh durable cluster, ROUNDS
 # rounds. Prints ms per 20,000 enqueues, claim+complete pairs, enqueues
-# with a dedupe key, and enqueues and claim+complete pairs of jobs in 100
-# FIFO groups. Reinstalls this tree at the end.
+# with a dedupe key, enqueues and claim+complete pairs of jobs in 100
+# FIFO groups, appends to a stream, and next_batch (one event) +
+# finish_batch pairs (a commit every 100: each pair updates the consumer's
+# row twice, and one transaction's versions of it cannot be pruned).
+# Reinstalls this tree at the end.
 #
 #   git worktree add /tmp/old <rev> && make -C /tmp/old
 #   OLD=/tmp/old bash bench/ab_builds.sh
@@ -12,8 +15,8 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../scripts/lib.sh"
 
 OLD="${OLD:?set OLD to the built tree of the other revision}"
 ROUNDS="${ROUNDS:-3}"
-DIR=/tmp/pgq_ab_builds
-PORT=55971
+DIR="${PGQ_AB_DIR:-/tmp/pgq_ab_builds}"
+PORT="${PGQ_AB_PORT:-55971}"
 PGLIB=$("$PG_CONFIG" --pkglibdir)
 P=("$PG_BIN/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d t)
 
@@ -29,7 +32,8 @@ for round in $(seq "$ROUNDS"); do
     start_cluster "$DIR" "$PORT" "${BENCH_DURABLE_CONF[@]}"
     "$PG_BIN/createdb" -h "$DIR" -p "$PORT" -U postgres t
     "${P[@]}" -c "CREATE EXTENSION pgq_cpp" -c "SELECT pgq.create_queue('q')" \
-      -c "SELECT pgq.create_queue('g')" >/dev/null
+      -c "SELECT pgq.create_queue('g')" -c "SELECT pgq.create_stream('s')" \
+      -c "SELECT pgq.register_consumer('s', 'c')" >/dev/null
     times=$("${P[@]}" 2>&1 <<'SQL' | grep -o 'Time: [0-9.]*' | awk '{print $2}' | tr '\n' ' '
 \timing on
 DO $$ BEGIN FOR i IN 1..20000 LOOP PERFORM pgq.enqueue('q', '{"n": 1}'); END LOOP; END $$;
@@ -41,9 +45,14 @@ DO $$ BEGIN FOR i IN 1..20000 LOOP PERFORM pgq.enqueue('g', '{"n": 1}', group_ke
 DO $$ DECLARE j record; BEGIN FOR i IN 1..20000 LOOP
   SELECT id, attempt INTO j FROM pgq.claim('g', 1); PERFORM pgq.complete(j.id, j.attempt);
 END LOOP; END $$;
+DO $$ BEGIN FOR i IN 1..20000 LOOP PERFORM pgq.append('s', '{"n": 1}'); END LOOP; END $$;
+DO $$ DECLARE b bigint; BEGIN FOR i IN 1..20000 LOOP
+  SELECT batch_id INTO b FROM pgq.next_batch('s', 'c', 1); PERFORM pgq.finish_batch(b);
+  IF i % 100 = 0 THEN COMMIT; END IF;
+END LOOP; END $$;
 SQL
 )
-    echo "round $round $build: enqueue, claim+complete, dedupe enqueue, grouped enqueue, grouped claim+complete (ms per 20,000): $times"
+    echo "round $round $build: enqueue, claim+complete, dedupe enqueue, grouped enqueue, grouped claim+complete, append, next_batch+finish_batch (ms per 20,000): $times"
   done
 done
 stop_cluster "$DIR"; rm -rf "$DIR"

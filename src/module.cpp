@@ -2,7 +2,7 @@
 // so that none of them includes a higher one.
 #include "bgw/bgw.h"
 #include "pg/ledger.h"
-#include "pg/queue_cache.h"
+#include "pg/invalidation.h"
 #include "pg/settings.h"
 #include "pg/shared.h"
 
@@ -15,7 +15,7 @@ void _PG_init(void) {
   // pg_upgrade loads every library to check it; do nothing there.
   if (IsBinaryUpgrade) return;
   pgq::pg::DefineSettings();
-  pgq::pg::QueueCache::Register();
+  pgq::pg::invalidation::Register();
   // Shared memory, claim wake-ups and the workers exist only when the
   // postmaster loads us; a backend that loads us on first use works without
   // them (claim's wait polls, maintenance is pgq.maintain()).

@@ -12,11 +12,11 @@
 #include "core/validate.h"
 #include "core/wait.h"
 #include "pg/args.h"
+#include "pg/channel_wait.h"
 #include "pg/queue_cache.h"
 #include "pg/queue_slots.h"
 #include "pg/settings.h"
 #include "pg/subtransaction.h"
-#include "pg/wakeup.h"
 #include "store/jobs.h"
 
 namespace pgq::api {
@@ -24,7 +24,7 @@ namespace pgq::api {
 namespace {
 
 // A waiting claim is woken by the commits that make jobs of its queue ready
-// (pg/wakeup.h). Jobs that become due without a commit (a future run_at, a
+// (pg/channel_wait.h). Jobs that become due without a commit (a future run_at, a
 // retry's backoff) are found by looking again when the claim hint's alarm
 // says the first of them is due, and at least this often.
 constexpr long kRecheckMillis = 1000;
@@ -82,7 +82,7 @@ long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, Tim
                           kRecheckMillis);
 }
 
-Claimer::Try Claimer::Once(std::optional<pg::ClaimWaiter>* waiter) {
+Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
   std::vector<pg::CachedQueue> queues;
   queues.reserve(names_.size());
   for (std::string_view name : names_) {
@@ -90,19 +90,11 @@ Claimer::Try Claimer::Once(std::optional<pg::ClaimWaiter>* waiter) {
     RequireRight(spi_, queues.back().id, name, core::kConsume);
   }
   if (waiter != nullptr) {
-    // A queue dropped and created again under the same name has a new id.
+    // The queues' current ids: one dropped and created again under the same
+    // name has a new one.
     std::vector<int32> ids;
     for (const pg::CachedQueue& queue : queues) ids.push_back(queue.id);
-    if (!*waiter || ids != waiter_queues_) {
-      waiter->reset();
-      if (ids.size() == 1) {
-        waiter->emplace(ids[0]);
-      } else {
-        waiter->emplace(ids.data(), static_cast<int>(ids.size()));
-      }
-      waiter_queues_ = std::move(ids);
-    }
-    (*waiter)->Arm();
+    waiter->Arm(pg::Channel::Queues(ids.data(), static_cast<int>(ids.size())));
   }
   Try result{{}, kRecheckMillis};
   const TimestampTz now = pg::Now();
@@ -226,7 +218,7 @@ Datum ClaimInto(FunctionCallInfo fcinfo, std::vector<std::string_view> names) {
     return static_cast<Datum>(0);
   }
   const int64 wait_end = core::WaitEnd(MonotonicMicros(), wait_us);
-  std::optional<pg::ClaimWaiter> waiter;
+  pg::ChannelWaiter waiter;
   for (;;) {
     // An attempt that takes nothing is rolled back: a claim asleep holds no
     // lock on pgq.jobs (or anything else it read), so compaction and ALTER
@@ -240,7 +232,7 @@ Datum ClaimInto(FunctionCallInfo fcinfo, std::vector<std::string_view> names) {
     sub.Rollback();
     const int64 left_ms = core::MillisLeft(wait_end, MonotonicMicros());
     if (left_ms == 0) break;
-    waiter->Sleep(static_cast<long>(std::min<int64>(attempt.sleep_cap_ms, left_ms)));
+    waiter.Sleep(static_cast<long>(std::min<int64>(attempt.sleep_cap_ms, left_ms)));
   }
   return static_cast<Datum>(0);
 }

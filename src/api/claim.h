@@ -9,7 +9,7 @@
 #include "pg/args.h"
 #include "pg/queue_cache.h"
 #include "pg/spi.h"
-#include "pg/wakeup.h"
+#include "pg/channel_wait.h"
 
 namespace pgq::api {
 
@@ -42,10 +42,9 @@ class Claimer {
   // pause, a resume, a new default lease, rate limit or cap count), the
   // caller's consume right on each (a revoke counts while waiting), the rate
   // limits' tokens, then the jobs store's statements. `waiter` null: the
-  // claim does not wait; otherwise it is armed before the statements'
-  // snapshots (pg/wakeup.h), and created or replaced for the queues' current
-  // ids.
-  Try Once(std::optional<pg::ClaimWaiter>* waiter = nullptr);
+  // claim does not wait; otherwise it is armed on the queues' current ids
+  // before the statements' snapshots (pg/channel_wait.h).
+  Try Once(pg::ChannelWaiter* waiter = nullptr);
 
  private:
   // Up to `n` jobs of one queue, within its rate limit; how long to sleep
@@ -57,7 +56,6 @@ class Claimer {
   std::vector<Datum> name_datums_;
   int32 n_;
   Datum lease_;
-  std::vector<int32> waiter_queues_;
 };
 
 }  // namespace pgq::api

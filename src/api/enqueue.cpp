@@ -9,6 +9,7 @@
 #include "core/validate.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
+#include "pg/invalidation.h"
 #include "pg/queue_cache.h"
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
@@ -56,11 +57,13 @@ int32 CheckedPriority(FunctionCallInfo fcinfo, int index) {
 // transaction, with settings no older than the lock.
 pg::CachedQueue LockQueueForEnqueue(pg::SpiSession& spi, std::string_view name) {
   for (;;) {
+    // Read before the look-up: a change processed while it read the row
+    // counts too.
+    const uint64 begun = pg::QueueCache::Begin();
     const pg::CachedQueue queue = CachedOrFoundQueue(spi, name);
-    const uint64 generation = pg::QueueCache::Generation();
     pg::LockQueueShared(queue.id);
     // A drop or change that committed before we got the lock is seen now.
-    if (pg::QueueCache::Revalidate(generation)) return queue;
+    if (pg::QueueCache::StillAt(begun)) return queue;
   }
 }
 
@@ -70,7 +73,7 @@ pg::CachedQueue LockQueueForEnqueue(pg::SpiSession& spi, std::string_view name) 
 // commits with that job, so before any such job can finish and hold a key.
 void MarkDedupePeriods(pg::SpiSession& spi, int32 queue_id) {
   store::MarkDedupePeriods(spi, queue_id);
-  pg::QueueCache::InvalidateAll();  // every backend's cached queue learns it
+  pg::invalidation::Announce(pg::invalidation::kQueues);  // every backend's cached queue learns it
 }
 
 // on_duplicate: 'ignore' (the holder's id, as in 1.1) or 'replace'.

@@ -8,7 +8,7 @@
 #include "api/queue_ref.h"
 #include "api/rights.h"
 #include "pg/args.h"
-#include "pg/queue_cache.h"
+#include "pg/invalidation.h"
 #include "store/grants.h"
 #include "store/queues.h"
 
@@ -70,7 +70,7 @@ Datum ChangeGrant(FunctionCallInfo fcinfo, bool give) {
   const bool changed = give ? store::InsertGrant(spi, role, on, privilege)
                             : store::DeleteGrant(spi, role, on, privilege);
   // Every session checks rights from a list it reloads on invalidation.
-  if (changed) pg::QueueCache::InvalidateAll();
+  if (changed) pg::invalidation::Announce(pg::invalidation::kQueueGrants);
   PG_RETURN_BOOL(changed);
 }
 

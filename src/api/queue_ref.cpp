@@ -1,5 +1,6 @@
 #include "api/queue_ref.h"
 
+#include "pg/invalidation.h"
 #include "store/queues.h"
 
 namespace pgq::api {
@@ -18,13 +19,14 @@ QueueRef FindQueue(pg::SpiSession& spi, std::string_view name) {
 pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name) {
   pg::CachedQueue queue;
   if (pg::QueueCache::Find(name, &queue)) return queue;
+  const uint64 begun = pg::QueueCache::Begin();
   queue = FindQueue(spi, name);  // raises undefined_object
-  pg::QueueCache::Remember(name, queue);
+  pg::QueueCache::Remember(name, queue, begun);
   return queue;
 }
 
 pg::CachedQueue CurrentQueue(pg::SpiSession& spi, std::string_view name) {
-  (void)pg::QueueCache::Revalidate(pg::QueueCache::Generation());
+  pg::invalidation::Accept();
   return CachedOrFoundQueue(spi, name);
 }
 

@@ -8,7 +8,7 @@
 #include "core/validate.h"
 #include "pg/ledger.h"
 #include "pg/args.h"
-#include "pg/queue_cache.h"
+#include "pg/invalidation.h"
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
 #include "store/jobs.h"
@@ -140,9 +140,9 @@ Datum SetPaused(FunctionCallInfo fcinfo, bool paused) {
   pg::SpiSession spi;
   const std::optional<int32> queue_id = store::SetPaused(spi, name, paused);
   if (!queue_id) RaiseUnknownQueue(name);
-  RequireRight(spi, *queue_id, name, core::kAdmin);  // else rolled back
-  pg::QueueCache::InvalidateAll();                   // claims read `paused` from the cache
-  if (!paused) pg::ledger::NoteReady(*queue_id);     // waiting claims look again
+  RequireRight(spi, *queue_id, name, core::kAdmin);       // else rolled back
+  pg::invalidation::Announce(pg::invalidation::kQueues);  // claims read `paused` from the cache
+  if (!paused) pg::ledger::NoteReady(*queue_id);          // waiting claims look again
   return BoolGetDatum(paused);
 }
 
@@ -181,7 +181,7 @@ PGQ_FUNCTION(pgq_create_queue) {
     api::StoreCaps(spi, caps, name);
   }
   // Its owner holds every right on it (api/rights.h): lists reload.
-  if (created == 1) pg::QueueCache::InvalidateAll();
+  if (created == 1) pg::invalidation::Announce(pg::invalidation::kQueues);
   if (created == 0) {
     if (!if_not_exists) {
       pg::Raise(ERRCODE_DUPLICATE_OBJECT, "queue \"" + std::string(name) + "\" already exists", {},
@@ -240,7 +240,7 @@ PGQ_FUNCTION(pgq_alter_queue) {
   store::UpdateQueue(spi, name, settings, handler);
   api::StoreKeep(spi, fcinfo, 9, name);
   api::StoreCaps(spi, caps, name);
-  pg::QueueCache::InvalidateAll();
+  pg::invalidation::Announce(pg::invalidation::kQueues);
   PG_RETURN_VOID();
 }
 
@@ -270,7 +270,7 @@ PGQ_FUNCTION(pgq_drop_queue) {
   store::PurgeQueueJobs(spi, queue.id, name_datum, pg::Now());
   store::ForgetFinished(spi, queue.id);
   store::DeleteQueue(spi, queue.id);
-  pg::QueueCache::InvalidateAll();
+  pg::invalidation::Announce(pg::invalidation::kQueues);
   PG_RETURN_VOID();
 }
 

@@ -6,7 +6,7 @@
 
 #include "store/grants.h"
 #include "pg/allocator.h"
-#include "pg/queue_cache.h"
+#include "pg/invalidation.h"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -21,15 +21,15 @@ namespace {
 using HolderList =
     boost::container::vector<core::RightsHolder, pg::ContextAllocator<core::RightsHolder>>;
 
-// INVARIANT: sorted by queue_id; valid while `loaded_generation` is the queue
-// cache's generation.
+// INVARIANT: sorted by queue_id; valid while `loaded` is. Built from the
+// grants, the queues' owners and the roles (superuser, memberships).
 HolderList* holders = nullptr;
-uint64 loaded_generation = 0;
-bool loaded = false;
+pg::CacheEpoch loaded{pg::invalidation::kQueueGrants | pg::invalidation::kQueues |
+                      pg::invalidation::kRoles};
 MemoryContext rights_context = nullptr;  // holds `holders` and the scope below
 
 const HolderList& Holders(pg::SpiSession& spi) {
-  if (loaded && loaded_generation == pg::QueueCache::Generation()) return *holders;
+  if (loaded.Valid()) return *holders;
   if (holders == nullptr) {
     MemoryContext context = pg::Guard(
         [] { return AllocSetContextCreate(TopMemoryContext, "pgq rights", ALLOCSET_SMALL_SIZES); });
@@ -39,16 +39,15 @@ const HolderList& Holders(pg::SpiSession& spi) {
   }
   // Read before the load: an invalidation processed during it makes the
   // next call load again.
-  const uint64 generation = pg::QueueCache::Generation();
-  loaded = false;
+  const uint64 begun = loaded.Begin();
+  loaded.Clear();
   holders->clear();
   {
     const std::vector<core::RightsHolder> rows = store::RightsHolders(spi);
     holders->assign(rows.begin(), rows.end());
   }
   std::stable_sort(holders->begin(), holders->end());
-  loaded_generation = generation;
-  loaded = true;
+  loaded.Mark(begun);
   return *holders;
 }
 
@@ -126,20 +125,21 @@ void RequireRightSomewhere(pg::SpiSession& spi, uint8 wanted) {
   // the job's own queue is still checked after the statement.
   static struct {
     bool valid;
-    uint64 generation;
+    uint64 epoch;
     Oid role;
     uint8 wanted;
   } held{};
   const Oid role = GetUserId();
   // A role that holds one of the rights in held.wanted holds one of any
   // superset of them.
-  if (held.valid && held.generation == pg::QueueCache::Generation() && held.role == role &&
+  if (held.valid && held.epoch == loaded.Current() && held.role == role &&
       (held.wanted & wanted) == held.wanted) {
     return;
   }
   if (IsSuperuser(role)) return;
   if (core::HoldsRightAnywhere(Holders(spi), role, wanted, HasPrivsOf)) {
-    held = {loaded, loaded_generation, role, wanted};
+    // Kept while the holders it was read from are.
+    held = {loaded.Valid(), loaded.Current(), role, wanted};
     return;
   }
   const std::string name = CurrentRoleName();
@@ -156,14 +156,13 @@ QueueScope QueuesWithRight(pg::SpiSession& spi, uint8 wanted) {
   // thousands of times a second, with the same role and right.
   static struct {
     bool valid;
-    uint64 generation;
+    uint64 epoch;
     Oid role;
     uint8 wanted;
     QueueScope scope;
   } last{};
   const Oid role = GetUserId();
-  if (last.valid && last.generation == pg::QueueCache::Generation() && last.role == role &&
-      last.wanted == wanted) {
+  if (last.valid && last.epoch == loaded.Current() && last.role == role && last.wanted == wanted) {
     return last.scope;
   }
   const HolderList& list = Holders(spi);  // also makes rights_context
@@ -179,9 +178,9 @@ QueueScope QueuesWithRight(pg::SpiSession& spi, uint8 wanted) {
       if (ids.empty() || ids.back() != holder.queue_id) ids.push_back(holder.queue_id);
     }
   }
-  // Read after Holders(): built from what it loaded.
-  const uint64 generation = loaded_generation;
-  const bool valid = loaded;
+  // Read after Holders(): built from what it loaded, kept while that is.
+  const uint64 epoch = loaded.Current();
+  const bool valid = loaded.Valid();
   if (last.valid && last.scope.ids != 0) {
     pg::Guard([] { pfree(DatumGetPointer(last.scope.ids)); });
     last.valid = false;
@@ -196,7 +195,7 @@ QueueScope QueuesWithRight(pg::SpiSession& spi, uint8 wanted) {
     MemoryContextSwitchTo(old);
     return PointerGetDatum(array);
   });
-  last = {valid, generation, role, wanted, scope};
+  last = {valid, epoch, role, wanted, scope};
   return scope;
 }
 

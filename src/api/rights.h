@@ -7,8 +7,9 @@
 // function takes which). Superusers hold every right; a queue's owner holds
 // every right on it; a grant to a role counts for the roles that have its
 // privileges. Grants are read into a backend-local list that is reloaded
-// after any relcache invalidation (pgq.grant and pgq.revoke send one at
-// commit), so a revoke counts from the next transaction of every session.
+// after an invalidation of the grants, the queues or the roles
+// (pg/invalidation.h; pgq.grant and pgq.revoke announce one at commit), so a
+// revoke counts from the next transaction of every session.
 #pragma once
 
 #include "core/rights.h"

@@ -2,15 +2,14 @@
 // stream_consumer_stats (SPEC §10): arguments, rights and next_batch's wait;
 // the statements are the streams store's (store/stream_batches.cpp).
 #include <chrono>
-#include <optional>
 
 #include "api/rights.h"
 #include "api/stream_rights.h"
 #include "core/wait.h"
 #include "pg/args.h"
+#include "pg/channel_wait.h"
 #include "pg/settings.h"
 #include "pg/subtransaction.h"
-#include "pg/wakeup.h"
 
 namespace pgq::api {
 
@@ -89,26 +88,29 @@ PGQ_FUNCTION(pgq_next_batch) {
   MemoryContext memory = rsinfo->econtext->ecxt_per_query_memory;
 
   pg::SpiSession spi;
-  const auto attempt = [&] {
+  // One attempt: the stream as committed now (resolved once per attempt: a
+  // drop raises undefined_object, a revoke counts while waiting), then,
+  // when waiting, the waiter armed on its current id before the batch's
+  // snapshot (pg/channel_wait.h), then the batch.
+  const auto attempt = [&](pg::ChannelWaiter* waiter) {
     const store::streams::Stream stream = api::FindStream(spi, name);
     api::RequireStreamRight(spi, stream, core::kConsume);
-    return std::make_pair(stream.id, store::streams::NextBatch(spi, stream, consumer, max_events,
-                                                               pg::MaxBatchBytes(), memory));
+    if (waiter != nullptr) waiter->Arm(pg::Channel::Stream(stream.id));
+    return store::streams::NextBatch(spi, stream, consumer, max_events, pg::MaxBatchBytes(),
+                                     memory);
   };
   if (wait_us == 0) {
-    api::PutEvents(rsinfo, attempt().second);
+    api::PutEvents(rsinfo, attempt(nullptr));
     return static_cast<Datum>(0);
   }
   const int64 wait_end = core::WaitEnd(api::MonotonicMicros(), wait_us);
-  std::optional<pg::ClaimWaiter> waiter;
-  int32 waiting_on = 0;
+  pg::ChannelWaiter waiter;
   for (;;) {
     // An attempt that finds nothing is rolled back: asleep, the reader holds
     // no lock on the consumer's row or the stream's tables (a truncation or
     // a drop need not wait for it).
     pg::SubTransaction sub;
-    if (waiter) waiter->Arm();
-    auto [stream_id, batch] = attempt();
+    const store::streams::Batch batch = attempt(&waiter);
     if (batch.batch_id != 0) {
       sub.Commit();
       api::PutEvents(rsinfo, batch);
@@ -117,16 +119,7 @@ PGQ_FUNCTION(pgq_next_batch) {
     sub.Rollback();
     const int64 left_ms = core::MillisLeft(wait_end, api::MonotonicMicros());
     if (left_ms == 0) break;
-    if (!waiter || waiting_on != stream_id) {
-      // Published before the next attempt's snapshot: an append committed
-      // after it wakes us (pg/wakeup.h); one committed before is seen by
-      // that attempt, which runs at once.
-      waiter.reset();
-      waiter.emplace(pg::StreamWaitKey(stream_id));
-      waiting_on = stream_id;
-      continue;
-    }
-    waiter->Sleep(static_cast<long>(std::min<int64>(api::kRecheckMillis, left_ms)));
+    waiter.Sleep(static_cast<long>(std::min<int64>(api::kRecheckMillis, left_ms)));
   }
   return static_cast<Datum>(0);
 }

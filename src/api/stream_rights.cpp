@@ -4,28 +4,28 @@
 #include <vector>
 
 #include "api/rights.h"
-#include "pg/queue_cache.h"
+#include "pg/invalidation.h"
 
 namespace pgq::api {
 
 namespace {
 
 // INVARIANT: sorted by stream id (RightsHolder::queue_id holds it); valid
-// while `loaded_generation` is the queue cache's generation.
+// while `loaded` is. Built from the stream grants, the streams' owners and
+// the roles (superuser, memberships).
 std::vector<core::RightsHolder>* holders = nullptr;
-uint64 loaded_generation = 0;
-bool loaded = false;
+pg::CacheEpoch loaded{pg::invalidation::kStreamGrants | pg::invalidation::kStreams |
+                      pg::invalidation::kRoles};
 
 const std::vector<core::RightsHolder>& Holders(pg::SpiSession& spi) {
-  if (loaded && loaded_generation == pg::QueueCache::Generation()) return *holders;
+  if (loaded.Valid()) return *holders;
   if (holders == nullptr) holders = new std::vector<core::RightsHolder>();
-  const uint64 generation = pg::QueueCache::Generation();
-  loaded = false;
+  const uint64 begun = loaded.Begin();
+  loaded.Clear();
   holders->clear();
   *holders = store::streams::RightsHolders(spi);
   std::stable_sort(holders->begin(), holders->end());
-  loaded_generation = generation;
-  loaded = true;
+  loaded.Mark(begun);
   return *holders;
 }
 

@@ -5,7 +5,7 @@
 #include "api/stream_rights.h"
 #include "core/validate.h"
 #include "pg/args.h"
-#include "pg/queue_cache.h"
+#include "pg/invalidation.h"
 #include "pg/settings.h"
 
 extern "C" {
@@ -83,7 +83,7 @@ Datum ChangeStreamGrant(FunctionCallInfo fcinfo, bool give) {
   const std::string_view privilege = core::RightName(*right);
   const bool changed = give ? store::streams::InsertGrant(spi, role, stream_id, privilege)
                             : store::streams::DeleteGrant(spi, role, stream_id, privilege);
-  if (changed) pg::QueueCache::InvalidateAll();
+  if (changed) pg::invalidation::Announce(pg::invalidation::kStreamGrants);
   PG_RETURN_BOOL(changed);
 }
 
@@ -142,7 +142,7 @@ PGQ_FUNCTION(pgq_append) {
   const store::streams::Stream stream = api::FindStream(spi, name);
   api::RequireStreamRight(spi, stream, core::kProduce);
   int64 id = 0;
-  store::streams::Append(spi, name, &payload, 1, &id);
+  store::streams::Append(spi, stream, &payload, 1, &id);
   PG_RETURN_INT64(id);
 }
 
@@ -159,7 +159,7 @@ PGQ_FUNCTION(pgq_append_many) {
     const store::streams::Stream stream = api::FindStream(spi, name);
     api::RequireStreamRight(spi, stream, core::kProduce);
     if (count == 0) return static_cast<Datum>(0);
-    store::streams::Append(spi, name, payloads.elements, count, ids.data());
+    store::streams::Append(spi, stream, payloads.elements, count, ids.data());
   }
   for (const int64 id : ids) {
     Datum value = Int64GetDatum(id);

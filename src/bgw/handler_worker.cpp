@@ -35,7 +35,7 @@
 #include "pg/settings.h"
 #include "pg/shared.h"
 #include "pg/spi.h"
-#include "pg/wakeup.h"
+#include "pg/channel_wait.h"
 #include "store/jobs.h"
 #include "store/queues.h"
 
@@ -385,8 +385,8 @@ void pgq_handler_main(Datum main_arg) {
       ProcessConfigFile(PGC_SIGHUP);
       if (!bgw::IsListedDatabase(name) || number > pg::HandlerWorkers()) proc_exit(0);
     }
-    // Published before looking, so a job committed meanwhile wakes us.
-    pg::PublishWaiter(pg::ClaimWaiter::kAnyQueue);
+    // Armed before looking, so a job committed meanwhile wakes us.
+    pg::ArmWaiter(pg::Channel::AnyQueue());
     const bgw::Claimed claimed = bgw::RunOneJob(&job);
     if (claimed == bgw::Claimed::kNoHandlerQueues) proc_exit(0);
     if (claimed == bgw::Claimed::kJob) continue;

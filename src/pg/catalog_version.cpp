@@ -4,7 +4,7 @@
 
 #include "core/version.h"
 #include "pg/boundary.h"
-#include "pg/queue_cache.h"
+#include "pg/invalidation.h"
 
 extern "C" {
 #include "access/genam.h"
@@ -26,9 +26,8 @@ namespace pgq::pg {
 
 namespace {
 
-// "current" as of this relcache generation (see CheckCatalog).
-bool current_kept = false;
-uint64 current_generation = 0;
+// "current" until a relation or a schema changes (see CheckCatalog).
+CacheEpoch current_kept{invalidation::kAnyRelation | invalidation::kSchema};
 
 // Whether a worker of this process last logged that it waits.
 bool worker_waiting = false;
@@ -69,12 +68,12 @@ const char* LibraryVersion() { return PGQ_VERSION; }
 
 CatalogCheck CheckCatalog() {
   CatalogCheck check{CatalogCheck::State::kCurrent, ""};
-  const uint64 generation = QueueCache::Generation();
-  if (current_kept && generation == current_generation) {
+  if (current_kept.Valid()) {
     strlcpy(check.installed, PGQ_VERSION, sizeof(check.installed));
     return check;
   }
-  current_kept = false;
+  current_kept.Clear();
+  const uint64 begun = current_kept.Begin();
   Installed installed{false, InvalidOid, ""};
   Guard([&installed] { ReadInstalled(&installed); });
   strlcpy(check.installed, installed.version, sizeof(check.installed));
@@ -84,8 +83,7 @@ CatalogCheck CheckCatalog() {
   }
   const int order = core::CompareVersions(installed.version, PGQ_VERSION);
   if (order == 0) {
-    current_kept = true;
-    current_generation = generation;
+    current_kept.Mark(begun);
     return check;
   }
   // pgq_cpp's own script (CREATE EXTENSION of an older release, or a step

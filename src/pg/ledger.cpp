@@ -4,7 +4,7 @@
 
 #include "pg/settings.h"
 #include "pg/shared.h"
-#include "pg/wakeup.h"
+#include "pg/channel_wait.h"
 
 namespace pgq::pg::ledger {
 
@@ -114,11 +114,9 @@ void Wake() {
     const bool room = e.left_running && e.slot != nullptr && QueueCapped(e.slot);
     if (e.wake || room) queues[n++] = e.queue_id;
   }
-  if (n > 0 || whole_database) WakeWaiters(queues, n, whole_database);
+  if (n > 0 || whole_database) WakeChannels(ChannelKind::kQueue, queues, n, whole_database);
   if (appended_count > 0) {
-    int32 keys[kMaxStreams];
-    for (int i = 0; i < appended_count; ++i) keys[i] = StreamWaitKey(appended_streams[i]);
-    WakeWaiters(keys, appended_count, whole_database);
+    WakeChannels(ChannelKind::kStream, appended_streams, appended_count, whole_database);
   }
 }
 
@@ -149,7 +147,7 @@ void OnTransactionEnd(XactEvent event, void*) {
       ResetLockedHints();
       EndFlushes(false);
       // A claim that raised while waiting (cancel, timeout) leaves its slot.
-      UnpublishWaiter();
+      ForgetWaiter();
       break;
     case XACT_EVENT_PREPARE:
       // The commit happens later in another backend, which knows nothing of

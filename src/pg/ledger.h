@@ -6,7 +6,7 @@
 //   pending   jobs made pending: at commit, after they are visible, the
 //             queue's claim hint is lowered to the first of them
 //             (core/claim_hint.h) and, if any were due, its waiting claims
-//             are woken (pg/wakeup.h)
+//             are woken (pg/channel_wait.h)
 //   locked    pending jobs this transaction locked (claimed, removed): claims
 //             of other sessions skip them and the hint moves past them, so
 //             if the transaction or a subtransaction rolls back, or it is

@@ -6,13 +6,7 @@
 #include "core/validate.h"
 #include "pg/allocator.h"
 #include "pg/boundary.h"
-
-extern "C" {
-#include "catalog/namespace.h"
-#include "utils/inval.h"
-#include "utils/lsyscache.h"
-#include "utils/syscache.h"
-}
+#include "pg/invalidation.h"
 
 namespace pgq::pg {
 
@@ -35,15 +29,10 @@ using QueueMap =
     boost::container::flat_map<QueueKey, CachedQueue, std::less<QueueKey>, ContextAllocator<Entry>>;
 
 // Created on first use in a memory context that lives as long as the backend.
-// INVARIANT: only Find/Remember touch the map's storage; the invalidation
-// callback only clears it (no allocation, cannot fail).
+// INVARIANT: every entry is as pgq.queues was when `epoch` was marked, or
+// later; Find empties the map when the epoch moved.
 QueueMap* cache = nullptr;
-uint64 generation = 0;
-
-void OnRelcacheInvalidation(Datum, Oid) {
-  if (cache != nullptr) cache->clear();
-  ++generation;
-}
+CacheEpoch epoch{invalidation::kQueues};
 
 QueueMap& Map() {
   if (cache == nullptr) {
@@ -56,45 +45,33 @@ QueueMap& Map() {
   return *cache;
 }
 
-// Roles changed (membership granted or revoked, a role altered, renamed or
-// dropped): the rights lists and answers kept per generation (api/rights.h)
-// are stale too.
-void OnRoleInvalidation(Datum, int, uint32) { ++generation; }
-
 }  // namespace
-
-void QueueCache::Register() {
-  CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0);
-  CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, OnRoleInvalidation, 0);
-  CacheRegisterSyscacheCallback(AUTHOID, OnRoleInvalidation, 0);
-}
 
 bool QueueCache::Find(std::string_view name, CachedQueue* queue) {
   if (cache == nullptr || name.size() > core::kMaxQueueNameLength) return false;
+  if (!epoch.Valid()) {
+    cache->clear();  // no allocation, cannot fail
+    epoch.Mark(epoch.Current());
+    return false;
+  }
   const auto found = cache->find(QueueKey(name));
   if (found == cache->end()) return false;
   *queue = found->second;
   return true;
 }
 
-void QueueCache::Remember(std::string_view name, const CachedQueue& queue) {
-  if (name.size() > core::kMaxQueueNameLength) return;
-  Map()[QueueKey(name)] = queue;
+uint64 QueueCache::Begin() { return epoch.Begin(); }
+
+void QueueCache::Remember(std::string_view name, const CachedQueue& queue, uint64 begun) {
+  if (name.size() > core::kMaxQueueNameLength || begun != epoch.Current()) return;
+  QueueMap& map = Map();
+  if (!epoch.Valid()) {
+    map.clear();
+    epoch.Mark(begun);
+  }
+  map[QueueKey(name)] = queue;
 }
 
-uint64 QueueCache::Generation() { return generation; }
-
-bool QueueCache::Revalidate(uint64 seen) {
-  Guard([] { AcceptInvalidationMessages(); });
-  return generation == seen;
-}
-
-void QueueCache::InvalidateAll() {
-  Guard([] {
-    const Oid schema = get_namespace_oid("pgq", false);
-    const Oid queues = get_relname_relid("queues", schema);
-    if (OidIsValid(queues)) CacheInvalidateRelcacheByRelid(queues);
-  });
-}
+bool QueueCache::StillAt(uint64 begun) { return epoch.StillAt(begun); }
 
 }  // namespace pgq::pg

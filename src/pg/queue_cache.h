@@ -2,14 +2,15 @@
 // enqueue costs one statement instead of two.
 //
 // Correctness does not rest on the cache being fresh: callers take the
-// queue's lock, then call Revalidate(), which processes pending invalidation
-// messages. alter_queue and drop_queue send a relcache invalidation for
-// pgq.queues, and a committing transaction sends its invalidations before it
-// releases its locks, so once we hold the queue lock any drop or change that
-// committed before is visible to us as an emptied cache. The cache is also
-// emptied by every other relcache invalidation (cheap: it refills with one
-// lookup per queue). Claims take no lock; they call Revalidate() before each
-// try, so a pause, resume, change or drop committed before that is seen.
+// queue's lock, then call StillAt(), which processes pending invalidation
+// messages. Every change of pgq.queues' rows announces itself
+// (pg/invalidation.h: a relcache invalidation of pgq.queues at commit), and
+// a committing transaction sends its invalidations before it releases its
+// locks, so once we hold the queue lock any drop or change that committed
+// before is visible to us as a changed epoch. The cache depends on pgq.queues
+// only: other invalidations leave it alone. Claims take no lock; they process
+// pending invalidations before each try, so a pause, resume, change or drop
+// committed before that is seen.
 #pragma once
 
 #include "pg/pg.h"
@@ -30,23 +31,19 @@ struct CachedQueue {
 
 class QueueCache {
  public:
-  // Registers the invalidation callback; called once per backend from _PG_init.
-  static void Register();
-
+  // False on a miss, and when an invalidation of pgq.queues was processed
+  // since the cache was filled (it is emptied then).
   static bool Find(std::string_view name, CachedQueue* queue);
-  static void Remember(std::string_view name, const CachedQueue& queue);
 
-  // Processes pending invalidation messages; false if that emptied the cache
-  // since `generation` was read (the caller must look the queue up again).
-  static bool Revalidate(uint64 generation);
-  // Bumped by every relcache invalidation and every change of a role or a
-  // role membership: what is kept per generation (the rights lists and
-  // answers of api/rights.h) is reloaded after either.
-  static uint64 Generation();
+  // The epoch of pgq.queues, read before looking a queue up.
+  static uint64 Begin();
+  // Keeps `queue` unless an invalidation of pgq.queues was processed since
+  // `begun` (the look-up may have read the row before that change).
+  static void Remember(std::string_view name, const CachedQueue& queue, uint64 begun);
 
-  // Tells every backend (at commit) and this one (at the next command) that
-  // queue settings changed.
-  static void InvalidateAll();
+  // Processes pending invalidation messages; false if one of pgq.queues
+  // arrived since `begun` (the caller must look the queue up again).
+  static bool StillAt(uint64 begun);
 };
 
 }  // namespace pgq::pg

@@ -27,7 +27,7 @@ class RunAs {
 
 // The role our statements run as: the owner of schema pgq, the role that
 // installed pgq_cpp and owns its tables (ADR 0010). InvalidOid while the
-// extension is not installed. Cached until the next relcache invalidation.
+// extension is not installed. Cached until schema pgq changes (pg/invalidation.h).
 Oid TablesOwner();
 
 }  // namespace pgq::pg

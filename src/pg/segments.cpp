@@ -1,6 +1,7 @@
 #include "pg/segments.h"
 
 #include "pg/boundary.h"
+#include "pg/invalidation.h"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -9,7 +10,6 @@ extern "C" {
 #include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/guc.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/resowner.h"
 }
@@ -320,8 +320,7 @@ bool Rotate(SpiSession& spi, const Place& place, int32 ring_id, int64 period_us,
       .Set(3, TimestampTzGetDatum(now));
   (void)spi.Execute(rotate, turn);
   // Writers keep the ring in a cache; this empties it at commit.
-  const Oid parent = RelidOf(NameIn(place, -1));
-  if (OidIsValid(parent)) Guard([parent] { CacheInvalidateRelcacheByRelid(parent); });
+  invalidation::Announce(invalidation::kRings);
   return true;
 }
 

@@ -112,8 +112,8 @@ std::string TableName(const char* root, int32 ring_id, int segment = -1);
 // longer (or since a time still to come: the clock was set back) and the
 // next one is empty: the next one takes new rows from the
 // commit on. Skips a ring another transaction is turning or reclaiming.
-// Sends a relcache invalidation for the ring's table, so that writers read
-// the ring again. True if it turned.
+// Announces it (a change of pgq.rings, pg/invalidation.h), so that writers
+// read the ring again. True if it turned.
 bool Rotate(SpiSession& spi, const Place& place, int32 ring_id, int64 period_us, TimestampTz now);
 inline bool Rotate(SpiSession& spi, const char* root, int32 ring_id, int64 period_us,
                    TimestampTz now) {

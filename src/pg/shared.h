@@ -4,7 +4,7 @@
 // maintenance is pgq.maintain() called by the application or pg_cron.
 //
 // It holds three small fixed tables, all behind one LWLock except the
-// waiter slots (see pg/wakeup.h), which are lock-free:
+// waiter slots (see pg/channel_wait.h), which are lock-free:
 //  - the maintenance workers that run (database, pid, why the last one ended),
 //    so that a backend about to DROP DATABASE can stop the worker first;
 //  - databases whose worker must stay stopped for a moment (DROP DATABASE,
@@ -69,7 +69,7 @@ struct SharedState {
   int worker_slot_count;
   WorkerSlot* workers;  // worker_slot_count entries
 
-  // Claim waiters (pg/wakeup.cpp): one slot per PGPROC of a regular backend.
+  // Waiters on a channel (pg/channel_wait.cpp): one slot per PGPROC of a regular backend.
   pg_atomic_uint32 waiter_count;
   int waiter_slot_count;
   pg_atomic_uint64* waiters;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "pg/queue_cache.h"
+#include "pg/invalidation.h"
 #include "pg/run_as.h"
 
 extern "C" {
@@ -76,10 +76,12 @@ OverrideSearchPath* CatalogOnlyPath() {
 }  // namespace
 
 Oid TablesOwner() {
+  // The owner of schema pgq: re-read after its row changed (ALTER SCHEMA,
+  // DROP and CREATE EXTENSION).
   static Oid owner = InvalidOid;
-  static uint64 seen_generation = 0;
-  static bool known = false;
-  if (known && seen_generation == QueueCache::Generation()) return owner;
+  static CacheEpoch known{invalidation::kSchema};
+  if (known.Valid()) return owner;
+  const uint64 begun = known.Begin();
   owner = Guard([] {
     const Oid schema = get_namespace_oid("pgq", true);
     if (!OidIsValid(schema)) return InvalidOid;
@@ -89,8 +91,7 @@ Oid TablesOwner() {
     ReleaseSysCache(tuple);
     return nspowner;
   });
-  seen_generation = QueueCache::Generation();
-  known = true;
+  known.Mark(begun);
   return owner;
 }
 

@@ -17,9 +17,12 @@ void AppendToStreams(pg::SpiSession& spi, std::string_view topic, int64 event_id
   const std::vector<std::string> streams = store::StreamSubscribers(spi, topic);
   if (streams.empty()) return;
   const Datum event = store::EventEnvelope(spi, event_id, topic, payload, group_key);
-  for (const std::string& stream : streams) {
+  for (const std::string& name : streams) {
+    // A subscribed stream dropped meanwhile gets nothing, as a queue.
+    const std::optional<store::streams::Stream> stream = store::streams::Find(spi, name);
+    if (!stream) continue;
     int64 id = 0;
-    (void)store::streams::Append(spi, stream, &event, 1, &id, /*missing_ok=*/true);
+    (void)store::streams::Append(spi, *stream, &event, 1, &id, /*missing_ok=*/true);
   }
 }
 

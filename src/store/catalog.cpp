@@ -1,7 +1,7 @@
 #include "store/catalog.h"
 
 #include "pg/boundary.h"
-#include "pg/queue_cache.h"
+#include "pg/invalidation.h"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -14,10 +14,11 @@ namespace pgq::store {
 
 const Catalog& InstalledCatalog() {
   static Catalog catalog{};
-  static bool probed = false;
-  static uint64 probed_generation = 0;
-  const uint64 generation = pg::QueueCache::Generation();
-  if (probed && generation == probed_generation) return catalog;
+  // Re-read after any change of any relation's definition (an update
+  // script's ALTER TABLE, CREATE TABLE) or of the schema.
+  static pg::CacheEpoch probed{pg::invalidation::kAnyRelation | pg::invalidation::kSchema};
+  if (probed.Valid()) return catalog;
+  const uint64 begun = probed.Begin();
   catalog = pg::Guard([] {
     Catalog found{};
     const Oid schema = get_namespace_oid("pgq", true);
@@ -47,8 +48,7 @@ const Catalog& InstalledCatalog() {
     found.dead_jobs = get_relname_relid("dead_jobs", schema);
     return found;
   });
-  probed_generation = generation;
-  probed = true;
+  probed.Mark(begun);
   return catalog;
 }
 

@@ -26,7 +26,7 @@
 #include <memory>
 
 #include "pg/args.h"
-#include "pg/queue_cache.h"
+#include "pg/invalidation.h"
 #include "pg/segments.h"
 #include "pg/settings.h"
 #include "store/internal.h"
@@ -233,16 +233,15 @@ namespace internal {
 
 const HistoryTarget& CompletionTarget(pg::SpiSession& spi) {
   static HistoryTarget target{};
-  static bool known = false;
-  static uint64 known_generation = 0;
-  // create_queue and alter_queue send an invalidation when keep_completed
-  // changes (api/queues.cpp), and a turn of a ring sends one for its table
-  // (pg/segments.h Rotate): either empties this with the queue cache.
-  const uint64 generation = pg::QueueCache::Generation();
-  if (known && generation == known_generation) return target;
+  // create_queue and alter_queue announce a change of keep_completed
+  // (api/queues.cpp), a turn of a ring a change of pgq.rings (pg/segments.h
+  // Rotate).
+  static pg::CacheEpoch known{pg::invalidation::kQueues | pg::invalidation::kRings};
+  if (known.Valid()) return target;
+  const uint64 begun = known.Begin();
   // Unknown until read whole: an error half-way (out of memory) leaves
   // nothing freed twice or half-set behind.
-  known = false;
+  known.Clear();
   pg::Params none;
   const pg::Result read = spi.Execute(history_target(), none);
   bool is_null = false;
@@ -259,8 +258,7 @@ const HistoryTarget& CompletionTarget(pg::SpiSession& spi) {
     if (!no_segments) target.segments = CopyForBackend(segments);
   });
   target.variant = is_null ? 1 : 2;
-  known_generation = generation;
-  known = true;
+  known.Mark(begun);
   return target;
 }
 

@@ -4,7 +4,7 @@
 
 #include "pg/args.h"
 #include "pg/ledger.h"
-#include "pg/queue_cache.h"
+#include "pg/invalidation.h"
 #include "pg/row_insert.h"
 #include "store/stream_statements.h"
 
@@ -103,33 +103,36 @@ SELECT s.name, s.rotation, r.segments::int4, r.current::int4, r.generation, r.ro
                                {INT4OID},
                                nullptr};
 
-// The cache: streams by name, emptied by every relcache invalidation (a
-// create, drop or rotation sends one), as the queue cache is.
+// The cache: streams by name, with their rings. It depends on pgq.streams
+// (create_stream, alter_stream and drop_stream announce a change) and
+// pgq.rings (a rotation announces one, pg/segments.h), nothing else.
+// INVARIANT: every entry's `epoch` is the epoch `cached` was marked at.
 struct CachedStream {
   std::string name;
   Stream stream;
 };
 std::vector<CachedStream>* cache = nullptr;
-uint64 cache_generation = 0;
+pg::CacheEpoch cached{pg::invalidation::kStreams | pg::invalidation::kRings};
 
 std::vector<CachedStream>& Cache() {
   if (cache == nullptr) cache = new std::vector<CachedStream>();
-  if (cache_generation != pg::QueueCache::Generation()) {
+  if (!cached.Valid()) {
     cache->clear();
-    cache_generation = pg::QueueCache::Generation();
+    cached.Mark(cached.Current());
   }
   return *cache;
 }
 
 Oid EventIdSequence() {
   static Oid sequence = InvalidOid;
-  static uint64 generation = 0;
-  if (OidIsValid(sequence) && generation == pg::QueueCache::Generation()) return sequence;
+  static pg::CacheEpoch known{pg::invalidation::kStreams};
+  if (OidIsValid(sequence) && known.Valid()) return sequence;
+  const uint64 begun = known.Begin();
   sequence = pg::Guard([] {
     const Oid schema = get_namespace_oid("pgq", false);
     return get_relname_relid("stream_event_id_seq", schema);
   });
-  generation = pg::QueueCache::Generation();
+  known.Mark(begun);
   return sequence;
 }
 
@@ -386,20 +389,20 @@ void Rebase(pg::SpiSession& spi, int32 stream_id) {
 }  // namespace
 
 std::optional<Stream> Find(pg::SpiSession& spi, std::string_view name) {
-  (void)pg::QueueCache::Revalidate(pg::QueueCache::Generation());
-  for (const CachedStream& cached : Cache()) {
-    if (cached.name == name) return cached.stream;
+  pg::invalidation::Accept();
+  for (const CachedStream& entry : Cache()) {
+    if (entry.name == name) return entry.stream;
   }
-  const uint64 generation = pg::QueueCache::Generation();
+  const uint64 begun = cached.Begin();
   std::optional<Stream> stream = Load(spi, name);
-  // Checked once per load of the cache (after any invalidation): cheap,
-  // three index probes and the stream's consumers.
+  // Checked once per load of the cache (after an invalidation of it):
+  // cheap, three index probes and the stream's consumers.
   if (stream && NeedsRebase(spi, stream->id)) Rebase(spi, stream->id);
+  if (!stream) return stream;
+  stream->epoch = begun;
   // An invalidation processed while loading (the statements accept them)
   // may be about this stream: not remembered then, read again next time.
-  if (stream && generation == pg::QueueCache::Generation()) {
-    Cache().push_back(CachedStream{std::string(name), *stream});
-  }
+  if (begun == cached.Current()) Cache().push_back(CachedStream{std::string(name), *stream});
   return stream;
 }
 
@@ -423,7 +426,7 @@ bool Create(pg::SpiSession& spi, std::string_view name, Oid owner, const Interva
   const int32 id = row.Int32(0, "stream_id");
   row.Free();
   pg::segments::CreateRing(spi, kRoot, id, kSegments, "(txid, id)", now);
-  pg::QueueCache::InvalidateAll();
+  pg::invalidation::Announce(pg::invalidation::kStreams);
   return true;
 }
 
@@ -431,7 +434,7 @@ void SetRotation(pg::SpiSession& spi, int32 stream_id, const Interval& rotation)
   pg::Params params;
   params.Set(0, Int32GetDatum(stream_id)).Set(1, IntervalPGetDatum(&rotation));
   (void)spi.Execute(set_rotation, params);
-  pg::QueueCache::InvalidateAll();
+  pg::invalidation::Announce(pg::invalidation::kStreams);
 }
 
 void Drop(pg::SpiSession& spi, const Stream& stream) {
@@ -439,28 +442,31 @@ void Drop(pg::SpiSession& spi, const Stream& stream) {
   pg::Params params;
   params.Set(0, Int32GetDatum(stream.id));
   (void)spi.Execute(delete_stream, params);
-  pg::QueueCache::InvalidateAll();
+  pg::invalidation::Announce(pg::invalidation::kStreams);
 }
 
-bool Append(pg::SpiSession& spi, std::string_view name, const Datum* payloads, int count,
-            int64* ids, bool missing_ok) {
+bool Append(pg::SpiSession& spi, const Stream& found, const Datum* payloads, int count, int64* ids,
+            bool missing_ok) {
   pg::RequireInsertAllowed();
   // The segment to write, locked: the lock processes the invalidations
-  // that arrived since the ring was read (a rotation, a drop), and a drop
-  // waits for it from then on. Read again when one arrived; a writer that
-  // is still a rotation behind writes a sealed segment, which is safe
-  // (pg/segments.h), only less tidy.
-  std::optional<Stream> stream;
+  // that arrived since the stream was found (a rotation, a drop), and a drop
+  // waits for it from then on. When one arrived, the stream is read again,
+  // and must be the same stream: one dropped meanwhile (perhaps created
+  // again under its name, a stream whose rights the caller did not check)
+  // is missing. A writer that is still a rotation behind writes a sealed
+  // segment, which is safe (pg/segments.h), only less tidy.
+  const Stream* stream = &found;
+  std::optional<Stream> again;
   for (int attempt = 0;; ++attempt) {
-    const uint64 generation = pg::QueueCache::Generation();
-    stream = Find(spi, name);
-    if (!stream) {
-      if (missing_ok) return false;
-      pg::Raise(ERRCODE_UNDEFINED_OBJECT, "stream \"" + std::string(name) + "\" does not exist");
-    }
     const Oid leaf = stream->ring.leaves[stream->ring.current];
     pg::Guard([leaf] { LockRelationOid(leaf, RowExclusiveLock); });
-    if (generation == pg::QueueCache::Generation() || attempt == 3) break;
+    if (stream->epoch == cached.Current() || attempt == 3) break;
+    again = Find(spi, found.name);
+    if (!again || again->id != found.id) {
+      if (missing_ok) return false;
+      pg::Raise(ERRCODE_UNDEFINED_OBJECT, "stream \"" + found.name + "\" does not exist");
+    }
+    stream = &*again;
   }
   const Oid sequence = EventIdSequence();
   const Datum txid = pg::Guard([] { return FullTransactionIdGetDatum(GetTopFullTransactionId()); });

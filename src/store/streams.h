@@ -38,6 +38,9 @@ struct Stream {
   Oid owner = InvalidOid;
   int64 rotation_us = 0;
   pg::segments::Ring ring;
+  // The epoch of this backend's stream cache it was read at (Find): still
+  // current while that has not moved (pg/invalidation.h).
+  uint64 epoch = 0;
 };
 
 // The stream named `name` from this backend's cache, read on a miss;
@@ -55,13 +58,14 @@ void SetRotation(pg::SpiSession& spi, int32 stream_id, const Interval& rotation)
 // Drops the stream, its events, consumers and grants.
 void Drop(pg::SpiSession& spi, const Stream& stream);
 
-// Appends events in order, in the current transaction; writes their ids to
-// `ids` (one per payload). Readers of the stream are woken at commit. A
-// stream that does not exist raises undefined_object, or with `missing_ok`
-// (publish: a subscribed stream dropped meanwhile gets nothing, as a queue)
-// returns false.
-bool Append(pg::SpiSession& spi, std::string_view name, const Datum* payloads, int count,
-            int64* ids, bool missing_ok = false);
+// Appends events in order to `stream` (as Find returned it: the name is
+// resolved once, by the caller, who checked its rights on it), in the
+// current transaction; writes their ids to `ids` (one per payload). Readers
+// of the stream are woken at commit. A stream dropped since it was found
+// raises undefined_object, or with `missing_ok` (publish: a subscribed
+// stream dropped meanwhile gets nothing, as a queue) returns false.
+bool Append(pg::SpiSession& spi, const Stream& stream, const Datum* payloads, int count, int64* ids,
+            bool missing_ok = false);
 
 // Consumers ----------------------------------------------------------------
 

@@ -302,6 +302,94 @@ class ClaimTest(PgqTestCase):
         b.commit()
         self.assertEqual(a.execute("SELECT id FROM pgq.claim('q', 1)").fetchall(), [(job2,)])
 
+    def test_stream_wait_wakes_on_commit(self):
+        # next_batch waits on its stream's channel as a claim on its queue's
+        # (pg/channel_wait.h): B's append wakes A at B's commit, not at A's
+        # next periodic look (1 s); an append of another stream does not
+        # end A's wait.
+        self.admin.execute("SELECT pgq.create_stream('s')")
+        self.admin.execute("SELECT pgq.create_stream('other')")
+        self.admin.execute("SELECT pgq.register_consumer('s', 'r')")
+        a = self.connect()
+        b = self.connect(autocommit=False)
+        read = "SELECT event_id FROM pgq.next_batch('s', 'r', 10, wait => '10 s')"
+        task = self.spawn(lambda: a.execute(read).fetchall(), "next_batch")
+        self.wait_until_running(a.info.backend_pid, "pgq.next_batch", task)
+        time.sleep(0.3)
+        self.scalar("SELECT pgq.append('other', '{}')", conn=b)
+        b.commit()
+        time.sleep(0.3)
+        self.assertTrue(task.is_alive(), "next_batch returned for another stream's event")
+        event = self.scalar("SELECT pgq.append('s', '{\"w\": 1}')", conn=b)
+        before_commit = time.monotonic()
+        b.commit()
+        after_commit = time.monotonic()
+        self.assertEqual(task.value(), [(event,)])
+        self.assertGreaterEqual(task.finished_at, before_commit)
+        self.assertLess(task.finished_at - after_commit, 0.25, "next_batch noticed the commit late")
+
+    def test_a_warm_backend_follows_the_extension_dropped_and_created_again(self):
+        # A's backend caches the queue, the stream and the relation ids of
+        # pgq's tables (pg/invalidation.h). B drops the extension and
+        # creates it again: new tables, new ids. A pause and a grant sent
+        # for the new tables must still reach A.
+        a = self.connect()
+        self.admin.execute("SELECT pgq.create_stream('s')")
+        self.enqueue(a, "q", {"warm": 1})
+        self.scalar("SELECT pgq.append('s', '{}')", conn=a)
+        self.assertEqual(a.execute("SELECT count(*) FROM pgq.claim('q')").fetchone(), (1,))
+        self.admin.execute("DROP EXTENSION pgq_cpp")
+        self.admin.execute("CREATE EXTENSION pgq_cpp")
+        self.admin.execute("SELECT pgq.create_queue('q')")
+        self.admin.execute("SELECT pgq.create_stream('s')")
+        self.admin.execute("SELECT pgq.register_consumer('s', 'r')")
+        # A looks once at the new catalog (its caches reload and its ids are
+        # resolved again); the changes below come after.
+        job = self.enqueue(a, "q", {"new": 1})
+        event = self.scalar("SELECT pgq.append('s', '{}')", conn=a)
+        self.assertEqual(
+            self.admin.execute("SELECT event_id FROM pgq.next_batch('s', 'r')").fetchall(),
+            [(event,)])
+        self.assertTrue(self.scalar("SELECT pgq.pause('q')"))
+        self.assertEqual(a.execute("SELECT count(*) FROM pgq.claim('q')").fetchone(), (0,))
+        self.assertFalse(self.scalar("SELECT pgq.resume('q')"))
+        self.assertEqual(a.execute("SELECT id FROM pgq.claim('q')").fetchall(), [(job,)])
+        self.admin.execute("DROP ROLE IF EXISTS pgq_warm_role")
+        self.admin.execute("CREATE ROLE pgq_warm_role")
+        try:
+            a.execute("SET ROLE pgq_warm_role")
+            with self.assertRaises(errors.InsufficientPrivilege):
+                self.enqueue(a, "q", {"denied": 1})
+            self.admin.execute("SELECT pgq.grant('pgq_warm_role', 'q', 'produce')")
+            self.enqueue(a, "q", {"granted": 1})
+            self.admin.execute("SELECT pgq.revoke('pgq_warm_role', 'q', 'produce')")
+            with self.assertRaises(errors.InsufficientPrivilege):
+                self.enqueue(a, "q", {"revoked": 1})
+        finally:
+            a.execute("RESET ROLE")
+            self.admin.execute("DROP OWNED BY pgq_warm_role")
+            self.admin.execute("DROP ROLE pgq_warm_role")
+
+    def test_a_warm_backend_keeps_its_queues_across_unrelated_invalidations(self):
+        # Each cache is emptied by what it is built from only (ADR 0027):
+        # an ANALYZE of pgq.jobs (a relcache invalidation of it, as every
+        # autovacuum sends) leaves A's queue cache and rights alone, so A's
+        # next enqueue reads pgq.queues no more; alter_queue does empty it.
+        a = self.connect(autocommit=False)
+        scans = ("SELECT sum(pg_stat_get_xact_numscans(r)) FROM (SELECT 'pgq.queues'::regclass::oid"
+                 " UNION ALL SELECT indexrelid FROM pg_index"
+                 " WHERE indrelid = 'pgq.queues'::regclass) AS t(r)")
+        self.enqueue(a, "q", {"warm": 1})
+        warm = self.scalar(scans, conn=a)
+        self.admin.execute("ANALYZE pgq.jobs")
+        self.enqueue(a, "q", {"after": "analyze"})
+        self.assertEqual(self.scalar(scans, conn=a), warm, "an ANALYZE of pgq.jobs emptied the cache")
+        self.admin.execute("SELECT pgq.alter_queue('q', max_attempts => 7)")
+        job = self.enqueue(a, "q", {"after": "alter"})
+        self.assertGreater(self.scalar(scans, conn=a), warm, "alter_queue left the cache as it was")
+        self.assertEqual(self.scalar("SELECT max_attempts FROM pgq.jobs WHERE id = %s", (job,), conn=a), 7)
+        a.rollback()
+
     def test_wait_takes_a_job_when_it_becomes_due(self):
         """A job enqueued to run 0.4 s later, and a retry with a 0.4 s
         backoff, reach a claim already waiting when they become due: the

@@ -257,6 +257,33 @@ class LayersTest(unittest.TestCase):
                  if name != RING_LAYER and name not in NOT_A_RING}
         self.assertEqual(wrong, {})
 
+    def test_cache_invalidation_has_one_door(self):
+        # Issue 32: the syscache and relcache callbacks are registered by
+        # the invalidation service only, and only it sends relcache
+        # invalidations (Announce): each cache says what it depends on
+        # there (pg/invalidation.h) instead of keeping its own callback or
+        # counter.
+        service = os.path.join("pg", "invalidation.cpp")
+        every = [p for zone in ORDER for p in sources(zone)] + [os.path.join(SRC, "module.cpp")]
+        for pattern in (r"CacheRegister(Relcache|Syscache)Callback", r"CacheInvalidateRelcache"):
+            found = sorted(os.path.relpath(p, SRC) for p in every if re.search(pattern, read(p)))
+            self.assertEqual(found, [service], pattern)
+
+    def test_one_way_to_wait_for_a_commit(self):
+        # Issue 32: claims, next_batch and the handler workers wait on a
+        # channel (pg/channel_wait.h), woken at commit by the ledger; no
+        # other latch wait outside the workers' own loops, and nothing else
+        # touches the waiter slots.
+        latch = re.compile(r"\bWaitLatch(OrSocket)?\s*\(")
+        waits = sorted(os.path.relpath(p, SRC) for zone in ORDER if zone != "bgw"
+                       for p in sources(zone) if latch.search(read(p)))
+        self.assertEqual(waits, [os.path.join("pg", "channel_wait.cpp")])
+        slots = sorted(os.path.relpath(p, SRC) for zone in ORDER for p in sources(zone)
+                       if re.search(r"->waiters\[|waiter_count", read(p)))
+        self.assertEqual(slots, [os.path.join("pg", "channel_wait.cpp"),
+                                 os.path.join("pg", "shared.cpp"),
+                                 os.path.join("pg", "shared.h")])
+
 
 if __name__ == "__main__":
     unittest.main()
