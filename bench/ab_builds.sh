@@ -6,7 +6,9 @@
 # with a dedupe key, enqueues and claim+complete pairs of jobs in 100
 # FIFO groups, appends to a stream, and next_batch (one event) +
 # finish_batch pairs (a commit every 100: each pair updates the consumer's
-# row twice, and one transaction's versions of it cannot be pruned).
+# row twice, and one transaction's versions of it cannot be pruned), and
+# claim+complete pairs of a queue that keeps its completed jobs (history
+# on: each completion writes its history ring).
 # Reinstalls this tree at the end.
 #
 #   git worktree add /tmp/old <rev> && make -C /tmp/old
@@ -33,6 +35,8 @@ for round in $(seq "$ROUNDS"); do
     "$PG_BIN/createdb" -h "$DIR" -p "$PORT" -U postgres t
     "${P[@]}" -c "CREATE EXTENSION pgq_cpp" -c "SELECT pgq.create_queue('q')" \
       -c "SELECT pgq.create_queue('g')" -c "SELECT pgq.create_stream('s')" \
+      -c "SELECT pgq.create_queue('h', keep_completed => '1 hour')" \
+      -c "SELECT count(*) FROM pgq.enqueue_many('h', array_fill('{\"n\": 1}'::jsonb, ARRAY[20000]))" \
       -c "SELECT pgq.register_consumer('s', 'c')" >/dev/null
     times=$("${P[@]}" 2>&1 <<'SQL' | grep -o 'Time: [0-9.]*' | awk '{print $2}' | tr '\n' ' '
 \timing on
@@ -50,9 +54,12 @@ DO $$ DECLARE b bigint; BEGIN FOR i IN 1..20000 LOOP
   SELECT batch_id INTO b FROM pgq.next_batch('s', 'c', 1); PERFORM pgq.finish_batch(b);
   IF i % 100 = 0 THEN COMMIT; END IF;
 END LOOP; END $$;
+DO $$ DECLARE j record; BEGIN FOR i IN 1..20000 LOOP
+  SELECT id, attempt INTO j FROM pgq.claim('h', 1); PERFORM pgq.complete(j.id, j.attempt);
+END LOOP; END $$;
 SQL
 )
-    echo "round $round $build: enqueue, claim+complete, dedupe enqueue, grouped enqueue, grouped claim+complete, append, next_batch+finish_batch (ms per 20,000): $times"
+    echo "round $round $build: enqueue, claim+complete, dedupe enqueue, grouped enqueue, grouped claim+complete, append, next_batch+finish_batch, history claim+complete (ms per 20,000): $times"
   done
 done
 stop_cluster "$DIR"; rm -rf "$DIR"
