@@ -65,23 +65,27 @@ void DropOrphanGrants(pg::SpiSession& spi) {
   spi.Execute(drop_orphan_grants, none);
 }
 
-std::vector<core::RightsHolder> RightsHolders(pg::SpiSession& spi) {
-  pg::Params none;
-  pg::Result rows = spi.Execute(load_holders, none);
+std::vector<core::RightsHolder> HoldersOfRows(pg::Result& rows, const char* object_column) {
   std::vector<core::RightsHolder> holders;
   holders.reserve(rows.size());
   if (!rows.empty()) {
-    const int role = rows.ColumnNumber("role"), queue_id = rows.ColumnNumber("queue_id"),
+    const int role = rows.ColumnNumber("role"), object = rows.ColumnNumber(object_column),
               rights = rows.ColumnNumber("rights");
     for (uint64 row = 0; row < rows.size(); ++row) {
       bool is_null = false;
       holders.push_back(core::RightsHolder{DatumGetObjectId(rows.Value(row, role, &is_null)),
-                                           rows.Int32(row, queue_id),
+                                           rows.Int32(row, object),
                                            static_cast<uint8>(rows.Int32(row, rights))});
     }
   }
   rows.Free();
   return holders;
+}
+
+std::vector<core::RightsHolder> RightsHolders(pg::SpiSession& spi) {
+  pg::Params none;
+  pg::Result rows = spi.Execute(load_holders, none);
+  return HoldersOfRows(rows, "queue_id");
 }
 
 }  // namespace pgq::store

@@ -30,4 +30,8 @@ void DropOrphanGrants(pg::SpiSession& spi);
 // until DropOrphanGrants; they grant nothing.
 std::vector<core::RightsHolder> RightsHolders(pg::SpiSession& spi);
 
+// The rows of a rights statement (columns role, `object_column` and
+// rights: queue or stream rights alike) as holders; frees the rows.
+std::vector<core::RightsHolder> HoldersOfRows(pg::Result& rows, const char* object_column);
+
 }  // namespace pgq::store

@@ -6,6 +6,7 @@
 #include "pg/ledger.h"
 #include "pg/invalidation.h"
 #include "pg/row_insert.h"
+#include "store/grants.h"
 #include "store/stream_statements.h"
 
 extern "C" {
@@ -642,20 +643,7 @@ void DropOrphanGrants(pg::SpiSession& spi) {
 std::vector<core::RightsHolder> RightsHolders(pg::SpiSession& spi) {
   pg::Params none;
   pg::Result rows = spi.Execute(load_holders, none);
-  std::vector<core::RightsHolder> holders;
-  holders.reserve(rows.size());
-  if (!rows.empty()) {
-    const int role = rows.ColumnNumber("role"), stream_id = rows.ColumnNumber("stream_id"),
-              rights = rows.ColumnNumber("rights");
-    for (uint64 row = 0; row < rows.size(); ++row) {
-      bool is_null = false;
-      holders.push_back(core::RightsHolder{DatumGetObjectId(rows.Value(row, role, &is_null)),
-                                           rows.Int32(row, stream_id),
-                                           static_cast<uint8>(rows.Int32(row, rights))});
-    }
-  }
-  rows.Free();
-  return holders;
+  return HoldersOfRows(rows, "stream_id");
 }
 
 }  // namespace pgq::store::streams
