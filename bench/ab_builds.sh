@@ -24,6 +24,9 @@ P=("$PG_BIN/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d t)
 
 install_from() {
   rm -f "$PGLIB/pgq_cpp.so"  # unlink first: a running server keeps the old inode
+  # And the other build's scripts: a full install script one build has and
+  # the other has not (pgq_cpp--2.1.sql) would be picked by CREATE EXTENSION.
+  rm -f "$("$PG_CONFIG" --sharedir)"/extension/pgq_cpp--*.sql
   make -C "$1" -s install >/dev/null
 }
 

@@ -4,7 +4,8 @@
 # deterministic, so it still compares builds when other work shares the
 # machine and bench/ab_builds.sh's wall-clock rounds spread by 2x. Prints,
 # per build, the instructions per call of N enqueues, claim+complete
-# pairs, appends to a stream, and next_batch (one event) + finish_batch
+# pairs (of a queue without history, and of one keeping its completed jobs),
+# appends to a stream, and next_batch (one event) + finish_batch
 # pairs, each above an idle run of the same backend. Reinstalls this tree
 # at the end. Needs valgrind.
 #
@@ -19,6 +20,9 @@ PGLIB=$("$PG_CONFIG" --pkglibdir)
 
 install_from() {
   rm -f "$PGLIB/pgq_cpp.so"  # unlink first: a running server keeps the old inode
+  # And the other build's scripts: a full install script one build has and
+  # the other has not (pgq_cpp--2.1.sql) would be picked by CREATE EXTENSION.
+  rm -f "$("$PG_CONFIG" --sharedir)"/extension/pgq_cpp--*.sql
   make -C "$1" -s install >/dev/null
 }
 
@@ -45,6 +49,8 @@ for build in "$OLD" "$PGQ_ROOT"; do
   as_pg bash -c "printf 'CREATE DATABASE t;\n' | '$PG_BIN/postgres' --single -D '$DIR/data' postgres >/dev/null 2>&1"
   single "CREATE EXTENSION pgq_cpp;
 SELECT pgq.create_queue('q');
+SELECT pgq.create_queue('h', keep_completed => '1 hour');
+SELECT count(*) FROM pgq.enqueue_many('h', array_fill('{}'::jsonb, ARRAY[$N]));
 SELECT pgq.create_stream('s');
 SELECT pgq.register_consumer('s', 'c');
 DO \$\$ BEGIN FOR i IN 1..$N LOOP PERFORM pgq.append('s', '{}'); END LOOP; END \$\$;" "$PG_BIN/postgres" >/dev/null
@@ -53,12 +59,15 @@ DO \$\$ BEGIN FOR i IN 1..$N LOOP PERFORM pgq.append('s', '{}'); END LOOP; END \
   claim=$(counted "DO \$\$ DECLARE j record; BEGIN FOR i IN 1..$N LOOP
   SELECT id, attempt INTO j FROM pgq.claim('q', 1); PERFORM pgq.complete(j.id, j.attempt);
 END LOOP; END \$\$;")
+  history=$(counted "DO \$\$ DECLARE j record; BEGIN FOR i IN 1..$N LOOP
+  SELECT id, attempt INTO j FROM pgq.claim('h', 1); PERFORM pgq.complete(j.id, j.attempt);
+END LOOP; END \$\$;")
   append=$(counted "DO \$\$ BEGIN FOR i IN 1..$N LOOP PERFORM pgq.append('s', '{}'); END LOOP; END \$\$;")
   read=$(counted "DO \$\$ DECLARE b bigint; BEGIN FOR i IN 1..$N LOOP
   SELECT batch_id INTO b FROM pgq.next_batch('s', 'c', 1); PERFORM pgq.finish_batch(b);
   IF i % 100 = 0 THEN COMMIT; END IF;
 END LOOP; END \$\$;")
-  echo "$build: instructions per call (N=$N): enqueue $enqueue, claim+complete $claim, append $append, next_batch+finish_batch $read"
+  echo "$build: instructions per call (N=$N): enqueue $enqueue, claim+complete $claim, history claim+complete $history, append $append, next_batch+finish_batch $read"
 done
 rm -rf "$DIR"
 install_from "$PGQ_ROOT"
