@@ -4,14 +4,14 @@
 # ensure_packages calls ensure_broker_packages):
 #
 #   source scripts/lib.sh
-#   start_rabbitmq /tmp/t/rmq 55700          # node pgqtest55700@localhost
-#   start_nats /tmp/t/nats 55710             # JetStream on, monitoring on 55711
+#   start_rabbitmq /tmp/t/rmq 25700          # node pgqtest25700@localhost
+#   start_nats /tmp/t/nats 25710             # JetStream on, monitoring on 25711
 #   kill9_rabbitmq /tmp/t/rmq; restart_rabbitmq /tmp/t/rmq
 #   pause_nats /tmp/t/nats; sleep 10; resume_nats /tmp/t/nats
 #   stop_rabbitmq /tmp/t/rmq; stop_nats /tmp/t/nats
 #   test/relay/make_certs.sh /tmp/t/certs    # a CA, server and client certificates
-#   start_rabbitmq_tls /tmp/t/rmqs 55760 55768 /tmp/t/certs   # amqps:// on 55768
-#   start_nats_tls /tmp/t/natss 55770 /tmp/t/certs            # tls:// on 55770
+#   start_rabbitmq_tls /tmp/t/rmqs 25760 25768 /tmp/t/certs   # amqps:// on 25768
+#   start_nats_tls /tmp/t/natss 25770 /tmp/t/certs            # tls:// on 25770
 #
 # Like lib.sh it never touches a system broker: no service is started by the
 # install, no system epmd (4369), AMQP (5672) or NATS (4222) port is used, and

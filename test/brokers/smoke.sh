@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Smoke test of scripts/brokers.sh: a RabbitMQ node (AMQP 55700, so 55700-55707)
-# and a NATS server (55710, monitoring 55711) in a temporary directory, each
+# Smoke test of scripts/brokers.sh: a RabbitMQ node (AMQP 25700, so 25700-25707)
+# and a NATS server (25710, monitoring 25711) in a temporary directory, each
 # answering with a confirmed persistent message; kill -9 and restart of both
 # keep that message; SIGSTOP/SIGCONT hang and revive them; at the end no
 # process of theirs and no listener on their ports remains. Bounded by
@@ -11,8 +11,8 @@ if [[ -z ${_PGQ_SMOKE_BOUNDED:-} ]]; then
 fi
 source "$(dirname "$0")/../../scripts/lib.sh"
 
-AMQP_PORT="${SMOKE_AMQP_PORT:-55700}"
-NATS_PORT="${SMOKE_NATS_PORT:-55710}"
+AMQP_PORT="${SMOKE_AMQP_PORT:-25700}"
+NATS_PORT="${SMOKE_NATS_PORT:-25710}"
 passed=0
 failed=0
 started=$SECONDS

@@ -45,9 +45,9 @@
 # ledger's order is the queue's, as with run.sh's NATS consumer),
 # PGQ_CLUSTER_TIMEOUT (the whole run's bound, 1200 s), KEEP=1 (keep the work
 # directory; it is kept anyway when a check failed).
-# Ports: RabbitMQ nodes 55800-55807, 55810-55817, 55820-55827 (the cluster
-# shares node 1's epmd on 55801; the postgres part's single node reuses
-# 55800-55807 after the cluster is stopped), PostgreSQL 55832 (the rabbitmq
+# Ports: RabbitMQ nodes 25800-25807, 25810-25817, 25820-25827 (the cluster
+# shares node 1's epmd on 25801; the postgres part's single node reuses
+# 25800-25807 after the cluster is stopped), PostgreSQL 55832 (the rabbitmq
 # part), 55830 and 55831 (the primary and the standby).
 # About 4 minutes on two CPUs.
 # Last line: "cluster tests: N passed, M failed"; exit status 0 when none failed.
@@ -64,8 +64,8 @@ PRODUCE_SECONDS="${PGQ_CLUSTER_PRODUCE_SECONDS:-40}"
 NODE_KILLS="${PGQ_CLUSTER_NODE_KILLS:-2}"
 NODE_DOWN="${PGQ_CLUSTER_NODE_DOWN:-8}"
 PREFETCH="${PGQ_CLUSTER_PREFETCH:-1}"
-RMQ_PORTS=(55800 55810 55820)
-RMQ_SHARED_EPMD=55801   # node 1's: the nodes find each other through it
+RMQ_PORTS=(25800 25810 25820)
+RMQ_SHARED_EPMD=25801   # node 1's: the nodes find each other through it
 PG_PORT=55832           # the rabbitmq part's PostgreSQL
 PRIMARY_PORT=55830
 STANDBY_PORT=55831

@@ -38,7 +38,7 @@
  * field as a space: bodies are JSON text on one line anyway).
  *
  * PORTS: one AMQP port on 127.0.0.1, or a cluster's nodes' ports separated
- * by commas (55800,55810,55820): a connection goes to the node of the last
+ * by commas (25800,25810,25820): a connection goes to the node of the last
  * one, else to the others in turn.
  *
  * NATS over TLS (the relay's TLS tests, issue 31): with LEDGER_NATS_TLS_DIR
@@ -105,7 +105,7 @@ static void put_str(FILE *f, const char *s) {
 
 static int amqp_ok(amqp_rpc_reply_t r) { return r.reply_type == AMQP_RESPONSE_NORMAL; }
 
-/* A cluster's nodes: "55800,55810,55820" (or one port). */
+/* A cluster's nodes: "25800,25810,25820" (or one port). */
 #define MAX_NODES 8
 struct nodes {
   int port[MAX_NODES];

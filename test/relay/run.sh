@@ -52,13 +52,13 @@
 # (the stream phase's events per broker, 5000; 0 leaves the phase out),
 # PGQ_RELAY_CONTRACT_ONLY="WORD..." (only the contract cases whose name holds
 # one of the words; with PGQ_RELAY_BROKERS=" " no fault run: a quick look).
-# Ports: RabbitMQ 55720-55727, NATS 55730-55731, the contract tests' metrics
-# endpoint 55745, PostgreSQL 55750 (PGQ_RELAY_AMQP_PORT, PGQ_RELAY_NATS_PORT,
+# Ports: RabbitMQ 25720-25727, NATS 25730-25731, the contract tests' metrics
+# endpoint 25745, PostgreSQL 55750 (PGQ_RELAY_AMQP_PORT, PGQ_RELAY_NATS_PORT,
 # PGQ_RELAY_METRICS_PORT, PGQ_RELAY_PG_PORT move them). The TLS contract
 # cases (test_relay_tls.py, issue 31; left out when PGQ_RELAY_CONTRACT_ONLY
 # names no "tls" case) on certificates make_certs.sh makes: a RabbitMQ node
-# 55760-55767 with amqps:// on 55768, NATS over TLS 55770-55771 (client
-# certificate required) and 55772-55773 (not required)
+# 25760-25767 with amqps:// on 25768, NATS over TLS 25770-25771 (client
+# certificate required) and 25772-25773 (not required)
 # (PGQ_RELAY_TLS_AMQP_PORT, PGQ_RELAY_TLS_NATS_PORT move them). About 5
 # minutes on two CPUs.
 # Last line: "relay tests: N passed, M failed"; exit status 0 when none failed.
@@ -73,12 +73,12 @@ EVENTS="${PGQ_RELAY_EVENTS:-20000}"
 BROKERS="${PGQ_RELAY_BROKERS:-rabbitmq nats}"
 PRODUCE_SECONDS="${PGQ_RELAY_PRODUCE_SECONDS:-30}"
 STREAM_EVENTS="${PGQ_RELAY_STREAM_EVENTS:-5000}"
-AMQP_PORT="${PGQ_RELAY_AMQP_PORT:-55720}"
-NATS_PORT="${PGQ_RELAY_NATS_PORT:-55730}"
-METRICS_PORT="${PGQ_RELAY_METRICS_PORT:-55745}"   # the contract tests' relay's --metrics-listen
+AMQP_PORT="${PGQ_RELAY_AMQP_PORT:-25720}"
+NATS_PORT="${PGQ_RELAY_NATS_PORT:-25730}"
+METRICS_PORT="${PGQ_RELAY_METRICS_PORT:-25745}"   # the contract tests' relay's --metrics-listen
 PG_PORT="${PGQ_RELAY_PG_PORT:-55750}"
-TLS_AMQP_PORT="${PGQ_RELAY_TLS_AMQP_PORT:-55760}"  # its amqps:// listener: +8
-TLS_NATS_PORT="${PGQ_RELAY_TLS_NATS_PORT:-55770}"  # +2: the one without client certificates
+TLS_AMQP_PORT="${PGQ_RELAY_TLS_AMQP_PORT:-25760}"  # its amqps:// listener: +8
+TLS_NATS_PORT="${PGQ_RELAY_TLS_NATS_PORT:-25770}"  # +2: the one without client certificates
 LEASE_S=3          # the queue's lease: a killed relay's jobs come back this fast
 MARGIN_MS=$((2 * LEASE_S * 1000))   # a window ends this long after healthy again
 PARK_NTH=25        # the message the debug hook parks the relay at
