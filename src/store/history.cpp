@@ -132,34 +132,6 @@ SELECT NOT EXISTS (
   return statements[history].get();
 }
 
-// Dead jobs are kept unless their queue says for how long (and a job of a
-// queue that is gone stays too, for good: it was never ours to drop).
-constexpr std::string_view kDeadColumns = R"sql(
-INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at, priority,
-                           max_attempts, enqueued_at, dedupe_key, group_key, progress,
-                           dedupe_for, segment)
-SELECT d.id, d.queue, d.payload, d.attempts, d.last_error, d.reason, d.died_at, d.priority,
-       d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key, d.progress, d.dedupe_for, )sql";
-
-// $1 now, $2 at most this many. Dead jobs kept for good by a queue that has
-// a keep_dead now leave pgq.dead_jobs_kept: into the ring of that keep if
-// still within it, else nowhere. Row deletes, but only of that queue's
-// rows, once, on its admin's alter_queue.
-pg::Statement& move_kept_dead() {
-  static BuiltStatement statement{
-      R"sql(
-WITH d AS (
-  DELETE FROM pgq.dead_jobs_kept k WHERE k.ctid = ANY (ARRAY(
-    SELECT m.ctid FROM pgq.queues q JOIN pgq.dead_jobs_kept m ON m.queue = q.name
-     WHERE q.keep_dead IS NOT NULL LIMIT $2))
-  RETURNING k.*))sql" +
-          std::string(kDeadColumns) + internal::SegmentOfKeepSql(false, "q.keep_dead") + R"sql(
-  FROM d JOIN pgq.queues q ON q.name = d.queue
- WHERE d.died_at + q.keep_dead > $1)sql",
-      {TIMESTAMPTZOID, INT4OID}};
-  return statement.get();
-}
-
 Interval* IntervalOf(int64 micros) {
   return pg::Guard([micros] {
     Interval* interval = static_cast<Interval*>(palloc0(sizeof(Interval)));
@@ -271,9 +243,7 @@ int TurnRings(pg::SpiSession& spi, TimestampTz now) {
       turned += static_cast<int>(TendRing(spi, history, klass, now));
     }
   }
-  pg::Params params;
-  params.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(kKeptMoveBatch));
-  spi.Execute(move_kept_dead(), params);
+  internal::MoveKeptDead(spi, now, kKeptMoveBatch);
   return turned;
 }
 

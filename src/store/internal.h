@@ -114,6 +114,10 @@ void ParentsDied(pg::SpiSession& spi, const pg::Result& rows, TimestampTz now);
 // Deletes every dead job of the queue named `queue` (text), a queue being
 // dropped (dead.cpp).
 void DeleteQueueDead(pg::SpiSession& spi, Datum queue);
+// Moves at most `max` dead jobs kept for good by a queue that has a keep_dead
+// now out of pgq.dead_jobs_kept: into the ring of that keep if still within
+// it as of `now`, else nowhere (dead.cpp; history.cpp's pass calls it).
+void MoveKeptDead(pg::SpiSession& spi, TimestampTz now, int32 max);
 
 // An int8[] of `values`, in the current memory context.
 Datum Int8Array(const std::vector<int64>& values);
