@@ -7,11 +7,17 @@
 # pairs (of a queue without history, and of one keeping its completed jobs),
 # appends to a stream, and next_batch (one event) + finish_batch
 # pairs, each above an idle run of the same backend. Reinstalls this tree
-# at the end. Needs valgrind.
+# at the end. Installs valgrind when it is missing.
 #
 #   mkdir /tmp/old && git archive <rev> | tar -x -C /tmp/old && make -C /tmp/old
 #   OLD=/tmp/old bash bench/ab_instructions.sh          (N=2000: about a minute)
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../scripts/lib.sh"
+
+# valgrind is the bench's own need, not the build's: installed here.
+if ! command -v valgrind >/dev/null; then
+  [[ $(id -u) -eq 0 ]] || { echo "ab_instructions.sh needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
+fi
 
 OLD="${OLD:?set OLD to the built tree of the other revision}"
 N="${N:-2000}"
