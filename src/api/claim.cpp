@@ -1,35 +1,20 @@
-// pgq.claim: arguments, the queue and the caller's right, the rate limit,
-// and the wait; the statement is the jobs store's (store/claim.cpp).
+// pgq.claim: arguments and the wait; each try (the queue, the caller's
+// right, the rate limit, the statement) is service/claim.h's.
 #include <algorithm>
 #include <chrono>
-#include <optional>
 
-#include "api/claim.h"
-
-#include "api/queue_ref.h"
-#include "api/rights.h"
-#include "api/rate_limit.h"
 #include "core/validate.h"
 #include "core/wait.h"
 #include "pg/args.h"
 #include "pg/channel_wait.h"
-#include "pg/queue_cache.h"
-#include "pg/queue_slots.h"
 #include "pg/settings.h"
 #include "pg/subtransaction.h"
+#include "service/claim.h"
 #include "store/jobs.h"
 
 namespace pgq::api {
 
 namespace {
-
-// A waiting claim is woken by the commits that make jobs of its queue ready
-// (pg/channel_wait.h). Jobs that become due without a commit (a future run_at, a
-// retry's backoff) are found by looking again when the claim hint's alarm
-// says the first of them is due, and at least this often.
-constexpr long kRecheckMillis = 1000;
-// The shortest sleep until a job the claim hint's alarm knows becomes due.
-constexpr long kAlarmFloorMillis = 10;
 
 // Now on the monotonic clock a claim's wait is measured by (core/wait.h).
 int64 MonotonicMicros() {
@@ -37,101 +22,6 @@ int64 MonotonicMicros() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
-
-}  // namespace
-
-uint64 Claimer::Try::size() const {
-  uint64 total = 0;
-  for (const pg::Result& rows : jobs) total += rows.size();
-  return total;
-}
-
-Claimer::Claimer(pg::SpiSession& spi, std::vector<std::string_view> queues, int32 n, Datum lease)
-    : spi_(spi), names_(std::move(queues)), n_(n), lease_(lease) {
-  for (std::string_view name : names_) name_datums_.push_back(pg::TextDatum(name));
-}
-
-long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, TimestampTz now,
-                        Try* result) {
-  pg::QueueSlot* slot = pg::FindQueueSlot(queue.id);
-  std::optional<RateBucket> bucket;
-  int32 want = n;
-  if (queue.rate_limit > 0) {
-    bucket.emplace(spi_, queue.id, queue.rate_limit, slot);
-    want = bucket->Take(n, now);
-    // No token: sleep until the next one rather than a full recheck.
-    if (want == 0) {
-      return std::max(1L, static_cast<long>((bucket->MicrosUntilToken() + 999) / 1000));
-    }
-  }
-  pg::Result jobs = store::Claim(spi_, queue.id, name_datums_[index], want,
-                                 lease_ != 0 ? lease_ : IntervalPGetDatum(&queue.lease), now, slot,
-                                 queue.max_running);
-  if (bucket) bucket->Return(want - static_cast<int32>(jobs.size()));
-  if (!jobs.empty()) {
-    result->jobs.push_back(std::move(jobs));
-    return kRecheckMillis;
-  }
-  // Nothing ready: a job the hint knows will be due sooner than the next
-  // recheck (a future run_at, a retry's backoff) is looked for then (not
-  // sooner than kAlarmFloorMillis: an alarm already due that this try could
-  // not settle is not polled in a loop).
-  const int64 due = slot != nullptr ? pg::NextAlarm(slot) : 0;
-  if (due == 0) return kRecheckMillis;
-  return std::clamp<long>(static_cast<long>((due - now + 999) / 1000), kAlarmFloorMillis,
-                          kRecheckMillis);
-}
-
-Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
-  std::vector<pg::CachedQueue> queues;
-  queues.reserve(names_.size());
-  for (std::string_view name : names_) {
-    queues.push_back(CurrentQueue(spi_, name));
-    RequireRight(spi_, queues.back().id, name, core::kConsume);
-  }
-  if (waiter != nullptr) {
-    // The queues' current ids: one dropped and created again under the same
-    // name has a new one.
-    std::vector<int32> ids;
-    for (const pg::CachedQueue& queue : queues) ids.push_back(queue.id);
-    waiter->Arm(pg::Channel::Queues(ids.data(), static_cast<int>(ids.size())));
-  }
-  Try result{{}, kRecheckMillis};
-  const TimestampTz now = pg::Now();
-  if (queues.size() == 1) {
-    if (!queues[0].paused) result.sleep_cap_ms = ClaimFrom(queues[0], 0, n_, now, &result);
-    return result;
-  }
-  // Several queues: where the next n jobs are, then that many from each. A
-  // queue that gives fewer than asked (its rate limit or cap, or others
-  // took them) is left out of the next round, which looks for the rest.
-  std::vector<bool> done(queues.size(), false);
-  for (size_t i = 0; i < queues.size(); ++i) done[i] = queues[i].paused;
-  for (size_t round = 0; round < queues.size(); ++round) {
-    const int32 want = n_ - static_cast<int32>(result.size());
-    std::vector<store::SpreadQueue> spread;
-    for (size_t i = 0; i < queues.size(); ++i) {
-      spread.push_back(done[i] ? store::SpreadQueue{0, nullptr}
-                               : store::SpreadQueue{queues[i].id, pg::FindQueueSlot(queues[i].id)});
-    }
-    const std::vector<int32> counts = store::SpreadClaim(spread, want, now);
-    bool short_of = false;
-    for (size_t i = 0; i < queues.size(); ++i) {
-      if (counts[i] == 0) continue;
-      const uint64 before = result.size();
-      result.sleep_cap_ms =
-          std::min(result.sleep_cap_ms, ClaimFrom(queues[i], i, counts[i], now, &result));
-      if (result.size() - before < static_cast<uint64>(counts[i])) {
-        done[i] = true;
-        short_of = true;
-      }
-    }
-    if (!short_of || static_cast<int32>(result.size()) >= n_) break;
-  }
-  return result;
-}
-
-namespace {
 
 // A claimed row's place in claim order: priority descending, run_at, id.
 struct ClaimedRow {
@@ -166,11 +56,12 @@ Datum ClaimInto(FunctionCallInfo fcinfo, std::vector<std::string_view> names) {
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
 
   pg::SpiSession spi;
-  Claimer claimer{spi, std::move(names), n, has_lease ? PG_GETARG_DATUM(2) : static_cast<Datum>(0)};
+  service::Claimer claimer{spi, std::move(names), n,
+                           has_lease ? PG_GETARG_DATUM(2) : static_cast<Datum>(0)};
   // The jobs one try took go to the result set in claim order (across
   // queues: a queue's rows are in that order already); their rows are freed
   // at once (a waiting claim tries again and again). How many it took.
-  const auto take = [&](Claimer::Try& attempt) {
+  const auto take = [&](service::Claimer::Try& attempt) {
     std::vector<ClaimedRow> order;
     // One queue's rows are in claim order already: their keys are read only
     // to merge the rows of several queues.
@@ -213,7 +104,7 @@ Datum ClaimInto(FunctionCallInfo fcinfo, std::vector<std::string_view> names) {
   (void)pg::AddMicros(GetCurrentTimestamp(), wait_us, "wait");  // 22008 beyond the timestamp range
   if (wait_us == 0) {
     // Without a wait there is no waiter and never a sleep.
-    Claimer::Try attempt = claimer.Once();
+    service::Claimer::Try attempt = claimer.Once();
     (void)take(attempt);
     return static_cast<Datum>(0);
   }
@@ -224,7 +115,7 @@ Datum ClaimInto(FunctionCallInfo fcinfo, std::vector<std::string_view> names) {
     // lock on pgq.jobs (or anything else it read), so compaction and ALTER
     // EXTENSION need not wait for it.
     pg::SubTransaction sub;
-    Claimer::Try attempt = claimer.Once(&waiter);
+    service::Claimer::Try attempt = claimer.Once(&waiter);
     if (take(attempt) > 0) {
       sub.Commit();
       break;

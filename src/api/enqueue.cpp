@@ -4,8 +4,8 @@
 #include <optional>
 #include <vector>
 
-#include "api/queue_ref.h"
-#include "api/rights.h"
+#include "service/queue_ref.h"
+#include "service/rights.h"
 #include "core/validate.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
@@ -60,7 +60,7 @@ pg::CachedQueue LockQueueForEnqueue(pg::SpiSession& spi, std::string_view name) 
     // Read before the look-up: a change processed while it read the row
     // counts too.
     const uint64 begun = pg::QueueCache::Begin();
-    const pg::CachedQueue queue = CachedOrFoundQueue(spi, name);
+    const pg::CachedQueue queue = service::CachedOrFoundQueue(spi, name);
     pg::LockQueueShared(queue.id);
     // A drop or change that committed before we got the lock is seen now.
     if (pg::QueueCache::StillAt(begun)) return queue;
@@ -134,7 +134,7 @@ std::optional<std::vector<int64>> AfterArg(FunctionCallInfo fcinfo, int index) {
 // running duplicate (0A000). Cycles cannot be made: every parent exists
 // before its child.
 std::vector<int64> LockedParents(pg::SpiSession& spi, const std::vector<int64>& after) {
-  const store::Scope scope = QueuesWithRight(spi, core::kAllRights);
+  const store::Scope scope = service::QueuesWithRight(spi, core::kAllRights);
   store::Parents parents = store::LockParents(spi, scope, after);
   if (parents.unknown != 0) {
     pg::Raise(ERRCODE_FOREIGN_KEY_VIOLATION,
@@ -229,7 +229,7 @@ PGQ_FUNCTION(pgq_enqueue) {
     // Locked on every try: a try that found the key's holder gone may mean
     // the queue was dropped meanwhile, and then this raises undefined_object.
     const pg::CachedQueue queue = api::LockQueueForEnqueue(spi, name);
-    api::RequireRight(spi, queue.id, name, core::kProduce);
+    service::RequireRight(spi, queue.id, name, core::kProduce);
     if (after && tries == 0) {
       parents = api::LockedParents(spi, *after);
       job.parents = &parents;
@@ -277,15 +277,15 @@ PGQ_FUNCTION(pgq_enqueue_many) {
   auto ids = pg::MakeSmallVector<int64, 128>(rsinfo->econtext->ecxt_per_query_memory);
   {
     pg::SpiSession spi;
-    const api::QueueRef queue = api::FindQueue(spi, name);
-    api::RequireRight(spi, queue.id, name, core::kProduce);
+    const service::QueueRef queue = service::FindQueue(spi, name);
+    service::RequireRight(spi, queue.id, name, core::kProduce);
     if (count == 0) return static_cast<Datum>(0);
     pg::LockQueueShared(queue.id);
     std::vector<int64> parents;
     if (after) parents = api::LockedParents(spi, *after);
     const pg::Result inserted = store::InsertMany(
         spi, {queue.id, name, queue.notify}, PointerGetDatum(payloads), run_at, priority, &parents);
-    if (inserted.empty()) api::RaiseUnknownQueue(name);
+    if (inserted.empty()) service::RaiseUnknownQueue(name);
     ids.reserve(inserted.size());
     const int id_column = inserted.ColumnNumber("id");
     for (uint64 row = 0; row < inserted.size(); ++row)

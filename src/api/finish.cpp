@@ -7,8 +7,8 @@
 // some, each statement finds only the jobs of the queues it may consume, so
 // a job of another queue is answered as one that does not exist (false,
 // 'lost') and tells it nothing (issue 15, L4).
-#include "api/claim.h"
-#include "api/rights.h"
+#include "api/claim_id.h"
+#include "service/rights.h"
 #include "core/validate.h"
 #include "pg/args.h"
 #include "pg/settings.h"
@@ -23,7 +23,7 @@ PGQ_FUNCTION(pgq_complete) {
   const Datum result = has_result ? PG_GETARG_DATUM(2) : 0;
   if (has_result) pg::CheckJsonSize(result, "result");
   pg::SpiSession spi;
-  const store::Scope scope = api::RequireScope(spi, core::kConsume);
+  const store::Scope scope = service::RequireScope(spi, core::kConsume);
   PG_RETURN_BOOL(store::Complete(spi, scope, claim.id, claim.attempt, result, pg::Now()));
 }
 
@@ -48,7 +48,7 @@ PGQ_FUNCTION(pgq_complete_many) {
     pg::Raise(ERRCODE_NULL_VALUE_NOT_ALLOWED, "ids and attempts must not contain nulls");
   }
   pg::SpiSession spi;
-  const store::Scope scope = api::RequireScope(spi, core::kConsume);
+  const store::Scope scope = service::RequireScope(spi, core::kConsume);
   if (count == 0) PG_RETURN_INT32(0);
   if (count == 1) {
     // One job: complete's own statement, the cheapest there is (a single
@@ -81,7 +81,7 @@ PGQ_FUNCTION(pgq_fail) {
   store::FailOutcome outcome;
   {
     pg::SpiSession spi;
-    const store::Scope scope = api::RequireScope(spi, core::kConsume);
+    const store::Scope scope = service::RequireScope(spi, core::kConsume);
     outcome =
         store::Fail(spi, scope, claim.id, claim.attempt, has_error ? error : 0,
                     has_retry_in ? std::optional<int64>(retry_in_us) : std::nullopt, pg::Now());

@@ -1,12 +1,12 @@
 // pgq.grant, pgq.revoke and pgq.has_queue_privilege: the per-queue rights
-// that api/rights.h checks.
+// that service/rights.h checks.
 //
 // Who may change them: for one queue, its owner (or a member of the owning
 // role) and superusers; for every queue (queue NULL), superusers. An admin
 // right on a queue does not include changing who holds rights on it, so
 // the three rights stay separate (docs/security.md).
-#include "api/queue_ref.h"
-#include "api/rights.h"
+#include "service/queue_ref.h"
+#include "service/rights.h"
 #include "pg/args.h"
 #include "pg/invalidation.h"
 #include "store/grants.h"
@@ -53,7 +53,7 @@ Datum ChangeGrant(FunctionCallInfo fcinfo, bool give) {
     // The queue row stays locked until commit, so it cannot be dropped
     // between the check of its owner and the grant's insert.
     const std::optional<store::QueueOwner> found = store::LockQueueOwner(spi, queue);
-    if (!found) RaiseUnknownQueue(queue);
+    if (!found) service::RaiseUnknownQueue(queue);
     queue_id = found->id;
     const std::string& owner_name = found->owner;
     const Oid owner = pg::Guard([&] { return get_role_oid(owner_name.c_str(), true); });
@@ -78,8 +78,8 @@ Datum HasQueuePrivilege(FunctionCallInfo fcinfo, Oid role, int queue_arg) {
   const std::string_view name = pg::QueueNameArg(fcinfo, queue_arg);
   const uint8 rights = RightArg(fcinfo, queue_arg + 1, true);
   pg::SpiSession spi;
-  const pg::CachedQueue queue = CurrentQueue(spi, name);  // undefined_object
-  PG_RETURN_BOOL(HoldsRight(spi, role, queue.id, rights));
+  const pg::CachedQueue queue = service::CurrentQueue(spi, name);  // undefined_object
+  PG_RETURN_BOOL(service::HoldsRight(spi, role, queue.id, rights));
 }
 
 }  // namespace

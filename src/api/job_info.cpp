@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <optional>
 
-#include "api/queue_ref.h"
-#include "api/rights.h"
+#include "service/queue_ref.h"
+#include "service/rights.h"
 #include "core/validate.h"
 #include "pg/args.h"
 #include "pg/settings.h"
@@ -72,13 +72,15 @@ PGQ_FUNCTION(pgq_job) {
   const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   pg::SpiSession spi;
-  api::RequireRightSomewhere(spi, core::kAllRights);
+  service::RequireRightSomewhere(spi, core::kAllRights);
   const pg::Result job = store::ReadJob(spi, id, pg::Now());
   const Oid me = GetUserId();
   api::ReturnJobInfo(
       fcinfo, job,
-      [&](int32 queue_id) { return api::HoldsRight(spi, me, queue_id, core::kAllRights); },
-      [&](int32 queue_id) { return !api::HoldsRight(spi, me, queue_id, api::kSeesEverything); });
+      [&](int32 queue_id) { return service::HoldsRight(spi, me, queue_id, core::kAllRights); },
+      [&](int32 queue_id) {
+        return !service::HoldsRight(spi, me, queue_id, api::kSeesEverything);
+      });
   return static_cast<Datum>(0);
 }
 
@@ -116,9 +118,9 @@ PGQ_FUNCTION(pgq_list_jobs) {
       pg::ArgIsNull(fcinfo, 3) ? std::nullopt : std::optional<int64>(PG_GETARG_INT64(3));
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   pg::SpiSession spi;
-  const api::QueueRef queue = api::FindQueue(spi, name);
-  api::RequireRight(spi, queue.id, name, core::kAllRights);
-  const bool hide = !api::HoldsRight(spi, GetUserId(), queue.id, api::kSeesEverything);
+  const service::QueueRef queue = service::FindQueue(spi, name);
+  service::RequireRight(spi, queue.id, name, core::kAllRights);
+  const bool hide = !service::HoldsRight(spi, GetUserId(), queue.id, api::kSeesEverything);
   const pg::Result jobs =
       store::ListJobs(spi, queue.id, name, state, reason, max, before_id, pg::Now());
   api::ReturnJobInfo(
@@ -140,12 +142,14 @@ PGQ_FUNCTION(pgq_find_jobs) {
   }
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   pg::SpiSession spi;
-  const api::QueueScope scope = api::RequireScope(spi, core::kAllRights);
+  const service::QueueScope scope = service::RequireScope(spi, core::kAllRights);
   const pg::Result jobs = store::FindJobs(spi, key, scope, max, pg::Now());
   const Oid me = GetUserId();
   api::ReturnJobInfo(
       fcinfo, jobs, [](int32) { return true; },
-      [&](int32 queue_id) { return !api::HoldsRight(spi, me, queue_id, api::kSeesEverything); });
+      [&](int32 queue_id) {
+        return !service::HoldsRight(spi, me, queue_id, api::kSeesEverything);
+      });
   return static_cast<Datum>(0);
 }
 
@@ -164,11 +168,11 @@ PGQ_FUNCTION(pgq_job_dependencies) {
   }
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   pg::SpiSession spi;
-  api::RequireRightSomewhere(spi, core::kAllRights);
+  service::RequireRightSomewhere(spi, core::kAllRights);
   const TimestampTz now = pg::Now();
   const pg::Result job = store::ReadJob(spi, id, now);
   const Oid me = GetUserId();
-  if (job.empty() || !api::HoldsRight(spi, me, job.Int32(0, "queue_id"), core::kAllRights)) {
+  if (job.empty() || !service::HoldsRight(spi, me, job.Int32(0, "queue_id"), core::kAllRights)) {
     return static_cast<Datum>(0);
   }
   // Dead or cancelled: it has a dead reason.
@@ -182,7 +186,7 @@ PGQ_FUNCTION(pgq_job_dependencies) {
   }
   const int queue_id = related.empty() ? 0 : related.ColumnNumber("queue_id");
   for (uint64 row = 0; row < related.size(); ++row) {
-    if (!api::HoldsRight(spi, me, related.Int32(row, queue_id), core::kAllRights)) continue;
+    if (!service::HoldsRight(spi, me, related.Int32(row, queue_id), core::kAllRights)) continue;
     Datum values[kColumns];
     bool nulls[kColumns];
     for (int column = 1; column <= kColumns; ++column) {

@@ -11,7 +11,7 @@
 // answer tells a role nothing about queues it has no right on.
 #include <string>
 
-#include "api/rights.h"
+#include "service/rights.h"
 #include "pg/args.h"
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
@@ -28,14 +28,14 @@ namespace {
 std::string VisibleState(pg::SpiSession& spi, int64 id, uint8 wanted) {
   const pg::Result job = store::ReadJob(spi, id, pg::Now());
   if (job.empty()) return {};
-  if (!HoldsRight(spi, GetUserId(), job.Int32(0, "queue_id"), wanted)) return {};
+  if (!service::HoldsRight(spi, GetUserId(), job.Int32(0, "queue_id"), wanted)) return {};
   return job.Text(0, "state");
 }
 
 std::string CancelOutcome(pg::SpiSession& spi, int64 id) {
   // A producer may take back what it sent, as may an admin (as cancel).
   constexpr uint8 kMayCancel = core::kProduce | core::kAdmin;
-  const QueueScope scope = RequireScope(spi, kMayCancel);
+  const service::QueueScope scope = service::RequireScope(spi, kMayCancel);
   // Each statement reads a new snapshot (READ COMMITTED): a job that moved
   // between cancel's statements and this read (a follower of a dedupe key
   // promoted into pgq.jobs as its holder finished) is live when read, and
@@ -53,9 +53,9 @@ std::string CancelOutcome(pg::SpiSession& spi, int64 id) {
 }
 
 std::string RetryOutcome(pg::SpiSession& spi, int64 id) {
-  RequireRightSomewhere(spi, core::kAdmin);
+  service::RequireRightSomewhere(spi, core::kAdmin);
   const int32 queue_id = store::QueueOfDeadJob(spi, id, pg::Now());
-  if (queue_id != 0 && HoldsRight(spi, GetUserId(), queue_id, core::kAdmin)) {
+  if (queue_id != 0 && service::HoldsRight(spi, GetUserId(), queue_id, core::kAdmin)) {
     pg::LockQueueShared(queue_id);  // the queue cannot be dropped under us now
     if (store::Revive(spi, {queue_id, {}, false}, id, pg::Now()) == 1) return "retried";
     // Still dead: a live job holds its dedupe key (retry_dead's rule).
@@ -70,9 +70,9 @@ std::string RetryOutcome(pg::SpiSession& spi, int64 id) {
 }
 
 std::string PurgeOutcome(pg::SpiSession& spi, int64 id) {
-  RequireRightSomewhere(spi, core::kAdmin);
+  service::RequireRightSomewhere(spi, core::kAdmin);
   const int32 queue_id = store::QueueOfDeadJob(spi, id, pg::Now());
-  if (queue_id != 0 && HoldsRight(spi, GetUserId(), queue_id, core::kAdmin)) {
+  if (queue_id != 0 && service::HoldsRight(spi, GetUserId(), queue_id, core::kAdmin)) {
     pg::LockQueueShared(queue_id);  // the queue cannot be dropped under us now
     if (store::PurgeDeadJob(spi, queue_id, id)) return "purged";
     // Gone between the two statements: retried or purged by another session.

@@ -3,8 +3,8 @@
 // progress reports how far it got. Fenced by (id, attempt) like the end of
 // a claim (api/finish.cpp); the statements are the jobs store's
 // (store/lease.cpp).
-#include "api/claim.h"
-#include "api/rights.h"
+#include "api/claim_id.h"
+#include "service/rights.h"
 #include "pg/args.h"
 #include "pg/settings.h"
 #include "store/jobs.h"
@@ -17,7 +17,7 @@ PGQ_FUNCTION(pgq_extend) {
   const int64 lease_us = pg::RequiredIntervalMicros(fcinfo, 2, "lease");
   pg::CheckLeaseValue(lease_us, "lease");
   pg::SpiSession spi;
-  const store::Scope scope = api::RequireScope(spi, core::kConsume);
+  const store::Scope scope = service::RequireScope(spi, core::kConsume);
   const std::optional<TimestampTz> until = store::Extend(
       spi, scope, claim.id, claim.attempt, pg::AddMicros(pg::Now(), lease_us, "lease"));
   if (!until) PG_RETURN_NULL();
@@ -28,7 +28,7 @@ PGQ_FUNCTION(pgq_extend) {
 PGQ_FUNCTION(pgq_release) {
   const api::ClaimId claim = api::ClaimIdArgs(fcinfo);
   pg::SpiSession spi;
-  const store::Scope scope = api::RequireScope(spi, core::kConsume);
+  const store::Scope scope = service::RequireScope(spi, core::kConsume);
   PG_RETURN_BOOL(store::Release(spi, scope, claim.id, claim.attempt));
 }
 
@@ -37,7 +37,7 @@ PGQ_FUNCTION(pgq_snooze) {
   const api::ClaimId claim = api::ClaimIdArgs(fcinfo);
   const int64 delay_us = pg::RequiredSpanMicros(fcinfo, 2, "delay");
   pg::SpiSession spi;
-  const store::Scope scope = api::RequireScope(spi, core::kConsume);
+  const store::Scope scope = service::RequireScope(spi, core::kConsume);
   PG_RETURN_BOOL(store::Snooze(spi, scope, claim.id, claim.attempt,
                                pg::AddMicros(pg::Now(), delay_us, "delay"), delay_us == 0));
 }
@@ -51,6 +51,6 @@ PGQ_FUNCTION(pgq_progress) {
   const Datum progress = PG_GETARG_DATUM(2);
   pg::CheckJsonSize(progress, "progress");
   pg::SpiSession spi;
-  const store::Scope scope = api::RequireScope(spi, core::kConsume);
+  const store::Scope scope = service::RequireScope(spi, core::kConsume);
   PG_RETURN_BOOL(store::SetProgress(spi, scope, claim.id, claim.attempt, progress));
 }

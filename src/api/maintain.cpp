@@ -1,7 +1,7 @@
 // pgq.maintain(): one maintenance pass in the calling database. The
 // background worker runs the same pass (service/maintain.h); without it,
 // call this from cron.
-#include "api/rights.h"
+#include "service/rights.h"
 #include "pg/args.h"
 #include "pg/queue_slots.h"
 #include "pg/settings.h"
@@ -14,7 +14,7 @@ using namespace pgq;
 PGQ_FUNCTION(pgq_maintain) {
   {
     pg::SpiSession spi;
-    api::RequireRightOnEveryQueue(spi, core::kAdmin, "run maintenance");
+    service::RequireRightOnEveryQueue(spi, core::kAdmin, "run maintenance");
   }
   // One statement's clock for the whole pass, as the worker does.
   const TimestampTz now = pg::Now();
@@ -41,7 +41,7 @@ PGQ_FUNCTION(pgq_unflushed_completions) {
   const int32 queue_id = pg::RequiredInt32(fcinfo, 0, "queue_id");
   {
     pg::SpiSession spi;
-    api::RequireRightOnQueueId(spi, queue_id, core::kAllRights);
+    service::RequireRightOnQueueId(spi, queue_id, core::kAllRights);
   }
   PG_RETURN_INT64(static_cast<int64>(pg::UnflushedFinished(queue_id)));
 }

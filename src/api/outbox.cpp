@@ -11,9 +11,9 @@
 // publish right on the topic, and nothing on the subscribed queues: whoever
 // subscribed decided that the topic's events go there. The fan-out (locks, event, jobs, streams) is
 // a service (service/outbox.h); the rows are the store's (store/outbox.h).
-#include "api/queue_ref.h"
-#include "api/rights.h"
-#include "api/stream_rights.h"
+#include "service/queue_ref.h"
+#include "service/rights.h"
+#include "service/stream_rights.h"
 #include "api/topics.h"
 #include "pg/args.h"
 #include "store/outbox.h"
@@ -54,14 +54,14 @@ PGQ_FUNCTION(pgq_subscribe) {
   const api::Target target = api::TargetArgs(fcinfo);
   pg::SpiSession spi;
   if (!target.stream.empty()) {
-    const store::streams::Stream stream = api::FindStream(spi, target.stream);
-    api::RequireStreamRight(spi, stream, core::kAdmin);
+    const store::streams::Stream stream = service::FindStream(spi, target.stream);
+    service::RequireStreamRight(spi, stream, core::kAdmin);
     api::RequireTopicRight(spi, topic, api::TopicRight::kSubscribe);
     store::SubscribeStream(spi, topic, stream.id);
     PG_RETURN_VOID();
   }
-  const api::QueueRef ref = api::FindQueue(spi, target.queue);
-  api::RequireRight(spi, ref.id, target.queue, core::kAdmin);
+  const service::QueueRef ref = service::FindQueue(spi, target.queue);
+  service::RequireRight(spi, ref.id, target.queue, core::kAdmin);
   api::RequireTopicRight(spi, topic, api::TopicRight::kSubscribe);
   store::Subscribe(spi, topic, ref.id);
   PG_RETURN_VOID();
@@ -73,15 +73,15 @@ PGQ_FUNCTION(pgq_unsubscribe) {
   const api::Target target = api::TargetArgs(fcinfo);
   pg::SpiSession spi;
   if (!target.stream.empty()) {
-    const store::streams::Stream stream = api::FindStream(spi, target.stream);
-    if (!api::OwnsTopic(spi, topic)) api::RequireStreamRight(spi, stream, core::kAdmin);
+    const store::streams::Stream stream = service::FindStream(spi, target.stream);
+    if (!api::OwnsTopic(spi, topic)) service::RequireStreamRight(spi, stream, core::kAdmin);
     PG_RETURN_BOOL(store::UnsubscribeStream(spi, topic, stream.id));
   }
   const std::string_view queue = target.queue;
-  const api::QueueRef ref = api::FindQueue(spi, queue);  // unknown: an error, not false
+  const service::QueueRef ref = service::FindQueue(spi, queue);  // unknown: an error, not false
   // The queue's admin, or the topic's owner (who may cut a subscriber off).
   if (!api::OwnsTopic(spi, topic)) {
-    api::RequireRight(spi, ref.id, queue, core::kAdmin);
+    service::RequireRight(spi, ref.id, queue, core::kAdmin);
   }
   PG_RETURN_BOOL(store::Unsubscribe(spi, topic, queue));
 }

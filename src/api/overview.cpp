@@ -5,7 +5,7 @@
 // index, exactly up to exact_up_to, and estimates past it from the
 // planner's statistics, marking the row (store::ReadQueueOverview, ADR
 // 0018). Rights as queue_stats: the queues the caller holds some right on.
-#include "api/rights.h"
+#include "service/rights.h"
 #include "pg/args.h"
 #include "pg/settings.h"
 #include "store/jobs.h"
@@ -41,8 +41,8 @@ PGQ_FUNCTION(pgq_queue_overview) {
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   pg::SpiSession spi;
   const TimestampTz now = pg::Now();
-  const std::vector<store::QueueOverview> queues =
-      store::ReadQueueOverview(spi, api::QueuesWithRight(spi, core::kAllRights), exact_up_to, now);
+  const std::vector<store::QueueOverview> queues = store::ReadQueueOverview(
+      spi, service::QueuesWithRight(spi, core::kAllRights), exact_up_to, now);
   for (const store::QueueOverview& q : queues) {
     Datum values[api::kColumns] = {pg::TextDatum(q.name),
                                    Int64GetDatum(q.ready),

@@ -1,9 +1,9 @@
 // pgq.create_queue, alter_queue, drop_queue, pause, resume.
 #include <optional>
 
-#include "api/handlers.h"
-#include "api/queue_ref.h"
-#include "api/rights.h"
+#include "service/handlers.h"
+#include "service/queue_ref.h"
+#include "service/rights.h"
 #include "core/rate_limit.h"
 #include "core/validate.h"
 #include "pg/ledger.h"
@@ -69,7 +69,7 @@ std::optional<std::string> HandlerArg(FunctionCallInfo fcinfo, int index, Oid ow
   if (pg::ArgIsNull(fcinfo, index)) return std::nullopt;
   const Oid handler = PG_GETARG_OID(index);
   if (!OidIsValid(handler)) return std::string();
-  return CheckHandler(handler, owner);
+  return service::CheckHandler(handler, owner);
 }
 
 Interval* IntervalArg(FunctionCallInfo fcinfo, int index, const char* what) {
@@ -139,10 +139,10 @@ Datum SetPaused(FunctionCallInfo fcinfo, bool paused) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   pg::SpiSession spi;
   const std::optional<int32> queue_id = store::SetPaused(spi, name, paused);
-  if (!queue_id) RaiseUnknownQueue(name);
-  RequireRight(spi, *queue_id, name, core::kAdmin);       // else rolled back
-  pg::invalidation::Announce(pg::invalidation::kQueues);  // claims read `paused` from the cache
-  if (!paused) pg::ledger::NoteReady(*queue_id);          // waiting claims look again
+  if (!queue_id) service::RaiseUnknownQueue(name);
+  service::RequireRight(spi, *queue_id, name, core::kAdmin);  // else rolled back
+  pg::invalidation::Announce(pg::invalidation::kQueues);      // claims read `paused` from the cache
+  if (!paused) pg::ledger::NoteReady(*queue_id);              // waiting claims look again
   return BoolGetDatum(paused);
 }
 
@@ -168,7 +168,7 @@ PGQ_FUNCTION(pgq_create_queue) {
   api::Validate(settings);
   const api::CapsArgs caps = api::ReadCaps(fcinfo, 12, false);
   pg::SpiSession spi;
-  api::RequireRightOnEveryQueue(spi, core::kAdmin, "create queues");
+  service::RequireRightOnEveryQueue(spi, core::kAdmin, "create queues");
   // The creating role owns the queue; its handler runs as that role.
   const Oid owner = GetUserId();
   const std::string handler = api::HandlerArg(fcinfo, 8, owner).value_or(std::string());
@@ -180,7 +180,7 @@ PGQ_FUNCTION(pgq_create_queue) {
     api::StoreKeep(spi, fcinfo, 10, name);
     api::StoreCaps(spi, caps, name);
   }
-  // Its owner holds every right on it (api/rights.h): lists reload.
+  // Its owner holds every right on it (service/rights.h): lists reload.
   if (created == 1) pg::invalidation::Announce(pg::invalidation::kQueues);
   if (created == 0) {
     if (!if_not_exists) {
@@ -208,8 +208,8 @@ PGQ_FUNCTION(pgq_alter_queue) {
   // A locked read-modify-write: the row lock makes concurrent alters queue up,
   // so cross-field rules (backoff_max >= backoff_base) hold on what is stored.
   const std::optional<store::LockedQueue> stored = store::LockQueueRow(spi, name);
-  if (!stored) api::RaiseUnknownQueue(name);
-  api::RequireRight(spi, stored->id, name, core::kAdmin);
+  if (!stored) service::RaiseUnknownQueue(name);
+  service::RequireRight(spi, stored->id, name, core::kAdmin);
   const store::QueueSettings& old = stored->settings;
   auto pick_interval = [&](int arg, Interval* stored_interval) {
     return pg::ArgIsNull(fcinfo, arg) ? stored_interval : PG_GETARG_INTERVAL_P(arg);
@@ -225,7 +225,7 @@ PGQ_FUNCTION(pgq_alter_queue) {
   // A new handler is checked against the queue's owner.
   std::string handler = stored->handler;
   if (!pg::ArgIsNull(fcinfo, 8)) {
-    const Oid owner = api::OwnerRole(stored->owner, name);
+    const Oid owner = service::OwnerRole(stored->owner, name);
     // The handler runs as the owner: choosing it is the owner's to do, not
     // an admin's, who could otherwise run any function the owner may.
     const Oid me = GetUserId();
@@ -251,8 +251,8 @@ PGQ_FUNCTION(pgq_drop_queue) {
   const bool force = !pg::ArgIsNull(fcinfo, 1) && PG_GETARG_BOOL(1);
 
   pg::SpiSession spi;
-  const api::QueueRef queue = api::FindQueue(spi, name);
-  api::RequireRight(spi, queue.id, name, core::kAdmin);
+  const service::QueueRef queue = service::FindQueue(spi, name);
+  service::RequireRight(spi, queue.id, name, core::kAdmin);
   // Wait for transactions that are adding jobs to this queue, and keep new
   // ones out until we commit (they then find the queue gone).
   pg::LockQueueExclusive(queue.id);

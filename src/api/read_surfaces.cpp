@@ -15,9 +15,9 @@
 // the caller holds the right on, and none of the others, as queue_overview.
 #include <optional>
 
-#include "api/queue_ref.h"
-#include "api/rights.h"
-#include "api/stream_rights.h"
+#include "service/queue_ref.h"
+#include "service/rights.h"
+#include "service/stream_rights.h"
 #include "core/validate.h"
 #include "pg/args.h"
 #include "pg/settings.h"
@@ -34,16 +34,16 @@ namespace {
 // The queues whose rows the caller may read: the one named in argument 0
 // (which it must hold `wanted` on), or every queue it holds `wanted` on.
 struct Filter {
-  QueueScope scope;
+  service::QueueScope scope;
   std::optional<int32> queue_id;
 };
 
 Filter QueueFilter(pg::SpiSession& spi, FunctionCallInfo fcinfo, uint8 wanted) {
-  if (pg::ArgIsNull(fcinfo, 0)) return {QueuesWithRight(spi, wanted), std::nullopt};
+  if (pg::ArgIsNull(fcinfo, 0)) return {service::QueuesWithRight(spi, wanted), std::nullopt};
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
-  const QueueRef queue = FindQueue(spi, name);
-  RequireRight(spi, queue.id, name, wanted);
-  return {QueuesWithRight(spi, wanted), queue.id};
+  const service::QueueRef queue = service::FindQueue(spi, name);
+  service::RequireRight(spi, queue.id, name, wanted);
+  return {service::QueuesWithRight(spi, wanted), queue.id};
 }
 
 // Copies every row of `rows` (the function's result columns, in order)
@@ -156,8 +156,8 @@ PGQ_FUNCTION(pgq_stream_segments) {
   std::optional<int32> stream_id;
   if (!pg::ArgIsNull(fcinfo, 0)) {
     const store::streams::Stream stream =
-        api::FindStream(spi, pg::RequiredText(fcinfo, 0, "stream"));
-    api::RequireStreamRight(spi, stream, core::kAllRights);
+        service::FindStream(spi, pg::RequiredText(fcinfo, 0, "stream"));
+    service::RequireStreamRight(spi, stream, core::kAllRights);
     stream_id = stream.id;
   }
   const pg::Result rows = store::streams::RingSegments(spi, stream_id);
@@ -170,7 +170,7 @@ PGQ_FUNCTION(pgq_stream_segments) {
   const int stream_id_column = rows.empty() ? 0 : rows.ColumnNumber("stream_id");
   for (uint64 row = 0; row < rows.size(); ++row) {
     const int32 id = rows.Int32(row, stream_id_column);
-    if (!api::HoldsStreamRight(spi, me, id, core::kAllRights)) continue;
+    if (!service::HoldsStreamRight(spi, me, id, core::kAllRights)) continue;
     Datum values[kColumns];
     bool nulls[kColumns];
     for (int column = 1; column <= kColumns; ++column) {

@@ -2,8 +2,8 @@
 // checks that keep a schedule from failing at fire time. The rows are the
 // store's (store/schedules.h); firing them is a service
 // (service/schedules.h), which maintenance runs.
-#include "api/queue_ref.h"
-#include "api/rights.h"
+#include "service/queue_ref.h"
+#include "service/rights.h"
 #include "core/cron.h"
 #include "core/validate.h"
 #include "pg/args.h"
@@ -101,10 +101,10 @@ PGQ_FUNCTION(pgq_schedule) {
     }
   }
 
-  const api::QueueRef ref = api::FindQueue(spi, queue);
+  const service::QueueRef ref = service::FindQueue(spi, queue);
   // A schedule is run by the queue's admins and sends jobs into it: both.
-  api::RequireRight(spi, ref.id, queue, core::kAdmin);
-  api::RequireRight(spi, ref.id, queue, core::kProduce);
+  service::RequireRight(spi, ref.id, queue, core::kAdmin);
+  service::RequireRight(spi, ref.id, queue, core::kProduce);
   const store::NewSchedule schedule{name, ref.id, spec, every, canonical_zone, payload, next};
   if (store::UpsertSchedule(spi, schedule)) PG_RETURN_VOID();
   // The name belongs to a schedule of another queue (locked now): moving it
@@ -112,7 +112,7 @@ PGQ_FUNCTION(pgq_schedule) {
   // nothing about that queue (issue 15, M2).
   const std::optional<int32> old_queue = store::ScheduleQueue(spi, name);
   if (!old_queue) pg::Raise(ERRCODE_INTERNAL_ERROR, "locked schedule row vanished");
-  if (!api::HoldsRight(spi, GetUserId(), *old_queue, core::kAdmin)) {
+  if (!service::HoldsRight(spi, GetUserId(), *old_queue, core::kAdmin)) {
     pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
               "permission denied for schedule \"" + std::string(name) + "\"",
               "A schedule of that name exists on a queue you do not administer.",
@@ -127,12 +127,12 @@ PGQ_FUNCTION(pgq_schedule) {
 PGQ_FUNCTION(pgq_unschedule) {
   const std::string_view name = pg::KeyArg(fcinfo, 0, "schedule name");
   pg::SpiSession spi;
-  api::RequireRightSomewhere(spi, core::kAdmin);
+  service::RequireRightSomewhere(spi, core::kAdmin);
   // A schedule of a queue the caller does not administer is answered as one
   // that does not exist: false, and nothing learnt (issue 15, L4). The
   // delete names the queue checked: a schedule moved meanwhile is not it.
   const std::optional<int32> queue_id = store::ScheduleQueue(spi, name);
   if (!queue_id) PG_RETURN_BOOL(false);
-  if (!api::HoldsRight(spi, GetUserId(), *queue_id, core::kAdmin)) PG_RETURN_BOOL(false);
+  if (!service::HoldsRight(spi, GetUserId(), *queue_id, core::kAdmin)) PG_RETURN_BOOL(false);
   PG_RETURN_BOOL(store::DeleteSchedule(spi, name, *queue_id));
 }

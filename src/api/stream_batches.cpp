@@ -3,8 +3,8 @@
 // the statements are the streams store's (store/stream_batches.cpp).
 #include <chrono>
 
-#include "api/rights.h"
-#include "api/stream_rights.h"
+#include "service/rights.h"
+#include "service/stream_rights.h"
 #include "core/wait.h"
 #include "pg/args.h"
 #include "pg/channel_wait.h"
@@ -47,8 +47,8 @@ PGQ_FUNCTION(pgq_register_consumer) {
   const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
   const std::string_view consumer = pg::NameArg(fcinfo, 1, "consumer");
   pg::SpiSession spi;
-  const store::streams::Stream stream = api::FindStream(spi, name);
-  api::RequireStreamRight(spi, stream, core::kConsume);
+  const store::streams::Stream stream = service::FindStream(spi, name);
+  service::RequireStreamRight(spi, stream, core::kConsume);
   PG_RETURN_BOOL(store::streams::Register(spi, stream, consumer, pg::MaxConsumersPerStream()));
 }
 
@@ -57,8 +57,8 @@ PGQ_FUNCTION(pgq_unregister_consumer) {
   const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
   const std::string_view consumer = pg::NameArg(fcinfo, 1, "consumer");
   pg::SpiSession spi;
-  const store::streams::Stream stream = api::FindStream(spi, name);
-  api::RequireStreamRight(spi, stream, core::kConsume | core::kAdmin);
+  const store::streams::Stream stream = service::FindStream(spi, name);
+  service::RequireStreamRight(spi, stream, core::kConsume | core::kAdmin);
   PG_RETURN_BOOL(store::streams::Unregister(spi, stream, consumer));
 }
 
@@ -93,8 +93,8 @@ PGQ_FUNCTION(pgq_next_batch) {
   // when waiting, the waiter armed on its current id before the batch's
   // snapshot (pg/channel_wait.h), then the batch.
   const auto attempt = [&](pg::ChannelWaiter* waiter) {
-    const store::streams::Stream stream = api::FindStream(spi, name);
-    api::RequireStreamRight(spi, stream, core::kConsume);
+    const store::streams::Stream stream = service::FindStream(spi, name);
+    service::RequireStreamRight(spi, stream, core::kConsume);
     if (waiter != nullptr) waiter->Arm(pg::Channel::Stream(stream.id));
     return store::streams::NextBatch(spi, stream, consumer, max_events, pg::MaxBatchBytes(),
                                      memory);
@@ -128,12 +128,12 @@ PGQ_FUNCTION(pgq_next_batch) {
 PGQ_FUNCTION(pgq_finish_batch) {
   const int64 batch_id = pg::RequiredInt64(fcinfo, 0, "batch_id");
   pg::SpiSession spi;
-  api::RequireStreamRightSomewhere(spi, core::kConsume, "finish batches");
+  service::RequireStreamRightSomewhere(spi, core::kConsume, "finish batches");
   // A batch of a stream the caller may not read is answered as one that
   // does not exist: batch ids reveal nothing of other streams (as job ids
   // of other queues, issue 15 L4).
   const int32 stream_id = store::streams::StreamOfBatch(spi, batch_id);
-  if (stream_id == 0 || !api::HoldsStreamRight(spi, GetUserId(), stream_id, core::kConsume)) {
+  if (stream_id == 0 || !service::HoldsStreamRight(spi, GetUserId(), stream_id, core::kConsume)) {
     pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
               "batch " + std::to_string(batch_id) + " does not exist",
               "Batch ids are the batch_id column next_batch returned.");
@@ -149,9 +149,10 @@ PGQ_FUNCTION(pgq_stream_consumer_stats) {
   const TimestampTz now = GetCurrentTimestamp();
   pg::SpiSession spi;
   const Oid me = GetUserId();
-  const std::vector<store::streams::ConsumerStats> stats = store::streams::Stats(
-      spi, now, pg::MonitoringCountLimit(),
-      [&](int32 stream_id) { return api::HoldsStreamRight(spi, me, stream_id, core::kAllRights); });
+  const std::vector<store::streams::ConsumerStats> stats =
+      store::streams::Stats(spi, now, pg::MonitoringCountLimit(), [&](int32 stream_id) {
+        return service::HoldsStreamRight(spi, me, stream_id, core::kAllRights);
+      });
   for (const store::streams::ConsumerStats& row : stats) {
     Datum values[9];
     bool nulls[9] = {false, false, false, false, false, false, false, false, false};

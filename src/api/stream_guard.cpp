@@ -2,7 +2,7 @@
 // guard pgq-relay --stream takes on its (stream, consumer) before it reads.
 // Taking it needs the consume right on the stream, as reading does; the
 // guard itself is a session lock no SQL call can name (pg/consumer_guard.h).
-#include "api/stream_rights.h"
+#include "service/stream_rights.h"
 #include "pg/args.h"
 #include "pg/consumer_guard.h"
 
@@ -16,8 +16,8 @@ namespace {
 std::pair<int32, int32> GuardedConsumer(FunctionCallInfo fcinfo, pg::SpiSession& spi) {
   const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
   const std::string_view consumer = pg::NameArg(fcinfo, 1, "consumer");
-  const store::streams::Stream stream = api::FindStream(spi, name);
-  api::RequireStreamRight(spi, stream, core::kConsume);
+  const store::streams::Stream stream = service::FindStream(spi, name);
+  service::RequireStreamRight(spi, stream, core::kConsume);
   return {stream.id, store::streams::ConsumerId(spi, stream, consumer)};
 }
 

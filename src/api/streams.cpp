@@ -1,8 +1,8 @@
 // pgq.create_stream, alter_stream, drop_stream, append, append_many,
 // grant_stream, revoke_stream (SPEC §10): arguments and rights; the
 // statements are the streams store's (store/streams.h).
-#include "api/rights.h"
-#include "api/stream_rights.h"
+#include "service/rights.h"
+#include "service/stream_rights.h"
 #include "core/validate.h"
 #include "pg/args.h"
 #include "pg/invalidation.h"
@@ -49,7 +49,7 @@ Datum ChangeStreamGrant(FunctionCallInfo fcinfo, bool give) {
   }
   const char* verb = give ? "grant" : "revoke";
   const Oid me = GetUserId();
-  const bool superuser = IsSuperuser(me);
+  const bool superuser = service::IsSuperuser(me);
   pg::SpiSession spi;
   int32 stream_id = core::kEveryQueue;
   if (every_stream) {
@@ -64,7 +64,7 @@ Datum ChangeStreamGrant(FunctionCallInfo fcinfo, bool give) {
     // between the check of its owner and the grant's insert.
     const std::optional<store::streams::StreamOwner> found = store::streams::LockOwner(spi, stream);
     if (!found) {
-      (void)FindStream(spi, stream);  // raises undefined_object
+      (void)service::FindStream(spi, stream);  // raises undefined_object
       pg::Raise(ERRCODE_INTERNAL_ERROR, "stream \"" + std::string(stream) + "\" vanished");
     }
     stream_id = found->id;
@@ -73,7 +73,7 @@ Datum ChangeStreamGrant(FunctionCallInfo fcinfo, bool give) {
     // A dropped owner (its OID names no role) leaves the stream to superusers.
     const bool owner_exists =
         pg::Guard([owner] { return SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner)); });
-    if (!superuser && !(owner_exists && HasPrivsOf(me, owner))) {
+    if (!superuser && !(owner_exists && service::HasPrivsOf(me, owner))) {
       pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE,
                 std::string("permission denied to ") + verb + " rights on stream \"" +
                     std::string(stream) + "\"",
@@ -99,7 +99,7 @@ PGQ_FUNCTION(pgq_create_stream) {
   const Interval rotation = api::RotationArg(fcinfo, 1);
   const bool if_not_exists = !pg::ArgIsNull(fcinfo, 2) && PG_GETARG_BOOL(2);
   pg::SpiSession spi;
-  api::RequireStreamRightOnEvery(spi, core::kAdmin, "create streams");
+  service::RequireStreamRightOnEvery(spi, core::kAdmin, "create streams");
   if (!store::streams::Create(spi, name, GetUserId(), rotation, pg::Now())) {
     if (if_not_exists) return static_cast<Datum>(0);
     pg::Raise(ERRCODE_DUPLICATE_OBJECT, "stream \"" + std::string(name) + "\" already exists", {},
@@ -113,8 +113,8 @@ PGQ_FUNCTION(pgq_alter_stream) {
   const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
   const Interval rotation = api::RotationArg(fcinfo, 1);
   pg::SpiSession spi;
-  const store::streams::Stream stream = api::FindStream(spi, name);
-  api::RequireStreamRight(spi, stream, core::kAdmin);
+  const store::streams::Stream stream = service::FindStream(spi, name);
+  service::RequireStreamRight(spi, stream, core::kAdmin);
   store::streams::SetRotation(spi, stream.id, rotation);
   return static_cast<Datum>(0);
 }
@@ -127,9 +127,9 @@ PGQ_FUNCTION(pgq_drop_stream) {
   std::optional<store::streams::Stream> stream = store::streams::Find(spi, name);
   if (!stream) {
     if (if_exists) PG_RETURN_BOOL(false);
-    (void)api::FindStream(spi, name);  // raises undefined_object
+    (void)service::FindStream(spi, name);  // raises undefined_object
   }
-  api::RequireStreamRight(spi, *stream, core::kAdmin);
+  service::RequireStreamRight(spi, *stream, core::kAdmin);
   store::streams::Drop(spi, *stream);
   PG_RETURN_BOOL(true);
 }
@@ -139,8 +139,8 @@ PGQ_FUNCTION(pgq_append) {
   const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
   const Datum payload = pg::RequiredPayload(fcinfo, 1);
   pg::SpiSession spi;
-  const store::streams::Stream stream = api::FindStream(spi, name);
-  api::RequireStreamRight(spi, stream, core::kProduce);
+  const store::streams::Stream stream = service::FindStream(spi, name);
+  service::RequireStreamRight(spi, stream, core::kProduce);
   int64 id = 0;
   store::streams::Append(spi, stream, &payload, 1, &id);
   PG_RETURN_INT64(id);
@@ -156,8 +156,8 @@ PGQ_FUNCTION(pgq_append_many) {
   std::vector<int64> ids(static_cast<size_t>(count));
   {
     pg::SpiSession spi;
-    const store::streams::Stream stream = api::FindStream(spi, name);
-    api::RequireStreamRight(spi, stream, core::kProduce);
+    const store::streams::Stream stream = service::FindStream(spi, name);
+    service::RequireStreamRight(spi, stream, core::kProduce);
     if (count == 0) return static_cast<Datum>(0);
     store::streams::Append(spi, stream, payloads.elements, count, ids.data());
   }

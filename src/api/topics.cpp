@@ -5,7 +5,7 @@
 #include <cctype>
 #include <vector>
 
-#include "api/rights.h"
+#include "service/rights.h"
 #include "store/outbox.h"
 #include "pg/args.h"
 
@@ -43,7 +43,7 @@ TopicHolders LoadHolders(pg::SpiSession& spi, std::string_view topic, TopicRight
 }
 
 bool IsOwner(Oid me, const TopicHolders& holders) {
-  return IsSuperuser(me) || HasPrivsOf(me, holders.owner);
+  return service::IsSuperuser(me) || service::HasPrivsOf(me, holders.owner);
 }
 
 TopicRight TopicRightArg(FunctionCallInfo fcinfo, int index) {
@@ -82,9 +82,9 @@ void RequireTopicRight(pg::SpiSession& spi, std::string_view topic, TopicRight r
   const Oid me = GetUserId();
   if (IsOwner(me, holders)) return;
   for (const Oid granted : holders.granted) {
-    if (HasPrivsOf(me, granted)) return;
+    if (service::HasPrivsOf(me, granted)) return;
   }
-  const std::string role = CurrentRoleName();
+  const std::string role = service::CurrentRoleName();
   const std::string topic_copy(topic);
   const char* quoted_role = pg::Guard([&] { return quote_literal_cstr(role.c_str()); });
   const char* quoted_topic = pg::Guard([&] { return quote_literal_cstr(topic_copy.c_str()); });
@@ -111,7 +111,7 @@ PGQ_FUNCTION(pgq_create_topic) {
   const bool if_not_exists = !pg::ArgIsNull(fcinfo, 1) && PG_GETARG_BOOL(1);
   pg::SpiSession spi;
   // As create_queue: making names others will rely on is an operator's act.
-  api::RequireRightOnEveryQueue(spi, core::kAdmin, "create topics");
+  service::RequireRightOnEveryQueue(spi, core::kAdmin, "create topics");
   if (!store::InsertTopic(spi, topic, GetUserId()) && !if_not_exists) {
     pg::Raise(ERRCODE_DUPLICATE_OBJECT, "topic \"" + std::string(topic) + "\" already exists", "",
               "Use if_not_exists => true to ignore an existing topic.");
@@ -123,7 +123,7 @@ PGQ_FUNCTION(pgq_create_topic) {
 PGQ_FUNCTION(pgq_drop_topic) {
   const std::string_view topic = pg::KeyArg(fcinfo, 0, "topic");
   pg::SpiSession spi;
-  api::RequireRightSomewhere(spi, core::kAllRights);
+  service::RequireRightSomewhere(spi, core::kAllRights);
   // A topic the caller does not own is answered as one that does not exist.
   if (!api::OwnsTopic(spi, topic)) PG_RETURN_BOOL(false);
   PG_RETURN_BOOL(store::DeleteTopic(spi, topic));

@@ -3,7 +3,7 @@
 // while some queue has a handler.
 //
 // One job at a time, in three transactions, calling the services behind
-// pgq.claim, pgq.complete and pgq.fail directly (api/claim.h, store/jobs.h):
+// pgq.claim, pgq.complete and pgq.fail directly (service/claim.h, store/jobs.h):
 //  1. claim one job of a handler queue (as pgq.claim: lease, attempt counted);
 //  2. as the queue's owner, with a statement timeout just short of what is left of the
 //     lease, call handler(job), then complete(id, attempt) in the same
@@ -20,9 +20,9 @@
 // that cannot reset its session exits, and its successor starts clean.
 #include <algorithm>
 
-#include "api/claim.h"
-#include "api/handlers.h"
-#include "api/rights.h"
+#include "service/claim.h"
+#include "service/handlers.h"
+#include "service/rights.h"
 #include "bgw/bgw.h"
 #include "core/validate.h"
 #include "bgw/worker_slot.h"
@@ -99,8 +99,8 @@ Claimed ClaimNext(Job* job) {
     const std::string& queue = queues[row].name;
     const std::string& handler = queues[row].handler;
     const std::string& owner = queues[row].owner;
-    api::Claimer claimer(spi, {queue}, 1, 0);
-    api::Claimer::Try attempt = claimer.Once();
+    service::Claimer claimer(spi, {queue}, 1, 0);
+    service::Claimer::Try attempt = claimer.Once();
     if (attempt.jobs.empty()) continue;
     const pg::Result& claimed = attempt.jobs.front();
     next_queue = static_cast<uint32>(row + 1);
@@ -110,7 +110,7 @@ Claimed ClaimNext(Job* job) {
     for (int column = 0; column < store::kClaimedColumns; ++column) {
       values[column] = claimed.Value(0, column + 1, &nulls[column]);
     }
-    const Oid job_type = api::ClaimedJobType();
+    const Oid job_type = service::ClaimedJobType();
     pg::Guard([&] {
       MemoryContextReset(job_context);
       MemoryContext old = MemoryContextSwitchTo(job_context);
@@ -147,7 +147,7 @@ void RunHandler(const Job& job) {
                     quote_qualified_identifier(get_namespace_name(get_func_namespace(handler)),
                                                get_func_name(handler)));
   });
-  const Oid job_type = api::ClaimedJobType();
+  const Oid job_type = service::ClaimedJobType();
 
   // A handler that runs past its lease is cancelled: by then the job may be
   // claimed again, and this work must not commit.
@@ -170,7 +170,7 @@ void RunHandler(const Job& job) {
   pg::Guard([] { disable_timeout(STATEMENT_TIMEOUT, false); });
 
   pg::SpiSession spi;
-  if (!store::Complete(spi, api::QueuesWithRight(spi, core::kConsume), job.id, job.attempt, 0,
+  if (!store::Complete(spi, service::QueuesWithRight(spi, core::kConsume), job.id, job.attempt, 0,
                        pg::Now())) {
     pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
               "job " + std::to_string(job.id) + " was claimed again before its handler finished",
@@ -185,7 +185,7 @@ std::string FailJob(const Job& job, const char* error) {
   pg::SpiSession spi;
   const Datum bounded = pg::BoundedText(error, core::kMaxErrorTextBytes);
   const store::FailOutcome outcome =
-      store::Fail(spi, api::QueuesWithRight(spi, core::kConsume), job.id, job.attempt, bounded,
+      store::Fail(spi, service::QueuesWithRight(spi, core::kConsume), job.id, job.attempt, bounded,
                   std::nullopt, pg::Now());
   if (outcome == store::FailOutcome::kDead) return "dead";
   if (outcome == store::FailOutcome::kLost) return "lost";

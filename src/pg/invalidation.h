@@ -2,8 +2,8 @@
 //
 // A backend keeps a few things across statements: queues by name
 // (pg/queue_cache.h), streams and their rings by name (store/streams.cpp),
-// the holders of queue and stream rights (api/rights.cpp,
-// api/stream_rights.cpp), the owner of pgq's tables (pg/spi.cpp), the
+// the holders of queue and stream rights (service/rights.cpp,
+// service/stream_rights.cpp), the owner of pgq's tables (pg/spi.cpp), the
 // installed catalog (store/catalog.cpp), the history target
 // (store/history.cpp). Each says what it is built from, as a set of
 // sources, and keeps a CacheEpoch of them: it is valid until an

@@ -117,7 +117,7 @@ Result SpiSession::ExecuteSeeingLatest(Statement& statement, Params& params, lon
 
 Result SpiSession::Run(Statement& statement, Params& params, long limit, bool latest) {
   // Every statement of ours runs as the owner of pgq's tables, whoever
-  // calls: the caller's rights were checked before (api/rights.h, ADR 0010),
+  // calls: the caller's rights were checked before (service/rights.h, ADR 0010),
   // and the statement's text holds no value of the caller's (INVARIANT of
   // Statement), so what it can do is what we wrote.
   const Oid owner = TablesOwner();

@@ -1,6 +1,6 @@
 // Who holds which right on a queue: pgq.grants (one row per role, queue or
 // every queue, and privilege), read with each queue's owner. The rule is
-// core::HoldsRight; the check every SQL function makes is api/rights.h, and
+// core::HoldsRight; the check every SQL function makes is service/rights.h, and
 // pgq.grant and pgq.revoke are api/grants.cpp.
 #pragma once
 

@@ -1,6 +1,6 @@
 // The queues' own rows (pgq.queues): their settings, pause, owner, and the
 // marks the jobs store needs (dedupe periods). The SQL functions are
-// api/queues.cpp (create, alter, drop, pause, resume) and api/queue_ref.cpp
+// api/queues.cpp (create, alter, drop, pause, resume) and service/queue_ref.cpp
 // (a queue by name); every statement that writes pgq.queues is here.
 #pragma once
 

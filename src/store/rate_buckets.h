@@ -1,6 +1,6 @@
 // The token buckets of rate-limited queues when they are not in shared
 // memory (not preloaded, or the slot table full): pgq.rate_buckets, one row
-// per queue. The rule is core/rate_limit.h; the claim side api/rate_limit.h.
+// per queue. The rule is core/rate_limit.h; the claim side service/rate_limit.h.
 #pragma once
 
 #include <optional>

@@ -12,6 +12,8 @@ and run none, and nothing outside
 src/pg reads a result column by a literal number. What is not moved yet is
 in the allow-lists below: they can only shrink (an entry that is no longer
 needed fails the test too).
+The workers and the services use nothing of src/api (issue 32: the
+services the workers call live in src/service).
 One ring layer (issue 32, ADR 0026): only src/pg/segments.cpp creates, turns
 or truncates ring segments. No database needed."""
 import glob
@@ -150,6 +152,19 @@ class LayersTest(unittest.TestCase):
                 for included in INCLUDE.findall(read(path)):
                     if included in ORDER and ORDER.index(included) > level:
                         wrong.append(f"{os.path.relpath(path, SRC)} includes {included}/")
+        self.assertEqual(wrong, [])
+
+    def test_workers_and_services_use_no_api(self):
+        # Issue 32: what the background workers call (the claim's try, the
+        # rights, the queue look-up, the handler checks) is a service of
+        # src/service that api and bgw both use; src/api holds the SQL
+        # functions only, and nothing in bgw or service reaches into it.
+        wrong = []
+        for zone in ("bgw", "service"):
+            for path in sources(zone):
+                text = COMMENT.sub("", read(path))
+                if re.search(r'^#include "api/', text, re.M) or re.search(r"\bapi::", text):
+                    wrong.append(rel(path))
         self.assertEqual(wrong, [])
 
     def test_spi_globals_are_read_in_src_pg_only(self):

@@ -6,7 +6,7 @@
 
 #include "pg/pg.h"
 
-namespace pgq::api {
+namespace pgq::service {
 
 // Checks that `handler` is a function taking one pgq.claimed_job that
 // `owner` may execute; returns its schema-qualified signature, the text
@@ -20,4 +20,4 @@ Oid ClaimedJobType();
 // The role named `owner` (a queue's owner), or undefined_object.
 Oid OwnerRole(std::string_view owner, std::string_view queue);
 
-}  // namespace pgq::api
+}  // namespace pgq::service

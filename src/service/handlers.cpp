@@ -1,4 +1,4 @@
-#include "api/handlers.h"
+#include "service/handlers.h"
 
 #include "pg/boundary.h"
 
@@ -14,7 +14,7 @@ extern "C" {
 #include "utils/syscache.h"
 }
 
-namespace pgq::api {
+namespace pgq::service {
 
 namespace {
 
@@ -83,4 +83,4 @@ Oid OwnerRole(std::string_view owner, std::string_view queue) {
   return role;
 }
 
-}  // namespace pgq::api
+}  // namespace pgq::service

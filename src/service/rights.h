@@ -16,7 +16,7 @@
 #include "pg/spi.h"
 #include "store/jobs.h"
 
-namespace pgq::api {
+namespace pgq::service {
 
 // True if `role` holds at least one of `wanted` on the queue (core::kEveryQueue:
 // on every queue).
@@ -77,4 +77,4 @@ std::string WantedNames(uint8 wanted);
 std::string_view FirstRight(uint8 wanted);
 std::string Literal(std::string_view value);
 
-}  // namespace pgq::api
+}  // namespace pgq::service

@@ -1,8 +1,8 @@
-#include "api/rate_limit.h"
+#include "service/rate_limit.h"
 
 #include "store/rate_buckets.h"
 
-namespace pgq::api {
+namespace pgq::service {
 
 int32 RateBucket::Take(int32 want, TimestampTz now) {
   if (slot_ != nullptr) return pg::TakeRateTokens(slot_, rate_, now, want);
@@ -27,4 +27,4 @@ int64 RateBucket::MicrosUntilToken() const {
                           : core::MicrosUntilToken(row_, rate_);
 }
 
-}  // namespace pgq::api
+}  // namespace pgq::service

@@ -3,14 +3,14 @@
 // any consumer). A stream's owner holds all three; pgq.grant_stream gives
 // them to other roles, for one stream or (a superuser's grant) for every
 // stream. Checked inside every stream function before its statements run as
-// the owner of pgq's tables, as for queues (api/rights.h).
+// the owner of pgq's tables, as for queues (service/rights.h).
 #pragma once
 
 #include "core/rights.h"
 #include "pg/spi.h"
 #include "store/streams.h"
 
-namespace pgq::api {
+namespace pgq::service {
 
 // True if `role` holds at least one of `wanted` on stream `stream_id`
 // (core::kEveryQueue: on every stream).
@@ -32,4 +32,4 @@ void RequireStreamRightOnEvery(pg::SpiSession& spi, uint8 wanted, std::string_vi
 // The stream named `name`, or undefined_object with a hint.
 store::streams::Stream FindStream(pg::SpiSession& spi, std::string_view name);
 
-}  // namespace pgq::api
+}  // namespace pgq::service

@@ -1,28 +1,17 @@
 // Claiming as pgq.claim does, one try at a time: for the SQL function
-// (which adds the wait) and the handler workers (which call it directly).
+// (api/claim.cpp, which adds the wait) and the handler workers
+// (bgw/handler_worker.cpp, which call it directly).
 #pragma once
 
 #include <optional>
 #include <string_view>
 #include <vector>
 
-#include "pg/args.h"
 #include "pg/queue_cache.h"
 #include "pg/spi.h"
 #include "pg/channel_wait.h"
 
-namespace pgq::api {
-
-// What a worker holds after a claim: the job and the attempt its lease is
-// for. complete, fail, extend and release take it as their first two
-// arguments (id, attempt).
-struct ClaimId {
-  int64 id;
-  int32 attempt;
-};
-inline ClaimId ClaimIdArgs(FunctionCallInfo fcinfo) {
-  return ClaimId{pg::RequiredInt64(fcinfo, 0, "id"), pg::RequiredInt32(fcinfo, 1, "attempt")};
-}
+namespace pgq::service {
 
 class Claimer {
  public:
@@ -58,4 +47,4 @@ class Claimer {
   Datum lease_;
 };
 
-}  // namespace pgq::api
+}  // namespace pgq::service

@@ -11,7 +11,7 @@
 #include "pg/queue_slots.h"
 #include "pg/spi.h"
 
-namespace pgq::api {
+namespace pgq::service {
 
 class RateBucket {
  public:
@@ -35,4 +35,4 @@ class RateBucket {
   core::TokenBucket row_{0, 0};  // the row's bucket, between Take and Return
 };
 
-}  // namespace pgq::api
+}  // namespace pgq::service

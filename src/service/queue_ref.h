@@ -4,7 +4,7 @@
 #include "pg/queue_cache.h"
 #include "pg/spi.h"
 
-namespace pgq::api {
+namespace pgq::service {
 
 // A queue's id and settings, as read from pgq.queues or the cache.
 using QueueRef = pg::CachedQueue;
@@ -24,4 +24,4 @@ pg::CachedQueue CachedOrFoundQueue(pg::SpiSession& spi, std::string_view name);
 // Raises undefined_object for `name`.
 [[noreturn]] void RaiseUnknownQueue(std::string_view name);
 
-}  // namespace pgq::api
+}  // namespace pgq::service

@@ -1,4 +1,4 @@
-#include "api/rights.h"
+#include "service/rights.h"
 
 #include <vector>
 
@@ -14,7 +14,7 @@ extern "C" {
 #include "utils/lsyscache.h"
 }
 
-namespace pgq::api {
+namespace pgq::service {
 
 namespace {
 
@@ -209,4 +209,4 @@ void RequireRightOnEveryQueue(pg::SpiSession& spi, uint8 wanted, std::string_vie
                 Literal(FirstRight(wanted)) + ");");
 }
 
-}  // namespace pgq::api
+}  // namespace pgq::service

@@ -1,9 +1,9 @@
-#include "api/queue_ref.h"
+#include "service/queue_ref.h"
 
 #include "pg/invalidation.h"
 #include "store/queues.h"
 
-namespace pgq::api {
+namespace pgq::service {
 
 void RaiseUnknownQueue(std::string_view name) {
   pg::Raise(ERRCODE_UNDEFINED_OBJECT, "queue \"" + std::string(name) + "\" does not exist", {},
@@ -30,4 +30,4 @@ pg::CachedQueue CurrentQueue(pg::SpiSession& spi, std::string_view name) {
   return CachedOrFoundQueue(spi, name);
 }
 
-}  // namespace pgq::api
+}  // namespace pgq::service

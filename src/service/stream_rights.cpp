@@ -1,12 +1,12 @@
-#include "api/stream_rights.h"
+#include "service/stream_rights.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "api/rights.h"
+#include "service/rights.h"
 #include "pg/invalidation.h"
 
-namespace pgq::api {
+namespace pgq::service {
 
 namespace {
 
@@ -71,4 +71,4 @@ store::streams::Stream FindStream(pg::SpiSession& spi, std::string_view name) {
   return *std::move(stream);
 }
 
-}  // namespace pgq::api
+}  // namespace pgq::service

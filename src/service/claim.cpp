@@ -1,0 +1,122 @@
+// One try of a claim (pgq.claim's and the handler workers'): each queue as
+// committed now, the consume right, the rate limit, then the jobs store's
+// statement (store/claim.cpp).
+#include <algorithm>
+#include <optional>
+
+#include "service/claim.h"
+
+#include "pg/args.h"
+#include "pg/queue_slots.h"
+#include "pg/settings.h"
+#include "service/queue_ref.h"
+#include "service/rate_limit.h"
+#include "service/rights.h"
+#include "store/jobs.h"
+
+namespace pgq::service {
+
+namespace {
+
+// A waiting claim is woken by the commits that make jobs of its queue ready
+// (pg/channel_wait.h). Jobs that become due without a commit (a future run_at, a
+// retry's backoff) are found by looking again when the claim hint's alarm
+// says the first of them is due, and at least this often.
+constexpr long kRecheckMillis = 1000;
+// The shortest sleep until a job the claim hint's alarm knows becomes due.
+constexpr long kAlarmFloorMillis = 10;
+
+}  // namespace
+
+uint64 Claimer::Try::size() const {
+  uint64 total = 0;
+  for (const pg::Result& rows : jobs) total += rows.size();
+  return total;
+}
+
+Claimer::Claimer(pg::SpiSession& spi, std::vector<std::string_view> queues, int32 n, Datum lease)
+    : spi_(spi), names_(std::move(queues)), n_(n), lease_(lease) {
+  for (std::string_view name : names_) name_datums_.push_back(pg::TextDatum(name));
+}
+
+long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, TimestampTz now,
+                        Try* result) {
+  pg::QueueSlot* slot = pg::FindQueueSlot(queue.id);
+  std::optional<RateBucket> bucket;
+  int32 want = n;
+  if (queue.rate_limit > 0) {
+    bucket.emplace(spi_, queue.id, queue.rate_limit, slot);
+    want = bucket->Take(n, now);
+    // No token: sleep until the next one rather than a full recheck.
+    if (want == 0) {
+      return std::max(1L, static_cast<long>((bucket->MicrosUntilToken() + 999) / 1000));
+    }
+  }
+  pg::Result jobs = store::Claim(spi_, queue.id, name_datums_[index], want,
+                                 lease_ != 0 ? lease_ : IntervalPGetDatum(&queue.lease), now, slot,
+                                 queue.max_running);
+  if (bucket) bucket->Return(want - static_cast<int32>(jobs.size()));
+  if (!jobs.empty()) {
+    result->jobs.push_back(std::move(jobs));
+    return kRecheckMillis;
+  }
+  // Nothing ready: a job the hint knows will be due sooner than the next
+  // recheck (a future run_at, a retry's backoff) is looked for then (not
+  // sooner than kAlarmFloorMillis: an alarm already due that this try could
+  // not settle is not polled in a loop).
+  const int64 due = slot != nullptr ? pg::NextAlarm(slot) : 0;
+  if (due == 0) return kRecheckMillis;
+  return std::clamp<long>(static_cast<long>((due - now + 999) / 1000), kAlarmFloorMillis,
+                          kRecheckMillis);
+}
+
+Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
+  std::vector<pg::CachedQueue> queues;
+  queues.reserve(names_.size());
+  for (std::string_view name : names_) {
+    queues.push_back(CurrentQueue(spi_, name));
+    RequireRight(spi_, queues.back().id, name, core::kConsume);
+  }
+  if (waiter != nullptr) {
+    // The queues' current ids: one dropped and created again under the same
+    // name has a new one.
+    std::vector<int32> ids;
+    for (const pg::CachedQueue& queue : queues) ids.push_back(queue.id);
+    waiter->Arm(pg::Channel::Queues(ids.data(), static_cast<int>(ids.size())));
+  }
+  Try result{{}, kRecheckMillis};
+  const TimestampTz now = pg::Now();
+  if (queues.size() == 1) {
+    if (!queues[0].paused) result.sleep_cap_ms = ClaimFrom(queues[0], 0, n_, now, &result);
+    return result;
+  }
+  // Several queues: where the next n jobs are, then that many from each. A
+  // queue that gives fewer than asked (its rate limit or cap, or others
+  // took them) is left out of the next round, which looks for the rest.
+  std::vector<bool> done(queues.size(), false);
+  for (size_t i = 0; i < queues.size(); ++i) done[i] = queues[i].paused;
+  for (size_t round = 0; round < queues.size(); ++round) {
+    const int32 want = n_ - static_cast<int32>(result.size());
+    std::vector<store::SpreadQueue> spread;
+    for (size_t i = 0; i < queues.size(); ++i) {
+      spread.push_back(done[i] ? store::SpreadQueue{0, nullptr}
+                               : store::SpreadQueue{queues[i].id, pg::FindQueueSlot(queues[i].id)});
+    }
+    const std::vector<int32> counts = store::SpreadClaim(spread, want, now);
+    bool short_of = false;
+    for (size_t i = 0; i < queues.size(); ++i) {
+      if (counts[i] == 0) continue;
+      const uint64 before = result.size();
+      result.sleep_cap_ms =
+          std::min(result.sleep_cap_ms, ClaimFrom(queues[i], i, counts[i], now, &result));
+      if (result.size() - before < static_cast<uint64>(counts[i])) {
+        done[i] = true;
+        short_of = true;
+      }
+    }
+    if (!short_of || static_cast<int32>(result.size()) >= n_) break;
+  }
+  return result;
+}
+
+}  // namespace pgq::service
