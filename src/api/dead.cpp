@@ -43,8 +43,7 @@ PGQ_FUNCTION(pgq_retry_dead_queue) {
   const int32 max = pg::ArgIsNull(fcinfo, 1) ? 1000 : PG_GETARG_INT32(1);
   if (max < 1) pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "max must be at least 1");
   pg::SpiSession spi;
-  const service::QueueRef queue = service::FindQueue(spi, name);
-  service::RequireRight(spi, queue.id, name, core::kAdmin);
+  const service::QueueRef queue = service::FindQueueWithRight(spi, name, core::kAdmin);
   pg::LockQueueShared(queue.id);
   PG_RETURN_INT32(store::ReviveOldest(spi, {queue.id, name, false}, max, pg::Now()));
 }
@@ -57,8 +56,7 @@ PGQ_FUNCTION(pgq_purge_dead) {
   const int64 older_than_us =
       pg::ArgIsNull(fcinfo, 1) ? 0 : pg::SpanMicros(PG_GETARG_INTERVAL_P(1), "older_than");
   pg::SpiSession spi;
-  const service::QueueRef queue = service::FindQueue(spi, name);
-  service::RequireRight(spi, queue.id, name, core::kAdmin);
+  (void)service::FindQueueWithRight(spi, name, core::kAdmin);
   PG_RETURN_INT64(
       store::PurgeDead(spi, name, pg::AddMicros(pg::Now(), -older_than_us, "older_than")));
 }

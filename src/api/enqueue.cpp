@@ -277,8 +277,7 @@ PGQ_FUNCTION(pgq_enqueue_many) {
   auto ids = pg::MakeSmallVector<int64, 128>(rsinfo->econtext->ecxt_per_query_memory);
   {
     pg::SpiSession spi;
-    const service::QueueRef queue = service::FindQueue(spi, name);
-    service::RequireRight(spi, queue.id, name, core::kProduce);
+    const service::QueueRef queue = service::FindQueueWithRight(spi, name, core::kProduce);
     if (count == 0) return static_cast<Datum>(0);
     pg::LockQueueShared(queue.id);
     std::vector<int64> parents;

@@ -59,6 +59,21 @@ void ReturnJobInfo(FunctionCallInfo fcinfo, const pg::Result& rows, Shown shown,
 // Why a job is dead (pgq.dead_jobs.reason).
 constexpr std::string_view kReasons[] = {"exhausted", "cancelled", "expired", "dependency_failed"};
 
+// Text argument `arg` (`name`), NULL or one of `allowed`; anything else is
+// invalid_parameter_value: unknown `what` "<value>", with `hint`.
+template <size_t N>
+std::optional<std::string_view> OneOfArg(FunctionCallInfo fcinfo, int arg, const char* name,
+                                         const std::string_view (&allowed)[N],
+                                         std::string_view what, const char* hint) {
+  if (pg::ArgIsNull(fcinfo, arg)) return std::nullopt;
+  const std::string_view value = pg::RequiredText(fcinfo, arg, name);
+  if (std::find(std::begin(allowed), std::end(allowed), value) == std::end(allowed)) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              "unknown " + std::string(what) + " \"" + std::string(value) + "\"", {}, hint);
+  }
+  return value;
+}
+
 constexpr uint8 kSeesEverything = core::kProduce | core::kConsume;
 
 }  // namespace
@@ -89,37 +104,18 @@ PGQ_FUNCTION(pgq_job) {
 // for it.
 PGQ_FUNCTION(pgq_list_jobs) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
-  std::optional<std::string_view> state;
-  if (!pg::ArgIsNull(fcinfo, 1)) {
-    state = pg::RequiredText(fcinfo, 1, "state");
-    if (std::find(std::begin(api::kStates), std::end(api::kStates), *state) ==
-        std::end(api::kStates)) {
-      pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
-                "unknown job state \"" + std::string(*state) + "\"", {},
-                "The states are scheduled, ready, waiting, running, done, dead and cancelled.");
-    }
-  }
-  std::optional<std::string_view> reason;
-  if (!pg::ArgIsNull(fcinfo, 4)) {
-    reason = pg::RequiredText(fcinfo, 4, "reason");
-    if (std::find(std::begin(api::kReasons), std::end(api::kReasons), *reason) ==
-        std::end(api::kReasons)) {
-      pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
-                "unknown dead reason \"" + std::string(*reason) + "\"", {},
-                "The reasons are exhausted, cancelled, expired and dependency_failed.");
-    }
-  }
-  const int32 max = pg::ArgIsNull(fcinfo, 2) ? 100 : PG_GETARG_INT32(2);
-  if (max < 1 || max > core::kMaxClaimBatch) {
-    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
-              "max must be between 1 and " + std::to_string(core::kMaxClaimBatch));
-  }
+  const std::optional<std::string_view> state =
+      api::OneOfArg(fcinfo, 1, "state", api::kStates, "job state",
+                    "The states are scheduled, ready, waiting, running, done, dead and cancelled.");
+  const std::optional<std::string_view> reason =
+      api::OneOfArg(fcinfo, 4, "reason", api::kReasons, "dead reason",
+                    "The reasons are exhausted, cancelled, expired and dependency_failed.");
+  const int32 max = pg::ListMaxArg(fcinfo, 2);
   const std::optional<int64> before_id =
       pg::ArgIsNull(fcinfo, 3) ? std::nullopt : std::optional<int64>(PG_GETARG_INT64(3));
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   pg::SpiSession spi;
-  const service::QueueRef queue = service::FindQueue(spi, name);
-  service::RequireRight(spi, queue.id, name, core::kAllRights);
+  const service::QueueRef queue = service::FindQueueWithRight(spi, name, core::kAllRights);
   const bool hide = !service::HoldsRight(spi, GetUserId(), queue.id, api::kSeesEverything);
   const pg::Result jobs =
       store::ListJobs(spi, queue.id, name, state, reason, max, before_id, pg::Now());
@@ -135,11 +131,7 @@ PGQ_FUNCTION(pgq_list_jobs) {
 // and pgq.dead_jobs have no index on the keys.
 PGQ_FUNCTION(pgq_find_jobs) {
   const std::string_view key = pg::RequiredText(fcinfo, 0, "key");
-  const int32 max = pg::ArgIsNull(fcinfo, 1) ? 100 : PG_GETARG_INT32(1);
-  if (max < 1 || max > core::kMaxClaimBatch) {
-    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
-              "max must be between 1 and " + std::to_string(core::kMaxClaimBatch));
-  }
+  const int32 max = pg::ListMaxArg(fcinfo, 1);
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   pg::SpiSession spi;
   const service::QueueScope scope = service::RequireScope(spi, core::kAllRights);
@@ -161,11 +153,7 @@ PGQ_FUNCTION(pgq_find_jobs) {
 // left out.
 PGQ_FUNCTION(pgq_job_dependencies) {
   const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
-  const int32 max = pg::ArgIsNull(fcinfo, 1) ? 100 : PG_GETARG_INT32(1);
-  if (max < 1 || max > core::kMaxClaimBatch) {
-    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
-              "max must be between 1 and " + std::to_string(core::kMaxClaimBatch));
-  }
+  const int32 max = pg::ListMaxArg(fcinfo, 1);
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   pg::SpiSession spi;
   service::RequireRightSomewhere(spi, core::kAllRights);

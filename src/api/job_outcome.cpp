@@ -52,11 +52,20 @@ std::string CancelOutcome(pg::SpiSession& spi, int64 id) {
   return "not_found";
 }
 
+// The queue of dead job `id` when the caller may administer it, with the
+// queue's share lock taken (it cannot be dropped under us now); 0 when the
+// job is not dead or its queue is not the caller's to administer.
+int32 AdministeredDeadJobQueue(pg::SpiSession& spi, int64 id) {
+  const int32 queue_id = store::QueueOfDeadJob(spi, id, pg::Now());
+  if (queue_id == 0 || !service::HoldsRight(spi, GetUserId(), queue_id, core::kAdmin)) return 0;
+  pg::LockQueueShared(queue_id);
+  return queue_id;
+}
+
 std::string RetryOutcome(pg::SpiSession& spi, int64 id) {
   service::RequireRightSomewhere(spi, core::kAdmin);
-  const int32 queue_id = store::QueueOfDeadJob(spi, id, pg::Now());
-  if (queue_id != 0 && service::HoldsRight(spi, GetUserId(), queue_id, core::kAdmin)) {
-    pg::LockQueueShared(queue_id);  // the queue cannot be dropped under us now
+  const int32 queue_id = AdministeredDeadJobQueue(spi, id);
+  if (queue_id != 0) {
     if (store::Revive(spi, {queue_id, {}, false}, id, pg::Now()) == 1) return "retried";
     // Still dead: a live job holds its dedupe key (retry_dead's rule).
     if (store::QueueOfDeadJob(spi, id, pg::Now()) == queue_id) return "dedupe_key_taken";
@@ -71,9 +80,8 @@ std::string RetryOutcome(pg::SpiSession& spi, int64 id) {
 
 std::string PurgeOutcome(pg::SpiSession& spi, int64 id) {
   service::RequireRightSomewhere(spi, core::kAdmin);
-  const int32 queue_id = store::QueueOfDeadJob(spi, id, pg::Now());
-  if (queue_id != 0 && service::HoldsRight(spi, GetUserId(), queue_id, core::kAdmin)) {
-    pg::LockQueueShared(queue_id);  // the queue cannot be dropped under us now
+  const int32 queue_id = AdministeredDeadJobQueue(spi, id);
+  if (queue_id != 0) {
     if (store::PurgeDeadJob(spi, queue_id, id)) return "purged";
     // Gone between the two statements: retried or purged by another session.
   }
@@ -84,6 +92,18 @@ std::string PurgeOutcome(pg::SpiSession& spi, int64 id) {
   return "not_dead";
 }
 
+// A function of one job id that answers with a word: `outcome`'s, run
+// in an SPI session of its own.
+Datum OutcomeOf(FunctionCallInfo fcinfo, std::string (*outcome)(pg::SpiSession&, int64)) {
+  const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
+  std::string word;
+  {
+    pg::SpiSession spi;
+    word = outcome(spi, id);
+  }
+  return pg::TextDatum(word);
+}
+
 }  // namespace
 
 }  // namespace pgq::api
@@ -92,35 +112,11 @@ using namespace pgq;
 
 // cancel_job(id) returns text: cancelled, not_found, already_completed,
 // already_dead or already_cancelled.
-PGQ_FUNCTION(pgq_cancel_job) {
-  const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
-  std::string outcome;
-  {
-    pg::SpiSession spi;
-    outcome = api::CancelOutcome(spi, id);
-  }
-  return pg::TextDatum(outcome);
-}
+PGQ_FUNCTION(pgq_cancel_job) { return api::OutcomeOf(fcinfo, api::CancelOutcome); }
 
 // retry_dead_job(id) returns text: retried, not_found, not_dead,
 // already_completed or dedupe_key_taken.
-PGQ_FUNCTION(pgq_retry_dead_job) {
-  const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
-  std::string outcome;
-  {
-    pg::SpiSession spi;
-    outcome = api::RetryOutcome(spi, id);
-  }
-  return pg::TextDatum(outcome);
-}
+PGQ_FUNCTION(pgq_retry_dead_job) { return api::OutcomeOf(fcinfo, api::RetryOutcome); }
 
 // purge_dead_job(id) returns text: purged, not_found or not_dead.
-PGQ_FUNCTION(pgq_purge_dead_job) {
-  const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
-  std::string outcome;
-  {
-    pg::SpiSession spi;
-    outcome = api::PurgeOutcome(spi, id);
-  }
-  return pg::TextDatum(outcome);
-}
+PGQ_FUNCTION(pgq_purge_dead_job) { return api::OutcomeOf(fcinfo, api::PurgeOutcome); }

@@ -54,14 +54,13 @@ PGQ_FUNCTION(pgq_subscribe) {
   const api::Target target = api::TargetArgs(fcinfo);
   pg::SpiSession spi;
   if (!target.stream.empty()) {
-    const store::streams::Stream stream = service::FindStream(spi, target.stream);
-    service::RequireStreamRight(spi, stream, core::kAdmin);
+    const store::streams::Stream stream =
+        service::FindStreamWithRight(spi, target.stream, core::kAdmin);
     api::RequireTopicRight(spi, topic, api::TopicRight::kSubscribe);
     store::SubscribeStream(spi, topic, stream.id);
     PG_RETURN_VOID();
   }
-  const service::QueueRef ref = service::FindQueue(spi, target.queue);
-  service::RequireRight(spi, ref.id, target.queue, core::kAdmin);
+  const service::QueueRef ref = service::FindQueueWithRight(spi, target.queue, core::kAdmin);
   api::RequireTopicRight(spi, topic, api::TopicRight::kSubscribe);
   store::Subscribe(spi, topic, ref.id);
   PG_RETURN_VOID();

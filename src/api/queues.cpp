@@ -251,8 +251,7 @@ PGQ_FUNCTION(pgq_drop_queue) {
   const bool force = !pg::ArgIsNull(fcinfo, 1) && PG_GETARG_BOOL(1);
 
   pg::SpiSession spi;
-  const service::QueueRef queue = service::FindQueue(spi, name);
-  service::RequireRight(spi, queue.id, name, core::kAdmin);
+  const service::QueueRef queue = service::FindQueueWithRight(spi, name, core::kAdmin);
   // Wait for transactions that are adding jobs to this queue, and keep new
   // ones out until we commit (they then find the queue gone).
   pg::LockQueueExclusive(queue.id);

@@ -41,8 +41,7 @@ struct Filter {
 Filter QueueFilter(pg::SpiSession& spi, FunctionCallInfo fcinfo, uint8 wanted) {
   if (pg::ArgIsNull(fcinfo, 0)) return {service::QueuesWithRight(spi, wanted), std::nullopt};
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
-  const service::QueueRef queue = service::FindQueue(spi, name);
-  service::RequireRight(spi, queue.id, name, wanted);
+  const service::QueueRef queue = service::FindQueueWithRight(spi, name, wanted);
   return {service::QueuesWithRight(spi, wanted), queue.id};
 }
 
@@ -66,21 +65,12 @@ void ReturnRows(FunctionCallInfo fcinfo, const pg::Result& rows) {
   }
 }
 
-int32 MaxArg(FunctionCallInfo fcinfo, int index) {
-  const int32 max = pg::ArgIsNull(fcinfo, index) ? 100 : PG_GETARG_INT32(index);
-  if (max < 1 || max > core::kMaxClaimBatch) {
-    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
-              "max must be between 1 and " + std::to_string(core::kMaxClaimBatch));
-  }
-  return max;
-}
-
 // A coordination reader: (name NULL: all, max).
 using CoordinationReader = pg::Result (*)(pg::SpiSession&, std::optional<std::string_view>, int32);
 void ReturnCoordination(FunctionCallInfo fcinfo, CoordinationReader read, const char* what) {
   std::optional<std::string_view> name;
   if (!pg::ArgIsNull(fcinfo, 0)) name = pg::RequiredText(fcinfo, 0, what);
-  const int32 max = MaxArg(fcinfo, 1);
+  const int32 max = pg::ListMaxArg(fcinfo, 1);
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   pg::SpiSession spi;
   ReturnRows(fcinfo, read(spi, name, max));
@@ -117,7 +107,7 @@ PGQ_FUNCTION(pgq_queue_workers) {
 PGQ_FUNCTION(pgq_list_schedule_runs) {
   std::optional<std::string_view> schedule;
   if (!pg::ArgIsNull(fcinfo, 1)) schedule = pg::RequiredText(fcinfo, 1, "schedule");
-  const int32 max = api::MaxArg(fcinfo, 2);
+  const int32 max = pg::ListMaxArg(fcinfo, 2);
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   pg::SpiSession spi;
   const api::Filter filter = api::QueueFilter(spi, fcinfo, core::kAdmin);
@@ -156,8 +146,7 @@ PGQ_FUNCTION(pgq_stream_segments) {
   std::optional<int32> stream_id;
   if (!pg::ArgIsNull(fcinfo, 0)) {
     const store::streams::Stream stream =
-        service::FindStream(spi, pg::RequiredText(fcinfo, 0, "stream"));
-    service::RequireStreamRight(spi, stream, core::kAllRights);
+        service::FindStreamWithRight(spi, pg::RequiredText(fcinfo, 0, "stream"), core::kAllRights);
     stream_id = stream.id;
   }
   const pg::Result rows = store::streams::RingSegments(spi, stream_id);

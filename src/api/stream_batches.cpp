@@ -47,8 +47,7 @@ PGQ_FUNCTION(pgq_register_consumer) {
   const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
   const std::string_view consumer = pg::NameArg(fcinfo, 1, "consumer");
   pg::SpiSession spi;
-  const store::streams::Stream stream = service::FindStream(spi, name);
-  service::RequireStreamRight(spi, stream, core::kConsume);
+  const store::streams::Stream stream = service::FindStreamWithRight(spi, name, core::kConsume);
   PG_RETURN_BOOL(store::streams::Register(spi, stream, consumer, pg::MaxConsumersPerStream()));
 }
 
@@ -57,8 +56,8 @@ PGQ_FUNCTION(pgq_unregister_consumer) {
   const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
   const std::string_view consumer = pg::NameArg(fcinfo, 1, "consumer");
   pg::SpiSession spi;
-  const store::streams::Stream stream = service::FindStream(spi, name);
-  service::RequireStreamRight(spi, stream, core::kConsume | core::kAdmin);
+  const store::streams::Stream stream =
+      service::FindStreamWithRight(spi, name, core::kConsume | core::kAdmin);
   PG_RETURN_BOOL(store::streams::Unregister(spi, stream, consumer));
 }
 
@@ -93,8 +92,7 @@ PGQ_FUNCTION(pgq_next_batch) {
   // when waiting, the waiter armed on its current id before the batch's
   // snapshot (pg/channel_wait.h), then the batch.
   const auto attempt = [&](pg::ChannelWaiter* waiter) {
-    const store::streams::Stream stream = service::FindStream(spi, name);
-    service::RequireStreamRight(spi, stream, core::kConsume);
+    const store::streams::Stream stream = service::FindStreamWithRight(spi, name, core::kConsume);
     if (waiter != nullptr) waiter->Arm(pg::Channel::Stream(stream.id));
     return store::streams::NextBatch(spi, stream, consumer, max_events, pg::MaxBatchBytes(),
                                      memory);

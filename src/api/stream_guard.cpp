@@ -16,8 +16,7 @@ namespace {
 std::pair<int32, int32> GuardedConsumer(FunctionCallInfo fcinfo, pg::SpiSession& spi) {
   const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
   const std::string_view consumer = pg::NameArg(fcinfo, 1, "consumer");
-  const store::streams::Stream stream = service::FindStream(spi, name);
-  service::RequireStreamRight(spi, stream, core::kConsume);
+  const store::streams::Stream stream = service::FindStreamWithRight(spi, name, core::kConsume);
   return {stream.id, store::streams::ConsumerId(spi, stream, consumer)};
 }
 

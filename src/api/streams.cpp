@@ -113,8 +113,7 @@ PGQ_FUNCTION(pgq_alter_stream) {
   const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
   const Interval rotation = api::RotationArg(fcinfo, 1);
   pg::SpiSession spi;
-  const store::streams::Stream stream = service::FindStream(spi, name);
-  service::RequireStreamRight(spi, stream, core::kAdmin);
+  const store::streams::Stream stream = service::FindStreamWithRight(spi, name, core::kAdmin);
   store::streams::SetRotation(spi, stream.id, rotation);
   return static_cast<Datum>(0);
 }
@@ -139,8 +138,7 @@ PGQ_FUNCTION(pgq_append) {
   const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
   const Datum payload = pg::RequiredPayload(fcinfo, 1);
   pg::SpiSession spi;
-  const store::streams::Stream stream = service::FindStream(spi, name);
-  service::RequireStreamRight(spi, stream, core::kProduce);
+  const store::streams::Stream stream = service::FindStreamWithRight(spi, name, core::kProduce);
   int64 id = 0;
   store::streams::Append(spi, stream, &payload, 1, &id);
   PG_RETURN_INT64(id);
@@ -156,8 +154,7 @@ PGQ_FUNCTION(pgq_append_many) {
   std::vector<int64> ids(static_cast<size_t>(count));
   {
     pg::SpiSession spi;
-    const store::streams::Stream stream = service::FindStream(spi, name);
-    service::RequireStreamRight(spi, stream, core::kProduce);
+    const store::streams::Stream stream = service::FindStreamWithRight(spi, name, core::kProduce);
     if (count == 0) return static_cast<Datum>(0);
     store::streams::Append(spi, stream, payloads.elements, count, ids.data());
   }

@@ -110,6 +110,15 @@ std::string_view KeyArg(FunctionCallInfo fcinfo, int index, const char* what) {
   return key;
 }
 
+int32 ListMaxArg(FunctionCallInfo fcinfo, int index) {
+  const int32 max = ArgIsNull(fcinfo, index) ? 100 : PG_GETARG_INT32(index);
+  if (max < 1 || max > core::kMaxClaimBatch) {
+    Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+          "max must be between 1 and " + std::to_string(core::kMaxClaimBatch));
+  }
+  return max;
+}
+
 int32 RequiredInt32(FunctionCallInfo fcinfo, int index, const char* what) {
   if (ArgIsNull(fcinfo, index)) RaiseNull(what);
   return PG_GETARG_INT32(index);

@@ -34,6 +34,11 @@ std::string_view KeyArg(FunctionCallInfo fcinfo, int index, const char* what);
 // no such role.
 Oid RoleArg(FunctionCallInfo fcinfo, int index);
 
+// How many rows a listing returns at most (list_jobs, find_jobs,
+// job_dependencies, the read surfaces): 100 when NULL, otherwise 1 to
+// core::kMaxClaimBatch (22023).
+int32 ListMaxArg(FunctionCallInfo fcinfo, int index);
+
 int32 RequiredInt32(FunctionCallInfo fcinfo, int index, const char* what);
 int64 RequiredInt64(FunctionCallInfo fcinfo, int index, const char* what);
 bool RequiredBool(FunctionCallInfo fcinfo, int index, const char* what);

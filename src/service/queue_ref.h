@@ -3,6 +3,7 @@
 
 #include "pg/queue_cache.h"
 #include "pg/spi.h"
+#include "service/rights.h"
 
 namespace pgq::service {
 
@@ -11,6 +12,15 @@ using QueueRef = pg::CachedQueue;
 
 // The queue named `name`, or undefined_object with a hint.
 QueueRef FindQueue(pg::SpiSession& spi, std::string_view name);
+
+// The same, then insufficient_privilege unless the current user holds at
+// least one of `wanted` on it (service/rights.h): what a function that
+// takes a queue's name does first.
+inline QueueRef FindQueueWithRight(pg::SpiSession& spi, std::string_view name, uint8 wanted) {
+  QueueRef queue = FindQueue(spi, name);
+  RequireRight(spi, queue.id, name, wanted);
+  return queue;
+}
 
 // The queue's settings from this backend's cache (pg/queue_cache.h), looked
 // up on a miss; raises undefined_object. Processes pending invalidations

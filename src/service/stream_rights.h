@@ -32,4 +32,15 @@ void RequireStreamRightOnEvery(pg::SpiSession& spi, uint8 wanted, std::string_vi
 // The stream named `name`, or undefined_object with a hint.
 store::streams::Stream FindStream(pg::SpiSession& spi, std::string_view name);
 
+// The same, then insufficient_privilege unless the current user holds at
+// least one of `wanted` on it: what a function that takes a stream's name
+// does first. Inline: append and next_batch call it once per call, as
+// they called the two before.
+inline store::streams::Stream FindStreamWithRight(pg::SpiSession& spi, std::string_view name,
+                                                  uint8 wanted) {
+  store::streams::Stream stream = FindStream(spi, name);
+  RequireStreamRight(spi, stream, wanted);
+  return stream;
+}
+
 }  // namespace pgq::service
