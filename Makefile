@@ -12,6 +12,12 @@ PGFILEDESC = "pgq_cpp - durable job queue inside PostgreSQL"
 SRCS = $(sort $(wildcard src/core/*.cpp) $(wildcard src/pg/*.cpp) $(wildcard src/store/*.cpp) \
               $(wildcard src/service/*.cpp) $(wildcard src/api/*.cpp) \
               $(wildcard src/bgw/*.cpp)) src/module.cpp
+# `make RINGS_PROTO=1`: the issue 33 prototype of jobs on an append-only
+# ring (bench/proto, measured by bench/rings_proto.sh, which builds it in a
+# copy of the tree: the flag is not tracked by the objects); never in a release.
+ifeq ($(RINGS_PROTO),1)
+SRCS += bench/proto/rings.cpp
+endif
 OBJS = $(SRCS:.cpp=.o)
 
 # pg_regress: one file per feature in sql/ with expected output in expected/,
@@ -36,6 +42,9 @@ ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso \
 # read by the catalog check (src/pg/catalog_version.h, ADR 0024).
 PGQ_VERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))pgq_cpp.control)
 PG_CPPFLAGS = -I$(srcdir)/src -DPGQ_VERSION='"$(PGQ_VERSION)"'
+ifeq ($(RINGS_PROTO),1)
+PG_CPPFLAGS += -DPGQ_RINGS_PROTO
+endif
 PG_CXXFLAGS = -std=c++17 -fexceptions -Wall -Wextra -Wshadow -Wno-register \
               -Wno-missing-field-initializers -Wno-unused-parameter -Wno-sign-compare
 ifeq ($(WERROR),1)

@@ -6,6 +6,12 @@
 #include "pg/settings.h"
 #include "pg/shared.h"
 
+#ifdef PGQ_RINGS_PROTO
+namespace pgq::proto {
+void RequestRingShmem();  // bench/proto/rings.cpp (issue 33's prototype)
+}
+#endif
+
 extern "C" {
 PG_MODULE_MAGIC;
 
@@ -21,6 +27,9 @@ void _PG_init(void) {
   // them (claim's wait polls, maintenance is pgq.maintain()).
   if (!process_shared_preload_libraries_in_progress) return;
   pgq::pg::RequestSharedState();
+#ifdef PGQ_RINGS_PROTO
+  pgq::proto::RequestRingShmem();
+#endif
   pgq::pg::ledger::Register();
   pgq::bgw::InstallDatabaseHooks();
   pgq::bgw::RegisterLauncher();

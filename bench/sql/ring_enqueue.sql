@@ -1,0 +1,1 @@
+SELECT pgq_ring.enqueue('bench', '{"k":1}');
