@@ -207,3 +207,27 @@ BEGIN
     END LOOP;
 END
 $segments$;
+
+-- Issue 33 (step 2a, ADR 0028): the queues' rings. A queue created while
+-- pgq.ring_queues is on (a development setting) keeps its plain jobs on a
+-- ring of its own (pgq.job_log_<ring_id>), rows written once: entries,
+-- receipts, closures. Its ring id is drawn from the streams' sequence, so
+-- pgq.rings holds both without a clash.
+ALTER TABLE pgq.queues ADD COLUMN ring_id integer;
+CREATE TABLE pgq.job_log (
+    ring         integer     NOT NULL,
+    segment      smallint    NOT NULL,
+    kind         "char"      NOT NULL,   -- e entry, r receipt, c closure
+    id           bigint      NOT NULL,
+    attempt      integer     NOT NULL,   -- entry: attempts spent; receipt, closure: the attempt
+    priority     integer,
+    max_attempts integer,
+    run_at       timestamptz,
+    enqueued_at  timestamptz,
+    lease_until  timestamptz,
+    at           timestamptz,
+    outcome      "char",                 -- closure: d done, m moved to pgq.jobs
+    payload      jsonb
+) PARTITION BY LIST (ring);
+COMMENT ON TABLE pgq.job_log IS
+    'jobs of the queues on rings (ADR 0028): a partition per queue (pgq.job_log_<ring>), each a ring of segments dropped by TRUNCATE';

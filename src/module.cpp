@@ -1,6 +1,7 @@
 // Library entry point: _PG_init, above the zones (src/core, pg, api, bgw),
 // so that none of them includes a higher one.
 #include "bgw/bgw.h"
+#include "pg/job_ring.h"
 #include "pg/ledger.h"
 #include "pg/invalidation.h"
 #include "pg/settings.h"
@@ -27,6 +28,7 @@ void _PG_init(void) {
   // them (claim's wait polls, maintenance is pgq.maintain()).
   if (!process_shared_preload_libraries_in_progress) return;
   pgq::pg::RequestSharedState();
+  pgq::pg::job_ring::RequestShmem();
 #ifdef PGQ_RINGS_PROTO
   pgq::proto::RequestRingShmem();
 #endif

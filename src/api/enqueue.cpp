@@ -236,8 +236,13 @@ PGQ_FUNCTION(pgq_enqueue) {
     }
     if (!has_max_attempts) job.max_attempts = queue.max_attempts;
     if (has_period && !queue.dedupe_periods) api::MarkDedupePeriods(spi, queue.id);
-    const store::Queue target{queue.id, name, queue.notify, has_period || queue.dedupe_periods,
-                              queue.group_concurrency};
+    const store::Queue target{queue.id,
+                              name,
+                              queue.notify,
+                              has_period || queue.dedupe_periods,
+                              queue.group_concurrency,
+                              queue.ring_id,
+                              queue.max_attempts};
     const std::optional<int64> id =
         replace ? store::Replace(spi, target, job) : store::Insert(spi, target, job);
     if (id) PG_RETURN_INT64(*id);
@@ -283,7 +288,8 @@ PGQ_FUNCTION(pgq_enqueue_many) {
     std::vector<int64> parents;
     if (after) parents = api::LockedParents(spi, *after);
     const pg::Result inserted = store::InsertMany(
-        spi, {queue.id, name, queue.notify}, PointerGetDatum(payloads), run_at, priority, &parents);
+        spi, {queue.id, name, queue.notify, false, 1, queue.ring_id, queue.max_attempts},
+        PointerGetDatum(payloads), run_at, priority, &parents);
     if (inserted.empty()) service::RaiseUnknownQueue(name);
     ids.reserve(inserted.size());
     const int id_column = inserted.ColumnNumber("id");

@@ -22,6 +22,7 @@ int compact_min_size_kb = 2048;
 int max_consumers_per_stream = 100;
 int monitoring_count_limit = 1000;
 int max_batch_bytes = 64 * 1024 * 1024;
+bool ring_queues = false;
 
 }  // namespace
 
@@ -76,6 +77,10 @@ void DefineSettings() {
       "pgq.databases", "Databases where the background workers run.",
       "A comma-separated list of database names. Empty: every database with pgq_cpp installed.",
       &databases, "", PGC_SIGHUP, GUC_LIST_INPUT, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable(
+      "pgq.ring_queues", "Queues created while this is on keep their plain jobs on a ring.",
+      "For the development of release 3.0's engine (ADR 0028, step 2a): not for production.",
+      &ring_queues, false, PGC_SUSET, GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("pgq");
 }
 
@@ -94,6 +99,8 @@ int MaxConsumersPerStream() { return max_consumers_per_stream; }
 int64 MonitoringCountLimit() { return monitoring_count_limit; }
 
 int64 MaxBatchBytes() { return max_batch_bytes; }
+
+bool RingQueues() { return ring_queues; }
 
 int64 MaxPayloadBytes() { return max_payload_bytes; }
 

@@ -19,6 +19,9 @@ int64 MonitoringCountLimit();
 // pgq.max_batch_bytes: a stream batch ends after the event that takes its
 // payloads' stored size to this.
 int64 MaxBatchBytes();
+// pgq.ring_queues: create_queue puts the new queue's plain jobs on a ring
+// (ADR 0028, issue 33 step 2a; a development setting).
+bool RingQueues();
 int MaintenanceIntervalMillis();
 int HandlerWorkers();
 // pgq.compact_min_size in bytes; -1: never compact (service/compact.h).

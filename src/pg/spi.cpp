@@ -183,7 +183,33 @@ void Result::Free() {
   SPITupleTable* tuples = tuples_;
   tuples_ = nullptr;
   processed_ = 0;
-  if (tuples != nullptr) Guard([tuples] { SPI_freetuptable(tuples); });
+  if (tuples == nullptr) return;
+  if (owned_) {
+    Guard([tuples] {
+      for (uint64 i = 0; i < tuples->numvals; ++i) heap_freetuple(tuples->vals[i]);
+      pfree(tuples->vals);
+      pfree(tuples);
+    });
+    return;
+  }
+  Guard([tuples] { SPI_freetuptable(tuples); });
+}
+
+Result Result::Rows(TupleDesc desc, HeapTuple* tuples, uint64 count) {
+  Result rows;
+  if (count == 0) return rows;
+  SPITupleTable* table = Guard([&] {
+    SPITupleTable* made = static_cast<SPITupleTable*>(palloc0(sizeof(SPITupleTable)));
+    made->tupdesc = desc;
+    made->vals = tuples;
+    made->numvals = count;
+    made->alloced = count;
+    return made;
+  });
+  rows.tuples_ = table;
+  rows.processed_ = count;
+  rows.owned_ = true;
+  return rows;
 }
 
 Datum Result::Value(uint64 row, int column, bool* is_null) const {

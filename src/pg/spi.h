@@ -94,6 +94,10 @@ class Result {
  public:
   Result() = default;
   Result(SPITupleTable* tuples, uint64 processed) : tuples_(tuples), processed_(processed) {}
+  // Rows made without a statement (the job rings, pg/job_ring.h), read the
+  // same way: `tuples` of `desc`, in the current memory context, which the
+  // caller's SPI session outlives.
+  static Result Rows(TupleDesc desc, HeapTuple* tuples, uint64 count);
 
   // Rows returned, or processed by a statement without RETURNING.
   uint64 size() const { return processed_; }
@@ -131,6 +135,7 @@ class Result {
  private:
   SPITupleTable* tuples_ = nullptr;
   uint64 processed_ = 0;
+  bool owned_ = false;  // made by Rows: freed with pfree, not SPI
 };
 
 // A scoped SPI connection. On normal exit it calls SPI_finish; when it is

@@ -13,6 +13,7 @@
 #include "service/rate_limit.h"
 #include "service/rights.h"
 #include "store/jobs.h"
+#include "store/ring_jobs.h"
 
 namespace pgq::service {
 
@@ -55,11 +56,19 @@ long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, Tim
   pg::Result jobs = store::Claim(spi_, queue.id, name_datums_[index], want,
                                  lease_ != 0 ? lease_ : IntervalPGetDatum(&queue.lease), now, slot,
                                  queue.max_running);
-  if (bucket) bucket->Return(want - static_cast<int32>(jobs.size()));
-  if (!jobs.empty()) {
-    result->jobs.push_back(std::move(jobs));
-    return kRecheckMillis;
+  int32 got = static_cast<int32>(jobs.size());
+  if (!jobs.empty()) result->jobs.push_back(std::move(jobs));
+  // A queue on a ring (ADR 0028, step 2a; no cap yet): the due jobs of
+  // pgq.jobs first, then the ring's.
+  if (queue.ring_id != 0 && got < want && queue.max_running <= 0) {
+    pg::Result more =
+        store::ring::Claim(spi_, queue.id, queue.ring_id, name_datums_[index], want - got,
+                           lease_ != 0 ? lease_ : IntervalPGetDatum(&queue.lease), now);
+    got += static_cast<int32>(more.size());
+    if (!more.empty()) result->jobs.push_back(std::move(more));
   }
+  if (bucket) bucket->Return(want - got);
+  if (got > 0) return kRecheckMillis;
   // Nothing ready: a job the hint knows will be due sooner than the next
   // recheck (a future run_at, a retry's backoff) is looked for then (not
   // sooner than kAlarmFloorMillis: an alarm already due that this try could

@@ -3,6 +3,7 @@
 #include "pg/args.h"
 #include "pg/ledger.h"
 #include "store/internal.h"
+#include "store/ring_jobs.h"
 #include "store/retention.h"
 
 namespace pgq::store {
@@ -179,6 +180,9 @@ int32 AfterRevival(pg::SpiSession& spi, const Queue& queue, const pg::Result& re
 }  // namespace
 
 bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) {
+  if (pg::job_ring::Lease lease; ring::Running(scope, id, &lease)) {
+    (void)ring::MoveToTable(spi, lease, id, lease.attempt, now);
+  }
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(now));
   internal::SetScope(params, 2, scope);

@@ -7,6 +7,7 @@
 // until the next claim. A job out of attempts is dead-lettered instead.
 #include "pg/ledger.h"
 #include "store/internal.h"
+#include "store/ring_jobs.h"
 
 namespace pgq::store {
 
@@ -61,6 +62,8 @@ void CountExpiries(const pg::Result& expired, bool dead) {
 }  // namespace
 
 Expired ExpireLeases(pg::SpiSession& spi, TimestampTz now, int32 batch) {
+  // Ring jobs whose lease ended join pgq.jobs' (ADR 0028 step 2a).
+  (void)ring::MoveExpired(spi, now, batch);
   pg::Params params;
   params.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(batch));
   const pg::Result requeued = spi.Execute(expire_to_pending(), params);

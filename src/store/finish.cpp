@@ -15,6 +15,11 @@
 #include "pg/ledger.h"
 #include "pg/settings.h"
 #include "store/internal.h"
+#include "store/ring_jobs.h"
+
+extern "C" {
+#include "utils/array.h"
+}
 
 namespace pgq::store {
 
@@ -228,6 +233,13 @@ void NotePendingAgain(const pg::Result& rows, bool wake) {
 
 bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum result,
               TimestampTz now) {
+  if (pg::job_ring::Lease lease; ring::Running(scope, id, &lease)) {
+    if (result == 0 && !ring::KeepsHistory(spi, lease.queue_id)) {
+      return ring::Complete(spi, lease, id, attempt, now);
+    }
+    // A result or history to keep: completed where they are written.
+    if (!ring::MoveToTable(spi, lease, id, attempt, now)) return false;
+  }
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(attempt));
   SetScope(params, 2, scope);
@@ -258,6 +270,29 @@ bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, 
 
 int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum attempts,
                    TimestampTz now) {
+  int32 on_rings = 0;
+  if (pg::job_ring::Available()) {
+    ArrayType* id_array = DatumGetArrayTypeP(ids);
+    ArrayType* attempt_array = DatumGetArrayTypeP(attempts);
+    const int count = ArrayGetNItems(ARR_NDIM(id_array), ARR_DIMS(id_array));
+    const int64* id_values = reinterpret_cast<const int64*>(ARR_DATA_PTR(id_array));
+    const int32* attempt_values = reinterpret_cast<const int32*>(ARR_DATA_PTR(attempt_array));
+    bool all_on_rings = count > 0;
+    for (int i = 0; i < count; ++i) {
+      pg::job_ring::Lease lease;
+      if (!ring::Running(scope, id_values[i], &lease)) {
+        all_on_rings = false;
+        continue;
+      }
+      if (ring::KeepsHistory(spi, lease.queue_id)) {
+        all_on_rings = false;
+        (void)ring::MoveToTable(spi, lease, id_values[i], attempt_values[i], now);
+        continue;
+      }
+      if (ring::Complete(spi, lease, id_values[i], attempt_values[i], now)) ++on_rings;
+    }
+    if (all_on_rings) return on_rings;
+  }
   pg::Params params;
   params.Set(0, ids).Set(1, attempts);
   SetScope(params, 2, scope);
@@ -291,11 +326,14 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
     }
   }
   internal::MoveGroupsOn(spi, internal::GroupsOf(result, std::move(joining)));
-  return completed;
+  return completed + on_rings;
 }
 
 FailOutcome Fail(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum error,
                  std::optional<int64> retry_in_us, TimestampTz now) {
+  if (pg::job_ring::Lease lease; ring::Running(scope, id, &lease)) {
+    if (!ring::MoveToTable(spi, lease, id, attempt, now)) return FailOutcome::kLost;
+  }
   const int64 delay_us = retry_in_us ? *retry_in_us : NextRetryDelay(spi, id, attempt);
   pg::Params retry;
   retry.Set(0, Int64GetDatum(id))

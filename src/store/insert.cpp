@@ -10,9 +10,12 @@
 #include "pg/row_insert.h"
 #include "pg/settings.h"
 #include "store/catalog.h"
+#include "store/ring_jobs.h"
 
 extern "C" {
+#include "access/htup_details.h"
 #include "commands/sequence.h"
+#include "utils/memutils.h"
 }
 #include "store/internal.h"
 
@@ -338,11 +341,57 @@ std::optional<int64> InsertWaiting(pg::SpiSession& spi, const Queue& queue, cons
 
 }  // namespace
 
+namespace {
+
+// enqueue_many onto the queue's ring: rows of one column, "id".
+pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum payloads) {
+  Datum* elems = nullptr;
+  bool* nulls = nullptr;
+  int count = 0;
+  pg::Guard([&] {
+    deconstruct_array(DatumGetArrayTypeP(payloads), JSONBOID, -1, false, TYPALIGN_INT, &elems,
+                      &nulls, &count);
+  });
+  if (count == 0) return pg::Result();
+  std::vector<int64> ids(static_cast<size_t>(count));
+  ring::Enqueue(spi, queue, elems, count, queue.max_attempts, pg::Now(), ids.data());
+  static TupleDesc desc = nullptr;
+  if (desc == nullptr) {
+    desc = pg::Guard([] {
+      MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+      TupleDesc made = CreateTemplateTupleDesc(1);
+      TupleDescInitEntry(made, 1, "id", INT8OID, -1, 0);
+      MemoryContextSwitchTo(old);
+      return made;
+    });
+  }
+  HeapTuple* tuples = pg::Guard([&] {
+    HeapTuple* made = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
+    for (int i = 0; i < count; ++i) {
+      Datum value = Int64GetDatum(ids[i]);
+      bool is_null = false;
+      made[i] = heap_form_tuple(desc, &value, &is_null);
+    }
+    return made;
+  });
+  return pg::Result::Rows(desc, tuples, static_cast<uint64>(count));
+}
+
+}  // namespace
+
 std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
   const bool has_dedupe = job.dedupe_key != 0;
   const bool has_group = job.group_key != 0;
   const Catalog& catalog = InstalledCatalog();
   if (job.parents != nullptr && !job.parents->empty()) return InsertWaiting(spi, queue, job);
+  if (queue.ring_id != 0) {
+    const TimestampTz now = pg::Now();
+    if (ring::Takes(queue, job, now)) {
+      int64 id = 0;
+      ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, now, &id);
+      return id;
+    }
+  }
   if (!has_dedupe && !has_group && CanInsertPlain(catalog)) {
     return InsertPlain(spi, queue, job, catalog);
   }
@@ -421,6 +470,9 @@ pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, T
       ids.push_back(inserted.Int64(row, id_column));
     if (!ids.empty()) internal::AddDependencies(spi, *parents, ids);
     return inserted;
+  }
+  if (queue.ring_id != 0 && priority == 0 && run_at <= pg::Now() && pg::job_ring::Available()) {
+    return InsertManyOnRing(spi, queue, payloads);
   }
   pg::Result inserted = spi.Execute(insert_many(), params);
   internal::AfterInsert(spi, &queue, 1, inserted);

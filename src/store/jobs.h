@@ -52,6 +52,9 @@ struct Queue {
   // Jobs of one FIFO group that may be pending or running at once (the
   // statement reads the stored value when this is above 1).
   int32 group_concurrency = 1;
+  // Its plain jobs are on this ring (ADR 0028, store/ring_jobs.h); 0: none.
+  int32 ring_id = 0;
+  int32 max_attempts = 0;  // the queue's, for enqueue_many onto its ring
 };
 
 // The queues a caller may touch by job id: `every`, or those in `ids` (an

@@ -2,7 +2,9 @@
 // (id, attempt) like the end of a claim (finish.cpp), within the caller's
 // Scope.
 #include "pg/ledger.h"
+#include "pg/settings.h"
 #include "store/internal.h"
+#include "store/ring_jobs.h"
 
 namespace pgq::store {
 
@@ -47,6 +49,9 @@ UPDATE pgq.jobs SET progress = $3
 
 std::optional<TimestampTz> Extend(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt,
                                   TimestampTz lease_until) {
+  if (pg::job_ring::Lease lease; ring::Running(scope, id, &lease)) {
+    return ring::Extend(spi, lease, id, attempt, lease_until);
+  }
   pg::Params params;
   params.Set(0, Int64GetDatum(id))
       .Set(1, Int32GetDatum(attempt))
@@ -59,6 +64,9 @@ std::optional<TimestampTz> Extend(pg::SpiSession& spi, const Scope& scope, int64
 }
 
 bool Release(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt) {
+  if (pg::job_ring::Lease lease; ring::Running(scope, id, &lease)) {
+    if (!ring::MoveToTable(spi, lease, id, attempt, pg::Now())) return false;
+  }
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(attempt));
   internal::SetScope(params, 2, scope);
@@ -70,6 +78,9 @@ bool Release(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt) {
 
 bool Snooze(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, TimestampTz run_at,
             bool due_now) {
+  if (pg::job_ring::Lease lease; ring::Running(scope, id, &lease)) {
+    if (!ring::MoveToTable(spi, lease, id, attempt, pg::Now())) return false;
+  }
   pg::Params params;
   params.Set(0, Int64GetDatum(id))
       .Set(1, Int32GetDatum(attempt))
@@ -85,6 +96,9 @@ bool Snooze(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Ti
 }
 
 bool SetProgress(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum progress) {
+  if (pg::job_ring::Lease lease; ring::Running(scope, id, &lease)) {
+    if (!ring::MoveToTable(spi, lease, id, attempt, pg::Now())) return false;
+  }
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(attempt)).Set(2, progress);
   internal::SetScope(params, 3, scope);

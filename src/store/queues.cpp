@@ -3,6 +3,7 @@
 
 #include "pg/args.h"
 #include "store/catalog.h"
+#include "store/ring_jobs.h"
 
 namespace pgq::store {
 
@@ -12,7 +13,8 @@ namespace {
 pg::Statement find_queue = {
     "SELECT queue_id, max_attempts, notify, paused, lease,"
     "       COALESCE(rate_limit, 0)::float8 AS rate_limit,"
-    "       dedupe_periods, COALESCE(max_running, 0) AS max_running, group_concurrency"
+    "       dedupe_periods, COALESCE(max_running, 0) AS max_running, group_concurrency,"
+    "       COALESCE(ring_id, 0) AS ring_id, keep_completed > '0' AS keeps_history"
     "  FROM pgq.queues WHERE name = $1",
     1,
     {TEXTOID},
@@ -65,7 +67,20 @@ pg::Statement store_caps = {
     {TEXTOID, INT4OID, INT4OID},
     nullptr};
 
-pg::Statement delete_queue = {"DELETE FROM pgq.queues WHERE queue_id = $1", 1, {INT4OID}, nullptr};
+pg::Statement delete_queue = {
+    "DELETE FROM pgq.queues WHERE queue_id = $1 RETURNING COALESCE(ring_id, 0) AS ring_id",
+    1,
+    {INT4OID},
+    nullptr};
+
+// Issue 33 step 2a (ADR 0028): the queue's ring id, drawn from the streams'
+// sequence so that pgq.rings holds both without a clash.
+pg::Statement set_ring = {
+    "UPDATE pgq.queues SET ring_id = pg_catalog.nextval('pgq.stream_id_seq')::int4"
+    " WHERE name = $1 RETURNING ring_id",
+    1,
+    {TEXTOID},
+    nullptr};
 
 pg::Statement set_paused = {
     "UPDATE pgq.queues SET paused = $2 WHERE name = $1 RETURNING paused, queue_id",
@@ -145,7 +160,9 @@ std::optional<pg::CachedQueue> FindQueue(pg::SpiSession& spi, std::string_view n
                          found.Float8(0, "rate_limit"),
                          found.Bool(0, "dedupe_periods"),
                          found.Int32(0, "max_running"),
-                         found.Int32(0, "group_concurrency")};
+                         found.Int32(0, "group_concurrency"),
+                         found.Int32(0, "ring_id"),
+                         found.Bool(0, "keeps_history")};
 }
 
 bool InsertQueue(pg::SpiSession& spi, std::string_view name, const QueueSettings& settings,
@@ -203,7 +220,16 @@ std::optional<int32> SetPaused(pg::SpiSession& spi, std::string_view name, bool 
 void DeleteQueue(pg::SpiSession& spi, int32 queue_id) {
   pg::Params by_id;
   by_id.Set(0, Int32GetDatum(queue_id));
-  spi.Execute(delete_queue, by_id);
+  const pg::Result deleted = spi.Execute(delete_queue, by_id);
+  const int32 ring_id = deleted.empty() ? 0 : deleted.Int32(0, "ring_id");
+  if (ring_id != 0) ring::DropRing(spi, queue_id, ring_id);
+}
+
+void GiveQueueRing(pg::SpiSession& spi, std::string_view name, TimestampTz now) {
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name));
+  const pg::Result set = spi.Execute(set_ring, params);
+  if (!set.empty()) ring::CreateRing(spi, set.Int32(0, "ring_id"), now);
 }
 
 void MarkDedupePeriods(pg::SpiSession& spi, int32 queue_id) {

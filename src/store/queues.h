@@ -56,7 +56,10 @@ void StoreCaps(pg::SpiSession& spi, std::string_view name, bool has_max, Datum m
 // Pauses or resumes queue `name`: its id, nullopt when there is none.
 std::optional<int32> SetPaused(pg::SpiSession& spi, std::string_view name, bool paused);
 // Deletes queue `queue_id`'s row (its jobs and counts are gone already).
+// Its ring (ADR 0028) goes with it.
 void DeleteQueue(pg::SpiSession& spi, int32 queue_id);
+// Issue 33 step 2a: gives queue `name` a ring for its plain jobs (ADR 0028).
+void GiveQueueRing(pg::SpiSession& spi, std::string_view name, TimestampTz now);
 // Some job of `queue_id` was enqueued with a dedupe_for: enqueues with a
 // dedupe key look at the keys held past their jobs from now on.
 void MarkDedupePeriods(pg::SpiSession& spi, int32 queue_id);

@@ -1,0 +1,798 @@
+#include "pg/job_ring.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "pg/boundary.h"
+
+extern "C" {
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/procarray.h"
+#include "storage/shmem.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+}
+
+namespace pgq::pg::job_ring {
+
+namespace {
+
+constexpr int kMaxLanes = 64;
+constexpr int kPassedMax = 256;
+constexpr int kReturnedMax = 4096;
+constexpr long kMaxLeases = 65536;
+constexpr int kLeasePartitions = 16;
+constexpr const char* kTranche = "pgq_job_ring";
+
+struct Passed {
+  TransactionId xid;
+  ItemPointerData tid;
+};
+struct Offer {
+  ItemPointerData tid;
+  int32 attempt;
+};
+
+struct Lane {
+  Oid database;  // InvalidOid: free
+  int32 queue_id;
+  bool built;
+  LWLock* insert_lock;
+  LWLock* claim_lock;
+  Oid insert_relid;  // the segment the insert block is of
+  BlockNumber insert_block;
+  Oid cursor_relid;  // the segment the cursor walks
+  ItemPointerData cursor;
+  int passed_count;
+  Passed passed[kPassedMax];
+  int returned_count;
+  Offer returned[kReturnedMax];
+};
+
+// Hashed as bytes (HASH_BLOBS): no padding may be left unset.
+struct LeaseKey {
+  int64 database;
+  int64 id;
+};
+struct LeaseSlot {
+  LeaseKey key;
+  Lease lease;
+};
+
+struct Shared {
+  LWLock* lanes_lock;
+  Lane lanes[kMaxLanes];
+};
+
+Shared* shared = nullptr;
+HTAB* leases = nullptr;
+LWLockPadded* lease_locks = nullptr;
+shmem_request_hook_type prev_request = nullptr;
+shmem_startup_hook_type prev_startup = nullptr;
+
+void Request() {
+  if (prev_request != nullptr) prev_request();
+  RequestAddinShmemSpace(MAXALIGN(sizeof(Shared)) +
+                         hash_estimate_size(kMaxLeases, sizeof(LeaseSlot)));
+  RequestNamedLWLockTranche(kTranche, 1 + 2 * kMaxLanes + kLeasePartitions);
+}
+
+void Startup() {
+  if (prev_startup != nullptr) prev_startup();
+  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+  bool found = false;
+  shared = static_cast<Shared*>(ShmemInitStruct("pgq job ring lanes", sizeof(Shared), &found));
+  LWLockPadded* locks = GetNamedLWLockTranche(kTranche);
+  if (!found) {
+    memset(shared, 0, sizeof(Shared));
+    shared->lanes_lock = &locks[0].lock;
+    for (int i = 0; i < kMaxLanes; ++i) {
+      shared->lanes[i].insert_lock = &locks[1 + 2 * i].lock;
+      shared->lanes[i].claim_lock = &locks[2 + 2 * i].lock;
+    }
+  }
+  lease_locks = locks + 1 + 2 * kMaxLanes;
+  HASHCTL info;
+  memset(&info, 0, sizeof(info));
+  info.keysize = sizeof(LeaseKey);
+  info.entrysize = sizeof(LeaseSlot);
+  info.num_partitions = kLeasePartitions;
+  leases = ShmemInitHash("pgq job ring leases", kMaxLeases, kMaxLeases, &info,
+                         HASH_ELEM | HASH_BLOBS | HASH_PARTITION);
+  LWLockRelease(AddinShmemInitLock);
+}
+
+// ---- what this transaction must undo if it (or a subtransaction) aborts
+
+struct Undo {
+  SubTransactionId subxact;
+  bool restore;  // true: a lease taken out, put it back; false: a claim, give it back
+  LeaseKey key;
+  Lease lease;
+  int lane;
+  Offer offer;
+};
+std::vector<Undo>* undo = nullptr;
+
+LWLock* LeaseLock(uint32 hash) { return &lease_locks[hash % kLeasePartitions].lock; }
+
+void PutLease(const LeaseKey& key, const Lease& lease) {
+  const uint32 hash = get_hash_value(leases, &key);
+  LWLockAcquire(LeaseLock(hash), LW_EXCLUSIVE);
+  bool found;
+  LeaseSlot* slot = static_cast<LeaseSlot*>(
+      hash_search_with_hash_value(leases, &key, hash, HASH_ENTER_NULL, &found));
+  if (slot != nullptr) slot->lease = lease;
+  LWLockRelease(LeaseLock(hash));
+}
+
+void DropLease(const LeaseKey& key) {
+  const uint32 hash = get_hash_value(leases, &key);
+  LWLockAcquire(LeaseLock(hash), LW_EXCLUSIVE);
+  bool found;
+  hash_search_with_hash_value(leases, &key, hash, HASH_REMOVE, &found);
+  LWLockRelease(LeaseLock(hash));
+}
+
+void UndoOne(const Undo& u) {
+  if (u.restore) {
+    PutLease(u.key, u.lease);
+    return;
+  }
+  DropLease(u.key);
+  Lane& lane = shared->lanes[u.lane];
+  LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
+  if (lane.database == u.key.database && lane.queue_id == u.lease.queue_id &&
+      lane.returned_count < kReturnedMax) {
+    lane.returned[lane.returned_count++] = u.offer;
+  }
+  LWLockRelease(lane.claim_lock);
+}
+
+void AtXactEnd(XactEvent event, void*) {
+  if (undo == nullptr || undo->empty()) return;
+  switch (event) {
+    case XACT_EVENT_ABORT:
+    case XACT_EVENT_PARALLEL_ABORT:
+      // In the order they were done: entries given back keep claim order.
+      for (const Undo& u : *undo) UndoOne(u);
+      undo->clear();
+      break;
+    case XACT_EVENT_COMMIT:
+    case XACT_EVENT_PARALLEL_COMMIT:
+    case XACT_EVENT_PREPARE:
+      undo->clear();
+      break;
+    default:
+      break;
+  }
+}
+
+void AtSubXactEnd(SubXactEvent event, SubTransactionId sub, SubTransactionId parent, void*) {
+  if (undo == nullptr || undo->empty()) return;
+  if (event == SUBXACT_EVENT_ABORT_SUB) {
+    auto first = undo->end();
+    while (first != undo->begin() && (first - 1)->subxact == sub) --first;
+    for (auto it = first; it != undo->end(); ++it) UndoOne(*it);
+    undo->erase(first, undo->end());
+  } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
+    for (Undo& u : *undo) {
+      if (u.subxact == sub) u.subxact = parent;
+    }
+  }
+}
+
+// Room for `more` notes, made before any lock is taken: nothing done
+// under a lock may throw.
+void ReserveUndo(size_t more) {
+  if (undo == nullptr) {
+    undo = new std::vector<Undo>();
+    Guard([] {
+      RegisterXactCallback(AtXactEnd, nullptr);
+      RegisterSubXactCallback(AtSubXactEnd, nullptr);
+    });
+  }
+  undo->reserve(undo->size() + more);
+}
+
+// ---- rows
+
+// A slot on the relation's own descriptor pins it in the resource owner,
+// one entry per slot: 100 in one statement made the owner's array a slow
+// hash (measured: 40 us a job). Batches use an unpinned copy.
+void InsertRows(Relation rel, HeapTuple* tuples, int count, int options) {
+  const CommandId cid = GetCurrentCommandId(true);
+  if (count == 1) {
+    heap_insert(rel, tuples[0], cid, options, nullptr);
+    return;
+  }
+  TupleDesc desc = CreateTupleDescCopy(RelationGetDescr(rel));
+  TupleTableSlot** slots = static_cast<TupleTableSlot**>(palloc(sizeof(void*) * count));
+  for (int i = 0; i < count; ++i) {
+    slots[i] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+    ExecStoreHeapTuple(tuples[i], slots[i], false);
+  }
+  heap_multi_insert(rel, slots, count, cid, options, nullptr);
+  for (int i = 0; i < count; ++i) {
+    tuples[i]->t_self = slots[i]->tts_tid;
+    ExecDropSingleTupleTableSlot(slots[i]);
+  }
+}
+
+struct Row {
+  Datum values[kColumns];
+  bool nulls[kColumns];
+  Row(const Place& place, char kind, int64 id, int32 attempt) {
+    for (int i = 0; i < kColumns; ++i) {
+      values[i] = 0;
+      nulls[i] = true;
+    }
+    Set(kRing, Int32GetDatum(place.ring_id));
+    Set(kSegment, Int16GetDatum(place.segment_number));
+    Set(kKind, CharGetDatum(kind));
+    Set(kId, Int64GetDatum(id));
+    Set(kAttempt, Int32GetDatum(attempt));
+  }
+  void Set(int column, Datum value) {
+    values[column - 1] = value;
+    nulls[column - 1] = false;
+  }
+};
+
+// What the claim scan and the rebuild see of a row's inserter.
+enum class Seen { kCommitted, kInProgress, kGone };
+
+Seen Look(HeapTupleHeader tuple, Buffer buffer) {
+  if (HeapTupleHeaderXminCommitted(tuple)) return Seen::kCommitted;
+  if (HeapTupleHeaderXminInvalid(tuple)) return Seen::kGone;
+  const TransactionId xmin = HeapTupleHeaderGetRawXmin(tuple);
+  if (TransactionIdIsCurrentTransactionId(xmin)) return Seen::kCommitted;
+  if (TransactionIdIsInProgress(xmin)) return Seen::kInProgress;
+  if (TransactionIdDidCommit(xmin)) {
+    HeapTupleSetHintBits(tuple, buffer, HEAP_XMIN_COMMITTED, xmin);
+    return Seen::kCommitted;
+  }
+  HeapTupleSetHintBits(tuple, buffer, HEAP_XMIN_INVALID, InvalidTransactionId);
+  return Seen::kGone;
+}
+
+char KindOf(HeapTupleData* tuple, TupleDesc desc) {
+  bool is_null;
+  return DatumGetChar(heap_getattr(tuple, kKind, desc, &is_null));
+}
+int64 IdOf(HeapTupleData* tuple, TupleDesc desc) {
+  bool is_null;
+  return DatumGetInt64(heap_getattr(tuple, kId, desc, &is_null));
+}
+int32 AttemptOf(HeapTupleData* tuple, TupleDesc desc) {
+  bool is_null;
+  return DatumGetInt32(heap_getattr(tuple, kAttempt, desc, &is_null));
+}
+
+// ---- lanes
+
+// Rebuilds a lane from the ring's rows (both lane locks held): entries
+// closed are done; with a receipt and no closure they run (the newest
+// receipt's attempt and lease); the cursor starts after the last entry any
+// receipt or closure names, and the entries before it with neither are
+// given back.
+void Rebuild(Lane& lane, const Place& place) {
+  struct Job {
+    Oid relid;
+    ItemPointerData entry;
+    bool has_entry = false;
+    bool closed = false;
+    bool running = false;
+    int32 attempt = 0;
+    int32 base = 0;
+    TimestampTz lease_until = 0;
+    uint64 order = 0;
+  };
+  std::unordered_map<int64, Job> jobs;
+  std::vector<int64> order;  // entries in ring order
+  std::vector<Passed> in_progress;
+  uint64 seen = 0;
+  for (Oid relid : place.leaves) {
+    Relation rel = table_open(relid, AccessShareLock);
+    TupleDesc desc = RelationGetDescr(rel);
+    const BlockNumber blocks = RelationGetNumberOfBlocks(rel);
+    for (BlockNumber block = 0; block < blocks; ++block) {
+      Buffer buffer = ReadBuffer(rel, block);
+      LockBuffer(buffer, BUFFER_LOCK_SHARE);
+      Page page = BufferGetPage(buffer);
+      const OffsetNumber max = PageGetMaxOffsetNumber(page);
+      for (OffsetNumber offset = FirstOffsetNumber; offset <= max; ++offset) {
+        ItemId item = PageGetItemId(page, offset);
+        if (!ItemIdIsNormal(item)) continue;
+        HeapTupleData tuple;
+        tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
+        tuple.t_len = ItemIdGetLength(item);
+        tuple.t_tableOid = relid;
+        ItemPointerSet(&tuple.t_self, block, offset);
+        const Seen seen_as = Look(tuple.t_data, buffer);
+        if (seen_as == Seen::kGone) continue;
+        const char kind = KindOf(&tuple, desc);
+        const int64 id = IdOf(&tuple, desc);
+        if (seen_as == Seen::kInProgress) {
+          // A prepared transaction's rows (nothing else can be in progress
+          // before the lane is built): its entries wait in the passed set;
+          // its receipts hold their jobs as running.
+          if (kind == 'e') {
+            in_progress.push_back(Passed{HeapTupleHeaderGetRawXmin(tuple.t_data), tuple.t_self});
+            continue;
+          }
+        }
+        Job& job = jobs[id];
+        bool is_null;
+        if (kind == 'e') {
+          job.relid = relid;
+          job.entry = tuple.t_self;
+          job.has_entry = true;
+          job.base = AttemptOf(&tuple, desc);
+          job.order = ++seen;
+          order.push_back(id);
+        } else if (kind == 'r') {
+          job.running = true;
+          job.attempt = AttemptOf(&tuple, desc);
+          job.lease_until = DatumGetTimestampTz(heap_getattr(&tuple, kLeaseUntil, desc, &is_null));
+        } else if (kind == 'c') {
+          job.closed = true;
+        }
+      }
+      UnlockReleaseBuffer(buffer);
+    }
+    table_close(rel, AccessShareLock);
+  }
+  uint64 last_named = 0;
+  for (const auto& [id, job] : jobs) {
+    if (job.has_entry && (job.running || job.closed)) last_named = std::max(last_named, job.order);
+  }
+  lane.passed_count = 0;
+  for (const Passed& p : in_progress) {
+    if (lane.passed_count < kPassedMax) lane.passed[lane.passed_count++] = p;
+  }
+  lane.returned_count = 0;
+  ItemPointerSetInvalid(&lane.cursor);
+  lane.cursor_relid = place.segment;
+  ItemPointerSet(&lane.cursor, 0, FirstOffsetNumber);
+  for (const int64 id : order) {
+    const Job& job = jobs[id];
+    if (job.closed) continue;
+    if (job.running) {
+      PutLease(LeaseKey{MyDatabaseId, id}, Lease{MyDatabaseId, place.queue_id, job.attempt,
+                                                 job.lease_until, job.relid, job.entry});
+      continue;
+    }
+    if (job.order <= last_named) {
+      if (lane.returned_count == kReturnedMax) {
+        Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+              "queue " + std::to_string(place.queue_id) + " has too many jobs to give back");
+      }
+      lane.returned[lane.returned_count++] = Offer{job.entry, job.base + 1};
+    }
+  }
+  // The cursor: just after the last entry named by a receipt or closure.
+  for (const int64 id : order) {
+    const Job& job = jobs[id];
+    if (job.order == last_named) {
+      lane.cursor_relid = job.relid;
+      ItemPointerSet(&lane.cursor, ItemPointerGetBlockNumber(&job.entry),
+                     ItemPointerGetOffsetNumber(&job.entry) + 1);
+    }
+  }
+  lane.insert_relid = InvalidOid;
+  lane.insert_block = InvalidBlockNumber;
+  lane.built = true;
+}
+
+// The lane of the queue, built if this is its first use since the start.
+int LaneOf(const Place& place) {
+  if (shared == nullptr) Raise(ERRCODE_INTERNAL_ERROR, "pgq_cpp's job rings need shared memory");
+  int free_lane = -1, found = -1;
+  LWLockAcquire(shared->lanes_lock, LW_SHARED);
+  for (int i = 0; i < kMaxLanes; ++i) {
+    const Lane& lane = shared->lanes[i];
+    if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) found = i;
+  }
+  LWLockRelease(shared->lanes_lock);
+  if (found >= 0 && shared->lanes[found].built) return found;
+  if (found < 0) {
+    LWLockAcquire(shared->lanes_lock, LW_EXCLUSIVE);
+    for (int i = 0; i < kMaxLanes && found < 0; ++i) {
+      Lane& lane = shared->lanes[i];
+      if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) found = i;
+      if (lane.database == InvalidOid && free_lane < 0) free_lane = i;
+    }
+    if (found < 0 && free_lane >= 0) {
+      Lane& lane = shared->lanes[free_lane];
+      lane.database = MyDatabaseId;
+      lane.queue_id = place.queue_id;
+      lane.built = false;
+      found = free_lane;
+    }
+    LWLockRelease(shared->lanes_lock);
+    if (found < 0) {
+      Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "no room for one more ring queue",
+            "At most " + std::to_string(kMaxLanes) + " queues on rings are in use at once.",
+            "Create the queue without pgq.ring_queues.");
+    }
+  }
+  Lane& lane = shared->lanes[found];
+  Guard([&] {
+    LWLockAcquire(lane.insert_lock, LW_EXCLUSIVE);
+    LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
+  });
+  if (!lane.built) {
+    try {
+      Guard([&] { Rebuild(lane, place); });
+    } catch (...) {
+      LWLockRelease(lane.claim_lock);
+      LWLockRelease(lane.insert_lock);
+      throw;
+    }
+  }
+  LWLockRelease(lane.claim_lock);
+  LWLockRelease(lane.insert_lock);
+  return found;
+}
+
+TupleDesc DescOf(Relation rel) { return RelationGetDescr(rel); }
+
+}  // namespace
+
+void RequestShmem() {
+  prev_request = shmem_request_hook;
+  shmem_request_hook = Request;
+  prev_startup = shmem_startup_hook;
+  shmem_startup_hook = Startup;
+}
+
+bool Available() { return shared != nullptr; }
+
+void Append(const Place& place, const NewEntry* entries, int count) {
+  if (count == 0) return;
+  const int index = LaneOf(place);
+  Lane& lane = shared->lanes[index];
+  Guard([&] {
+    Relation rel = table_open(place.segment, RowExclusiveLock);
+    TupleDesc desc = DescOf(rel);
+    HeapTuple* tuples = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
+    for (int i = 0; i < count; ++i) {
+      Row row(place, 'e', entries[i].id, 0);
+      row.Set(kPriority, Int32GetDatum(entries[i].priority));
+      row.Set(kMaxAttempts, Int32GetDatum(entries[i].max_attempts));
+      row.Set(kRunAt, TimestampTzGetDatum(entries[i].run_at));
+      row.Set(kEnqueuedAt, TimestampTzGetDatum(entries[i].enqueued_at));
+      row.Set(kPayload, entries[i].payload);
+      tuples[i] = heap_form_tuple(desc, row.values, row.nulls);
+    }
+    // Toasted before the lock: the lock covers the placing of the rows only.
+    LWLockAcquire(lane.insert_lock, LW_EXCLUSIVE);
+    RelationSetTargetBlock(
+        rel, lane.insert_relid == place.segment ? lane.insert_block : InvalidBlockNumber);
+    InsertRows(rel, tuples, count, HEAP_INSERT_SKIP_FSM);
+    lane.insert_relid = place.segment;
+    lane.insert_block = ItemPointerGetBlockNumber(&tuples[count - 1]->t_self);
+    LWLockRelease(lane.insert_lock);
+    table_close(rel, NoLock);
+  });
+}
+
+std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until) {
+  std::vector<Claimed> claimed;
+  if (n <= 0) return claimed;
+  const int index = LaneOf(place);
+  Lane& lane = shared->lanes[index];
+  ReserveUndo(static_cast<size_t>(n));
+  claimed.reserve(static_cast<size_t>(n));
+  std::vector<HeapTuple> tuples(static_cast<size_t>(n));
+  std::vector<int32> attempts(static_cast<size_t>(n));
+  int got = 0;
+  Guard([&] {
+    (void)GetCurrentTransactionId();  // the receipts are written below
+    Relation entries = table_open(
+        lane.cursor_relid != InvalidOid ? lane.cursor_relid : place.segment, AccessShareLock);
+    const Oid entries_relid = RelationGetRelid(entries);
+    auto take = [&](Page page, ItemId item, ItemPointerData tid, int32 attempt) {
+      HeapTupleData tuple;
+      tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
+      tuple.t_len = ItemIdGetLength(item);
+      tuple.t_self = tid;
+      tuple.t_tableOid = entries_relid;
+      tuples[got] = heap_copytuple(&tuple);
+      attempts[got] = attempt;
+      ++got;
+    };
+    auto fetch = [&](const Offer& offer) {
+      Buffer buffer = ReadBuffer(entries, ItemPointerGetBlockNumber(&offer.tid));
+      LockBuffer(buffer, BUFFER_LOCK_SHARE);
+      Page page = BufferGetPage(buffer);
+      take(page, PageGetItemId(page, ItemPointerGetOffsetNumber(&offer.tid)), offer.tid,
+           offer.attempt);
+      UnlockReleaseBuffer(buffer);
+    };
+    TupleDesc desc = RelationGetDescr(entries);
+    LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
+    // Given back first, oldest first.
+    int from = 0;
+    while (got < n && from < lane.returned_count) fetch(lane.returned[from++]);
+    if (from > 0) {
+      memmove(lane.returned, lane.returned + from, sizeof(Offer) * (lane.returned_count - from));
+      lane.returned_count -= from;
+    }
+    for (int i = 0; i < lane.passed_count && got < n;) {
+      const Passed passed = lane.passed[i];
+      if (TransactionIdIsInProgress(passed.xid)) {
+        ++i;
+        continue;
+      }
+      if (TransactionIdDidCommit(passed.xid)) fetch(Offer{passed.tid, 1});
+      lane.passed[i] = lane.passed[--lane.passed_count];
+    }
+    BlockNumber last = lane.insert_relid == entries_relid ? lane.insert_block : InvalidBlockNumber;
+    if (last == InvalidBlockNumber) {
+      const BlockNumber blocks = RelationGetNumberOfBlocks(entries);
+      last = blocks == 0 ? InvalidBlockNumber : blocks - 1;
+    }
+    while (got < n && last != InvalidBlockNumber &&
+           ItemPointerGetBlockNumber(&lane.cursor) <= last) {
+      const BlockNumber block = ItemPointerGetBlockNumber(&lane.cursor);
+      Buffer buffer = ReadBuffer(entries, block);
+      LockBuffer(buffer, BUFFER_LOCK_SHARE);
+      Page page = BufferGetPage(buffer);
+      const OffsetNumber max = PageGetMaxOffsetNumber(page);
+      OffsetNumber offset = ItemPointerGetOffsetNumber(&lane.cursor);
+      bool stalled = false;
+      for (; offset <= max && got < n && !stalled; ++offset) {
+        ItemId item = PageGetItemId(page, offset);
+        if (!ItemIdIsNormal(item)) continue;
+        HeapTupleData tuple;
+        tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
+        tuple.t_len = ItemIdGetLength(item);
+        ItemPointerData tid;
+        ItemPointerSet(&tid, block, offset);
+        tuple.t_self = tid;
+        switch (Look(tuple.t_data, buffer)) {
+          case Seen::kCommitted:
+            if (KindOf(&tuple, desc) == 'e') take(page, item, tid, AttemptOf(&tuple, desc) + 1);
+            break;
+          case Seen::kInProgress:
+            if (KindOf(&tuple, desc) != 'e') break;
+            if (lane.passed_count == kPassedMax) {
+              stalled = true;  // the cursor waits here until the set has room
+              --offset;
+              break;
+            }
+            lane.passed[lane.passed_count++] = Passed{HeapTupleHeaderGetRawXmin(tuple.t_data), tid};
+            break;
+          case Seen::kGone:
+            break;
+        }
+      }
+      UnlockReleaseBuffer(buffer);
+      if (stalled || offset <= max || block == last) {
+        ItemPointerSet(&lane.cursor, block, offset);
+        break;
+      }
+      ItemPointerSet(&lane.cursor, block + 1, FirstOffsetNumber);
+    }
+    LWLockRelease(lane.claim_lock);
+    if (got == 0) {
+      table_close(entries, NoLock);
+      return;
+    }
+    // The receipts, one insert; the leases entered.
+    Relation receipts = table_open(place.segment, RowExclusiveLock);
+    TupleDesc receipt_desc = RelationGetDescr(receipts);
+    HeapTuple* rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * got));
+    const SubTransactionId sub = GetCurrentSubTransactionId();
+    for (int i = 0; i < got; ++i) {
+      bool is_null;
+      const int64 id = IdOf(tuples[i], desc);
+      Row row(place, 'r', id, attempts[i]);
+      row.Set(kLeaseUntil, TimestampTzGetDatum(lease_until));
+      row.Set(kAt, TimestampTzGetDatum(now));
+      rows[i] = heap_form_tuple(receipt_desc, row.values, row.nulls);
+      const Lease lease{MyDatabaseId, place.queue_id, attempts[i],
+                        lease_until,  entries_relid,  tuples[i]->t_self};
+      const LeaseKey key{MyDatabaseId, id};
+      const uint32 hash = get_hash_value(leases, &key);
+      LWLockAcquire(LeaseLock(hash), LW_EXCLUSIVE);
+      bool found;
+      LeaseSlot* slot = static_cast<LeaseSlot*>(
+          hash_search_with_hash_value(leases, &key, hash, HASH_ENTER_NULL, &found));
+      if (slot != nullptr) slot->lease = lease;
+      LWLockRelease(LeaseLock(hash));
+      // Noted before the check below: an abort gives every entry back.
+      undo->push_back(Undo{sub, false, key, lease, index, Offer{tuples[i]->t_self, attempts[i]}});
+      if (slot == nullptr) {
+        ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                        errmsg("too many ring jobs are running"),
+                        errdetail("The lease map holds %ld running jobs.", kMaxLeases)));
+      }
+      claimed.push_back(Claimed{
+          id, attempts[i], DatumGetInt32(heap_getattr(tuples[i], kMaxAttempts, desc, &is_null)),
+          DatumGetInt32(heap_getattr(tuples[i], kPriority, desc, &is_null)),
+          DatumGetTimestampTz(heap_getattr(tuples[i], kRunAt, desc, &is_null)),
+          DatumGetTimestampTz(heap_getattr(tuples[i], kEnqueuedAt, desc, &is_null)),
+          heap_getattr(tuples[i], kPayload, desc, &is_null)});
+    }
+    InsertRows(receipts, rows, got, 0);
+    table_close(receipts, NoLock);
+    table_close(entries, NoLock);
+  });
+  return claimed;
+}
+
+bool FindLease(int64 id, Lease* lease) {
+  if (leases == nullptr) return false;
+  const LeaseKey key{MyDatabaseId, id};
+  const uint32 hash = get_hash_value(leases, &key);
+  LWLockAcquire(LeaseLock(hash), LW_SHARED);
+  bool found;
+  LeaseSlot* slot =
+      static_cast<LeaseSlot*>(hash_search_with_hash_value(leases, &key, hash, HASH_FIND, &found));
+  if (found) *lease = slot->lease;
+  LWLockRelease(LeaseLock(hash));
+  return found;
+}
+
+namespace {
+
+// Takes the lease of (id, attempt) out if it is the live one (the fence),
+// noting it to be put back if the transaction rolls back.
+bool TakeLease(int64 id, int32 attempt) {
+  const LeaseKey key{MyDatabaseId, id};
+  const uint32 hash = get_hash_value(leases, &key);
+  LWLockAcquire(LeaseLock(hash), LW_EXCLUSIVE);
+  bool found;
+  LeaseSlot* slot =
+      static_cast<LeaseSlot*>(hash_search_with_hash_value(leases, &key, hash, HASH_FIND, &found));
+  const bool live = found && slot->lease.attempt == attempt;
+  if (live) {
+    undo->push_back(Undo{GetCurrentSubTransactionId(), true, key, slot->lease, -1, {}});
+    hash_search_with_hash_value(leases, &key, hash, HASH_REMOVE, &found);
+  }
+  LWLockRelease(LeaseLock(hash));
+  return live;
+}
+
+}  // namespace
+
+int Close(const Place& place, const int64* ids, const int32* attempts, int count, char outcome,
+          TimestampTz now, bool* closed) {
+  if (leases == nullptr || count == 0) return 0;
+  ReserveUndo(static_cast<size_t>(count));
+  int done = 0;
+  Guard([&] {
+    (void)GetCurrentTransactionId();
+    Relation rel = nullptr;
+    HeapTuple* rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
+    for (int i = 0; i < count; ++i) {
+      closed[i] = TakeLease(ids[i], attempts[i]);
+      if (!closed[i]) continue;
+      if (rel == nullptr) rel = table_open(place.segment, RowExclusiveLock);
+      Row row(place, 'c', ids[i], attempts[i]);
+      row.Set(kAt, TimestampTzGetDatum(now));
+      row.Set(kOutcome, CharGetDatum(outcome));
+      rows[done++] = heap_form_tuple(RelationGetDescr(rel), row.values, row.nulls);
+    }
+    if (rel != nullptr) {
+      InsertRows(rel, rows, done, 0);
+      table_close(rel, NoLock);
+    }
+  });
+  return done;
+}
+
+bool Close(const Place& place, int64 id, int32 attempt, char outcome, TimestampTz now) {
+  bool closed = false;
+  Close(place, &id, &attempt, 1, outcome, now, &closed);
+  return closed;
+}
+
+bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, TimestampTz lease_until) {
+  if (leases == nullptr) return false;
+  ReserveUndo(1);
+  bool extended = false;
+  Guard([&] {
+    const LeaseKey key{MyDatabaseId, id};
+    const uint32 hash = get_hash_value(leases, &key);
+    LWLockAcquire(LeaseLock(hash), LW_EXCLUSIVE);
+    bool found;
+    LeaseSlot* slot =
+        static_cast<LeaseSlot*>(hash_search_with_hash_value(leases, &key, hash, HASH_FIND, &found));
+    if (found && slot->lease.attempt == attempt) {
+      undo->push_back(Undo{GetCurrentSubTransactionId(), true, key, slot->lease, -1, {}});
+      slot->lease.lease_until = lease_until;
+      extended = true;
+    }
+    LWLockRelease(LeaseLock(hash));
+    if (!extended) return;
+    Relation rel = table_open(place.segment, RowExclusiveLock);
+    Row row(place, 'r', id, attempt);
+    row.Set(kLeaseUntil, TimestampTzGetDatum(lease_until));
+    row.Set(kAt, TimestampTzGetDatum(now));
+    HeapTuple tuple = heap_form_tuple(RelationGetDescr(rel), row.values, row.nulls);
+    InsertRows(rel, &tuple, 1, 0);
+    table_close(rel, NoLock);
+  });
+  return extended;
+}
+
+bool ReadEntry(const Lease& lease, NewEntry* entry) {
+  bool found = false;
+  Guard([&] {
+    Relation rel = table_open(lease.entry_relid, AccessShareLock);
+    Buffer buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(&lease.entry));
+    LockBuffer(buffer, BUFFER_LOCK_SHARE);
+    Page page = BufferGetPage(buffer);
+    const OffsetNumber offset = ItemPointerGetOffsetNumber(&lease.entry);
+    if (offset <= PageGetMaxOffsetNumber(page)) {
+      ItemId item = PageGetItemId(page, offset);
+      if (ItemIdIsNormal(item)) {
+        HeapTupleData tuple;
+        tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
+        tuple.t_len = ItemIdGetLength(item);
+        tuple.t_self = lease.entry;
+        tuple.t_tableOid = lease.entry_relid;
+        HeapTuple copy = heap_copytuple(&tuple);
+        TupleDesc desc = RelationGetDescr(rel);
+        bool is_null;
+        entry->id = IdOf(copy, desc);
+        entry->priority = DatumGetInt32(heap_getattr(copy, kPriority, desc, &is_null));
+        entry->max_attempts = DatumGetInt32(heap_getattr(copy, kMaxAttempts, desc, &is_null));
+        entry->run_at = DatumGetTimestampTz(heap_getattr(copy, kRunAt, desc, &is_null));
+        entry->enqueued_at = DatumGetTimestampTz(heap_getattr(copy, kEnqueuedAt, desc, &is_null));
+        entry->payload = heap_getattr(copy, kPayload, desc, &is_null);
+        found = true;
+      }
+    }
+    UnlockReleaseBuffer(buffer);
+    table_close(rel, AccessShareLock);
+  });
+  return found;
+}
+
+std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
+  std::vector<std::pair<int64, Lease>> out;
+  if (leases == nullptr) return out;
+  for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, leases);
+  while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
+    if (slot->key.database != static_cast<int64>(MyDatabaseId) || slot->lease.lease_until >= now)
+      continue;
+    if (static_cast<int>(out.size()) >= max) {
+      hash_seq_term(&scan);
+      break;
+    }
+    out.emplace_back(slot->key.id, slot->lease);
+  }
+  for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
+  return out;
+}
+
+void Forget(int32 queue_id) {
+  if (shared == nullptr) return;
+  LWLockAcquire(shared->lanes_lock, LW_EXCLUSIVE);
+  for (int i = 0; i < kMaxLanes; ++i) {
+    Lane& lane = shared->lanes[i];
+    if (lane.database == MyDatabaseId && lane.queue_id == queue_id) {
+      lane.database = InvalidOid;
+      lane.built = false;
+    }
+  }
+  LWLockRelease(shared->lanes_lock);
+}
+
+}  // namespace pgq::pg::job_ring

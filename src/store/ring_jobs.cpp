@@ -1,0 +1,242 @@
+// The queues' rings (store/ring_jobs.h, ADR 0028 step 2a).
+#include "store/ring_jobs.h"
+
+#include <unordered_map>
+
+#include "pg/invalidation.h"
+#include "pg/ledger.h"
+#include "pg/segments.h"
+#include "pg/settings.h"
+#include "store/catalog.h"
+#include "store/internal.h"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "utils/array.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+}
+
+namespace pgq::store::ring {
+
+namespace {
+
+constexpr const char* kRoot = "job_log";
+constexpr int kSegments = 4;
+
+// A queue's ring as this backend knows it: where new rows go, and whether
+// the queue keeps its completed jobs (those complete through pgq.jobs).
+struct Known {
+  pg::job_ring::Place place;
+  bool keeps_history;
+};
+std::unordered_map<int32, Known>* known = nullptr;
+pg::CacheEpoch known_epoch{pg::invalidation::kQueues | pg::invalidation::kRings};
+
+pg::Statement ring_of_queue = {
+    "SELECT COALESCE(ring_id, 0) AS ring_id, keep_completed > '0' AS keeps_history"
+    "  FROM pgq.queues WHERE queue_id = $1",
+    1,
+    {INT4OID},
+    nullptr};
+
+// False if the queue has no ring (any more).
+bool KnownOf(pg::SpiSession& spi, int32 queue_id, Known* out) {
+  if (known == nullptr) known = new std::unordered_map<int32, Known>();
+  if (!known_epoch.Valid()) known->clear();
+  if (auto it = known->find(queue_id); it != known->end()) {
+    *out = it->second;
+    return true;
+  }
+  const uint64 begun = known_epoch.Begin();
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id));
+  pg::Result row = spi.Execute(ring_of_queue, params, 1);
+  if (row.empty() || row.Int32(0, "ring_id") == 0) return false;
+  const int32 ring_id = row.Int32(0, "ring_id");
+  const bool keeps_history = row.Bool(0, "keeps_history");
+  row.Free();
+  pg::segments::Ring ring;
+  if (!pg::segments::LoadRing(spi, kRoot, ring_id, &ring)) return false;
+  Known entry{pg::job_ring::Place{queue_id,
+                                  ring_id,
+                                  ring.leaves[ring.current],
+                                  static_cast<int16>(ring.first + ring.current),
+                                  {}},
+              keeps_history};
+  for (int k = 0; k < ring.segments; ++k) entry.place.leaves.push_back(ring.leaves[k]);
+  known->emplace(queue_id, entry);
+  known_epoch.Mark(begun);
+  *out = entry;
+  return true;
+}
+
+bool InScope(const Scope& scope, int32 queue_id) {
+  if (scope.every) return true;
+  ArrayType* ids = DatumGetArrayTypeP(scope.ids);
+  const int count = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
+  const int32* values = reinterpret_cast<const int32*>(ARR_DATA_PTR(ids));
+  for (int i = 0; i < count; ++i) {
+    if (values[i] == queue_id) return true;
+  }
+  return false;
+}
+
+// pgq.claimed_job's columns, then run_at: what store::Claim returns.
+TupleDesc ClaimedDesc() {
+  static TupleDesc desc = nullptr;
+  if (desc == nullptr) {
+    desc = pg::Guard([] {
+      MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+      TupleDesc made = CreateTemplateTupleDesc(9);
+      TupleDescInitEntry(made, 1, "id", INT8OID, -1, 0);
+      TupleDescInitEntry(made, 2, "queue", TEXTOID, -1, 0);
+      TupleDescInitEntry(made, 3, "payload", JSONBOID, -1, 0);
+      TupleDescInitEntry(made, 4, "attempt", INT4OID, -1, 0);
+      TupleDescInitEntry(made, 5, "max_attempts", INT4OID, -1, 0);
+      TupleDescInitEntry(made, 6, "lease_until", TIMESTAMPTZOID, -1, 0);
+      TupleDescInitEntry(made, 7, "enqueued_at", TIMESTAMPTZOID, -1, 0);
+      TupleDescInitEntry(made, 8, "priority", INT4OID, -1, 0);
+      TupleDescInitEntry(made, 9, "run_at", TIMESTAMPTZOID, -1, 0);
+      MemoryContextSwitchTo(old);
+      return made;
+    });
+  }
+  return desc;
+}
+
+// The table's statement for a ring job moved into pgq.jobs: running, with
+// the attempt and lease it had (InsertJobsSql's one column list).
+pg::Statement& move_job() {
+  static internal::BuiltStatement statement{
+      internal::InsertJobsSql("", R"sql(
+VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, NULL, NULL, NULL, $8, $9, $10))sql",
+                              "", ", lease_until, claimed_at"),
+      {INT8OID, INT4OID, INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID, TIMESTAMPTZOID, JSONBOID,
+       TIMESTAMPTZOID, TIMESTAMPTZOID}};
+  return statement.get();
+}
+
+}  // namespace
+
+void CreateRing(pg::SpiSession& spi, int32 ring_id, TimestampTz now) {
+  pg::segments::CreateRing(spi, kRoot, ring_id, kSegments,
+                           {"USING brin (id) WITH (pages_per_range = 8)"}, now);
+}
+
+void DropRing(pg::SpiSession& spi, int32 queue_id, int32 ring_id) {
+  pg::segments::DropRing(spi, kRoot, ring_id);
+  pg::job_ring::Forget(queue_id);
+}
+
+void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
+             int32 max_attempts, TimestampTz now, int64* ids) {
+  Known ring;
+  if (!KnownOf(spi, queue.id, &ring)) {
+    pg::Raise(ERRCODE_INTERNAL_ERROR, "queue " + std::to_string(queue.id) + " has no ring");
+  }
+  const Oid sequence = InstalledCatalog().job_id_seq;
+  std::vector<pg::job_ring::NewEntry> entries(static_cast<size_t>(count));
+  pg::Guard([&] {
+    for (int i = 0; i < count; ++i) {
+      ids[i] = nextval_internal(sequence, false);
+      entries[i] = pg::job_ring::NewEntry{ids[i], 0, max_attempts, now, now, payloads[i]};
+    }
+  });
+  pg::job_ring::Append(ring.place, entries.data(), count);
+  // Waiting claims look again at commit (the claim hint is pgq.jobs').
+  pg::ledger::NoteReady(queue.id);
+}
+
+pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
+                 Datum lease, TimestampTz now) {
+  Known ring;
+  if (n <= 0 || !KnownOf(spi, queue_id, &ring)) return pg::Result();
+  const TimestampTz until = pg::Guard([&] {
+    return DatumGetTimestampTz(
+        DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), lease));
+  });
+  const std::vector<pg::job_ring::Claimed> claimed = pg::job_ring::Claim(ring.place, n, now, until);
+  if (claimed.empty()) return pg::Result();
+  pg::ledger::NoteCount(queue_id, pg::kClaims, claimed.size());
+  TupleDesc desc = ClaimedDesc();
+  HeapTuple* tuples = pg::Guard(
+      [&] { return static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * claimed.size())); });
+  for (size_t i = 0; i < claimed.size(); ++i) {
+    const pg::job_ring::Claimed& job = claimed[i];
+    Datum values[9] = {Int64GetDatum(job.id),
+                       name,
+                       job.payload,
+                       Int32GetDatum(job.attempt),
+                       Int32GetDatum(job.max_attempts),
+                       TimestampTzGetDatum(until),
+                       TimestampTzGetDatum(job.enqueued_at),
+                       Int32GetDatum(job.priority),
+                       TimestampTzGetDatum(job.run_at)};
+    bool nulls[9] = {};
+    tuples[i] = pg::Guard([&] { return heap_form_tuple(desc, values, nulls); });
+  }
+  return pg::Result::Rows(desc, tuples, claimed.size());
+}
+
+bool Running(const Scope& scope, int64 id, pg::job_ring::Lease* lease) {
+  if (!pg::job_ring::FindLease(id, lease)) return false;
+  return pg::Guard([&] { return InScope(scope, lease->queue_id); });
+}
+
+bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
+              TimestampTz now) {
+  Known ring;
+  if (!KnownOf(spi, lease.queue_id, &ring)) return false;
+  if (!pg::job_ring::Close(ring.place, id, attempt, 'd', now)) return false;
+  pg::ledger::NoteCount(lease.queue_id, pg::kCompletions, 1);
+  (void)pg::ledger::NoteFinished(lease.queue_id, 1);
+  pg::ledger::NoteLeftRunning(lease.queue_id);
+  return true;
+}
+
+bool KeepsHistory(pg::SpiSession& spi, int32 queue_id) {
+  Known ring;
+  return KnownOf(spi, queue_id, &ring) && ring.keeps_history;
+}
+
+std::optional<TimestampTz> Extend(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id,
+                                  int32 attempt, TimestampTz lease_until) {
+  Known ring;
+  if (!KnownOf(spi, lease.queue_id, &ring)) return std::nullopt;
+  if (!pg::job_ring::Extend(ring.place, id, attempt, pg::Now(), lease_until)) return std::nullopt;
+  return lease_until;
+}
+
+bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
+                 TimestampTz now) {
+  Known ring;
+  if (!KnownOf(spi, lease.queue_id, &ring)) return false;
+  pg::job_ring::NewEntry entry;
+  if (!pg::job_ring::ReadEntry(lease, &entry)) return false;
+  if (!pg::job_ring::Close(ring.place, id, attempt, 'm', now)) return false;
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id))
+      .Set(1, Int32GetDatum(lease.queue_id))
+      .Set(2, Int32GetDatum(entry.priority))
+      .Set(3, TimestampTzGetDatum(entry.run_at))
+      .Set(4, Int32GetDatum(attempt))
+      .Set(5, Int32GetDatum(entry.max_attempts))
+      .Set(6, TimestampTzGetDatum(entry.enqueued_at))
+      .Set(7, entry.payload)
+      .Set(8, TimestampTzGetDatum(lease.lease_until))
+      .Set(9, TimestampTzGetDatum(now));
+  (void)spi.Execute(move_job(), params);
+  return true;
+}
+
+int64 MoveExpired(pg::SpiSession& spi, TimestampTz now, int32 batch) {
+  int64 moved = 0;
+  for (const auto& [id, lease] : pg::job_ring::Expired(now, batch)) {
+    if (MoveToTable(spi, lease, id, lease.attempt, now)) ++moved;
+  }
+  return moved;
+}
+
+}  // namespace pgq::store::ring

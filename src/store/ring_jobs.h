@@ -1,0 +1,59 @@
+// The queues' rings (ADR 0028, issue 33 step 2a): a queue created while
+// pgq.ring_queues is on keeps its plain jobs — due at once, priority 0, no
+// group, dedupe key or parents — on a ring of its own (pgq.job_log_<ring>),
+// written by pg/job_ring.h. Every other job of such a queue is in pgq.jobs,
+// which serves as the waiting table while the engine is built: a claim
+// takes the due jobs there first, then the ring's. A running ring job that
+// fails, is released, snoozed, cancelled, reports progress, is completed
+// with a result or kept history, or whose lease ends is moved into pgq.jobs
+// (running, with its attempt and lease) and handled there as any other.
+// Not yet seen by pgq.job, list_jobs, the overview or metrics.
+#pragma once
+
+#include "pg/job_ring.h"
+#include "pg/spi.h"
+#include "store/jobs.h"
+
+namespace pgq::store::ring {
+
+void CreateRing(pg::SpiSession& spi, int32 ring_id, TimestampTz now);
+void DropRing(pg::SpiSession& spi, int32 queue_id, int32 ring_id);
+
+// Whether a new job goes on the queue's ring.
+inline bool Takes(const Queue& queue, const NewJob& job, TimestampTz now) {
+  return queue.ring_id != 0 && job.run_at <= now && job.priority == 0 && job.dedupe_key == 0 &&
+         job.group_key == 0 && (job.parents == nullptr || job.parents->empty()) &&
+         pg::job_ring::Available();
+}
+
+// Appends the jobs' entries; their ids from pgq.jobs' sequence, into `ids`.
+void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
+             int32 max_attempts, TimestampTz now, int64* ids);
+
+// Up to `n` jobs of the ring, leased until now + `lease`: rows as
+// store::Claim's (pgq.claimed_job's columns, then run_at).
+pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
+                 Datum lease, TimestampTz now);
+
+// The lease of `id` if it is a running ring job of a queue in `scope`.
+bool Running(const Scope& scope, int64 id, pg::job_ring::Lease* lease);
+
+// Completes (id, attempt) on its ring: false if another attempt holds it.
+// Callers move the job to pgq.jobs first when a result or history is kept.
+bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
+              TimestampTz now);
+// Whether the queue keeps its completed jobs (then its ring jobs complete
+// through pgq.jobs, where the history is written).
+bool KeepsHistory(pg::SpiSession& spi, int32 queue_id);
+// The new lease_until, or nullopt when (id, attempt) no longer holds it.
+std::optional<TimestampTz> Extend(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id,
+                                  int32 attempt, TimestampTz lease_until);
+// Moves the running ring job into pgq.jobs with its attempt and lease, for
+// the table's statements; false if (id, attempt) no longer holds it.
+bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
+                 TimestampTz now);
+// Maintenance: ring jobs whose lease ended move into pgq.jobs (where
+// ExpireLeases finds them); how many.
+int64 MoveExpired(pg::SpiSession& spi, TimestampTz now, int32 batch);
+
+}  // namespace pgq::store::ring
