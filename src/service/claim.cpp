@@ -125,6 +125,14 @@ Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
     }
     if (!short_of || static_cast<int32>(result.size()) >= n_) break;
   }
+  // Queues on rings (ADR 0028 step 2a): the spread above sees only pgq.jobs;
+  // what is still wanted is asked of their rings, in the order given.
+  for (size_t i = 0; i < queues.size() && static_cast<int32>(result.size()) < n_; ++i) {
+    if (queues[i].ring_id == 0 || queues[i].paused) continue;
+    result.sleep_cap_ms = std::min(
+        result.sleep_cap_ms,
+        ClaimFrom(queues[i], i, n_ - static_cast<int32>(result.size()), now, &result));
+  }
   return result;
 }
 
