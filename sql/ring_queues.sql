@@ -1,0 +1,236 @@
+-- Queues on segment rings, step 2a of issue 33 (docs/adr/0028-queues-on-rings.md).
+-- A queue created while pgq.ring_queues is on is a ring queue: its plain jobs
+-- (due now, no group, no dedupe key, no parents, priority 0) are entries of
+-- its ring and never rows of pgq.jobs; every other job of it goes to
+-- pgq.jobs as before. On a ring job, claim, complete, complete_many, fail,
+-- extend, release and lease expiry give what they give on any job
+-- (sql/claim.sql, sql/finish.sql, sql/maintain.sql).
+-- In step 2a pgq.jobs, pgq.job, list_jobs, cancel and the metrics do not see
+-- ring jobs: pgq.jobs is read here only to show that a plain job is not in
+-- it and that the other jobs are. Where a claim hands out table jobs and
+-- ring entries together, the table jobs come first in SPEC order too.
+CREATE EXTENSION pgq_cpp;
+
+-- The setting: off by default, a superuser's.
+SHOW pgq.ring_queues;
+CREATE ROLE pgq_regress_ring_user;
+SET ROLE pgq_regress_ring_user;
+SET pgq.ring_queues = on;
+RESET ROLE;
+DROP ROLE pgq_regress_ring_user;
+
+-- ring_id: set for each queue created while the setting is on, and only
+-- for those; a queue stays what it was created as.
+SELECT pgq.create_queue('before');
+SET pgq.ring_queues = on;
+SELECT pgq.create_queue('ring', max_attempts => 3, lease => '5 minutes',
+                        backoff_base => '10 seconds', backoff_max => '25 seconds');
+SELECT pgq.create_queue('ring_once', max_attempts => 1);
+RESET pgq.ring_queues;
+SELECT pgq.create_queue('after');
+SELECT name, ring_id IS NOT NULL AS on_a_ring FROM pgq.queues ORDER BY queue_id;
+SELECT count(DISTINCT ring_id) AS rings FROM pgq.queues;
+
+-- Each job's id, by a name that its payload carries too ({"k": name}): a
+-- claim shows the name its id was enqueued under (job) beside its payload's.
+CREATE TEMP TABLE enq (k text PRIMARY KEY, id bigint NOT NULL UNIQUE);
+CREATE FUNCTION pg_temp.job(bigint) RETURNS text LANGUAGE sql AS 'SELECT k FROM enq WHERE id = $1';
+
+-- Jobs that are not plain go to pgq.jobs, as on any queue.
+INSERT INTO enq VALUES ('later', pgq.enqueue('ring', '{"k": "later"}', run_at => pgq.clock() + interval '1 hour'));
+INSERT INTO enq VALUES ('grouped', pgq.enqueue('ring', '{"k": "grouped"}', group_key => 'g'));
+INSERT INTO enq VALUES ('deduped', pgq.enqueue('ring', '{"k": "deduped"}', dedupe_key => 'd'));
+INSERT INTO enq VALUES ('child', pgq.enqueue('ring', '{"k": "child"}',
+                                             after => ARRAY[(SELECT id FROM enq WHERE k = 'later')]));
+-- Plain jobs, one at a time and in a batch: on the ring.
+INSERT INTO enq VALUES ('n1', pgq.enqueue('ring', '{"k": "n1"}'));
+INSERT INTO enq SELECT 'n' || (o + 1), id
+  FROM pgq.enqueue_many('ring', ARRAY['{"k": "n2"}', '{"k": "n3"}', '{"k": "n4"}']::jsonb[])
+       WITH ORDINALITY AS e(id, o);
+-- A job's own max_attempts leaves it plain.
+INSERT INTO enq VALUES ('n5', pgq.enqueue('ring', '{"k": "n5"}', max_attempts => 2));
+INSERT INTO enq VALUES ('urgent', pgq.enqueue('ring', '{"k": "urgent"}', priority => 5));
+-- Plain jobs of queues created with the setting off: pgq.jobs.
+INSERT INTO enq VALUES ('before', pgq.enqueue('before', '{"k": "before"}'));
+INSERT INTO enq VALUES ('after', pgq.enqueue('after', '{"k": "after"}'));
+SELECT q.name AS queue, j.payload->>'k' AS k, j.state, j.id = e.id AS same_id
+  FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) JOIN enq e ON e.k = j.payload->>'k'
+ ORDER BY j.id;
+SELECT count(*) AS ids, count(DISTINCT id) AS distinct_ids FROM enq;
+-- The dedupe key is held as before.
+SELECT pgq.enqueue('ring', '{"k": "deduped again"}', dedupe_key => 'd') = id AS same_holder
+  FROM enq WHERE k = 'deduped';
+
+-- claim: the due table jobs (priority first), then the ring's entries in the
+-- order they were enqueued; attempt 1, the queue's lease, every column.
+SELECT pg_temp.job(id) AS job, payload->>'k' AS payload, queue, attempt, max_attempts, priority,
+       lease_until - pgq.clock() BETWEEN interval '4 minutes 59 seconds' AND interval '5 minutes' AS queue_lease
+  FROM pgq.claim('ring', 2);
+SELECT pg_temp.job(id) AS job, payload->>'k' AS payload, queue, attempt, max_attempts, priority,
+       enqueued_at <= pgq.clock() AS enqueued_before
+  FROM pgq.claim('ring', 3);
+SELECT pg_temp.job(id) AS job, payload->>'k' AS payload, attempt, max_attempts,
+       lease_until - pgq.clock() BETWEEN interval '59 seconds' AND interval '1 minute' AS own_lease
+  FROM pgq.claim('ring', 10, lease => '1 minute');
+SELECT count(*) AS nothing_due FROM pgq.claim('ring', 10);
+SELECT count(*) AS ring_rows_in_pgq_jobs
+  FROM pgq.jobs WHERE id IN (SELECT id FROM enq WHERE k LIKE 'n_');
+
+-- complete: true once for the claim's (id, attempt), false otherwise.
+SELECT id AS n1 FROM enq WHERE k = 'n1' \gset
+SELECT pgq.complete(:n1, 2) AS wrong_attempt;
+SELECT pgq.complete(:n1, 1) AS completed;
+SELECT pgq.complete(:n1, 1) AS completed_twice;
+SELECT pgq.complete(999999, 1) AS unknown_job;
+-- The table jobs claimed beside them complete as before.
+SELECT k, pgq.complete(id, 1) AS completed FROM enq WHERE k IN ('urgent', 'grouped') ORDER BY k;
+
+-- complete_many: how many landed; a wrong attempt or an unknown id does not.
+SELECT pgq.complete_many(array_agg(id ORDER BY k) || 999999::bigint, '{1, 1, 1, 2, 1, 1}') AS completed
+  FROM enq WHERE k IN ('deduped', 'n2', 'n3', 'n4', 'n5');
+SELECT pgq.complete_many(array_agg(id ORDER BY k), '{1, 1, 1, 1, 1}') AS completed_again
+  FROM enq WHERE k IN ('deduped', 'n2', 'n3', 'n4', 'n5');
+SELECT count(*) AS nothing_due FROM pgq.claim('ring', 10);
+
+-- A ring job nobody claimed: nothing to complete, fail, extend or release.
+INSERT INTO enq VALUES ('p1', pgq.enqueue('ring', '{"k": "p1"}'));
+SELECT id AS p1 FROM enq WHERE k = 'p1' \gset
+SELECT pgq.complete(:p1, 0) AS complete_0, pgq.complete(:p1, 1) AS complete_1,
+       pgq.fail(:p1, 1) AS fail_1, pgq.extend(:p1, 1, '1 minute') AS extend_1,
+       pgq.release(:p1, 1) AS release_1;
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring');
+SELECT pgq.complete_many(ARRAY[:p1]::bigint[], '{1}') AS completed;
+
+-- A claim that rolls back gives its ring jobs back: the next claim gets the
+-- same jobs, with the attempt number the rolled-back claim had.
+INSERT INTO enq SELECT 'b' || o, id
+  FROM pgq.enqueue_many('ring', ARRAY['{"k": "b1"}', '{"k": "b2"}']::jsonb[]) WITH ORDINALITY AS e(id, o);
+BEGIN;
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring', 10);
+ROLLBACK;
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring', 1);
+-- The same inside a transaction that commits: a claim rolled back to a
+-- savepoint never happened.
+BEGIN;
+SAVEPOINT before_claim;
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring', 10);
+ROLLBACK TO SAVEPOINT before_claim;
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring', 10);
+COMMIT;
+SELECT count(*) AS nothing_due FROM pgq.claim('ring', 10);
+SELECT pgq.complete_many(array_agg(id), '{1, 1}') AS completed FROM enq WHERE k IN ('b1', 'b2');
+
+-- fail with attempts left: 'retry', and the job comes back for its next
+-- attempt after its backoff (attempt k waits [base/2, base] * 2^(k-1)).
+INSERT INTO enq VALUES ('f1', pgq.enqueue('ring', '{"k": "f1"}'));
+SELECT id AS f1 FROM enq WHERE k = 'f1' \gset
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring');
+SELECT pgq.fail(:f1, 2, 'wrong attempt') AS wrong_attempt;
+SELECT pgq.fail(:f1, 1, 'smtp timeout');
+SELECT pgq.fail(:f1, 1, 'again') AS fail_twice;
+SELECT pgq.complete(:f1, 1) AS complete_after_fail;
+SELECT count(*) AS during_backoff FROM pgq.claim('ring');
+SET pgq.debug_clock_offset = '1min';
+SELECT pg_temp.job(id) AS job, attempt, max_attempts FROM pgq.claim('ring');
+SELECT pgq.fail(:f1, 2, 'smtp timeout');
+SET pgq.debug_clock_offset = '2min';
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring');
+-- With none left: dead-letter, the job kept whole, reason 'exhausted'.
+SELECT pgq.fail(:f1, 3, 'mailbox does not exist');
+SELECT pg_temp.job(id) AS job, queue, payload, attempts, last_error, reason
+  FROM pgq.dead_jobs WHERE id = :f1;
+SELECT count(*) AS nothing_due FROM pgq.claim('ring');
+SELECT pgq.complete(:f1, 3) AS complete_dead;
+RESET pgq.debug_clock_offset;
+
+-- fail with retry_in: exactly that delay.
+INSERT INTO enq VALUES ('f2', pgq.enqueue('ring', '{"k": "f2"}'));
+SELECT id AS f2 FROM enq WHERE k = 'f2' \gset
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring');
+SELECT pgq.fail(:f2, 1, NULL, retry_in => '10 minutes');
+SET pgq.debug_clock_offset = '9min';
+SELECT count(*) AS before_retry_in FROM pgq.claim('ring');
+SET pgq.debug_clock_offset = '11min';
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring');
+SELECT pgq.complete(:f2, 2) AS completed;
+RESET pgq.debug_clock_offset;
+
+-- A job's own max_attempts, and a queue's, of 1: the first failure is its last.
+INSERT INTO enq VALUES ('m1', pgq.enqueue('ring', '{"k": "m1"}', max_attempts => 1));
+INSERT INTO enq VALUES ('o1', pgq.enqueue('ring_once', '{"k": "o1"}'));
+SELECT pg_temp.job(id) AS job, queue, attempt, max_attempts FROM pgq.claim('ring');
+SELECT pg_temp.job(id) AS job, queue, attempt, max_attempts FROM pgq.claim('ring_once');
+SELECT k, pgq.fail(id, 1, 'bad input') FROM enq WHERE k IN ('m1', 'o1') ORDER BY k;
+SELECT pg_temp.job(id) AS job, queue, payload, attempts, last_error, reason
+  FROM pgq.dead_jobs WHERE id IN (SELECT id FROM enq WHERE k IN ('m1', 'o1')) ORDER BY queue;
+SELECT count(*) AS nothing_due FROM pgq.claim('ring', 10);
+SELECT count(*) AS nothing_due FROM pgq.claim('ring_once', 10);
+
+-- extend: a heartbeat; the new lease holds past the old one.
+INSERT INTO enq VALUES ('e1', pgq.enqueue('ring', '{"k": "e1"}'));
+SELECT id AS e1 FROM enq WHERE k = 'e1' \gset
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring', 1, lease => '10 seconds');
+SELECT pgq.extend(:e1, 1, '10 minutes') - pgq.clock()
+       BETWEEN interval '9 minutes 59 seconds' AND interval '10 minutes' AS extended;
+SELECT pgq.extend(:e1, 2, '10 minutes') AS wrong_attempt;
+SET pgq.debug_clock_offset = '1min';
+SELECT count(*) AS maintained FROM pgq.maintain();
+SELECT count(*) AS still_leased FROM pgq.claim('ring');
+SELECT pgq.complete(:e1, 1) AS completed;
+RESET pgq.debug_clock_offset;
+
+-- release: given back at once without counting the attempt.
+INSERT INTO enq VALUES ('l1', pgq.enqueue('ring', '{"k": "l1"}'));
+SELECT id AS l1 FROM enq WHERE k = 'l1' \gset
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring');
+SELECT pgq.release(:l1, 2) AS wrong_attempt;
+SELECT pgq.release(:l1, 1) AS released;
+SELECT pgq.release(:l1, 1) AS released_twice;
+SELECT pgq.complete(:l1, 1) AS complete_released;
+SELECT pgq.extend(:l1, 1, '1 minute') AS extend_released;
+SELECT pg_temp.job(id) AS job, attempt AS same_attempt_number FROM pgq.claim('ring');
+SELECT pgq.extend(:l1, 1, '1 minute') IS NOT NULL AS extend_after_reclaim;
+SELECT pgq.complete(:l1, 1) AS completed_after_release;
+
+-- Lease expiry: never before the lease ends; then the job is claimable
+-- again as attempt 2 and the old claim is fenced out.
+INSERT INTO enq VALUES ('x1', pgq.enqueue('ring', '{"k": "x1"}'));
+SELECT id AS x1 FROM enq WHERE k = 'x1' \gset
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring', 1, lease => '1 minute');
+SELECT count(*) AS maintained FROM pgq.maintain();
+SELECT count(*) AS lease_running FROM pgq.claim('ring');
+SET pgq.debug_clock_offset = '2min';
+SELECT count(*) AS maintained FROM pgq.maintain();
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring');
+SELECT pgq.complete(:x1, 1) AS stale_complete;
+SELECT pgq.fail(:x1, 1, 'stale') AS stale_fail;
+SELECT pgq.extend(:x1, 1, '1 minute') AS stale_extend;
+SELECT pgq.release(:x1, 1) AS stale_release;
+SELECT pgq.complete_many(ARRAY[:x1]::bigint[], '{1}') AS stale_complete_many;
+SELECT pgq.complete(:x1, 2) AS current_complete;
+RESET pgq.debug_clock_offset;
+
+-- A lease that expires on the last attempt: dead-letter, reason 'expired'.
+INSERT INTO enq VALUES ('x2', pgq.enqueue('ring', '{"k": "x2"}', max_attempts => 1));
+SELECT id AS x2 FROM enq WHERE k = 'x2' \gset
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring', 1, lease => '1 minute');
+SET pgq.debug_clock_offset = '2min';
+SELECT count(*) AS maintained FROM pgq.maintain();
+SELECT pg_temp.job(id) AS job, attempts, reason, last_error FROM pgq.dead_jobs WHERE id = :x2;
+SELECT count(*) AS nothing_due FROM pgq.claim('ring');
+SELECT pgq.complete(:x2, 1) AS complete_dead;
+RESET pgq.debug_clock_offset;
+
+-- Finished jobs never come back: a day later, after maintenance, only the
+-- delayed job and then its child are handed out.
+SET pgq.debug_clock_offset = '1d';
+SELECT count(*) AS maintained FROM pgq.maintain();
+SELECT pg_temp.job(id) AS job, attempt, pgq.complete(id, attempt) AS completed FROM pgq.claim('ring', 100);
+SELECT pg_temp.job(id) AS job, attempt, pgq.complete(id, attempt) AS completed FROM pgq.claim('ring', 100);
+SELECT count(*) AS nothing_due FROM pgq.claim('ring', 100);
+SELECT count(*) AS nothing_due FROM pgq.claim('ring_once', 100);
+RESET pgq.debug_clock_offset;
+SELECT count(*) AS ring_rows_in_pgq_jobs
+  FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) WHERE q.ring_id IS NOT NULL;
+
+DROP EXTENSION pgq_cpp;
