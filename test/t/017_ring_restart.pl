@@ -1,0 +1,164 @@
+
+# Ring queues (issue 33, ADR 0028 step 2a) across an immediate shutdown (the
+# rings' lanes and lease map are lost with shared memory and rebuilt from
+# committed rows) and across a clean restart:
+# - pending jobs are claimed exactly once after it, with attempt 1;
+# - a running job keeps its (id, attempt) and its lease: completing it with
+#   that pair lands, and nobody else is handed it before its lease ends
+#   (then maintenance gives it back as the next attempt);
+# - completed jobs never come back;
+# - what was not committed at the crash never happened: a claim in an open
+#   transaction (its jobs are pending, attempt 1 on their next claim) and an
+#   enqueue in an open transaction (its jobs are never handed out).
+use strict;
+use warnings FATAL => 'all';
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use PgqTap;
+
+my $node = pgq_node('ring_restart');
+$node->start;
+
+sub sql { return $node->safe_psql('postgres', $_[0]); }
+sub lines { my ($out) = @_; return $out eq '' ? () : split /\n/, $out; }
+sub numerically { return sort { $a <=> $b } @_; }
+
+# Every job that a claim of QUEUE hands out now, as "id attempt" lines in
+# id order (leased for an hour: nothing claimed here expires during the test).
+sub drain
+{
+	my ($queue) = @_;
+	my @got = lines(sql("SELECT id || ' ' || attempt FROM pgq.claim('$queue', 1000, '1 hour')"));
+	return sort { (split / /, $a)[0] <=> (split / /, $b)[0] } @got;
+}
+
+# Completes each "id attempt" pair; returns the results ("t"/"f"), in order.
+sub complete_each
+{
+	my ($attempt_of, @ids) = @_;
+	return map { sql("SELECT pgq.complete($_, " . $attempt_of->($_) . ")") } @ids;
+}
+
+sql(q{
+CREATE EXTENSION pgq_cpp;
+SET pgq.ring_queues = on;
+SELECT pgq.create_queue('ring', lease => '10 minutes');
+SELECT pgq.create_queue('short', lease => '10 minutes');
+});
+is(sql("SELECT string_agg(name || ' ' || (ring_id IS NOT NULL)::text, ', ' ORDER BY name) FROM pgq.queues"),
+	'ring true, short true', 'both queues are ring queues');
+
+# 30 plain jobs, in a batch and one at a time: on the ring, none in pgq.jobs.
+my @all = lines(sql("SELECT id FROM pgq.enqueue_many('ring', array_fill('{}'::jsonb, ARRAY[20])) AS id"));
+push @all, lines(sql(join(";\n", map { "SELECT pgq.enqueue('ring', jsonb_build_object('n', $_))" } 1 .. 10)));
+is(scalar(@all), 30, '30 jobs enqueued');
+is(sql('SELECT count(*) FROM pgq.jobs'), '0', 'none of them is a row of pgq.jobs');
+
+# Ten claimed (committed): four completed, six running with an hour's lease.
+my @claimed = lines(sql("SELECT id || ' ' || attempt FROM pgq.claim('ring', 10, '1 hour')"));
+is(scalar(@claimed), 10, 'ten jobs claimed');
+is(scalar(grep { / 1$/ } @claimed), 10, 'each as attempt 1');
+@claimed = map { (split / /)[0] } @claimed;
+my @done    = @claimed[0 .. 3];
+my @running = @claimed[4 .. 9];
+is_deeply([ complete_each(sub { 1 }, @done) ], [ ('t') x 4 ], 'four of them completed');
+
+# A claim in a transaction still open at the crash, and an enqueue likewise.
+my $claimer = $node->background_psql('postgres');
+$claimer->query_safe('BEGIN');
+my @rolled = lines($claimer->query_safe("SELECT id FROM pgq.claim('ring', 3, '1 hour')"));
+is(scalar(@rolled), 3, 'three jobs claimed in a transaction left open');
+my $producer = $node->background_psql('postgres');
+$producer->query_safe('BEGIN');
+my @ghosts = lines($producer->query_safe(
+	"SELECT id FROM pgq.enqueue_many('ring', array_fill('{}'::jsonb, ARRAY[2])) AS id"));
+is(scalar(@ghosts), 2, 'two jobs enqueued in a transaction left open');
+
+my %taken = map { $_ => 1 } @claimed, @rolled;
+my @pending = grep { !$taken{$_} } @all;
+is(scalar(@pending), 17, '17 jobs never claimed');
+
+# A job of queue "short" running with a six-second lease at the crash.
+my $short = sql("SELECT pgq.enqueue('short', '{}')");
+my ($short_id, $short_attempt, $short_until) = split / /,
+  sql("SELECT id || ' ' || attempt || ' ' || extract(epoch FROM lease_until) "
+	  . "FROM pgq.claim('short', 1, '6 seconds')");
+is("$short_id $short_attempt", "$short 1", 'the short job is claimed with a six-second lease');
+is(sql("SELECT count(*) FROM pgq.claim('short')"), '0', 'and not handed out again while it runs');
+
+# The crash.
+$node->stop('immediate');
+for my $psql ($claimer, $producer) { eval { $psql->quit; }; }
+$node->start;
+ok(wait_for($node, 'postgres', 'SELECT 1', '1', $LONG), 'crash: the server is back');
+
+# Exactly the pending jobs and the rolled-back claim's, once each, attempt 1:
+# no running or completed job, no job of the uncommitted enqueue.
+my @expected = map { "$_ 1" } numerically(@pending, @rolled);
+my @got = drain('ring');
+is_deeply(\@got, \@expected,
+	'crash: the pending jobs and those of the uncommitted claim are handed out, once each, as attempt 1');
+is_deeply([ drain('ring') ], [], 'crash: and nothing more');
+
+# Running jobs keep (id, attempt) and their lease.
+is(sql("SELECT pgq.extend($running[0], 1, '1 hour') IS NOT NULL"),
+	't', 'crash: a running job\'s lease is held by its attempt (extend)');
+is_deeply([ complete_each(sub { 2 }, @running) ], [ ('f') x 6 ],
+	'crash: a running job cannot be completed as another attempt');
+is_deeply([ complete_each(sub { 1 }, @running) ], [ ('t') x 6 ],
+	'crash: each running job is completed with its (id, attempt)');
+is_deeply([ complete_each(sub { 1 }, @running, @done) ], [ ('f') x 10 ],
+	'crash: completed jobs stay completed');
+is_deeply([ complete_each(sub { 1 }, @pending, @rolled) ], [ ('t') x 20 ],
+	'crash: the jobs handed out after the restart are completed');
+
+# The short job: handed out again only after its lease ended, by the
+# maintenance worker's expiry, as attempt 2. Each poll claims; the first row
+# any poll gets is the answer. The claim's lease (an hour) says when it was
+# claimed.
+my ($ok, $out) = wait_for(
+	$node, 'postgres',
+	"SELECT id || ' ' || attempt || ' ' "
+	  . "|| (lease_until - interval '1 hour' >= to_timestamp($short_until))::text "
+	  . "FROM pgq.claim('short', 1, '1 hour')",
+	qr/\S/, $LONG);
+ok($ok, 'crash: the short job is handed out again');
+is($out, "$short 2 true", 'crash: as attempt 2, not before its lease ended');
+is(sql("SELECT pgq.complete($short, 1)"), 'f', 'crash: its first attempt is fenced out');
+is(sql("SELECT pgq.complete($short, 2)"), 't', 'crash: its second attempt completes it');
+# Maintenance has run since the restart (it expired the short job): nothing
+# else came back.
+is_deeply([ drain('ring') ], [], 'crash: after maintenance passes, nothing of the ring comes back');
+is_deeply([ drain('short') ], [], 'crash: nor of the short queue');
+
+# A clean restart: ten jobs, four claimed, two of those completed.
+my @all2 = lines(sql("SELECT id FROM pgq.enqueue_many('ring', array_fill('{}'::jsonb, ARRAY[10])) AS id"));
+my @claimed2 = lines(sql("SELECT id FROM pgq.claim('ring', 4, '1 hour')"));
+is(scalar(@claimed2), 4, 'restart: four jobs claimed');
+my @done2    = @claimed2[0 .. 1];
+my @running2 = @claimed2[2 .. 3];
+is_deeply([ complete_each(sub { 1 }, @done2) ], [ ('t') x 2 ], 'restart: two of them completed');
+my %taken2 = map { $_ => 1 } @claimed2;
+my @pending2 = grep { !$taken2{$_} } @all2;
+
+$node->restart;
+
+is_deeply([ drain('ring') ], [ map { "$_ 1" } numerically(@pending2) ],
+	'restart: the pending jobs are handed out, once each, as attempt 1');
+is_deeply([ drain('ring') ], [], 'restart: and nothing more');
+is_deeply([ complete_each(sub { 1 }, @running2) ], [ ('t') x 2 ],
+	'restart: the running jobs are completed with their (id, attempt)');
+is_deeply([ complete_each(sub { 1 }, @running2, @done2) ], [ ('f') x 4 ],
+	'restart: completed jobs stay completed');
+is_deeply([ complete_each(sub { 1 }, @pending2) ], [ ('t') x 6 ],
+	'restart: the jobs handed out after the restart are completed');
+is(sql('SELECT count(*) FROM pgq.maintain()'), '1', 'restart: a maintenance pass');
+is_deeply([ drain('ring') ], [], 'restart: after it, nothing comes back');
+
+$node->stop;
+done_testing();
