@@ -2,7 +2,9 @@
 # Issue 33, step 1: the prototype of plain jobs on an append-only ring
 # (bench/proto/rings.cpp) against the hand-written SKIP LOCKED table of
 # bench/baseline.sql and against pgq_cpp's queue as it is, side by side in one
-# throwaway durable cluster: the first four rows of the issue's table.
+# throwaway durable cluster: the first four rows of the issue's table. Since
+# step 2a, a fourth system: pgq's own functions on a queue created while
+# pgq.ring_queues is on (the engine of ADR 0028 as far as it is built).
 #
 #   bash bench/rings_proto.sh
 #   DURATION=3 RUNS=1 WORKLOADS="claim100" bash bench/rings_proto.sh
@@ -43,6 +45,20 @@ start_cluster "$dir" "$port" "${BENCH_DURABLE_CONF[@]}" "autovacuum = off"
 PSQL=("$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres -d postgres)
 sql() { "${PSQL[@]}" -c "$1"; }
 sql "CREATE EXTENSION pgq_cpp" && sql "SELECT pgq.create_queue('bench')" >/dev/null
+SYSTEMS="baseline pgq ring"
+# The engine (ADR 0028 step 2a): pgq's scripts on queue benchr, a ring queue.
+engine_dir="$build/engine_sql"
+mkdir -p "$engine_dir"
+if sql "SELECT count(*) FROM pg_settings WHERE name = 'pgq.ring_queues'" | grep -q 1; then
+  SYSTEMS="baseline pgq ring pgqr"
+  for f in pgq_claim1 pgq_claimN pgq_enqueue pgq_enqueue_many; do
+    sed "s/'bench'/'benchr'/" "$SCRIPTS/$f.sql" >"$engine_dir/${f/pgq_/pgqr_}.sql"
+  done
+fi
+new_ring_queue() {
+  sql "SELECT pgq.drop_queue('benchr', force => true) FROM pgq.queues WHERE name = 'benchr'" >/dev/null
+  "${PSQL[@]}" -c "SET pgq.ring_queues = on" -c "SELECT pgq.create_queue('benchr')" >/dev/null
+}
 "${PSQL[@]}" -f "$PGQ_ROOT/bench/baseline.sql" >/dev/null
 "${PSQL[@]}" -f "$SCRIPTS/rings_proto.sql" >/dev/null
 # The ids a claim handed out, kept for the completion (WAL shapes): unlogged.
@@ -51,6 +67,8 @@ sql "CREATE UNLOGGED TABLE wal_ids (id bigint, attempt int)"
 reset() {
   sql "TRUNCATE wal_ids, bench_jobs, pgq.jobs, pgq_ring.entries, pgq_ring.receipts, pgq_ring.closures" >/dev/null
   sql "SELECT pgq_ring.reset()" >/dev/null
+  [[ $SYSTEMS == *pgqr* ]] && new_ring_queue
+  return 0
 }
 lsn() { sql "SELECT pg_current_wal_lsn()"; }
 per_job() { sql "SELECT round(pg_wal_lsn_diff('$2', '$1') / $3.0)"; }
@@ -81,6 +99,12 @@ if [[ " $WORKLOADS " == *" wal "* ]]; then
     "SELECT count(*) FROM pgq_ring.enqueue_many('bench', array_fill('{\"k\":1}'::jsonb, ARRAY[100]));" \
     "INSERT INTO wal_ids SELECT id, attempt FROM pgq_ring.claim('bench', 100);" \
     "WITH d AS (DELETE FROM wal_ids WHERE id IN (SELECT id FROM wal_ids ORDER BY id LIMIT 100) RETURNING id, attempt) SELECT pgq_ring.complete_many(array_agg(id), array_agg(attempt)) FROM d;" $b
+  if [[ $SYSTEMS == *pgqr* ]]; then
+    wal_shape pgqr batch \
+      "SELECT count(*) FROM pgq.enqueue_many('benchr', array_fill('{\"k\":1}'::jsonb, ARRAY[100]));" \
+      "INSERT INTO wal_ids SELECT id, attempt FROM pgq.claim('benchr', 100);" \
+      "WITH d AS (DELETE FROM wal_ids WHERE id IN (SELECT id FROM wal_ids ORDER BY id LIMIT 100) RETURNING id, attempt) SELECT pgq.complete_many(array_agg(id), array_agg(attempt)) FROM d;" $b
+  fi
   wal_shape baseline single \
     "INSERT INTO bench_jobs (queue, payload) VALUES ('bench', '{\"k\":1}');" \
     "UPDATE bench_jobs SET status = 'running', attempts = attempts + 1, lease_until = now() + interval '2 min' WHERE id IN (SELECT id FROM bench_jobs WHERE queue = 'bench' AND status = 'pending' AND run_at <= now() ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED);" \
@@ -91,6 +115,12 @@ if [[ " $WORKLOADS " == *" wal "* ]]; then
     "SELECT pgq.enqueue('bench', '{\"k\":1}');" \
     "INSERT INTO wal_ids SELECT id, attempt FROM pgq.claim('bench', 1);" \
     "WITH d AS (DELETE FROM wal_ids WHERE id = (SELECT min(id) FROM wal_ids) RETURNING id, attempt) SELECT pgq.complete(id, attempt) FROM d;" "$SINGLE_JOBS"
+  if [[ $SYSTEMS == *pgqr* ]]; then
+    wal_shape pgqr single \
+      "SELECT pgq.enqueue('benchr', '{\"k\":1}');" \
+      "INSERT INTO wal_ids SELECT id, attempt FROM pgq.claim('benchr', 1);" \
+      "WITH d AS (DELETE FROM wal_ids WHERE id = (SELECT min(id) FROM wal_ids) RETURNING id, attempt) SELECT pgq.complete(id, attempt) FROM d;" "$SINGLE_JOBS"
+  fi
   wal_shape ring single \
     "SELECT pgq_ring.enqueue('bench', '{\"k\":1}');" \
     "INSERT INTO wal_ids SELECT id, attempt FROM pgq_ring.claim('bench', 1);" \
@@ -105,6 +135,7 @@ prefill() {  # system count
       baseline) sql "INSERT INTO bench_jobs (queue, payload) SELECT 'bench', '{\"k\":1}'::jsonb FROM generate_series(1, $batch)" ;;
       pgq) sql "SELECT count(*) FROM pgq.enqueue_many('bench', array_fill('{\"k\":1}'::jsonb, ARRAY[$batch]))" >/dev/null ;;
       ring) sql "SELECT count(*) FROM pgq_ring.enqueue_many('bench', array_fill('{\"k\":1}'::jsonb, ARRAY[$batch]))" >/dev/null ;;
+      pgqr) sql "SELECT count(*) FROM pgq.enqueue_many('benchr', array_fill('{\"k\":1}'::jsonb, ARRAY[$batch]))" >/dev/null ;;
     esac
     left=$((left - batch))
   done
@@ -114,6 +145,7 @@ pending() {
     baseline) sql "SELECT count(*) FROM bench_jobs WHERE status = 'pending'" ;;
     pgq) sql "SELECT count(*) FROM pgq.jobs WHERE state = 'p'" ;;
     ring) sql "SELECT (SELECT count(*) FROM pgq_ring.entries) - (SELECT count(*) FROM pgq_ring.receipts)" ;;
+    pgqr) sql "SELECT count(*) FILTER (WHERE kind = 'e') - count(*) FILTER (WHERE kind = 'r') FROM pgq.job_log" ;;
   esac
 }
 script_of() {  # workload system
@@ -125,6 +157,7 @@ script_of() {  # workload system
     enqueue_many) echo "${p}_enqueue_many.sql" ;;
   esac
 }
+script_dir() { if [[ $1 == pgqr ]]; then echo "$engine_dir"; else echo "$SCRIPTS"; fi; }
 declare -A RATES=()
 one_run() {  # workload system clients
   local n=1 prefill_n=0 out tps tries=0
@@ -136,7 +169,7 @@ one_run() {  # workload system clients
     ((prefill_n > 0)) && prefill "$2" "$prefill_n"
     sql "VACUUM ANALYZE bench_jobs" ; sql "VACUUM ANALYZE pgq.jobs"; sql "CHECKPOINT" >/dev/null
     out=$(PGOPTIONS="-c synchronous_commit=$SYNC" "$PG_BIN/pgbench" -n -M prepared -c "$3" -j $(( $3 < 2 ? $3 : 2 )) \
-            -T "$DURATION" -h "$dir" -p "$port" -U postgres -D "n=$n" -f "$SCRIPTS/$(script_of "$1" "$2")" postgres 2>&1) || true
+            -T "$DURATION" -h "$dir" -p "$port" -U postgres -D "n=$n" -f "$(script_dir "$2")/$(script_of "$1" "$2")" postgres 2>&1) || true
     tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out" | head -1)
     if [[ $1 == claim* ]] && (( $(pending "$2") == 0 )) && ((tries < 3)); then
       tries=$((tries + 1)); prefill_n=$((prefill_n * 2)); say "  $1 $2 c=$3 ran dry: again with $prefill_n"; continue
@@ -156,9 +189,10 @@ for w in $WORKLOADS; do
   clients="1"; [[ $w == claim1 ]] && clients="$CLIENTS"
   for c in $clients; do
     say "$w, $c client(s)"
-    for ((r = 1; r <= RUNS; r++)); do for s in baseline pgq ring; do one_run "$w" "$s" "$c"; done; done
+    for ((r = 1; r <= RUNS; r++)); do for s in $SYSTEMS; do one_run "$w" "$s" "$c"; done; done
     mb=$(median "${RATES[$w/$c/baseline]}") mp=$(median "${RATES[$w/$c/pgq]}") mr=$(median "${RATES[$w/$c/ring]}")
-    ROWS+=("| $w | $c | $mb | $mp | $mr | $(awk -v a="$mp" -v b="$mb" 'BEGIN {printf "%.2fx", a / b}') | $(awk -v a="$mr" -v b="$mb" 'BEGIN {printf "%.2fx", a / b}') |")
+    me=$(median "${RATES[$w/$c/pgqr]:-0}")
+    ROWS+=("| $w | $c | $mb | $mp | $mr | $me | $(awk -v a="$mp" -v b="$mb" 'BEGIN {printf "%.2fx", a / b}') | $(awk -v a="$mr" -v b="$mb" 'BEGIN {printf "%.2fx", a / b}') | $(awk -v a="$me" -v b="$mb" 'BEGIN {printf "%.2fx", a / b}') |")
   done
 done
 
@@ -174,14 +208,14 @@ done
     echo
     echo "| shape | enqueue | claim | complete | total |"
     echo "|---|---:|---:|---:|---:|"
-    for m in batch single; do for s in baseline pgq ring; do echo "| $s, $m | ${WAL[$s/$m]} |"; done; done
+    for m in batch single; do for s in $SYSTEMS; do echo "| $s, $m | ${WAL[$s/$m]} |"; done; done
   fi
   if ((${#ROWS[@]})); then
     echo
     echo "Jobs per second (median of $RUNS; synchronous_commit=$SYNC; ratios to the baseline):"
     echo
-    echo "| workload | clients | baseline | pgq 2.1 | ring prototype | pgq / baseline | ring / baseline |"
-    echo "|---|---:|---:|---:|---:|---:|---:|"
+    echo "| workload | clients | baseline | pgq 2.1 | ring prototype | pgq ring queue | pgq / baseline | ring / baseline | pgq ring queue / baseline |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     printf '%s\n' "${ROWS[@]}"
   fi
 } | tee "$OUT_MD"

@@ -46,6 +46,9 @@ struct Lane {
   Oid database;  // InvalidOid: free
   int32 queue_id;
   bool built;
+  // The ring's first segment when built: a queue of the same id on another
+  // ring (the extension dropped and created again) is built anew.
+  Oid identity;
   LWLock* insert_lock;
   LWLock* claim_lock;
   Oid insert_relid;  // the segment the insert block is of
@@ -352,6 +355,24 @@ void Rebuild(Lane& lane, const Place& place) {
     }
     table_close(rel, AccessShareLock);
   }
+  // Leases of an earlier ring of this queue (the extension dropped and
+  // created again) go.
+  {
+    std::vector<LeaseKey> stale;
+    for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
+    HASH_SEQ_STATUS scan;
+    hash_seq_init(&scan, leases);
+    while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
+      if (slot->key.database == static_cast<int64>(MyDatabaseId) &&
+          slot->lease.queue_id == place.queue_id &&
+          std::find(place.leaves.begin(), place.leaves.end(), slot->lease.entry_relid) ==
+              place.leaves.end()) {
+        stale.push_back(slot->key);
+      }
+    }
+    for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
+    for (const LeaseKey& key : stale) DropLease(key);
+  }
   uint64 last_named = 0;
   for (const auto& [id, job] : jobs) {
     if (job.has_entry && (job.running || job.closed)) last_named = std::max(last_named, job.order);
@@ -391,6 +412,7 @@ void Rebuild(Lane& lane, const Place& place) {
   }
   lane.insert_relid = InvalidOid;
   lane.insert_block = InvalidBlockNumber;
+  lane.identity = place.leaves.empty() ? InvalidOid : place.leaves[0];
   lane.built = true;
 }
 
@@ -404,7 +426,10 @@ int LaneOf(const Place& place) {
     if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) found = i;
   }
   LWLockRelease(shared->lanes_lock);
-  if (found >= 0 && shared->lanes[found].built) return found;
+  const Oid identity = place.leaves.empty() ? InvalidOid : place.leaves[0];
+  if (found >= 0 && shared->lanes[found].built && shared->lanes[found].identity == identity) {
+    return found;
+  }
   if (found < 0) {
     LWLockAcquire(shared->lanes_lock, LW_EXCLUSIVE);
     for (int i = 0; i < kMaxLanes && found < 0; ++i) {
@@ -431,7 +456,7 @@ int LaneOf(const Place& place) {
     LWLockAcquire(lane.insert_lock, LW_EXCLUSIVE);
     LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
   });
-  if (!lane.built) {
+  if (!lane.built || lane.identity != identity) {
     try {
       Guard([&] { Rebuild(lane, place); });
     } catch (...) {
@@ -536,7 +561,10 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
         continue;
       }
       if (TransactionIdDidCommit(passed.xid)) fetch(Offer{passed.tid, 1});
-      lane.passed[i] = lane.passed[--lane.passed_count];
+      // Kept in the order they were passed: handed out in claim order.
+      memmove(lane.passed + i, lane.passed + i + 1,
+              sizeof(Passed) * static_cast<size_t>(lane.passed_count - i - 1));
+      --lane.passed_count;
     }
     BlockNumber last = lane.insert_relid == entries_relid ? lane.insert_block : InvalidBlockNumber;
     if (last == InvalidBlockNumber) {

@@ -180,7 +180,7 @@ int32 AfterRevival(pg::SpiSession& spi, const Queue& queue, const pg::Result& re
 }  // namespace
 
 bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) {
-  if (pg::job_ring::Lease lease; ring::Running(scope, id, &lease)) {
+  if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
     (void)ring::MoveToTable(spi, lease, id, lease.attempt, now);
   }
   pg::Params params;

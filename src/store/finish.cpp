@@ -10,6 +10,8 @@
 // was done, and running it again would be the duplicate we exist to avoid.
 // A late fail is accepted too (its error is kept, its backoff applies); both
 // then took a pending job, which they note as locked.
+#include <algorithm>
+
 #include "core/backoff.h"
 #include "pg/args.h"
 #include "pg/ledger.h"
@@ -233,7 +235,7 @@ void NotePendingAgain(const pg::Result& rows, bool wake) {
 
 bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum result,
               TimestampTz now) {
-  if (pg::job_ring::Lease lease; ring::Running(scope, id, &lease)) {
+  if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
     if (result == 0 && !ring::KeepsHistory(spi, lease.queue_id)) {
       return ring::Complete(spi, lease, id, attempt, now);
     }
@@ -278,9 +280,11 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
     const int64* id_values = reinterpret_cast<const int64*>(ARR_DATA_PTR(id_array));
     const int32* attempt_values = reinterpret_cast<const int32*>(ARR_DATA_PTR(attempt_array));
     bool all_on_rings = count > 0;
+    // The ring jobs of each queue, completed in one insert of closures.
+    std::vector<std::pair<int32, std::pair<int64, int32>>> ring_jobs;
     for (int i = 0; i < count; ++i) {
       pg::job_ring::Lease lease;
-      if (!ring::Running(scope, id_values[i], &lease)) {
+      if (!ring::Running(spi, scope, id_values[i], &lease)) {
         all_on_rings = false;
         continue;
       }
@@ -289,7 +293,23 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
         (void)ring::MoveToTable(spi, lease, id_values[i], attempt_values[i], now);
         continue;
       }
-      if (ring::Complete(spi, lease, id_values[i], attempt_values[i], now)) ++on_rings;
+      ring_jobs.push_back({lease.queue_id, {id_values[i], attempt_values[i]}});
+    }
+    std::stable_sort(ring_jobs.begin(), ring_jobs.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t from = 0; from < ring_jobs.size();) {
+      size_t to = from;
+      std::vector<int64> queue_ids;
+      std::vector<int32> queue_attempts;
+      while (to < ring_jobs.size() && ring_jobs[to].first == ring_jobs[from].first) {
+        queue_ids.push_back(ring_jobs[to].second.first);
+        queue_attempts.push_back(ring_jobs[to].second.second);
+        ++to;
+      }
+      on_rings +=
+          ring::CompleteMany(spi, ring_jobs[from].first, queue_ids.data(), queue_attempts.data(),
+                             static_cast<int>(queue_ids.size()), now);
+      from = to;
     }
     if (all_on_rings) return on_rings;
   }
@@ -331,7 +351,7 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
 
 FailOutcome Fail(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum error,
                  std::optional<int64> retry_in_us, TimestampTz now) {
-  if (pg::job_ring::Lease lease; ring::Running(scope, id, &lease)) {
+  if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
     if (!ring::MoveToTable(spi, lease, id, attempt, now)) return FailOutcome::kLost;
   }
   const int64 delay_us = retry_in_us ? *retry_in_us : NextRetryDelay(spi, id, attempt);

@@ -49,7 +49,7 @@ UPDATE pgq.jobs SET progress = $3
 
 std::optional<TimestampTz> Extend(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt,
                                   TimestampTz lease_until) {
-  if (pg::job_ring::Lease lease; ring::Running(scope, id, &lease)) {
+  if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
     return ring::Extend(spi, lease, id, attempt, lease_until);
   }
   pg::Params params;
@@ -64,7 +64,7 @@ std::optional<TimestampTz> Extend(pg::SpiSession& spi, const Scope& scope, int64
 }
 
 bool Release(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt) {
-  if (pg::job_ring::Lease lease; ring::Running(scope, id, &lease)) {
+  if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
     if (!ring::MoveToTable(spi, lease, id, attempt, pg::Now())) return false;
   }
   pg::Params params;
@@ -78,7 +78,7 @@ bool Release(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt) {
 
 bool Snooze(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, TimestampTz run_at,
             bool due_now) {
-  if (pg::job_ring::Lease lease; ring::Running(scope, id, &lease)) {
+  if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
     if (!ring::MoveToTable(spi, lease, id, attempt, pg::Now())) return false;
   }
   pg::Params params;
@@ -96,7 +96,7 @@ bool Snooze(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Ti
 }
 
 bool SetProgress(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum progress) {
-  if (pg::job_ring::Lease lease; ring::Running(scope, id, &lease)) {
+  if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
     if (!ring::MoveToTable(spi, lease, id, attempt, pg::Now())) return false;
   }
   pg::Params params;

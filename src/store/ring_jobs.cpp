@@ -1,6 +1,7 @@
 // The queues' rings (store/ring_jobs.h, ADR 0028 step 2a).
 #include "store/ring_jobs.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "pg/invalidation.h"
@@ -180,9 +181,15 @@ pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name,
   return pg::Result::Rows(desc, tuples, claimed.size());
 }
 
-bool Running(const Scope& scope, int64 id, pg::job_ring::Lease* lease) {
+bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Lease* lease) {
   if (!pg::job_ring::FindLease(id, lease)) return false;
-  return pg::Guard([&] { return InScope(scope, lease->queue_id); });
+  if (!pg::Guard([&] { return InScope(scope, lease->queue_id); })) return false;
+  // A lease of the queue's ring, not of an earlier one of the same ids (the
+  // extension dropped and created again while the server ran).
+  Known ring;
+  if (!KnownOf(spi, lease->queue_id, &ring)) return false;
+  const std::vector<Oid>& leaves = ring.place.leaves;
+  return std::find(leaves.begin(), leaves.end(), lease->entry_relid) != leaves.end();
 }
 
 bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
@@ -194,6 +201,21 @@ bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, i
   (void)pg::ledger::NoteFinished(lease.queue_id, 1);
   pg::ledger::NoteLeftRunning(lease.queue_id);
   return true;
+}
+
+int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const int32* attempts,
+                   int count, TimestampTz now) {
+  Known ring;
+  if (count == 0 || !KnownOf(spi, queue_id, &ring)) return 0;
+  std::vector<char> closed(static_cast<size_t>(count));
+  const int done = pg::job_ring::Close(ring.place, ids, attempts, count, 'd', now,
+                                       reinterpret_cast<bool*>(closed.data()));
+  if (done > 0) {
+    pg::ledger::NoteCount(queue_id, pg::kCompletions, static_cast<uint64>(done));
+    (void)pg::ledger::NoteFinished(queue_id, static_cast<uint64>(done));
+    pg::ledger::NoteLeftRunning(queue_id);
+  }
+  return done;
 }
 
 bool KeepsHistory(pg::SpiSession& spi, int32 queue_id) {

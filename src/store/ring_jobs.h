@@ -36,12 +36,16 @@ pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name,
                  Datum lease, TimestampTz now);
 
 // The lease of `id` if it is a running ring job of a queue in `scope`.
-bool Running(const Scope& scope, int64 id, pg::job_ring::Lease* lease);
+bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Lease* lease);
 
 // Completes (id, attempt) on its ring: false if another attempt holds it.
 // Callers move the job to pgq.jobs first when a result or history is kept.
 bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
               TimestampTz now);
+// Completes the ring jobs (ids[i], attempts[i]) of `queue_id` in one insert
+// of closures; how many held their job.
+int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const int32* attempts,
+                   int count, TimestampTz now);
 // Whether the queue keeps its completed jobs (then its ring jobs complete
 // through pgq.jobs, where the history is written).
 bool KeepsHistory(pg::SpiSession& spi, int32 queue_id);
