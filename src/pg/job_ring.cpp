@@ -128,7 +128,8 @@ std::vector<Undo>* undo = nullptr;
 
 LWLock* LeaseLock(uint32 hash) { return &lease_locks[hash % kLeasePartitions].lock; }
 
-void PutLease(const LeaseKey& key, const Lease& lease) {
+// False when the map is full.
+bool PutLease(const LeaseKey& key, const Lease& lease) {
   const uint32 hash = get_hash_value(leases, &key);
   LWLockAcquire(LeaseLock(hash), LW_EXCLUSIVE);
   bool found;
@@ -136,6 +137,7 @@ void PutLease(const LeaseKey& key, const Lease& lease) {
       hash_search_with_hash_value(leases, &key, hash, HASH_ENTER_NULL, &found));
   if (slot != nullptr) slot->lease = lease;
   LWLockRelease(LeaseLock(hash));
+  return slot != nullptr;
 }
 
 void DropLease(const LeaseKey& key) {
@@ -148,7 +150,7 @@ void DropLease(const LeaseKey& key) {
 
 void UndoOne(const Undo& u) {
   if (u.restore) {
-    PutLease(u.key, u.lease);
+    (void)PutLease(u.key, u.lease);  // room: it was taken out of the map
     return;
   }
   DropLease(u.key);
@@ -389,8 +391,8 @@ void Rebuild(Lane& lane, const Place& place) {
     const Job& job = jobs[id];
     if (job.closed) continue;
     if (job.running) {
-      PutLease(LeaseKey{MyDatabaseId, id}, Lease{MyDatabaseId, place.queue_id, job.attempt,
-                                                 job.lease_until, job.relid, job.entry});
+      (void)PutLease(LeaseKey{MyDatabaseId, id}, Lease{MyDatabaseId, place.queue_id, job.attempt,
+                                                       job.lease_until, job.relid, job.entry});
       continue;
     }
     if (job.order <= last_named) {
@@ -633,16 +635,10 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       const Lease lease{MyDatabaseId, place.queue_id, attempts[i],
                         lease_until,  entries_relid,  tuples[i]->t_self};
       const LeaseKey key{MyDatabaseId, id};
-      const uint32 hash = get_hash_value(leases, &key);
-      LWLockAcquire(LeaseLock(hash), LW_EXCLUSIVE);
-      bool found;
-      LeaseSlot* slot = static_cast<LeaseSlot*>(
-          hash_search_with_hash_value(leases, &key, hash, HASH_ENTER_NULL, &found));
-      if (slot != nullptr) slot->lease = lease;
-      LWLockRelease(LeaseLock(hash));
+      const bool entered = PutLease(key, lease);
       // Noted before the check below: an abort gives every entry back.
       undo->push_back(Undo{sub, false, key, lease, index, Offer{tuples[i]->t_self, attempts[i]}});
-      if (slot == nullptr) {
+      if (!entered) {
         ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
                         errmsg("too many ring jobs are running"),
                         errdetail("The lease map holds %ld running jobs.", kMaxLeases)));

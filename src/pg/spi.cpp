@@ -9,7 +9,9 @@
 extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
+#include "access/tupdesc.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/inval.h"
 #include "utils/plancache.h"
 #include "utils/resowner.h"
@@ -193,6 +195,17 @@ void Result::Free() {
     return;
   }
   Guard([tuples] { SPI_freetuptable(tuples); });
+}
+
+TupleDesc Result::Describe(std::initializer_list<std::pair<const char*, Oid>> columns) {
+  return Guard([&] {
+    MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+    TupleDesc made = CreateTemplateTupleDesc(static_cast<int>(columns.size()));
+    AttrNumber number = 0;
+    for (const auto& [name, type] : columns) TupleDescInitEntry(made, ++number, name, type, -1, 0);
+    MemoryContextSwitchTo(old);
+    return made;
+  });
 }
 
 Result Result::Rows(TupleDesc desc, HeapTuple* tuples, uint64 count) {

@@ -3,6 +3,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "pg/boundary.h"
 
@@ -98,6 +99,9 @@ class Result {
   // same way: `tuples` of `desc`, in the current memory context, which the
   // caller's SPI session outlives.
   static Result Rows(TupleDesc desc, HeapTuple* tuples, uint64 count);
+  // A descriptor for Rows, made once (in TopMemoryContext) by its caller:
+  // the columns' names and types.
+  static TupleDesc Describe(std::initializer_list<std::pair<const char*, Oid>> columns);
 
   // Rows returned, or processed by a statement without RETURNING.
   uint64 size() const { return processed_; }

@@ -355,16 +355,7 @@ pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum paylo
   if (count == 0) return pg::Result();
   std::vector<int64> ids(static_cast<size_t>(count));
   ring::Enqueue(spi, queue, elems, count, queue.max_attempts, pg::Now(), ids.data());
-  static TupleDesc desc = nullptr;
-  if (desc == nullptr) {
-    desc = pg::Guard([] {
-      MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-      TupleDesc made = CreateTemplateTupleDesc(1);
-      TupleDescInitEntry(made, 1, "id", INT8OID, -1, 0);
-      MemoryContextSwitchTo(old);
-      return made;
-    });
-  }
+  static TupleDesc desc = pg::Result::Describe({{"id", INT8OID}});
   HeapTuple* tuples = pg::Guard([&] {
     HeapTuple* made = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
     for (int i = 0; i < count; ++i) {

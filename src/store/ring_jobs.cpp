@@ -86,24 +86,15 @@ bool InScope(const Scope& scope, int32 queue_id) {
 
 // pgq.claimed_job's columns, then run_at: what store::Claim returns.
 TupleDesc ClaimedDesc() {
-  static TupleDesc desc = nullptr;
-  if (desc == nullptr) {
-    desc = pg::Guard([] {
-      MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-      TupleDesc made = CreateTemplateTupleDesc(9);
-      TupleDescInitEntry(made, 1, "id", INT8OID, -1, 0);
-      TupleDescInitEntry(made, 2, "queue", TEXTOID, -1, 0);
-      TupleDescInitEntry(made, 3, "payload", JSONBOID, -1, 0);
-      TupleDescInitEntry(made, 4, "attempt", INT4OID, -1, 0);
-      TupleDescInitEntry(made, 5, "max_attempts", INT4OID, -1, 0);
-      TupleDescInitEntry(made, 6, "lease_until", TIMESTAMPTZOID, -1, 0);
-      TupleDescInitEntry(made, 7, "enqueued_at", TIMESTAMPTZOID, -1, 0);
-      TupleDescInitEntry(made, 8, "priority", INT4OID, -1, 0);
-      TupleDescInitEntry(made, 9, "run_at", TIMESTAMPTZOID, -1, 0);
-      MemoryContextSwitchTo(old);
-      return made;
-    });
-  }
+  static TupleDesc desc = pg::Result::Describe({{"id", INT8OID},
+                                                {"queue", TEXTOID},
+                                                {"payload", JSONBOID},
+                                                {"attempt", INT4OID},
+                                                {"max_attempts", INT4OID},
+                                                {"lease_until", TIMESTAMPTZOID},
+                                                {"enqueued_at", TIMESTAMPTZOID},
+                                                {"priority", INT4OID},
+                                                {"run_at", TIMESTAMPTZOID}});
   return desc;
 }
 
