@@ -56,6 +56,11 @@ COLUMN_BY_NUMBER = re.compile(
     r"\.(?:Int64|Int32|Bool|Float8|Text|IsNull|Value)\(\s*[^,()]+?,\s*"
     r"(?:\d+|(?:\w+::)*k[A-Z]\w*)\s*[,)]")
 
+# The tables a job's row lives in, and an insert that lists their columns.
+JOB_TABLES = ("jobs", "dead_jobs", "job_history", "dedupe_followers")
+JOB_INSERT = re.compile(r"\bINSERT\s+INTO\s+pgq\.(" + "|".join(JOB_TABLES) + r")\b(?:\s+AS\s+\w+)?\s*\(",
+                        re.I)
+
 # The jobs store: the files that share its internal header. pgq.jobs is
 # written by several of them (one file per operation: insert, claim,
 # finish...), as one module.
@@ -207,6 +212,22 @@ class LayersTest(unittest.TestCase):
         self.assertEqual(wrong, [])
         # the check reads what it claims to: the store writes the tables of jobs
         self.assertTrue(writers.get("jobs", set()) and "dependency_releases" in writers)
+
+    def test_a_jobs_rows_have_one_insert_column_list_per_table(self):
+        # Issue 32: a job's columns are spelled once per table it lives in
+        # (InsertJobsSql for pgq.jobs, dead.cpp's InsertDeadSql for
+        # pgq.dead_jobs, whatever the rows come from: a job buried, a
+        # follower cancelled, a dead job kept for good moving to a ring), so
+        # that a column added to one of them is added in one place.
+        lists = {}
+        for path in all_sources():
+            for literal in string_literals(read(path)):
+                for name in JOB_INSERT.findall(literal):
+                    lists.setdefault(name, []).append(rel(path))
+        self.assertEqual({t: len(files) for t, files in lists.items() if len(files) != 1}, {},
+                         lists)
+        # the check reads what it claims to
+        self.assertEqual(set(lists), set(JOB_TABLES))
 
     def test_no_statement_text_in_api_or_bgw(self):
         found = {}
