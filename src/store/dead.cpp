@@ -90,8 +90,9 @@ pg::Statement& cancel_job() {
   return statement.get();
 }
 
-// A follower of a running holder (keys.cpp) cancelled: into dead-letter without its key, which
-// stays its holder's. $1 id, $2 now, $3 $4 scope.
+// A follower of a running holder cancelled (keys.cpp takes it out of
+// pgq.dedupe_followers): into dead-letter without its key, which stays its
+// holder's. $1 id, $2 now, $3 $4 scope.
 pg::Statement& cancel_follower() {
   const auto sql = [] {
     std::string rows(kQueueNameOfD);
@@ -100,13 +101,10 @@ pg::Statement& cancel_follower() {
        )sql";
     rows += DeadSegmentSql();
     rows += "\n  FROM d";
-    return InsertDeadSql(R"sql(
-WITH d AS (
-  DELETE FROM pgq.dedupe_followers f WHERE f.id = $1 AND ($3 OR f.queue_id = ANY ($4))
-  RETURNING f.*
-))sql",
-                         rows) +
-           std::string(kReturnQueueId);
+    std::string taken = "WITH d AS (";
+    taken += internal::CancelledFollowerSql();
+    taken += ")";
+    return InsertDeadSql(taken, rows) + std::string(kReturnQueueId);
   };
   static BuiltStatement statement{sql(), {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}};
   return statement.get();
