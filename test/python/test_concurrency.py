@@ -157,6 +157,18 @@ class PgqTestCase(unittest.TestCase):
 
         self.wait_for(f"pid {pid} to run {fragment}", running)
 
+    def wait_until_asleep(self, pid, task):
+        """Waits until backend pid sleeps in a channel wait (pg/channel_wait.h:
+        its latch, wait event Extension) in the statement task runs."""
+
+        def asleep():
+            if not task.is_alive():
+                self.fail(f"task {task.name} ended instead of sleeping: {task.error!r}")
+            row = self.activity(pid)
+            return row is not None and row[0] == "active" and row[1:3] == ("Extension", "Extension")
+
+        self.wait_for(f"pid {pid} to sleep on its channel", asleep)
+
     def wait_until_lock_waiting(self, pid, task):
         """Waits until backend pid waits for a heavyweight lock; returns that lock."""
 
@@ -274,23 +286,24 @@ class ClaimTest(PgqTestCase):
         a = self.connect()
         b = self.connect(autocommit=False)
 
-        # A waits on an empty queue; B enqueues and commits meanwhile.
-        claim = "SELECT id FROM pgq.claim('q', 1, wait => '10 s')"
+        # A waits on an empty queue, for a minute; B enqueues and commits
+        # once A is seen asleep on its channel (after a look that found
+        # nothing), with its job still uncommitted: A must be there still.
+        claim = "SELECT id FROM pgq.claim('q', 1, wait => '60 s')"
         task = self.spawn(lambda: a.execute(claim).fetchall(), "claim")
-        self.wait_until_running(a.info.backend_pid, "pgq.claim", task)
-        time.sleep(0.3)  # let A go through several polls first
-        self.assertTrue(task.is_alive(), "claim returned before anything was enqueued")
+        self.wait_until_asleep(a.info.backend_pid, task)
         job_id = self.enqueue(b, "q", {"w": 1})
+        self.wait_until_asleep(a.info.backend_pid, task)
+        self.assertTrue(task.is_alive(), "claim returned before the job was committed")
         before_commit = time.monotonic()
         b.commit()
-        after_commit = time.monotonic()
+        # A returns B's job, after the commit and long before its minute is
+        # over (task.value waits HANG, a quarter of it): the commit ended its
+        # wait, not the wait's end. (How soon after the commit is a figure
+        # of bench/, not a test's: a loaded machine may take any time.)
         rows = task.value()
         self.assertEqual(rows, [(job_id,)])
         self.assertGreaterEqual(task.finished_at, before_commit)
-        # Preloaded, the commit sets A's latch: milliseconds. A lost wake-up
-        # would show as A's next periodic look, 1 s after its last claim
-        # attempt, so ~0.7 s after this commit.
-        self.assertLess(task.finished_at - after_commit, 0.25, "claim noticed the commit late")
 
         # An uncommitted job is not claimable: A's whole 1 s wait comes back empty.
         job2 = self.enqueue(b, "q", {"w": 2})  # B's transaction stays open
@@ -304,29 +317,31 @@ class ClaimTest(PgqTestCase):
 
     def test_stream_wait_wakes_on_commit(self):
         # next_batch waits on its stream's channel as a claim on its queue's
-        # (pg/channel_wait.h): B's append wakes A at B's commit, not at A's
-        # next periodic look (1 s); an append of another stream does not
-        # end A's wait.
+        # (pg/channel_wait.h): B's append ends A's wait at B's commit; an
+        # append of another stream does not.
         self.admin.execute("SELECT pgq.create_stream('s')")
         self.admin.execute("SELECT pgq.create_stream('other')")
         self.admin.execute("SELECT pgq.register_consumer('s', 'r')")
         a = self.connect()
         b = self.connect(autocommit=False)
-        read = "SELECT event_id FROM pgq.next_batch('s', 'r', 10, wait => '10 s')"
+        read = "SELECT event_id FROM pgq.next_batch('s', 'r', 10, wait => '60 s')"
         task = self.spawn(lambda: a.execute(read).fetchall(), "next_batch")
-        self.wait_until_running(a.info.backend_pid, "pgq.next_batch", task)
-        time.sleep(0.3)
+        self.wait_until_asleep(a.info.backend_pid, task)
         self.scalar("SELECT pgq.append('other', '{}')", conn=b)
         b.commit()
-        time.sleep(0.3)
-        self.assertTrue(task.is_alive(), "next_batch returned for another stream's event")
+        self.wait_until_asleep(a.info.backend_pid, task)
         event = self.scalar("SELECT pgq.append('s', '{\"w\": 1}')", conn=b)
+        self.wait_until_asleep(a.info.backend_pid, task)
+        self.assertTrue(task.is_alive(), "next_batch returned before its stream's event was committed")
         before_commit = time.monotonic()
         b.commit()
-        after_commit = time.monotonic()
+        # One call, one result: A returns the event of its stream, committed
+        # after the other stream's, so the other's commit did not end its
+        # wait (it would have returned nothing); and it returns after this
+        # commit, long before its minute is over (task.value waits HANG):
+        # the commit ended the wait.
         self.assertEqual(task.value(), [(event,)])
         self.assertGreaterEqual(task.finished_at, before_commit)
-        self.assertLess(task.finished_at - after_commit, 0.25, "next_batch noticed the commit late")
 
     def test_a_warm_backend_follows_the_extension_dropped_and_created_again(self):
         # A's backend caches the queue, the stream and the relation ids of
