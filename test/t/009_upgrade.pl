@@ -13,8 +13,9 @@
 # The library serves only a catalog of its own version: on an older one
 # every function of ours raises 55000 with the hint to update, a session
 # that lives across the update is served once it is done, the
-# maintenance worker waits (logged once) and resumes, and the handler
-# workers are not started until the update (then they run the handlers). So the old databases
+# maintenance worker waits (logged once) and resumes, the handler workers
+# are not started until the update (then they run the handlers), and a
+# running handler worker whose catalog changes under it waits too. So the old databases
 # are filled by hand, with the rows each release stored (the shape of the
 # data is what its update script must carry).
 use strict;
@@ -541,8 +542,69 @@ ok(wait_for($node, 'oldh', "SELECT string_agg(job_id || ' ' || (payload->>'n'), 
 	'after the update, a handler worker runs the handler of the job that waited');
 ok(wait_for($node, 'oldh', "SELECT count(*) FROM pgq.jobs WHERE id = $hook", '0'),
 	'and completes it');
-cmp_ok($node->safe_psql('oldh', $handler_workers), '>=', 1,
-	'the handler workers of that database run');
+ok(wait_for($node, 'oldh', $handler_workers, '2'),
+	'the handler workers of that database run (pgq.handler_workers: 2)');
+
+# A handler worker also checks the catalog itself before each claim, for a
+# catalog that changes under it: here set back by hand to 2.0.1 (older than
+# its library) while a job of the handler queue is enqueued, not yet
+# committed. Once every handler worker logged that it waits, the job is
+# committed (its commit wakes them): they claim nothing until the catalog is
+# their library's again, then run its handler.
+my $hooked = $node->background_psql('oldh');
+my $late = $hooked->query_safe("BEGIN; SELECT pgq.enqueue('hooks', '{\"n\": \"late\"}');");
+my $workers = 2;
+$offset = log_size($node);
+$node->safe_psql(
+	'oldh', q{
+BEGIN;
+UPDATE pg_extension SET extversion = '2.0.1' WHERE extname = 'pgq_cpp';
+CREATE TABLE public.catalog_moved ();  -- a relation changes, as in an update script
+COMMIT;
+});
+my $waiting = qr/pgq handler worker waits for ALTER EXTENSION pgq_cpp UPDATE: pgq_cpp 2\.0\.1 is installed in database "oldh", the library is \Q$default\E/;
+my $deadline = time + $SHORT;
+usleep(100_000)
+  while count_matches(log_since($node, $offset), $waiting) < $workers && time < $deadline;
+is(count_matches(log_since($node, $offset), $waiting),
+	$workers, "each of the $workers handler workers logs that it waits for the update");
+$hooked->query_safe('COMMIT');
+$hooked->quit;
+
+# Each look of a handler worker begins and ends a transaction, which moves
+# its state_change: six moves of each are two looks or more since the job
+# was committed.
+my %looks;
+$deadline = time + $SHORT;
+while (time < $deadline)
+{
+	for my $line (split /\n/, $node->safe_psql('postgres',
+		"SELECT pid || ' ' || state_change FROM pg_stat_activity "
+		  . "WHERE backend_type = 'pgq handler' AND datname = 'oldh'"))
+	{
+		my ($pid, $moved) = split / /, $line, 2;
+		$looks{$pid}{$moved} = 1;
+	}
+	last if keys %looks == $workers && !grep { keys %{ $looks{$_} } < 6 } keys %looks;
+	usleep(20_000);
+}
+ok(keys %looks == $workers && !grep({ keys %{ $looks{$_} } < 6 } keys %looks),
+	'the handler workers go on looking meanwhile');
+is( $node->safe_psql(
+		'oldh',
+		"SELECT state::text || ' ' || attempt FROM pgq.jobs WHERE id = $late; "
+		  . "SELECT count(*) FROM public.handled WHERE job_id = $late"),
+	"p 0\n0", 'and claim nothing: the job waits');
+is(count_matches(log_since($node, $offset), $waiting),
+	$workers, 'each logged it once, not at every look');
+
+$offset = log_size($node);
+$node->safe_psql('oldh',
+	"UPDATE pg_extension SET extversion = '$default' WHERE extname = 'pgq_cpp'");
+ok(wait_for_log($node, qr/pgq handler worker resumes: pgq_cpp \Q$default\E is installed in database "oldh"/, $offset),
+	'the catalog their library\'s again: the handler workers resume');
+ok(wait_for($node, 'oldh', "SELECT count(*) FROM public.handled WHERE job_id = $late", '1'),
+	'and run the handler of the job that waited');
 
 $node->stop;
 done_testing();
