@@ -26,9 +26,10 @@ namespace {
 // A waiting claim is woken by the commits that make jobs of its queue ready
 // (pg/channel_wait.h). Jobs that become due without a commit (a future run_at, a
 // retry's backoff) are found by looking again when the claim hint's alarm
-// says the first of them is due, and at least this often.
-constexpr long kRecheckMillis = 1000;
-// The shortest sleep until a job the claim hint's alarm knows becomes due.
+// says the first of them is due; an empty rate limit's next token when it
+// comes; anything else at least every pgq.wait_recheck (pg/settings.h).
+// The shortest sleep until a job the claim hint's alarm knows becomes due
+// (pgq.wait_recheck is never shorter).
 constexpr long kAlarmFloorMillis = 10;
 
 // Now on the monotonic clock a claim's wait is measured by (core/wait.h).
@@ -68,18 +69,18 @@ long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, Tim
                                  lease_ != 0 ? lease_ : IntervalPGetDatum(&queue.lease), now, slot,
                                  queue.max_running);
   if (bucket) bucket->Return(want - static_cast<int32>(jobs.size()));
+  const long recheck = pg::WaitRecheckMillis();
   if (!jobs.empty()) {
     result->jobs.push_back(std::move(jobs));
-    return kRecheckMillis;
+    return recheck;
   }
   // Nothing ready: a job the hint knows will be due sooner than the next
   // recheck (a future run_at, a retry's backoff) is looked for then (not
   // sooner than kAlarmFloorMillis: an alarm already due that this try could
   // not settle is not polled in a loop).
   const int64 due = slot != nullptr ? pg::NextAlarm(slot) : 0;
-  if (due == 0) return kRecheckMillis;
-  return std::clamp<long>(static_cast<long>((due - now + 999) / 1000), kAlarmFloorMillis,
-                          kRecheckMillis);
+  if (due == 0) return recheck;
+  return std::clamp<long>(static_cast<long>((due - now + 999) / 1000), kAlarmFloorMillis, recheck);
 }
 
 Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
@@ -96,7 +97,7 @@ Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
     for (const pg::CachedQueue& queue : queues) ids.push_back(queue.id);
     waiter->Arm(pg::Channel::Queues(ids.data(), static_cast<int>(ids.size())));
   }
-  Try result{{}, kRecheckMillis};
+  Try result{{}, pg::WaitRecheckMillis()};
   const TimestampTz now = pg::Now();
   if (queues.size() == 1) {
     if (!queues[0].paused) result.sleep_cap_ms = ClaimFrom(queues[0], 0, n_, now, &result);
