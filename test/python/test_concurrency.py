@@ -285,6 +285,9 @@ class ClaimTest(PgqTestCase):
     def test_wait_wakes_on_commit(self):
         a = self.connect()
         b = self.connect(autocommit=False)
+        # A looks again only every minute (pgq.wait_recheck), longer than
+        # HANG: a sleep that ends within HANG was ended by a wake-up.
+        a.execute("SET pgq.wait_recheck = '60s'")
 
         # A waits on an empty queue, for a minute; B enqueues and commits
         # once A is seen asleep on its channel (after a look that found
@@ -297,10 +300,11 @@ class ClaimTest(PgqTestCase):
         self.assertTrue(task.is_alive(), "claim returned before the job was committed")
         before_commit = time.monotonic()
         b.commit()
-        # A returns B's job, after the commit and long before its minute is
-        # over (task.value waits HANG, a quarter of it): the commit ended its
-        # wait, not the wait's end. (How soon after the commit is a figure
-        # of bench/, not a test's: a loaded machine may take any time.)
+        # A returns B's job, after the commit and long before its minute of
+        # wait or of recheck is over (task.value waits HANG, a quarter of
+        # it): the commit's wake-up ended its sleep, not the wait's end nor
+        # a recheck. (How soon after the commit is a figure of bench/, not a
+        # test's: a loaded machine may take any time.)
         rows = task.value()
         self.assertEqual(rows, [(job_id,)])
         self.assertGreaterEqual(task.finished_at, before_commit)
@@ -324,6 +328,8 @@ class ClaimTest(PgqTestCase):
         self.admin.execute("SELECT pgq.register_consumer('s', 'r')")
         a = self.connect()
         b = self.connect(autocommit=False)
+        # A looks again only every minute, longer than HANG (as above).
+        a.execute("SET pgq.wait_recheck = '60s'")
         read = "SELECT event_id FROM pgq.next_batch('s', 'r', 10, wait => '60 s')"
         task = self.spawn(lambda: a.execute(read).fetchall(), "next_batch")
         self.wait_until_asleep(a.info.backend_pid, task)
@@ -338,8 +344,8 @@ class ClaimTest(PgqTestCase):
         # One call, one result: A returns the event of its stream, committed
         # after the other stream's, so the other's commit did not end its
         # wait (it would have returned nothing); and it returns after this
-        # commit, long before its minute is over (task.value waits HANG):
-        # the commit ended the wait.
+        # commit, long before its minute of wait or of recheck is over
+        # (task.value waits HANG): the commit's wake-up ended the sleep.
         self.assertEqual(task.value(), [(event,)])
         self.assertGreaterEqual(task.finished_at, before_commit)
 
