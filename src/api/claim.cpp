@@ -53,7 +53,7 @@ Claimer::Claimer(pg::SpiSession& spi, std::vector<std::string_view> queues, int3
 }
 
 long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, TimestampTz now,
-                        Try* result) {
+                        bool waiting, Try* result) {
   pg::QueueSlot* slot = pg::FindQueueSlot(queue.id);
   std::optional<RateBucket> bucket;
   int32 want = n;
@@ -65,6 +65,11 @@ long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, Tim
       return std::max(1L, static_cast<long>((bucket->MicrosUntilToken() + 999) / 1000));
     }
   }
+  // A waiting claim reads the hint's alarm before the scan too: a hint
+  // reset (a maintenance pass's, once a minute) that lands while the scan
+  // runs drops the alarm and what the scan would have published, and the
+  // claim would sleep a whole pgq.wait_recheck past a job due sooner.
+  const int64 due_before = waiting && slot != nullptr ? pg::NextAlarm(slot) : 0;
   pg::Result jobs = store::Claim(spi_, queue.id, name_datums_[index], want,
                                  lease_ != 0 ? lease_ : IntervalPGetDatum(&queue.lease), now, slot,
                                  queue.max_running);
@@ -77,8 +82,11 @@ long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, Tim
   // Nothing ready: a job the hint knows will be due sooner than the next
   // recheck (a future run_at, a retry's backoff) is looked for then (not
   // sooner than kAlarmFloorMillis: an alarm already due that this try could
-  // not settle is not polled in a loop).
-  const int64 due = slot != nullptr ? pg::NextAlarm(slot) : 0;
+  // not settle is not polled in a loop). An alarm read before the scan and
+  // due after `now` was not consumed by this try's scan: its job is still to
+  // come.
+  int64 due = slot != nullptr ? pg::NextAlarm(slot) : 0;
+  if (due_before > now && (due == 0 || due_before < due)) due = due_before;
   if (due == 0) return recheck;
   return std::clamp<long>(static_cast<long>((due - now + 999) / 1000), kAlarmFloorMillis, recheck);
 }
@@ -99,8 +107,9 @@ Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
   }
   Try result{{}, pg::WaitRecheckMillis()};
   const TimestampTz now = pg::Now();
+  const bool waiting = waiter != nullptr;
   if (queues.size() == 1) {
-    if (!queues[0].paused) result.sleep_cap_ms = ClaimFrom(queues[0], 0, n_, now, &result);
+    if (!queues[0].paused) result.sleep_cap_ms = ClaimFrom(queues[0], 0, n_, now, waiting, &result);
     return result;
   }
   // Several queues: where the next n jobs are, then that many from each. A
@@ -121,7 +130,7 @@ Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
       if (counts[i] == 0) continue;
       const uint64 before = result.size();
       result.sleep_cap_ms =
-          std::min(result.sleep_cap_ms, ClaimFrom(queues[i], i, counts[i], now, &result));
+          std::min(result.sleep_cap_ms, ClaimFrom(queues[i], i, counts[i], now, waiting, &result));
       if (result.size() - before < static_cast<uint64>(counts[i])) {
         done[i] = true;
         short_of = true;
