@@ -55,7 +55,7 @@ void DefineSettings() {
       "A waiting call is woken by the commit that gives it work, and a claim also when a job "
       "that was not due yet becomes due or its rate limit has a token again. It looks again at "
       "least this often for what wakes nobody: a queue's caps raised by alter_queue, a queue "
-      "or stream dropped, or dropped and created again.",
+      "or stream dropped, or dropped and created again, a COMMIT PREPARED.",
       &wait_recheck_ms, 1000, 10, 60 * 60 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr,
       nullptr);
   DefineCustomIntVariable(
