@@ -40,6 +40,21 @@ ROLLBACK;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT count(*) AS claimed_in_rr FROM pgq.claim('work', 1);
 ROLLBACK;
+-- pgq.wait_recheck: the longest sleep of a waiting claim or next_batch
+-- before it looks again, when nothing wakes it sooner (1 s; 10 ms to 1 h).
+-- Any role may set it for its own session's waits; the wait's end still
+-- comes first.
+SHOW pgq.wait_recheck;
+SET pgq.wait_recheck = '5ms';
+SET pgq.wait_recheck = '2h';
+CREATE ROLE pgq_t_recheck;
+SET ROLE pgq_t_recheck;
+SET pgq.wait_recheck = '1min';
+SHOW pgq.wait_recheck;
+RESET ROLE;
+DROP ROLE pgq_t_recheck;
+SELECT count(*) AS after_short_wait FROM pgq.claim('work', 1, wait => '50 milliseconds');
+RESET pgq.wait_recheck;
 
 -- Claims roll back with their transaction.
 SELECT pgq.enqueue('work', '{"name": "rolled-back-claim"}') AS rb \gset

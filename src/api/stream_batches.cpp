@@ -16,9 +16,8 @@ namespace pgq::api {
 namespace {
 
 // A waiting next_batch is woken by the commits that append to its stream;
-// it also looks again this often (a wake-up lost to a full ledger, a
-// stream dropped and created again).
-constexpr long kRecheckMillis = 1000;
+// it also looks again every pgq.wait_recheck (pg/settings.h: a stream
+// dropped, or dropped and created again, wakes nobody).
 constexpr int32 kMaxBatchEvents = 100000;
 
 int64 MonotonicMicros() {
@@ -117,7 +116,7 @@ PGQ_FUNCTION(pgq_next_batch) {
     sub.Rollback();
     const int64 left_ms = core::MillisLeft(wait_end, api::MonotonicMicros());
     if (left_ms == 0) break;
-    waiter.Sleep(static_cast<long>(std::min<int64>(api::kRecheckMillis, left_ms)));
+    waiter.Sleep(static_cast<long>(std::min<int64>(pg::WaitRecheckMillis(), left_ms)));
   }
   return static_cast<Datum>(0);
 }

@@ -16,6 +16,7 @@ int max_payload_bytes = 1024 * 1024;
 int max_lease_seconds = 24 * 60 * 60;
 int debug_clock_offset_seconds = 0;
 int maintenance_interval_ms = 1000;
+int wait_recheck_ms = 1000;
 int handler_workers = 2;
 char* databases = nullptr;
 int compact_min_size_kb = 2048;
@@ -45,6 +46,18 @@ void DefineSettings() {
       "pgq.maintenance_interval", "Time between two maintenance passes of the background worker.",
       "Each pass returns expired leases and drops finished-job counts past retention.",
       &maintenance_interval_ms, 1000, 10, 60 * 60 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
+      nullptr);
+  // User-settable: it sets how often the session's own waits look again,
+  // which a client can do anyway by calling claim or next_batch in a loop;
+  // it is no limit that protects other sessions.
+  DefineCustomIntVariable(
+      "pgq.wait_recheck",
+      "Longest sleep of a waiting pgq.claim or pgq.next_batch before it looks again.",
+      "A waiting call is woken by the commit that gives it work, and a claim also when a job "
+      "that was not due yet becomes due or its rate limit has a token again. It looks again at "
+      "least this often for what wakes nobody: a queue's caps raised by alter_queue, a queue "
+      "or stream dropped, or dropped and created again, a COMMIT PREPARED.",
+      &wait_recheck_ms, 1000, 10, 60 * 60 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr,
       nullptr);
   DefineCustomIntVariable(
       "pgq.handler_workers", "Background workers per database that run in-database handlers.",
@@ -85,6 +98,8 @@ void DefineSettings() {
 }
 
 int MaintenanceIntervalMillis() { return maintenance_interval_ms; }
+
+int WaitRecheckMillis() { return wait_recheck_ms; }
 
 int HandlerWorkers() { return handler_workers; }
 

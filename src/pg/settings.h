@@ -23,6 +23,10 @@ int64 MaxBatchBytes();
 // (ADR 0028, issue 33 step 2a; a development setting).
 bool RingQueues();
 int MaintenanceIntervalMillis();
+// pgq.wait_recheck: how long a waiting claim or next_batch sleeps, when
+// nothing will wake it sooner, before it looks again (api/claim.cpp,
+// api/stream_batches.cpp).
+int WaitRecheckMillis();
 int HandlerWorkers();
 // pgq.compact_min_size in bytes; -1: never compact (service/compact.h).
 int64 CompactMinBytes();

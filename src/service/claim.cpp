@@ -22,9 +22,10 @@ namespace {
 // A waiting claim is woken by the commits that make jobs of its queue ready
 // (pg/channel_wait.h). Jobs that become due without a commit (a future run_at, a
 // retry's backoff) are found by looking again when the claim hint's alarm
-// says the first of them is due, and at least this often.
-constexpr long kRecheckMillis = 1000;
-// The shortest sleep until a job the claim hint's alarm knows becomes due.
+// says the first of them is due; an empty rate limit's next token when it
+// comes; anything else at least every pgq.wait_recheck (pg/settings.h).
+// The shortest sleep until a job the claim hint's alarm knows becomes due
+// (pgq.wait_recheck is never shorter).
 constexpr long kAlarmFloorMillis = 10;
 
 }  // namespace
@@ -41,7 +42,7 @@ Claimer::Claimer(pg::SpiSession& spi, std::vector<std::string_view> queues, int3
 }
 
 long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, TimestampTz now,
-                        Try* result) {
+                        bool waiting, Try* result) {
   pg::QueueSlot* slot = pg::FindQueueSlot(queue.id);
   std::optional<RateBucket> bucket;
   int32 want = n;
@@ -53,6 +54,11 @@ long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, Tim
       return std::max(1L, static_cast<long>((bucket->MicrosUntilToken() + 999) / 1000));
     }
   }
+  // A waiting claim reads the hint's alarm before the scan too: a hint
+  // reset (a maintenance pass's, once a minute) that lands while the scan
+  // runs drops the alarm and what the scan would have published, and the
+  // claim would sleep a whole pgq.wait_recheck past a job due sooner.
+  const int64 due_before = waiting && slot != nullptr ? pg::NextAlarm(slot) : 0;
   pg::Result jobs = store::Claim(spi_, queue.id, name_datums_[index], want,
                                  lease_ != 0 ? lease_ : IntervalPGetDatum(&queue.lease), now, slot,
                                  queue.max_running);
@@ -68,15 +74,18 @@ long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, Tim
     if (!more.empty()) result->jobs.push_back(std::move(more));
   }
   if (bucket) bucket->Return(want - got);
-  if (got > 0) return kRecheckMillis;
+  const long recheck = pg::WaitRecheckMillis();
+  if (got > 0) return recheck;
   // Nothing ready: a job the hint knows will be due sooner than the next
   // recheck (a future run_at, a retry's backoff) is looked for then (not
   // sooner than kAlarmFloorMillis: an alarm already due that this try could
-  // not settle is not polled in a loop).
-  const int64 due = slot != nullptr ? pg::NextAlarm(slot) : 0;
-  if (due == 0) return kRecheckMillis;
-  return std::clamp<long>(static_cast<long>((due - now + 999) / 1000), kAlarmFloorMillis,
-                          kRecheckMillis);
+  // not settle is not polled in a loop). An alarm read before the scan and
+  // due after `now` was not consumed by this try's scan: its job is still to
+  // come.
+  int64 due = slot != nullptr ? pg::NextAlarm(slot) : 0;
+  if (due_before > now && (due == 0 || due_before < due)) due = due_before;
+  if (due == 0) return recheck;
+  return std::clamp<long>(static_cast<long>((due - now + 999) / 1000), kAlarmFloorMillis, recheck);
 }
 
 Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
@@ -93,10 +102,11 @@ Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
     for (const pg::CachedQueue& queue : queues) ids.push_back(queue.id);
     waiter->Arm(pg::Channel::Queues(ids.data(), static_cast<int>(ids.size())));
   }
-  Try result{{}, kRecheckMillis};
+  Try result{{}, pg::WaitRecheckMillis()};
   const TimestampTz now = pg::Now();
+  const bool waiting = waiter != nullptr;
   if (queues.size() == 1) {
-    if (!queues[0].paused) result.sleep_cap_ms = ClaimFrom(queues[0], 0, n_, now, &result);
+    if (!queues[0].paused) result.sleep_cap_ms = ClaimFrom(queues[0], 0, n_, now, waiting, &result);
     return result;
   }
   // Several queues: where the next n jobs are, then that many from each. A
@@ -117,7 +127,7 @@ Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
       if (counts[i] == 0) continue;
       const uint64 before = result.size();
       result.sleep_cap_ms =
-          std::min(result.sleep_cap_ms, ClaimFrom(queues[i], i, counts[i], now, &result));
+          std::min(result.sleep_cap_ms, ClaimFrom(queues[i], i, counts[i], now, waiting, &result));
       if (result.size() - before < static_cast<uint64>(counts[i])) {
         done[i] = true;
         short_of = true;
@@ -131,7 +141,7 @@ Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
     if (queues[i].ring_id == 0 || queues[i].paused) continue;
     result.sleep_cap_ms = std::min(
         result.sleep_cap_ms,
-        ClaimFrom(queues[i], i, n_ - static_cast<int32>(result.size()), now, &result));
+        ClaimFrom(queues[i], i, n_ - static_cast<int32>(result.size()), now, waiting, &result));
   }
   return result;
 }

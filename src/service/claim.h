@@ -36,9 +36,10 @@ class Claimer {
   Try Once(pg::ChannelWaiter* waiter = nullptr);
 
  private:
-  // Up to `n` jobs of one queue, within its rate limit; how long to sleep
-  // when the bucket is empty.
-  long ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, TimestampTz now, Try* result);
+  // Up to `n` jobs of one queue, within its rate limit; how long a waiting
+  // claim (`waiting`) may sleep before its next try.
+  long ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, TimestampTz now, bool waiting,
+                 Try* result);
 
   pg::SpiSession& spi_;
   std::vector<std::string_view> names_;

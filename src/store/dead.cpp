@@ -8,40 +8,69 @@
 
 namespace pgq::store {
 
+namespace {
+
+// The one column list of pgq.dead_jobs: `before` (a WITH clause), then the
+// insert of `rows`, a SELECT that gives every column of a dead job in this
+// order:
+//   id, queue, payload, attempts, last_error, reason, died_at, priority,
+//   max_attempts, enqueued_at, dedupe_key, group_key, progress, dedupe_for,
+//   segment
+std::string InsertDeadSql(std::string_view before, std::string_view rows) {
+  std::string sql(before);
+  sql += R"sql(
+INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at, priority,
+                           max_attempts, enqueued_at, dedupe_key, group_key, progress,
+                           dedupe_for, segment))sql";
+  sql += rows;
+  return sql;
+}
+
+// The segment of the dead ring a job of the queue d.queue_id dies into: the
+// current one of its queue's keep_dead (ADR 0021).
+std::string DeadSegmentSql() {
+  return internal::SegmentOfKeepSql(
+      false, "(SELECT q.keep_dead FROM pgq.queues q WHERE q.queue_id = d.queue_id)");
+}
+
+// The first two columns of a dead job whose live row (pgq.jobs or
+// pgq.dedupe_followers) is d: its queue's name comes from a scalar
+// subquery into a NOT NULL column, so that if the queue were somehow gone
+// the statement fails instead of losing the job.
+constexpr std::string_view kQueueNameOfD = R"sql(
+SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id))sql";
+
+// The queue id of a row just inserted (dead_jobs keeps the queue's name).
+constexpr std::string_view kReturnQueueId = R"sql(
+RETURNING (SELECT q.queue_id FROM pgq.queues q WHERE q.name = dead_jobs.queue) AS queue_id)sql";
+
+}  // namespace
+
 namespace internal {
 
-// The queue name comes from a scalar subquery into a NOT NULL column: if the
-// queue were somehow gone, the statement fails instead of losing the job.
-// It keeps the job's progress and dedupe period too, puts it in the
-// current segment of its queue's dead ring (ADR 0021), and returns its
-// key (KeysReleased).
+// Each deleted job whole (its queue's name by kQueueNameOfD), with its
+// progress and dedupe period, into the current segment of its queue's dead
+// ring (ADR 0021); returns its key too (KeysReleased).
 std::string BurySql(std::string_view deleted, std::string_view last_error, std::string_view reason,
                     std::string_view died_at) {
-  std::string sql = "WITH d AS (";
-  sql += deleted;
-  sql += R"sql()
-INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at,
-                           priority, max_attempts, enqueued_at, dedupe_key, group_key)sql";
-  sql += ",\n                           progress, dedupe_for, segment";
-  sql += R"sql()
-SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload,
-       d.attempt, )sql";
-  sql += last_error;
-  sql += ", '";
-  sql += reason;
-  sql += "', ";
-  sql += died_at;
-  sql += ", d.priority, d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key";
-  sql += R"sql(,
+  std::string before = "WITH d AS (";
+  before += deleted;
+  before += ")";
+  std::string rows(kQueueNameOfD);
+  rows += ", d.payload, d.attempt, ";
+  rows += last_error;
+  rows += ", '";
+  rows += reason;
+  rows += "', ";
+  rows += died_at;
+  rows += R"sql(, d.priority, d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key,
        d.progress, d.dedupe_for,
        )sql";
-  sql += SegmentOfKeepSql(false,
-                          "(SELECT q.keep_dead FROM pgq.queues q WHERE q.queue_id = d.queue_id)");
-  sql += R"sql(
-  FROM d
-RETURNING (SELECT q.queue_id FROM pgq.queues q WHERE q.name = dead_jobs.queue) AS queue_id,
-          group_key)sql";
-  sql += ", id, dedupe_key, dedupe_for";
+  rows += DeadSegmentSql();
+  rows += "\n  FROM d";
+  std::string sql = InsertDeadSql(before, rows);
+  sql += kReturnQueueId;
+  sql += ",\n          group_key, id, dedupe_key, dedupe_for";
   return sql;
 }
 
@@ -62,28 +91,23 @@ pg::Statement& cancel_job() {
   return statement.get();
 }
 
-// A follower of a running holder (keys.cpp) cancelled: into dead-letter
-// without its key, which stays its holder's. $1 id, $2 now, $3 $4 scope.
+// A follower of a running holder cancelled (keys.cpp takes it out of
+// pgq.dedupe_followers): into dead-letter without its key, which stays its
+// holder's. $1 id, $2 now, $3 $4 scope.
 pg::Statement& cancel_follower() {
-  static BuiltStatement statement{
-      R"sql(
-WITH d AS (
-  DELETE FROM pgq.dedupe_followers f WHERE f.id = $1 AND ($3 OR f.queue_id = ANY ($4))
-  RETURNING f.*
-)
-INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at, priority,
-                           max_attempts, enqueued_at, dedupe_key, group_key, progress,
-                           dedupe_for, segment)
-SELECT d.id, (SELECT name FROM pgq.queues q WHERE q.queue_id = d.queue_id), d.payload, 0, NULL,
-       'cancelled', $2, d.priority, d.max_attempts, d.enqueued_at, NULL, d.group_key, NULL,
-       d.dedupe_for,
-       )sql" +
-          internal::SegmentOfKeepSql(
-              false, "(SELECT q.keep_dead FROM pgq.queues q WHERE q.queue_id = d.queue_id)") +
-          R"sql(
-  FROM d
-RETURNING (SELECT q.queue_id FROM pgq.queues q WHERE q.name = dead_jobs.queue) AS queue_id)sql",
-      {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}};
+  const auto sql = [] {
+    std::string rows(kQueueNameOfD);
+    rows += R"sql(, d.payload, 0, NULL, 'cancelled', $2, d.priority, d.max_attempts,
+       d.enqueued_at, NULL, d.group_key, NULL, d.dedupe_for,
+       )sql";
+    rows += DeadSegmentSql();
+    rows += "\n  FROM d";
+    std::string taken = "WITH d AS (";
+    taken += internal::CancelledFollowerSql();
+    taken += ")";
+    return InsertDeadSql(taken, rows) + std::string(kReturnQueueId);
+  };
+  static BuiltStatement statement{sql(), {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID}};
   return statement.get();
 }
 
@@ -239,31 +263,28 @@ int32 ReviveOldest(pg::SpiSession& spi, const Queue& queue, int32 max, Timestamp
 
 namespace {
 
-// Dead jobs are kept unless their queue says for how long (and a job of a
-// queue that is gone stays too, for good: it was never ours to drop).
-constexpr std::string_view kDeadColumns = R"sql(
-INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at, priority,
-                           max_attempts, enqueued_at, dedupe_key, group_key, progress,
-                           dedupe_for, segment)
-SELECT d.id, d.queue, d.payload, d.attempts, d.last_error, d.reason, d.died_at, d.priority,
-       d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key, d.progress, d.dedupe_for, )sql";
-
 // $1 now, $2 at most this many. Dead jobs kept for good by a queue that has
 // a keep_dead now leave pgq.dead_jobs_kept: into the ring of that keep if
 // still within it, else nowhere. Row deletes, but only of that queue's
 // rows, once, on its admin's alter_queue.
+// (Dead jobs are kept unless their queue says for how long, and a job of a
+// queue that is gone stays too, for good: it was never ours to drop.)
 pg::Statement& move_kept_dead() {
-  static BuiltStatement statement{
-      R"sql(
+  const auto sql = [] {
+    return InsertDeadSql(R"sql(
 WITH d AS (
   DELETE FROM pgq.dead_jobs_kept k WHERE k.ctid = ANY (ARRAY(
     SELECT m.ctid FROM pgq.queues q JOIN pgq.dead_jobs_kept m ON m.queue = q.name
      WHERE q.keep_dead IS NOT NULL LIMIT $2))
-  RETURNING k.*))sql" +
-          std::string(kDeadColumns) + internal::SegmentOfKeepSql(false, "q.keep_dead") + R"sql(
+  RETURNING k.*))sql",
+                         R"sql(
+SELECT d.id, d.queue, d.payload, d.attempts, d.last_error, d.reason, d.died_at, d.priority,
+       d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key, d.progress, d.dedupe_for, )sql" +
+                             internal::SegmentOfKeepSql(false, "q.keep_dead") + R"sql(
   FROM d JOIN pgq.queues q ON q.name = d.queue
- WHERE d.died_at + q.keep_dead > $1)sql",
-      {TIMESTAMPTZOID, INT4OID}};
+ WHERE d.died_at + q.keep_dead > $1)sql");
+  };
+  static BuiltStatement statement{sql(), {TIMESTAMPTZOID, INT4OID}};
   return statement.get();
 }
 

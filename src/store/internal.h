@@ -86,6 +86,10 @@ std::vector<GroupRef> KeysReleased(pg::SpiSession& spi, const pg::Result& rows,
 // The finished job whose key `key` of `queue_id` stays taken at `now`, or 0;
 // with `latest`, seeing holds committed after the transaction's snapshot.
 int64 HeldKeyJob(pg::SpiSession& spi, int32 queue_id, Datum key, TimestampTz now, bool latest);
+// The DELETE ... RETURNING f.* that takes a follower out of
+// pgq.dedupe_followers to be cancelled (dead.cpp buries it in the same
+// statement): $1 its id, $3 $4 the caller's scope (SetScope).
+std::string_view CancelledFollowerSql();
 // Takes back the job this transaction has just inserted (insert.cpp, when a
 // key turned out to be held).
 void DeleteJustInserted(pg::SpiSession& spi, int64 id);

@@ -15,6 +15,9 @@
 // anyone more; the enqueue that adds it holds a KEY SHARE lock on the
 // holder's row, so the holder cannot leave before the follower is
 // committed and seen.
+// A follower cancelled leaves in the statement that dead-letters it
+// (dead.cpp), through CancelledFollowerSql: this file alone writes
+// pgq.dedupe_followers.
 #include "pg/args.h"
 #include "pg/ledger.h"
 #include "pg/settings.h"
@@ -132,6 +135,13 @@ DELETE FROM pgq.dedupe_holds WHERE ctid = ANY (ARRAY(
 }  // namespace
 
 namespace internal {
+
+std::string_view CancelledFollowerSql() {
+  return R"sql(
+  DELETE FROM pgq.dedupe_followers f WHERE f.id = $1 AND ($3 OR f.queue_id = ANY ($4))
+  RETURNING f.*
+)sql";
+}
 
 std::vector<GroupRef> KeysReleased(pg::SpiSession& spi, const pg::Result& rows,
                                    TimestampTz finished_at) {

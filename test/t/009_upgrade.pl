@@ -12,8 +12,10 @@
 #
 # The library serves only a catalog of its own version: on an older one
 # every function of ours raises 55000 with the hint to update, a session
-# that lives across the update is served once it is done, and the
-# maintenance worker waits (logged once) and resumes. So the old databases
+# that lives across the update is served once it is done, the
+# maintenance worker waits (logged once) and resumes, the handler workers
+# are not started until the update (then they run the handlers), and a
+# running handler worker whose catalog changes under it waits too. So the old databases
 # are filled by hand, with the rows each release stored (the shape of the
 # data is what its update script must carry).
 use strict;
@@ -25,10 +27,13 @@ use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
+use Time::HiRes qw(time usleep);
 use PgqTap;
 
 my $node = pgq_node('main');
+# A maintenance worker for each of the eight databases with pgq_cpp, the
+# launcher and the handler workers of the last section.
+$node->append_conf('postgresql.conf', "max_worker_processes = 16\n");
 $node->start;
 for my $db (qw(fresh old old11 old12 old20 old201))
 {
@@ -476,6 +481,130 @@ is( $node->safe_psql(
 		  . "SELECT count(*) FROM pgq.rings WHERE ring_id < 0; "
 		  . "SELECT to_regclass('pgq.segment_rings') IS NULL"),
 	"done,dead\n22\nt", '2.0.1 updated: after a pass, the rings are adopted and the kept jobs are there');
+
+# --- handler workers on an older catalog (ADR 0024) ---------------------------------
+# The maintenance worker starts a database's handler workers once its pass
+# has seen a queue with a handler; on an older catalog it runs no pass, so no
+# handler worker starts and the job of a handler queue waits. After ALTER
+# EXTENSION pgq_cpp UPDATE they start and run its handler.
+$offset = log_size($node);
+$node->safe_psql('postgres', 'CREATE DATABASE oldh');
+$node->safe_psql(
+	'oldh', q{
+CREATE EXTENSION pgq_cpp VERSION '2.0.1';
+CREATE TABLE public.handled (job_id bigint NOT NULL, payload jsonb NOT NULL);
+CREATE FUNCTION public.record_job(job pgq.claimed_job) RETURNS void LANGUAGE sql
+    AS $$ INSERT INTO public.handled VALUES (job.id, job.payload) $$;
+INSERT INTO pgq.queues (name, max_attempts, lease, backoff_base, backoff_max, retention, notify,
+                        handler, owner)
+VALUES ('hooks', 3, '2 minutes', '1 second', '1 hour', '1 day', false,
+        'public.record_job(pgq.claimed_job)', 'postgres');
+INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, enqueued_at, payload)
+SELECT nextval('pgq.job_id_seq'), queue_id, 'p', 0, now(), 0, 3, now(), '{"n": "hook"}'
+  FROM pgq.queues WHERE name = 'hooks';
+});
+my $hook = $node->safe_psql('oldh', 'SELECT id FROM pgq.jobs');
+my $handler_workers =
+	"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pgq handler' AND datname = 'oldh'";
+ok( wait_for_log(
+		$node,
+		qr/pgq maintenance worker waits for ALTER EXTENSION pgq_cpp UPDATE: pgq_cpp 2\.0\.1 is installed in database "oldh"/,
+		$offset),
+	'2.0.1 catalog with a handler queue: its maintenance worker waits for the update');
+
+# Each pass begins and ends a transaction, which moves the worker's
+# state_change in pg_stat_activity: eight moves seen are three passes or
+# more, each followed by the handler workers' supervision.
+my %moves;
+my $passes_deadline = time + $SHORT;
+while (keys %moves < 8 && time < $passes_deadline)
+{
+	my $moved = $node->safe_psql('postgres',
+		"SELECT state_change FROM pg_stat_activity WHERE backend_type = 'pgq maintenance' "
+		  . "AND datname = 'oldh'");
+	$moves{$moved} = 1 if $moved ne '';
+	usleep(20_000);
+}
+cmp_ok(scalar(keys %moves), '>=', 8, 'its maintenance worker goes on passing meanwhile');
+is($node->safe_psql('oldh', $handler_workers),
+	'0', 'on the older catalog no handler worker of that database is started');
+is( $node->safe_psql(
+		'oldh',
+		"SELECT state::text || ' ' || attempt FROM pgq.jobs WHERE id = $hook; "
+		  . "SELECT count(*) FROM public.handled"),
+	"p 0\n0", 'and the job of the handler queue waits, unclaimed');
+is(count_matches(log_since($node, $offset), qr/pgq handler worker waits/),
+	0, 'no handler worker logged a wait either: none ran');
+
+$node->safe_psql('oldh', 'ALTER EXTENSION pgq_cpp UPDATE');
+ok(wait_for($node, 'oldh', "SELECT string_agg(job_id || ' ' || (payload->>'n'), ',') FROM public.handled",
+		"$hook hook"),
+	'after the update, a handler worker runs the handler of the job that waited');
+ok(wait_for($node, 'oldh', "SELECT count(*) FROM pgq.jobs WHERE id = $hook", '0'),
+	'and completes it');
+ok(wait_for($node, 'oldh', $handler_workers, '2'),
+	'the handler workers of that database run (pgq.handler_workers: 2)');
+
+# A handler worker also checks the catalog itself before each claim, for a
+# catalog that changes under it: here set back by hand to 2.0.1 (older than
+# its library) while a job of the handler queue is enqueued, not yet
+# committed. Once every handler worker logged that it waits, the job is
+# committed (its commit wakes them): they claim nothing until the catalog is
+# their library's again, then run its handler.
+my $hooked = $node->background_psql('oldh');
+my $late = $hooked->query_safe("BEGIN; SELECT pgq.enqueue('hooks', '{\"n\": \"late\"}');");
+my $workers = 2;
+$offset = log_size($node);
+$node->safe_psql(
+	'oldh', q{
+BEGIN;
+UPDATE pg_extension SET extversion = '2.0.1' WHERE extname = 'pgq_cpp';
+CREATE TABLE public.catalog_moved ();  -- a relation changes, as in an update script
+COMMIT;
+});
+my $waiting = qr/pgq handler worker waits for ALTER EXTENSION pgq_cpp UPDATE: pgq_cpp 2\.0\.1 is installed in database "oldh", the library is \Q$default\E/;
+my $deadline = time + $SHORT;
+usleep(100_000)
+  while count_matches(log_since($node, $offset), $waiting) < $workers && time < $deadline;
+is(count_matches(log_since($node, $offset), $waiting),
+	$workers, "each of the $workers handler workers logs that it waits for the update");
+$hooked->query_safe('COMMIT');
+$hooked->quit;
+
+# Each look of a handler worker begins and ends a transaction, which moves
+# its state_change: six moves of each are two looks or more since the job
+# was committed.
+my %looks;
+$deadline = time + $SHORT;
+while (time < $deadline)
+{
+	for my $line (split /\n/, $node->safe_psql('postgres',
+		"SELECT pid || ' ' || state_change FROM pg_stat_activity "
+		  . "WHERE backend_type = 'pgq handler' AND datname = 'oldh'"))
+	{
+		my ($pid, $moved) = split / /, $line, 2;
+		$looks{$pid}{$moved} = 1;
+	}
+	last if keys %looks == $workers && !grep { keys %{ $looks{$_} } < 6 } keys %looks;
+	usleep(20_000);
+}
+ok(keys %looks == $workers && !grep({ keys %{ $looks{$_} } < 6 } keys %looks),
+	'the handler workers go on looking meanwhile');
+is( $node->safe_psql(
+		'oldh',
+		"SELECT state::text || ' ' || attempt FROM pgq.jobs WHERE id = $late; "
+		  . "SELECT count(*) FROM public.handled WHERE job_id = $late"),
+	"p 0\n0", 'and claim nothing: the job waits');
+is(count_matches(log_since($node, $offset), $waiting),
+	$workers, 'each logged it once, not at every look');
+
+$offset = log_size($node);
+$node->safe_psql('oldh',
+	"UPDATE pg_extension SET extversion = '$default' WHERE extname = 'pgq_cpp'");
+ok(wait_for_log($node, qr/pgq handler worker resumes: pgq_cpp \Q$default\E is installed in database "oldh"/, $offset),
+	'the catalog their library\'s again: the handler workers resume');
+ok(wait_for($node, 'oldh', "SELECT count(*) FROM public.handled WHERE job_id = $late", '1'),
+	'and run the handler of the job that waited');
 
 $node->stop;
 done_testing();
