@@ -8,7 +8,7 @@
 #
 # Ends with "N passed, M failed"; exits non-zero when anything failed.
 # Two full checks, one after the other (queue_rings.pml, "Bounds"): the
-# rings (2 jobs, a claim each, 3 segments, a carry, a crash) ~30 million
+# rings (2 jobs, a claim each, 3 segments, a carry, a crash) ~31 million
 # states, 1.6 GB, ~35 s; the claims at the old scale (3 jobs, two claims
 # each, one segment) ~38 million states, 2.5 GB, ~60 s; on the 2-core test
 # machine. A planted bug fails within seconds. About 1m40s in all.
@@ -58,6 +58,7 @@ verify "planted: an aborted claim keeps its entry" fail -DBUG_NO_GIVEBACK
 verify "planted: a segment truncated once the cursor passed it" fail -DBUG_TRUNCATE_EARLY
 verify "planted: a newer segment truncated before an older one" fail -DBUG_TRUNCATE_OUT_OF_ORDER
 verify "planted: a carry appends a running job's entry, not its receipt" fail -DBUG_CARRY_WITHOUT_RECEIPT
+verify "planted: a carry appends its rows after it read the job, unlocked" fail -DBUG_CARRY_UNLOCKED
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -43,7 +43,12 @@
  *                              stays in the older one, a rebuild finds it ready
  *   BUG_CARRY_WITHOUT_RECEIPT  a carry of a running job appends its entry, not its
  *                              receipt: a rebuild finds it ready while its lease is live
- * (With the truncation's own asserts taken out, the last two still fail, on
+ *   BUG_CARRY_UNLOCKED         the carry appends its rows after it read the job, not
+ *                              under the lock the completion's fence takes: a completion
+ *                              commits between, a rotation follows, the closure lies in
+ *                              an older segment than the copy and is truncated first,
+ *                              and the finished job's copy looks unfinished
+ * (With the truncation's own asserts taken out, the two before still fail, on
  * "never while a lease on it is live": two live holders.)
  *
  * Bounds (macros, set by check.sh): J jobs (one producer each), claimers
@@ -266,7 +271,8 @@ next:
 }
 
 /* Time passes: a lease ends and its job is offered again; the current
-   segment is sealed and the next one takes the appends. */
+   segment is sealed and the next one takes the appends (at any time, as a
+   full segment does, also in the middle of a carry). */
 proctype Clock() {
   byte j;
   do
@@ -282,6 +288,7 @@ proctype Clock() {
        :: else -> skip
        fi;
        j = 0 }
+  :: atomic { !crashed && cur < NSEG - 1 -> cur++ }   /* the current segment is sealed */
   :: break
   od
 }
@@ -343,7 +350,6 @@ proctype Maintenance() {
        :: else -> skip
        fi;
        s = 0; k = 0; ok = false }
-  :: atomic { !crashed && cur < NSEG - 1 -> cur++ }   /* the current segment is sealed */
   :: atomic { !crashed && carries < MAXCARRY ->
        carries++;
        /* Under the lane's and the lease map's lock: a job whose newest entry
@@ -373,6 +379,9 @@ proctype Maintenance() {
      if
      :: cj == NIL -> skip
      :: atomic { cj != NIL && !crashed ->   /* commits */
+#ifdef BUG_CARRY_UNLOCKED
+          cs = cur;   /* its rows appended only now, in the segment now current */
+#endif
           cseg[cj] = cs; cbase[cj] = cb;
 #ifndef BUG_CARRY_WITHOUT_RECEIPT
           if
