@@ -48,8 +48,9 @@
  *                              commits between, a rotation follows, the closure lies in
  *                              an older segment than the copy and is truncated first,
  *                              and the finished job's copy looks unfinished
- * (With the truncation's own asserts taken out, the two before still fail, on
- * "never while a lease on it is live": two live holders.)
+ * (With the truncation's own asserts taken out, the last three still fail,
+ * on a claim's asserts: a job handed out while its lease is live or with an
+ * attempt already committed -- two live holders -- or completed twice.)
  *
  * Bounds (macros, set by check.sh): J jobs (one producer each), claimers
  * taking R1 and R2 jobs, NSEG segments (the last never sealed), MAXCARRY
