@@ -11,7 +11,7 @@
 # rings (2 jobs, a claim each, 3 segments, a carry, a crash) ~31 million
 # states, 1.6 GB, ~35 s; the claims at the old scale (3 jobs, two claims
 # each, one segment) ~38 million states, 2.5 GB, ~60 s; on the 2-core test
-# machine. A planted bug fails within seconds. About 1m40s in all.
+# machine. A planted bug fails within seconds. About two minutes in all.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d)"

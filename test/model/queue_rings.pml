@@ -123,7 +123,7 @@ byte attempts[J];      /* attempts handed out */
 bool crashed = false;
 
 /* Scratch of the atomic steps below, not part of the state. */
-hidden byte h_j, h_base, h_rc;
+hidden byte h_base, h_rc;
 hidden byte h_ent, h_copy, h_fin;
 
 #define NEWEST(j) (cseg[j] != NIL -> cseg[j] : eseg[j])
