@@ -7,9 +7,11 @@
 #   bash test/model/check.sh          the model and every planted bug
 #
 # Ends with "N passed, M failed"; exits non-zero when anything failed.
-# A full check of the model is ~40 million states, 2.5 GB and about a
-# minute and a half on the 2-core test machine; a planted bug fails within
-# seconds.
+# Two full checks, one after the other (queue_rings.pml, "Bounds"): the
+# rings (2 jobs, a claim each, 3 segments, a carry, a crash) ~31 million
+# states, 1.6 GB, ~35 s; the claims at the old scale (3 jobs, two claims
+# each, one segment) ~38 million states, 2.5 GB, ~60 s; on the 2-core test
+# machine. A planted bug fails within seconds. About two minutes in all.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d)"
@@ -18,17 +20,22 @@ cp "$here/queue_rings.pml" "$work/"
 cd "$work"
 
 passed=0 failed=0
-verify() {  # label expect(pass|fail) [-DBUG]
-  local label=$1 expect=$2 define=${3:-} out
-  spin -a ${define:+"$define"} queue_rings.pml >/dev/null
+verify() {  # label expect(pass|fail) [-DMACRO...]
+  local label=$1 expect=$2 out
+  shift 2
+  spin -a "$@" queue_rings.pml >/dev/null
   # -DSAFETY: assertions and end states; -DCOLLAPSE: the state vectors
-  # compressed (the full search fits in memory).
-  gcc -O2 -w -DSAFETY -DCOLLAPSE -o pan pan.c
+  # compressed losslessly (the search stays exhaustive and fits in memory);
+  # -DMEMLIM: a search that outgrows 6 GB stops ("Search not completed").
+  gcc -O2 -w -DSAFETY -DCOLLAPSE -DMEMLIM=6000 -o pan pan.c
   out=$(timeout 600 ./pan -m1000000 2>&1 || true)
   local errors
   errors=$(grep -oE 'errors: [0-9]+' <<<"$out" | grep -oE '[0-9]+' || echo "none")
   if grep -q "max search depth too small" <<<"$out"; then
     echo "not ok - $label: the search was cut at its depth limit (raise -m)"
+    failed=$((failed + 1))
+  elif [[ $expect == pass ]] && grep -qE "Search not completed|out of memory" <<<"$out"; then
+    echo "not ok - $label: the search did not complete (memory)"
     failed=$((failed + 1))
   elif [[ $expect == pass && $errors == 0 ]]; then
     echo "ok - $label: holds ($(grep -oE '[0-9]+ states, stored' <<<"$out"))"
@@ -43,11 +50,15 @@ verify() {  # label expect(pass|fail) [-DBUG]
   fi
 }
 
-verify "the protocol" pass
+verify "the protocol on rings (2 jobs, 3 segments, a carry)" pass
+verify "the claims at 3 jobs, two claims each (one segment)" pass -DJ=3 -DR1=2 -DR2=2 -DNSEG=1 -DMAXCARRY=0
 verify "planted: the cursor forgets an in-progress entry" fail -DBUG_SKIP_INPROGRESS
 verify "planted: a completion does not check its attempt" fail -DBUG_NO_FENCE
 verify "planted: an aborted claim keeps its entry" fail -DBUG_NO_GIVEBACK
 verify "planted: a segment truncated once the cursor passed it" fail -DBUG_TRUNCATE_EARLY
+verify "planted: a newer segment truncated before an older one" fail -DBUG_TRUNCATE_OUT_OF_ORDER
+verify "planted: a carry appends a running job's entry, not its receipt" fail -DBUG_CARRY_WITHOUT_RECEIPT
+verify "planted: a carry appends its rows after it read the job, unlocked" fail -DBUG_CARRY_UNLOCKED
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

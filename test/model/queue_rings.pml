@@ -2,56 +2,149 @@
  * The claim protocol of the queues on segment rings (issue 33; the shape of
  * docs/design/queues-on-rings.md), as a Promela model for SPIN.
  *
- * What is modelled: producers append entries (one per job) and commit or
- * abort, in any order (a late-committing enqueue); claimers take entries
- * under the lane's lock (shared memory: a cursor, the entries it passed
- * while their inserter was in progress, the entries given back) and commit
- * or abort their claim (a receipt); a completion checks the live lease of
- * its (job, attempt) and commits or aborts; leases end at any time and their
- * jobs are offered again; a sealed segment is truncated; the server crashes
- * at any point (every open transaction aborts, every backend dies, shared
- * memory is rebuilt from what is durable: entries, receipts, outcomes, and
- * time).
+ * What is modelled: one ring per queue whose segments hold rows of three
+ * kinds (entries, receipts, closures), each appended to the segment that is
+ * current when it is written, so a job's receipt or closure may lie in a
+ * later segment than its entry. Producers append entries (one per job) and
+ * commit or abort, in any order (a late-committing enqueue); claimers take
+ * entries under the lane's lock (shared memory: a cursor, the entries it
+ * passed while their inserter was in progress, the entries given back) and
+ * commit or abort their claim (a receipt); a completion checks the live
+ * lease of its (job, attempt) and commits or aborts (a closure); leases end
+ * at any time and their jobs are offered again; the current segment is
+ * sealed and the next one takes the appends at any time; maintenance
+ * truncates the oldest segment once every entry in it is finished or
+ * carried, and carries a job still unfinished in the oldest sealed segment
+ * forward: its entry (with the attempts so far) and, if it runs, its live
+ * receipt appended again to the current segment in one transaction that
+ * commits, aborts or dies in a crash; the server crashes at any point
+ * (every open transaction aborts, every backend dies, shared memory is
+ * rebuilt from the rows of the segments not truncated -- a job's newest
+ * entry, the receipts after it, its closure -- and time).
  *
  * What is checked (assert): a job is completed at most once and only by its
  * current attempt (a fenced completion never lands, two claims never both
- * complete); a truncated segment holds no committed job without an outcome;
- * a claim never hands out an entry of a truncated segment; and, after every
+ * complete); a claim never hands out a job whose lease is live (two live
+ * holders), never one that is finished, never one whose entry is
+ * truncated, and always with an attempt above every attempt that was ever
+ * committed (fencing survives truncation and crashes); a truncation leaves
+ * the rebuild every unfinished job's entry and live receipt and every
+ * finished job's closure where its entry is still seen; and, after every
  * process has ended and the leases have run out, a drain completes every
  * committed job (none lost, a late commit not skipped).
  *
  * Planted bugs (each must make the check fail; test/model/check.sh):
- *   BUG_SKIP_INPROGRESS  the cursor passes an in-progress entry and forgets it
- *   BUG_NO_FENCE         a completion does not check its attempt
- *   BUG_NO_GIVEBACK      an aborted claim does not give its entry back
- *   BUG_TRUNCATE_EARLY   a segment is truncated once the cursor passed it
+ *   BUG_SKIP_INPROGRESS        the cursor passes an in-progress entry and forgets it
+ *   BUG_NO_FENCE               a completion does not check its attempt
+ *   BUG_NO_GIVEBACK            an aborted claim does not give its entry back
+ *   BUG_TRUNCATE_EARLY         a segment is truncated once the cursor passed its entries
+ *   BUG_TRUNCATE_OUT_OF_ORDER  any sealed segment is truncated, not only the oldest:
+ *                              a job's receipt goes with a newer segment, its entry
+ *                              stays in the older one, a rebuild finds it ready
+ *   BUG_CARRY_WITHOUT_RECEIPT  a carry of a running job appends its entry, not its
+ *                              receipt: a rebuild finds it ready while its lease is live
+ *   BUG_CARRY_UNLOCKED         the carry appends its rows after it read the job, not
+ *                              under the lock the completion's fence takes: a completion
+ *                              commits between, a rotation follows, the closure lies in
+ *                              an older segment than the copy and is truncated first,
+ *                              and the finished job's copy looks unfinished
+ * (With the truncation's own asserts taken out, the last three still fail,
+ * on a claim's asserts: a job handed out while its lease is live or with an
+ * attempt already committed -- two live holders -- or completed twice.)
+ *
+ * Bounds (macros, set by check.sh): J jobs (one producer each), claimers
+ * taking R1 and R2 jobs, NSEG segments (the last never sealed), MAXCARRY
+ * carries, one crash. The default, the rings: J 2, R1 = R2 = 1, NSEG 3,
+ * MAXCARRY 1 (three segments are the fewest in which a newer segment can
+ * be truncated before an older one). Run beside it, the claims at the
+ * scale the model had before the rings (J 3, R1 = R2 = 2) on one segment
+ * (no rotation, so no truncation or carry); both together are exhaustive
+ * and fit in minutes, every ring feature at J 3 with two claims each does
+ * not (over 500 million states).
+ *
+ * Modelling choices: a receipt or closure lands in the segment current when
+ * its transaction commits (the engine inserts it earlier, in the same or an
+ * older segment, and TRUNCATE waits for the writer's lock; the one race
+ * where the earlier insert would matter, a claim or completion in flight
+ * when a carry reads the job, cannot arise because the carry skips such
+ * jobs). The carry reads the job and appends its rows in one step, under
+ * the lane's and the lease map's lock, and commits later; a crash, a lease
+ * end, a completion, a rotation may come between. Only the newest receipt
+ * of a job is kept: older ones always had their lease ended, lie in the
+ * same or older segments, and add nothing to a rebuild while segments go
+ * oldest first.
  */
 
-#define J 3          /* jobs; entry i is job i */
-#define SEGSIZE 2    /* entries 0 and 1 in segment 0, entry 2 in segment 1 */
-#define NSEG 2
+#ifndef J
+#define J 2          /* jobs; entry i is job i */
+#endif
+#ifndef NSEG
+#define NSEG 3       /* segments 0..2; the last is never sealed */
+#endif
 #define NIL 255
-#define SEG(i) ((i) / SEGSIZE)
+#ifndef R1
+#define R1 1      /* claims by the first claimer */
+#endif
+#ifndef R2
+#define R2 1      /* claims by the second claimer */
+#endif
+#ifndef MAXCARRY
+#define MAXCARRY 1   /* carries per maintenance run */
+#endif
 
-mtype = { NONE, INPROG, COMMITTED, ABORTED, CLAIMING, LIVE, CLOSING };
+mtype = { NONE, INPROG, COMMITTED, ABORTED, CLAIMING, LIVE, CLOSING, CARRYING };
 
-/* Durable: what the tables hold (and the clock). */
+/* Durable: what the ring holds (and the clock). Each row keeps the segment
+   it was written in; truncation removes a segment's rows from what a
+   rebuild sees (the variables stay, as the history the asserts judge by). */
 mtype entry_st[J];     /* the inserting transaction: NONE, INPROG, COMMITTED, ABORTED */
+byte eseg[J];          /* the segment of the entry */
 byte n = 0;            /* entries appended */
+byte cseg[J];          /* the segment of the newest carried copy of the entry; NIL none */
+byte cbase[J];         /* the attempts so far, recorded in that copy */
 byte receipt[J];       /* attempt of the newest committed receipt; 0 none */
+byte rseg[J];          /* its segment */
+byte rcseg[J];         /* the segment of its carried copy; NIL none */
 bool expired[J];       /* that receipt's lease has ended (time survives a crash) */
-byte outcome[J];       /* the attempt that completed the job; 0 none */
+byte outcome[J];       /* the attempt that completed the job (its closure); 0 none */
+byte oseg[J];          /* the closure's segment */
+byte cur = 0;          /* the segment taking appends; older ones are sealed */
 bool truncated[NSEG];
 
 /* Shared memory: lost in a crash, rebuilt from the above. */
 byte cursor = 0;
 bool passed[J];        /* passed by the cursor while its inserter was in progress */
-bool ready[J];         /* given back: an aborted claim, an ended lease, a rebuild */
+bool ready[J];         /* given back: an aborted claim, an ended lease, a carry, a rebuild */
+bool moved[J];         /* carried: the cursor skips the old entry, the job is offered from its copy */
 byte lease[J];         /* the attempt holding the job; 0 none */
-mtype lease_st[J];     /* NONE, CLAIMING (claim not committed), LIVE, CLOSING (completion in flight) */
+mtype lease_st[J];     /* NONE, CLAIMING, LIVE, CLOSING (completion in flight), CARRYING (a ready job being carried) */
 byte attempts[J];      /* attempts handed out */
 
 bool crashed = false;
+
+/* Scratch of the atomic steps below, not part of the state. */
+hidden byte h_base, h_rc;
+hidden byte h_ent, h_copy, h_fin;
+
+#define NEWEST(j) (cseg[j] != NIL -> cseg[j] : eseg[j])
+#define LIVE_LEASE(j) (receipt[j] != 0 && !expired[j] && outcome[j] == 0)
+
+/* What a rebuild sees of job j in the segments not truncated: its newest
+   entry (h_ent; h_copy when it is a carried copy, h_base the attempts it
+   records), the newest receipt after it (h_rc, 0 none), its closure (h_fin). */
+inline view(j) {
+  if
+  :: cseg[j] != NIL && !truncated[cseg[j]] -> h_ent = true; h_copy = true; h_base = cbase[j]
+  :: else -> h_copy = false; h_base = 0;
+     h_ent = (entry_st[j] == COMMITTED && !truncated[eseg[j]])
+  fi;
+  if
+  :: receipt[j] != 0 && (!h_copy || receipt[j] > h_base) && !truncated[rseg[j]] -> h_rc = receipt[j]
+  :: receipt[j] != 0 && h_copy && receipt[j] == h_base && rcseg[j] != NIL && !truncated[rcseg[j]] -> h_rc = receipt[j]
+  :: else -> h_rc = 0
+  fi;
+  h_fin = (outcome[j] != 0 && !truncated[oseg[j]])
+}
 
 /* Under the lane's lock: the next entry to hand out, or NIL. */
 inline pick(pos) {
@@ -71,23 +164,26 @@ inline pick(pos) {
   do
   :: pos == NIL && cursor < n ->
      if
-     :: entry_st[cursor] == INPROG ->
+     :: moved[cursor] -> skip   /* carried forward: offered from its copy */
+     :: !moved[cursor] && entry_st[cursor] == INPROG ->
 #ifndef BUG_SKIP_INPROGRESS
         passed[cursor] = true
 #else
         skip
 #endif
-     :: entry_st[cursor] == COMMITTED -> pos = cursor
-     :: entry_st[cursor] == ABORTED -> skip
+     :: !moved[cursor] && entry_st[cursor] == COMMITTED -> pos = cursor
+     :: !moved[cursor] && entry_st[cursor] == ABORTED -> skip
      fi;
      cursor++
   :: else -> break
   od;
   if
   :: pos != NIL ->
-     assert(!truncated[SEG(pos)]);   /* never hand out a reclaimed entry */
-     assert(outcome[pos] == 0);       /* never hand out a finished job */
+     assert(!truncated[NEWEST(pos)]);  /* never hand out a reclaimed entry */
+     assert(outcome[pos] == 0);         /* never hand out a finished job */
+     assert(!LIVE_LEASE(pos));          /* never while a lease on it is live */
      attempts[pos]++;
+     assert(attempts[pos] > receipt[pos]);  /* above every committed attempt */
      lease[pos] = attempts[pos];
      lease_st[pos] = CLAIMING
   :: else -> skip
@@ -98,7 +194,7 @@ inline pick(pos) {
 proctype Producer() {
   byte me;
   if
-  :: atomic { !crashed -> me = n; entry_st[me] = INPROG; n++ }
+  :: atomic { !crashed -> me = n; entry_st[me] = INPROG; eseg[me] = cur; n++ }
   :: crashed -> goto done
   fi;
   if
@@ -110,13 +206,13 @@ done:
   skip
 }
 
-proctype Claimer() {
+proctype Claimer(byte maxrounds) {
   byte pos, my, i, rounds = 0;
   bool closing;
   do
   :: crashed -> break          /* a crash ends every backend */
-  :: rounds == 2 -> break      /* bounded: attempts stay small */
-  :: !crashed && rounds < 2 ->
+  :: rounds == maxrounds -> break   /* bounded: attempts stay small */
+  :: !crashed && rounds < maxrounds ->
      rounds++;
      d_step {
        if
@@ -127,9 +223,11 @@ proctype Claimer() {
      :: pos == NIL -> break
      :: else -> skip
      fi;
-     /* The claim's transaction ends. */
+     /* The claim's transaction ends: its receipt, in the current segment. */
      if
-     :: atomic { !crashed -> receipt[pos] = my; expired[pos] = false; lease_st[pos] = LIVE }
+     :: atomic { !crashed ->
+          receipt[pos] = my; rseg[pos] = cur; rcseg[pos] = NIL; expired[pos] = false;
+          lease_st[pos] = LIVE }
      :: atomic { !crashed ->
           lease[pos] = 0; lease_st[pos] = NONE;
 #ifndef BUG_NO_GIVEBACK
@@ -161,7 +259,7 @@ proctype Claimer() {
         :: atomic { !crashed ->
              assert(outcome[pos] == 0);       /* completed once */
              assert(attempts[pos] == my);     /* by the newest attempt */
-             outcome[pos] = my; lease[pos] = 0; lease_st[pos] = NONE }
+             outcome[pos] = my; oseg[pos] = cur; lease[pos] = 0; lease_st[pos] = NONE }
         :: atomic { !crashed -> lease_st[pos] = LIVE }   /* the completion rolled back */
         :: crashed -> break
         fi
@@ -173,8 +271,10 @@ next:
   od
 }
 
-/* A lease ends (time passes) and its job is offered again. */
-proctype Expirer() {
+/* Time passes: a lease ends and its job is offered again; the current
+   segment is sealed and the next one takes the appends (at any time, as a
+   full segment does, also in the middle of a carry). */
+proctype Clock() {
   byte j;
   do
   :: crashed -> break
@@ -189,47 +289,119 @@ proctype Expirer() {
        :: else -> skip
        fi;
        j = 0 }
+  :: atomic { !crashed && cur < NSEG - 1 -> cur++ }   /* the current segment is sealed */
   :: break
   od
 }
 
-/* Maintenance truncates a sealed segment whose entries are all finished. */
-proctype Truncater() {
-  byte s, k;
-  bool ok;
+/* Maintenance: truncates the oldest segment once every entry in it is
+   finished or carried; carries a job forward out of the oldest sealed
+   segment. */
+proctype Maintenance() {
+  byte s, k, cj = NIL, cs, cb, carries = 0;
+  bool ok, cr;
   do
   :: crashed -> break
   :: atomic { !crashed ->
+       /* The oldest segment not truncated. */
        s = 0;
        do
+       :: s < NSEG - 1 && truncated[s] -> s++
+       :: else -> break
+       od;
+#ifdef BUG_TRUNCATE_OUT_OF_ORDER
+       do   /* or any later one */
        :: s < NSEG - 1 -> s++
        :: break
        od;
-       ok = !truncated[s] && n >= (s + 1) * SEGSIZE;   /* sealed: the next one takes appends */
-       k = s * SEGSIZE;
-       do
-       :: ok && k < (s + 1) * SEGSIZE ->
-#ifndef BUG_TRUNCATE_EARLY
-          ok = entry_st[k] == ABORTED || (entry_st[k] == COMMITTED && outcome[k] != 0);
-#else
-          ok = entry_st[k] == ABORTED || (entry_st[k] == COMMITTED && k < cursor && !ready[k] && !passed[k]);
 #endif
+       /* Sealed, not yet truncated, no open carry writing in it. */
+       ok = s < cur && !truncated[s];
+       k = 0;
+       do
+       :: ok && k < J ->
+          if
+          :: entry_st[k] != NONE && (eseg[k] == s || cseg[k] == s) ->
+#ifndef BUG_TRUNCATE_EARLY
+             ok = entry_st[k] == ABORTED || outcome[k] != 0 || (cseg[k] != NIL && cseg[k] > s)
+#else
+             ok = entry_st[k] == ABORTED || (entry_st[k] == COMMITTED && k < cursor && !ready[k] && !passed[k])
+#endif
+          :: else -> skip
+          fi;
           k++
        :: else -> break
        od;
        if
        :: ok ->
-          k = s * SEGSIZE;
+          truncated[s] = true;
+          /* The rebuild still sees what it needs of every job. */
+          k = 0;
           do
-          :: k < (s + 1) * SEGSIZE ->
-             assert(entry_st[k] != INPROG && (entry_st[k] != COMMITTED || outcome[k] != 0));
+          :: k < J ->
+             view(k);
+             assert(entry_st[k] != INPROG || eseg[k] != s);
+             assert(entry_st[k] != COMMITTED || outcome[k] != 0 || h_ent);
+             assert(!(entry_st[k] == COMMITTED && LIVE_LEASE(k)) || h_rc == receipt[k]);
+             assert(outcome[k] == 0 || !h_ent || h_fin);
              k++
           :: else -> break
           od;
-          truncated[s] = true
+          h_ent = false; h_copy = false; h_base = 0; h_rc = 0; h_fin = false
        :: else -> skip
        fi;
        s = 0; k = 0; ok = false }
+  :: atomic { !crashed && carries < MAXCARRY ->
+       carries++;
+       /* Under the lane's and the lease map's lock: a job whose newest entry
+          lies in the oldest sealed segment, running (its lease live, no
+          completion in flight) or waiting in the lane; its rows appended to
+          the current segment. */
+       s = 0;
+       do
+       :: s < NSEG - 1 && truncated[s] -> s++
+       :: else -> break
+       od;
+       cj = 0;
+       do
+       :: cj < J - 1 -> cj++
+       :: break
+       od;
+       if
+       :: s < cur && entry_st[cj] == COMMITTED && NEWEST(cj) == s && lease_st[cj] == LIVE ->
+          cs = cur; cb = lease[cj]; cr = true
+       :: s < cur && entry_st[cj] == COMMITTED && NEWEST(cj) == s && lease_st[cj] == NONE &&
+          (ready[cj] || passed[cj] || (cj >= cursor && !moved[cj])) ->
+          cs = cur; cb = receipt[cj]; cr = false;
+          ready[cj] = false; passed[cj] = false; moved[cj] = true; lease_st[cj] = CARRYING
+       :: else -> cj = NIL
+       fi;
+       s = 0 }
+     if
+     :: cj == NIL -> skip
+     :: atomic { cj != NIL && !crashed ->   /* commits */
+#ifdef BUG_CARRY_UNLOCKED
+          cs = cur;   /* its rows appended only now, in the segment now current */
+#endif
+          cseg[cj] = cs; cbase[cj] = cb;
+#ifndef BUG_CARRY_WITHOUT_RECEIPT
+          if
+          :: cr && receipt[cj] == cb -> rcseg[cj] = cs
+          :: else -> skip
+          fi;
+#endif
+          if
+          :: lease_st[cj] == CARRYING -> lease_st[cj] = NONE; ready[cj] = true
+          :: else -> skip
+          fi }
+     :: atomic { cj != NIL && !crashed ->   /* aborts */
+          if
+          :: lease_st[cj] == CARRYING -> lease_st[cj] = NONE; ready[cj] = true
+          :: else -> skip
+          fi }
+     :: cj != NIL && crashed -> break
+     fi;
+     d_step { cj = NIL; cs = 0; cb = 0; cr = false }
   :: break
   od
 }
@@ -247,21 +419,23 @@ proctype Crash() {
           :: entry_st[i] == INPROG -> entry_st[i] = ABORTED
           :: else -> skip
           fi;
-          /* Rebuilt from the durable state: a committed receipt whose
-             lease has not ended holds its job; a committed entry with no
-             outcome and no such receipt is ready. */
-          passed[i] = false;
-          attempts[i] = receipt[i];
+          /* Rebuilt from the rows not truncated: a job's newest entry, the
+             receipts after it and its closure. A live receipt holds its
+             job; an entry with no closure and no live receipt is ready. */
+          view(i);
+          passed[i] = false; moved[i] = false;
+          attempts[i] = (h_rc > h_base -> h_rc : h_base);
           if
-          :: entry_st[i] == COMMITTED && outcome[i] == 0 && receipt[i] != 0 && !expired[i] ->
-             lease[i] = receipt[i]; lease_st[i] = LIVE; ready[i] = false
-          :: entry_st[i] == COMMITTED && outcome[i] == 0 && !(receipt[i] != 0 && !expired[i]) ->
+          :: h_ent && !h_fin && h_rc != 0 && !expired[i] ->
+             lease[i] = h_rc; lease_st[i] = LIVE; ready[i] = false
+          :: h_ent && !h_fin && !(h_rc != 0 && !expired[i]) ->
              lease[i] = 0; lease_st[i] = NONE; ready[i] = true
           :: else -> lease[i] = 0; lease_st[i] = NONE; ready[i] = false
           fi;
           i++
        :: else -> break
        od;
+       h_ent = false; h_copy = false; h_base = 0; h_rc = 0; h_fin = false;
        cursor = n;
        i = 0 }
   :: skip
@@ -273,12 +447,16 @@ init {
   atomic {
     i = 0;
     do
-    :: i < J -> entry_st[i] = NONE; lease_st[i] = NONE; i++
+    :: i < J -> entry_st[i] = NONE; lease_st[i] = NONE; cseg[i] = NIL; rcseg[i] = NIL; i++
     :: else -> break
     od;
-    run Producer(); run Producer(); run Producer();
-    run Claimer(); run Claimer();
-    run Expirer(); run Truncater(); run Crash()
+    i = 0;
+    do
+    :: i < J -> run Producer(); i++
+    :: else -> break
+    od;
+    run Claimer(R1); run Claimer(R2);
+    run Clock(); run Maintenance(); run Crash()
   }
   (_nr_pr == 1);   /* every other process has ended */
   /* After a crash the server is back; either way, time passes: every
@@ -299,9 +477,9 @@ init {
      if
      :: pos == NIL -> break
      :: else ->
-        receipt[pos] = my; lease_st[pos] = LIVE;
+        receipt[pos] = my; rseg[pos] = cur; rcseg[pos] = NIL; expired[pos] = false; lease_st[pos] = LIVE;
         assert(outcome[pos] == 0 && attempts[pos] == my);
-        outcome[pos] = my; lease[pos] = 0; lease_st[pos] = NONE
+        outcome[pos] = my; oseg[pos] = cur; lease[pos] = 0; lease_st[pos] = NONE
      fi
   od;
   /* No committed job lost. */
