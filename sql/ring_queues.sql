@@ -233,4 +233,19 @@ RESET pgq.debug_clock_offset;
 SELECT count(*) AS ring_rows_in_pgq_jobs
   FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) WHERE q.ring_id IS NOT NULL;
 
+-- drop_queue counts the jobs on a ring as those of pgq.jobs: a ring queue
+-- holding pending or running jobs is refused without force (55006), and
+-- dropped with its ring with force.
+SET pgq.ring_queues = on;
+SELECT pgq.create_queue('ring_drop');
+RESET pgq.ring_queues;
+SELECT count(*) AS enqueued FROM pgq.enqueue_many('ring_drop', ARRAY['{"n": 1}', '{"n": 2}']::jsonb[]);
+SELECT count(*) AS claimed FROM pgq.claim('ring_drop', 1);
+SELECT pgq.drop_queue('ring_drop');
+SELECT pgq.drop_queue('ring_drop', force => true);
+SELECT count(*) AS ring_tables_left FROM pg_class
+ WHERE relname LIKE 'job\_log\_%' AND relnamespace = 'pgq'::regnamespace
+   AND relname NOT IN (SELECT 'job_log_' || ring_id FROM pgq.queues WHERE ring_id IS NOT NULL)
+   AND relname NOT LIKE ALL (SELECT 'job_log_' || ring_id || '_%' FROM pgq.queues WHERE ring_id IS NOT NULL);
+
 DROP EXTENSION pgq_cpp;

@@ -657,40 +657,45 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
   return claimed;
 }
 
-bool FindLease(int64 id, Lease* lease) {
-  if (leases == nullptr) return false;
+namespace {
+
+// Runs fn(slot, key, hash) on the lease of `id` of this database (slot
+// nullptr: none) under its partition's lock, held in `mode`.
+// INVARIANT: fn neither throws nor raises (a lock is held).
+template <typename Fn>
+bool WithLease(int64 id, LWLockMode mode, Fn&& fn) {
   const LeaseKey key{MyDatabaseId, id};
   const uint32 hash = get_hash_value(leases, &key);
-  LWLockAcquire(LeaseLock(hash), LW_SHARED);
+  LWLockAcquire(LeaseLock(hash), mode);
   bool found;
   LeaseSlot* slot =
       static_cast<LeaseSlot*>(hash_search_with_hash_value(leases, &key, hash, HASH_FIND, &found));
-  if (found) *lease = slot->lease;
+  const bool result = fn(found ? slot : nullptr, key, hash);
   LWLockRelease(LeaseLock(hash));
-  return found;
+  return result;
 }
-
-namespace {
 
 // Takes the lease of (id, attempt) out if it is the live one (the fence),
 // noting it to be put back if the transaction rolls back.
 bool TakeLease(int64 id, int32 attempt) {
-  const LeaseKey key{MyDatabaseId, id};
-  const uint32 hash = get_hash_value(leases, &key);
-  LWLockAcquire(LeaseLock(hash), LW_EXCLUSIVE);
-  bool found;
-  LeaseSlot* slot =
-      static_cast<LeaseSlot*>(hash_search_with_hash_value(leases, &key, hash, HASH_FIND, &found));
-  const bool live = found && slot->lease.attempt == attempt;
-  if (live) {
+  return WithLease(id, LW_EXCLUSIVE, [&](LeaseSlot* slot, const LeaseKey& key, uint32 hash) {
+    if (slot == nullptr || slot->lease.attempt != attempt) return false;
     undo->push_back(Undo{GetCurrentSubTransactionId(), true, key, slot->lease, -1, {}});
+    bool found;
     hash_search_with_hash_value(leases, &key, hash, HASH_REMOVE, &found);
-  }
-  LWLockRelease(LeaseLock(hash));
-  return live;
+    return true;
+  });
 }
 
 }  // namespace
+
+bool FindLease(int64 id, Lease* lease) {
+  if (leases == nullptr) return false;
+  return WithLease(id, LW_SHARED, [&](LeaseSlot* slot, const LeaseKey&, uint32) {
+    if (slot != nullptr) *lease = slot->lease;
+    return slot != nullptr;
+  });
+}
 
 int Close(const Place& place, const int64* ids, const int32* attempts, int count, char outcome,
           TimestampTz now, bool* closed) {
@@ -729,18 +734,12 @@ bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, Timest
   ReserveUndo(1);
   bool extended = false;
   Guard([&] {
-    const LeaseKey key{MyDatabaseId, id};
-    const uint32 hash = get_hash_value(leases, &key);
-    LWLockAcquire(LeaseLock(hash), LW_EXCLUSIVE);
-    bool found;
-    LeaseSlot* slot =
-        static_cast<LeaseSlot*>(hash_search_with_hash_value(leases, &key, hash, HASH_FIND, &found));
-    if (found && slot->lease.attempt == attempt) {
+    extended = WithLease(id, LW_EXCLUSIVE, [&](LeaseSlot* slot, const LeaseKey& key, uint32) {
+      if (slot == nullptr || slot->lease.attempt != attempt) return false;
       undo->push_back(Undo{GetCurrentSubTransactionId(), true, key, slot->lease, -1, {}});
       slot->lease.lease_until = lease_until;
-      extended = true;
-    }
-    LWLockRelease(LeaseLock(hash));
+      return true;
+    });
     if (!extended) return;
     Relation rel = table_open(place.segment, RowExclusiveLock);
     Row row(place, 'r', id, attempt);

@@ -7,6 +7,7 @@
 #include "pg/row_estimate.h"
 #include "store/catalog.h"
 #include "store/internal.h"
+#include "store/ring_jobs.h"
 
 namespace pgq::store {
 
@@ -160,7 +161,7 @@ pg::Statement jobs_size = {
 int64 CountQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name) {
   pg::Params params;
   params.Set(0, Int32GetDatum(queue_id)).Set(1, name);
-  return spi.Execute(queue_holds_jobs, params).Int64(0, "jobs");
+  return spi.Execute(queue_holds_jobs, params).Int64(0, "jobs") + ring::Unfinished(spi, queue_id);
 }
 
 void PurgeQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name, TimestampTz now) {

@@ -244,6 +244,25 @@ bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
   return true;
 }
 
+namespace {
+// An entry without a closure (a job moved into pgq.jobs is closed: counted
+// there).
+pg::Statement unfinished_on_ring = {
+    "SELECT count(*) AS jobs FROM (SELECT id FROM pgq.job_log WHERE ring = $1 GROUP BY id"
+    " HAVING bool_or(kind = 'e') AND NOT bool_or(kind = 'c')) open",
+    1,
+    {INT4OID},
+    nullptr};
+}  // namespace
+
+int64 Unfinished(pg::SpiSession& spi, int32 queue_id) {
+  Known ring;
+  if (!KnownOf(spi, queue_id, &ring)) return 0;
+  pg::Params params;
+  params.Set(0, Int32GetDatum(ring.place.ring_id));
+  return spi.Execute(unfinished_on_ring, params).Int64(0, "jobs");
+}
+
 int64 MoveExpired(pg::SpiSession& spi, TimestampTz now, int32 batch) {
   int64 moved = 0;
   for (const auto& [id, lease] : pg::job_ring::Expired(now, batch)) {

@@ -56,6 +56,9 @@ std::optional<TimestampTz> Extend(pg::SpiSession& spi, const pg::job_ring::Lease
 // the table's statements; false if (id, attempt) no longer holds it.
 bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
                  TimestampTz now);
+// The jobs on the queue's ring that have not finished (0 without a ring):
+// drop_queue refuses a queue that holds some, as for pgq.jobs'.
+int64 Unfinished(pg::SpiSession& spi, int32 queue_id);
 // Maintenance: ring jobs whose lease ended move into pgq.jobs (where
 // ExpireLeases finds them); how many.
 int64 MoveExpired(pg::SpiSession& spi, TimestampTz now, int32 batch);
