@@ -422,31 +422,35 @@ void Rebuild(Lane& lane, const Place& place) {
 int LaneOf(const Place& place) {
   if (shared == nullptr) Raise(ERRCODE_INTERNAL_ERROR, "pgq_cpp's job rings need shared memory");
   int free_lane = -1, found = -1;
-  LWLockAcquire(shared->lanes_lock, LW_SHARED);
-  for (int i = 0; i < kMaxLanes; ++i) {
-    const Lane& lane = shared->lanes[i];
-    if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) found = i;
-  }
-  LWLockRelease(shared->lanes_lock);
+  Guard([&] {
+    LWLockAcquire(shared->lanes_lock, LW_SHARED);
+    for (int i = 0; i < kMaxLanes; ++i) {
+      const Lane& lane = shared->lanes[i];
+      if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) found = i;
+    }
+    LWLockRelease(shared->lanes_lock);
+  });
   const Oid identity = place.leaves.empty() ? InvalidOid : place.leaves[0];
   if (found >= 0 && shared->lanes[found].built && shared->lanes[found].identity == identity) {
     return found;
   }
   if (found < 0) {
-    LWLockAcquire(shared->lanes_lock, LW_EXCLUSIVE);
-    for (int i = 0; i < kMaxLanes && found < 0; ++i) {
-      Lane& lane = shared->lanes[i];
-      if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) found = i;
-      if (lane.database == InvalidOid && free_lane < 0) free_lane = i;
-    }
-    if (found < 0 && free_lane >= 0) {
-      Lane& lane = shared->lanes[free_lane];
-      lane.database = MyDatabaseId;
-      lane.queue_id = place.queue_id;
-      lane.built = false;
-      found = free_lane;
-    }
-    LWLockRelease(shared->lanes_lock);
+    Guard([&] {
+      LWLockAcquire(shared->lanes_lock, LW_EXCLUSIVE);
+      for (int i = 0; i < kMaxLanes && found < 0; ++i) {
+        Lane& lane = shared->lanes[i];
+        if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) found = i;
+        if (lane.database == InvalidOid && free_lane < 0) free_lane = i;
+      }
+      if (found < 0 && free_lane >= 0) {
+        Lane& lane = shared->lanes[free_lane];
+        lane.database = MyDatabaseId;
+        lane.queue_id = place.queue_id;
+        lane.built = false;
+        found = free_lane;
+      }
+      LWLockRelease(shared->lanes_lock);
+    });
     if (found < 0) {
       Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "no room for one more ring queue",
             "At most " + std::to_string(kMaxLanes) + " queues on rings are in use at once.",
@@ -691,9 +695,11 @@ bool TakeLease(int64 id, int32 attempt) {
 
 bool FindLease(int64 id, Lease* lease) {
   if (leases == nullptr) return false;
-  return WithLease(id, LW_SHARED, [&](LeaseSlot* slot, const LeaseKey&, uint32) {
-    if (slot != nullptr) *lease = slot->lease;
-    return slot != nullptr;
+  return Guard([&] {
+    return WithLease(id, LW_SHARED, [&](LeaseSlot* slot, const LeaseKey&, uint32) {
+      if (slot != nullptr) *lease = slot->lease;
+      return slot != nullptr;
+    });
   });
 }
 

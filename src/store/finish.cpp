@@ -274,9 +274,10 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
                    TimestampTz now) {
   int32 on_rings = 0;
   if (pg::job_ring::Available()) {
-    ArrayType* id_array = DatumGetArrayTypeP(ids);
-    ArrayType* attempt_array = DatumGetArrayTypeP(attempts);
-    const int count = ArrayGetNItems(ARR_NDIM(id_array), ARR_DIMS(id_array));
+    ArrayType* id_array = pg::Guard([&] { return DatumGetArrayTypeP(ids); });
+    ArrayType* attempt_array = pg::Guard([&] { return DatumGetArrayTypeP(attempts); });
+    const int count =
+        pg::Guard([&] { return ArrayGetNItems(ARR_NDIM(id_array), ARR_DIMS(id_array)); });
     const int64* id_values = reinterpret_cast<const int64*>(ARR_DATA_PTR(id_array));
     const int32* attempt_values = reinterpret_cast<const int32*>(ARR_DATA_PTR(attempt_array));
     bool all_on_rings = count > 0;
