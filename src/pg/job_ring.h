@@ -84,6 +84,10 @@ struct Claimed {
 // the lease map is full.
 std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until);
 
+// Whether any ring job of any database runs now (one atomic read): callers
+// that would ask FindLease for many ids of table jobs skip it while none.
+bool AnyLeases();
+
 // What the lease map says of a running ring job.
 struct Lease {
   Oid database;
