@@ -248,4 +248,24 @@ SELECT count(*) AS ring_tables_left FROM pg_class
    AND relname NOT IN (SELECT 'job_log_' || ring_id FROM pgq.queues WHERE ring_id IS NOT NULL)
    AND relname NOT LIKE ALL (SELECT 'job_log_' || ring_id || '_%' FROM pgq.queues WHERE ring_id IS NOT NULL);
 
+
+-- A line pointer is never reused behind the claim cursor: a rolled-back
+-- entry, a committed one claimed past it, a VACUUM of the segment (which
+-- would make the dead row's line pointer free), then a new entry: it is
+-- claimed, not placed behind the cursor and skipped. The segments keep dead
+-- line pointers dead (vacuum_index_cleanup = off).
+SET pgq.ring_queues = on;
+SELECT pgq.create_queue('ring_vacuum');
+RESET pgq.ring_queues;
+BEGIN;
+SELECT pgq.enqueue('ring_vacuum', '{"n": "rolled back"}') > 0 AS enqueued;
+ROLLBACK;
+SELECT pgq.enqueue('ring_vacuum', '{"n": "first"}') > 0 AS enqueued;
+SELECT payload->>'n' AS n, pgq.complete(id, attempt) AS completed FROM pgq.claim('ring_vacuum', 10);
+SELECT format('VACUUM pgq.job_log_%s_0', ring_id) FROM pgq.queues WHERE name = 'ring_vacuum' \gexec
+SELECT pgq.enqueue('ring_vacuum', '{"n": "after the vacuum"}') > 0 AS enqueued;
+SELECT payload->>'n' AS n, pgq.complete(id, attempt) AS completed FROM pgq.claim('ring_vacuum', 10);
+SELECT count(*) AS options_kept FROM pg_class c JOIN pgq.queues q ON c.relname = 'job_log_' || q.ring_id || '_0'
+ WHERE q.name = 'ring_vacuum' AND 'vacuum_index_cleanup=off' = ANY (c.reloptions);
+
 DROP EXTENSION pgq_cpp;

@@ -7,7 +7,10 @@
 //
 // INVARIANT (claim order is heap order): every entry is appended under the
 // lane's insert lock, on the lane's insert block or a new last block, so a
-// cursor that passed a place never needs to look before it again.
+// cursor that passed a place never needs to look before it again. It needs
+// line pointers never reused: the segments are made with
+// vacuum_index_cleanup = off (store/ring_jobs.cpp), so a VACUUM leaves a
+// rolled-back row's line pointer dead until the segment is truncated.
 // INVARIANT (one holder): an entry is handed out under the claim lock and
 // the cursor moves past it at once; it comes back only through the
 // given-back list (the claim rolled back).

@@ -190,7 +190,8 @@ std::string TableName(const char* root, int32 ring_id, int segment) {
 }
 
 void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
-                std::initializer_list<const char*> indexes, TimestampTz now) {
+                std::initializer_list<const char*> indexes, TimestampTz now,
+                const char* leaf_options) {
   if (segments < 2 || segments > kMaxSegments) {
     Raise(ERRCODE_INTERNAL_ERROR, "a ring has 2 to " + std::to_string(kMaxSegments) + " segments");
   }
@@ -206,9 +207,10 @@ void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
     // Autovacuum has nothing to do on a table rows are only appended to and
     // that is emptied by TRUNCATE (wraparound vacuums still run).
     const std::string leaf = TableName(root, ring_id, k);
-    spi.ExecuteUtility("CREATE TABLE " + leaf + " PARTITION OF " + parent + " FOR VALUES IN (" +
-                       std::to_string(k) +
-                       ") WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false)");
+    spi.ExecuteUtility(
+        "CREATE TABLE " + leaf + " PARTITION OF " + parent + " FOR VALUES IN (" +
+        std::to_string(k) + ") WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false" +
+        (leaf_options != nullptr ? std::string(", ") + leaf_options : std::string()) + ")");
     spi.ExecuteUtility("COMMENT ON TABLE " + leaf + " IS 'segment " + std::to_string(k) + " of " +
                        root + " " + std::to_string(ring_id) +
                        " (pgq.ring_segments says whether it is empty)'");

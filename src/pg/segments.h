@@ -73,9 +73,12 @@ struct Ring {
 // that holds the ring id), with a table of its own, pgq.<root>_<ring_id>
 // (PlaceOf): its tables, the indexes `indexes` (column lists such as
 // "(txid, id)") of each segment, and its ledger rows with segment 0
-// current. `root` and the indexes are ours, never a user's value.
+// current. `root`, the indexes and `leaf_options` (more storage parameters
+// of each segment, such as "vacuum_index_cleanup = off") are ours, never a
+// user's value.
 void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
-                std::initializer_list<const char*> indexes, TimestampTz now);
+                std::initializer_list<const char*> indexes, TimestampTz now,
+                const char* leaf_options = nullptr);
 inline void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
                        const char* index_columns, TimestampTz now) {
   CreateRing(spi, root, ring_id, segments, {index_columns}, now);

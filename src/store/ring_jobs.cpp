@@ -113,8 +113,12 @@ VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, NULL, NULL, NULL, $8, $9, $10))sql",
 }  // namespace
 
 void CreateRing(pg::SpiSession& spi, int32 ring_id, TimestampTz now) {
+  // A claim cursor never looks behind itself (pg/job_ring.h), so a line
+  // pointer must never be reused: a VACUUM (the anti-wraparound one runs
+  // even with autovacuum off) leaves dead ones dead until the TRUNCATE.
   pg::segments::CreateRing(spi, kRoot, ring_id, kSegments,
-                           {"USING brin (id) WITH (pages_per_range = 8)"}, now);
+                           {"USING brin (id) WITH (pages_per_range = 8)"}, now,
+                           "vacuum_index_cleanup = off");
 }
 
 void DropRing(pg::SpiSession& spi, int32 queue_id, int32 ring_id) {
