@@ -314,62 +314,88 @@ void Rebuild(Lane& lane, const Place& place) {
   std::vector<int64> order;  // entries in ring order
   std::vector<Passed> in_progress;
   uint64 seen = 0;
+  // What one page holds, copied out under its buffer lock (plain data: the
+  // containers above are filled outside Guard, which they must not cross).
+  struct Seen1 {
+    bool in_progress;
+    char kind;
+    int64 id;
+    int32 attempt;
+    TimestampTz lease_until;
+    TransactionId xmin;
+    ItemPointerData tid;
+  };
+  Seen1 rows[MaxHeapTuplesPerPage];
   for (Oid relid : place.leaves) {
-    Relation rel = table_open(relid, AccessShareLock);
+    Relation rel = Guard([&] { return table_open(relid, AccessShareLock); });
     TupleDesc desc = RelationGetDescr(rel);
-    const BlockNumber blocks = RelationGetNumberOfBlocks(rel);
+    const BlockNumber blocks = Guard([&] { return RelationGetNumberOfBlocks(rel); });
     for (BlockNumber block = 0; block < blocks; ++block) {
-      Buffer buffer = ReadBuffer(rel, block);
-      LockBuffer(buffer, BUFFER_LOCK_SHARE);
-      Page page = BufferGetPage(buffer);
-      const OffsetNumber max = PageGetMaxOffsetNumber(page);
-      for (OffsetNumber offset = FirstOffsetNumber; offset <= max; ++offset) {
-        ItemId item = PageGetItemId(page, offset);
-        if (!ItemIdIsNormal(item)) continue;
-        HeapTupleData tuple;
-        tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
-        tuple.t_len = ItemIdGetLength(item);
-        tuple.t_tableOid = relid;
-        ItemPointerSet(&tuple.t_self, block, offset);
-        const Seen seen_as = Look(tuple.t_data, buffer);
-        if (seen_as == Seen::kGone) continue;
-        const char kind = KindOf(&tuple, desc);
-        const int64 id = IdOf(&tuple, desc);
-        if (seen_as == Seen::kInProgress) {
-          // A prepared transaction's rows (nothing else can be in progress
-          // before the lane is built): its entries wait in the passed set;
-          // its receipts hold their jobs as running.
-          if (kind == 'e') {
-            in_progress.push_back(Passed{HeapTupleHeaderGetRawXmin(tuple.t_data), tuple.t_self});
-            continue;
-          }
+      const int count = Guard([&] {
+        int n = 0;
+        Buffer buffer = ReadBuffer(rel, block);
+        LockBuffer(buffer, BUFFER_LOCK_SHARE);
+        Page page = BufferGetPage(buffer);
+        const OffsetNumber max = PageGetMaxOffsetNumber(page);
+        for (OffsetNumber offset = FirstOffsetNumber; offset <= max; ++offset) {
+          ItemId item = PageGetItemId(page, offset);
+          if (!ItemIdIsNormal(item)) continue;
+          HeapTupleData tuple;
+          tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
+          tuple.t_len = ItemIdGetLength(item);
+          tuple.t_tableOid = relid;
+          ItemPointerSet(&tuple.t_self, block, offset);
+          const Seen seen_as = Look(tuple.t_data, buffer);
+          if (seen_as == Seen::kGone) continue;
+          bool is_null;
+          const Datum lease = heap_getattr(&tuple, kLeaseUntil, desc, &is_null);
+          rows[n++] = Seen1{seen_as == Seen::kInProgress,
+                            KindOf(&tuple, desc),
+                            IdOf(&tuple, desc),
+                            AttemptOf(&tuple, desc),
+                            is_null ? 0 : DatumGetTimestampTz(lease),
+                            HeapTupleHeaderGetRawXmin(tuple.t_data),
+                            tuple.t_self};
         }
-        Job& job = jobs[id];
-        bool is_null;
-        if (kind == 'e') {
+        UnlockReleaseBuffer(buffer);
+        return n;
+      });
+      for (int r = 0; r < count; ++r) {
+        const Seen1& row = rows[r];
+        // A prepared transaction's rows (nothing else can be in progress
+        // before the lane is built): its entries wait in the passed set;
+        // its receipts hold their jobs as running.
+        if (row.in_progress && row.kind == 'e') {
+          in_progress.push_back(Passed{row.xmin, row.tid});
+          continue;
+        }
+        Job& job = jobs[row.id];
+        if (row.kind == 'e') {
           job.relid = relid;
-          job.entry = tuple.t_self;
+          job.entry = row.tid;
           job.has_entry = true;
-          job.base = AttemptOf(&tuple, desc);
+          job.base = row.attempt;
           job.order = ++seen;
-          order.push_back(id);
-        } else if (kind == 'r') {
+          order.push_back(row.id);
+        } else if (row.kind == 'r') {
           job.running = true;
-          job.attempt = AttemptOf(&tuple, desc);
-          job.lease_until = DatumGetTimestampTz(heap_getattr(&tuple, kLeaseUntil, desc, &is_null));
-        } else if (kind == 'c') {
+          job.attempt = row.attempt;
+          job.lease_until = row.lease_until;
+        } else if (row.kind == 'c') {
           job.closed = true;
         }
       }
-      UnlockReleaseBuffer(buffer);
     }
-    table_close(rel, AccessShareLock);
+    Guard([&] { table_close(rel, AccessShareLock); });
   }
   // Leases of an earlier ring of this queue (the extension dropped and
   // created again) go.
   {
     std::vector<LeaseKey> stale;
-    for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
+    stale.reserve(kMaxLeases);  // nothing thrown while the locks are held
+    Guard([] {
+      for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
+    });
     HASH_SEQ_STATUS scan;
     hash_seq_init(&scan, leases);
     while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
@@ -381,7 +407,7 @@ void Rebuild(Lane& lane, const Place& place) {
       }
     }
     for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
-    for (const LeaseKey& key : stale) DropLease(key);
+    for (const LeaseKey& key : stale) Guard([&] { DropLease(key); });
   }
   uint64 last_named = 0;
   for (const auto& [id, job] : jobs) {
@@ -399,8 +425,10 @@ void Rebuild(Lane& lane, const Place& place) {
     const Job& job = jobs[id];
     if (job.closed) continue;
     if (job.running) {
-      (void)PutLease(LeaseKey{MyDatabaseId, id}, Lease{MyDatabaseId, place.queue_id, job.attempt,
-                                                       job.lease_until, job.relid, job.entry});
+      // A committed claim: no claiming transaction to wait for.
+      const Lease lease{MyDatabaseId, place.queue_id, job.attempt,         job.lease_until,
+                        job.relid,    job.entry,      InvalidTransactionId};
+      Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, id}, lease); });
       continue;
     }
     if (job.order <= last_named) {
@@ -428,7 +456,12 @@ void Rebuild(Lane& lane, const Place& place) {
 
 // The lane of the queue, built if this is its first use since the start.
 int LaneOf(const Place& place) {
-  if (shared == nullptr) Raise(ERRCODE_INTERNAL_ERROR, "pgq_cpp's job rings need shared memory");
+  if (shared == nullptr) {
+    Raise(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+          "queue " + std::to_string(place.queue_id) +
+              " keeps its jobs on a ring, which needs pgq_cpp preloaded",
+          {}, "Add pgq_cpp to shared_preload_libraries and restart the server.");
+  }
   int free_lane = -1, found = -1;
   Guard([&] {
     LWLockAcquire(shared->lanes_lock, LW_SHARED);
@@ -472,7 +505,7 @@ int LaneOf(const Place& place) {
   });
   if (!lane.built || lane.identity != identity) {
     try {
-      Guard([&] { Rebuild(lane, place); });
+      Rebuild(lane, place);  // its own calls into PostgreSQL are guarded
     } catch (...) {
       LWLockRelease(lane.claim_lock);
       LWLockRelease(lane.insert_lock);
@@ -644,8 +677,9 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       row.Set(kLeaseUntil, TimestampTzGetDatum(lease_until));
       row.Set(kAt, TimestampTzGetDatum(now));
       rows[i] = heap_form_tuple(receipt_desc, row.values, row.nulls);
-      const Lease lease{MyDatabaseId, place.queue_id, attempts[i],
-                        lease_until,  entries_relid,  tuples[i]->t_self};
+      const Lease lease{
+          MyDatabaseId,      place.queue_id,           attempts[i], lease_until, entries_relid,
+          tuples[i]->t_self, GetCurrentTransactionId()};
       const LeaseKey key{MyDatabaseId, id};
       const bool entered = PutLease(key, lease);
       // Noted before the check below: an abort gives every entry back.
@@ -671,6 +705,19 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
 
 namespace {
 
+// Whether the claim that entered `lease` has committed (or is this
+// transaction's own): a lease is entered at the claim, before its commit,
+// and a completion of an attempt not yet committed must not land — if the
+// claim then rolled back, its entry would be handed out again after it was
+// closed. (A table job's row lock makes such a completion wait; here it is
+// refused, as for an attempt that does not hold the job.) Called under the
+// lease's partition lock: TransactionIdIsInProgress only reads.
+bool Held(const Lease& lease) {
+  const TransactionId xid = lease.claim_xid;
+  if (!TransactionIdIsValid(xid) || TransactionIdIsCurrentTransactionId(xid)) return true;
+  return !TransactionIdIsInProgress(xid) && TransactionIdDidCommit(xid);
+}
+
 // Runs fn(slot, key, hash) on the lease of `id` of this database (slot
 // nullptr: none) under its partition's lock, held in `mode`.
 // INVARIANT: fn neither throws nor raises (a lock is held).
@@ -691,7 +738,7 @@ bool WithLease(int64 id, LWLockMode mode, Fn&& fn) {
 // noting it to be put back if the transaction rolls back.
 bool TakeLease(int64 id, int32 attempt) {
   return WithLease(id, LW_EXCLUSIVE, [&](LeaseSlot* slot, const LeaseKey& key, uint32 hash) {
-    if (slot == nullptr || slot->lease.attempt != attempt) return false;
+    if (slot == nullptr || slot->lease.attempt != attempt || !Held(slot->lease)) return false;
     undo->push_back(Undo{GetCurrentSubTransactionId(), true, key, slot->lease, -1, {}});
     bool found;
     hash_search_with_hash_value(leases, &key, hash, HASH_REMOVE, &found);
@@ -752,7 +799,7 @@ bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, Timest
   bool extended = false;
   Guard([&] {
     extended = WithLease(id, LW_EXCLUSIVE, [&](LeaseSlot* slot, const LeaseKey& key, uint32) {
-      if (slot == nullptr || slot->lease.attempt != attempt) return false;
+      if (slot == nullptr || slot->lease.attempt != attempt || !Held(slot->lease)) return false;
       undo->push_back(Undo{GetCurrentSubTransactionId(), true, key, slot->lease, -1, {}});
       slot->lease.lease_until = lease_until;
       return true;
@@ -805,12 +852,19 @@ bool ReadEntry(const Lease& lease, NewEntry* entry) {
 
 std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
   std::vector<std::pair<int64, Lease>> out;
-  if (leases == nullptr) return out;
-  for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
+  // Every database's maintenance asks each pass: nothing to walk while no
+  // ring job runs anywhere.
+  if (!AnyLeases()) return out;
+  out.reserve(static_cast<size_t>(max));  // nothing thrown while the locks are held
+  Guard([] {
+    for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
+  });
   HASH_SEQ_STATUS scan;
   hash_seq_init(&scan, leases);
   while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
-    if (slot->key.database != static_cast<int64>(MyDatabaseId) || slot->lease.lease_until >= now)
+    // A lease whose claim has not committed is not the maintenance's yet.
+    if (slot->key.database != static_cast<int64>(MyDatabaseId) || slot->lease.lease_until >= now ||
+        !Held(slot->lease))
       continue;
     if (static_cast<int>(out.size()) >= max) {
       hash_seq_term(&scan);
@@ -824,15 +878,17 @@ std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
 
 void Forget(int32 queue_id) {
   if (shared == nullptr) return;
-  LWLockAcquire(shared->lanes_lock, LW_EXCLUSIVE);
-  for (int i = 0; i < kMaxLanes; ++i) {
-    Lane& lane = shared->lanes[i];
-    if (lane.database == MyDatabaseId && lane.queue_id == queue_id) {
-      lane.database = InvalidOid;
-      lane.built = false;
+  Guard([&] {
+    LWLockAcquire(shared->lanes_lock, LW_EXCLUSIVE);
+    for (int i = 0; i < kMaxLanes; ++i) {
+      Lane& lane = shared->lanes[i];
+      if (lane.database == MyDatabaseId && lane.queue_id == queue_id) {
+        lane.database = InvalidOid;
+        lane.built = false;
+      }
     }
-  }
-  LWLockRelease(shared->lanes_lock);
+    LWLockRelease(shared->lanes_lock);
+  });
 }
 
 }  // namespace pgq::pg::job_ring

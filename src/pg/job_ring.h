@@ -99,6 +99,9 @@ struct Lease {
   TimestampTz lease_until;
   Oid entry_relid;
   ItemPointerData entry;
+  // The claiming transaction, until which the lease fences nothing in
+  // (InvalidTransactionId: a claim found committed by the rebuild).
+  TransactionId claim_xid;
 };
 // The lease of `id`, if a ring job of this database runs with it.
 bool FindLease(int64 id, Lease* lease);

@@ -148,7 +148,11 @@ void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
                  Datum lease, TimestampTz now) {
   Known ring;
-  if (n <= 0 || !KnownOf(spi, queue_id, &ring)) return pg::Result();
+  // Without shared memory (the server started without preloading us) a
+  // ring's jobs wait for a server that has it; pgq.jobs' are still claimed.
+  if (n <= 0 || !pg::job_ring::Available() || !KnownOf(spi, queue_id, &ring)) {
+    return pg::Result();
+  }
   const TimestampTz until = pg::Guard([&] {
     return DatumGetTimestampTz(
         DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), lease));
