@@ -34,13 +34,17 @@ constexpr long kMaxLeases = 65536;
 constexpr int kLeasePartitions = 16;
 constexpr const char* kTranche = "pgq_job_ring";
 
+// An entry the cursor passed while its inserter was in progress, and an
+// entry handed out again: where it is (its segment, 0 .. segments - 1).
 struct Passed {
   TransactionId xid;
   ItemPointerData tid;
+  int16 segment;
 };
 struct Offer {
   ItemPointerData tid;
-  int32 attempt;
+  int32 attempt;  // the attempt it is handed out as
+  int16 segment;
 };
 
 struct Lane {
@@ -52,9 +56,16 @@ struct Lane {
   Oid identity;
   LWLock* insert_lock;
   LWLock* claim_lock;
-  Oid insert_relid;  // the segment the insert block is of
+  // Under the insert lock: the segment entries go to, the current one of
+  // the ledger's turn `insert_generation` (moved on by the first append
+  // that knows a later turn, or by a truncation), and its last block.
+  // Read without a lock by the claim, which only needs to know whether
+  // entries have left the cursor's segment for good.
+  volatile int insert_segment;
+  int64 insert_generation;
   BlockNumber insert_block;
-  Oid cursor_relid;  // the segment the cursor walks
+  // Under the claim lock: the segment the cursor walks and where in it.
+  int cursor_segment;
   ItemPointerData cursor;
   int passed_count;
   Passed passed[kPassedMax];
@@ -241,16 +252,18 @@ void InsertRows(Relation rel, HeapTuple* tuples, int count, int options) {
   }
 }
 
+// A row of segment `segment` of the ring (its segment column: first +
+// segment, the leaf's partition bound: the rows are placed without routing).
 struct Row {
   Datum values[kColumns];
   bool nulls[kColumns];
-  Row(const Place& place, char kind, int64 id, int32 attempt) {
+  Row(const Place& place, int segment, char kind, int64 id, int32 attempt) {
     for (int i = 0; i < kColumns; ++i) {
       values[i] = 0;
       nulls[i] = true;
     }
     Set(kRing, Int32GetDatum(place.ring_id));
-    Set(kSegment, Int16GetDatum(place.segment_number));
+    Set(kSegment, Int16GetDatum(static_cast<int16>(place.first + segment)));
     Set(kKind, CharGetDatum(kind));
     Set(kId, Int64GetDatum(id));
     Set(kAttempt, Int32GetDatum(attempt));
@@ -293,14 +306,21 @@ int32 AttemptOf(HeapTupleData* tuple, TupleDesc desc) {
 
 // ---- lanes
 
-// Rebuilds a lane from the ring's rows (both lane locks held): entries
-// closed are done; with a receipt and no closure they run (the newest
-// receipt's attempt and lease); the cursor starts after the last entry any
-// receipt or closure names, and the entries before it with neither are
-// given back.
+// Rebuilds a lane from the ring's rows (both lane locks held), read in
+// ring order — the segments after the current one (oldest first), then the
+// current one: entries closed are done; with a receipt and no closure they
+// run (the newest receipt's attempt and lease); the cursor starts after the
+// last entry any receipt or closure names (else at the first entry), and
+// the entries before it with neither are given back.
+// INVARIANT: no segment after `place.current` in ring order holds an entry
+// newer than the current one's. Entries are placed only through a built
+// lane, in the ledger's current segment of the newest turn the lane knows,
+// and a turn moves onto an empty segment: a segment after the current one
+// is empty or older. (A backend whose ledger read is older than a turn made
+// since the start builds from a current segment that is still empty.)
 void Rebuild(Lane& lane, const Place& place) {
   struct Job {
-    Oid relid;
+    int segment;
     ItemPointerData entry;
     bool has_entry = false;
     bool closed = false;
@@ -326,7 +346,11 @@ void Rebuild(Lane& lane, const Place& place) {
     ItemPointerData tid;
   };
   Seen1 rows[MaxHeapTuplesPerPage];
-  for (Oid relid : place.leaves) {
+  const int segments = static_cast<int>(place.leaves.size());
+  int first_with_entries = -1;
+  for (int k = 1; k <= segments; ++k) {
+    const int segment = (place.current + k) % segments;
+    const Oid relid = place.leaves[segment];
     Relation rel = Guard([&] { return table_open(relid, AccessShareLock); });
     TupleDesc desc = RelationGetDescr(rel);
     const BlockNumber blocks = Guard([&] { return RelationGetNumberOfBlocks(rel); });
@@ -365,13 +389,14 @@ void Rebuild(Lane& lane, const Place& place) {
         // A prepared transaction's rows (nothing else can be in progress
         // before the lane is built): its entries wait in the passed set;
         // its receipts hold their jobs as running.
+        if (row.kind == 'e' && first_with_entries < 0) first_with_entries = segment;
         if (row.in_progress && row.kind == 'e') {
-          in_progress.push_back(Passed{row.xmin, row.tid});
+          in_progress.push_back(Passed{row.xmin, row.tid, static_cast<int16>(segment)});
           continue;
         }
         Job& job = jobs[row.id];
         if (row.kind == 'e') {
-          job.relid = relid;
+          job.segment = segment;
           job.entry = row.tid;
           job.has_entry = true;
           job.base = row.attempt;
@@ -418,16 +443,20 @@ void Rebuild(Lane& lane, const Place& place) {
     if (lane.passed_count < kPassedMax) lane.passed[lane.passed_count++] = p;
   }
   lane.returned_count = 0;
-  ItemPointerSetInvalid(&lane.cursor);
-  lane.cursor_relid = place.segment;
+  lane.cursor_segment = first_with_entries >= 0 ? first_with_entries : place.current;
   ItemPointerSet(&lane.cursor, 0, FirstOffsetNumber);
   for (const int64 id : order) {
     const Job& job = jobs[id];
     if (job.closed) continue;
     if (job.running) {
       // A committed claim: no claiming transaction to wait for.
-      const Lease lease{MyDatabaseId, place.queue_id, job.attempt,         job.lease_until,
-                        job.relid,    job.entry,      InvalidTransactionId};
+      const Lease lease{MyDatabaseId,
+                        place.queue_id,
+                        job.attempt,
+                        job.lease_until,
+                        place.leaves[job.segment],
+                        job.entry,
+                        InvalidTransactionId};
       Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, id}, lease); });
       continue;
     }
@@ -436,26 +465,29 @@ void Rebuild(Lane& lane, const Place& place) {
         Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
               "queue " + std::to_string(place.queue_id) + " has too many jobs to give back");
       }
-      lane.returned[lane.returned_count++] = Offer{job.entry, job.base + 1};
+      lane.returned[lane.returned_count++] =
+          Offer{job.entry, job.base + 1, static_cast<int16>(job.segment)};
     }
   }
   // The cursor: just after the last entry named by a receipt or closure.
   for (const int64 id : order) {
     const Job& job = jobs[id];
     if (job.order == last_named) {
-      lane.cursor_relid = job.relid;
+      lane.cursor_segment = job.segment;
       ItemPointerSet(&lane.cursor, ItemPointerGetBlockNumber(&job.entry),
                      ItemPointerGetOffsetNumber(&job.entry) + 1);
     }
   }
-  lane.insert_relid = InvalidOid;
+  lane.insert_segment = place.current;
+  lane.insert_generation = place.generation;
   lane.insert_block = InvalidBlockNumber;
   lane.identity = place.leaves.empty() ? InvalidOid : place.leaves[0];
   lane.built = true;
 }
 
 // The lane of the queue, built if this is its first use since the start.
-int LaneOf(const Place& place) {
+// When every lane is taken: raises 53400, or returns -1 if `or_none`.
+int LaneOf(const Place& place, bool or_none = false) {
   if (shared == nullptr) {
     Raise(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
           "queue " + std::to_string(place.queue_id) +
@@ -492,6 +524,7 @@ int LaneOf(const Place& place) {
       }
       LWLockRelease(shared->lanes_lock);
     });
+    if (found < 0 && or_none) return -1;
     if (found < 0) {
       Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "no room for one more ring queue",
             "At most " + std::to_string(kMaxLanes) + " queues on rings are in use at once.",
@@ -535,27 +568,46 @@ void Append(const Place& place, const NewEntry* entries, int count) {
   const int index = LaneOf(place);
   Lane& lane = shared->lanes[index];
   Guard([&] {
-    Relation rel = table_open(place.segment, RowExclusiveLock);
-    TupleDesc desc = DescOf(rel);
-    HeapTuple* tuples = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
-    for (int i = 0; i < count; ++i) {
-      Row row(place, 'e', entries[i].id, 0);
-      row.Set(kPriority, Int32GetDatum(entries[i].priority));
-      row.Set(kMaxAttempts, Int32GetDatum(entries[i].max_attempts));
-      row.Set(kRunAt, TimestampTzGetDatum(entries[i].run_at));
-      row.Set(kEnqueuedAt, TimestampTzGetDatum(entries[i].enqueued_at));
-      row.Set(kPayload, entries[i].payload);
-      tuples[i] = heap_form_tuple(desc, row.values, row.nulls);
+    // The current segment of the newest turn known, this backend's or the
+    // lane's: read again under the lock, and the rows go to the lane's
+    // segment if a turn or a truncation moved it on meanwhile.
+    int segment = place.generation >= lane.insert_generation ? place.current : lane.insert_segment;
+    for (;;) {
+      Relation rel = table_open(place.leaves[segment], RowExclusiveLock);
+      TupleDesc desc = DescOf(rel);
+      HeapTuple* tuples = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
+      for (int i = 0; i < count; ++i) {
+        Row row(place, segment, 'e', entries[i].id, 0);
+        row.Set(kPriority, Int32GetDatum(entries[i].priority));
+        row.Set(kMaxAttempts, Int32GetDatum(entries[i].max_attempts));
+        row.Set(kRunAt, TimestampTzGetDatum(entries[i].run_at));
+        row.Set(kEnqueuedAt, TimestampTzGetDatum(entries[i].enqueued_at));
+        row.Set(kPayload, entries[i].payload);
+        tuples[i] = heap_form_tuple(desc, row.values, row.nulls);
+      }
+      // Formed before the lock, which covers the placing of the rows (a
+      // payload past the TOAST threshold is still toasted under it).
+      LWLockAcquire(lane.insert_lock, LW_EXCLUSIVE);
+      if (place.generation > lane.insert_generation) {
+        // A turn this backend has read and the lane not yet: entries go to
+        // its segment from now on.
+        lane.insert_segment = place.current;
+        lane.insert_generation = place.generation;
+        lane.insert_block = InvalidBlockNumber;
+      }
+      if (lane.insert_segment != segment) {
+        segment = lane.insert_segment;
+        LWLockRelease(lane.insert_lock);
+        table_close(rel, NoLock);
+        continue;
+      }
+      RelationSetTargetBlock(rel, lane.insert_block);
+      InsertRows(rel, tuples, count, HEAP_INSERT_SKIP_FSM);
+      lane.insert_block = ItemPointerGetBlockNumber(&tuples[count - 1]->t_self);
+      LWLockRelease(lane.insert_lock);
+      table_close(rel, NoLock);
+      return;
     }
-    // Toasted before the lock: the lock covers the placing of the rows only.
-    LWLockAcquire(lane.insert_lock, LW_EXCLUSIVE);
-    RelationSetTargetBlock(
-        rel, lane.insert_relid == place.segment ? lane.insert_block : InvalidBlockNumber);
-    InsertRows(rel, tuples, count, HEAP_INSERT_SKIP_FSM);
-    lane.insert_relid = place.segment;
-    lane.insert_block = ItemPointerGetBlockNumber(&tuples[count - 1]->t_self);
-    LWLockRelease(lane.insert_lock);
-    table_close(rel, NoLock);
   });
 }
 
@@ -564,141 +616,223 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
   if (n <= 0) return claimed;
   const int index = LaneOf(place);
   Lane& lane = shared->lanes[index];
+  const int segments = static_cast<int>(place.leaves.size());
   ReserveUndo(static_cast<size_t>(n));
   claimed.reserve(static_cast<size_t>(n));
-  std::vector<HeapTuple> tuples(static_cast<size_t>(n));
-  std::vector<int32> attempts(static_cast<size_t>(n));
-  int got = 0;
+  // What the scan takes, filled under the claim lock: room made first.
+  struct Taken {
+    HeapTuple tuple;
+    int32 attempt;
+    int segment;
+  };
+  std::vector<Taken> taken;
+  taken.reserve(static_cast<size_t>(n));
+  std::vector<Relation> rels(static_cast<size_t>(segments), nullptr);
+  std::vector<char> need(static_cast<size_t>(segments), 0);
+  const size_t wanted = static_cast<size_t>(n);
   Guard([&] {
     (void)GetCurrentTransactionId();  // the receipts are written below
-    Relation entries = table_open(
-        lane.cursor_relid != InvalidOid ? lane.cursor_relid : place.segment, AccessShareLock);
-    const Oid entries_relid = RelationGetRelid(entries);
-    auto take = [&](Page page, ItemId item, ItemPointerData tid, int32 attempt) {
+    // attempt < 0: the entry's attempts spent + 1.
+    auto fetch = [&](int segment, ItemPointerData tid, int32 attempt) {
+      Relation rel = rels[segment];
+      Buffer buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(&tid));
+      LockBuffer(buffer, BUFFER_LOCK_SHARE);
+      Page page = BufferGetPage(buffer);
+      ItemId item = PageGetItemId(page, ItemPointerGetOffsetNumber(&tid));
       HeapTupleData tuple;
       tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
       tuple.t_len = ItemIdGetLength(item);
       tuple.t_self = tid;
-      tuple.t_tableOid = entries_relid;
-      tuples[got] = heap_copytuple(&tuple);
-      attempts[got] = attempt;
-      ++got;
-    };
-    auto fetch = [&](const Offer& offer) {
-      Buffer buffer = ReadBuffer(entries, ItemPointerGetBlockNumber(&offer.tid));
-      LockBuffer(buffer, BUFFER_LOCK_SHARE);
-      Page page = BufferGetPage(buffer);
-      take(page, PageGetItemId(page, ItemPointerGetOffsetNumber(&offer.tid)), offer.tid,
-           offer.attempt);
+      tuple.t_tableOid = RelationGetRelid(rel);
+      HeapTuple copy = heap_copytuple(&tuple);
       UnlockReleaseBuffer(buffer);
+      if (attempt < 0) attempt = AttemptOf(copy, RelationGetDescr(rel)) + 1;
+      taken.push_back(Taken{copy, attempt, segment});
     };
-    TupleDesc desc = RelationGetDescr(entries);
-    LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
-    // Given back first, oldest first.
-    int from = 0;
-    while (got < n && from < lane.returned_count) fetch(lane.returned[from++]);
-    if (from > 0) {
-      memmove(lane.returned, lane.returned + from, sizeof(Offer) * (lane.returned_count - from));
-      lane.returned_count -= from;
-    }
-    for (int i = 0; i < lane.passed_count && got < n;) {
-      const Passed passed = lane.passed[i];
-      if (TransactionIdIsInProgress(passed.xid)) {
-        ++i;
-        continue;
+    // Rounds: a segment is opened before the lock is taken (an open may
+    // wait), so a claim that finds an entry in a segment it has not opened
+    // lets the lock go, opens it and comes back. At most one round per
+    // segment the cursor enters and one for the entries handed out again.
+    for (int round = 0; round < 2 * segments + 2 && taken.size() < wanted; ++round) {
+      const int hint = lane.cursor_segment;  // read without the lock: looked at again under it
+      if (hint >= 0 && hint < segments) need[hint] = 1;
+      for (int k = 0; k < segments; ++k) {
+        if (need[k] && rels[k] == nullptr) rels[k] = table_open(place.leaves[k], AccessShareLock);
       }
-      if (TransactionIdDidCommit(passed.xid)) fetch(Offer{passed.tid, 1});
-      // Kept in the order they were passed: handed out in claim order.
-      memmove(lane.passed + i, lane.passed + i + 1,
-              sizeof(Passed) * static_cast<size_t>(lane.passed_count - i - 1));
-      --lane.passed_count;
-    }
-    BlockNumber last = lane.insert_relid == entries_relid ? lane.insert_block : InvalidBlockNumber;
-    if (last == InvalidBlockNumber) {
-      const BlockNumber blocks = RelationGetNumberOfBlocks(entries);
-      last = blocks == 0 ? InvalidBlockNumber : blocks - 1;
-    }
-    while (got < n && last != InvalidBlockNumber &&
-           ItemPointerGetBlockNumber(&lane.cursor) <= last) {
-      const BlockNumber block = ItemPointerGetBlockNumber(&lane.cursor);
-      Buffer buffer = ReadBuffer(entries, block);
-      LockBuffer(buffer, BUFFER_LOCK_SHARE);
-      Page page = BufferGetPage(buffer);
-      const OffsetNumber max = PageGetMaxOffsetNumber(page);
-      OffsetNumber offset = ItemPointerGetOffsetNumber(&lane.cursor);
-      bool stalled = false;
-      for (; offset <= max && got < n && !stalled; ++offset) {
-        ItemId item = PageGetItemId(page, offset);
-        if (!ItemIdIsNormal(item)) continue;
-        HeapTupleData tuple;
-        tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
-        tuple.t_len = ItemIdGetLength(item);
-        ItemPointerData tid;
-        ItemPointerSet(&tid, block, offset);
-        tuple.t_self = tid;
-        switch (Look(tuple.t_data, buffer)) {
-          case Seen::kCommitted:
-            if (KindOf(&tuple, desc) == 'e') take(page, item, tid, AttemptOf(&tuple, desc) + 1);
-            break;
-          case Seen::kInProgress:
-            if (KindOf(&tuple, desc) != 'e') break;
-            if (lane.passed_count == kPassedMax) {
-              stalled = true;  // the cursor waits here until the set has room
-              --offset;
-              break;
-            }
-            lane.passed[lane.passed_count++] = Passed{HeapTupleHeaderGetRawXmin(tuple.t_data), tid};
-            break;
-          case Seen::kGone:
-            break;
+      bool blocked = false;  // an entry waits in a segment not yet open
+      LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
+      // Given back first, oldest first.
+      int from = 0;
+      while (taken.size() < wanted && from < lane.returned_count) {
+        const Offer offer = lane.returned[from];
+        if (rels[offer.segment] == nullptr) {
+          need[offer.segment] = 1;
+          blocked = true;
+          break;
         }
+        fetch(offer.segment, offer.tid, offer.attempt);
+        ++from;
       }
-      UnlockReleaseBuffer(buffer);
-      if (stalled || offset <= max || block == last) {
-        ItemPointerSet(&lane.cursor, block, offset);
-        break;
+      if (from > 0) {
+        memmove(lane.returned, lane.returned + from,
+                sizeof(Offer) * static_cast<size_t>(lane.returned_count - from));
+        lane.returned_count -= from;
       }
-      ItemPointerSet(&lane.cursor, block + 1, FirstOffsetNumber);
+      for (int i = 0; !blocked && i < lane.passed_count && taken.size() < wanted;) {
+        const Passed passed = lane.passed[i];
+        if (TransactionIdIsInProgress(passed.xid)) {
+          ++i;
+          continue;
+        }
+        if (TransactionIdDidCommit(passed.xid)) {
+          if (rels[passed.segment] == nullptr) {
+            need[passed.segment] = 1;
+            blocked = true;
+            break;
+          }
+          fetch(passed.segment, passed.tid, -1);
+        }
+        // Kept in the order they were passed: handed out in claim order.
+        memmove(lane.passed + i, lane.passed + i + 1,
+                sizeof(Passed) * static_cast<size_t>(lane.passed_count - i - 1));
+        --lane.passed_count;
+      }
+      // The cursor, through its segment and on into the next one once
+      // entries have left it for good.
+      while (!blocked && taken.size() < wanted) {
+        const int segment = lane.cursor_segment;
+        Relation rel = rels[segment];
+        if (rel == nullptr) {
+          need[segment] = 1;
+          blocked = true;
+          break;
+        }
+        // Whether entries have left this segment: read before its length,
+        // which is then final (the turn was made under the insert lock,
+        // after the last entry placed here).
+        const bool left = lane.insert_segment != segment;
+        pg_read_barrier();
+        BlockNumber last = left ? InvalidBlockNumber : lane.insert_block;
+        if (last == InvalidBlockNumber) {
+          const BlockNumber blocks = RelationGetNumberOfBlocks(rel);
+          last = blocks == 0 ? InvalidBlockNumber : blocks - 1;
+        }
+        TupleDesc desc = RelationGetDescr(rel);
+        bool at_end = last == InvalidBlockNumber || ItemPointerGetBlockNumber(&lane.cursor) > last;
+        while (!at_end && taken.size() < wanted) {
+          const BlockNumber block = ItemPointerGetBlockNumber(&lane.cursor);
+          Buffer buffer = ReadBuffer(rel, block);
+          LockBuffer(buffer, BUFFER_LOCK_SHARE);
+          Page page = BufferGetPage(buffer);
+          const OffsetNumber max = PageGetMaxOffsetNumber(page);
+          OffsetNumber offset = ItemPointerGetOffsetNumber(&lane.cursor);
+          bool stalled = false;
+          for (; offset <= max && taken.size() < wanted && !stalled; ++offset) {
+            ItemId item = PageGetItemId(page, offset);
+            if (!ItemIdIsNormal(item)) continue;
+            HeapTupleData tuple;
+            tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
+            tuple.t_len = ItemIdGetLength(item);
+            ItemPointerSet(&tuple.t_self, block, offset);
+            tuple.t_tableOid = RelationGetRelid(rel);
+            switch (Look(tuple.t_data, buffer)) {
+              case Seen::kCommitted:
+                if (KindOf(&tuple, desc) == 'e') {
+                  taken.push_back(
+                      Taken{heap_copytuple(&tuple), AttemptOf(&tuple, desc) + 1, segment});
+                }
+                break;
+              case Seen::kInProgress:
+                if (KindOf(&tuple, desc) != 'e') break;
+                if (lane.passed_count == kPassedMax) {
+                  stalled = true;  // the cursor waits here until the set has room
+                  --offset;
+                  break;
+                }
+                lane.passed[lane.passed_count++] =
+                    Passed{HeapTupleHeaderGetRawXmin(tuple.t_data), tuple.t_self,
+                           static_cast<int16>(segment)};
+                break;
+              case Seen::kGone:
+                break;
+            }
+          }
+          UnlockReleaseBuffer(buffer);
+          if (stalled || offset <= max || block == last) {
+            ItemPointerSet(&lane.cursor, block, offset);
+            at_end = !stalled && offset > max && block == last;
+            break;
+          }
+          ItemPointerSet(&lane.cursor, block + 1, FirstOffsetNumber);
+        }
+        if (!at_end || !left) break;
+        // Every entry of the segment seen: on to the next one.
+        lane.cursor_segment = (segment + 1) % segments;
+        ItemPointerSet(&lane.cursor, 0, FirstOffsetNumber);
+      }
+      LWLockRelease(lane.claim_lock);
+      if (!blocked) break;
     }
-    LWLockRelease(lane.claim_lock);
-    if (got == 0) {
-      table_close(entries, NoLock);
+    if (taken.empty()) {
+      for (Relation rel : rels) {
+        if (rel != nullptr) table_close(rel, NoLock);
+      }
       return;
     }
-    // The receipts, one insert; the leases entered.
-    Relation receipts = table_open(place.segment, RowExclusiveLock);
-    TupleDesc receipt_desc = RelationGetDescr(receipts);
-    HeapTuple* rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * got));
+    // The receipts, in their entries' segments (one insert each); the
+    // leases entered.
     const SubTransactionId sub = GetCurrentSubTransactionId();
-    for (int i = 0; i < got; ++i) {
-      bool is_null;
-      const int64 id = IdOf(tuples[i], desc);
-      Row row(place, 'r', id, attempts[i]);
-      row.Set(kLeaseUntil, TimestampTzGetDatum(lease_until));
-      row.Set(kAt, TimestampTzGetDatum(now));
-      rows[i] = heap_form_tuple(receipt_desc, row.values, row.nulls);
-      const Lease lease{
-          MyDatabaseId,      place.queue_id,           attempts[i], lease_until, entries_relid,
-          tuples[i]->t_self, GetCurrentTransactionId()};
-      const LeaseKey key{MyDatabaseId, id};
-      const bool entered = PutLease(key, lease);
-      // Noted before the check below: an abort gives every entry back.
-      undo->push_back(Undo{sub, false, key, lease, index, Offer{tuples[i]->t_self, attempts[i]}});
-      if (!entered) {
-        ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-                        errmsg("too many ring jobs are running"),
-                        errdetail("The lease map holds %ld running jobs.", kMaxLeases)));
+    for (int segment = 0; segment < segments; ++segment) {
+      int count = 0;
+      for (const Taken& t : taken) count += t.segment == segment;
+      if (count == 0) continue;
+      Relation receipts = table_open(place.leaves[segment], RowExclusiveLock);
+      TupleDesc desc = RelationGetDescr(receipts);
+      HeapTuple* rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
+      int row_count = 0;
+      for (const Taken& t : taken) {
+        if (t.segment != segment) continue;
+        const int64 id = IdOf(t.tuple, desc);
+        Row row(place, segment, 'r', id, t.attempt);
+        row.Set(kLeaseUntil, TimestampTzGetDatum(lease_until));
+        row.Set(kAt, TimestampTzGetDatum(now));
+        rows[row_count++] = heap_form_tuple(desc, row.values, row.nulls);
+        const Lease lease{MyDatabaseId,
+                          place.queue_id,
+                          t.attempt,
+                          lease_until,
+                          place.leaves[segment],
+                          t.tuple->t_self,
+                          GetCurrentTransactionId()};
+        const LeaseKey key{MyDatabaseId, id};
+        const bool entered = PutLease(key, lease);
+        // Noted before the check below: an abort gives every entry back.
+        undo->push_back(Undo{sub, false, key, lease, index,
+                             Offer{t.tuple->t_self, t.attempt, static_cast<int16>(segment)}});
+        if (!entered) {
+          ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                          errmsg("too many ring jobs are running"),
+                          errdetail("The lease map holds %ld running jobs.", kMaxLeases)));
+        }
       }
-      claimed.push_back(Claimed{
-          id, attempts[i], DatumGetInt32(heap_getattr(tuples[i], kMaxAttempts, desc, &is_null)),
-          DatumGetInt32(heap_getattr(tuples[i], kPriority, desc, &is_null)),
-          DatumGetTimestampTz(heap_getattr(tuples[i], kRunAt, desc, &is_null)),
-          DatumGetTimestampTz(heap_getattr(tuples[i], kEnqueuedAt, desc, &is_null)),
-          heap_getattr(tuples[i], kPayload, desc, &is_null)});
+      InsertRows(receipts, rows, row_count, 0);
+      table_close(receipts, NoLock);
     }
-    InsertRows(receipts, rows, got, 0);
-    table_close(receipts, NoLock);
-    table_close(entries, NoLock);
+    // In the order they were taken (claim order).
+    for (const Taken& t : taken) {
+      TupleDesc desc = RelationGetDescr(rels[t.segment]);
+      bool is_null;
+      claimed.push_back(
+          Claimed{IdOf(t.tuple, desc), t.attempt,
+                  DatumGetInt32(heap_getattr(t.tuple, kMaxAttempts, desc, &is_null)),
+                  DatumGetInt32(heap_getattr(t.tuple, kPriority, desc, &is_null)),
+                  DatumGetTimestampTz(heap_getattr(t.tuple, kRunAt, desc, &is_null)),
+                  DatumGetTimestampTz(heap_getattr(t.tuple, kEnqueuedAt, desc, &is_null)),
+                  heap_getattr(t.tuple, kPayload, desc, &is_null)});
+    }
+    for (Relation rel : rels) {
+      if (rel != nullptr) table_close(rel, NoLock);
+    }
   });
   return claimed;
 }
@@ -734,11 +868,25 @@ bool WithLease(int64 id, LWLockMode mode, Fn&& fn) {
   return result;
 }
 
-// Takes the lease of (id, attempt) out if it is the live one (the fence),
-// noting it to be put back if the transaction rolls back.
-bool TakeLease(int64 id, int32 attempt) {
+// The segment of the ring that `relid` is, or -1 (a table of an earlier
+// ring of the queue).
+int SegmentOf(const Place& place, Oid relid) {
+  for (size_t k = 0; k < place.leaves.size(); ++k) {
+    if (place.leaves[k] == relid) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+// Takes the lease of (id, attempt) out if it is the live one of the ring
+// at `place` (the fence), noting it to be put back if the transaction
+// rolls back; `segment`: its entry's.
+bool TakeLease(const Place& place, int64 id, int32 attempt, int* segment) {
   return WithLease(id, LW_EXCLUSIVE, [&](LeaseSlot* slot, const LeaseKey& key, uint32 hash) {
     if (slot == nullptr || slot->lease.attempt != attempt || !Held(slot->lease)) return false;
+    // A lease of an earlier ring of the queue (the extension made again
+    // while the server ran, its ids drawn again) holds nothing here.
+    *segment = SegmentOf(place, slot->lease.entry_relid);
+    if (*segment < 0) return false;
     undo->push_back(Undo{GetCurrentSubTransactionId(), true, key, slot->lease, -1, {}});
     bool found;
     hash_search_with_hash_value(leases, &key, hash, HASH_REMOVE, &found);
@@ -768,20 +916,28 @@ int Close(const Place& place, const int64* ids, const int32* attempts, int count
   int done = 0;
   Guard([&] {
     (void)GetCurrentTransactionId();
-    Relation rel = nullptr;
-    HeapTuple* rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
+    // Each closure goes to its entry's segment: one insert per segment.
+    std::vector<int> segment_of(static_cast<size_t>(count), -1);
     for (int i = 0; i < count; ++i) {
-      closed[i] = TakeLease(ids[i], attempts[i]);
-      if (!closed[i]) continue;
-      if (rel == nullptr) rel = table_open(place.segment, RowExclusiveLock);
-      Row row(place, 'c', ids[i], attempts[i]);
-      row.Set(kAt, TimestampTzGetDatum(now));
-      row.Set(kOutcome, CharGetDatum(outcome));
-      rows[done++] = heap_form_tuple(RelationGetDescr(rel), row.values, row.nulls);
+      closed[i] = TakeLease(place, ids[i], attempts[i], &segment_of[i]);
+      done += closed[i];
     }
-    if (rel != nullptr) {
-      InsertRows(rel, rows, done, 0);
-      table_close(rel, NoLock);
+    HeapTuple* rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
+    for (int segment = 0; segment < static_cast<int>(place.leaves.size()); ++segment) {
+      Relation rel = nullptr;
+      int row_count = 0;
+      for (int i = 0; i < count; ++i) {
+        if (segment_of[i] != segment) continue;
+        if (rel == nullptr) rel = table_open(place.leaves[segment], RowExclusiveLock);
+        Row row(place, segment, 'c', ids[i], attempts[i]);
+        row.Set(kAt, TimestampTzGetDatum(now));
+        row.Set(kOutcome, CharGetDatum(outcome));
+        rows[row_count++] = heap_form_tuple(RelationGetDescr(rel), row.values, row.nulls);
+      }
+      if (rel != nullptr) {
+        InsertRows(rel, rows, row_count, 0);
+        table_close(rel, NoLock);
+      }
     }
   });
   return done;
@@ -798,15 +954,19 @@ bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, Timest
   ReserveUndo(1);
   bool extended = false;
   Guard([&] {
+    int segment = -1;
     extended = WithLease(id, LW_EXCLUSIVE, [&](LeaseSlot* slot, const LeaseKey& key, uint32) {
       if (slot == nullptr || slot->lease.attempt != attempt || !Held(slot->lease)) return false;
+      segment = SegmentOf(place, slot->lease.entry_relid);
+      if (segment < 0) return false;  // a lease of an earlier ring (TakeLease)
       undo->push_back(Undo{GetCurrentSubTransactionId(), true, key, slot->lease, -1, {}});
       slot->lease.lease_until = lease_until;
       return true;
     });
     if (!extended) return;
-    Relation rel = table_open(place.segment, RowExclusiveLock);
-    Row row(place, 'r', id, attempt);
+    // In the entry's segment, as the claim's receipt.
+    Relation rel = table_open(place.leaves[segment], RowExclusiveLock);
+    Row row(place, segment, 'r', id, attempt);
     row.Set(kLeaseUntil, TimestampTzGetDatum(lease_until));
     row.Set(kAt, TimestampTzGetDatum(now));
     HeapTuple tuple = heap_form_tuple(RelationGetDescr(rel), row.values, row.nulls);
@@ -874,6 +1034,146 @@ std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
   }
   for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
   return out;
+}
+
+bool MayTruncate(const Place& place, int segment) {
+  if (shared == nullptr) return false;
+  // Built here if the maintenance is the queue's first user since the start
+  // (a ring that finds no lane free is kept until one is).
+  const int index = LaneOf(place, true);
+  if (index < 0) return false;
+  Lane& lane = shared->lanes[index];
+  bool may = true;
+  Guard([&] {
+    LWLockAcquire(lane.claim_lock, LW_SHARED);
+    for (int i = 0; i < lane.returned_count && may; ++i) {
+      may = lane.returned[i].segment != segment;
+    }
+    // A passed entry whose inserter aborted is forgotten by the next claim.
+    for (int i = 0; i < lane.passed_count && may; ++i) {
+      const Passed& passed = lane.passed[i];
+      may = passed.segment != segment ||
+            (!TransactionIdIsInProgress(passed.xid) && !TransactionIdDidCommit(passed.xid));
+    }
+    LWLockRelease(lane.claim_lock);
+  });
+  if (!may || !AnyLeases()) return may;
+  const Oid relid = place.leaves[segment];
+  Guard([] {
+    for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
+  });
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, leases);
+  while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
+    if (slot->key.database == static_cast<int64>(MyDatabaseId) &&
+        slot->lease.entry_relid == relid) {
+      may = false;
+      hash_seq_term(&scan);
+      break;
+    }
+  }
+  for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
+  return may;
+}
+
+bool AllClosed(Oid relid) {
+  return Guard([&] {
+    Relation rel = table_open(relid, AccessShareLock);
+    TupleDesc desc = RelationGetDescr(rel);
+    HASHCTL info;
+    memset(&info, 0, sizeof(info));
+    info.keysize = sizeof(int64);
+    info.entrysize = sizeof(int64) + sizeof(int32);
+    info.hcxt = CurrentMemoryContext;
+    HTAB* open =
+        hash_create("pgq ring segment entries", 1024, &info, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+    bool in_progress = false;
+    const BlockNumber blocks = RelationGetNumberOfBlocks(rel);
+    // Per id, entries count +1 and closures -1: closed when none is left
+    // above 0 (a closure may lie before its entry's page: no order here).
+    for (BlockNumber block = 0; block < blocks && !in_progress; ++block) {
+      Buffer buffer = ReadBuffer(rel, block);
+      LockBuffer(buffer, BUFFER_LOCK_SHARE);
+      Page page = BufferGetPage(buffer);
+      const OffsetNumber max = PageGetMaxOffsetNumber(page);
+      for (OffsetNumber offset = FirstOffsetNumber; offset <= max; ++offset) {
+        ItemId item = PageGetItemId(page, offset);
+        if (!ItemIdIsNormal(item)) continue;
+        HeapTupleData tuple;
+        tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
+        tuple.t_len = ItemIdGetLength(item);
+        ItemPointerSet(&tuple.t_self, block, offset);
+        tuple.t_tableOid = relid;
+        const Seen seen = Look(tuple.t_data, buffer);
+        if (seen == Seen::kInProgress) {
+          in_progress = true;  // not under the caller's exclusive lock
+          break;
+        }
+        if (seen == Seen::kGone) continue;
+        const char kind = KindOf(&tuple, desc);
+        if (kind != 'e' && kind != 'c') continue;
+        const int64 id = IdOf(&tuple, desc);
+        bool found;
+        char* slot = static_cast<char*>(hash_search(open, &id, HASH_ENTER, &found));
+        int32* balance = reinterpret_cast<int32*>(slot + sizeof(int64));
+        if (!found) *balance = 0;
+        *balance += kind == 'e' ? 1 : -1;
+      }
+      UnlockReleaseBuffer(buffer);
+    }
+    bool closed = !in_progress;
+    HASH_SEQ_STATUS scan;
+    hash_seq_init(&scan, open);
+    while (char* slot = static_cast<char*>(hash_seq_search(&scan))) {
+      if (*reinterpret_cast<int32*>(slot + sizeof(int64)) > 0) {
+        closed = false;
+        hash_seq_term(&scan);
+        break;
+      }
+    }
+    hash_destroy(open);
+    table_close(rel, NoLock);
+    return closed;
+  });
+}
+
+bool LetGo(const Place& place, int segment) {
+  if (shared == nullptr) return false;
+  const int index = LaneOf(place, true);
+  if (index < 0) return false;
+  Lane& lane = shared->lanes[index];
+  const int segments = static_cast<int>(place.leaves.size());
+  bool let_go = false;
+  Guard([&] {
+    LWLockAcquire(lane.insert_lock, LW_EXCLUSIVE);
+    LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
+  });
+  // The newest turn (the caller holds the ledger): a backend that read the
+  // ledger before it places its entries where the lane says, never here.
+  if (place.generation > lane.insert_generation) {
+    lane.insert_segment = place.current;
+    lane.insert_generation = place.generation;
+    lane.insert_block = InvalidBlockNumber;
+  }
+  if (lane.insert_segment != segment) {
+    // Every entry of the segment is closed: the cursor has nothing left
+    // in it (and must not stay in it: entries placed after a later turn
+    // onto it would lie behind the cursor).
+    if (lane.cursor_segment == segment) {
+      lane.cursor_segment = (segment + 1) % segments;
+      ItemPointerSet(&lane.cursor, 0, FirstOffsetNumber);
+    }
+    // What is left of the segment in the lists is of aborted inserters.
+    int kept = 0;
+    for (int i = 0; i < lane.passed_count; ++i) {
+      if (lane.passed[i].segment != segment) lane.passed[kept++] = lane.passed[i];
+    }
+    lane.passed_count = kept;
+    let_go = true;
+  }
+  LWLockRelease(lane.claim_lock);
+  LWLockRelease(lane.insert_lock);
+  return let_go;
 }
 
 void Forget(int32 queue_id) {

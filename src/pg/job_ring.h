@@ -11,6 +11,16 @@
 // line pointers never reused: the segments are made with
 // vacuum_index_cleanup = off (store/ring_jobs.cpp), so a VACUUM leaves a
 // rolled-back row's line pointer dead until the segment is truncated.
+// INVARIANT (claim order across segments): entries go to the current
+// segment of the newest turn the lane knows (Append moves the lane on when
+// its caller read a later turn; LetGo when a truncation does), and a turn
+// happens under the insert lock of the first append after it. The cursor
+// leaves a segment only once it has read it to its end after entries left
+// it, so no entry of it is placed behind the cursor; an in-progress entry
+// it passed stays in the passed set, whatever segment it is in.
+// INVARIANT (a segment holds its jobs): a receipt or closure goes to its
+// entry's segment, so a segment whose entries are all closed holds nothing
+// a live job needs and is truncated alone (MayTruncate, AllClosed).
 // INVARIANT (one holder): an entry is handed out under the claim lock and
 // the cursor moves past it at once; it comes back only through the
 // given-back list (the claim rolled back).
@@ -49,14 +59,19 @@ enum Column : int {
 void RequestShmem();
 bool Available();
 
-// Where a queue's ring takes rows now: the current segment's table.
+// A queue's ring as a backend read it from the ledger (pgq.rings): its
+// segments, which one takes new entries, and the turn that made it so.
+// Entries go to the current segment of the latest turn the lane has seen
+// (a backend that read the ledger before a turn writes where the lane
+// says); a receipt or closure goes to its entry's segment, so a segment
+// holds every row of its jobs and is truncated alone.
 struct Place {
   int32 queue_id;
   int32 ring_id;
-  Oid segment;  // the leaf that takes new rows
-  int16 segment_number;
-  // Every leaf of the ring, oldest first: read once to rebuild the lane.
-  std::vector<Oid> leaves;
+  int16 first;              // the segment column of leaves[0]
+  int current;              // the segment that takes new entries, 0 .. leaves.size() - 1
+  int64 generation;         // the ledger's turn count when it was read
+  std::vector<Oid> leaves;  // the ring's segment tables, segment 0 first
 };
 
 struct NewEntry {
@@ -123,6 +138,22 @@ bool ReadEntry(const Lease& lease, NewEntry* entry);
 // Running ring jobs of this database whose lease ended before `now`, at
 // most `max`.
 std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max);
+
+// Truncating a segment of a queue's ring (store/ring_jobs.cpp, through
+// the ring layer's Reclaim), in three asks:
+//   MayTruncate: shared memory holds nothing of segment `segment` — no
+//     entry of it waits to be handed out again or was passed in progress,
+//     no lease of it is held (cheap; asked before and under the lock).
+//   AllClosed: under the segment's ACCESS EXCLUSIVE lock, its rows say so:
+//     every committed entry has a closure (all of a job's rows are in its
+//     entry's segment).
+//   LetGo: then the lane moves off it — entries go to the current segment
+//     of the newest turn (`place`, read with the ledger row locked) and a
+//     cursor left in it moves to the next one. False if the lane still
+//     places entries there (it is the current one).
+bool MayTruncate(const Place& place, int segment);
+bool AllClosed(Oid segment_relid);
+bool LetGo(const Place& place, int segment);
 
 // Forgets a queue's lane and leases (the queue was dropped).
 void Forget(int32 queue_id);

@@ -17,6 +17,7 @@ int max_lease_seconds = 24 * 60 * 60;
 int debug_clock_offset_seconds = 0;
 int maintenance_interval_ms = 1000;
 int wait_recheck_ms = 1000;
+int ring_turn_ms = 60 * 1000;
 int handler_workers = 2;
 char* databases = nullptr;
 int compact_min_size_kb = 2048;
@@ -60,6 +61,15 @@ void DefineSettings() {
       &wait_recheck_ms, 1000, 10, 60 * 60 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr,
       nullptr);
   DefineCustomIntVariable(
+      "pgq.ring_turn",
+      "How long a segment of a queue's ring takes new jobs before the next one does.",
+      "The maintenance turns a queue's ring onto its next segment when the current one has taken "
+      "jobs this long and the next one is empty, and truncates a segment once every job in it has "
+      "finished. Shorter: smaller segments, reclaimed sooner; a job that runs longer than three "
+      "turns holds its segment, and the current one grows meanwhile.",
+      &ring_turn_ms, 60 * 1000, 10, 24 * 60 * 60 * 1000, PGC_SUSET, GUC_UNIT_MS, nullptr, nullptr,
+      nullptr);
+  DefineCustomIntVariable(
       "pgq.handler_workers", "Background workers per database that run in-database handlers.",
       "Started while some queue of the database has a handler; 0 runs no handler.",
       &handler_workers, 2, 0, 64, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
@@ -100,6 +110,8 @@ void DefineSettings() {
 int MaintenanceIntervalMillis() { return maintenance_interval_ms; }
 
 int WaitRecheckMillis() { return wait_recheck_ms; }
+
+int64 RingTurnMicros() { return static_cast<int64>(ring_turn_ms) * 1000; }
 
 int HandlerWorkers() { return handler_workers; }
 

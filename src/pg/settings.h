@@ -27,6 +27,8 @@ int MaintenanceIntervalMillis();
 // nothing will wake it sooner, before it looks again (api/claim.cpp,
 // api/stream_batches.cpp).
 int WaitRecheckMillis();
+// pgq.ring_turn: how long a segment of a queue's ring is current at least.
+int64 RingTurnMicros();
 int HandlerWorkers();
 // pgq.compact_min_size in bytes; -1: never compact (service/compact.h).
 int64 CompactMinBytes();

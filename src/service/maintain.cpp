@@ -12,6 +12,7 @@
 #include "store/outbox.h"
 #include "store/queues.h"
 #include "store/schedules.h"
+#include "store/ring_jobs.h"
 #include "store/streams.h"
 
 namespace pgq::service {
@@ -78,6 +79,8 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
 
   // Streams: rings turned, segments every consumer has passed truncated.
   (void)store::streams::Maintain(spi, now);
+  // Queues' rings: turned, segments whose jobs have all finished truncated.
+  (void)store::ring::Maintain(spi, now);
   return counts;
 }
 

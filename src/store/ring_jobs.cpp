@@ -14,6 +14,8 @@
 extern "C" {
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -42,6 +44,20 @@ pg::Statement ring_of_queue = {
     {INT4OID},
     nullptr};
 
+pg::job_ring::Place PlaceFrom(int32 queue_id, int32 ring_id, const pg::segments::Ring& ring) {
+  return pg::job_ring::Place{
+      queue_id,     ring_id,         static_cast<int16>(ring.first),
+      ring.current, ring.generation, std::vector<Oid>(ring.leaves, ring.leaves + ring.segments)};
+}
+
+// The ring as the ledger says now; false if it has none (dropped).
+bool PlaceOf(pg::SpiSession& spi, int32 queue_id, int32 ring_id, pg::job_ring::Place* place) {
+  pg::segments::Ring ring;
+  if (!pg::segments::LoadRing(spi, kRoot, ring_id, &ring)) return false;
+  *place = PlaceFrom(queue_id, ring_id, ring);
+  return true;
+}
+
 // False if the queue has no ring (any more).
 bool KnownOf(pg::SpiSession& spi, int32 queue_id, Known* out) {
   if (known == nullptr) known = new std::unordered_map<int32, Known>();
@@ -58,15 +74,8 @@ bool KnownOf(pg::SpiSession& spi, int32 queue_id, Known* out) {
   const int32 ring_id = row.Int32(0, "ring_id");
   const bool keeps_history = row.Bool(0, "keeps_history");
   row.Free();
-  pg::segments::Ring ring;
-  if (!pg::segments::LoadRing(spi, kRoot, ring_id, &ring)) return false;
-  Known entry{pg::job_ring::Place{queue_id,
-                                  ring_id,
-                                  ring.leaves[ring.current],
-                                  static_cast<int16>(ring.first + ring.current),
-                                  {}},
-              keeps_history};
-  for (int k = 0; k < ring.segments; ++k) entry.place.leaves.push_back(ring.leaves[k]);
+  Known entry{{}, keeps_history};
+  if (!PlaceOf(spi, queue_id, ring_id, &entry.place)) return false;
   known->emplace(queue_id, entry);
   known_epoch.Mark(begun);
   *out = entry;
@@ -277,6 +286,66 @@ int64 MoveExpired(pg::SpiSession& spi, TimestampTz now, int32 batch) {
     if (MoveToTable(spi, lease, id, lease.attempt, now)) ++moved;
   }
   return moved;
+}
+
+namespace {
+pg::Statement ring_queues = {
+    "SELECT q.queue_id, q.ring_id FROM pgq.queues q WHERE q.ring_id IS NOT NULL ORDER BY "
+    "q.queue_id",
+    0,
+    {},
+    nullptr};
+
+bool LockedExclusively(Oid relid) {
+  return pg::Guard([&] {
+    LOCKTAG tag;
+    SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
+    return LockHeldByMe(&tag, AccessExclusiveLock);
+  });
+}
+}  // namespace
+
+MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
+  MaintainCounts counts;
+  if (!pg::job_ring::Available()) return counts;
+  pg::Params none;
+  pg::Result rows = spi.Execute(ring_queues, none);
+  std::vector<std::pair<int32, int32>> queues;
+  const int queue_column = rows.empty() ? 0 : rows.ColumnNumber("queue_id");
+  const int ring_column = rows.empty() ? 0 : rows.ColumnNumber("ring_id");
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    queues.emplace_back(rows.Int32(row, queue_column), rows.Int32(row, ring_column));
+  }
+  rows.Free();
+  const int64 turn = pg::RingTurnMicros();
+  for (const auto& [queue_id, ring_id] : queues) {
+    pg::segments::Ring ring;
+    if (!pg::segments::LoadRing(spi, kRoot, ring_id, &ring)) continue;
+    const pg::job_ring::Place place = PlaceFrom(queue_id, ring_id, ring);
+    // Truncated first, turned after (as a stream's ring): a segment sealed
+    // by this transaction may still take the rows of its jobs.
+    if (ring.sealed_with_rows) {
+      // Not waited for: a claim or completion in the way has work in the
+      // segment, and the next pass asks again.
+      counts.truncated +=
+          pg::segments::Reclaim(spi, kRoot, ring_id, 0, now, [&](Oid relid, int segment) {
+            if (!pg::job_ring::MayTruncate(place, segment)) return false;
+            // Asked without the lock first; the rows are read under it.
+            if (!LockedExclusively(relid)) return true;
+            if (!pg::job_ring::AllClosed(relid)) return false;
+            // The ledger row is locked by Reclaim: its turn is the newest.
+            pg::job_ring::Place locked;
+            return PlaceOf(spi, queue_id, ring_id, &locked) && pg::job_ring::LetGo(locked, segment);
+          });
+    }
+    // Turned when the current segment has taken entries for a turn's time
+    // (an idle ring stays where it is) and the next one is empty.
+    if (now - ring.rotated_at >= turn && pg::segments::Written(ring, ring.current) &&
+        pg::segments::Rotate(spi, kRoot, ring_id, turn, now)) {
+      ++counts.rotated;
+    }
+  }
+  return counts;
 }
 
 }  // namespace pgq::store::ring

@@ -63,4 +63,13 @@ int64 Unfinished(pg::SpiSession& spi, int32 queue_id);
 // ExpireLeases finds them); how many.
 int64 MoveExpired(pg::SpiSession& spi, TimestampTz now, int32 batch);
 
+// Maintenance: turns the rings of the queues whose current segment has
+// taken entries for pgq.ring_turn and truncates the segments whose jobs
+// have all finished (pg/job_ring.h: MayTruncate, AllClosed, LetGo).
+struct MaintainCounts {
+  int rotated = 0;
+  int truncated = 0;
+};
+MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now);
+
 }  // namespace pgq::store::ring

@@ -160,5 +160,54 @@ is_deeply([ complete_each(sub { 1 }, @pending2) ], [ ('t') x 6 ],
 is(sql('SELECT count(*) FROM pgq.maintain()'), '1', 'restart: a maintenance pass');
 is_deeply([ drain('ring') ], [], 'restart: after it, nothing comes back');
 
+# Across turns of the ring (ADR 0028 "Reclaiming"): jobs pending in two
+# segments and one running in the older; an immediate shutdown. The lane is
+# rebuilt in ring order: the older segment's jobs are handed out first, in
+# the order they were enqueued, then the newer one's, once each, as attempt
+# 1; the running job keeps its attempt. The older segment is truncated only
+# once all its jobs are done. The turns are made by passes run with the
+# clock moved on (pgq.debug_clock_offset; a turn is 1 minute).
+sub turn
+{
+	my ($offset) = @_;
+	sql("SET pgq.debug_clock_offset = '$offset'; SELECT count(*) FROM pgq.maintain()");
+}
+sub ledger
+{
+	return sql(q{
+SELECT r.current || ' ' || string_agg(CASE WHEN s.empty THEN 'empty' ELSE 'rows' END, ' ' ORDER BY s.segment)
+  FROM pgq.queues q JOIN pgq.rings r USING (ring_id) JOIN pgq.ring_segments s USING (ring_id)
+ WHERE q.name = 'turning' GROUP BY r.current});
+}
+sub claim_in_order
+{
+	return lines(sql("SELECT id || ' ' || attempt FROM pgq.claim('turning', 1000, '1 hour')"));
+}
+sql(q{SET pgq.ring_queues = on; SELECT pgq.create_queue('turning', lease => '1 hour');});
+my @older = lines(sql("SELECT id FROM pgq.enqueue_many('turning', array_fill('{}'::jsonb, ARRAY[5])) AS id"));
+my ($older_running) = lines(sql("SELECT id FROM pgq.claim('turning', 1, '1 hour')"));
+is($older_running, $older[0], 'turns: the first job runs');
+turn('2min');
+is(ledger(), '1 rows rows empty empty', 'turns: the ring turned onto segment 1');
+my @newer = lines(sql("SELECT id FROM pgq.enqueue_many('turning', array_fill('{}'::jsonb, ARRAY[5])) AS id"));
+is(sql(qq{SELECT string_agg(DISTINCT segment::text, ',') FROM pgq.job_log WHERE id IN (@{[join(',', @newer)]})}),
+	'1', 'turns: the newer jobs are in segment 1');
+$node->stop('immediate');
+$node->start;
+is_deeply([ claim_in_order() ], [ map { "$_ 1" } @older[ 1 .. 4 ], @newer ],
+	'turns, crash: the older segment first, then the newer, each job once, in enqueue order');
+is_deeply([ claim_in_order() ], [], 'turns, crash: and nothing more');
+is(sql("SELECT pgq.complete($older_running, 1)"), 't', 'turns, crash: the running job keeps its attempt');
+is_deeply([ complete_each(sub { 1 }, @older[ 1 .. 3 ]) ], [ ('t') x 3 ], 'turns: three more done');
+turn('4min');
+is(ledger(), '2 rows rows rows empty', 'turns: segment 0 is kept while one of its jobs runs');
+is_deeply([ complete_each(sub { 1 }, $older[4], @newer) ], [ ('t') x 6 ], 'turns: the rest done');
+turn('4min');
+is(ledger(), '2 empty empty rows empty', 'turns: then segments 0 and 1 are truncated');
+turn('6min');
+is(ledger(), '2 empty empty rows empty', 'turns: an idle ring stays where it is');
+is(sql(q{SELECT count(*) FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring WHERE q.name = 'turning'}), '0',
+	'turns: nothing of the jobs is left on the ring');
+
 $node->stop;
 done_testing();
