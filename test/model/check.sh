@@ -7,10 +7,11 @@
 #   bash test/model/check.sh          the model and every planted bug
 #
 # Ends with "N passed, M failed"; exits non-zero when anything failed.
-# Two full checks, one after the other (queue_rings.pml, "Bounds"): the
+# Three full checks, one after the other (queue_rings.pml, "Bounds"): the
 # rings (2 jobs, a claim each, 3 segments, a carry, a crash) ~31 million
 # states, 1.6 GB, ~35 s; the claims at the old scale (3 jobs, two claims
-# each, one segment) ~38 million states, 2.5 GB, ~60 s; on the 2-core test
+# each, one segment) ~38 million states, 2.5 GB, ~60 s; the engine as built
+# (ROWS_WITH_ENTRY) ~3.6 million states, ~3 s; on the 2-core test
 # machine. A planted bug fails within seconds. About two minutes in all.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -52,6 +53,7 @@ verify() {  # label expect(pass|fail) [-DMACRO...]
 
 verify "the protocol on rings (2 jobs, 3 segments, a carry)" pass
 verify "the claims at 3 jobs, two claims each (one segment)" pass -DJ=3 -DR1=2 -DR2=2 -DNSEG=1 -DMAXCARRY=0
+verify "as built: rows beside their entry, any finished segment truncated" pass -DROWS_WITH_ENTRY -DMAXCARRY=0
 verify "planted: the cursor forgets an in-progress entry" fail -DBUG_SKIP_INPROGRESS
 verify "planted: a completion does not check its attempt" fail -DBUG_NO_FENCE
 verify "planted: an aborted claim keeps its entry" fail -DBUG_NO_GIVEBACK
@@ -59,6 +61,8 @@ verify "planted: a segment truncated once the cursor passed it" fail -DBUG_TRUNC
 verify "planted: a newer segment truncated before an older one" fail -DBUG_TRUNCATE_OUT_OF_ORDER
 verify "planted: a carry appends a running job's entry, not its receipt" fail -DBUG_CARRY_WITHOUT_RECEIPT
 verify "planted: a carry appends its rows after it read the job, unlocked" fail -DBUG_CARRY_UNLOCKED
+verify "planted (as built): receipts in the current segment" fail -DROWS_WITH_ENTRY -DMAXCARRY=0 -DBUG_ROWS_IN_CURRENT
+verify "planted (as built): a segment truncated once the cursor passed it" fail -DROWS_WITH_ENTRY -DMAXCARRY=0 -DBUG_TRUNCATE_EARLY
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -33,6 +33,12 @@
  * process has ended and the leases have run out, a drain completes every
  * committed job (none lost, a late commit not skipped).
  *
+ * ROWS_WITH_ENTRY: the engine as built (ADR 0028 "Turning and truncating,
+ * as built"): a receipt or closure goes to its entry's segment, not the
+ * current one, and any sealed segment whose entries are all finished is
+ * truncated, in any order (the ring layer's Reclaim); no carry yet
+ * (MAXCARRY 0).
+ *
  * Planted bugs (each must make the check fail; test/model/check.sh):
  *   BUG_SKIP_INPROGRESS        the cursor passes an in-progress entry and forgets it
  *   BUG_NO_FENCE               a completion does not check its attempt
@@ -48,6 +54,9 @@
  *                              commits between, a rotation follows, the closure lies in
  *                              an older segment than the copy and is truncated first,
  *                              and the finished job's copy looks unfinished
+ *   BUG_ROWS_IN_CURRENT        (with ROWS_WITH_ENTRY) receipts and closures go to the
+ *                              current segment while segments are truncated in any
+ *                              order: a job's receipt goes with a newer segment
  * (With the truncation's own asserts taken out, the last three still fail,
  * on a claim's asserts: a job handed out while its lease is live or with an
  * attempt already committed -- two live holders -- or completed twice.)
@@ -127,6 +136,14 @@ hidden byte h_base, h_rc;
 hidden byte h_ent, h_copy, h_fin;
 
 #define NEWEST(j) (cseg[j] != NIL -> cseg[j] : eseg[j])
+/* Where a receipt or closure of job j goes: the current segment (the
+   design), or its newest entry's segment (ROWS_WITH_ENTRY, the engine as
+   built: a segment then holds all of its jobs' rows). */
+#if defined(ROWS_WITH_ENTRY) && !defined(BUG_ROWS_IN_CURRENT)
+#define ROWSEG(j) NEWEST(j)
+#else
+#define ROWSEG(j) cur
+#endif
 #define LIVE_LEASE(j) (receipt[j] != 0 && !expired[j] && outcome[j] == 0)
 
 /* What a rebuild sees of job j in the segments not truncated: its newest
@@ -226,7 +243,7 @@ proctype Claimer(byte maxrounds) {
      /* The claim's transaction ends: its receipt, in the current segment. */
      if
      :: atomic { !crashed ->
-          receipt[pos] = my; rseg[pos] = cur; rcseg[pos] = NIL; expired[pos] = false;
+          receipt[pos] = my; rseg[pos] = ROWSEG(pos); rcseg[pos] = NIL; expired[pos] = false;
           lease_st[pos] = LIVE }
      :: atomic { !crashed ->
           lease[pos] = 0; lease_st[pos] = NONE;
@@ -259,7 +276,7 @@ proctype Claimer(byte maxrounds) {
         :: atomic { !crashed ->
              assert(outcome[pos] == 0);       /* completed once */
              assert(attempts[pos] == my);     /* by the newest attempt */
-             outcome[pos] = my; oseg[pos] = cur; lease[pos] = 0; lease_st[pos] = NONE }
+             outcome[pos] = my; oseg[pos] = ROWSEG(pos); lease[pos] = 0; lease_st[pos] = NONE }
         :: atomic { !crashed -> lease_st[pos] = LIVE }   /* the completion rolled back */
         :: crashed -> break
         fi
@@ -309,8 +326,8 @@ proctype Maintenance() {
        :: s < NSEG - 1 && truncated[s] -> s++
        :: else -> break
        od;
-#ifdef BUG_TRUNCATE_OUT_OF_ORDER
-       do   /* or any later one */
+#if defined(BUG_TRUNCATE_OUT_OF_ORDER) || defined(ROWS_WITH_ENTRY)
+       do   /* or any later one (as built: any sealed segment whose jobs are done) */
        :: s < NSEG - 1 -> s++
        :: break
        od;
@@ -477,9 +494,9 @@ init {
      if
      :: pos == NIL -> break
      :: else ->
-        receipt[pos] = my; rseg[pos] = cur; rcseg[pos] = NIL; expired[pos] = false; lease_st[pos] = LIVE;
+        receipt[pos] = my; rseg[pos] = ROWSEG(pos); rcseg[pos] = NIL; expired[pos] = false; lease_st[pos] = LIVE;
         assert(outcome[pos] == 0 && attempts[pos] == my);
-        outcome[pos] = my; oseg[pos] = cur; lease[pos] = 0; lease_st[pos] = NONE
+        outcome[pos] = my; oseg[pos] = ROWSEG(pos); lease[pos] = 0; lease_st[pos] = NONE
      fi
   od;
   /* No committed job lost. */
