@@ -7,11 +7,16 @@
 //    waits up to 5 s for the remaining sessions to leave.
 //  - CREATE EXTENSION pgq_cpp: when it commits, the launcher is asked to
 //    start the database's worker at once instead of at its next probe; the
-//    database's queue slots (pg/queue_slots.h) are reset first.
+//    database's queue slots (pg/queue_slots.h) are reset first, and so are
+//    its queues' ring lanes and leases (pg/job_ring.h), which belonged to
+//    an earlier install: the new one draws the same queue ids again.
+//  - DROP EXTENSION pgq_cpp and DROP DATABASE free the lanes and leases of
+//    the database's ring queues (a lane is a share of the whole server's).
 //
 // INVARIANT: the hook's frame holds no C++ object; standard_ProcessUtility
 // may longjmp through it.
 #include "bgw/bgw.h"
+#include "pg/job_ring.h"
 #include "pg/queue_slots.h"
 #include "pg/shared.h"
 
@@ -59,6 +64,18 @@ bool HasOption(List* options, const char* wanted) {
   return false;
 }
 
+// Whether the statement drops pgq_cpp.
+bool DropsUs(Node* statement) {
+  if (nodeTag(statement) != T_DropStmt) return false;
+  auto* drop = reinterpret_cast<DropStmt*>(statement);
+  if (drop->removeType != OBJECT_EXTENSION) return false;
+  ListCell* cell;
+  foreach (cell, drop->objects) {
+    if (strcmp(strVal(lfirst(cell)), "pgq_cpp") == 0) return true;
+  }
+  return false;
+}
+
 // Returns the database whose worker was paused, if any.
 Oid BeforeUtility(Node* statement) {
   switch (nodeTag(statement)) {
@@ -81,7 +98,10 @@ Oid BeforeUtility(Node* statement) {
         probe_at_commit = true;
         // Queue ids start again at 1: forget the slots of an earlier install
         // (not of this one, for CREATE EXTENSION IF NOT EXISTS).
-        if (!OidIsValid(get_extension_oid("pgq_cpp", true))) pg::ResetDatabaseSlots(true);
+        if (!OidIsValid(get_extension_oid("pgq_cpp", true))) {
+          pg::ResetDatabaseSlots(true);
+          pg::job_ring::ForgetDatabase(MyDatabaseId);
+        }
       }
       break;
     default:
@@ -102,6 +122,13 @@ void ProcessUtilityHook(PlannedStmt* pstmt, const char* query_string, bool read_
   }
   // Done (after an error, the pause just runs out): the worker may come back.
   if (OidIsValid(paused)) pg::ResumeDatabase(paused);
+  // The rings are gone (their tables locked until the end of the
+  // transaction; if it rolls back, the lanes are built again from the rows
+  // at their next use).
+  if (nodeTag(pstmt->utilityStmt) == T_DropdbStmt && OidIsValid(paused)) {
+    pg::job_ring::ForgetDatabase(paused);
+  }
+  if (DropsUs(pstmt->utilityStmt)) pg::job_ring::ForgetDatabase(MyDatabaseId);
 }
 
 void OnTransactionEnd(XactEvent event, void*) {

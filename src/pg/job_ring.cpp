@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "pg/boundary.h"
+#include "pg/settings.h"
 
 extern "C" {
 #include "access/heapam.h"
@@ -21,16 +22,17 @@ extern "C" {
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 }
 
 namespace pgq::pg::job_ring {
 
 namespace {
 
-constexpr int kMaxLanes = 64;
+// pgq.max_ring_queues' largest value (pg/settings.cpp).
+constexpr int kMaxLanes = 1024;
 constexpr int kPassedMax = 256;
 constexpr int kReturnedMax = 4096;
-constexpr long kMaxLeases = 65536;
 constexpr int kLeasePartitions = 16;
 constexpr const char* kTranche = "pgq_job_ring";
 
@@ -67,6 +69,8 @@ struct Lane {
   // Under the claim lock: the segment the cursor walks and where in it.
   int cursor_segment;
   ItemPointerData cursor;
+  // Leases of the queue's running jobs in the map.
+  pg_atomic_uint32 leases;
   int passed_count;
   Passed passed[kPassedMax];
   int returned_count;
@@ -89,8 +93,15 @@ struct Shared {
   // table job asks the map nothing (complete_many of 100 would take 100
   // partition locks for nothing).
   pg_atomic_uint32 leases;
-  Lane lanes[kMaxLanes];
+  // Sizes read from the settings at the start (pg/settings.h).
+  int lane_count;
+  long lease_capacity;
+  Lane lanes[1];  // lane_count of them
 };
+
+Size SharedSize(int lanes) {
+  return add_size(offsetof(Shared, lanes), mul_size(sizeof(Lane), static_cast<Size>(lanes)));
+}
 
 Shared* shared = nullptr;
 HTAB* leases = nullptr;
@@ -100,33 +111,39 @@ shmem_startup_hook_type prev_startup = nullptr;
 
 void Request() {
   if (prev_request != nullptr) prev_request();
-  RequestAddinShmemSpace(MAXALIGN(sizeof(Shared)) +
-                         hash_estimate_size(kMaxLeases, sizeof(LeaseSlot)));
-  RequestNamedLWLockTranche(kTranche, 1 + 2 * kMaxLanes + kLeasePartitions);
+  RequestAddinShmemSpace(add_size(MAXALIGN(SharedSize(MaxRingQueues())),
+                                  hash_estimate_size(MaxRunningRingJobs(), sizeof(LeaseSlot))));
+  RequestNamedLWLockTranche(kTranche, 1 + 2 * MaxRingQueues() + kLeasePartitions);
 }
 
 void Startup() {
   if (prev_startup != nullptr) prev_startup();
   LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
   bool found = false;
-  shared = static_cast<Shared*>(ShmemInitStruct("pgq job ring lanes", sizeof(Shared), &found));
+  const int lane_count = MaxRingQueues();
+  const long capacity = MaxRunningRingJobs();
+  shared =
+      static_cast<Shared*>(ShmemInitStruct("pgq job ring lanes", SharedSize(lane_count), &found));
   LWLockPadded* locks = GetNamedLWLockTranche(kTranche);
   if (!found) {
-    memset(shared, 0, sizeof(Shared));
+    memset(shared, 0, SharedSize(lane_count));
     shared->lanes_lock = &locks[0].lock;
     pg_atomic_init_u32(&shared->leases, 0);
-    for (int i = 0; i < kMaxLanes; ++i) {
+    shared->lane_count = lane_count;
+    shared->lease_capacity = capacity;
+    for (int i = 0; i < lane_count; ++i) {
       shared->lanes[i].insert_lock = &locks[1 + 2 * i].lock;
       shared->lanes[i].claim_lock = &locks[2 + 2 * i].lock;
+      pg_atomic_init_u32(&shared->lanes[i].leases, 0);
     }
   }
-  lease_locks = locks + 1 + 2 * kMaxLanes;
+  lease_locks = locks + 1 + 2 * lane_count;
   HASHCTL info;
   memset(&info, 0, sizeof(info));
   info.keysize = sizeof(LeaseKey);
   info.entrysize = sizeof(LeaseSlot);
   info.num_partitions = kLeasePartitions;
-  leases = ShmemInitHash("pgq job ring leases", kMaxLeases, kMaxLeases, &info,
+  leases = ShmemInitHash("pgq job ring leases", capacity, capacity, &info,
                          HASH_ELEM | HASH_BLOBS | HASH_PARTITION);
   LWLockRelease(AddinShmemInitLock);
 }
@@ -146,30 +163,54 @@ std::vector<Undo>* undo = nullptr;
 LWLock* LeaseLock(uint32 hash) { return &lease_locks[hash % kLeasePartitions].lock; }
 
 // False when the map is full.
-bool PutLease(const LeaseKey& key, const Lease& lease) {
+// False when the map holds its capacity (pgq.max_running_ring_jobs): the
+// count is the limit, not the shared hash, which would go on taking the
+// server's spare shared memory. `restore`: a lease taken out by this
+// transaction goes back whatever the count (a claim may have taken its
+// room meanwhile; it must not be lost).
+bool PutLease(const LeaseKey& key, const Lease& lease, bool restore = false) {
   const uint32 hash = get_hash_value(leases, &key);
   LWLockAcquire(LeaseLock(hash), LW_EXCLUSIVE);
   bool found;
-  LeaseSlot* slot = static_cast<LeaseSlot*>(
-      hash_search_with_hash_value(leases, &key, hash, HASH_ENTER_NULL, &found));
+  LeaseSlot* slot =
+      static_cast<LeaseSlot*>(hash_search_with_hash_value(leases, &key, hash, HASH_FIND, &found));
+  bool entered = slot != nullptr;
+  if (slot == nullptr &&
+      (restore || pg_atomic_fetch_add_u32(&shared->leases, 1) < shared->lease_capacity)) {
+    if (restore) pg_atomic_fetch_add_u32(&shared->leases, 1);
+    slot = static_cast<LeaseSlot*>(
+        hash_search_with_hash_value(leases, &key, hash, HASH_ENTER_NULL, &found));
+    if (slot != nullptr) {
+      pg_atomic_fetch_add_u32(&shared->lanes[lease.lane].leases, 1);
+      entered = true;
+    }
+  }
+  if (slot == nullptr && !entered) {
+    // Over the capacity (or out of shared memory): the count goes back.
+    pg_atomic_fetch_sub_u32(&shared->leases, 1);
+  }
   if (slot != nullptr) slot->lease = lease;
-  if (slot != nullptr && !found) pg_atomic_fetch_add_u32(&shared->leases, 1);
   LWLockRelease(LeaseLock(hash));
-  return slot != nullptr;
+  return entered;
 }
 
 void DropLease(const LeaseKey& key) {
   const uint32 hash = get_hash_value(leases, &key);
   LWLockAcquire(LeaseLock(hash), LW_EXCLUSIVE);
   bool found;
-  hash_search_with_hash_value(leases, &key, hash, HASH_REMOVE, &found);
-  if (found) pg_atomic_fetch_sub_u32(&shared->leases, 1);
+  LeaseSlot* slot =
+      static_cast<LeaseSlot*>(hash_search_with_hash_value(leases, &key, hash, HASH_FIND, &found));
+  if (found) {
+    pg_atomic_fetch_sub_u32(&shared->leases, 1);
+    pg_atomic_fetch_sub_u32(&shared->lanes[slot->lease.lane].leases, 1);
+    hash_search_with_hash_value(leases, &key, hash, HASH_REMOVE, &found);
+  }
   LWLockRelease(LeaseLock(hash));
 }
 
 void UndoOne(const Undo& u) {
   if (u.restore) {
-    (void)PutLease(u.key, u.lease);  // room: it was taken out of the map
+    (void)PutLease(u.key, u.lease, true);  // it was taken out of the map
     return;
   }
   DropLease(u.key);
@@ -318,7 +359,7 @@ int32 AttemptOf(HeapTupleData* tuple, TupleDesc desc) {
 // and a turn moves onto an empty segment: a segment after the current one
 // is empty or older. (A backend whose ledger read is older than a turn made
 // since the start builds from a current segment that is still empty.)
-void Rebuild(Lane& lane, const Place& place) {
+void Rebuild(Lane& lane, int index, const Place& place) {
   struct Job {
     int segment;
     ItemPointerData entry;
@@ -417,7 +458,7 @@ void Rebuild(Lane& lane, const Place& place) {
   // created again) go.
   {
     std::vector<LeaseKey> stale;
-    stale.reserve(kMaxLeases);  // nothing thrown while the locks are held
+    stale.reserve(static_cast<size_t>(shared->lease_capacity));  // nothing thrown under the locks
     Guard([] {
       for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
     });
@@ -456,7 +497,8 @@ void Rebuild(Lane& lane, const Place& place) {
                         job.lease_until,
                         place.leaves[job.segment],
                         job.entry,
-                        InvalidTransactionId};
+                        InvalidTransactionId,
+                        index};
       Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, id}, lease); });
       continue;
     }
@@ -494,10 +536,10 @@ int LaneOf(const Place& place, bool or_none = false) {
               " keeps its jobs on a ring, which needs pgq_cpp preloaded",
           {}, "Add pgq_cpp to shared_preload_libraries and restart the server.");
   }
-  int free_lane = -1, found = -1;
+  int found = -1;
   Guard([&] {
     LWLockAcquire(shared->lanes_lock, LW_SHARED);
-    for (int i = 0; i < kMaxLanes; ++i) {
+    for (int i = 0; i < shared->lane_count; ++i) {
       const Lane& lane = shared->lanes[i];
       if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) found = i;
     }
@@ -507,15 +549,23 @@ int LaneOf(const Place& place, bool or_none = false) {
   if (found >= 0 && shared->lanes[found].built && shared->lanes[found].identity == identity) {
     return found;
   }
-  if (found < 0) {
+  // A lane taken: none free, or this database's share used up.
+  for (int tries = 0; found < 0; ++tries) {
+    int free_lane = -1, ours = 0;
+    std::vector<Oid> others;  // other databases' lanes, when none is free
+    others.reserve(static_cast<size_t>(shared->lane_count));
     Guard([&] {
       LWLockAcquire(shared->lanes_lock, LW_EXCLUSIVE);
-      for (int i = 0; i < kMaxLanes && found < 0; ++i) {
+      for (int i = 0; i < shared->lane_count && found < 0; ++i) {
         Lane& lane = shared->lanes[i];
         if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) found = i;
         if (lane.database == InvalidOid && free_lane < 0) free_lane = i;
+        if (lane.database == MyDatabaseId) ++ours;
+        if (lane.database != InvalidOid && lane.database != MyDatabaseId) {
+          others.push_back(lane.database);
+        }
       }
-      if (found < 0 && free_lane >= 0) {
+      if (found < 0 && free_lane >= 0 && ours < MaxRingQueuesPerDatabase()) {
         Lane& lane = shared->lanes[free_lane];
         lane.database = MyDatabaseId;
         lane.queue_id = place.queue_id;
@@ -524,12 +574,34 @@ int LaneOf(const Place& place, bool or_none = false) {
       }
       LWLockRelease(shared->lanes_lock);
     });
-    if (found < 0 && or_none) return -1;
-    if (found < 0) {
-      Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "no room for one more ring queue",
-            "At most " + std::to_string(kMaxLanes) + " queues on rings are in use at once.",
-            "Create the queue without pgq.ring_queues.");
+    if (found >= 0) break;
+    if (ours >= MaxRingQueuesPerDatabase()) {
+      if (or_none) return -1;
+      Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "database has too many queues on rings in use",
+            "Its queues hold " + std::to_string(ours) +
+                " of the server's lanes, pgq.max_ring_queues_per_database.",
+            "Raise pgq.max_ring_queues_per_database for this database (ALTER DATABASE ... SET), "
+            "or drop ring queues it no longer uses.");
     }
+    // None free: the lanes of databases dropped since are taken back, once.
+    bool freed = false;
+    if (tries == 0) {
+      std::sort(others.begin(), others.end());
+      others.erase(std::unique(others.begin(), others.end()), others.end());
+      for (const Oid database : others) {
+        if (!Guard(
+                [&] { return SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(database)); })) {
+          ForgetDatabase(database);
+          freed = true;
+        }
+      }
+    }
+    if (freed) continue;
+    if (or_none) return -1;
+    Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "no room for one more queue on a ring",
+          "Every one of the server's " + std::to_string(shared->lane_count) +
+              " lanes (pgq.max_ring_queues) is in use.",
+          "Raise pgq.max_ring_queues (a restart), or drop ring queues no longer used.");
   }
   Lane& lane = shared->lanes[found];
   Guard([&] {
@@ -538,7 +610,7 @@ int LaneOf(const Place& place, bool or_none = false) {
   });
   if (!lane.built || lane.identity != identity) {
     try {
-      Rebuild(lane, place);  // its own calls into PostgreSQL are guarded
+      Rebuild(lane, found, place);  // its own calls into PostgreSQL are guarded
     } catch (...) {
       LWLockRelease(lane.claim_lock);
       LWLockRelease(lane.insert_lock);
@@ -611,12 +683,49 @@ void Append(const Place& place, const NewEntry* entries, int count) {
   });
 }
 
+namespace {
+
+// How many of `n` more ring jobs of this database may run: what is left of
+// the map and of the database's share of it
+// (pgq.max_running_ring_jobs_per_database, less what its lanes hold).
+// Raises 53400 when nothing is. Read without a lock: claims of the database
+// running at once may pass its share by their batches; the map's capacity
+// is exact (PutLease: a claim that finds it full is refused).
+int32 RoomForLeases(int32 n) {
+  const int64 all = pg_atomic_read_u32(&shared->leases);
+  if (all >= shared->lease_capacity) {
+    Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "too many ring jobs are running",
+          "The server's lease map holds " + std::to_string(shared->lease_capacity) +
+              " running jobs, pgq.max_running_ring_jobs.",
+          "Raise pgq.max_running_ring_jobs (a restart).");
+  }
+  n = static_cast<int32>(std::min<int64>(n, shared->lease_capacity - all));
+  const int64 share = MaxRunningRingJobsPerDatabase();
+  if (all + n <= share) return n;  // no database can pass its share
+  int64 ours = 0;
+  for (int i = 0; i < shared->lane_count; ++i) {
+    if (shared->lanes[i].database == MyDatabaseId)
+      ours += pg_atomic_read_u32(&shared->lanes[i].leases);
+  }
+  if (ours >= share) {
+    Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "too many ring jobs of this database are running",
+          "Its queues' running jobs hold " + std::to_string(ours) +
+              " leases, pgq.max_running_ring_jobs_per_database.",
+          "Complete or fail running jobs, or raise pgq.max_running_ring_jobs_per_database for "
+          "this database (ALTER DATABASE ... SET).");
+  }
+  return static_cast<int32>(std::min<int64>(n, share - ours));
+}
+
+}  // namespace
+
 std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until) {
   std::vector<Claimed> claimed;
   if (n <= 0) return claimed;
   const int index = LaneOf(place);
   Lane& lane = shared->lanes[index];
   const int segments = static_cast<int>(place.leaves.size());
+  n = RoomForLeases(n);
   ReserveUndo(static_cast<size_t>(n));
   claimed.reserve(static_cast<size_t>(n));
   // What the scan takes, filled under the claim lock: room made first.
@@ -803,7 +912,8 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                           lease_until,
                           place.leaves[segment],
                           t.tuple->t_self,
-                          GetCurrentTransactionId()};
+                          GetCurrentTransactionId(),
+                          index};
         const LeaseKey key{MyDatabaseId, id};
         const bool entered = PutLease(key, lease);
         // Noted before the check below: an abort gives every entry back.
@@ -812,7 +922,9 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
         if (!entered) {
           ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
                           errmsg("too many ring jobs are running"),
-                          errdetail("The lease map holds %ld running jobs.", kMaxLeases)));
+                          errdetail("The server's lease map holds %ld running jobs.",
+                                    shared->lease_capacity),
+                          errhint("Raise pgq.max_running_ring_jobs (a restart).")));
         }
       }
       InsertRows(receipts, rows, row_count, 0);
@@ -888,9 +1000,10 @@ bool TakeLease(const Place& place, int64 id, int32 attempt, int* segment) {
     *segment = SegmentOf(place, slot->lease.entry_relid);
     if (*segment < 0) return false;
     undo->push_back(Undo{GetCurrentSubTransactionId(), true, key, slot->lease, -1, {}});
+    pg_atomic_fetch_sub_u32(&shared->leases, 1);
+    pg_atomic_fetch_sub_u32(&shared->lanes[slot->lease.lane].leases, 1);
     bool found;
     hash_search_with_hash_value(leases, &key, hash, HASH_REMOVE, &found);
-    pg_atomic_fetch_sub_u32(&shared->leases, 1);
     return true;
   });
 }
@@ -1176,19 +1289,58 @@ bool LetGo(const Place& place, int segment) {
   return let_go;
 }
 
-void Forget(int32 queue_id) {
-  if (shared == nullptr) return;
-  Guard([&] {
+namespace {
+
+// Frees the lanes `match` says, with their leases. Only for lanes nobody
+// uses: their queue or database is gone, or its tables are locked by the
+// statement that drops them. Neither throws nor raises (the utility hook
+// calls it outside any boundary): no allocation, only lock calls.
+template <typename Match>
+void FreeLanes(Match&& match) {
+  bool freed[kMaxLanes] = {};
+  {
     LWLockAcquire(shared->lanes_lock, LW_EXCLUSIVE);
-    for (int i = 0; i < kMaxLanes; ++i) {
-      Lane& lane = shared->lanes[i];
-      if (lane.database == MyDatabaseId && lane.queue_id == queue_id) {
+    bool any = false;
+    for (int i = 0; i < shared->lane_count; ++i) {
+      const Lane& lane = shared->lanes[i];
+      if (lane.database != InvalidOid && match(lane)) freed[i] = any = true;
+    }
+    if (any) {
+      for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_EXCLUSIVE);
+      HASH_SEQ_STATUS scan;
+      hash_seq_init(&scan, leases);
+      while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
+        if (!freed[slot->lease.lane]) continue;
+        // Removing the element just returned is allowed during the scan.
+        bool found;
+        const LeaseKey key = slot->key;
+        hash_search(leases, &key, HASH_REMOVE, &found);
+        pg_atomic_fetch_sub_u32(&shared->leases, 1);
+      }
+      for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
+      for (int i = 0; i < shared->lane_count; ++i) {
+        if (!freed[i]) continue;
+        Lane& lane = shared->lanes[i];
         lane.database = InvalidOid;
         lane.built = false;
+        pg_atomic_write_u32(&lane.leases, 0);
       }
     }
     LWLockRelease(shared->lanes_lock);
-  });
+  }
+}
+
+}  // namespace
+
+void Forget(int32 queue_id) {
+  if (shared == nullptr) return;
+  FreeLanes(
+      [&](const Lane& lane) { return lane.database == MyDatabaseId && lane.queue_id == queue_id; });
+}
+
+void ForgetDatabase(Oid database) {
+  if (shared == nullptr) return;
+  FreeLanes([&](const Lane& lane) { return lane.database == database; });
 }
 
 }  // namespace pgq::pg::job_ring

@@ -117,6 +117,9 @@ struct Lease {
   // The claiming transaction, until which the lease fences nothing in
   // (InvalidTransactionId: a claim found committed by the rebuild).
   TransactionId claim_xid;
+  // The queue's lane, whose count of leases holds this one (a database's
+  // share of the map is the sum of its lanes' counts).
+  int32 lane;
 };
 // The lease of `id`, if a ring job of this database runs with it.
 bool FindLease(int64 id, Lease* lease);
@@ -157,5 +160,8 @@ bool LetGo(const Place& place, int segment);
 
 // Forgets a queue's lane and leases (the queue was dropped).
 void Forget(int32 queue_id);
+// Forgets every lane and lease of `database`: its pgq_cpp was created or
+// dropped, or it was dropped (bgw/database_hooks.cpp).
+void ForgetDatabase(Oid database);
 
 }  // namespace pgq::pg::job_ring

@@ -18,6 +18,10 @@ int debug_clock_offset_seconds = 0;
 int maintenance_interval_ms = 1000;
 int wait_recheck_ms = 1000;
 int ring_turn_ms = 60 * 1000;
+int max_ring_queues = 64;
+int max_ring_queues_per_database = 32;
+int max_running_ring_jobs = 65536;
+int max_running_ring_jobs_per_database = 32768;
 int handler_workers = 2;
 char* databases = nullptr;
 int compact_min_size_kb = 2048;
@@ -70,6 +74,28 @@ void DefineSettings() {
       &ring_turn_ms, 60 * 1000, 10, 24 * 60 * 60 * 1000, PGC_SUSET, GUC_UNIT_MS, nullptr, nullptr,
       nullptr);
   DefineCustomIntVariable(
+      "pgq.max_ring_queues", "Queues on rings in use at once, in the whole server.",
+      "Each takes a lane in shared memory (about 70 kB), built when the queue is first used "
+      "after the start; a queue past it is refused with 53400.",
+      &max_ring_queues, 64, 1, 1024, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "pgq.max_ring_queues_per_database", "Queues on rings in use at once in one database.",
+      "A database's share of pgq.max_ring_queues, so that one cannot take every lane.",
+      &max_ring_queues_per_database, 32, 1, 1024, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "pgq.max_running_ring_jobs", "Jobs of queues on rings that run at once, in the whole server.",
+      "Each running job's lease takes an entry of a map in shared memory (about 100 B); a claim "
+      "that would pass it is refused with 53400.",
+      &max_running_ring_jobs, 65536, 64, 16 * 1024 * 1024, PGC_POSTMASTER, 0, nullptr, nullptr,
+      nullptr);
+  DefineCustomIntVariable(
+      "pgq.max_running_ring_jobs_per_database",
+      "Jobs of queues on rings that run at once in one database.",
+      "A database's share of pgq.max_running_ring_jobs: a claim hands out at most what is left "
+      "of it and is refused with 53400 when nothing is.",
+      &max_running_ring_jobs_per_database, 32768, 1, 16 * 1024 * 1024, PGC_SUSET, 0, nullptr,
+      nullptr, nullptr);
+  DefineCustomIntVariable(
       "pgq.handler_workers", "Background workers per database that run in-database handlers.",
       "Started while some queue of the database has a handler; 0 runs no handler.",
       &handler_workers, 2, 0, 64, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
@@ -112,6 +138,11 @@ int MaintenanceIntervalMillis() { return maintenance_interval_ms; }
 int WaitRecheckMillis() { return wait_recheck_ms; }
 
 int64 RingTurnMicros() { return static_cast<int64>(ring_turn_ms) * 1000; }
+
+int MaxRingQueues() { return max_ring_queues; }
+int MaxRingQueuesPerDatabase() { return max_ring_queues_per_database; }
+int MaxRunningRingJobs() { return max_running_ring_jobs; }
+int MaxRunningRingJobsPerDatabase() { return max_running_ring_jobs_per_database; }
 
 int HandlerWorkers() { return handler_workers; }
 

@@ -29,6 +29,12 @@ int MaintenanceIntervalMillis();
 int WaitRecheckMillis();
 // pgq.ring_turn: how long a segment of a queue's ring is current at least.
 int64 RingTurnMicros();
+// The queues' rings in shared memory (pg/job_ring.h): lanes and leases, for
+// the server (read once at its start) and a database's share of them.
+int MaxRingQueues();
+int MaxRingQueuesPerDatabase();
+int MaxRunningRingJobs();
+int MaxRunningRingJobsPerDatabase();
 int HandlerWorkers();
 // pgq.compact_min_size in bytes; -1: never compact (service/compact.h).
 int64 CompactMinBytes();
