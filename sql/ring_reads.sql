@@ -1,10 +1,10 @@
 -- The read surfaces on ring queues (issue 33 step 2e, docs/adr/0028-queues-on-rings.md):
--- pgq.job, list_jobs, queue_stats, running_jobs, queue_overview,
--- queue_metrics and metrics show a ring queue's jobs as they show the same
--- jobs of a queue without a ring (pgq.jobs): pending as ready, running
--- with the claim's attempt and lease, a completed job gone (or done where
--- the queue keeps history), a job moved into pgq.jobs (a failure) once,
--- from there; the same rights. Every step is done on a ring queue and on
+-- pgq.job, list_jobs, queue_stats, running_jobs, queue_workers,
+-- queue_overview, queue_metrics and metrics show a ring queue's jobs as
+-- they show the same jobs of a queue without a ring (pgq.jobs): pending as
+-- ready, running with the claim's attempt and lease, a completed job gone
+-- (or done where the queue keeps history), a job moved into pgq.jobs (a
+-- failure) once, from there; the same rights. Every step is done on a ring queue and on
 -- a table queue alike, and the two are compared.
 CREATE EXTENSION pgq_cpp;
 
@@ -112,6 +112,14 @@ SELECT pg_temp.job(id) AS job, queue, attempt, max_attempts, running_for >= '0' 
        lease_left > '0' AS leased, expired, claimer_pid IS NOT NULL AS claimer_known
   FROM pgq.running_jobs ORDER BY queue, id;
 
+-- queue_workers: a ring queue's running jobs in one row, their claimer
+-- unknown (NULL).
+SELECT queue_name, claimer_pid IS NOT NULL AS claimer_known, claimer_connected, running,
+       oldest_claimed_at <= newest_claimed_at AS claimed, expired
+  FROM pgq.queue_workers() WHERE queue_name IN ('ring', 'table') ORDER BY queue_name;
+SELECT queue_name, running FROM pgq.queue_workers('ring');
+SELECT queue_name, running FROM pgq.queue_workers('table');
+
 -- Leases that ran out: expired in every count until maintenance moves
 -- them (the ring's into pgq.jobs), then pending again with the attempt
 -- spent.
@@ -121,6 +129,8 @@ SELECT queue, ready, scheduled, running, expired FROM pgq.queue_stats
 SELECT queue, ready, scheduled, running, expired FROM pgq.queue_overview()
  WHERE queue IN ('ring', 'table') ORDER BY queue;
 SELECT pg_temp.job(id) AS job, expired FROM pgq.running_jobs ORDER BY queue, id;
+SELECT queue_name, running, expired FROM pgq.queue_workers()
+ WHERE queue_name IN ('ring', 'table') ORDER BY queue_name;
 SELECT count(*) AS maintained FROM pgq.maintain();
 SELECT k, (SELECT state || ' ' || attempt FROM pgq.job(id)) AS job FROM enq
  WHERE k IN ('j1_ring', 'j1_table') ORDER BY k;
