@@ -4,8 +4,8 @@
 -- they show the same jobs of a queue without a ring (pgq.jobs): pending as
 -- ready, running with the claim's attempt and lease, a completed job gone
 -- (or done where the queue keeps history), a job moved into pgq.jobs (a
--- failure) once, from there; the same rights. Every step is done on a ring queue and on
--- a table queue alike, and the two are compared.
+-- failure) once, from there; the same rights. Every step is done on a
+-- ring queue and on a table queue alike, and the two are compared.
 CREATE EXTENSION pgq_cpp;
 
 SET pgq.ring_queues = on;
