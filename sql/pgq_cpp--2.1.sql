@@ -1300,6 +1300,82 @@ COMMENT ON FUNCTION pgq.queue_workers(text) IS
     'per queue and claiming session: its running jobs, oldest and newest claim, expired leases, and who it is (pg_stat_activity); admin right';
 
 
+-- Issue 33 (step 2a, ADR 0028): the queues' rings. A queue created while
+-- pgq.ring_queues is on (a development setting) keeps its plain jobs on a
+-- ring of its own (pgq.job_log_<ring_id>), rows written once: entries,
+-- receipts, closures. Its ring id is drawn from the streams' sequence, so
+-- pgq.rings holds both without a clash.
+ALTER TABLE pgq.queues ADD COLUMN ring_id integer;
+CREATE TABLE pgq.job_log (
+    ring         integer     NOT NULL,
+    segment      smallint    NOT NULL,
+    kind         "char"      NOT NULL,   -- e entry, r receipt, c closure
+    id           bigint      NOT NULL,
+    attempt      integer     NOT NULL,   -- entry: attempts spent; receipt, closure: the attempt
+    priority     integer,
+    max_attempts integer,
+    run_at       timestamptz,
+    enqueued_at  timestamptz,
+    lease_until  timestamptz,
+    at           timestamptz,
+    outcome      "char",                 -- closure: d done, m moved to pgq.jobs
+    payload      jsonb
+) PARTITION BY LIST (ring);
+COMMENT ON TABLE pgq.job_log IS
+    'jobs of the queues on rings (ADR 0028): a partition per queue (pgq.job_log_<ring>), each a ring of segments dropped by TRUNCATE';
+
+-- Issue 33 (step 2e, ADR 0028): a ring job's current state from its rows,
+-- the one definition every reader uses (pgq.job, list_jobs, queue_stats,
+-- running_jobs, queue_overview, the metrics). One row per job of a ring
+-- that has not finished: pending ('p': its newest entry, attempt = the
+-- attempts spent) or running ('r': a receipt of a later attempt, the
+-- newest one's attempt and lease, claimed_at its first receipt's time). A
+-- closure of a later attempt than the newest entry ends it: done, or moved
+-- into pgq.jobs (where the readers find it). A full read of the ring's rows
+-- grouped by id (a filter on ring or id reaches the scan); the payload is
+-- the entry's (every entry of a job carries the same), aggregated only
+-- where a reader asks for it. The newest receipt is the one of the highest
+-- attempt, then the latest: the arrays order by the attempt (as a
+-- timestamp), then the time. The id is read as id + 0, so that no filter
+-- on it is answered through the segments' BRIN: pg/job_ring appends
+-- without index inserts, and a segment's first range keeps the empty
+-- summary it was built with (a BRIN scan misses the rows of its first 8
+-- pages). Not granted: read through the functions and views that check
+-- queue rights.
+CREATE VIEW pgq.ring_jobs AS
+SELECT g.ring,
+       g.id,
+       (CASE WHEN g.claimed OPERATOR(pg_catalog.>) g.entered THEN 'r' ELSE 'p' END)::pg_catalog."char" AS state,
+       CASE WHEN g.claimed OPERATOR(pg_catalog.>) g.entered THEN g.claimed ELSE g.entered END AS attempt,
+       g.max_attempts,
+       g.priority,
+       g.run_at,
+       g.enqueued_at,
+       CASE WHEN g.claimed OPERATOR(pg_catalog.>) g.entered THEN g.first_receipt[2] END AS claimed_at,
+       CASE WHEN g.claimed OPERATOR(pg_catalog.>) g.entered THEN g.last_receipt[3] END AS lease_until,
+       g.payload
+  FROM (SELECT l.ring,
+               l.id OPERATOR(pg_catalog.+) 0 AS id,
+               pg_catalog.max(l.attempt) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS entered,
+               pg_catalog.max(l.attempt) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'r') AS claimed,
+               pg_catalog.max(l.attempt) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'c') AS closed,
+               pg_catalog.max(l.max_attempts) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS max_attempts,
+               pg_catalog.max(l.priority) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS priority,
+               pg_catalog.max(l.run_at) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS run_at,
+               pg_catalog.max(l.enqueued_at) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS enqueued_at,
+               pg_catalog.min(ARRAY[pg_catalog.to_timestamp(OPERATOR(pg_catalog.-) l.attempt), l.at])
+                   FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'r') AS first_receipt,
+               pg_catalog.max(ARRAY[pg_catalog.to_timestamp(l.attempt), l.at, l.lease_until])
+                   FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'r') AS last_receipt,
+               (pg_catalog.array_agg(l.payload) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e'))[1] AS payload
+          FROM pgq.job_log l
+         GROUP BY l.ring, l.id OPERATOR(pg_catalog.+) 0) g
+ WHERE g.entered IS NOT NULL
+   AND (g.closed IS NULL OR g.closed OPERATOR(pg_catalog.<=) g.entered);
+COMMENT ON VIEW pgq.ring_jobs IS
+    'the unfinished jobs of the queues'' rings (ADR 0028): pending or running, from their rows; internal, read by pgq''s readers';
+
+
 -- Views =====================================================================
 
 -- The views show the queues (and streams) on which the reader holds some
@@ -1314,10 +1390,10 @@ COMMENT ON FUNCTION pgq.queue_workers(text) IS
 -- may wait on disk for its ring to turn).
 CREATE VIEW pgq.queue_stats WITH (security_barrier) AS
 SELECT q.name                                   AS queue,
-       COALESCE(j.ready, 0)                     AS ready,
-       COALESCE(j.scheduled, 0)                 AS scheduled,
-       COALESCE(j.running, 0)                   AS running,
-       COALESCE(j.expired, 0)                   AS expired,
+       COALESCE(j.ready, 0) OPERATOR(pg_catalog.+) COALESCE(g.ready, 0) AS ready,
+       COALESCE(j.scheduled, 0) OPERATOR(pg_catalog.+) COALESCE(g.scheduled, 0) AS scheduled,
+       COALESCE(j.running, 0) OPERATOR(pg_catalog.+) COALESCE(g.running, 0) AS running,
+       COALESCE(j.expired, 0) OPERATOR(pg_catalog.+) COALESCE(g.expired, 0) AS expired,
        (SELECT pg_catalog.count(*) FROM pgq.dead_jobs d
          WHERE d.queue OPERATOR(pg_catalog.=) q.name
            AND (q.keep_dead IS NULL
@@ -1326,7 +1402,7 @@ SELECT q.name                                   AS queue,
          WHERE f.queue_id OPERATOR(pg_catalog.=) q.queue_id
            AND f.finished_at OPERATOR(pg_catalog.>=) (c.now OPERATOR(pg_catalog.-) q.retention))
          OPERATOR(pg_catalog.+) pgq.unflushed_completions(q.queue_id) AS done_recent,
-       c.now OPERATOR(pg_catalog.-) j.oldest_ready AS oldest_ready_age,
+       c.now OPERATOR(pg_catalog.-) LEAST(j.oldest_ready, g.oldest_ready) AS oldest_ready_age,
        q.paused,
        q.max_running,
        COALESCE(j.awaiting_parents, 0)          AS awaiting_parents
@@ -1348,6 +1424,22 @@ SELECT q.name                                   AS queue,
           FROM pgq.jobs jj CROSS JOIN (SELECT pgq.clock() AS now) cc
          GROUP BY jj.queue_id
        ) j ON j.queue_id OPERATOR(pg_catalog.=) q.queue_id
+  -- The jobs of the queues' rings (pgq.ring_jobs): pending or running.
+  LEFT JOIN (
+        SELECT gg.ring,
+               pg_catalog.count(*) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'p'
+                                             AND gg.run_at OPERATOR(pg_catalog.<=) cc.now) AS ready,
+               pg_catalog.count(*) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'p'
+                                             AND gg.run_at OPERATOR(pg_catalog.>) cc.now)  AS scheduled,
+               pg_catalog.count(*) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'r')       AS running,
+               pg_catalog.count(*) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'r'
+                                             AND gg.lease_until OPERATOR(pg_catalog.<) cc.now) AS expired,
+               pg_catalog.min(gg.run_at) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'p'
+                                             AND gg.run_at OPERATOR(pg_catalog.<=) cc.now
+                                             AND pg_catalog.isfinite(gg.run_at)) AS oldest_ready
+          FROM pgq.ring_jobs gg CROSS JOIN (SELECT pgq.clock() AS now) cc
+         GROUP BY gg.ring
+       ) g ON g.ring OPERATOR(pg_catalog.=) q.ring_id
  WHERE pgq.has_queue_privilege(q.name, 'produce, consume, admin');
 COMMENT ON VIEW pgq.queue_stats IS 'one row per queue: ready (including jobs waiting behind the head of their FIFO group), scheduled, running, expired, dead, done_recent, oldest_ready_age, paused';
 
@@ -1365,7 +1457,8 @@ GRANT SELECT ON pgq.queue_stats, pgq.schedules TO PUBLIC;
 
 -- One row per running job of the queues the reader holds a right on (as in
 -- queue_stats), with who claimed it as pg_stat_activity knows that session
--- (NULL where the reader may not see it, and once the session is gone).
+-- (NULL where the reader may not see it, and once the session is gone; a
+-- running job of a queue's ring does not record its claimer: NULL).
 CREATE VIEW pgq.running_jobs WITH (security_barrier) AS
 SELECT j.id,
        q.name                                             AS queue,
@@ -1393,6 +1486,28 @@ SELECT j.id,
          ON a.pid OPERATOR(pg_catalog.=) j.claimed_by
         AND (a.backend_start IS NULL OR a.backend_start OPERATOR(pg_catalog.<=) j.claimed_at)
  WHERE j.state OPERATOR(pg_catalog.=) 'r'
+   AND pgq.has_queue_privilege(q.name, 'produce, consume, admin')
+UNION ALL
+SELECT g.id,
+       q.name,
+       g.attempt,
+       g.max_attempts,
+       g.claimed_at,
+       c.now OPERATOR(pg_catalog.-) g.claimed_at,
+       g.lease_until,
+       g.lease_until OPERATOR(pg_catalog.-) c.now,
+       g.lease_until OPERATOR(pg_catalog.<) c.now,
+       NULL,
+       NULL,
+       NULL,
+       NULL,
+       NULL,
+       NULL,
+       g.enqueued_at
+  FROM pgq.ring_jobs g
+  JOIN pgq.queues q ON q.ring_id OPERATOR(pg_catalog.=) g.ring
+ CROSS JOIN (SELECT pgq.clock() AS now) c
+ WHERE g.state OPERATOR(pg_catalog.=) 'r'
    AND pgq.has_queue_privilege(q.name, 'produce, consume, admin');
 GRANT SELECT ON pgq.running_jobs TO PUBLIC;
 COMMENT ON VIEW pgq.running_jobs IS
@@ -1447,27 +1562,3 @@ REVOKE EXECUTE ON FUNCTION pgq.queue_counters() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgq.queue_counters() TO pg_monitor;
 REVOKE EXECUTE ON FUNCTION pgq.queue_metrics() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgq.queue_metrics() TO pg_monitor;
-
--- Issue 33 (step 2a, ADR 0028): the queues' rings. A queue created while
--- pgq.ring_queues is on (a development setting) keeps its plain jobs on a
--- ring of its own (pgq.job_log_<ring_id>), rows written once: entries,
--- receipts, closures. Its ring id is drawn from the streams' sequence, so
--- pgq.rings holds both without a clash.
-ALTER TABLE pgq.queues ADD COLUMN ring_id integer;
-CREATE TABLE pgq.job_log (
-    ring         integer     NOT NULL,
-    segment      smallint    NOT NULL,
-    kind         "char"      NOT NULL,   -- e entry, r receipt, c closure
-    id           bigint      NOT NULL,
-    attempt      integer     NOT NULL,   -- entry: attempts spent; receipt, closure: the attempt
-    priority     integer,
-    max_attempts integer,
-    run_at       timestamptz,
-    enqueued_at  timestamptz,
-    lease_until  timestamptz,
-    at           timestamptz,
-    outcome      "char",                 -- closure: d done, m moved to pgq.jobs
-    payload      jsonb
-) PARTITION BY LIST (ring);
-COMMENT ON TABLE pgq.job_log IS
-    'jobs of the queues on rings (ADR 0028): a partition per queue (pgq.job_log_<ring>), each a ring of segments dropped by TRUNCATE';

@@ -5,9 +5,9 @@
 -- pgq.jobs as before. On a ring job, claim, complete, complete_many, fail,
 -- extend, release and lease expiry give what they give on any job
 -- (sql/claim.sql, sql/finish.sql, sql/maintain.sql).
--- In step 2a pgq.jobs, pgq.job, list_jobs, cancel and the metrics do not see
--- ring jobs: pgq.jobs is read here only to show that a plain job is not in
--- it and that the other jobs are. Where a claim hands out table jobs and
+-- In step 2a pgq.jobs and cancel do not see ring jobs (the readers do:
+-- sql/ring_reads.sql): pgq.jobs is read here only to show that a plain job
+-- is not in it and that the other jobs are. Where a claim hands out table jobs and
 -- ring entries together, the table jobs come first in SPEC order too.
 CREATE EXTENSION pgq_cpp;
 

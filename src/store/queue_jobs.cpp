@@ -33,7 +33,10 @@ SELECT id FROM d WHERE has_dependents)sql",
 // costs the same with a million jobs as with a thousand. $2 now; $3, $4 the
 // scope. The pending jobs are read in claim order; the oldest ready job is
 // found per priority level (the first entry of each level is its oldest),
-// through at most 64 levels.
+// through at most 64 levels. A queue with a ring (ADR 0028) has its ring's
+// jobs counted apart (ring_*), exactly: pgq.ring_jobs reads the whole ring,
+// which no index bounds; a queue without one reads nothing there (the
+// filter on its NULL ring_id is tested once).
 pg::Statement queue_overview = {R"sql(
 SELECT q.queue_id, q.name, p.pending, p.due,
        (SELECT count(*) FROM (SELECT FROM pgq.jobs j
@@ -56,7 +59,10 @@ SELECT q.queue_id, q.name, p.pending, p.due,
          WHERE f.queue_id = q.queue_id AND f.finished_at >= $2 - q.retention)
          + pgq.unflushed_completions(q.queue_id) AS done_recent,
        CASE WHEN o.oldest <= $2 AND isfinite(o.oldest) THEN o.oldest END AS oldest_ready,
-       q.paused, q.max_running, o.levels >= 64 AS levels_cut
+       q.paused, q.max_running, o.levels >= 64 AS levels_cut,
+       g.pending AS ring_pending, g.due AS ring_due, g.running AS ring_running,
+       g.expired AS ring_expired,
+       CASE WHEN g.oldest <= $2 AND isfinite(g.oldest) THEN g.oldest END AS ring_oldest_ready
   FROM pgq.queues q
  CROSS JOIN LATERAL (
        SELECT count(*) AS pending, count(*) FILTER (WHERE s.run_at <= $2) AS due
@@ -77,6 +83,14 @@ SELECT q.queue_id, q.name, p.pending, p.due,
                     ORDER BY - j.priority, j.run_at LIMIT 1)) AS oldest,
               max(l.depth) AS levels
          FROM levels l WHERE l.np IS NOT NULL) o
+ CROSS JOIN LATERAL (
+       SELECT count(*) FILTER (WHERE r.state = 'p') AS pending,
+              count(*) FILTER (WHERE r.state = 'p' AND r.run_at <= $2) AS due,
+              count(*) FILTER (WHERE r.state = 'r') AS running,
+              count(*) FILTER (WHERE r.state = 'r' AND r.lease_until < $2) AS expired,
+              min(r.run_at) FILTER (WHERE r.state = 'p') AS oldest
+         FROM pgq.ring_jobs r
+        WHERE q.ring_id IS NOT NULL AND r.ring = q.ring_id) g
  WHERE $3 OR q.queue_id = ANY ($4)
  ORDER BY q.name)sql",
                                 4,
@@ -103,13 +117,44 @@ struct OverviewColumns {
         oldest_ready(rows.ColumnNumber("oldest_ready")),
         paused(rows.ColumnNumber("paused")),
         max_running(rows.ColumnNumber("max_running")),
-        levels_cut(rows.ColumnNumber("levels_cut")) {}
+        levels_cut(rows.ColumnNumber("levels_cut")),
+        ring_pending(rows.ColumnNumber("ring_pending")),
+        ring_due(rows.ColumnNumber("ring_due")),
+        ring_running(rows.ColumnNumber("ring_running")),
+        ring_expired(rows.ColumnNumber("ring_expired")),
+        ring_oldest_ready(rows.ColumnNumber("ring_oldest_ready")) {}
   int queue_id, name;
   int pending;  // ready or scheduled, read in claim order
   int due;      // of those read, the ones due
   int waiting, awaiting_parents, running, expired, dead, done_recent, oldest_ready, paused,
       max_running, levels_cut;
+  // The jobs of the queue's ring, counted exactly (0 without a ring).
+  int ring_pending, ring_due, ring_running, ring_expired, ring_oldest_ready;
 };
+
+std::optional<TimestampTz> OptionalTime(const pg::Result& rows, uint64 row, int column) {
+  bool is_null = false;
+  const Datum value = rows.Value(row, column, &is_null);
+  return is_null ? std::nullopt : std::optional<TimestampTz>(DatumGetTimestampTz(value));
+}
+
+// A queue's ring jobs as the overview counts them.
+struct Ring {
+  int64 pending, due, running, expired;
+  std::optional<TimestampTz> oldest;
+};
+Ring ReadRing(const pg::Result& rows, uint64 row, const OverviewColumns& c) {
+  return Ring{rows.Int64(row, c.ring_pending), rows.Int64(row, c.ring_due),
+              rows.Int64(row, c.ring_running), rows.Int64(row, c.ring_expired),
+              OptionalTime(rows, row, c.ring_oldest_ready)};
+}
+
+// The earlier of two optional times.
+std::optional<TimestampTz> Earlier(std::optional<TimestampTz> a, std::optional<TimestampTz> b) {
+  if (!a) return b;
+  if (!b) return a;
+  return std::min(*a, *b);
+}
 
 // Replaces the counts (by kJobStates) that reached `limit` by estimates:
 // the queue's rows in pgq.jobs from the statistics, less the counts that
@@ -204,15 +249,14 @@ std::vector<QueueOverview> ReadQueueOverview(pg::SpiSession& spi, const Scope& s
     const int64 due = pending_read >= limit
                           ? std::llround(static_cast<double>(jobs[0]) * due_read / pending_read)
                           : due_read;
-    bool no_age = false;
-    const Datum oldest = rows.Value(row, c.oldest_ready, &no_age);
     bool no_cap = false;
     const Datum max_running = rows.Value(row, c.max_running, &no_cap);
+    const Ring ring = ReadRing(rows, row, c);
     queues.push_back(QueueOverview{
-        rows.Text(row, c.name), due + jobs[1], jobs[0] - due, jobs[3], std::min(expired, jobs[3]),
-        dead, rows.Int64(row, c.done_recent), jobs[2],
-        no_age ? std::nullopt : std::optional<TimestampTz>(DatumGetTimestampTz(oldest)),
-        rows.Bool(row, c.paused),
+        rows.Text(row, c.name), due + jobs[1] + ring.due, jobs[0] - due + ring.pending - ring.due,
+        jobs[3] + ring.running, std::min(expired, jobs[3]) + ring.expired, dead,
+        rows.Int64(row, c.done_recent), jobs[2],
+        Earlier(OptionalTime(rows, row, c.oldest_ready), ring.oldest), rows.Bool(row, c.paused),
         no_cap ? std::nullopt : std::optional<int32>(DatumGetInt32(max_running)), estimated});
     queues.back().queue_id = rows.Int32(row, c.queue_id);
   }

@@ -1,6 +1,7 @@
 // Reading jobs wherever they are (pgq.job, pgq.list_jobs): live in
 // pgq.jobs, following a running holder of their key in
-// pgq.dedupe_followers, completed in pgq.job_history, dead in
+// pgq.dedupe_followers, pending or running on a queue's ring
+// (pgq.ring_jobs, ADR 0028), completed in pgq.job_history, dead in
 // pgq.dead_jobs, as rows of pgq.job_info. Rows past their queue's
 // keep_completed or keep_dead that maintenance has not dropped yet are not
 // shown.
@@ -13,17 +14,23 @@ namespace {
 
 using internal::BuiltStatement;
 
-// The four sources as one row type: the columns of pgq.job_info, then
-// queue_id. `where_live`, `where_following`, `where_done` and `where_dead`
-// restrict each (the aliases are j, f, h, d; `$STATE` is a source's state
-// expression).
+// The five sources as one row type: the columns of pgq.job_info, then
+// queue_id. `where_live`, `where_following`, `where_ring`, `where_done` and
+// `where_dead` restrict each (the aliases are j, f, g, h, d, in the order
+// of the union: live, following, done, dead, ring; `$STATE` is a
+// source's state expression). A ring job is shown as the same job in
+// pgq.jobs would be: ready or scheduled with the attempts it has spent, or
+// running with its claim's attempt and lease.
 std::string JobInfoSql(std::string_view where_live, std::string_view where_following,
-                       std::string_view where_done, std::string_view where_dead,
-                       std::string_view order) {
+                       std::string_view where_ring, std::string_view where_done,
+                       std::string_view where_dead, std::string_view order) {
   constexpr std::string_view kLiveState = R"sql(
   CASE j.state WHEN 'r' THEN 'running'
                WHEN 'p' THEN CASE WHEN j.run_at > $2 THEN 'scheduled' ELSE 'ready' END
                ELSE 'waiting' END)sql";
+  constexpr std::string_view kRingState = R"sql(
+  CASE g.state WHEN 'r' THEN 'running'
+               ELSE CASE WHEN g.run_at > $2 THEN 'scheduled' ELSE 'ready' END END)sql";
   constexpr std::string_view kDeadState =
       "CASE d.reason WHEN 'cancelled' THEN 'cancelled' ELSE 'dead' END";
   const auto with_state = [](std::string_view where, std::string_view state) {
@@ -73,25 +80,41 @@ UNION ALL
   WHERE (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $2) AND )sql";
   sql += with_state(where_dead, kDeadState);
   sql += order;
+  // A job of a queue's ring that has not finished (pgq.ring_jobs), last:
+  // pgq.job's LIMIT 1 reads the rings (every one: no index on id) only for
+  // an id found nowhere else.
+  sql += R"sql()
+UNION ALL
+(SELECT g.id, q.name,)sql";
+  sql += kRingState;
+  sql += R"sql(, g.attempt, g.max_attempts, g.priority, NULL, NULL, g.run_at,
+        g.enqueued_at, g.claimed_at, g.lease_until, NULL, NULL, NULL, NULL, NULL, g.payload,
+        NULL, q.queue_id
+   FROM pgq.ring_jobs g JOIN pgq.queues q ON q.ring_id = g.ring
+  WHERE )sql";
+  sql += with_state(where_ring, kRingState);
+  sql += order;
   sql += ")";
   return sql;
 }
 
 // $1 id, $2 now. A live job first, through the hot table alone: the
 // history and dead-letter tables have a segment per ring of each retention
-// class (ADR 0021), and a generic plan opens every one of them. Then, if it
-// is not live, every source in one statement (one snapshot: a job that
-// finishes meanwhile is found where it went).
+// class (ADR 0021), and a generic plan opens every one of them, as it
+// does the queues' rings (each read whole). Then, if it is not live,
+// every source in one statement (one snapshot: a job that finishes
+// meanwhile is found where it went; a ring job moved into pgq.jobs is
+// closed on its ring in the same transaction).
 pg::Statement& live_job_info() {
   static BuiltStatement statement{
-      JobInfoSql("j.id = $1", "f.id = $1", "false", "false", "") + "\nLIMIT 1",
+      JobInfoSql("j.id = $1", "f.id = $1", "false", "false", "false", "") + "\nLIMIT 1",
       {INT8OID, TIMESTAMPTZOID}};
   return statement.get();
 }
 
 pg::Statement& job_info() {
   static BuiltStatement statement{
-      JobInfoSql("j.id = $1", "f.id = $1", "h.id = $1", "d.id = $1", "") + "\nLIMIT 1",
+      JobInfoSql("j.id = $1", "f.id = $1", "g.id = $1", "h.id = $1", "d.id = $1", "") + "\nLIMIT 1",
       {INT8OID, TIMESTAMPTZOID}};
   return statement.get();
 }
@@ -106,6 +129,14 @@ constexpr std::string_view kLiveStates = R"sql(j.queue_id = $1 AND ($3 IS NULL O
     AND $7 IS NULL
     AND ($5 IS NULL OR $5 IN ('scheduled', 'ready', 'waiting', 'running'))
     AND ($5 IS NULL OR $STATE = $5))sql";
+// A ring's jobs are read only for a queue that has a ring: the filter on
+// the ring reaches the scan of pgq.job_log, whose partitions are pruned
+// (none read for a queue without one).
+constexpr std::string_view kRingStates =
+    R"sql(g.ring = (SELECT a.ring_id FROM pgq.queues a WHERE a.queue_id = $1)
+    AND ($3 IS NULL OR g.id < $3) AND $7 IS NULL
+    AND ($5 IS NULL OR $5 IN ('scheduled', 'ready', 'running'))
+    AND ($5 IS NULL OR $STATE = $5))sql";
 constexpr std::string_view kFollowingStates =
     "f.queue_id = $1 AND ($3 IS NULL OR f.id < $3) AND ($5 IS NULL OR $5 = 'waiting')"
     " AND $7 IS NULL";
@@ -119,7 +150,7 @@ constexpr std::string_view kDeadStates = R"sql(d.queue = $6 AND ($3 IS NULL OR d
 pg::Statement& list_jobs() {
   static BuiltStatement statement{
       "SELECT * FROM (" +
-          JobInfoSql(kLiveStates, kFollowingStates, kDoneStates, kDeadStates,
+          JobInfoSql(kLiveStates, kFollowingStates, kRingStates, kDoneStates, kDeadStates,
                      "\n  ORDER BY 1 DESC LIMIT $4") +
           ") AS jobs ORDER BY id DESC LIMIT $4",
       {INT4OID, TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID, TEXTOID, TEXTOID}};
@@ -151,6 +182,7 @@ SELECT rel.direction, rel.id, i.queue, i.state, i.queue_id
   FROM rel JOIN ()sql" +
           JobInfoSql("j.id = ANY (ARRAY(SELECT r.id FROM rel r))",
                      "f.id = ANY (ARRAY(SELECT r.id FROM rel r))",
+                     "g.id = ANY (ARRAY(SELECT r.id FROM rel r)) AND EXISTS (SELECT FROM rel)",
                      "h.id = ANY (ARRAY(SELECT r.id FROM rel r))",
                      "d.id = ANY (ARRAY(SELECT r.id FROM rel r))", "") +
           R"sql() AS i ON i.id = rel.id
@@ -172,7 +204,8 @@ pg::Statement& find_jobs() {
           JobInfoSql(
               "(j.dedupe_key = $1 OR j.group_key = $1) AND j.queue_id" + std::string(kInQueues),
               "(f.dedupe_key = $1 OR f.group_key = $1) AND f.queue_id" + std::string(kInQueues),
-              "false", "false", "\n  ORDER BY 1 DESC LIMIT $5") +
+              // A ring job has neither key.
+              "false", "false", "false", "\n  ORDER BY 1 DESC LIMIT $5") +
           ") AS jobs ORDER BY id DESC LIMIT $5",
       {TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID, INT4OID}};
   return statement.get();

@@ -7,7 +7,8 @@
 // fails, is released, snoozed, cancelled, reports progress, is completed
 // with a result or kept history, or whose lease ends is moved into pgq.jobs
 // (running, with its attempt and lease) and handled there as any other.
-// Not yet seen by pgq.job, list_jobs, the overview or metrics.
+// The readers see the ring's jobs through the view pgq.ring_jobs
+// (store/read.cpp, store/queue_jobs.cpp, the install script's views).
 #pragma once
 
 #include "pg/job_ring.h"

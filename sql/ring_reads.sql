@@ -1,0 +1,201 @@
+-- The read surfaces on ring queues (issue 33 step 2e, docs/adr/0028-queues-on-rings.md):
+-- pgq.job, list_jobs, queue_stats, running_jobs, queue_workers,
+-- queue_overview, queue_metrics and metrics show a ring queue's jobs as
+-- they show the same jobs of a queue without a ring (pgq.jobs): pending as
+-- ready, running with the claim's attempt and lease, a completed job gone
+-- (or done where the queue keeps history), a job moved into pgq.jobs (a
+-- failure) once, from there; the same rights. Every step is done on a
+-- ring queue and on a table queue alike, and the two are compared.
+CREATE EXTENSION pgq_cpp;
+
+SET pgq.ring_queues = on;
+SELECT pgq.create_queue('ring', max_attempts => 3, lease => '5 minutes', backoff_base => '1 hour');
+SELECT pgq.create_queue('ring_kept', keep_completed => '1 hour');
+RESET pgq.ring_queues;
+SELECT pgq.create_queue('table', max_attempts => 3, lease => '5 minutes', backoff_base => '1 hour');
+SELECT pgq.create_queue('table_kept', keep_completed => '1 hour');
+SELECT name, ring_id IS NOT NULL AS on_a_ring FROM pgq.queues ORDER BY name;
+
+-- Each job by name, on both kinds of queue: j<n>_<queue>.
+CREATE TEMP TABLE enq (k text PRIMARY KEY, q text NOT NULL, id bigint NOT NULL UNIQUE);
+CREATE FUNCTION pg_temp.job(bigint) RETURNS text LANGUAGE sql AS 'SELECT k FROM enq WHERE id = $1';
+GRANT SELECT ON enq TO PUBLIC;
+-- Six plain jobs each: two stay pending, one runs, one completes, one
+-- fails (a retry: moved into pgq.jobs on the ring queue), one more runs
+-- with an extended lease.
+INSERT INTO enq SELECT 'j' || o || '_' || q, q, id
+  FROM unnest(ARRAY['ring', 'table']) AS q,
+       LATERAL pgq.enqueue_many(q, ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}', '{"n": 4}',
+                                         '{"n": 5}', '{"n": 6}']::jsonb[]) WITH ORDINALITY AS e(id, o);
+-- Nothing is in pgq.jobs of the ring queue yet: its jobs are on its ring.
+SELECT q.name, count(*) AS rows_in_pgq_jobs FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)
+ GROUP BY q.name ORDER BY q.name;
+
+-- Claims, each committed (autocommit): four jobs of each queue.
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring', 4) ORDER BY id;
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('table', 4) ORDER BY id;
+SELECT k, pgq.complete(id, 1) AS completed FROM enq WHERE k IN ('j3_ring', 'j3_table') ORDER BY k;
+SELECT k, pgq.fail(id, 1, 'smtp timeout') FROM enq WHERE k IN ('j4_ring', 'j4_table') ORDER BY k;
+SELECT k, pgq.extend(id, 1, '1 hour') - pgq.clock() > '59 minutes' AS extended
+  FROM enq WHERE k IN ('j2_ring', 'j2_table') ORDER BY k;
+-- The ring queue's failed job is in pgq.jobs now, the others on the ring.
+SELECT pg_temp.job(j.id) AS job, j.state FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)
+ WHERE q.name = 'ring';
+
+-- pgq.job of each: state, attempt, lease, claim time, payload.
+SELECT e.k, i.state, i.attempt, i.max_attempts, i.priority, i.queue,
+       i.claimed_at IS NOT NULL AS claimed, i.lease_until - pgq.clock() > '59 minutes' AS long_lease,
+       i.lease_until - pgq.clock() BETWEEN '4 minutes' AND '5 minutes' AS queue_lease,
+       i.run_at <= pgq.clock() AS due, i.enqueued_at <= pgq.clock() AS enqueued, i.last_error,
+       i.payload, i.open_parents, i.dead_reason
+  FROM enq e LEFT JOIN LATERAL pgq.job(e.id) i ON true
+ ORDER BY e.q, e.k;
+-- Every column alike, but for the id, the queue and the times.
+CREATE FUNCTION pg_temp.shown(queue text) RETURNS TABLE (
+    k text, state text, attempt int, max_attempts int, priority int, group_key text,
+    dedupe_key text, claimed boolean, leased boolean, finished boolean, progress jsonb,
+    result jsonb, last_error text, open_parents int, payload jsonb, dead_reason text)
+LANGUAGE sql AS $$
+  SELECT split_part(e.k, '_', 1), i.state, i.attempt, i.max_attempts, i.priority, i.group_key,
+         i.dedupe_key, i.claimed_at IS NOT NULL, i.lease_until IS NOT NULL,
+         i.finished_at IS NOT NULL, i.progress, i.result, i.last_error, i.open_parents,
+         i.payload, i.dead_reason
+    FROM enq e CROSS JOIN LATERAL pgq.job(e.id) i WHERE e.q = queue
+$$;
+SELECT count(*) AS jobs_differing FROM (
+  (SELECT * FROM pg_temp.shown('ring') EXCEPT ALL SELECT * FROM pg_temp.shown('table'))
+  UNION ALL
+  (SELECT * FROM pg_temp.shown('table') EXCEPT ALL SELECT * FROM pg_temp.shown('ring'))) d;
+-- claimed_at is the claim's time, kept by an extension, as in pgq.jobs.
+SELECT count(*) AS claimed_at_differs FROM enq r JOIN enq t ON t.k = replace(r.k, 'ring', 'table')
+ WHERE r.q = 'ring' AND r.k IN ('j1_ring', 'j2_ring')
+   AND (SELECT claimed_at FROM pgq.job(r.id)) - (SELECT claimed_at FROM pgq.job(t.id))
+       NOT BETWEEN '-1 second' AND '1 second';
+
+-- list_jobs: newest first, by state, paginated.
+SELECT pg_temp.job(id) AS job, state, attempt, payload FROM pgq.list_jobs('ring');
+SELECT pg_temp.job(id) AS job, state, attempt, payload FROM pgq.list_jobs('table');
+SELECT pg_temp.job(id) AS job, state FROM pgq.list_jobs('ring', 'running');
+SELECT pg_temp.job(id) AS job, state FROM pgq.list_jobs('ring', 'ready');
+SELECT pg_temp.job(id) AS job, state FROM pgq.list_jobs('ring', 'scheduled');
+SELECT count(*) AS done_or_dead FROM pgq.list_jobs('ring', 'done');
+SELECT pg_temp.job(id) AS job FROM pgq.list_jobs('ring', max => 2);
+SELECT pg_temp.job(id) AS job
+  FROM pgq.list_jobs('ring', max => 2, before_id => (SELECT id FROM enq WHERE k = 'j5_ring'));
+SELECT count(*) AS list_differs FROM (
+  (SELECT split_part(pg_temp.job(id), '_', 1), state, attempt, payload FROM pgq.list_jobs('ring')
+   EXCEPT ALL
+   SELECT split_part(pg_temp.job(id), '_', 1), state, attempt, payload FROM pgq.list_jobs('table'))
+  UNION ALL
+  (SELECT split_part(pg_temp.job(id), '_', 1), state, attempt, payload FROM pgq.list_jobs('table')
+   EXCEPT ALL
+   SELECT split_part(pg_temp.job(id), '_', 1), state, attempt, payload FROM pgq.list_jobs('ring'))) d;
+
+-- The counts: queue_stats, queue_overview, queue_metrics, metrics. The
+-- failed jobs wait out their backoff (scheduled, an hour at least).
+SELECT queue, ready, scheduled, running, expired, dead, done_recent,
+       oldest_ready_age >= '0' AS has_oldest, awaiting_parents
+  FROM pgq.queue_stats WHERE queue IN ('ring', 'table') ORDER BY queue;
+SELECT queue, ready, scheduled, running, expired, dead, done_recent,
+       oldest_ready_age >= '0' AS has_oldest, awaiting_parents, estimated
+  FROM pgq.queue_overview() WHERE queue IN ('ring', 'table') ORDER BY queue;
+SELECT queue, ready, scheduled, running, expired, dead, oldest_ready_seconds >= 0 AS has_oldest,
+       awaiting_parents, estimated
+  FROM pgq.queue_metrics() WHERE queue IN ('ring', 'table') ORDER BY queue;
+SELECT regexp_replace(line, 'queue="(ring|table)"', 'queue="*"') AS line, count(*) AS queues
+  FROM unnest(string_to_array(pgq.metrics(), E'\n')) AS line
+ WHERE line ~ '^pgq_jobs\{' AND line ~ 'queue="(ring|table)"'
+ GROUP BY 1 ORDER BY 1;
+-- running_jobs: the running ones, with their lease (a ring job's claimer
+-- is not recorded: NULL).
+SELECT pg_temp.job(id) AS job, queue, attempt, max_attempts, running_for >= '0' AS running_for,
+       lease_left > '0' AS leased, expired, claimer_pid IS NOT NULL AS claimer_known
+  FROM pgq.running_jobs ORDER BY queue, id;
+
+-- queue_workers: a ring queue's running jobs in one row, their claimer
+-- unknown (NULL).
+SELECT queue_name, claimer_pid IS NOT NULL AS claimer_known, claimer_connected, running,
+       oldest_claimed_at <= newest_claimed_at AS claimed, expired
+  FROM pgq.queue_workers() WHERE queue_name IN ('ring', 'table') ORDER BY queue_name;
+SELECT queue_name, running FROM pgq.queue_workers('ring');
+SELECT queue_name, running FROM pgq.queue_workers('table');
+
+-- Leases that ran out: expired in every count until maintenance moves
+-- them (the ring's into pgq.jobs), then pending again with the attempt
+-- spent.
+SET pgq.debug_clock_offset = '10min';
+SELECT queue, ready, scheduled, running, expired FROM pgq.queue_stats
+ WHERE queue IN ('ring', 'table') ORDER BY queue;
+SELECT queue, ready, scheduled, running, expired FROM pgq.queue_overview()
+ WHERE queue IN ('ring', 'table') ORDER BY queue;
+SELECT pg_temp.job(id) AS job, expired FROM pgq.running_jobs ORDER BY queue, id;
+SELECT queue_name, running, expired FROM pgq.queue_workers()
+ WHERE queue_name IN ('ring', 'table') ORDER BY queue_name;
+SELECT count(*) AS maintained FROM pgq.maintain();
+SELECT k, (SELECT state || ' ' || attempt FROM pgq.job(id)) AS job FROM enq
+ WHERE k IN ('j1_ring', 'j1_table') ORDER BY k;
+SELECT queue, ready, scheduled, running, expired FROM pgq.queue_stats
+ WHERE queue IN ('ring', 'table') ORDER BY queue;
+RESET pgq.debug_clock_offset;
+
+-- A role without a right on the queues sees none of their jobs; one with
+-- admin sees them without payload.
+CREATE ROLE pgq_regress_reads_nobody;
+CREATE ROLE pgq_regress_reads_admin;
+CREATE ROLE pgq_regress_reads_other;
+SELECT pgq.create_queue('other');
+SELECT pgq.grant('pgq_regress_reads_nobody', 'other', 'consume');
+SELECT pgq.grant('pgq_regress_reads_admin', 'ring', 'admin');
+SET ROLE pgq_regress_reads_nobody;
+SELECT count(*) AS jobs_seen FROM enq CROSS JOIN LATERAL pgq.job(enq.id);
+SELECT pgq.list_jobs('ring');
+SELECT queue FROM pgq.queue_stats;
+SELECT queue FROM pgq.queue_overview();
+SELECT count(*) AS running_seen FROM pgq.running_jobs;
+RESET ROLE;
+SET ROLE pgq_regress_reads_admin;
+SELECT pg_temp.job(id) AS job, state, payload FROM pgq.list_jobs('ring');
+SELECT pg_temp.job(id) AS job, state, payload FROM pgq.job((SELECT id FROM enq WHERE k = 'j5_ring'));
+SELECT count(*) AS table_jobs_seen
+  FROM enq CROSS JOIN LATERAL pgq.job(enq.id) WHERE enq.q = 'table';
+SELECT queue, ready, running FROM pgq.queue_stats;
+SELECT queue, ready, running FROM pgq.queue_overview();
+RESET ROLE;
+-- pgq.ring_jobs is the readers' own: nobody else reads it.
+SET ROLE pgq_regress_reads_nobody;
+SELECT count(*) FROM pgq.ring_jobs;
+SELECT count(*) FROM pgq.job_log;
+RESET ROLE;
+DROP ROLE pgq_regress_reads_nobody;
+DROP ROLE pgq_regress_reads_admin;
+DROP ROLE pgq_regress_reads_other;
+
+-- A queue that keeps history: a completed ring job is done, with its
+-- result, as a completed table job.
+INSERT INTO enq SELECT 'k1_' || q, q, pgq.enqueue(q, '{"n": "kept"}')
+  FROM unnest(ARRAY['ring_kept', 'table_kept']) AS q;
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('ring_kept');
+SELECT pg_temp.job(id) AS job, attempt FROM pgq.claim('table_kept');
+SELECT k, pgq.complete(id, 1) AS completed FROM enq WHERE k LIKE 'k1_%' ORDER BY k;
+SELECT e.k, i.state, i.attempt, i.finished_at IS NOT NULL AS finished, i.payload
+  FROM enq e CROSS JOIN LATERAL pgq.job(e.id) i WHERE e.k LIKE 'k1_%' ORDER BY e.k;
+SELECT queue, ready, running, done_recent FROM pgq.queue_stats
+ WHERE queue IN ('ring_kept', 'table_kept') ORDER BY queue;
+SELECT pg_temp.job(id) AS job, state FROM pgq.list_jobs('ring_kept');
+
+-- A job id the ring has closed and that is kept nowhere: no row, as for
+-- a completed table job of a queue without history.
+SELECT count(*) AS rows FROM pgq.job((SELECT id FROM enq WHERE k = 'j3_ring'));
+SELECT count(*) AS rows FROM pgq.job(999999999);
+
+-- The ring's jobs in the first pages of a segment are found by id, even
+-- where the planner would take the segments' BRIN (which misses them: the
+-- ring appends without index inserts, and the first range keeps the empty
+-- summary it was built with).
+ANALYZE pgq.job_log;
+SET enable_seqscan = off;
+SELECT k, (SELECT state FROM pgq.job(id)) AS state FROM enq WHERE k IN ('j5_ring', 'j6_ring') ORDER BY k;
+SELECT pg_temp.job(id) AS job, state FROM pgq.list_jobs('ring', before_id => (SELECT id FROM enq WHERE k = 'j6_ring'));
+RESET enable_seqscan;
+
+DROP EXTENSION pgq_cpp;
