@@ -1337,10 +1337,9 @@ COMMENT ON TABLE pgq.job_log IS
 -- where a reader asks for it. The newest receipt is the one of the highest
 -- attempt, then the latest: the arrays order by the attempt (as a
 -- timestamp), then the time. The id is read as id + 0, so that no filter
--- on it is answered through the segments' BRIN: pg/job_ring appends
--- without index inserts, and a segment's first range keeps the empty
--- summary it was built with (a BRIN scan misses the rows of its first 8
--- pages). Not granted: read through the functions and views that check
+-- on it is ever answered through an index of the segments: they have none
+-- (pg/job_ring appends without index inserts, so none could be kept
+-- right). Not granted: read through the functions and views that check
 -- queue rights.
 CREATE VIEW pgq.ring_jobs AS
 SELECT g.ring,

@@ -369,6 +369,8 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     int32 attempt = 0;
     int32 base = 0;
     TimestampTz lease_until = 0;
+    TimestampTz claimed_at = 0;  // the attempt's first receipt
+    TimestampTz newest_at = 0;   // its newest receipt (a claim's or an extension's)
     uint64 order = 0;
   };
   std::unordered_map<int64, Job> jobs;
@@ -383,6 +385,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     int64 id;
     int32 attempt;
     TimestampTz lease_until;
+    TimestampTz at;
     TransactionId xmin;
     ItemPointerData tid;
   };
@@ -414,11 +417,14 @@ void Rebuild(Lane& lane, int index, const Place& place) {
           if (seen_as == Seen::kGone) continue;
           bool is_null;
           const Datum lease = heap_getattr(&tuple, kLeaseUntil, desc, &is_null);
+          const TimestampTz lease_until = is_null ? 0 : DatumGetTimestampTz(lease);
+          const Datum at = heap_getattr(&tuple, kAt, desc, &is_null);
           rows[n++] = Seen1{seen_as == Seen::kInProgress,
                             KindOf(&tuple, desc),
                             IdOf(&tuple, desc),
                             AttemptOf(&tuple, desc),
-                            is_null ? 0 : DatumGetTimestampTz(lease),
+                            lease_until,
+                            is_null ? 0 : DatumGetTimestampTz(at),
                             HeapTupleHeaderGetRawXmin(tuple.t_data),
                             tuple.t_self};
         }
@@ -444,9 +450,22 @@ void Rebuild(Lane& lane, int index, const Place& place) {
           job.order = ++seen;
           order.push_back(row.id);
         } else if (row.kind == 'r') {
+          // The newest receipt of the newest attempt gives the lease (an
+          // extension's receipt may lie on an earlier page than the
+          // claim's: receipts take any page with room); its first, the
+          // claim's time.
           job.running = true;
-          job.attempt = row.attempt;
-          job.lease_until = row.lease_until;
+          if (row.attempt > job.attempt) {
+            job.attempt = row.attempt;
+            job.claimed_at = job.newest_at = row.at;
+            job.lease_until = row.lease_until;
+          } else if (row.attempt == job.attempt) {
+            job.claimed_at = std::min(job.claimed_at, row.at);
+            if (row.at >= job.newest_at) {
+              job.newest_at = row.at;
+              job.lease_until = row.lease_until;
+            }
+          }
         } else if (row.kind == 'c') {
           job.closed = true;
         }
@@ -498,7 +517,8 @@ void Rebuild(Lane& lane, int index, const Place& place) {
                         place.leaves[job.segment],
                         job.entry,
                         InvalidTransactionId,
-                        index};
+                        index,
+                        job.claimed_at};
       Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, id}, lease); });
       continue;
     }
@@ -913,7 +933,8 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                           place.leaves[segment],
                           t.tuple->t_self,
                           GetCurrentTransactionId(),
-                          index};
+                          index,
+                          now};
         const LeaseKey key{MyDatabaseId, id};
         const bool entered = PutLease(key, lease);
         // Noted before the check below: an abort gives every entry back.

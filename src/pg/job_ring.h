@@ -9,8 +9,9 @@
 // lane's insert lock, on the lane's insert block or a new last block, so a
 // cursor that passed a place never needs to look before it again. It needs
 // line pointers never reused: the segments are made with
-// vacuum_index_cleanup = off (store/ring_jobs.cpp), so a VACUUM leaves a
-// rolled-back row's line pointer dead until the segment is truncated.
+// vacuum_index_cleanup = off and an index that holds no row
+// (store/ring_jobs.cpp), so a VACUUM leaves a rolled-back row's line
+// pointer dead until the segment is truncated.
 // INVARIANT (claim order across segments): entries go to the current
 // segment of the newest turn the lane knows (Append moves the lane on when
 // its caller read a later turn; LetGo when a truncation does), and a turn
@@ -120,6 +121,7 @@ struct Lease {
   // The queue's lane, whose count of leases holds this one (a database's
   // share of the map is the sum of its lanes' counts).
   int32 lane;
+  TimestampTz claimed_at;
 };
 // The lease of `id`, if a ring job of this database runs with it.
 bool FindLease(int64 id, Lease* lease);

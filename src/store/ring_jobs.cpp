@@ -125,8 +125,12 @@ void CreateRing(pg::SpiSession& spi, int32 ring_id, TimestampTz now) {
   // A claim cursor never looks behind itself (pg/job_ring.h), so a line
   // pointer must never be reused: a VACUUM (the anti-wraparound one runs
   // even with autovacuum off) leaves dead ones dead until the TRUNCATE.
-  pg::segments::CreateRing(spi, kRoot, ring_id, kSegments,
-                           {"USING brin (id) WITH (pages_per_range = 8)"}, now,
+  // That takes both options: without index cleanup, VACUUM leaves dead
+  // line pointers dead — but only on a table with an index (on one without,
+  // it frees them at once). Hence an index that holds no row, ever: its
+  // predicate is false, so the appends that make no index entries (the
+  // ring's) leave it right, and no query can use it.
+  pg::segments::CreateRing(spi, kRoot, ring_id, kSegments, {"(id) WHERE false"}, now,
                            "vacuum_index_cleanup = off");
 }
 
@@ -256,7 +260,7 @@ bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
       .Set(6, TimestampTzGetDatum(entry.enqueued_at))
       .Set(7, entry.payload)
       .Set(8, TimestampTzGetDatum(lease.lease_until))
-      .Set(9, TimestampTzGetDatum(now));
+      .Set(9, TimestampTzGetDatum(lease.claimed_at));
   (void)spi.Execute(move_job(), params);
   return true;
 }
