@@ -197,4 +197,18 @@ SELECT k, (SELECT state FROM pgq.job(id)) AS state FROM enq WHERE k IN ('j5_ring
 SELECT pg_temp.job(id) AS job, state FROM pgq.list_jobs('ring', before_id => (SELECT id FROM enq WHERE k = 'j6_ring'));
 RESET enable_seqscan;
 
+-- A running ring job moved into pgq.jobs (progress, a failure, a lease that
+-- ended) keeps the time of its claim.
+SET pgq.ring_queues = on;
+SELECT pgq.create_queue('ring_moved', lease => '1 hour');
+RESET pgq.ring_queues;
+SELECT pgq.enqueue('ring_moved', '{}') AS moved_id \gset
+SELECT id = :moved_id AS claimed FROM pgq.claim('ring_moved', 1);
+SELECT claimed_at AS claimed_before FROM pgq.job(:moved_id) \gset
+SET pgq.debug_clock_offset = '5min';
+SELECT pgq.progress(:moved_id, 1, '{"step": 1}') AS reported;
+RESET pgq.debug_clock_offset;
+SELECT j.state, j.claimed_at = :'claimed_before' AS claimed_at_kept
+  FROM pgq.jobs j WHERE j.id = :moved_id;
+
 DROP EXTENSION pgq_cpp;
