@@ -70,9 +70,13 @@ SELECT j.id, j.queue_id, j.state = 'p' AS pending, j.priority, j.run_at FROM pgq
 // queue (it can only have been one of theirs); for the others it is
 // unknown too, or its answer would tell them when another team's job
 // finished.
+//
+// A job of a queue on a ring (ADR 0028, a development setting) is not live
+// here and cannot be waited for yet (step 2d): on_ring, so that it is not
+// taken for a job that completed.
 pg::Statement classify_parents = {R"sql(
-SELECT m.id, v.dead, v.following,
-       NOT (v.dead OR v.following OR v.kept
+SELECT m.id, v.dead, v.following, v.on_ring,
+       NOT (v.dead OR v.following OR v.kept OR v.on_ring
             OR ($2 AND m.id <= (SELECT s.last_value - CASE WHEN s.is_called THEN 0 ELSE 1 END
                                   FROM pgq.job_id_seq s))) AS unknown
   FROM pg_catalog.unnest($1) AS m(id),
@@ -82,7 +86,9 @@ SELECT m.id, v.dead, v.following,
          EXISTS (SELECT 1 FROM pgq.dedupe_followers f
                   WHERE f.id = m.id AND ($2 OR f.queue_id = ANY ($3))) AS following,
          EXISTS (SELECT 1 FROM pgq.job_history h
-                  WHERE h.id = m.id AND ($2 OR h.queue_id = ANY ($3))) AS kept) AS v)sql",
+                  WHERE h.id = m.id AND ($2 OR h.queue_id = ANY ($3))) AS kept,
+         EXISTS (SELECT 1 FROM pgq.ring_jobs r JOIN pgq.queues q ON q.ring_id = r.ring
+                  WHERE r.id = m.id AND ($2 OR q.queue_id = ANY ($3))) AS on_ring) AS v)sql",
                                   3,
                                   {INT8ARRAYOID, BOOLOID, INT4ARRAYOID},
                                   nullptr};
@@ -399,6 +405,7 @@ Parents LockParents(pg::SpiSession& spi, const Scope& scope, const std::vector<i
     int64* first = found.Bool(row, "unknown")     ? &parents.unknown
                    : found.Bool(row, "dead")      ? &parents.dead
                    : found.Bool(row, "following") ? &parents.following
+                   : found.Bool(row, "on_ring")   ? &parents.on_ring
                                                   : nullptr;
     if (first != nullptr && *first == 0) *first = id;
   }
