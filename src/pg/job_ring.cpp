@@ -32,6 +32,7 @@ namespace {
 // pgq.max_ring_queues' largest value (pg/settings.cpp).
 constexpr int kMaxLanes = 1024;
 constexpr int kPassedMax = 256;
+constexpr int kCancelledMax = 256;
 constexpr int kReturnedMax = 4096;
 constexpr int kLeasePartitions = 16;
 constexpr const char* kTranche = "pgq_job_ring";
@@ -75,6 +76,10 @@ struct Lane {
   Passed passed[kPassedMax];
   int returned_count;
   Offer returned[kReturnedMax];
+  // Entries cancelled before the cursor reached them (tombstones): no claim
+  // hands them out; the cursor drops each when it passes it.
+  int cancelled_count;
+  Offer cancelled[kCancelledMax];
 };
 
 // Hashed as bytes (HASH_BLOBS): no padding may be left unset.
@@ -150,9 +155,14 @@ void Startup() {
 
 // ---- what this transaction must undo if it (or a subtransaction) aborts
 
+enum class UndoKind : uint8 {
+  kRestoreLease,  // a lease taken out: put it back
+  kGiveBack,      // a claim (or a cancel that took an entry out of the given-back list)
+  kUncancel,      // a tombstone noted in the lane: take it out
+};
 struct Undo {
   SubTransactionId subxact;
-  bool restore;  // true: a lease taken out, put it back; false: a claim, give it back
+  UndoKind kind;
   LeaseKey key;
   Lease lease;
   int lane;
@@ -208,19 +218,48 @@ void DropLease(const LeaseKey& key) {
   LWLockRelease(LeaseLock(hash));
 }
 
+bool SameEntry(const Offer& a, const Offer& b) {
+  return a.segment == b.segment && ItemPointerEquals(const_cast<ItemPointerData*>(&a.tid),
+                                                     const_cast<ItemPointerData*>(&b.tid));
+}
+
 void UndoOne(const Undo& u) {
-  if (u.restore) {
+  if (u.kind == UndoKind::kRestoreLease) {
     (void)PutLease(u.key, u.lease, true);  // it was taken out of the map
     return;
   }
-  DropLease(u.key);
+  if (u.kind == UndoKind::kGiveBack) DropLease(u.key);
   Lane& lane = shared->lanes[u.lane];
   LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
-  if (lane.database == u.key.database && lane.queue_id == u.lease.queue_id &&
-      lane.returned_count < kReturnedMax) {
-    lane.returned[lane.returned_count++] = u.offer;
+  if (lane.database == u.key.database && lane.queue_id == u.lease.queue_id) {
+    if (u.kind == UndoKind::kGiveBack && lane.returned_count < kReturnedMax) {
+      lane.returned[lane.returned_count++] = u.offer;
+    }
+    if (u.kind == UndoKind::kUncancel) {
+      bool noted = false;
+      for (int i = 0; i < lane.cancelled_count && !noted; ++i) {
+        if (!SameEntry(lane.cancelled[i], u.offer)) continue;
+        lane.cancelled[i] = lane.cancelled[--lane.cancelled_count];
+        noted = true;
+      }
+      // A claim passed it meanwhile (and dropped the tombstone): given back.
+      if (!noted && lane.returned_count < kReturnedMax) {
+        lane.returned[lane.returned_count++] = u.offer;
+      }
+    }
   }
   LWLockRelease(lane.claim_lock);
+}
+
+// Whether the entry is a tombstone's (under the claim lock); if so it is
+// dropped from the set (`drop`: the cursor passes it for good).
+bool Cancelled(Lane& lane, const Offer& entry, bool drop) {
+  for (int i = 0; i < lane.cancelled_count; ++i) {
+    if (!SameEntry(lane.cancelled[i], entry)) continue;
+    if (drop) lane.cancelled[i] = lane.cancelled[--lane.cancelled_count];
+    return true;
+  }
+  return false;
 }
 
 void AtXactEnd(XactEvent event, void*) {
@@ -503,6 +542,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     if (lane.passed_count < kPassedMax) lane.passed[lane.passed_count++] = p;
   }
   lane.returned_count = 0;
+  lane.cancelled_count = 0;  // a cancel's closure is a row: its entry is closed above
   lane.cursor_segment = first_with_entries >= 0 ? first_with_entries : place.current;
   ItemPointerSet(&lane.cursor, 0, FirstOffsetNumber);
   for (const int64 id : order) {
@@ -813,7 +853,9 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
           ++i;
           continue;
         }
-        if (TransactionIdDidCommit(passed.xid)) {
+        const Offer entry{passed.tid, 0, passed.segment};
+        if (TransactionIdDidCommit(passed.xid) &&
+            !(lane.cancelled_count > 0 && Cancelled(lane, entry, true))) {
           if (rels[passed.segment] == nullptr) {
             need[passed.segment] = 1;
             blocked = true;
@@ -866,7 +908,9 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
             tuple.t_tableOid = RelationGetRelid(rel);
             switch (Look(tuple.t_data, buffer)) {
               case Seen::kCommitted:
-                if (KindOf(&tuple, desc) == 'e') {
+                if (KindOf(&tuple, desc) == 'e' &&
+                    !(lane.cancelled_count > 0 &&
+                      Cancelled(lane, Offer{tuple.t_self, 0, static_cast<int16>(segment)}, true))) {
                   taken.push_back(
                       Taken{heap_copytuple(&tuple), AttemptOf(&tuple, desc) + 1, segment});
                 }
@@ -938,7 +982,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
         const LeaseKey key{MyDatabaseId, id};
         const bool entered = PutLease(key, lease);
         // Noted before the check below: an abort gives every entry back.
-        undo->push_back(Undo{sub, false, key, lease, index,
+        undo->push_back(Undo{sub, UndoKind::kGiveBack, key, lease, index,
                              Offer{t.tuple->t_self, t.attempt, static_cast<int16>(segment)}});
         if (!entered) {
           ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
@@ -1020,7 +1064,8 @@ bool TakeLease(const Place& place, int64 id, int32 attempt, int* segment) {
     // while the server ran, its ids drawn again) holds nothing here.
     *segment = SegmentOf(place, slot->lease.entry_relid);
     if (*segment < 0) return false;
-    undo->push_back(Undo{GetCurrentSubTransactionId(), true, key, slot->lease, -1, {}});
+    undo->push_back(
+        Undo{GetCurrentSubTransactionId(), UndoKind::kRestoreLease, key, slot->lease, -1, {}});
     pg_atomic_fetch_sub_u32(&shared->leases, 1);
     pg_atomic_fetch_sub_u32(&shared->lanes[slot->lease.lane].leases, 1);
     bool found;
@@ -1077,6 +1122,20 @@ int Close(const Place& place, const int64* ids, const int32* attempts, int count
   return done;
 }
 
+void CloseEntry(const Place& place, int segment, int64 id, int32 attempt, char outcome,
+                TimestampTz now) {
+  Guard([&] {
+    (void)GetCurrentTransactionId();
+    Relation rel = table_open(place.leaves[segment], RowExclusiveLock);
+    Row row(place, segment, 'c', id, attempt);
+    row.Set(kAt, TimestampTzGetDatum(now));
+    row.Set(kOutcome, CharGetDatum(outcome));
+    HeapTuple tuple = heap_form_tuple(RelationGetDescr(rel), row.values, row.nulls);
+    InsertRows(rel, &tuple, 1, 0);
+    table_close(rel, NoLock);
+  });
+}
+
 bool Close(const Place& place, int64 id, int32 attempt, char outcome, TimestampTz now) {
   bool closed = false;
   Close(place, &id, &attempt, 1, outcome, now, &closed);
@@ -1093,7 +1152,8 @@ bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, Timest
       if (slot == nullptr || slot->lease.attempt != attempt || !Held(slot->lease)) return false;
       segment = SegmentOf(place, slot->lease.entry_relid);
       if (segment < 0) return false;  // a lease of an earlier ring (TakeLease)
-      undo->push_back(Undo{GetCurrentSubTransactionId(), true, key, slot->lease, -1, {}});
+      undo->push_back(
+          Undo{GetCurrentSubTransactionId(), UndoKind::kRestoreLease, key, slot->lease, -1, {}});
       slot->lease.lease_until = lease_until;
       return true;
     });
@@ -1168,6 +1228,63 @@ std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
   }
   for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
   return out;
+}
+
+bool Tombstone(const Place& place, int64 id, int segment, ItemPointerData entry, int32 attempt) {
+  const int index = LaneOf(place);
+  Lane& lane = shared->lanes[index];
+  const int segments = static_cast<int>(place.leaves.size());
+  ReserveUndo(1);
+  const Offer offer{entry, attempt, static_cast<int16>(segment)};
+  enum { kHandedOut, kTakenBack, kNoted, kFull } outcome = kHandedOut;
+  Guard([&] { LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE); });
+  // Given back (a claim rolled back, a lease ended): out of the list.
+  for (int i = 0; i < lane.returned_count && outcome == kHandedOut; ++i) {
+    if (!SameEntry(lane.returned[i], offer)) continue;
+    const Offer taken = lane.returned[i];
+    memmove(lane.returned + i, lane.returned + i + 1,
+            sizeof(Offer) * static_cast<size_t>(lane.returned_count - i - 1));
+    --lane.returned_count;
+    Lease lease{};
+    lease.queue_id = place.queue_id;
+    undo->push_back(Undo{GetCurrentSubTransactionId(), UndoKind::kGiveBack,
+                         LeaseKey{MyDatabaseId, id}, lease, index, taken});
+    outcome = kTakenBack;
+  }
+  if (outcome == kHandedOut) {
+    // Not handed out yet: passed in progress (now committed), or ahead of
+    // the cursor (in its segment at or after it, or in a segment between it
+    // and the one entries go to).
+    bool waiting = false;
+    for (int i = 0; i < lane.passed_count && !waiting; ++i) {
+      waiting = lane.passed[i].segment == segment && ItemPointerEquals(&lane.passed[i].tid, &entry);
+    }
+    if (!waiting && segment == lane.cursor_segment) {
+      waiting = ItemPointerCompare(&entry, &lane.cursor) >= 0;
+    } else if (!waiting) {
+      const int to_entry = (segment - lane.cursor_segment + segments) % segments;
+      const int to_insert = (lane.insert_segment - lane.cursor_segment + segments) % segments;
+      waiting = to_entry <= to_insert;
+    }
+    if (waiting && lane.cancelled_count == kCancelledMax) {
+      outcome = kFull;
+    } else if (waiting) {
+      lane.cancelled[lane.cancelled_count++] = offer;
+      Lease lease{};
+      lease.queue_id = place.queue_id;
+      undo->push_back(Undo{GetCurrentSubTransactionId(), UndoKind::kUncancel,
+                           LeaseKey{MyDatabaseId, id}, lease, index, offer});
+      outcome = kNoted;
+    }
+  }
+  LWLockRelease(lane.claim_lock);
+  if (outcome == kFull) {
+    Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "too many cancelled jobs wait for the claim cursor",
+          "The queue's lane holds " + std::to_string(kCancelledMax) +
+              " cancelled jobs the cursor has not reached yet.",
+          "Cancel again once claims have moved on.");
+  }
+  return outcome == kTakenBack || outcome == kNoted;
 }
 
 bool MayTruncate(const Place& place, int segment) {
@@ -1297,12 +1414,19 @@ bool LetGo(const Place& place, int segment) {
       lane.cursor_segment = (segment + 1) % segments;
       ItemPointerSet(&lane.cursor, 0, FirstOffsetNumber);
     }
-    // What is left of the segment in the lists is of aborted inserters.
+    // What is left of the segment in the lists is of aborted inserters, and
+    // tombstones of entries that are closed (a later turn onto the emptied
+    // segment must not find them on its new rows).
     int kept = 0;
     for (int i = 0; i < lane.passed_count; ++i) {
       if (lane.passed[i].segment != segment) lane.passed[kept++] = lane.passed[i];
     }
     lane.passed_count = kept;
+    kept = 0;
+    for (int i = 0; i < lane.cancelled_count; ++i) {
+      if (lane.cancelled[i].segment != segment) lane.cancelled[kept++] = lane.cancelled[i];
+    }
+    lane.cancelled_count = kept;
     let_go = true;
   }
   LWLockRelease(lane.claim_lock);

@@ -51,7 +51,7 @@ enum Column : int {
   kEnqueuedAt,
   kLeaseUntil,  // receipt
   kAt,          // receipt: claimed at; closure: closed at
-  kOutcome,     // closure: 'd' done, 'm' moved to pgq.jobs
+  kOutcome,     // closure: 'd' done, 'm' moved to pgq.jobs, 'x' cancelled
   kPayload,     // entry
   kColumns = kPayload
 };
@@ -143,6 +143,22 @@ bool ReadEntry(const Lease& lease, NewEntry* entry);
 // Running ring jobs of this database whose lease ended before `now`, at
 // most `max`.
 std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max);
+
+// A tombstone: the entry (`segment`, `entry`) of job `id`, still in the
+// ring and not handed out, is taken out of the given-back list or noted so
+// that no claim hands it out. If the transaction rolls back it is undone:
+// noted still, the note goes; passed by a claim meanwhile (which took the
+// cancel for done), the entry is given back as `attempt`. The
+// caller then writes its closure (CloseEntry, in the entry's segment) and,
+// before that, takes the segment's ROW EXCLUSIVE lock (a truncation waits
+// for it). False: a claim has it (running, or its claim not committed).
+// Raises 53400 when the lane holds as many tombstones the cursor has not
+// reached as it can.
+bool Tombstone(const Place& place, int64 id, int segment, ItemPointerData entry, int32 attempt);
+// A closure of job `id` in segment `segment`, outside the lease map: for a
+// job that holds no lease (a tombstone's).
+void CloseEntry(const Place& place, int segment, int64 id, int32 attempt, char outcome,
+                TimestampTz now);
 
 // Truncating a segment of a queue's ring (store/ring_jobs.cpp, through
 // the ring layer's Reclaim), in three asks:

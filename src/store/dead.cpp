@@ -203,20 +203,11 @@ int32 AfterRevival(pg::SpiSession& spi, const Queue& queue, const pg::Result& re
 
 }  // namespace
 
-bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) {
-  if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
-    (void)ring::MoveToTable(spi, lease, id, lease.attempt, now);
-  }
-  pg::Params params;
-  params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(now));
-  internal::SetScope(params, 2, scope);
-  const pg::Result cancelled = spi.Execute(cancel_job(), params);
-  if (cancelled.empty()) {
-    const pg::Result follower = spi.Execute(cancel_follower(), params);
-    if (follower.empty()) return false;
-    pg::ledger::NoteCount(follower.Int32(0, "queue_id"), pg::kDeadLettered, 1);
-    return true;
-  }
+namespace {
+
+// What a cancel of a job of pgq.jobs does besides its move (`cancelled`:
+// the dead row's queue_id and what GroupsOf and ParentsDied read).
+bool AfterCancel(pg::SpiSession& spi, const pg::Result& cancelled, TimestampTz now) {
   const int32 queue_id = cancelled.Int32(0, "queue_id");
   pg::ledger::NoteLocked(queue_id);  // it may have locked a pending job
   pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
@@ -225,6 +216,65 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
       spi, internal::GroupsOf(cancelled, internal::KeysReleased(spi, cancelled, now)));
   internal::ParentsDied(spi, cancelled, now);
   return true;
+}
+
+// $1 id, $2 now, $3 its ring: a job still in its ring (a tombstone noted,
+// its closure not yet written: pgq.ring_jobs shows it pending) into
+// dead-letter, reason cancelled, as a pending job of pgq.jobs is.
+pg::Statement& bury_ring_entry() {
+  const auto sql = [] {
+    std::string rows(kQueueNameOfD);
+    rows += R"sql(, d.payload, d.attempt, NULL, 'cancelled', $2, d.priority, d.max_attempts,
+       d.enqueued_at, NULL, NULL, NULL, NULL,
+       )sql";
+    rows += DeadSegmentSql();
+    rows += "\n  FROM d";
+    return InsertDeadSql(R"sql(
+WITH d AS (
+  SELECT r.id, q.queue_id, r.payload, r.attempt, r.priority, r.max_attempts, r.enqueued_at
+    FROM pgq.ring_jobs r JOIN pgq.queues q ON q.ring_id = r.ring
+   WHERE r.id = $1 AND r.ring = $3 AND r.state = 'p'))sql",
+                         rows);
+  };
+  static BuiltStatement statement{sql(), {INT8OID, TIMESTAMPTZOID, INT4OID}};
+  return statement.get();
+}
+
+}  // namespace
+
+bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) {
+  // Twice at most: a ring job whose claim is in progress is waited for
+  // (as a table job's row lock makes the statement wait), then looked for
+  // again, running or pending.
+  for (int round = 0;; ++round) {
+    if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
+      (void)ring::MoveToTable(spi, lease, id, lease.attempt, now);
+    }
+    pg::Params params;
+    params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(now));
+    internal::SetScope(params, 2, scope);
+    const pg::Result cancelled = spi.Execute(cancel_job(), params);
+    if (!cancelled.empty()) return AfterCancel(spi, cancelled, now);
+    const pg::Result follower = spi.Execute(cancel_follower(), params);
+    if (!follower.empty()) {
+      pg::ledger::NoteCount(follower.Int32(0, "queue_id"), pg::kDeadLettered, 1);
+      return true;
+    }
+    // A job still in its ring: a tombstone, then dead-letter, then its
+    // closure (the ring's readers show it pending until the closure).
+    ring::TakenOut taken;
+    if (ring::TakeOutPending(spi, scope, id, &taken)) {
+      pg::Params bury;
+      bury.Set(0, Int64GetDatum(id))
+          .Set(1, TimestampTzGetDatum(now))
+          .Set(2, Int32GetDatum(taken.ring_id));
+      (void)spi.Execute(bury_ring_entry(), bury);
+      ring::CloseTakenOut(taken, id, now);
+      pg::ledger::NoteCount(taken.queue_id, pg::kDeadLettered, 1);
+      return true;
+    }
+    if (round > 0 || !ring::WaitForClaim(id)) return false;
+  }
 }
 
 int64 PurgeDead(pg::SpiSession& spi, std::string_view queue, TimestampTz died_before) {

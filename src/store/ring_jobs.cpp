@@ -12,9 +12,13 @@
 #include "store/internal.h"
 
 extern "C" {
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "miscadmin.h"
+#include "storage/itemptr.h"
+#include "storage/lmgr.h"
+#include "storage/procarray.h"
 #include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/memutils.h"
@@ -290,6 +294,66 @@ int64 MoveExpired(pg::SpiSession& spi, TimestampTz now, int32 batch) {
     if (MoveToTable(spi, lease, id, lease.attempt, now)) ++moved;
   }
   return moved;
+}
+
+namespace {
+// $1 id, $2 $3 scope: the entry of a job of a ring queue that no claim has
+// taken (no receipt) and nothing closed.
+pg::Statement pending_entry = {R"sql(
+SELECT q.queue_id, q.ring_id, l.tableoid AS relid, l.ctid AS entry, l.attempt
+  FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring
+ WHERE l.id = $1 AND l.kind = 'e' AND ($2 OR q.queue_id = ANY ($3))
+   AND NOT EXISTS (SELECT 1 FROM pgq.job_log c
+                    WHERE c.ring = l.ring AND c.id = l.id AND c.kind IN ('r', 'c')))sql",
+                               3,
+                               {INT8OID, BOOLOID, INT4ARRAYOID},
+                               nullptr};
+}  // namespace
+
+bool TakeOutPending(pg::SpiSession& spi, const Scope& scope, int64 id, TakenOut* out) {
+  if (!pg::job_ring::Available()) return false;
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id));
+  internal::SetScope(params, 1, scope);
+  pg::Result found = spi.Execute(pending_entry, params, 1);
+  if (found.empty()) return false;
+  bool is_null = false;
+  const Oid relid = DatumGetObjectId(found.Value(0, "relid", &is_null));
+  const ItemPointerData entry =
+      *reinterpret_cast<ItemPointer>(DatumGetPointer(found.Value(0, "entry", &is_null)));
+  out->queue_id = found.Int32(0, "queue_id");
+  out->ring_id = found.Int32(0, "ring_id");
+  out->attempts = found.Int32(0, "attempt");
+  found.Free();
+  Known ring;
+  if (!KnownOf(spi, out->queue_id, &ring)) return false;
+  const auto& leaves = ring.place.leaves;
+  const auto at = std::find(leaves.begin(), leaves.end(), relid);
+  if (at == leaves.end()) return false;
+  out->segment = static_cast<int>(at - leaves.begin());
+  out->place = ring.place;
+  // The segment is locked first: a truncation waits for the closure.
+  pg::Guard([&] { LockRelationOid(relid, RowExclusiveLock); });
+  return pg::job_ring::Tombstone(ring.place, id, out->segment, entry, out->attempts + 1);
+}
+
+bool WaitForClaim(int64 id) {
+  pg::job_ring::Lease lease;
+  if (!pg::job_ring::FindLease(id, &lease)) return false;
+  const TransactionId xid = lease.claim_xid;
+  return pg::Guard([&] {
+    if (!TransactionIdIsValid(xid) || TransactionIdIsCurrentTransactionId(xid) ||
+        !TransactionIdIsInProgress(xid)) {
+      return false;
+    }
+    XactLockTableWait(xid, nullptr, nullptr, XLTW_None);
+    return true;
+  });
+}
+
+void CloseTakenOut(const TakenOut& taken, int64 id, TimestampTz now) {
+  // The attempt it would have had: the readers take it as finished.
+  pg::job_ring::CloseEntry(taken.place, taken.segment, id, taken.attempts + 1, 'x', now);
 }
 
 namespace {

@@ -64,6 +64,25 @@ int64 Unfinished(pg::SpiSession& spi, int32 queue_id);
 // ExpireLeases finds them); how many.
 int64 MoveExpired(pg::SpiSession& spi, TimestampTz now, int32 batch);
 
+// Cancel of a job still in its ring (not handed out): found in `scope`,
+// taken out of the ready order by a tombstone (pg/job_ring.h Tombstone);
+// the caller buries it (dead.cpp, from pgq.ring_jobs, which still shows it
+// pending), then CloseTakenOut writes its closure. False: no such job
+// pending on a ring (running, claimed by an open transaction, finished, or
+// not a ring job).
+struct TakenOut {
+  int32 queue_id;
+  int32 ring_id;
+  int segment;
+  int32 attempts;  // spent
+  pg::job_ring::Place place;
+};
+bool TakeOutPending(pg::SpiSession& spi, const Scope& scope, int64 id, TakenOut* out);
+void CloseTakenOut(const TakenOut& taken, int64 id, TimestampTz now);
+// Waits for the transaction whose claim holds `id`'s lease while it is in
+// progress; false if there is none (nothing to wait for).
+bool WaitForClaim(int64 id);
+
 // Maintenance: turns the rings of the queues whose current segment has
 // taken entries for pgq.ring_turn and truncates the segments whose jobs
 // have all finished (pg/job_ring.h: MayTruncate, AllClosed, LetGo).
