@@ -1,0 +1,196 @@
+"""Ring queues under load (issue 33, ADR 0028): producers, workers, a
+canceller and a maintenance loop that turns the rings every few tens of
+milliseconds and truncates their segments, all at once on three queues
+created with the development setting pgq.ring_queues.
+
+Producers enqueue one at a time and in batches, some in transactions that
+roll back; workers claim batches of 1, 7 or 50 under a short lease, roll
+some claims back, fail some jobs (their retry runs from pgq.jobs) and
+complete the rest one by one; the canceller cancels jobs it picks at
+random. Every outcome is written to a ledger table in the transaction that
+made it, whose primary key is the job id: a job completed twice, or
+completed and cancelled, is a duplicate-key error, not a merged set entry.
+At the end every job a producer committed is completed or cancelled
+exactly once, none is left on a ring or in pgq.jobs, and the rings turned
+and were truncated many times (their segments other than the current one
+are empty once a last pass has run).
+
+Runs like test_concurrency.py (same DSN, same fresh-extension setUp).
+PGQ_RING_STRESS_JOBS sets the size.
+"""
+
+import os
+import random
+import threading
+import time
+
+import psycopg
+
+from test_concurrency import HANG, PgqTestCase
+
+JOBS = int(os.environ.get("PGQ_RING_STRESS_JOBS", "12000"))
+QUEUES = ["r1", "r2", "r3"]
+PRODUCERS = 2
+WORKERS = 4
+BATCH = 50
+
+
+class RingStressTest(PgqTestCase):
+    def test_every_job_once_while_the_rings_turn(self):
+        self.admin.execute("SET pgq.ring_queues = on")
+        for q in QUEUES:
+            # A short lease: a worker that is slow (or rolls back) lets the
+            # maintenance expire it; the retry's backoff is nil.
+            self.admin.execute(
+                "SELECT pgq.create_queue(%s, lease => '2 seconds', max_attempts => 1000,"
+                " backoff_base => '0', backoff_max => '0')",
+                (q,),
+            )
+        self.admin.execute("RESET pgq.ring_queues")
+        self.assertEqual(
+            self.scalar("SELECT count(*) FROM pgq.queues WHERE ring_id IS NOT NULL"), len(QUEUES)
+        )
+        self.admin.execute("CREATE TABLE produced (job bigint PRIMARY KEY)")
+        self.admin.execute("CREATE TABLE outcome (job bigint PRIMARY KEY, how text NOT NULL)")
+        produced_all = threading.Event()
+        workers_done = threading.Event()
+
+        def produce(k):
+            conn = self.connect(autocommit=False)
+            rng = random.Random(k)
+            made = 0
+            while made < JOBS // PRODUCERS:
+                q = rng.choice(QUEUES)
+                n = 1 if rng.random() < 0.3 else rng.randint(2, BATCH)
+                n = min(n, JOBS // PRODUCERS - made)
+                ids = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT pgq.enqueue_many(%s, array_fill(jsonb_build_object('k', %s::int),"
+                        " ARRAY[%s]))",
+                        (q, k, n),
+                    ).fetchall()
+                ]
+                conn.execute("INSERT INTO produced SELECT unnest(%s::bigint[])", (ids,))
+                if rng.random() < 0.1:
+                    conn.rollback()  # never happened
+                    continue
+                conn.commit()
+                made += n
+            return made
+
+        def work(w):
+            conn = self.connect(autocommit=False)
+            rng = random.Random(100 + w)
+            idle = 0
+            done = 0
+            while idle < 20:
+                q = rng.choice(QUEUES)
+                rows = conn.execute(
+                    "SELECT id, attempt FROM pgq.claim(%s, %s)", (q, rng.choice([1, 7, 50]))
+                ).fetchall()
+                if not rows:
+                    conn.commit()
+                    if produced_all.is_set():
+                        idle += 1
+                        time.sleep(0.02)
+                    continue
+                idle = 0
+                if rng.random() < 0.05:
+                    conn.rollback()  # the claim never happened: given back
+                    continue
+                conn.commit()
+                for job, attempt in rows:
+                    if rng.random() < 0.03:
+                        conn.execute("SELECT pgq.fail(%s, %s, 'stress')", (job, attempt))
+                        conn.commit()
+                        continue
+                    ok = conn.execute("SELECT pgq.complete(%s, %s)", (job, attempt)).fetchone()[0]
+                    if ok:
+                        conn.execute("INSERT INTO outcome VALUES (%s, 'completed')", (job,))
+                        done += 1
+                    conn.commit()
+            return done
+
+        def cancel():
+            conn = self.connect(autocommit=False)
+            rng = random.Random(7)
+            cancelled = 0
+            while not workers_done.is_set():
+                job = conn.execute(
+                    "SELECT job FROM produced ORDER BY job DESC LIMIT 1 OFFSET %s",
+                    (rng.randint(0, 200),),
+                ).fetchone()
+                conn.commit()
+                if job is None:
+                    time.sleep(0.01)
+                    continue
+                try:
+                    if conn.execute("SELECT pgq.cancel(%s)", job).fetchone()[0]:
+                        conn.execute("INSERT INTO outcome VALUES (%s, 'cancelled')", job)
+                        cancelled += 1
+                    conn.commit()
+                except psycopg.errors.ConfigurationLimitExceeded:
+                    conn.rollback()  # too many tombstones ahead of the cursor
+                time.sleep(0.005)
+            return cancelled
+
+        def maintain():
+            conn = self.connect()
+            conn.execute("SET pgq.ring_turn = '30ms'")
+            passes = 0
+            while not self.stop.is_set():
+                conn.execute("SELECT pgq.maintain()")
+                passes += 1
+                time.sleep(0.01)
+            return passes
+
+        maintainer = self.spawn(maintain, "maintain")
+        producers = [self.spawn(lambda k=k: produce(k), f"producer{k}") for k in range(PRODUCERS)]
+        workers = [self.spawn(lambda w=w: work(w), f"worker{w}") for w in range(WORKERS)]
+        canceller = self.spawn(cancel, "canceller")
+        produced = sum(p.value(timeout=HANG * 20) for p in producers)
+        produced_all.set()
+        completed = sum(w.value(timeout=HANG * 20) for w in workers)
+        workers_done.set()
+        cancelled = canceller.value(timeout=HANG)
+        self.stop.set()
+        self.assertGreater(maintainer.value(timeout=HANG), 0)
+
+        self.assertEqual(produced, JOBS)
+        self.assertEqual(self.scalar("SELECT count(*) FROM produced"), JOBS)
+        # Every committed job completed or cancelled exactly once (the
+        # primary key), nothing else.
+        self.assertEqual(completed + cancelled, JOBS, (completed, cancelled))
+        self.assertEqual(
+            self.scalar(
+                "SELECT count(*) FROM produced p FULL JOIN outcome o USING (job)"
+                " WHERE p.job IS NULL OR o.job IS NULL"
+            ),
+            0,
+        )
+        self.assertGreater(cancelled, 0)
+        self.assertEqual(
+            self.scalar("SELECT count(*) FROM pgq.dead_jobs WHERE reason = 'cancelled'"), cancelled
+        )
+        self.assertEqual(self.scalar("SELECT count(*) FROM pgq.ring_jobs"), 0, "left on a ring")
+        self.assertEqual(self.job_count(), 0, "left in pgq.jobs")
+        # The rings turned many times and what they no longer need went.
+        self.admin.execute("SET pgq.ring_turn = '10ms'")
+        for _ in range(3):
+            time.sleep(0.02)
+            self.admin.execute("SELECT pgq.maintain()")
+        # At least a lap of every ring (four segments): the cursor went round
+        # into segments truncated and written again.
+        turns = self.scalar(
+            "SELECT min(r.generation) FROM pgq.rings r JOIN pgq.queues q USING (ring_id)"
+        )
+        self.assertGreaterEqual(turns, 4)
+        self.assertEqual(
+            self.scalar(
+                "SELECT count(*) FROM pgq.ring_segments s JOIN pgq.rings r USING (ring_id)"
+                " JOIN pgq.queues q USING (ring_id) WHERE s.segment <> r.current AND NOT s.empty"
+            ),
+            0,
+            "sealed segments left",
+        )
