@@ -98,6 +98,9 @@ struct Shared {
   // table job asks the map nothing (complete_many of 100 would take 100
   // partition locks for nothing).
   pg_atomic_uint32 leases;
+  // Moved on each time lanes are freed (their leases with them): a backend
+  // that built its database's lanes before builds them again (Built).
+  pg_atomic_uint32 lanes_epoch;
   // Sizes read from the settings at the start (pg/settings.h).
   int lane_count;
   long lease_capacity;
@@ -134,6 +137,7 @@ void Startup() {
     memset(shared, 0, SharedSize(lane_count));
     shared->lanes_lock = &locks[0].lock;
     pg_atomic_init_u32(&shared->leases, 0);
+    pg_atomic_init_u32(&shared->lanes_epoch, 1);
     shared->lane_count = lane_count;
     shared->lease_capacity = capacity;
     for (int i = 0; i < lane_count; ++i) {
@@ -1076,6 +1080,10 @@ bool TakeLease(const Place& place, int64 id, int32 attempt, int* segment) {
 
 }  // namespace
 
+uint32 LanesEpoch() { return shared == nullptr ? 0 : pg_atomic_read_u32(&shared->lanes_epoch); }
+
+bool Build(const Place& place) { return shared != nullptr && LaneOf(place, true) >= 0; }
+
 bool AnyLeases() { return shared != nullptr && pg_atomic_read_u32(&shared->leases) != 0; }
 
 bool FindLease(int64 id, Lease* lease) {
@@ -1470,6 +1478,7 @@ void FreeLanes(Match&& match) {
         lane.built = false;
         pg_atomic_write_u32(&lane.leases, 0);
       }
+      pg_atomic_fetch_add_u32(&shared->lanes_epoch, 1);
     }
     LWLockRelease(shared->lanes_lock);
   }

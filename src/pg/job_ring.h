@@ -103,6 +103,15 @@ struct Claimed {
 // the lease map is full.
 std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until);
 
+// The lane of the queue built now if it is not (its leases entered from the
+// ring's rows); false if no lane is free. The leases of a ring are in the
+// map only once its lane is built, after a start at its first use: a
+// completion or the maintenance's expiry, which ask the map by id, build
+// their database's lanes first (store/ring_jobs.cpp EnsureLanes), again
+// whenever LanesEpoch has moved on (lanes freed with their leases).
+bool Build(const Place& place);
+uint32 LanesEpoch();
+
 // Whether any ring job of any database runs now (one atomic read): callers
 // that would ask FindLease for many ids of table jobs skip it while none.
 bool AnyLeases();

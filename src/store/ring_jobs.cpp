@@ -197,7 +197,52 @@ pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name,
   return pg::Result::Rows(desc, tuples, claimed.size());
 }
 
+namespace {
+
+pg::Statement ring_queues = {
+    "SELECT q.queue_id, q.ring_id FROM pgq.queues q WHERE q.ring_id IS NOT NULL ORDER BY "
+    "q.queue_id",
+    0,
+    {},
+    nullptr};
+
+// The ring queues of this database: (queue id, ring id).
+std::vector<std::pair<int32, int32>> RingQueues(pg::SpiSession& spi) {
+  pg::Params none;
+  pg::Result rows = spi.Execute(ring_queues, none);
+  std::vector<std::pair<int32, int32>> queues;
+  const int queue_column = rows.empty() ? 0 : rows.ColumnNumber("queue_id");
+  const int ring_column = rows.empty() ? 0 : rows.ColumnNumber("ring_id");
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    queues.emplace_back(rows.Int32(row, queue_column), rows.Int32(row, ring_column));
+  }
+  rows.Free();
+  return queues;
+}
+
+// The lanes epoch (pg/job_ring.h LanesEpoch) at which this backend last
+// built its database's lanes.
+uint32 lanes_built_at = 0;
+
+// A running ring job's lease is in the map only once its queue's lane is
+// built: after a start (or lanes freed), a completion may come before any
+// claim or enqueue of its queue. Builds every ring queue's lane of this
+// database once per lanes epoch (one statement, then an integer compare).
+void EnsureLanes(pg::SpiSession& spi) {
+  if (!pg::job_ring::Available()) return;
+  const uint32 epoch = pg::job_ring::LanesEpoch();
+  if (lanes_built_at == epoch) return;
+  for (const auto& [queue_id, ring_id] : RingQueues(spi)) {
+    Known ring;
+    if (KnownOf(spi, queue_id, &ring)) (void)pg::job_ring::Build(ring.place);
+  }
+  lanes_built_at = epoch;
+}
+
+}  // namespace
+
 bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Lease* lease) {
+  EnsureLanes(spi);
   if (!pg::job_ring::FindLease(id, lease)) return false;
   if (!pg::Guard([&] { return InScope(scope, lease->queue_id); })) return false;
   // A lease of the queue's ring, not of an earlier one of the same ids (the
@@ -289,6 +334,7 @@ int64 Unfinished(pg::SpiSession& spi, int32 queue_id) {
 }
 
 int64 MoveExpired(pg::SpiSession& spi, TimestampTz now, int32 batch) {
+  EnsureLanes(spi);
   int64 moved = 0;
   for (const auto& [id, lease] : pg::job_ring::Expired(now, batch)) {
     if (MoveToTable(spi, lease, id, lease.attempt, now)) ++moved;
@@ -357,12 +403,6 @@ void CloseTakenOut(const TakenOut& taken, int64 id, TimestampTz now) {
 }
 
 namespace {
-pg::Statement ring_queues = {
-    "SELECT q.queue_id, q.ring_id FROM pgq.queues q WHERE q.ring_id IS NOT NULL ORDER BY "
-    "q.queue_id",
-    0,
-    {},
-    nullptr};
 
 bool LockedExclusively(Oid relid) {
   return pg::Guard([&] {
@@ -376,15 +416,7 @@ bool LockedExclusively(Oid relid) {
 MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
   MaintainCounts counts;
   if (!pg::job_ring::Available()) return counts;
-  pg::Params none;
-  pg::Result rows = spi.Execute(ring_queues, none);
-  std::vector<std::pair<int32, int32>> queues;
-  const int queue_column = rows.empty() ? 0 : rows.ColumnNumber("queue_id");
-  const int ring_column = rows.empty() ? 0 : rows.ColumnNumber("ring_id");
-  for (uint64 row = 0; row < rows.size(); ++row) {
-    queues.emplace_back(rows.Int32(row, queue_column), rows.Int32(row, ring_column));
-  }
-  rows.Free();
+  const std::vector<std::pair<int32, int32>> queues = RingQueues(spi);
   const int64 turn = pg::RingTurnMicros();
   for (const auto& [queue_id, ring_id] : queues) {
     pg::segments::Ring ring;

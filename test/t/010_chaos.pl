@@ -75,6 +75,16 @@ my $WORKERS = 8;
 my $WORK_MS = $ENV{PGQ_CHAOS_WORK_MS} // ($N <= 10000 ? 40 : 400_000 / $N);
 my $PASSES_S = 2 * 0.100;    # two maintenance passes of the test clusters
 my $SLACK = $ENV{PGQ_CHAOS_SLACK} // 1.0;
+# PGQ_CHAOS_RING=1 (test/t/019_ring_chaos.pl): the queue keeps its jobs on a
+# ring (ADR 0028, the development setting pgq.ring_queues), whose jobs the
+# checks read through pgq.ring_jobs beside pgq.jobs (a job whose lease
+# ended is moved into pgq.jobs, so it is in one of the two).
+my $RING = $ENV{PGQ_CHAOS_RING} // 0;
+my $JOBS = $RING
+  ? '(SELECT id, state, attempt, lease_until FROM pgq.jobs UNION ALL '
+  . 'SELECT id, state, attempt, lease_until FROM pgq.ring_jobs)'
+  : 'pgq.jobs';
+$ENV{PGQ_CHAOS_SOURCE} = $JOBS;
 my $GRACE = $PASSES_S + $SLACK;
 my $python = $ENV{PGQ_PYTHON} // '/usr/bin/python3';
 my $script = "$FindBin::RealBin/chaos_worker.py";
@@ -95,7 +105,9 @@ my $log_start = log_size($node);
 $node->safe_psql(
 	'postgres', qq{
 CREATE EXTENSION pgq_cpp;
+SET pgq.ring_queues = @{[ $RING ? 'on' : 'off' ]};
 SELECT pgq.create_queue('chaos', max_attempts => 100, lease => '2 seconds');
+RESET pgq.ring_queues;
 CREATE TABLE chaos_jobs (id bigint PRIMARY KEY);
 -- One row per committed claim, written in the claim's transaction.
 CREATE TABLE chaos_claims (job bigint NOT NULL, attempt int NOT NULL, worker int NOT NULL,
@@ -130,7 +142,7 @@ for (my $done = 0; $done < $N;)
 	$done += $batch;
 }
 is( $node->safe_psql('postgres',
-		"SELECT count(*) || ' ' || (SELECT count(*) FROM pgq.jobs WHERE state = 'p') FROM chaos_jobs"),
+		"SELECT count(*) || ' ' || (SELECT count(*) FROM $JOBS j WHERE state = 'p') FROM chaos_jobs"),
 	"$N $N",
 	"$N jobs enqueued, all pending");
 
@@ -264,7 +276,7 @@ sub fault_paused_kill
 			'postgres',
 			"SELECT (SELECT count(*) FROM pg_stat_activity WHERE pid = $p->{pid} "
 			  . "AND backend_start = '$p->{backend_start}'::timestamptz) || ' ' || "
-			  . "coalesce((SELECT state::text || ' ' || attempt FROM pgq.jobs WHERE id = $p->{job}), 'gone') "
+			  . "coalesce((SELECT state::text || ' ' || attempt FROM $JOBS j WHERE id = $p->{job}), 'gone') "
 			  . "|| ' ' || (SELECT count(*) FROM chaos_done WHERE job = $p->{job})"),
 		"1 r $p->{attempt} 0",
 		"$name: its backend $p->{pid} is alive and holds job $p->{job} (attempt $p->{attempt}), not completed"
@@ -319,7 +331,7 @@ sub fault_ledger_kill
 		sub {
 			$node->safe_psql('postgres',
 				    "SELECT c.pid || '|' || c.backend_start || '|' || c.job || '|' || c.attempt "
-				  . "FROM chaos_claims c JOIN pgq.jobs j ON j.id = c.job AND j.attempt = c.attempt "
+				  . "FROM chaos_claims c JOIN $JOBS j ON j.id = c.job AND j.attempt = c.attempt "
 				  . "AND j.state = 'r' JOIN pg_stat_activity a ON a.pid = c.pid "
 				  . "AND a.backend_start = c.backend_start "
 				  . "WHERE c.worker > 0 ORDER BY c.claimed_at DESC LIMIT 1");
@@ -369,7 +381,7 @@ for my $i (0 .. $F - 1)
 	last unless $done;
 	back_to_work("$name: before");
 	my ($left, $running) = split /\|/,
-	  $node->safe_psql('postgres', "SELECT count(*) || '|' || count(*) FILTER (WHERE state = 'r') FROM pgq.jobs");
+	  $node->safe_psql('postgres', "SELECT count(*) || '|' || count(*) FILTER (WHERE state = 'r') FROM $JOBS j");
 	cmp_ok($left, '>', 0, "$name: injected while work is in flight ($left jobs left, $running running)");
 	my $f0 = time;
 	$code->($name, $round);
@@ -380,7 +392,7 @@ my $faults_end = time;
 
 # Every job completes: pgq.jobs drains (leases of the last victims expire).
 my $drained = wait_until("drain", 120 + $N / 100,
-	sub { $node->safe_psql('postgres', 'SELECT count(*) FROM pgq.jobs') eq '0' });
+	sub { $node->safe_psql('postgres', "SELECT count(*) FROM $JOBS j") eq '0' });
 ok($drained, 'pgq.jobs drains after the last fault');
 my $drain_seconds = time - $faults_end;
 my $run_seconds = time - $run_start;
@@ -420,7 +432,7 @@ is( $node->safe_psql(
 		  . "(SELECT count(*) FROM chaos_done)"),
 	"$N 0 0 $N",
 	"every one of the $N jobs has exactly one completion (none missing, none unknown)");
-is($node->safe_psql('postgres', 'SELECT count(*) FROM pgq.jobs'), '0', 'pgq.jobs is empty');
+is($node->safe_psql('postgres', "SELECT count(*) FROM $JOBS j"), '0', 'pgq.jobs is empty');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM pgq.dead_jobs'), '0', 'pgq.dead_jobs is empty');
 
 # The ledger: every job claimed as attempts 1..n, each attempt once.

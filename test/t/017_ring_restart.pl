@@ -97,6 +97,11 @@ for my $psql ($claimer, $producer) { eval { $psql->quit; }; }
 $node->start;
 ok(wait_for($node, 'postgres', 'SELECT 1', '1', $LONG), 'crash: the server is back');
 
+# Before any claim or enqueue of the queue since the start (nothing has built
+# its lane yet): a running job's lease is held by its attempt (extend).
+is(sql("SELECT pgq.extend($running[0], 1, '1 hour') IS NOT NULL"),
+	't', 'crash: a running job\'s lease is held by its attempt (extend), before anything else');
+
 # Exactly the pending jobs and the rolled-back claim's, once each, attempt 1:
 # no running or completed job, no job of the uncommitted enqueue.
 my @expected = map { "$_ 1" } numerically(@pending, @rolled);
@@ -106,8 +111,6 @@ is_deeply(\@got, \@expected,
 is_deeply([ drain('ring') ], [], 'crash: and nothing more');
 
 # Running jobs keep (id, attempt) and their lease.
-is(sql("SELECT pgq.extend($running[0], 1, '1 hour') IS NOT NULL"),
-	't', 'crash: a running job\'s lease is held by its attempt (extend)');
 is_deeply([ complete_each(sub { 2 }, @running) ], [ ('f') x 6 ],
 	'crash: a running job cannot be completed as another attempt');
 is_deeply([ complete_each(sub { 1 }, @running) ], [ ('t') x 6 ],
@@ -194,10 +197,13 @@ is(sql(qq{SELECT string_agg(DISTINCT segment::text, ',') FROM pgq.job_log WHERE 
 	'1', 'turns: the newer jobs are in segment 1');
 $node->stop('immediate');
 $node->start;
+# A completion first, before any claim or enqueue of the queue has built its
+# lane since the start: the lease is found all the same.
+is(sql("SELECT pgq.complete($older_running, 1)"), 't',
+	'turns, crash: the running job keeps its attempt, completed before anything else');
 is_deeply([ claim_in_order() ], [ map { "$_ 1" } @older[ 1 .. 4 ], @newer ],
 	'turns, crash: the older segment first, then the newer, each job once, in enqueue order');
 is_deeply([ claim_in_order() ], [], 'turns, crash: and nothing more');
-is(sql("SELECT pgq.complete($older_running, 1)"), 't', 'turns, crash: the running job keeps its attempt');
 is_deeply([ complete_each(sub { 1 }, @older[ 1 .. 3 ]) ], [ ('t') x 3 ], 'turns: three more done');
 turn('4min');
 is(ledger(), '2 rows rows rows empty', 'turns: segment 0 is kept while one of its jobs runs');

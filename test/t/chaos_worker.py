@@ -52,6 +52,9 @@ import psycopg
 LEASE_SECONDS = 2
 LEASE = f"{LEASE_SECONDS} seconds"
 QUEUE = "chaos"
+# Where the monitor reads running jobs: pgq.jobs, or with a ring queue
+# (test/t/019_ring_chaos.pl) pgq.jobs and pgq.ring_jobs (010_chaos.pl sets it).
+SOURCE = os.environ.get("PGQ_CHAOS_SOURCE", "pgq.jobs")
 # A process that cannot connect for this long gives up (the test then fails).
 RECONNECT_SECONDS = 120
 
@@ -342,10 +345,10 @@ def run_monitor(dsn, ctl, grace):
                 "       (SELECT extract(epoch FROM max(backend_start))::float8"
                 "          FROM pg_stat_activity WHERE backend_type = 'pgq maintenance'"
                 "           AND datname = current_database()),"
-                "       (SELECT count(*) FROM pgq.jobs WHERE state = 'r'),"
+                f"       (SELECT count(*) FROM {SOURCE} s WHERE state = 'r'),"
                 "       j.id, j.attempt, extract(epoch FROM j.lease_until)::float8"
                 "  FROM (SELECT) one LEFT JOIN LATERAL ("
-                "    SELECT id, attempt, lease_until FROM pgq.jobs WHERE state = 'r'"
+                f"    SELECT id, attempt, lease_until FROM {SOURCE} s WHERE state = 'r'"
                 "     ORDER BY lease_until LIMIT 1) j ON true"
             ).fetchone()
             c.conn.commit()
