@@ -1,0 +1,88 @@
+
+# pg_dump / pg_restore of a database whose queue keeps its jobs on a ring
+# (issue 33, ADR 0028; the development setting pgq.ring_queues): the ring's
+# tables come back with their rows and the ledger with its turn, and the
+# restored queue carries on: pending jobs are handed out once each, in the
+# order they were enqueued across the ring's two segments; a job running at
+# the dump completes with its (id, attempt) (its lease rebuilt from its
+# receipt) and no claim hands it out while that lease lasts; a completed one
+# never comes back; new ids follow the old ones; the ring turns and its
+# finished segments are truncated. The source is left as it was.
+use strict;
+use warnings FATAL => 'all';
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use PgqTap;
+
+my $node = pgq_node('ring_dump');
+# No maintenance worker in either database (it would turn the rings).
+$node->append_conf('postgresql.conf', "pgq.databases = 'postgres'");
+$node->start;
+$node->safe_psql('postgres', 'CREATE DATABASE src');
+
+sub sql { my ($db, $q) = @_; return $node->safe_psql($db, $q); }
+sub lines { my ($out) = @_; return $out eq '' ? () : split /\n/, $out; }
+
+sql('src', q{
+CREATE EXTENSION pgq_cpp;
+SET pgq.ring_queues = on;
+SELECT pgq.create_queue('r', lease => '1 hour');
+});
+my @first = lines(sql('src', "SELECT id FROM pgq.enqueue_many('r', array_fill('{}'::jsonb, ARRAY[4])) AS id"));
+my ($done) = lines(sql('src', "SELECT id FROM pgq.claim('r', 1)"));
+is(sql('src', "SELECT pgq.complete($done, 1)"), 't', 'src: the first job completed');
+my ($running) = lines(sql('src', "SELECT id FROM pgq.claim('r', 1)"));
+# A turn: the next jobs go to segment 1.
+sql('src', "SET pgq.ring_turn = '1min'; SET pgq.debug_clock_offset = '2min'; SELECT pgq.maintain()");
+my @second = lines(sql('src', "SELECT id FROM pgq.enqueue_many('r', array_fill('{}'::jsonb, ARRAY[3])) AS id"));
+my $ledger = q{SELECT r.current || ' ' || r.generation FROM pgq.rings r JOIN pgq.queues q USING (ring_id)
+  WHERE q.name = 'r'};
+is(sql('src', $ledger), '1 1', 'src: the ring turned once');
+my $rows = "SELECT count(*) FROM pgq.job_log";
+my $src_rows = sql('src', $rows);
+
+my $dump = $node->basedir . '/src.dump';
+$node->command_ok([ 'pg_dump', '-Fc', '-d', $node->connstr('src'), '-f', $dump ], 'pg_dump -Fc');
+sql('postgres', 'CREATE DATABASE dst');
+$node->command_ok([ 'pg_restore', '--exit-on-error', '-d', $node->connstr('dst'), $dump ],
+	'pg_restore into a fresh database, without an error');
+
+is(sql('dst', $rows), $src_rows, 'dst: the ring\'s rows, every one');
+is(sql('dst', $ledger), '1 1', 'dst: the ledger where it was');
+# What keeps line pointers dead on the segments (ADR 0028): the storage
+# option and the index that holds no row.
+my $keep = q{SELECT count(*) FILTER (WHERE 'vacuum_index_cleanup=off' = ANY (c.reloptions)) || ' '
+  || count(*) FILTER (WHERE EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid))
+  FROM pg_class c JOIN pg_inherits h ON h.inhrelid = c.oid
+  JOIN pgq.queues q ON h.inhparent = ('pgq.job_log_' || q.ring_id)::regclass WHERE q.name = 'r'};
+is(sql('src', $keep), '4 4', 'src: four segments, each with the option and the index');
+is(sql('dst', $keep), '4 4', 'dst: the same');
+is(sql('dst', "SELECT pgq.complete($running, 1)"), 't',
+	'dst: the job running at the dump completes with its attempt, before anything else');
+my @expected = (@first[ 2 .. 3 ], @second);
+is_deeply([ lines(sql('dst', "SELECT id FROM pgq.claim('r', 100)")) ], \@expected,
+	'dst: the pending jobs once each, in enqueue order across both segments');
+is(sql('dst', "SELECT count(*) FROM pgq.claim('r', 100)"), '0', 'dst: and nothing more');
+is(sql('dst', "SELECT pgq.complete($done, 1)"), 'f', 'dst: the completed job stays completed');
+my ($new) = lines(sql('dst', "SELECT pgq.enqueue('r', '{}')"));
+cmp_ok($new, '>', $second[-1], 'dst: new ids follow the old ones');
+is(sql('dst', "SELECT pgq.complete_many(array_agg(id), array_agg(1)) FROM pgq.claim('r', 100)"), '1',
+	'dst: the new job is claimed and completed');
+is(sql('dst', "SELECT pgq.complete_many(ARRAY[" . join(',', @expected) . "], array_fill(1, ARRAY["
+		  . scalar(@expected) . "]))"), scalar(@expected), 'dst: the restored jobs completed');
+# Two turns later every sealed segment has been truncated.
+sql('dst', "SET pgq.ring_turn = '1min'; SET pgq.debug_clock_offset = '4min'; SELECT pgq.maintain()");
+sql('dst', "SET pgq.ring_turn = '1min'; SET pgq.debug_clock_offset = '6min'; SELECT pgq.maintain()");
+is(sql('dst', q{SELECT count(*) FROM pgq.ring_segments s JOIN pgq.rings r USING (ring_id)
+  JOIN pgq.queues q USING (ring_id) WHERE q.name = 'r' AND s.segment <> r.current AND NOT s.empty}),
+	'0', 'dst: the ring turned and its finished segments were truncated');
+is(sql('src', $rows), $src_rows, 'src: left as it was');
+is(sql('src', "SELECT count(*) FROM pgq.claim('r', 100)"), '5', 'src: its pending jobs are still its own');
+
+$node->stop;
+done_testing();
