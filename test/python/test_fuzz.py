@@ -30,6 +30,7 @@ from test_concurrency import PgqTestCase
 
 CALLS = int(os.environ.get("PGQ_FUZZ_CALLS", "10000"))
 STREAM_CALLS = int(os.environ.get("PGQ_FUZZ_STREAM_CALLS", "4000"))
+RING_CALLS = int(os.environ.get("PGQ_FUZZ_RING_CALLS", "5000"))
 SEED = int(os.environ.get("PGQ_FUZZ_SEED", "20261202"))
 
 # SQLSTATEs a caller may see. Ours (docs/reference.md, sql/bad_input.sql)
@@ -223,8 +224,20 @@ BY_TYPE = {
 
 class FuzzTest(PgqTestCase):
     def test_every_function_survives_bad_input(self):
-        rng = random.Random(SEED)
+        self.fuzz_functions(ring=False, calls=CALLS)
+
+    def test_every_function_survives_bad_input_on_a_ring_queue(self):
+        """The same on a queue whose plain jobs are on a ring (issue 33, ADR
+        0028, the development setting pgq.ring_queues): the id-taking
+        functions hit ring jobs, pending and running."""
+        self.fuzz_functions(ring=True, calls=RING_CALLS)
+
+    def fuzz_functions(self, ring, calls):
+        rng = random.Random(SEED + ring)
         admin = self.admin
+        if ring:
+            # Every queue the fixture below creates (again) is a ring queue.
+            admin.execute("SET pgq.ring_queues = on")
         admin.execute("SELECT pgq.create_queue('fz')")
         functions = fuzz_functions(admin)
         names = sorted({f[0] for f in functions})
@@ -238,7 +251,7 @@ class FuzzTest(PgqTestCase):
             " LANGUAGE sql AS 'SELECT NULL'"
         )
         seen = {}
-        for i in range(CALLS):
+        for i in range(calls):
             if i % 200 == 0:
                 # Real jobs for the id-taking functions to hit (the fuzz may
                 # have dropped or paused the queue).
@@ -253,7 +266,8 @@ class FuzzTest(PgqTestCase):
             fname, argnames, argtypes = functions[rng.randrange(len(functions))]
             job = admin.execute(
                 "SELECT coalesce(max(id), 1) FROM (SELECT id FROM pgq.jobs"
-                " UNION ALL SELECT id FROM pgq.dead_jobs) j").fetchone()[0]
+                " UNION ALL SELECT id FROM pgq.dead_jobs UNION ALL SELECT id FROM pgq.ring_jobs) j"
+            ).fetchone()[0]
             values = []
             for argname, argtype in zip(argnames, argtypes):
                 pool = BY_NAME.get(argname) or BY_TYPE[argtype]
@@ -293,7 +307,12 @@ class FuzzTest(PgqTestCase):
                       "SELECT count(*) FROM pgq.schedules", "SELECT count(*) FROM pgq.running_jobs"):
             with self.subTest(check=check):
                 admin.execute(check)
-        print(f"\n  fuzz: {CALLS} calls over {len(names)} functions, outcomes {sorted(seen.items())}")
+        if ring:
+            self.assertGreater(
+                self.scalar("SELECT count(*) FROM pgq.queues WHERE ring_id IS NOT NULL"), 0
+            )
+        print(f"\n  fuzz{' (ring)' if ring else ''}: {calls} calls over {len(names)} functions,"
+              f" outcomes {sorted(seen.items())}")
 
     def test_stream_functions_survive_bad_input(self):
         # The stream functions alone, many more times each than above, as a
