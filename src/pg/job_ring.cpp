@@ -70,8 +70,12 @@ struct Lane {
   // Under the claim lock: the segment the cursor walks and where in it.
   int cursor_segment;
   ItemPointerData cursor;
-  // Leases of the queue's running jobs in the map.
+  // Leases of the queue's running jobs in the map, and leases taken out by
+  // transactions still in progress (a completion that may roll back): a cap
+  // counts both, as a table job counts as running until its completion
+  // commits (RunningCount).
   pg_atomic_uint32 leases;
+  pg_atomic_uint32 closing;
   int passed_count;
   Passed passed[kPassedMax];
   int returned_count;
@@ -144,6 +148,7 @@ void Startup() {
       shared->lanes[i].insert_lock = &locks[1 + 2 * i].lock;
       shared->lanes[i].claim_lock = &locks[2 + 2 * i].lock;
       pg_atomic_init_u32(&shared->lanes[i].leases, 0);
+      pg_atomic_init_u32(&shared->lanes[i].closing, 0);
     }
   }
   lease_locks = locks + 1 + 2 * lane_count;
@@ -160,7 +165,8 @@ void Startup() {
 // ---- what this transaction must undo if it (or a subtransaction) aborts
 
 enum class UndoKind : uint8 {
-  kRestoreLease,  // a lease taken out: put it back
+  kReturnLease,   // a lease taken out (counted as closing): put it back
+  kRestoreLease,  // a lease changed (an extension): its value back
   kGiveBack,      // a claim (or a cancel that took an entry out of the given-back list)
   kUncancel,      // a tombstone noted in the lane: take it out
 };
@@ -227,9 +233,19 @@ bool SameEntry(const Offer& a, const Offer& b) {
                                                      const_cast<ItemPointerData*>(&b.tid));
 }
 
+// A lease taken out by this transaction is no longer closing (it ended).
+void Closed(const Undo& u) {
+  Lane& lane = shared->lanes[u.lease.lane];
+  if (lane.database == u.key.database && lane.queue_id == u.lease.queue_id &&
+      pg_atomic_read_u32(&lane.closing) > 0) {
+    pg_atomic_fetch_sub_u32(&lane.closing, 1);
+  }
+}
+
 void UndoOne(const Undo& u) {
-  if (u.kind == UndoKind::kRestoreLease) {
-    (void)PutLease(u.key, u.lease, true);  // it was taken out of the map
+  if (u.kind == UndoKind::kReturnLease || u.kind == UndoKind::kRestoreLease) {
+    (void)PutLease(u.key, u.lease, true);  // taken out of the map, or changed
+    if (u.kind == UndoKind::kReturnLease) Closed(u);
     return;
   }
   if (u.kind == UndoKind::kGiveBack) DropLease(u.key);
@@ -278,6 +294,9 @@ void AtXactEnd(XactEvent event, void*) {
     case XACT_EVENT_COMMIT:
     case XACT_EVENT_PARALLEL_COMMIT:
     case XACT_EVENT_PREPARE:
+      for (const Undo& u : *undo) {
+        if (u.kind == UndoKind::kReturnLease) Closed(u);
+      }
       undo->clear();
       break;
     default:
@@ -1069,9 +1088,10 @@ bool TakeLease(const Place& place, int64 id, int32 attempt, int* segment) {
     *segment = SegmentOf(place, slot->lease.entry_relid);
     if (*segment < 0) return false;
     undo->push_back(
-        Undo{GetCurrentSubTransactionId(), UndoKind::kRestoreLease, key, slot->lease, -1, {}});
+        Undo{GetCurrentSubTransactionId(), UndoKind::kReturnLease, key, slot->lease, -1, {}});
     pg_atomic_fetch_sub_u32(&shared->leases, 1);
     pg_atomic_fetch_sub_u32(&shared->lanes[slot->lease.lane].leases, 1);
+    pg_atomic_fetch_add_u32(&shared->lanes[slot->lease.lane].closing, 1);
     bool found;
     hash_search_with_hash_value(leases, &key, hash, HASH_REMOVE, &found);
     return true;
@@ -1079,6 +1099,14 @@ bool TakeLease(const Place& place, int64 id, int32 attempt, int* segment) {
 }
 
 }  // namespace
+
+int64 RunningCount(const Place& place) {
+  const int index = shared == nullptr ? -1 : LaneOf(place, true);
+  if (index < 0) return 0;
+  const Lane& lane = shared->lanes[index];
+  return static_cast<int64>(pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&lane.leases))) +
+         pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&lane.closing));
+}
 
 uint32 LanesEpoch() { return shared == nullptr ? 0 : pg_atomic_read_u32(&shared->lanes_epoch); }
 
@@ -1477,6 +1505,7 @@ void FreeLanes(Match&& match) {
         lane.database = InvalidOid;
         lane.built = false;
         pg_atomic_write_u32(&lane.leases, 0);
+        pg_atomic_write_u32(&lane.closing, 0);
       }
       pg_atomic_fetch_add_u32(&shared->lanes_epoch, 1);
     }

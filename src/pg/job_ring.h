@@ -112,6 +112,12 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
 bool Build(const Place& place);
 uint32 LanesEpoch();
 
+// The queue's running ring jobs as a cap counts them: leases held, and
+// leases taken out by completions not yet committed (a table job counts as
+// running until its completion commits). Claims that have not committed
+// count too (their leases are in the map), as a table's dirty count does.
+int64 RunningCount(const Place& place);
+
 // Whether any ring job of any database runs now (one atomic read): callers
 // that would ask FindLease for many ids of table jobs skip it while none.
 bool AnyLeases();

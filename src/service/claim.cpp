@@ -7,6 +7,7 @@
 #include "service/claim.h"
 
 #include "pg/args.h"
+#include "pg/queue_lock.h"
 #include "pg/queue_slots.h"
 #include "pg/settings.h"
 #include "service/queue_ref.h"
@@ -41,6 +42,38 @@ Claimer::Claimer(pg::SpiSession& spi, std::vector<std::string_view> queues, int3
   for (std::string_view name : names_) name_datums_.push_back(pg::TextDatum(name));
 }
 
+int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 want, Datum lease,
+                              TimestampTz now, pg::QueueSlot* slot, Try* result) {
+  // A queue on a ring (ADR 0028, step 2a): the due jobs of pgq.jobs first,
+  // then the ring's. A cap counts both, and both claims are made under its
+  // lock, as one capped claim of pgq.jobs counts and claims
+  // (store/claim.cpp): a claim may take fewer than there is room for,
+  // never more.
+  const bool capped = queue.max_running > 0;
+  if (capped) {
+    pg::LockQueueCap(queue.id);
+    const int64 running = store::CountRunning(queue.id, queue.max_running) +
+                          store::ring::RunningCount(spi_, queue.id);
+    want = static_cast<int32>(std::clamp<int64>(queue.max_running - running, 0, want));
+    if (slot != nullptr) pg::SetQueueCapped(slot, true);
+  }
+  int32 got = 0;
+  if (want > 0) {
+    pg::Result jobs = store::Claim(spi_, queue.id, name_datums_[index], want, lease, now, slot, 0);
+    got = static_cast<int32>(jobs.size());
+    if (!jobs.empty()) result->jobs.push_back(std::move(jobs));
+  }
+  if (capped && slot != nullptr) pg::SetQueueCapped(slot, true);  // store::Claim cleared it
+  if (got < want) {
+    pg::Result more = store::ring::Claim(spi_, queue.id, queue.ring_id, name_datums_[index],
+                                         want - got, lease, now);
+    got += static_cast<int32>(more.size());
+    if (!more.empty()) result->jobs.push_back(std::move(more));
+  }
+  if (capped) pg::UnlockQueueCap(queue.id);
+  return got;
+}
+
 long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, TimestampTz now,
                         bool waiting, Try* result) {
   pg::QueueSlot* slot = pg::FindQueueSlot(queue.id);
@@ -59,19 +92,15 @@ long Claimer::ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, Tim
   // runs drops the alarm and what the scan would have published, and the
   // claim would sleep a whole pgq.wait_recheck past a job due sooner.
   const int64 due_before = waiting && slot != nullptr ? pg::NextAlarm(slot) : 0;
-  pg::Result jobs = store::Claim(spi_, queue.id, name_datums_[index], want,
-                                 lease_ != 0 ? lease_ : IntervalPGetDatum(&queue.lease), now, slot,
-                                 queue.max_running);
-  int32 got = static_cast<int32>(jobs.size());
-  if (!jobs.empty()) result->jobs.push_back(std::move(jobs));
-  // A queue on a ring (ADR 0028, step 2a; no cap yet): the due jobs of
-  // pgq.jobs first, then the ring's.
-  if (queue.ring_id != 0 && got < want && queue.max_running <= 0) {
-    pg::Result more =
-        store::ring::Claim(spi_, queue.id, queue.ring_id, name_datums_[index], want - got,
-                           lease_ != 0 ? lease_ : IntervalPGetDatum(&queue.lease), now);
-    got += static_cast<int32>(more.size());
-    if (!more.empty()) result->jobs.push_back(std::move(more));
+  const Datum lease = lease_ != 0 ? lease_ : IntervalPGetDatum(&queue.lease);
+  int32 got = 0;
+  if (queue.ring_id == 0) {
+    pg::Result jobs = store::Claim(spi_, queue.id, name_datums_[index], want, lease, now, slot,
+                                   queue.max_running);
+    got = static_cast<int32>(jobs.size());
+    if (!jobs.empty()) result->jobs.push_back(std::move(jobs));
+  } else {
+    got = ClaimRingQueue(queue, index, want, lease, now, slot, result);
   }
   if (bucket) bucket->Return(want - got);
   const long recheck = pg::WaitRecheckMillis();

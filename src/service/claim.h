@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pg/queue_cache.h"
+#include "pg/queue_slots.h"
 #include "pg/spi.h"
 #include "pg/channel_wait.h"
 
@@ -40,6 +41,10 @@ class Claimer {
   // claim (`waiting`) may sleep before its next try.
   long ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, TimestampTz now, bool waiting,
                  Try* result);
+  // A queue on a ring: up to `want` of its jobs, from pgq.jobs then its
+  // ring, within its cap; how many.
+  int32 ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 want, Datum lease,
+                       TimestampTz now, pg::QueueSlot* slot, Try* result);
 
   pg::SpiSession& spi_;
   std::vector<std::string_view> names_;

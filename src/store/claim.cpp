@@ -182,6 +182,12 @@ std::vector<int32> SpreadClaim(const std::vector<SpreadQueue>& queues, int32 n, 
   return counts;
 }
 
+int64 CountRunning(int32 queue_id, int64 at_most) {
+  const Catalog& catalog = InstalledCatalog();
+  return pg::CountDirty(catalog.jobs, catalog.running_index, queue_id, catalog.job_columns.id,
+                        catalog.job_columns.state, 'r', at_most);
+}
+
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
                  TimestampTz now, pg::QueueSlot* slot, int32 max_running) {
   if (slot != nullptr) pg::SetQueueCapped(slot, max_running > 0);

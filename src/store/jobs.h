@@ -152,6 +152,9 @@ void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 even
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
                  TimestampTz now, pg::QueueSlot* slot, int32 max_running);
 inline constexpr int kClaimedColumns = 8;
+// The queue's running jobs of pgq.jobs as a cap counts them (pg/dirty_count.h:
+// claims and completions not yet committed included), up to `at_most`.
+int64 CountRunning(int32 queue_id, int64 at_most);
 
 // A claim across queues (pgq.claim(queues text[])) first asks where the
 // next `n` ready jobs are, in claim order across `queues`, then claims that

@@ -241,6 +241,12 @@ void EnsureLanes(pg::SpiSession& spi) {
 
 }  // namespace
 
+int64 RunningCount(pg::SpiSession& spi, int32 queue_id) {
+  Known ring;
+  if (!pg::job_ring::Available() || !KnownOf(spi, queue_id, &ring)) return 0;
+  return pg::job_ring::RunningCount(ring.place);
+}
+
 bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Lease* lease) {
   EnsureLanes(spi);
   if (!pg::job_ring::FindLease(id, lease)) return false;

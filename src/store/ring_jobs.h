@@ -36,6 +36,10 @@ void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
                  Datum lease, TimestampTz now);
 
+// The queue's running ring jobs as its cap counts them (pg/job_ring.h
+// RunningCount); 0 without a ring.
+int64 RunningCount(pg::SpiSession& spi, int32 queue_id);
+
 // The lease of `id` if it is a running ring job of a queue in `scope`.
 bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Lease* lease);
 
