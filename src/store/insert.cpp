@@ -83,6 +83,10 @@ void AfterInsert(pg::SpiSession& spi, const Queue* queues, int count, const pg::
 
 void AnnounceJobs(pg::SpiSession& spi, const Queue& queue, const core::ClaimKey& first) {
   pg::ledger::NotePending(queue.id, first, true);
+  NotifyListeners(spi, queue);
+}
+
+void NotifyListeners(pg::SpiSession& spi, const Queue& queue) {
   if (!queue.notify) return;
   pg::Params params;
   params.Set(0, pg::TextDatum(queue.name));

@@ -36,6 +36,8 @@ std::string BurySql(std::string_view deleted, std::string_view last_error, std::
 void AfterInsert(pg::SpiSession& spi, const Queue* queues, int count, const pg::Result& rows);
 // The same for pending jobs of one queue whose first in claim order is `first`.
 void AnnounceJobs(pg::SpiSession& spi, const Queue& queue, const core::ClaimKey& first);
+// NOTIFY pgq with the queue's name, if the queue asks for it (its notify).
+void NotifyListeners(pg::SpiSession& spi, const Queue& queue);
 
 // The claim-order key (core/claim_hint.h) of a row with columns named
 // priority, run_at and id; KeyColumns finds them once for a loop over rows.

@@ -158,6 +158,7 @@ void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
     }
   });
   pg::job_ring::Append(ring.place, entries.data(), count);
+  internal::NotifyListeners(spi, queue);
   // Waiting claims look again at commit (the claim hint is pgq.jobs').
   pg::ledger::NoteReady(queue.id);
 }

@@ -194,3 +194,35 @@ class RingStressTest(PgqTestCase):
             0,
             "sealed segments left",
         )
+
+
+class RingNotifyTest(PgqTestCase):
+    def test_notify_on_enqueue_to_a_ring(self):
+        """A ring queue created with notify tells LISTEN pgq clients of its
+        new jobs at commit, one at a time and in a batch, as a queue of
+        pgq.jobs does; a rolled-back enqueue tells nobody."""
+        self.admin.execute("SET pgq.ring_queues = on")
+        self.admin.execute("SELECT pgq.create_queue('rn', notify => true)")
+        self.admin.execute("SELECT pgq.create_queue('rquiet')")
+        self.admin.execute("RESET pgq.ring_queues")
+        listener = self.connect()
+        received = []
+        listener.add_notify_handler(lambda n: received.append((n.channel, n.payload, n.pid)))
+        listener.execute("LISTEN pgq")
+        sender = self.connect(autocommit=False)
+        sender.execute("SELECT pgq.enqueue('rn', '{}')")
+        sender.rollback()
+        sender.execute("SELECT pgq.enqueue('rquiet', '{}')")
+        sender.commit()
+        sender.execute("SELECT pgq.enqueue('rn', '{}')")
+        sender.commit()
+        sender.execute("SELECT pgq.enqueue_many('rn', ARRAY['{}', '{}']::jsonb[])")
+        sender.commit()
+        # Delivered to the listener's client with its next result.
+        self.wait_for("two notifications",
+                      lambda: listener.execute("SELECT 1") and len(received) >= 2)
+        pid = sender.info.backend_pid
+        self.assertEqual(received, [("pgq", "rn", pid), ("pgq", "rn", pid)])
+        self.assertEqual(
+            self.scalar("SELECT count(*) FROM pgq.ring_jobs r JOIN pgq.queues q"
+                        " ON q.ring_id = r.ring WHERE q.name = 'rn'"), 3)
