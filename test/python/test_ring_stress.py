@@ -226,3 +226,27 @@ class RingNotifyTest(PgqTestCase):
         self.assertEqual(
             self.scalar("SELECT count(*) FROM pgq.ring_jobs r JOIN pgq.queues q"
                         " ON q.ring_id = r.ring WHERE q.name = 'rn'"), 3)
+
+    def test_wait_wakes_on_commit_of_a_ring_enqueue(self):
+        """A claim waiting on an empty ring queue is woken by the commit of a
+        ring enqueue (the ring's entries are announced as the table's jobs
+        are), not by its recheck (a minute, longer than the test waits)."""
+        self.admin.execute("SET pgq.ring_queues = on")
+        self.admin.execute("SELECT pgq.create_queue('rw')")
+        self.admin.execute("RESET pgq.ring_queues")
+        a = self.connect()
+        b = self.connect(autocommit=False)
+        a.execute("SET pgq.wait_recheck = '60s'")
+        claim = "SELECT id FROM pgq.claim('rw', 1, wait => '60 s')"
+        task = self.spawn(lambda: a.execute(claim).fetchall(), "claim")
+        self.wait_until_asleep(a.info.backend_pid, task)
+        job_id = self.enqueue(b, "rw", {"w": 1})
+        self.wait_until_asleep(a.info.backend_pid, task)
+        self.assertTrue(task.is_alive(), "claim returned before the job was committed")
+        before_commit = time.monotonic()
+        b.commit()
+        self.assertEqual(task.value(), [(job_id,)])
+        self.assertGreaterEqual(task.finished_at, before_commit)
+        self.assertEqual(
+            self.scalar("SELECT count(*) FROM pgq.jobs"), 0, "the job was on the ring, not a row"
+        )
