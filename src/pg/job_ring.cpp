@@ -802,7 +802,22 @@ int32 RoomForLeases(int32 n) {
 
 }  // namespace
 
-std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until) {
+namespace {
+
+// Whether an entry comes before `bound` in claim order (all ring entries
+// have priority 0: by run_at, then id).
+bool Precedes(HeapTupleData* tuple, TupleDesc desc, const Bound* bound) {
+  if (bound == nullptr) return true;
+  bool is_null;
+  const TimestampTz run_at = DatumGetTimestampTz(heap_getattr(tuple, kRunAt, desc, &is_null));
+  if (run_at != bound->run_at) return run_at < bound->run_at;
+  return IdOf(tuple, desc) < bound->id;
+}
+
+}  // namespace
+
+std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until,
+                           const Bound* before) {
   std::vector<Claimed> claimed;
   if (n <= 0) return claimed;
   const int index = LaneOf(place);
@@ -825,6 +840,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
   Guard([&] {
     (void)GetCurrentTransactionId();  // the receipts are written below
     // attempt < 0: the entry's attempts spent + 1.
+    // Taken if it comes before `before`; false (and nothing taken) if not.
     auto fetch = [&](int segment, ItemPointerData tid, int32 attempt) {
       Relation rel = rels[segment];
       Buffer buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(&tid));
@@ -836,11 +852,17 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       tuple.t_len = ItemIdGetLength(item);
       tuple.t_self = tid;
       tuple.t_tableOid = RelationGetRelid(rel);
+      if (!Precedes(&tuple, RelationGetDescr(rel), before)) {
+        UnlockReleaseBuffer(buffer);
+        return false;
+      }
       HeapTuple copy = heap_copytuple(&tuple);
       UnlockReleaseBuffer(buffer);
       if (attempt < 0) attempt = AttemptOf(copy, RelationGetDescr(rel)) + 1;
       taken.push_back(Taken{copy, attempt, segment});
+      return true;
     };
+    bool bounded = false;  // stopped at an entry that does not come before `before`
     // Rounds: a segment is opened before the lock is taken (an open may
     // wait), so a claim that finds an entry in a segment it has not opened
     // lets the lock go, opens it and comes back. At most one round per
@@ -855,14 +877,17 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
       // Given back first, oldest first.
       int from = 0;
-      while (taken.size() < wanted && from < lane.returned_count) {
+      while (taken.size() < wanted && from < lane.returned_count && !bounded) {
         const Offer offer = lane.returned[from];
         if (rels[offer.segment] == nullptr) {
           need[offer.segment] = 1;
           blocked = true;
           break;
         }
-        fetch(offer.segment, offer.tid, offer.attempt);
+        if (!fetch(offer.segment, offer.tid, offer.attempt)) {
+          bounded = true;
+          break;
+        }
         ++from;
       }
       if (from > 0) {
@@ -870,7 +895,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                 sizeof(Offer) * static_cast<size_t>(lane.returned_count - from));
         lane.returned_count -= from;
       }
-      for (int i = 0; !blocked && i < lane.passed_count && taken.size() < wanted;) {
+      for (int i = 0; !blocked && !bounded && i < lane.passed_count && taken.size() < wanted;) {
         const Passed passed = lane.passed[i];
         if (TransactionIdIsInProgress(passed.xid)) {
           ++i;
@@ -884,7 +909,10 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
             blocked = true;
             break;
           }
-          fetch(passed.segment, passed.tid, -1);
+          if (!fetch(passed.segment, passed.tid, -1)) {
+            bounded = true;  // kept in the set
+            break;
+          }
         }
         // Kept in the order they were passed: handed out in claim order.
         memmove(lane.passed + i, lane.passed + i + 1,
@@ -893,7 +921,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       }
       // The cursor, through its segment and on into the next one once
       // entries have left it for good.
-      while (!blocked && taken.size() < wanted) {
+      while (!blocked && !bounded && taken.size() < wanted) {
         const int segment = lane.cursor_segment;
         Relation rel = rels[segment];
         if (rel == nullptr) {
@@ -934,6 +962,11 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                 if (KindOf(&tuple, desc) == 'e' &&
                     !(lane.cancelled_count > 0 &&
                       Cancelled(lane, Offer{tuple.t_self, 0, static_cast<int16>(segment)}, true))) {
+                  if (!Precedes(&tuple, desc, before)) {
+                    stalled = bounded = true;  // the cursor stays at it
+                    --offset;
+                    break;
+                  }
                   taken.push_back(
                       Taken{heap_copytuple(&tuple), AttemptOf(&tuple, desc) + 1, segment});
                 }
@@ -1264,6 +1297,90 @@ std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
   }
   for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
   return out;
+}
+
+bool Peek(const Place& place, Bound* next) {
+  if (shared == nullptr) return false;
+  Lane& lane = shared->lanes[LaneOf(place)];
+  const int segments = static_cast<int>(place.leaves.size());
+  std::vector<Relation> rels(static_cast<size_t>(segments), nullptr);
+  bool found = false;
+  Guard([&] {
+    // Every segment opened first: no open under the lock.
+    for (int k = 0; k < segments; ++k) rels[k] = table_open(place.leaves[k], AccessShareLock);
+    // Reads the key of a committed entry; false if it is not one (or is a
+    // tombstone's).
+    auto key_of = [&](int segment, HeapTupleData* tuple, Buffer buffer) {
+      TupleDesc desc = RelationGetDescr(rels[segment]);
+      if (Look(tuple->t_data, buffer) != Seen::kCommitted || KindOf(tuple, desc) != 'e')
+        return false;
+      if (lane.cancelled_count > 0 &&
+          Cancelled(lane, Offer{tuple->t_self, 0, static_cast<int16>(segment)}, false)) {
+        return false;
+      }
+      bool is_null;
+      next->run_at = DatumGetTimestampTz(heap_getattr(tuple, kRunAt, desc, &is_null));
+      next->id = IdOf(tuple, desc);
+      return true;
+    };
+    // Looks at the entry at `tid` of `segment` (a given-back or passed one).
+    auto look_at = [&](int segment, ItemPointerData tid) {
+      Buffer buffer = ReadBuffer(rels[segment], ItemPointerGetBlockNumber(&tid));
+      LockBuffer(buffer, BUFFER_LOCK_SHARE);
+      Page page = BufferGetPage(buffer);
+      HeapTupleData tuple;
+      ItemId item = PageGetItemId(page, ItemPointerGetOffsetNumber(&tid));
+      tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
+      tuple.t_len = ItemIdGetLength(item);
+      tuple.t_self = tid;
+      tuple.t_tableOid = RelationGetRelid(rels[segment]);
+      found = key_of(segment, &tuple, buffer);
+      UnlockReleaseBuffer(buffer);
+    };
+    LWLockAcquire(lane.claim_lock, LW_SHARED);
+    // What a claim would take first: given back, passed and committed,
+    // then the cursor's next entry (in its segment, then on).
+    if (lane.returned_count > 0) look_at(lane.returned[0].segment, lane.returned[0].tid);
+    for (int i = 0; !found && i < lane.passed_count; ++i) {
+      const Passed& passed = lane.passed[i];
+      if (!TransactionIdIsInProgress(passed.xid) && TransactionIdDidCommit(passed.xid)) {
+        look_at(passed.segment, passed.tid);
+      }
+    }
+    int segment = lane.cursor_segment;
+    ItemPointerData at = lane.cursor;
+    for (int k = 0; !found && k < segments; ++k) {
+      const bool left = lane.insert_segment != segment;
+      pg_read_barrier();
+      const BlockNumber blocks = RelationGetNumberOfBlocks(rels[segment]);
+      for (BlockNumber block = ItemPointerGetBlockNumber(&at); !found && block < blocks; ++block) {
+        Buffer buffer = ReadBuffer(rels[segment], block);
+        LockBuffer(buffer, BUFFER_LOCK_SHARE);
+        Page page = BufferGetPage(buffer);
+        const OffsetNumber max = PageGetMaxOffsetNumber(page);
+        const OffsetNumber first = block == ItemPointerGetBlockNumber(&at)
+                                       ? ItemPointerGetOffsetNumber(&at)
+                                       : FirstOffsetNumber;
+        for (OffsetNumber offset = first; !found && offset <= max; ++offset) {
+          ItemId item = PageGetItemId(page, offset);
+          if (!ItemIdIsNormal(item)) continue;
+          HeapTupleData tuple;
+          tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
+          tuple.t_len = ItemIdGetLength(item);
+          ItemPointerSet(&tuple.t_self, block, offset);
+          tuple.t_tableOid = RelationGetRelid(rels[segment]);
+          found = key_of(segment, &tuple, buffer);
+        }
+        UnlockReleaseBuffer(buffer);
+      }
+      if (found || !left) break;
+      segment = (segment + 1) % segments;
+      ItemPointerSet(&at, 0, FirstOffsetNumber);
+    }
+    LWLockRelease(lane.claim_lock);
+    for (Relation rel : rels) table_close(rel, NoLock);
+  });
+  return found;
 }
 
 bool Tombstone(const Place& place, int64 id, int segment, ItemPointerData entry, int32 attempt) {

@@ -98,10 +98,23 @@ struct Claimed {
   Datum payload;  // in the caller's memory context
 };
 
+// A position in claim order among a ring's entries (all of priority 0):
+// by run_at, then id.
+struct Bound {
+  TimestampTz run_at;
+  int64 id;
+};
+
 // Up to `n` entries of the queue, each with a receipt appended and its
-// lease entered (put back if the transaction rolls back). Raises 53400 when
-// the lease map is full.
-std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until);
+// lease entered (put back if the transaction rolls back); with `before`,
+// only entries that come before it (the claim stops at the first that does
+// not, and the next claim starts there). Raises 53400 when the lease map is
+// full.
+std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until,
+                           const Bound* before = nullptr);
+// The entry the next claim would hand out first, if there is one: its key.
+// Reads without taking anything.
+bool Peek(const Place& place, Bound* next);
 
 // The lane of the queue built now if it is not (its leases entered from the
 // ring's rows); false if no lane is free. The leases of a ring are in the

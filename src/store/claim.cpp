@@ -31,7 +31,10 @@ using internal::BuiltStatement;
 // before it in this snapshot is locked by a transaction that will claim or
 // remove it, or reset the hint if it rolls back (the ledger's locked
 // note), and the claimed jobs themselves are running once this commits.
-std::string ClaimSql(std::string_view record_claimer) {
+// `bounded`: only jobs before the key ($10, $11, $12), as ($6, $7, $8)
+// (a claim of a ring queue takes the jobs of pgq.jobs that come before its
+// ring's next entry, service/claim.cpp).
+std::string ClaimSql(std::string_view record_claimer, bool bounded = false) {
   std::string sql = R"sql(
 WITH claimed AS (
   UPDATE pgq.jobs j
@@ -41,7 +44,9 @@ WITH claimed AS (
    WHERE j.id = ANY (ARRAY(
      SELECT p.id FROM pgq.jobs p
       WHERE p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4
-        AND (- p.priority, p.run_at, p.id) >= ($6, $7, $8)
+        AND (- p.priority, p.run_at, p.id) >= ($6, $7, $8))sql";
+  if (bounded) sql += "\n        AND (- p.priority, p.run_at, p.id) < ($10, $11, $12)";
+  sql += R"sql(
       ORDER BY - p.priority, p.run_at, p.id
       LIMIT $2 FOR UPDATE OF p SKIP LOCKED))
   RETURNING j.id, j.payload, j.attempt, j.max_attempts, j.lease_until, j.enqueued_at,
@@ -56,6 +61,14 @@ pg::Statement& claim_jobs() {
   static BuiltStatement statement{ClaimSql(", claimed_by = $9, claimed_at = $4"),
                                   {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
                                    TIMESTAMPTZOID, INT8OID, INT4OID}};
+  return statement.get();
+}
+
+pg::Statement& claim_jobs_before() {
+  static BuiltStatement statement{
+      ClaimSql(", claimed_by = $9, claimed_at = $4", true),
+      {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID,
+       INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID}};
   return statement.get();
 }
 
@@ -95,7 +108,8 @@ core::ClaimAlarm PassedJobs(pg::SpiSession& spi, int32 queue_id, TimestampTz now
 }
 
 pg::Result ClaimReady(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
-                      TimestampTz now, pg::QueueSlot* slot) {
+                      TimestampTz now, pg::QueueSlot* slot,
+                      const core::ClaimKey* before = nullptr) {
   core::ScanPlan plan{0, false, false, core::kFirstKey, false};
   if (slot != nullptr) plan = pg::PlanClaimScan(slot, now);
   if (plan.skip_scan) return pg::Result();  // nothing pending: no statement at all
@@ -121,7 +135,12 @@ pg::Result ClaimReady(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, 
       .Set(6, TimestampTzGetDatum(plan.from.run_at))
       .Set(7, Int64GetDatum(plan.from.id))
       .Set(8, Int32GetDatum(MyProcPid));
-  pg::Result jobs = spi.Execute(claim_jobs(), params);
+  if (before != nullptr) {
+    params.Set(9, Int32GetDatum(-before->priority))
+        .Set(10, TimestampTzGetDatum(before->run_at))
+        .Set(11, Int64GetDatum(before->id));
+  }
+  pg::Result jobs = spi.Execute(before != nullptr ? claim_jobs_before() : claim_jobs(), params);
   const uint64 claimed = jobs.size();
   pg::ledger::NoteCount(queue_id, pg::kClaims, claimed);
   if (slot == nullptr) return jobs;
@@ -130,7 +149,9 @@ pg::Result ClaimReady(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, 
   if (claimed > 0) pg::ledger::NoteLocked(queue_id);
   // A snapshot older than the read of the hint (REPEATABLE READ) could
   // publish past jobs that committed in between; such claims only read it.
-  if (!IsolationUsesXactSnapshot()) {
+  // A bounded claim that found nothing says nothing of the jobs past its
+  // bound: it publishes only what it found.
+  if (!IsolationUsesXactSnapshot() && (before == nullptr || claimed > 0)) {
     result.found_ready = claimed > 0;
     if (claimed > 0) result.first_ready = internal::ClaimKeyOf(jobs, 0);
     pg::PublishClaimScan(slot, plan, result);
@@ -180,6 +201,28 @@ std::vector<int32> SpreadClaim(const std::vector<SpreadQueue>& queues, int32 n, 
   std::partial_sort(next.begin(), next.begin() + take, next.end(), earlier);
   for (size_t k = 0; k < take; ++k) ++counts[next[k].queue];
   return counts;
+}
+
+std::optional<core::ClaimKey> PeekReady(int32 queue_id, pg::QueueSlot* slot, TimestampTz now,
+                                        bool* pending) {
+  *pending = true;
+  if (slot == nullptr) return std::nullopt;
+  const core::ScanPlan plan = pg::PlanClaimScan(slot, now);
+  *pending = !plan.skip_scan;
+  if (plan.skip_scan) return std::nullopt;  // nothing pending
+  const Catalog& catalog = InstalledCatalog();
+  const JobColumns& c = catalog.job_columns;
+  const pg::OrderKey from{-plan.from.priority, plan.from.run_at, plan.from.id};
+  const std::vector<pg::OrderKey> keys = pg::PeekIndex(
+      catalog.jobs, catalog.ready_index, queue_id, from,
+      pg::PeekColumns{c.priority, c.run_at, c.id, c.state}, std::max(now, pg::Now()), 'p', 1);
+  if (keys.empty()) return std::nullopt;
+  return core::ClaimKey{-keys[0].second, keys[0].third, keys[0].fourth};
+}
+
+pg::Result ClaimBefore(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
+                       TimestampTz now, pg::QueueSlot* slot, const core::ClaimKey* before) {
+  return ClaimReady(spi, queue_id, name, n, lease, now, slot, before);
 }
 
 int64 CountRunning(int32 queue_id, int64 at_most) {

@@ -348,7 +348,8 @@ std::optional<int64> InsertWaiting(pg::SpiSession& spi, const Queue& queue, cons
 namespace {
 
 // enqueue_many onto the queue's ring: rows of one column, "id".
-pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum payloads) {
+pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum payloads,
+                            TimestampTz run_at) {
   Datum* elems = nullptr;
   bool* nulls = nullptr;
   int count = 0;
@@ -358,7 +359,7 @@ pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum paylo
   });
   if (count == 0) return pg::Result();
   std::vector<int64> ids(static_cast<size_t>(count));
-  ring::Enqueue(spi, queue, elems, count, queue.max_attempts, pg::Now(), ids.data());
+  ring::Enqueue(spi, queue, elems, count, queue.max_attempts, run_at, pg::Now(), ids.data());
   static TupleDesc desc = pg::Result::Describe({{"id", INT8OID}});
   HeapTuple* tuples = pg::Guard([&] {
     HeapTuple* made = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
@@ -383,7 +384,7 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
     const TimestampTz now = pg::Now();
     if (ring::Takes(queue, job, now)) {
       int64 id = 0;
-      ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, now, &id);
+      ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.run_at, now, &id);
       return id;
     }
   }
@@ -467,7 +468,7 @@ pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, T
     return inserted;
   }
   if (queue.ring_id != 0 && priority == 0 && run_at <= pg::Now() && pg::job_ring::Available()) {
-    return InsertManyOnRing(spi, queue, payloads);
+    return InsertManyOnRing(spi, queue, payloads, run_at);
   }
   pg::Result inserted = spi.Execute(insert_many(), params);
   internal::AfterInsert(spi, &queue, 1, inserted);

@@ -152,6 +152,17 @@ void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 even
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
                  TimestampTz now, pg::QueueSlot* slot, int32 max_running);
 inline constexpr int kClaimedColumns = 8;
+// A ring queue's claim (service/claim.cpp) merges pgq.jobs and the ring in
+// claim order. PeekReady: the key of the first due pending job of pgq.jobs
+// from the claim hint on (an index read, no statement; nullopt if none);
+// `pending` false when the hint says the queue has no pending job at all
+// (then no claim of pgq.jobs is needed to keep its hint and alarm).
+// ClaimBefore: Claim without a cap, of the jobs before `before` only
+// (nullptr: all).
+std::optional<core::ClaimKey> PeekReady(int32 queue_id, pg::QueueSlot* slot, TimestampTz now,
+                                        bool* pending);
+pg::Result ClaimBefore(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
+                       TimestampTz now, pg::QueueSlot* slot, const core::ClaimKey* before);
 // The queue's running jobs of pgq.jobs as a cap counts them (pg/dirty_count.h:
 // claims and completions not yet committed included), up to `at_most`.
 int64 CountRunning(int32 queue_id, int64 at_most);

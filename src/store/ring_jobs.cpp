@@ -144,7 +144,7 @@ void DropRing(pg::SpiSession& spi, int32 queue_id, int32 ring_id) {
 }
 
 void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
-             int32 max_attempts, TimestampTz now, int64* ids) {
+             int32 max_attempts, TimestampTz run_at, TimestampTz now, int64* ids) {
   Known ring;
   if (!KnownOf(spi, queue.id, &ring)) {
     pg::Raise(ERRCODE_INTERNAL_ERROR, "queue " + std::to_string(queue.id) + " has no ring");
@@ -154,7 +154,7 @@ void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
   pg::Guard([&] {
     for (int i = 0; i < count; ++i) {
       ids[i] = nextval_internal(sequence, false);
-      entries[i] = pg::job_ring::NewEntry{ids[i], 0, max_attempts, now, now, payloads[i]};
+      entries[i] = pg::job_ring::NewEntry{ids[i], 0, max_attempts, run_at, now, payloads[i]};
     }
   });
   pg::job_ring::Append(ring.place, entries.data(), count);
@@ -163,8 +163,14 @@ void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
   pg::ledger::NoteReady(queue.id);
 }
 
+bool Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next) {
+  Known ring;
+  return pg::job_ring::Available() && KnownOf(spi, queue_id, &ring) &&
+         pg::job_ring::Peek(ring.place, next);
+}
+
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
-                 Datum lease, TimestampTz now) {
+                 Datum lease, TimestampTz now, const pg::job_ring::Bound* before) {
   Known ring;
   // Without shared memory (the server started without preloading us) a
   // ring's jobs wait for a server that has it; pgq.jobs' are still claimed.
@@ -175,7 +181,8 @@ pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name,
     return DatumGetTimestampTz(
         DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), lease));
   });
-  const std::vector<pg::job_ring::Claimed> claimed = pg::job_ring::Claim(ring.place, n, now, until);
+  const std::vector<pg::job_ring::Claimed> claimed =
+      pg::job_ring::Claim(ring.place, n, now, until, before);
   if (claimed.empty()) return pg::Result();
   pg::ledger::NoteCount(queue_id, pg::kClaims, claimed.size());
   TupleDesc desc = ClaimedDesc();

@@ -28,13 +28,18 @@ inline bool Takes(const Queue& queue, const NewJob& job, TimestampTz now) {
 }
 
 // Appends the jobs' entries; their ids from pgq.jobs' sequence, into `ids`.
+// `run_at`: the jobs' (due by now: a default run_at is the transaction's
+// start, as for a job of pgq.jobs, which the merged claim order compares).
 void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
-             int32 max_attempts, TimestampTz now, int64* ids);
+             int32 max_attempts, TimestampTz run_at, TimestampTz now, int64* ids);
 
 // Up to `n` jobs of the ring, leased until now + `lease`: rows as
 // store::Claim's (pgq.claimed_job's columns, then run_at).
+// With `before`, only the entries before it in claim order.
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
-                 Datum lease, TimestampTz now);
+                 Datum lease, TimestampTz now, const pg::job_ring::Bound* before = nullptr);
+// The key of the entry the next claim would hand out first; false if none.
+bool Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next);
 
 // The queue's running ring jobs as its cap counts them (pg/job_ring.h
 // RunningCount); 0 without a ring.
