@@ -60,4 +60,22 @@ SELECT count(*) AS on_the_ring FROM pgq.ring_jobs WHERE id = (SELECT id FROM enq
 SELECT pg_temp.job(id) AS job FROM pgq.claim('ro2', 10);
 RESET pgq.debug_clock_offset;
 
+-- A claim across queues takes the next n jobs of them all in claim order,
+-- counting the rings' next entries beside their tables' jobs.
+SET pgq.ring_queues = on;
+SELECT pgq.create_queue('qa', lease => '1 hour'), pgq.create_queue('qb', lease => '1 hour');
+RESET pgq.ring_queues;
+DO $$
+BEGIN
+  INSERT INTO enq VALUES ('qa:1', pgq.enqueue('qa', '{}'));
+  INSERT INTO enq VALUES ('qb:1', pgq.enqueue('qb', '{}'));
+  INSERT INTO enq VALUES ('qb:2', pgq.enqueue('qb', '{}', group_key => 'g'));
+  INSERT INTO enq VALUES ('qa:2', pgq.enqueue('qa', '{}'));
+  INSERT INTO enq VALUES ('qa:3', pgq.enqueue('qa', '{}'));
+  INSERT INTO enq VALUES ('qb:3', pgq.enqueue('qb', '{}'));
+END $$;
+SELECT pg_temp.job(id) AS job FROM pgq.claim(ARRAY['qa', 'qb'], 3) ORDER BY id;
+SELECT pg_temp.job(id) AS job FROM pgq.claim(ARRAY['qb', 'qa'], 2) ORDER BY id;
+SELECT pg_temp.job(id) AS job FROM pgq.claim(ARRAY['qa', 'qb'], 5) ORDER BY id;
+
 DROP EXTENSION pgq_cpp;

@@ -1299,12 +1299,13 @@ std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
   return out;
 }
 
-bool Peek(const Place& place, Bound* next) {
-  if (shared == nullptr) return false;
+int Peek(const Place& place, Bound* next, int max_keys) {
+  if (shared == nullptr || max_keys <= 0) return 0;
   Lane& lane = shared->lanes[LaneOf(place)];
   const int segments = static_cast<int>(place.leaves.size());
   std::vector<Relation> rels(static_cast<size_t>(segments), nullptr);
-  bool found = false;
+  int found = 0;
+  const auto full = [&] { return found >= max_keys; };
   Guard([&] {
     // Every segment opened first: no open under the lock.
     for (int k = 0; k < segments; ++k) rels[k] = table_open(place.leaves[k], AccessShareLock);
@@ -1319,8 +1320,9 @@ bool Peek(const Place& place, Bound* next) {
         return false;
       }
       bool is_null;
-      next->run_at = DatumGetTimestampTz(heap_getattr(tuple, kRunAt, desc, &is_null));
-      next->id = IdOf(tuple, desc);
+      next[found].run_at = DatumGetTimestampTz(heap_getattr(tuple, kRunAt, desc, &is_null));
+      next[found].id = IdOf(tuple, desc);
+      ++found;
       return true;
     };
     // Looks at the entry at `tid` of `segment` (a given-back or passed one).
@@ -1334,14 +1336,16 @@ bool Peek(const Place& place, Bound* next) {
       tuple.t_len = ItemIdGetLength(item);
       tuple.t_self = tid;
       tuple.t_tableOid = RelationGetRelid(rels[segment]);
-      found = key_of(segment, &tuple, buffer);
+      (void)key_of(segment, &tuple, buffer);
       UnlockReleaseBuffer(buffer);
     };
     LWLockAcquire(lane.claim_lock, LW_SHARED);
     // What a claim would take first: given back, passed and committed,
     // then the cursor's next entry (in its segment, then on).
-    if (lane.returned_count > 0) look_at(lane.returned[0].segment, lane.returned[0].tid);
-    for (int i = 0; !found && i < lane.passed_count; ++i) {
+    for (int i = 0; !full() && i < lane.returned_count; ++i) {
+      look_at(lane.returned[i].segment, lane.returned[i].tid);
+    }
+    for (int i = 0; !full() && i < lane.passed_count; ++i) {
       const Passed& passed = lane.passed[i];
       if (!TransactionIdIsInProgress(passed.xid) && TransactionIdDidCommit(passed.xid)) {
         look_at(passed.segment, passed.tid);
@@ -1349,11 +1353,11 @@ bool Peek(const Place& place, Bound* next) {
     }
     int segment = lane.cursor_segment;
     ItemPointerData at = lane.cursor;
-    for (int k = 0; !found && k < segments; ++k) {
+    for (int k = 0; !full() && k < segments; ++k) {
       const bool left = lane.insert_segment != segment;
       pg_read_barrier();
       const BlockNumber blocks = RelationGetNumberOfBlocks(rels[segment]);
-      for (BlockNumber block = ItemPointerGetBlockNumber(&at); !found && block < blocks; ++block) {
+      for (BlockNumber block = ItemPointerGetBlockNumber(&at); !full() && block < blocks; ++block) {
         Buffer buffer = ReadBuffer(rels[segment], block);
         LockBuffer(buffer, BUFFER_LOCK_SHARE);
         Page page = BufferGetPage(buffer);
@@ -1361,7 +1365,7 @@ bool Peek(const Place& place, Bound* next) {
         const OffsetNumber first = block == ItemPointerGetBlockNumber(&at)
                                        ? ItemPointerGetOffsetNumber(&at)
                                        : FirstOffsetNumber;
-        for (OffsetNumber offset = first; !found && offset <= max; ++offset) {
+        for (OffsetNumber offset = first; !full() && offset <= max; ++offset) {
           ItemId item = PageGetItemId(page, offset);
           if (!ItemIdIsNormal(item)) continue;
           HeapTupleData tuple;
@@ -1369,11 +1373,11 @@ bool Peek(const Place& place, Bound* next) {
           tuple.t_len = ItemIdGetLength(item);
           ItemPointerSet(&tuple.t_self, block, offset);
           tuple.t_tableOid = RelationGetRelid(rels[segment]);
-          found = key_of(segment, &tuple, buffer);
+          (void)key_of(segment, &tuple, buffer);
         }
         UnlockReleaseBuffer(buffer);
       }
-      if (found || !left) break;
+      if (full() || !left) break;
       segment = (segment + 1) % segments;
       ItemPointerSet(&at, 0, FirstOffsetNumber);
     }

@@ -112,9 +112,10 @@ struct Bound {
 // full.
 std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until,
                            const Bound* before = nullptr);
-// The entry the next claim would hand out first, if there is one: its key.
-// Reads without taking anything.
-bool Peek(const Place& place, Bound* next);
+// The keys of the entries the next claims would hand out first, in that
+// order, up to `max_keys` (into `next`); how many. Reads without taking
+// anything.
+int Peek(const Place& place, Bound* next, int max_keys);
 
 // The lane of the queue built now if it is not (its leases entered from the
 // ring's rows); false if no lane is free. The leases of a ring are in the

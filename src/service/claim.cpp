@@ -87,7 +87,7 @@ int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 
       break;
     }
     pg::job_ring::Bound next{};
-    const bool ring_has = !ring_done && store::ring::Peek(spi_, queue.id, &next);
+    const bool ring_has = !ring_done && store::ring::Peek(spi_, queue.id, &next) > 0;
     const core::ClaimKey ring_key{0, next.run_at, next.id};
     if (!ring_has || core::ClaimsBefore(*table, ring_key)) {
       // pgq.jobs' jobs that come before the ring's next entry.
@@ -186,6 +186,13 @@ Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
     for (size_t i = 0; i < queues.size(); ++i) {
       spread.push_back(done[i] ? store::SpreadQueue{0, nullptr}
                                : store::SpreadQueue{queues[i].id, pg::FindQueueSlot(queues[i].id)});
+      if (done[i] || queues[i].ring_id == 0) continue;
+      // A ring queue's next entries take part in the spread (priority 0).
+      std::vector<pg::job_ring::Bound> keys(static_cast<size_t>(want));
+      keys.resize(static_cast<size_t>(store::ring::Peek(spi_, queues[i].id, keys.data(), want)));
+      for (const pg::job_ring::Bound& key : keys) {
+        spread.back().ring_keys.push_back(pg::OrderKey{0, key.run_at, key.id});
+      }
     }
     const std::vector<int32> counts = store::SpreadClaim(spread, want, now);
     bool short_of = false;
@@ -201,8 +208,10 @@ Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
     }
     if (!short_of || static_cast<int32>(result.size()) >= n_) break;
   }
-  // Queues on rings (ADR 0028 step 2a): the spread above sees only pgq.jobs;
-  // what is still wanted is asked of their rings, in the order given.
+  // Queues on rings (ADR 0028 step 2a): the spread above counts their
+  // rings' next entries too; what is still wanted (a ring queue that gave
+  // fewer than it was counted for) is asked of their rings, in the order
+  // given.
   for (size_t i = 0; i < queues.size() && static_cast<int32>(result.size()) < n_; ++i) {
     if (queues[i].ring_id == 0 || queues[i].paused) continue;
     result.sleep_cap_ms = std::min(

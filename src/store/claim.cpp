@@ -177,9 +177,12 @@ std::vector<int32> SpreadClaim(const std::vector<SpreadQueue>& queues, int32 n, 
     if (queues[i].id == 0) continue;  // left out
     core::ScanPlan plan{0, false, false, core::kFirstKey, false};
     if (queues[i].slot != nullptr) plan = pg::PlanClaimScan(queues[i].slot, now);
-    if (plan.skip_scan) continue;  // nothing pending there
+    // Nothing pending there (and no ring entry).
+    if (plan.skip_scan && queues[i].ring_keys.empty()) continue;
     ++looked_at;
     last = i;
+    for (const pg::OrderKey& key : queues[i].ring_keys) next.push_back(Next{key, i});
+    if (plan.skip_scan) continue;
     const pg::OrderKey from{-plan.from.priority, plan.from.run_at, plan.from.id};
     const TimestampTz due_by = std::max(now, pg::Now());  // after the hint, as ClaimReady
     for (const pg::OrderKey& key :

@@ -36,6 +36,7 @@
 #include <string_view>
 
 #include "core/claim_hint.h"
+#include "pg/index_peek.h"
 #include "pg/queue_slots.h"
 #include "pg/spi.h"
 
@@ -174,6 +175,9 @@ int64 CountRunning(int32 queue_id, int64 at_most);
 struct SpreadQueue {
   int32 id;             // 0: left out (its count is 0)
   pg::QueueSlot* slot;  // nullptr: none
+  // A ring queue's next entries (store/ring_jobs.h Peek), as keys of
+  // priority 0, merged with its table's.
+  std::vector<pg::OrderKey> ring_keys = {};
 };
 std::vector<int32> SpreadClaim(const std::vector<SpreadQueue>& queues, int32 n, TimestampTz now);
 

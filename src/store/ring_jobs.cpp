@@ -163,10 +163,10 @@ void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
   pg::ledger::NoteReady(queue.id);
 }
 
-bool Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next) {
+int Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next, int max_keys) {
   Known ring;
-  return pg::job_ring::Available() && KnownOf(spi, queue_id, &ring) &&
-         pg::job_ring::Peek(ring.place, next);
+  if (!pg::job_ring::Available() || !KnownOf(spi, queue_id, &ring)) return 0;
+  return pg::job_ring::Peek(ring.place, next, max_keys);
 }
 
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,

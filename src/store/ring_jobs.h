@@ -38,8 +38,9 @@ void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
 // With `before`, only the entries before it in claim order.
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
                  Datum lease, TimestampTz now, const pg::job_ring::Bound* before = nullptr);
-// The key of the entry the next claim would hand out first; false if none.
-bool Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next);
+// The keys of the entries the next claims would hand out first, up to
+// `max_keys`; how many (pg/job_ring.h Peek).
+int Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next, int max_keys = 1);
 
 // The queue's running ring jobs as its cap counts them (pg/job_ring.h
 // RunningCount); 0 without a ring.
