@@ -394,6 +394,19 @@ Seen Look(HeapTupleHeader tuple, Buffer buffer) {
   return Seen::kGone;
 }
 
+// The row at `offset` of a page read under its buffer lock, pointing into
+// the page; false if the line pointer holds none.
+bool RowAt(Page page, BlockNumber block, OffsetNumber offset, Oid relid, HeapTupleData* tuple) {
+  if (offset < FirstOffsetNumber || offset > PageGetMaxOffsetNumber(page)) return false;
+  ItemId item = PageGetItemId(page, offset);
+  if (!ItemIdIsNormal(item)) return false;
+  tuple->t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
+  tuple->t_len = ItemIdGetLength(item);
+  ItemPointerSet(&tuple->t_self, block, offset);
+  tuple->t_tableOid = relid;
+  return true;
+}
+
 char KindOf(HeapTupleData* tuple, TupleDesc desc) {
   bool is_null;
   return DatumGetChar(heap_getattr(tuple, kKind, desc, &is_null));
@@ -468,13 +481,8 @@ void Rebuild(Lane& lane, int index, const Place& place) {
         Page page = BufferGetPage(buffer);
         const OffsetNumber max = PageGetMaxOffsetNumber(page);
         for (OffsetNumber offset = FirstOffsetNumber; offset <= max; ++offset) {
-          ItemId item = PageGetItemId(page, offset);
-          if (!ItemIdIsNormal(item)) continue;
           HeapTupleData tuple;
-          tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
-          tuple.t_len = ItemIdGetLength(item);
-          tuple.t_tableOid = relid;
-          ItemPointerSet(&tuple.t_self, block, offset);
+          if (!RowAt(page, block, offset, relid, &tuple)) continue;
           const Seen seen_as = Look(tuple.t_data, buffer);
           if (seen_as == Seen::kGone) continue;
           bool is_null;
@@ -610,6 +618,15 @@ void Rebuild(Lane& lane, int index, const Place& place) {
   lane.built = true;
 }
 
+// Entries go to the current segment of `place`'s turn if it is newer than
+// the lane's (the insert lock held).
+void FollowTurn(Lane& lane, const Place& place) {
+  if (place.generation <= lane.insert_generation) return;
+  lane.insert_segment = place.current;
+  lane.insert_generation = place.generation;
+  lane.insert_block = InvalidBlockNumber;
+}
+
 // The lane of the queue, built if this is its first use since the start.
 // When every lane is taken: raises 53400, or returns -1 if `or_none`.
 int LaneOf(const Place& place, bool or_none = false) {
@@ -743,13 +760,9 @@ void Append(const Place& place, const NewEntry* entries, int count) {
       // Formed before the lock, which covers the placing of the rows (a
       // payload past the TOAST threshold is still toasted under it).
       LWLockAcquire(lane.insert_lock, LW_EXCLUSIVE);
-      if (place.generation > lane.insert_generation) {
-        // A turn this backend has read and the lane not yet: entries go to
-        // its segment from now on.
-        lane.insert_segment = place.current;
-        lane.insert_generation = place.generation;
-        lane.insert_block = InvalidBlockNumber;
-      }
+      // A turn this backend has read and the lane not yet: entries go to
+      // its segment from now on.
+      FollowTurn(lane, place);
       if (lane.insert_segment != segment) {
         segment = lane.insert_segment;
         LWLockRelease(lane.insert_lock);
@@ -846,13 +859,12 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       Buffer buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(&tid));
       LockBuffer(buffer, BUFFER_LOCK_SHARE);
       Page page = BufferGetPage(buffer);
-      ItemId item = PageGetItemId(page, ItemPointerGetOffsetNumber(&tid));
       HeapTupleData tuple;
-      tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
-      tuple.t_len = ItemIdGetLength(item);
-      tuple.t_self = tid;
-      tuple.t_tableOid = RelationGetRelid(rel);
-      if (!Precedes(&tuple, RelationGetDescr(rel), before)) {
+      // An entry handed out again is a committed row: its line pointer
+      // stays until the segment is truncated.
+      if (!RowAt(page, ItemPointerGetBlockNumber(&tid), ItemPointerGetOffsetNumber(&tid),
+                 RelationGetRelid(rel), &tuple) ||
+          !Precedes(&tuple, RelationGetDescr(rel), before)) {
         UnlockReleaseBuffer(buffer);
         return false;
       }
@@ -950,13 +962,8 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
           OffsetNumber offset = ItemPointerGetOffsetNumber(&lane.cursor);
           bool stalled = false;
           for (; offset <= max && taken.size() < wanted && !stalled; ++offset) {
-            ItemId item = PageGetItemId(page, offset);
-            if (!ItemIdIsNormal(item)) continue;
             HeapTupleData tuple;
-            tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
-            tuple.t_len = ItemIdGetLength(item);
-            ItemPointerSet(&tuple.t_self, block, offset);
-            tuple.t_tableOid = RelationGetRelid(rel);
+            if (!RowAt(page, block, offset, RelationGetRelid(rel), &tuple)) continue;
             switch (Look(tuple.t_data, buffer)) {
               case Seen::kCommitted:
                 if (KindOf(&tuple, desc) == 'e' &&
@@ -1246,26 +1253,19 @@ bool ReadEntry(const Lease& lease, NewEntry* entry) {
     Buffer buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(&lease.entry));
     LockBuffer(buffer, BUFFER_LOCK_SHARE);
     Page page = BufferGetPage(buffer);
-    const OffsetNumber offset = ItemPointerGetOffsetNumber(&lease.entry);
-    if (offset <= PageGetMaxOffsetNumber(page)) {
-      ItemId item = PageGetItemId(page, offset);
-      if (ItemIdIsNormal(item)) {
-        HeapTupleData tuple;
-        tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
-        tuple.t_len = ItemIdGetLength(item);
-        tuple.t_self = lease.entry;
-        tuple.t_tableOid = lease.entry_relid;
-        HeapTuple copy = heap_copytuple(&tuple);
-        TupleDesc desc = RelationGetDescr(rel);
-        bool is_null;
-        entry->id = IdOf(copy, desc);
-        entry->priority = DatumGetInt32(heap_getattr(copy, kPriority, desc, &is_null));
-        entry->max_attempts = DatumGetInt32(heap_getattr(copy, kMaxAttempts, desc, &is_null));
-        entry->run_at = DatumGetTimestampTz(heap_getattr(copy, kRunAt, desc, &is_null));
-        entry->enqueued_at = DatumGetTimestampTz(heap_getattr(copy, kEnqueuedAt, desc, &is_null));
-        entry->payload = heap_getattr(copy, kPayload, desc, &is_null);
-        found = true;
-      }
+    HeapTupleData tuple;
+    if (RowAt(page, ItemPointerGetBlockNumber(&lease.entry),
+              ItemPointerGetOffsetNumber(&lease.entry), lease.entry_relid, &tuple)) {
+      HeapTuple copy = heap_copytuple(&tuple);
+      TupleDesc desc = RelationGetDescr(rel);
+      bool is_null;
+      entry->id = IdOf(copy, desc);
+      entry->priority = DatumGetInt32(heap_getattr(copy, kPriority, desc, &is_null));
+      entry->max_attempts = DatumGetInt32(heap_getattr(copy, kMaxAttempts, desc, &is_null));
+      entry->run_at = DatumGetTimestampTz(heap_getattr(copy, kRunAt, desc, &is_null));
+      entry->enqueued_at = DatumGetTimestampTz(heap_getattr(copy, kEnqueuedAt, desc, &is_null));
+      entry->payload = heap_getattr(copy, kPayload, desc, &is_null);
+      found = true;
     }
     UnlockReleaseBuffer(buffer);
     table_close(rel, AccessShareLock);
@@ -1331,12 +1331,10 @@ int Peek(const Place& place, Bound* next, int max_keys) {
       LockBuffer(buffer, BUFFER_LOCK_SHARE);
       Page page = BufferGetPage(buffer);
       HeapTupleData tuple;
-      ItemId item = PageGetItemId(page, ItemPointerGetOffsetNumber(&tid));
-      tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
-      tuple.t_len = ItemIdGetLength(item);
-      tuple.t_self = tid;
-      tuple.t_tableOid = RelationGetRelid(rels[segment]);
-      (void)key_of(segment, &tuple, buffer);
+      if (RowAt(page, ItemPointerGetBlockNumber(&tid), ItemPointerGetOffsetNumber(&tid),
+                RelationGetRelid(rels[segment]), &tuple)) {
+        (void)key_of(segment, &tuple, buffer);
+      }
       UnlockReleaseBuffer(buffer);
     };
     LWLockAcquire(lane.claim_lock, LW_SHARED);
@@ -1366,14 +1364,10 @@ int Peek(const Place& place, Bound* next, int max_keys) {
                                        ? ItemPointerGetOffsetNumber(&at)
                                        : FirstOffsetNumber;
         for (OffsetNumber offset = first; !full() && offset <= max; ++offset) {
-          ItemId item = PageGetItemId(page, offset);
-          if (!ItemIdIsNormal(item)) continue;
           HeapTupleData tuple;
-          tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
-          tuple.t_len = ItemIdGetLength(item);
-          ItemPointerSet(&tuple.t_self, block, offset);
-          tuple.t_tableOid = RelationGetRelid(rels[segment]);
-          (void)key_of(segment, &tuple, buffer);
+          if (RowAt(page, block, offset, RelationGetRelid(rels[segment]), &tuple)) {
+            (void)key_of(segment, &tuple, buffer);
+          }
         }
         UnlockReleaseBuffer(buffer);
       }
@@ -1505,13 +1499,8 @@ bool AllClosed(Oid relid) {
       Page page = BufferGetPage(buffer);
       const OffsetNumber max = PageGetMaxOffsetNumber(page);
       for (OffsetNumber offset = FirstOffsetNumber; offset <= max; ++offset) {
-        ItemId item = PageGetItemId(page, offset);
-        if (!ItemIdIsNormal(item)) continue;
         HeapTupleData tuple;
-        tuple.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, item));
-        tuple.t_len = ItemIdGetLength(item);
-        ItemPointerSet(&tuple.t_self, block, offset);
-        tuple.t_tableOid = relid;
+        if (!RowAt(page, block, offset, relid, &tuple)) continue;
         const Seen seen = Look(tuple.t_data, buffer);
         if (seen == Seen::kInProgress) {
           in_progress = true;  // not under the caller's exclusive lock
@@ -1558,11 +1547,7 @@ bool LetGo(const Place& place, int segment) {
   });
   // The newest turn (the caller holds the ledger): a backend that read the
   // ledger before it places its entries where the lane says, never here.
-  if (place.generation > lane.insert_generation) {
-    lane.insert_segment = place.current;
-    lane.insert_generation = place.generation;
-    lane.insert_block = InvalidBlockNumber;
-  }
+  FollowTurn(lane, place);
   if (lane.insert_segment != segment) {
     // Every entry of the segment is closed: the cursor has nothing left
     // in it (and must not stay in it: entries placed after a later turn
