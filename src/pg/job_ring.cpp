@@ -49,6 +49,12 @@ struct Offer {
   int32 attempt;  // the attempt it is handed out as
   int16 segment;
 };
+// A tombstone's note: the entry, and the transaction that cancels it.
+struct Tomb {
+  ItemPointerData tid;
+  int16 segment;
+  TransactionId xid;
+};
 
 struct Lane {
   Oid database;  // InvalidOid: free
@@ -80,10 +86,12 @@ struct Lane {
   Passed passed[kPassedMax];
   int returned_count;
   Offer returned[kReturnedMax];
-  // Entries cancelled before the cursor reached them (tombstones): no claim
-  // hands them out; the cursor drops each when it passes it.
+  // Entries cancelled before a claim took them (tombstones): no claim hands
+  // them out; the cursor drops each note when it passes it, the cancelling
+  // transaction's end drops the notes of entries it took out of the
+  // given-back list.
   int cancelled_count;
-  Offer cancelled[kCancelledMax];
+  Tomb cancelled[kCancelledMax];
 };
 
 // Hashed as bytes (HASH_BLOBS): no padding may be left unset.
@@ -169,6 +177,7 @@ enum class UndoKind : uint8 {
   kRestoreLease,  // a lease changed (an extension): its value back
   kGiveBack,      // a claim (or a cancel that took an entry out of the given-back list)
   kUncancel,      // a tombstone noted in the lane: take it out
+  kUntake,        // a tombstone of an entry taken out of the given-back list
 };
 struct Undo {
   SubTransactionId subxact;
@@ -177,6 +186,7 @@ struct Undo {
   Lease lease;
   int lane;
   Offer offer;
+  TransactionId xid = InvalidTransactionId;  // a tombstone's: its note's
 };
 std::vector<Undo>* undo = nullptr;
 
@@ -232,6 +242,21 @@ bool SameEntry(const Offer& a, const Offer& b) {
   return a.segment == b.segment && ItemPointerEquals(const_cast<ItemPointerData*>(&a.tid),
                                                      const_cast<ItemPointerData*>(&b.tid));
 }
+bool SameEntry(const Tomb& a, const Offer& b) {
+  return a.segment == b.segment && ItemPointerEquals(const_cast<ItemPointerData*>(&a.tid),
+                                                     const_cast<ItemPointerData*>(&b.tid));
+}
+
+// Takes out the note of `entry` made by `xid` (the claim lock held);
+// whether there was one.
+bool DropTomb(Lane& lane, const Offer& entry, TransactionId xid) {
+  for (int i = 0; i < lane.cancelled_count; ++i) {
+    if (lane.cancelled[i].xid != xid || !SameEntry(lane.cancelled[i], entry)) continue;
+    lane.cancelled[i] = lane.cancelled[--lane.cancelled_count];
+    return true;
+  }
+  return false;
+}
 
 // A lease taken out by this transaction is no longer closing (it ended).
 void Closed(const Undo& u) {
@@ -252,20 +277,15 @@ void UndoOne(const Undo& u) {
   Lane& lane = shared->lanes[u.lane];
   LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
   if (lane.database == u.key.database && lane.queue_id == u.lease.queue_id) {
-    if (u.kind == UndoKind::kGiveBack && lane.returned_count < kReturnedMax) {
-      lane.returned[lane.returned_count++] = u.offer;
+    bool give_back = u.kind == UndoKind::kGiveBack || u.kind == UndoKind::kUntake;
+    if (u.kind == UndoKind::kUncancel || u.kind == UndoKind::kUntake) {
+      // A claim that passed a noted entry dropped the note (taking the
+      // cancel for done): then the entry is given back.
+      const bool noted = DropTomb(lane, u.offer, u.xid);
+      if (u.kind == UndoKind::kUncancel) give_back = !noted;
     }
-    if (u.kind == UndoKind::kUncancel) {
-      bool noted = false;
-      for (int i = 0; i < lane.cancelled_count && !noted; ++i) {
-        if (!SameEntry(lane.cancelled[i], u.offer)) continue;
-        lane.cancelled[i] = lane.cancelled[--lane.cancelled_count];
-        noted = true;
-      }
-      // A claim passed it meanwhile (and dropped the tombstone): given back.
-      if (!noted && lane.returned_count < kReturnedMax) {
-        lane.returned[lane.returned_count++] = u.offer;
-      }
+    if (give_back && lane.returned_count < kReturnedMax) {
+      lane.returned[lane.returned_count++] = u.offer;
     }
   }
   LWLockRelease(lane.claim_lock);
@@ -296,6 +316,16 @@ void AtXactEnd(XactEvent event, void*) {
     case XACT_EVENT_PREPARE:
       for (const Undo& u : *undo) {
         if (u.kind == UndoKind::kReturnLease) Closed(u);
+        if (u.kind == UndoKind::kUntake) {
+          // Its closure is committed: the note of an entry no claim will
+          // meet again (it was out of the cursor's way) goes.
+          Lane& lane = shared->lanes[u.lane];
+          LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
+          if (lane.database == u.key.database && lane.queue_id == u.lease.queue_id) {
+            (void)DropTomb(lane, u.offer, u.xid);
+          }
+          LWLockRelease(lane.claim_lock);
+        }
       }
       undo->clear();
       break;
@@ -1381,28 +1411,42 @@ int Peek(const Place& place, Bound* next, int max_keys) {
   return found;
 }
 
-bool Tombstone(const Place& place, int64 id, int segment, ItemPointerData entry, int32 attempt) {
+TombstoneOutcome Tombstone(const Place& place, int64 id, int segment, ItemPointerData entry,
+                           int32 attempt, TransactionId* wait_for) {
   const int index = LaneOf(place);
   Lane& lane = shared->lanes[index];
   const int segments = static_cast<int>(place.leaves.size());
   ReserveUndo(1);
+  const TransactionId me = Guard([] { return GetCurrentTransactionId(); });
   const Offer offer{entry, attempt, static_cast<int16>(segment)};
-  enum { kHandedOut, kTakenBack, kNoted, kFull } outcome = kHandedOut;
+  enum { kUndecided, kHandedOut, kTakenBack, kNoted, kFull, kAlready, kWait } outcome = kUndecided;
   Guard([&] { LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE); });
+  // Another cancel of the entry: done (committed, or this transaction's),
+  // or to be waited for (in progress). One that aborted is undone by its
+  // own backend (its note goes): not in the way.
+  for (int i = 0; i < lane.cancelled_count && outcome == kUndecided; ++i) {
+    const Tomb& tomb = lane.cancelled[i];
+    if (!SameEntry(tomb, offer)) continue;
+    if (tomb.xid == me) {
+      outcome = kAlready;
+    } else if (TransactionIdIsInProgress(tomb.xid)) {
+      outcome = kWait;
+      *wait_for = tomb.xid;
+    } else if (TransactionIdDidCommit(tomb.xid)) {
+      outcome = kAlready;
+    }
+  }
+  UndoKind kind = UndoKind::kUncancel;
   // Given back (a claim rolled back, a lease ended): out of the list.
-  for (int i = 0; i < lane.returned_count && outcome == kHandedOut; ++i) {
+  for (int i = 0; i < lane.returned_count && outcome == kUndecided; ++i) {
     if (!SameEntry(lane.returned[i], offer)) continue;
-    const Offer taken = lane.returned[i];
     memmove(lane.returned + i, lane.returned + i + 1,
             sizeof(Offer) * static_cast<size_t>(lane.returned_count - i - 1));
     --lane.returned_count;
-    Lease lease{};
-    lease.queue_id = place.queue_id;
-    undo->push_back(Undo{GetCurrentSubTransactionId(), UndoKind::kGiveBack,
-                         LeaseKey{MyDatabaseId, id}, lease, index, taken});
     outcome = kTakenBack;
+    kind = UndoKind::kUntake;
   }
-  if (outcome == kHandedOut) {
+  if (outcome == kUndecided) {
     // Not handed out yet: passed in progress (now committed), or ahead of
     // the cursor (in its segment at or after it, or in a segment between it
     // and the one entries go to).
@@ -1417,16 +1461,21 @@ bool Tombstone(const Place& place, int64 id, int segment, ItemPointerData entry,
       const int to_insert = (lane.insert_segment - lane.cursor_segment + segments) % segments;
       waiting = to_entry <= to_insert;
     }
-    if (waiting && lane.cancelled_count == kCancelledMax) {
-      outcome = kFull;
-    } else if (waiting) {
-      lane.cancelled[lane.cancelled_count++] = offer;
-      Lease lease{};
-      lease.queue_id = place.queue_id;
-      undo->push_back(Undo{GetCurrentSubTransactionId(), UndoKind::kUncancel,
-                           LeaseKey{MyDatabaseId, id}, lease, index, offer});
-      outcome = kNoted;
-    }
+    outcome = waiting ? kNoted : kHandedOut;
+  }
+  if ((outcome == kNoted || outcome == kTakenBack) && lane.cancelled_count == kCancelledMax) {
+    // No room for the note: an entry taken out goes back.
+    if (outcome == kTakenBack) lane.returned[lane.returned_count++] = offer;
+    outcome = kFull;
+  }
+  const bool noted = outcome == kNoted || outcome == kTakenBack;
+  if (noted) {
+    lane.cancelled[lane.cancelled_count++] = Tomb{entry, static_cast<int16>(segment), me};
+    Lease lease{};
+    lease.queue_id = place.queue_id;
+    Undo note{GetCurrentSubTransactionId(), kind, LeaseKey{MyDatabaseId, id}, lease, index, offer};
+    note.xid = me;
+    undo->push_back(note);
   }
   LWLockRelease(lane.claim_lock);
   if (outcome == kFull) {
@@ -1435,7 +1484,8 @@ bool Tombstone(const Place& place, int64 id, int segment, ItemPointerData entry,
               " cancelled jobs the cursor has not reached yet.",
           "Cancel again once claims have moved on.");
   }
-  return outcome == kTakenBack || outcome == kNoted;
+  if (outcome == kWait) return TombstoneOutcome::kWait;
+  return noted ? TombstoneOutcome::kTombstoned : TombstoneOutcome::kNotPending;
 }
 
 bool MayTruncate(const Place& place, int segment) {

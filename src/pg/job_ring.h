@@ -182,8 +182,13 @@ std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max);
 // before that, takes the segment's ROW EXCLUSIVE lock (a truncation waits
 // for it). False: a claim has it (running, or its claim not committed).
 // Raises 53400 when the lane holds as many tombstones the cursor has not
-// reached as it can.
-bool Tombstone(const Place& place, int64 id, int segment, ItemPointerData entry, int32 attempt);
+// reached as it can. kNotPending: a claim has it (running, or its claim
+// not committed), or a cancel did (committed, or this transaction's);
+// kWait: another transaction's cancel of it is in progress (`wait_for`):
+// wait for it and look again.
+enum class TombstoneOutcome { kTombstoned, kNotPending, kWait };
+TombstoneOutcome Tombstone(const Place& place, int64 id, int segment, ItemPointerData entry,
+                           int32 attempt, TransactionId* wait_for);
 // A closure of job `id` in segment `segment`, outside the lease map: for a
 // job that holds no lease (a tombstone's).
 void CloseEntry(const Place& place, int segment, int64 id, int32 attempt, char outcome,

@@ -243,9 +243,9 @@ WITH d AS (
 }  // namespace
 
 bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) {
-  // Twice at most: a ring job whose claim is in progress is waited for
-  // (as a table job's row lock makes the statement wait), then looked for
-  // again, running or pending.
+  // A few times at most: a ring job whose claim, or another cancel, is in
+  // progress is waited for (as a table job's row lock makes the statement
+  // wait), then looked for again, running or pending.
   for (int round = 0;; ++round) {
     if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
       (void)ring::MoveToTable(spi, lease, id, lease.attempt, now);
@@ -263,7 +263,13 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
     // A job still in its ring: a tombstone, then dead-letter, then its
     // closure (the ring's readers show it pending until the closure).
     ring::TakenOut taken;
-    if (ring::TakeOutPending(spi, scope, id, &taken)) {
+    TransactionId other = InvalidTransactionId;
+    const auto outcome = ring::TakeOutPending(spi, scope, id, &taken, &other);
+    if (outcome == pg::job_ring::TombstoneOutcome::kWait && round < 3) {
+      ring::WaitFor(other);
+      continue;
+    }
+    if (outcome == pg::job_ring::TombstoneOutcome::kTombstoned) {
       pg::Params bury;
       bury.Set(0, Int64GetDatum(id))
           .Set(1, TimestampTzGetDatum(now))
@@ -273,7 +279,7 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
       pg::ledger::NoteCount(taken.queue_id, pg::kDeadLettered, 1);
       return true;
     }
-    if (round > 0 || !ring::WaitForClaim(id)) return false;
+    if (round >= 3 || !ring::WaitForClaim(id)) return false;
   }
 }
 

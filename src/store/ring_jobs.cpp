@@ -370,13 +370,15 @@ SELECT q.queue_id, q.ring_id, l.tableoid AS relid, l.ctid AS entry, l.attempt
                                nullptr};
 }  // namespace
 
-bool TakeOutPending(pg::SpiSession& spi, const Scope& scope, int64 id, TakenOut* out) {
-  if (!pg::job_ring::Available()) return false;
+pg::job_ring::TombstoneOutcome TakeOutPending(pg::SpiSession& spi, const Scope& scope, int64 id,
+                                              TakenOut* out, TransactionId* wait_for) {
+  using pg::job_ring::TombstoneOutcome;
+  if (!pg::job_ring::Available()) return TombstoneOutcome::kNotPending;
   pg::Params params;
   params.Set(0, Int64GetDatum(id));
   internal::SetScope(params, 1, scope);
   pg::Result found = spi.Execute(pending_entry, params, 1);
-  if (found.empty()) return false;
+  if (found.empty()) return TombstoneOutcome::kNotPending;
   bool is_null = false;
   const Oid relid = DatumGetObjectId(found.Value(0, "relid", &is_null));
   const ItemPointerData entry =
@@ -386,15 +388,19 @@ bool TakeOutPending(pg::SpiSession& spi, const Scope& scope, int64 id, TakenOut*
   out->attempts = found.Int32(0, "attempt");
   found.Free();
   Known ring;
-  if (!KnownOf(spi, out->queue_id, &ring)) return false;
+  if (!KnownOf(spi, out->queue_id, &ring)) return TombstoneOutcome::kNotPending;
   const auto& leaves = ring.place.leaves;
   const auto at = std::find(leaves.begin(), leaves.end(), relid);
-  if (at == leaves.end()) return false;
+  if (at == leaves.end()) return TombstoneOutcome::kNotPending;
   out->segment = static_cast<int>(at - leaves.begin());
   out->place = ring.place;
   // The segment is locked first: a truncation waits for the closure.
   pg::Guard([&] { LockRelationOid(relid, RowExclusiveLock); });
-  return pg::job_ring::Tombstone(ring.place, id, out->segment, entry, out->attempts + 1);
+  return pg::job_ring::Tombstone(ring.place, id, out->segment, entry, out->attempts + 1, wait_for);
+}
+
+void WaitFor(TransactionId xid) {
+  pg::Guard([&] { XactLockTableWait(xid, nullptr, nullptr, XLTW_None); });
 }
 
 bool WaitForClaim(int64 id) {

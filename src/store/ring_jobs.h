@@ -87,7 +87,11 @@ struct TakenOut {
   int32 attempts;  // spent
   pg::job_ring::Place place;
 };
-bool TakeOutPending(pg::SpiSession& spi, const Scope& scope, int64 id, TakenOut* out);
+// kWait: another transaction's cancel of the job is in progress, whose
+// end WaitFor waits for (then look again).
+pg::job_ring::TombstoneOutcome TakeOutPending(pg::SpiSession& spi, const Scope& scope, int64 id,
+                                              TakenOut* out, TransactionId* wait_for);
+void WaitFor(TransactionId xid);
 void CloseTakenOut(const TakenOut& taken, int64 id, TimestampTz now);
 // Waits for the transaction whose claim holds `id`'s lease while it is in
 // progress; false if there is none (nothing to wait for).
