@@ -197,6 +197,13 @@ SELECT k, (SELECT state FROM pgq.job(id)) AS state FROM enq WHERE k IN ('j5_ring
 SELECT pg_temp.job(id) AS job, state FROM pgq.list_jobs('ring', before_id => (SELECT id FROM enq WHERE k = 'j6_ring'));
 RESET enable_seqscan;
 
+-- The counters since the start: a ring queue's completions counted once,
+-- as the table queue's after the same steps (they were counted twice).
+SELECT replace(c.queue, 'table', 'ring') AS same_as, c.queue, c.claims, c.completions,
+       c.failures, c.lease_expiries
+  FROM pgq.queue_counters() c WHERE c.queue IN ('ring', 'table', 'ring_kept', 'table_kept')
+ ORDER BY 1, 2;
+
 -- A running ring job moved into pgq.jobs (progress, a failure, a lease that
 -- ended) keeps the time of its claim.
 SET pgq.ring_queues = on;

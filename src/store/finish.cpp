@@ -273,6 +273,7 @@ bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, 
 int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum attempts,
                    TimestampTz now) {
   int32 on_rings = 0;
+  ring::EnsureLanes(spi);  // after a start: before the leases are asked for
   if (pg::job_ring::AnyLeases()) {
     ArrayType* id_array = pg::Guard([&] { return DatumGetArrayTypeP(ids); });
     ArrayType* attempt_array = pg::Guard([&] { return DatumGetArrayTypeP(attempts); });

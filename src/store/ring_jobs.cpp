@@ -232,10 +232,8 @@ std::vector<std::pair<int32, int32>> RingQueues(pg::SpiSession& spi) {
 // built its database's lanes.
 uint32 lanes_built_at = 0;
 
-// A running ring job's lease is in the map only once its queue's lane is
-// built: after a start (or lanes freed), a completion may come before any
-// claim or enqueue of its queue. Builds every ring queue's lane of this
-// database once per lanes epoch (one statement, then an integer compare).
+}  // namespace
+
 void EnsureLanes(pg::SpiSession& spi) {
   if (!pg::job_ring::Available()) return;
   const uint32 epoch = pg::job_ring::LanesEpoch();
@@ -246,8 +244,6 @@ void EnsureLanes(pg::SpiSession& spi) {
   }
   lanes_built_at = epoch;
 }
-
-}  // namespace
 
 int64 RunningCount(pg::SpiSession& spi, int32 queue_id) {
   Known ring;
@@ -272,8 +268,8 @@ bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, i
   Known ring;
   if (!KnownOf(spi, lease.queue_id, &ring)) return false;
   if (!pg::job_ring::Close(ring.place, id, attempt, 'd', now)) return false;
-  pg::ledger::NoteCount(lease.queue_id, pg::kCompletions, 1);
-  (void)pg::ledger::NoteFinished(lease.queue_id, 1);
+  // Counted once (the counters' completions with it), as a table job's.
+  internal::CountFinished(spi, lease.queue_id, 1);
   pg::ledger::NoteLeftRunning(lease.queue_id);
   return true;
 }
@@ -286,8 +282,7 @@ int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const 
   const int done = pg::job_ring::Close(ring.place, ids, attempts, count, 'd', now,
                                        reinterpret_cast<bool*>(closed.data()));
   if (done > 0) {
-    pg::ledger::NoteCount(queue_id, pg::kCompletions, static_cast<uint64>(done));
-    (void)pg::ledger::NoteFinished(queue_id, static_cast<uint64>(done));
+    internal::CountFinished(spi, queue_id, done);
     pg::ledger::NoteLeftRunning(queue_id);
   }
   return done;

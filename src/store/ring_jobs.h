@@ -42,6 +42,13 @@ pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name,
 // `max_keys`; how many (pg/job_ring.h Peek).
 int Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next, int max_keys = 1);
 
+// A running ring job's lease is in the map only once its queue's lane is
+// built: after a start (or lanes freed), a completion may come before any
+// claim or enqueue of its queue. Builds every ring queue's lane of this
+// database once per lanes epoch (one statement, then an integer compare);
+// Running and MoveExpired call it, and whoever asks AnyLeases first.
+void EnsureLanes(pg::SpiSession& spi);
+
 // The queue's running ring jobs as its cap counts them (pg/job_ring.h
 // RunningCount); 0 without a ring.
 int64 RunningCount(pg::SpiSession& spi, int32 queue_id);
