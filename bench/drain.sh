@@ -17,10 +17,16 @@
 # the producers are done and the table is empty (or after DRAIN_MAX seconds).
 # The ring queue's left is count(*) of pgq.jobs (jobs moved there) plus its
 # ring's entries minus its closures (each entry gets at most one closure, and
-# a segment is truncated only once all its entries are closed): exact, and one
-# sequential read of the ring without the grouping of pgq.ring_jobs. Once per
-# pgqr run (the first sample with more than 1,000 left) the monitor also
-# counts pgq.ring_jobs, checks it against that count and reports both times.
+# a segment is truncated only once all its entries are closed): exact, one
+# sequential read of the ring without the grouping of pgq.ring_jobs, but of
+# every row the ring holds, done or not (600,000 rows at the end of a run of
+# 200,000 jobs within a turn: 0.1-0.6 s a sample on this machine, once a
+# second at the end of a run; the report gives the monitor's times). The
+# completions of pgq.queue_counters() would cost nothing, but count a ring
+# queue's completions twice as built (reported beside). Once per pgqr run
+# (the first sample with more than 1,000 left) the monitor also counts
+# pgq.ring_jobs (plus pgq.jobs) and reports both counts with their times and
+# the counters; at the end of each pgqr run it checks that the count is 0.
 # Reported per system: drain time and jobs/s, the completion rate and the
 # consumers' mean transaction latency per interval, and the slowest interval
 # after the peak against the peak (the "falls to 40 % of its clean rate" of
@@ -152,12 +158,17 @@ elif [[ $COMPLETE == many ]]; then
 fi
 declare -A PRODUCE=([baseline]=base_enqueue.sql [pgq]=pgq_enqueue.sql [pgqr]=pgqr_enqueue.sql [pgmq]=pgmq_enqueue.sql)
 
+RING_COUNTERS="(SELECT coalesce(sum(claims), 0) || ' ' || coalesce(sum(completions), 0) FROM pgq.queue_counters() WHERE queue = 'bench_ring')"
+# ring_left: pgq.jobs plus the ring's entries minus its closures (reads the ring).
+ring_left() {
+  sql "SELECT (SELECT count(*) FROM pgq.jobs)
+            + (SELECT count(*) FILTER (WHERE kind = 'e') - count(*) FILTER (WHERE kind = 'c')
+                 FROM pgq.job_log_$RING_ID)"
+}
 # left_now SYSTEM: the jobs not finished yet.
 left_now() {
   if [[ $1 == pgqr ]]; then
-    sql "SELECT (SELECT count(*) FROM pgq.jobs)
-              + (SELECT count(*) FILTER (WHERE kind = 'e') - count(*) FILTER (WHERE kind = 'c')
-                   FROM pgq.job_log_$RING_ID)"
+    ring_left
   else
     sql "SELECT count(*) FROM ${TABLE[$1]}"
   fi
@@ -210,6 +221,7 @@ one_run() {
   fi
   sql "CHECKPOINT"
   seq0=$(seq_now "$system")
+  C0=$(sql "SELECT $RING_COUNTERS")
   local cons_out="$WORK/cons-$system-$round" prod_out="$WORK/prod-$system-$round"
   pgbench_bg "$cons_out" "" -c "$CONSUMERS" -j 2 -T "$DRAIN_MAX" -P "$SAMPLE" -D batch="$BATCH" -f "$BENCH_HOME/sql/${CONSUME[$system]}"
   local cons_pid=$LAST_PID
@@ -234,12 +246,14 @@ one_run() {
       left=$(left_now "$system")
       echo "$system $round $(( $(ms_now) - m0 ))" >>"$WORK/monitor"
       if [[ $system == pgqr ]] && ((left > 1000)) && [[ ! -e $WORK/viewcheck-$round ]]; then
-        local v0 vleft v1 lleft
+        local v0 vleft v1 rleft v2 cnt
         v0=$(ms_now)
         vleft=$(sql "SELECT (SELECT count(*) FROM pgq.jobs) + (SELECT count(*) FROM pgq.ring_jobs)")
         v1=$(ms_now)
-        lleft=$(left_now "$system")
-        echo "$round $elapsed $left $vleft $lleft $((v1 - v0)) $(( $(ms_now) - v1 ))" >"$WORK/viewcheck-$round"
+        rleft=$(ring_left)
+        v2=$(ms_now)
+        cnt=$(sql "SELECT $RING_COUNTERS")
+        echo "$round $elapsed $left $vleft $rleft $((v1 - v0)) $((v2 - v1)) $(( ${cnt% *} - ${C0% *} )) $(( ${cnt#* } - ${C0#* } )) $(( $(seq_now "$system") - seq0 ))" >"$WORK/viewcheck-$round"
       fi
       produced=$(( $(seq_now "$system") - seq0 ))
       done_=$((produced - left))
@@ -270,6 +284,12 @@ one_run() {
   wait "$cons_pid" "$prod_pid" 2>/dev/null || true
   if grep -qiE "error|abort" "$cons_out"; then
     echo "consumers of $system reported errors:" >&2; grep -iE "error|abort" "$cons_out" | head -5 >&2; exit 1
+  fi
+  if [[ $system == pgqr ]]; then
+    local rl cnt; rl=$(ring_left)
+    cnt=$(sql "SELECT $RING_COUNTERS")
+    echo "$round $rl $(( ${cnt% *} - ${C0% *} )) $(( ${cnt#* } - ${C0#* } )) $done_" >>"$WORK/ringend"
+    ((rl == 0)) || echo "pgqr round $round: the ring's entries minus closures plus pgq.jobs is $rl at the end, not 0" >&2
   fi
   say "$system round $round: $done_ jobs in $elapsed s"
 }
@@ -350,11 +370,19 @@ done
   fi
   if compgen -G "$WORK/viewcheck-*" >/dev/null; then
     echo
-    echo "pgqr, once per round: pgq.ring_jobs (plus pgq.jobs) against the monitor's count (entries - closures, plus pgq.jobs):"
+    echo "pgqr, once per round: the monitor's count (entries - closures, plus pgq.jobs) against pgq.ring_jobs (plus pgq.jobs) and the ring's entries - closures again, one after the other (the backlog moves meanwhile), with their times (ms, psql's round trip included), and pgq.queue_counters()' claims and completions of the run so far beside the ids drawn:"
     echo
-    echo "| round | t s | left (monitor) | left by pgq.ring_jobs | left by the monitor's count just after | pgq.ring_jobs ms | monitor's count ms |"
-    echo "|---:|---:|---:|---:|---:|---:|---:|"
-    cat "$WORK"/viewcheck-* | awk '{ printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7 }'
+    echo "| round | t s | left (monitor) | by pgq.ring_jobs | by entries - closures | pgq.ring_jobs ms | entries - closures ms | counted claims | counted completions | ids drawn |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    cat "$WORK"/viewcheck-* | awk '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 }'
+  fi
+  if [[ -s $WORK/ringend ]]; then
+    echo
+    echo "pgqr at the end of each round: the ring's entries minus closures plus pgq.jobs (0: every job is closed), and pgq.queue_counters()' claims and completions of the run against the jobs done:"
+    echo
+    echo "| round | entries - closures + pgq.jobs | counted claims | counted completions | jobs done |"
+    echo "|---:|---:|---:|---:|---:|"
+    awk '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' "$WORK/ringend"
   fi
   echo
   echo "Per interval (completions counted by the monitor; latency from pgbench -P, which also counts empty claims):"
