@@ -79,7 +79,7 @@ def intervals(L, hb, hp, what, hr=None):
     ring_head = ring_rule = ""
     if hr:
         ring_head = (" ring done/s | ring/base | ring claim p50/p99 ms | ring size kB (segments+other) | "
-                     "ring/base size | ring rows left | dead tuples base / pgq.jobs / ring segments |")
+                     "ring/base size | ring rows left | dead tuples, each in its own run: bench_jobs / pgq.jobs / the ring's segments |")
         ring_rule = "---:|---:|---:|---:|---:|---:|---:|"
     L.append(f"| interval (s) | phase | base done/s | pgq done/s | ratio | base claim p50/p99 ms | "
              f"pgq claim p50/p99 ms | p99 ratio | base size kB | pgq size kB (jobs+finished+other) | "
