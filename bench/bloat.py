@@ -1,6 +1,9 @@
 #!/usr/bin/python3
 """Held-xmin, active-readers and deep-churning-drain benchmark: pgq_cpp against
-the plain-SQL baseline (bench/baseline.sql). Driven by bench/bloat.sh, which
+the plain-SQL baseline (bench/baseline.sql), pgq_cpp twice: a table queue
+(pgq) and a ring queue (pgqr, ADR 0028: the queue 'bench_ring' created with the
+development setting pgq.ring_queues on, the same pgq functions; SYSTEMS, default
+"baseline pgq pgqr"). Driven by bench/bloat.sh, which
 starts the throwaway cluster; this file runs the workloads, and
 bench/bloat_report.py writes the report and the charts.
 
@@ -28,7 +31,8 @@ from array import array
 
 import psycopg
 
-SYSTEMS = ("baseline", "pgq")
+SYSTEMS = tuple(os.environ.get("SYSTEMS", "baseline pgq pgqr").split())
+RING_QUEUE = "bench_ring"
 
 BASE_ENQ = "INSERT INTO bench_jobs (queue, payload) VALUES ('bench', '{\"k\":1}') RETURNING id"
 BASE_CLAIM = """UPDATE bench_jobs
@@ -43,26 +47,57 @@ BASE_DONE = "DELETE FROM bench_jobs WHERE id = %s"
 PGQ_ENQ = "SELECT pgq.enqueue('bench', '{\"k\":1}')"
 PGQ_CLAIM = "SELECT id, attempt FROM pgq.claim('bench', 1)"
 PGQ_DONE = "SELECT pgq.complete(%s, %s)"
+PGQR_ENQ = f"SELECT pgq.enqueue('{RING_QUEUE}', '{{\"k\":1}}')"
+PGQR_CLAIM = f"SELECT id, attempt FROM pgq.claim('{RING_QUEUE}', 1)"
+ENQ = {"baseline": BASE_ENQ, "pgq": PGQ_ENQ, "pgqr": PGQR_ENQ}
+CLAIM_DONE = {"baseline": (BASE_CLAIM, BASE_DONE), "pgq": (PGQ_CLAIM, PGQ_DONE),
+              "pgqr": (PGQR_CLAIM, PGQ_DONE)}
 
 # The active readers' full scan of the queue table.
 READ_SQL = {
     "baseline": "SELECT count(*), max(payload::text) FROM bench_jobs",
     "pgq": "SELECT count(*), max(payload::text) FROM pgq.jobs",
+    # The rows of the rings (pgq.job_log's partitions: the ring queue's).
+    "pgqr": "SELECT count(*), max(payload::text) FROM pgq.job_log",
 }
 
 # Sizes: pg_total_relation_size (heap, TOAST, indexes). pgq: every table of the
-# schema but pgq.queues (the tables reset() empties), with pgq.jobs and
-# pgq.finished also on their own, so a change of storage layout is still counted.
+# schema but pgq.queues and the rings' segments (the tables reset() empties),
+# with pgq.jobs and pgq.finished also on their own, so a change of storage
+# layout is still counted. pgqr: the same tables plus the ring's segments (the
+# partitions pgq.job_log_<ring>_<n>), the segments on their own as its "jobs"
+# (pgq.jobs is in its "other": a ring queue's plain jobs never go there here).
+# The last two columns: dead tuples (pg_stat_user_tables.n_dead_tup) of the job
+# storage (bench_jobs; pgq.jobs; the ring's segments) and, for pgqr, of
+# pgq.jobs.
+PGQ_TABLES_SIZE = ("(SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint "
+                   "   FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace "
+                   "  WHERE s.nspname = 'pgq' AND c.relkind = 'r' AND c.relname <> 'queues' "
+                   "    AND c.relname NOT LIKE 'job\\_log%')")
+RING_SEGMENTS = ("SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace "
+                 " WHERE s.nspname = 'pgq' AND c.relkind = 'r' AND c.relname LIKE 'job\\_log\\_%'")
 SIZE_SQL = {
     "baseline": "SELECT pg_total_relation_size('bench_jobs'), pg_total_relation_size('bench_jobs'), "
-                "0::bigint, (SELECT count(*) FROM bench_jobs)",
-    "pgq": "SELECT (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint "
-           "          FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace "
-           "         WHERE s.nspname = 'pgq' AND c.relkind = 'r' AND c.relname <> 'queues'), "
+                "0::bigint, (SELECT count(*) FROM bench_jobs), "
+                "(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'bench_jobs'::regclass), 0::bigint",
+    "pgq": f"SELECT {PGQ_TABLES_SIZE}, "
            "coalesce(pg_total_relation_size(to_regclass('pgq.jobs')), 0), "
            "coalesce(pg_total_relation_size(to_regclass('pgq.finished')), 0), "
-           "(SELECT count(*) FROM pgq.jobs)",
+           "(SELECT count(*) FROM pgq.jobs), "
+           "(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'pgq.jobs'::regclass), 0::bigint",
+    "pgqr": f"SELECT {PGQ_TABLES_SIZE} + (SELECT coalesce(sum(pg_total_relation_size(oid)), 0)::bigint FROM ({RING_SEGMENTS}) r), "
+            f"(SELECT coalesce(sum(pg_total_relation_size(oid)), 0)::bigint FROM ({RING_SEGMENTS}) r), "
+            "coalesce(pg_total_relation_size(to_regclass('pgq.finished')), 0), "
+            "(SELECT count(*) FROM pgq.jobs) "
+            "  + (SELECT coalesce(count(*) FILTER (WHERE kind = 'e') - count(*) FILTER (WHERE kind = 'c'), 0) "
+            "       FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring WHERE q.name = 'bench_ring'), "
+            f"(SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables WHERE relid IN (SELECT oid FROM ({RING_SEGMENTS}) r)), "
+            "(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'pgq.jobs'::regclass)",
 }
+# pgqr, per sample: each segment's size and dead tuples (how the ring turns).
+SEGMENTS_SQL = (f"SELECT r.relname, pg_total_relation_size(r.oid), coalesce(t.n_dead_tup, 0), "
+                f"coalesce(t.n_tup_ins, 0) FROM ({RING_SEGMENTS}) r "
+                f"LEFT JOIN pg_stat_user_tables t ON t.relid = r.oid ORDER BY r.relname")
 
 
 def env_int(name, default):
@@ -82,7 +117,7 @@ def producer(dsn, system, sync_commit, t0, stop_at, rate, count, out, fin=None):
     """Enqueue one job per transaction: paced at `rate` jobs/s until stop_at, or
     unthrottled until `count` jobs. Returns the enqueue timestamps."""
     conn = connect(dsn, sync_commit)
-    sql = PGQ_ENQ if system == "pgq" else BASE_ENQ
+    sql = ENQ[system]
     ts = array("d")
     i = 0
     while True:
@@ -109,7 +144,7 @@ def consumer(dsn, system, sync_commit, t0, stop_at, done_evt, idle_sleep, out, c
     statement: end time, latency, whether it got a job. Stops at stop_at, or
     (drain) when the producers are done and a claim comes back empty."""
     conn = connect(dsn, sync_commit)
-    claim, done = (PGQ_CLAIM, PGQ_DONE) if system == "pgq" else (BASE_CLAIM, BASE_DONE)
+    claim, done = CLAIM_DONE[system]
     t_end, lat, got, t_done = array("d"), array("d"), array("b"), array("d")
     fails = 0
     while True:
@@ -124,7 +159,7 @@ def consumer(dsn, system, sync_commit, t0, stop_at, done_evt, idle_sleep, out, c
         lat.append(b - a)
         got.append(1 if row else 0)
         if row:
-            if system == "pgq":
+            if system != "baseline":
                 ok = conn.execute(done, (row[0], row[1])).fetchone()[0]
                 if not ok:
                     fails += 1
@@ -202,15 +237,34 @@ def pct(xs, p):
 
 def sizes(admin, system):
     r = admin.execute(SIZE_SQL[system]).fetchone()
-    return {"table_bytes": r[0], "jobs_bytes": r[1], "finished_bytes": r[2],
-            "other_bytes": r[0] - r[1] - r[2], "rows": r[3]}
+    s = {"table_bytes": r[0], "jobs_bytes": r[1], "finished_bytes": r[2],
+         "other_bytes": r[0] - r[1] - r[2], "rows": r[3], "dead": r[4] or 0}
+    if system == "pgqr":
+        s["dead_jobs_table"] = r[5] or 0
+        s["segments"] = [list(x) for x in admin.execute(SEGMENTS_SQL).fetchall()]
+    return s
 
 
-def reset(admin):
+def drop_ring_queue(admin):
+    admin.execute("SELECT pgq.drop_queue(name, true) FROM pgq.queues WHERE name = %s", (RING_QUEUE,))
+
+
+def reset(admin, system=None):
+    """Empties the tables (not the rings': the ring queue's lane in shared
+    memory knows what its segments hold). The ring queue is dropped, and for
+    pgqr created again (with pgq.ring_queues on)."""
+    drop_ring_queue(admin)
     tabs = admin.execute(
         "SELECT string_agg(format('%I.%I', schemaname, tablename), ', ') FROM pg_tables "
-        "WHERE schemaname = 'pgq' AND tablename NOT IN ('queues', 'segment_rings')").fetchone()[0]
+        "WHERE schemaname = 'pgq' AND tablename NOT IN ('queues', 'segment_rings', 'rings', 'ring_segments') "
+        "  AND tablename NOT LIKE 'job\\_log%'").fetchone()[0]
     admin.execute(f"TRUNCATE bench_jobs, {tabs}")
+    if system == "pgqr":
+        admin.execute("SET pgq.ring_queues = on")
+        admin.execute("SELECT pgq.create_queue(%s)", (RING_QUEUE,))
+        admin.execute("RESET pgq.ring_queues")
+        if admin.execute("SELECT ring_id FROM pgq.queues WHERE name = %s", (RING_QUEUE,)).fetchone()[0] is None:
+            sys.exit("bench_ring has no ring (pgq.ring_queues not built?)")
     admin.execute("VACUUM ANALYZE")
     admin.execute("CHECKPOINT")
 
@@ -269,7 +323,7 @@ def phased(dsn, system, kind):
     every_s = float(os.environ.get("READ_EVERY", 1))
     total = pre + mid + post
     admin = psycopg.connect(dsn, autocommit=True)
-    reset(admin)
+    reset(admin, system)
     out = mp.Queue()
     t0 = time.time() + 1.0
     never = mp.Event()
@@ -338,7 +392,7 @@ def drain(dsn, system):
     total = env_int("DRAIN_JOBS", 200000)
     n_prod, n_cons = 2, 4
     admin = psycopg.connect(dsn, autocommit=True)
-    reset(admin)
+    reset(admin, system)
     out = mp.Queue()
     done_evt = mp.Event()
     t0 = time.time() + 1.0

@@ -2,7 +2,10 @@
 # pgq_cpp bloat benchmark: what a long transaction (held xmin), overlapping
 # REPEATABLE READ readers and a deep churning drain do to pgq_cpp and to the
 # hand-written plain-SQL queue (bench/baseline.sql), side by side in one
-# throwaway cluster. The steady state before the hold and before the readers
+# throwaway cluster; pgq_cpp twice, a table queue (pgq) and a ring queue
+# (pgqr, ADR 0028: created with the development setting pgq.ring_queues on;
+# its size is its segments', pg_total_relation_size of the partitions
+# pgq.job_log_<ring>_<n>, with their dead tuples, pg_stat_user_tables). The steady state before the hold and before the readers
 # is reported on its own (jobs/s, claim p50/p99).
 #
 #   bash bench/bloat.sh
@@ -22,14 +25,20 @@
 #   DRAIN_JOBS  jobs pushed in the deep churning drain (default 200000)
 #   DRAIN_MAX   seconds after which the drain consumers give up (default 600)
 #   PARTS       subset of: held readers drain (default all three)
+#   SYSTEMS     the systems measured, in order (default "baseline pgq pgqr";
+#               the report needs baseline and pgq)
+#   RING_TURN   pgq.ring_turn in the cluster's configuration (default 10s: the
+#               maintenance turns a ring once its segment took entries that
+#               long, and truncates a segment whose jobs are all finished)
+#   BLOAT_DIR, BLOAT_PORT  the throwaway cluster (default /tmp/pgq_bloat, 55442)
 #   OUT_DIR     report, raw results, charts and server log (default /tmp/pgq_bloat_out;
 #               emptied at the start)
 #   CHART_TO    where the held-xmin chart is copied (default bench/held-xmin.png;
 #               empty: not copied)
 #
-# Wall time of the full default run: held 2 x 420 s, readers 2 x 420 s, drain
-# 2 x ~2 minutes (200,000 jobs at ~1,700-1,900 jobs/s), plus a reset per run:
-# about 33 minutes.
+# Wall time of the full default run: held 3 x 420 s, readers 3 x 420 s, drain
+# 3 x ~2 minutes (200,000 jobs at ~1,700-1,900 jobs/s), plus a reset per run:
+# about 50 minutes.
 #
 # It does not build or install anything: it measures the pgq_cpp installed in
 # $(pg_config --pkglibdir). Clients are bench/bloat.py (Debian's python3 with
@@ -44,6 +53,8 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../scripts/lib.sh"
 export HOLD="${HOLD:-300}" PRE="${PRE:-60}" POST="${POST:-60}" INTERVAL="${INTERVAL:-30}"
 export READ="${READ:-$HOLD}" READERS="${READERS:-4}" READ_XACT="${READ_XACT:-10}" READ_EVERY="${READ_EVERY:-1}"
 export RATE="${RATE:-150}" DRAIN_JOBS="${DRAIN_JOBS:-200000}" DRAIN_MAX="${DRAIN_MAX:-600}" PARTS="${PARTS:-held readers drain}"
+export SYSTEMS="${SYSTEMS:-baseline pgq pgqr}"
+RING_TURN="${RING_TURN:-10s}"
 for v in HOLD READ PRE POST INTERVAL RATE READERS READ_XACT DRAIN_JOBS DRAIN_MAX; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "$v must be a positive integer" >&2; exit 2; }
 done
@@ -56,14 +67,14 @@ for p in $PARTS; do
 done
 
 BENCH_HOME="$PGQ_ROOT/bench"
-PGDIR=/tmp/pgq_bloat
-PORT=55442
+PGDIR="${BLOAT_DIR:-/tmp/pgq_bloat}"
+PORT="${BLOAT_PORT:-55442}"
 DB=bench
 OUTDIR="${OUT_DIR:-/tmp/pgq_bloat_out}"
 OUT_MD="$OUTDIR/bloat-latest.md"
 CHART_TO="${CHART_TO-$BENCH_HOME/held-xmin.png}"
 PY=/usr/bin/python3
-CMDLINE="HOLD=$HOLD READ=$READ PRE=$PRE POST=$POST INTERVAL=$INTERVAL RATE=$RATE READERS=$READERS READ_XACT=$READ_XACT READ_EVERY=$READ_EVERY DRAIN_JOBS=$DRAIN_JOBS DRAIN_MAX=$DRAIN_MAX PARTS=\"$PARTS\" bash bench/bloat.sh"
+CMDLINE="HOLD=$HOLD READ=$READ PRE=$PRE POST=$POST INTERVAL=$INTERVAL RATE=$RATE READERS=$READERS READ_XACT=$READ_XACT READ_EVERY=$READ_EVERY DRAIN_JOBS=$DRAIN_JOBS DRAIN_MAX=$DRAIN_MAX PARTS=\"$PARTS\" SYSTEMS=\"$SYSTEMS\" RING_TURN=$RING_TURN bash bench/bloat.sh"
 
 # Packages only this benchmark needs, on top of scripts/lib.sh's: gnuplot
 # draws the charts.
@@ -77,6 +88,7 @@ CLUSTER_CONF=(
   "${BENCH_DURABLE_CONF[@]}"
   "autovacuum = on"
   "log_autovacuum_min_duration = 0"
+  "pgq.ring_turn = '$RING_TURN'"
 )
 
 ensure_packages

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Deep churning drain with C clients (pgbench): pgq_cpp against the
-# hand-written plain-SQL queue (bench/baseline.sql) in one throwaway cluster.
+# hand-written plain-SQL queue (bench/baseline.sql) in one throwaway cluster,
+# pgq_cpp twice: a table queue (pgq) and a ring queue (pgqr, ADR 0028: the
+# queue 'bench_ring' created with the development setting pgq.ring_queues on,
+# the same pgq functions; bench/sql/*pgqr*.sql).
 #
 #   bash bench/drain.sh
 #   DRAIN_JOBS=20000 ROUNDS=1 bash bench/drain.sh      quick development run
@@ -12,6 +15,18 @@
 # tables. Every SAMPLE seconds a monitor session counts the jobs produced
 # (from the id sequence) and left (count(*) of the table); the run ends when
 # the producers are done and the table is empty (or after DRAIN_MAX seconds).
+# The ring queue's left is count(*) of pgq.jobs (jobs moved there) plus its
+# ring's entries minus its closures (each entry gets at most one closure, and
+# a segment is truncated only once all its entries are closed): exact, one
+# sequential read of the ring without the grouping of pgq.ring_jobs, but of
+# every row the ring holds, done or not (600,000 rows at the end of a run of
+# 200,000 jobs within a turn: 0.1-0.6 s a sample on this machine, once a
+# second at the end of a run; the report gives the monitor's times). The
+# completions of pgq.queue_counters() would cost nothing, but count a ring
+# queue's completions twice as built (reported beside). Once per pgqr run
+# (the first sample with more than 1,000 left) the monitor also counts
+# pgq.ring_jobs (plus pgq.jobs) and reports both counts with their times and
+# the counters; at the end of each pgqr run it checks that the count is 0.
 # Reported per system: drain time and jobs/s, the completion rate and the
 # consumers' mean transaction latency per interval, and the slowest interval
 # after the peak against the peak (the "falls to 40 % of its clean rate" of
@@ -26,7 +41,17 @@
 #               bench/sql/drain_pgq_batch.sql; the hand-written queue claims
 #               with LIMIT BATCH either way). With 100 the run is
 #               producer-bound: it measures enqueue while claims run.
-#   ROUNDS      baseline-then-pgq rounds (default 2)
+#   COMPLETE    one (default) or many: with BATCH=1, pgq and pgqr complete
+#               with complete_many(ARRAY[id], ARRAY[attempt]) instead of
+#               complete (bench/sql/drain_pgq_many1.sql, drain_pgqr_many1.sql;
+#               issue 33's "with complete_many" at n = 1); the baseline and
+#               pgmq are unchanged
+#   ROUNDS      baseline-then-pgq-then-pgqr rounds (default 2)
+#   DRAIN_SYSTEMS  the systems measured, in order (default "baseline pgq pgqr",
+#               and pgmq when PGMQ_SQL is given)
+#   RING_TURN   pgq.ring_turn in the cluster's configuration (default: not
+#               set, the server's 1 min)
+#   DRAIN_DIR, DRAIN_PORT  the throwaway cluster (default /tmp/pgq_drain, 55443)
 #   SAMPLE      seconds per interval (default 5)
 #   DRAIN_MAX   seconds after which a run gives up (default 900)
 #   STATS       seeded (default): before each run the table is filled with
@@ -46,8 +71,8 @@
 # Truncating pgq.jobs behind pgq_cpp's back is safe for its claim hint: it
 # only removes jobs, and a hint may point before jobs that are gone.
 #
-# Wall time with the defaults: about 2 x ROUNDS x (drain time + 10 s), some
-# 6-10 minutes on this 2-core machine.
+# Wall time with the defaults: about 3 x ROUNDS x (drain time + 10 s), some
+# 9-15 minutes on this 2-core machine.
 
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../scripts/lib.sh"
 
@@ -60,6 +85,8 @@ SAMPLE="${SAMPLE:-5}"
 DRAIN_MAX="${DRAIN_MAX:-900}"
 NO_INSTALL="${NO_INSTALL:-0}"
 STATS="${STATS:-seeded}"
+COMPLETE="${COMPLETE:-one}"
+[[ $COMPLETE == one || $COMPLETE == many ]] || { echo "COMPLETE must be one or many" >&2; exit 2; }
 [[ $STATS == seeded || $STATS == empty ]] || { echo "STATS must be seeded or empty" >&2; exit 2; }
 for v in DRAIN_JOBS PRODUCERS CONSUMERS BATCH ROUNDS SAMPLE DRAIN_MAX; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v must be a positive integer" >&2; exit 2; }
@@ -67,8 +94,9 @@ done
 ((DRAIN_JOBS % PRODUCERS == 0)) || { echo "DRAIN_JOBS must be a multiple of PRODUCERS" >&2; exit 2; }
 
 BENCH_HOME="$PGQ_ROOT/bench"
-PGDIR=/tmp/pgq_drain
-PGPORT_DRAIN=55443
+PGDIR="${DRAIN_DIR:-/tmp/pgq_drain}"
+PGPORT_DRAIN="${DRAIN_PORT:-55443}"
+RING_TURN="${RING_TURN:-}"
 DB=bench
 OUT_MD="${OUT_MD:-$BENCH_HOME/drain-latest.md}"
 WORK=$(mktemp -d)
@@ -89,28 +117,64 @@ stop_cluster "$PGDIR"
 rm -rf "$PGDIR"
 GIT_AT_START="git $(git -C "$PGQ_ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$PGQ_ROOT" diff --quiet HEAD -- src sql 2>/dev/null || echo ' (working tree modified)')"
 say "starting the drain cluster in $PGDIR (port $PGPORT_DRAIN)"
-start_cluster "$PGDIR" "$PGPORT_DRAIN" "${BENCH_DURABLE_CONF[@]}" "autovacuum = on"
+RING_CONF=()
+[[ -n $RING_TURN ]] && RING_CONF=("pgq.ring_turn = '$RING_TURN'")
+start_cluster "$PGDIR" "$PGPORT_DRAIN" "${BENCH_DURABLE_CONF[@]}" "autovacuum = on" "${RING_CONF[@]}"
 "$PG_BIN/createdb" -h "$PGDIR" -p "$PGPORT_DRAIN" -U postgres "$DB"
 sql "CREATE EXTENSION pgq_cpp"
 sql "SELECT pgq.create_queue('bench')" >/dev/null
 "${PSQL[@]}" -f "$BENCH_HOME/baseline.sql"
-SYSTEMS="baseline pgq"
+SYSTEMS="baseline pgq pgqr"
 if [[ -n ${PGMQ_SQL:-} ]]; then
   "${PSQL[@]}" -f "$PGMQ_SQL" >/dev/null
   sql "SELECT pgmq.create('bench')" >/dev/null
-  SYSTEMS="baseline pgq pgmq"
+  SYSTEMS="baseline pgq pgqr pgmq"
 fi
+SYSTEMS="${DRAIN_SYSTEMS:-$SYSTEMS}"
 
+# Every table of schema pgq but the queues and the rings' (the ring queue's
+# segments are partitions of pgq.job_log, and its lane in shared memory
+# knows what they hold: it is dropped and created again instead).
 PGQ_TABLES=$(sql "SELECT string_agg(format('%I.%I', schemaname, tablename), ', ')
-                    FROM pg_tables WHERE schemaname = 'pgq' AND tablename NOT IN ('queues', 'segment_rings')")
+                    FROM pg_tables WHERE schemaname = 'pgq'
+                     AND tablename NOT IN ('queues', 'segment_rings', 'rings', 'ring_segments')
+                     AND tablename NOT LIKE 'job\_log%'")
+# The ring queue: dropped and created again before each of its runs.
+new_ring_queue() {
+  sql "SELECT pgq.drop_queue(name, true) FROM pgq.queues WHERE name = 'bench_ring'" >/dev/null
+  "${PSQL[@]}" -c "SET pgq.ring_queues = on" -c "SELECT pgq.create_queue('bench_ring')" >/dev/null
+  RING_ID=$(sql "SELECT ring_id FROM pgq.queues WHERE name = 'bench_ring'")
+  [[ $RING_ID =~ ^[0-9]+$ ]] || { echo "bench_ring has no ring (pgq.ring_queues not built?)" >&2; exit 1; }
+}
+new_ring_queue
 
-declare -A TABLE=([baseline]=bench_jobs [pgq]=pgq.jobs [pgmq]=pgmq.q_bench)
-declare -A SEQ=([baseline]=bench_jobs_id_seq [pgq]=pgq.job_id_seq [pgmq]=pgmq.q_bench_msg_id_seq)
-declare -A CONSUME=([baseline]=drain_base.sql [pgq]=drain_pgq.sql [pgmq]=drain_pgmq.sql)
+declare -A TABLE=([baseline]=bench_jobs [pgq]=pgq.jobs [pgqr]=pgq.jobs [pgmq]=pgmq.q_bench)
+declare -A SEQ=([baseline]=bench_jobs_id_seq [pgq]=pgq.job_id_seq [pgqr]=pgq.job_id_seq [pgmq]=pgmq.q_bench_msg_id_seq)
+declare -A CONSUME=([baseline]=drain_base.sql [pgq]=drain_pgq.sql [pgqr]=drain_pgqr.sql [pgmq]=drain_pgmq.sql)
 if ((BATCH > 1)); then
-  CONSUME=([baseline]=drain_base.sql [pgq]=drain_pgq_batch.sql [pgmq]=drain_pgmq.sql)
+  CONSUME=([baseline]=drain_base.sql [pgq]=drain_pgq_batch.sql [pgqr]=drain_pgqr_batch.sql [pgmq]=drain_pgmq.sql)
+elif [[ $COMPLETE == many ]]; then
+  CONSUME=([baseline]=drain_base.sql [pgq]=drain_pgq_many1.sql [pgqr]=drain_pgqr_many1.sql [pgmq]=drain_pgmq.sql)
 fi
-declare -A PRODUCE=([baseline]=base_enqueue.sql [pgq]=pgq_enqueue.sql [pgmq]=pgmq_enqueue.sql)
+declare -A PRODUCE=([baseline]=base_enqueue.sql [pgq]=pgq_enqueue.sql [pgqr]=pgqr_enqueue.sql [pgmq]=pgmq_enqueue.sql)
+
+RING_COUNTERS="(SELECT coalesce(sum(claims), 0) || ' ' || coalesce(sum(completions), 0) FROM pgq.queue_counters() WHERE queue = 'bench_ring')"
+# ring_left: pgq.jobs plus the ring's entries minus its closures (reads the ring).
+ring_left() {
+  sql "SELECT (SELECT count(*) FROM pgq.jobs)
+            + (SELECT count(*) FILTER (WHERE kind = 'e') - count(*) FILTER (WHERE kind = 'c')
+                 FROM pgq.job_log_$RING_ID)"
+}
+# left_now SYSTEM: the jobs not finished yet.
+left_now() {
+  if [[ $1 == pgqr ]]; then
+    ring_left
+  else
+    sql "SELECT count(*) FROM ${TABLE[$1]}"
+  fi
+}
+# ms_now: milliseconds since the epoch.
+ms_now() { date +%s%3N; }
 
 seq_now() { sql "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM ${SEQ[$1]}"; }
 
@@ -134,6 +198,7 @@ pgbench_bg() {
 one_run() {
   local system="$1" round="$2" seq0 t0 elapsed produced left prev_done=0 done_ rate lat
   sql "TRUNCATE bench_jobs, $PGQ_TABLES"
+  if [[ $system == pgqr ]]; then new_ring_queue; fi
   if [[ $system == pgmq ]]; then sql "TRUNCATE pgmq.q_bench, pgmq.a_bench"; fi
   if [[ $STATS == seeded && $system == pgmq ]]; then
     sql "SELECT count(*) FROM pgmq.send_batch('bench', array_fill('{\"k\":1}'::jsonb, ARRAY[$DRAIN_JOBS]))" >/dev/null
@@ -142,8 +207,9 @@ one_run() {
   elif [[ $system == pgmq ]]; then
     sql "VACUUM ANALYZE pgmq.q_bench"
   elif [[ $STATS == seeded ]]; then
-    # TRUNCATE keeps the column statistics ANALYZE took of the backlog.
-    if [[ $system == pgq ]]; then
+    # TRUNCATE keeps the column statistics ANALYZE took of the backlog (the
+    # ring queue: those of pgq.jobs, which its claim looks at first).
+    if [[ $system == pgq || $system == pgqr ]]; then
       sql "SELECT count(*) FROM pgq.enqueue_many('bench', array_fill('{\"k\":1}'::jsonb, ARRAY[$DRAIN_JOBS]))" >/dev/null
     else
       sql "INSERT INTO bench_jobs (queue, payload) SELECT 'bench', '{\"k\":1}'::jsonb FROM generate_series(1, $DRAIN_JOBS)"
@@ -155,13 +221,14 @@ one_run() {
   fi
   sql "CHECKPOINT"
   seq0=$(seq_now "$system")
+  C0=$(sql "SELECT $RING_COUNTERS")
   local cons_out="$WORK/cons-$system-$round" prod_out="$WORK/prod-$system-$round"
   pgbench_bg "$cons_out" "" -c "$CONSUMERS" -j 2 -T "$DRAIN_MAX" -P "$SAMPLE" -D batch="$BATCH" -f "$BENCH_HOME/sql/${CONSUME[$system]}"
   local cons_pid=$LAST_PID
   pgbench_bg "$prod_out" "" -c "$PRODUCERS" -j 2 -t $((DRAIN_JOBS / PRODUCERS)) -f "$BENCH_HOME/sql/${PRODUCE[$system]}"
   local prod_pid=$LAST_PID
   t0=$(date +%s.%N)
-  local next=$SAMPLE prod_done=0 last=0
+  local next=$SAMPLE prod_done=0 last=0 peak_left=0 prod_t=- prod_left=-
   # The monitor counts at each interval's end, and once the producers are
   # done every second: it is itself a reader of the table, so it stays light.
   while :; do
@@ -175,14 +242,30 @@ one_run() {
       last=$elapsed
       # Left first, then produced: a job counted as produced but not seen in
       # the count was enqueued in between, so "done" may be over by a few.
-      left=$(sql "SELECT count(*) FROM ${TABLE[$system]}")
+      local m0; m0=$(ms_now)
+      left=$(left_now "$system")
+      echo "$system $round $(( $(ms_now) - m0 ))" >>"$WORK/monitor"
+      if [[ $system == pgqr ]] && ((left > 1000)) && [[ ! -e $WORK/viewcheck-$round ]]; then
+        local v0 vleft v1 rleft v2 cnt
+        v0=$(ms_now)
+        vleft=$(sql "SELECT (SELECT count(*) FROM pgq.jobs) + (SELECT count(*) FROM pgq.ring_jobs)")
+        v1=$(ms_now)
+        rleft=$(ring_left)
+        v2=$(ms_now)
+        cnt=$(sql "SELECT $RING_COUNTERS")
+        echo "$round $elapsed $left $vleft $rleft $((v1 - v0)) $((v2 - v1)) $(( ${cnt% *} - ${C0% *} )) $(( ${cnt#* } - ${C0#* } )) $(( $(seq_now "$system") - seq0 ))" >"$WORK/viewcheck-$round"
+      fi
       produced=$(( $(seq_now "$system") - seq0 ))
       done_=$((produced - left))
+      ((left > peak_left)) && peak_left=$left
+      if ((prod_done == 1)) && [[ $prod_t == - ]]; then prod_t=$elapsed; prod_left=$left; fi
       if ((prod_done == 1 && left == 0)) || awk -v e="$elapsed" -v m="$DRAIN_MAX" 'BEGIN { exit !(e >= m) }'; then
         rate=$(awk -v d="$((done_ - prev_done))" -v e="$elapsed" -v n="$next" -v s="$SAMPLE" \
                'BEGIN { span = e - (n - s); printf "%.0f", (span > 0 ? d / span : 0) }')
         echo "$system $round $elapsed $produced $left $rate -" >>"$WORK/intervals"
         echo "$system $round $elapsed $done_" >>"$WORK/totals"
+        [[ $prod_t == - ]] && { prod_t=$elapsed; prod_left=$left; }
+        echo "$system $round $elapsed $peak_left $prod_t $prod_left" >>"$WORK/backlog"
         break
       fi
       if awk -v e="$elapsed" -v n="$next" 'BEGIN { exit !(e >= n) }'; then
@@ -202,10 +285,17 @@ one_run() {
   if grep -qiE "error|abort" "$cons_out"; then
     echo "consumers of $system reported errors:" >&2; grep -iE "error|abort" "$cons_out" | head -5 >&2; exit 1
   fi
+  if [[ $system == pgqr ]]; then
+    local rl cnt; rl=$(ring_left)
+    cnt=$(sql "SELECT $RING_COUNTERS")
+    echo "$round $rl $(( ${cnt% *} - ${C0% *} )) $(( ${cnt#* } - ${C0#* } )) $done_" >>"$WORK/ringend"
+    ((rl == 0)) || echo "pgqr round $round: the ring's entries minus closures plus pgq.jobs is $rl at the end, not 0" >&2
+  fi
   say "$system round $round: $done_ jobs in $elapsed s"
 }
 
 START=$(date -u '+%Y-%m-%d %H:%M UTC')
+LOAD_BEFORE=$(uptime | sed 's/^ *//')
 for round in $(seq 1 "$ROUNDS"); do
   for system in $SYSTEMS; do
     say "drain: $system, round $round ($DRAIN_JOBS jobs, $PRODUCERS producers, $CONSUMERS consumers)"
@@ -217,12 +307,16 @@ done
 {
   echo "# pgq_cpp deep churning drain, pgbench clients ($START)"
   echo
-  echo "Command: \`STATS=$STATS DRAIN_JOBS=$DRAIN_JOBS PRODUCERS=$PRODUCERS CONSUMERS=$CONSUMERS BATCH=$BATCH ROUNDS=$ROUNDS SAMPLE=$SAMPLE bash bench/drain.sh\`"
+  echo "Command: \`STATS=$STATS DRAIN_JOBS=$DRAIN_JOBS PRODUCERS=$PRODUCERS CONSUMERS=$CONSUMERS BATCH=$BATCH$([[ $COMPLETE == many ]] && echo " COMPLETE=many") ROUNDS=$ROUNDS SAMPLE=$SAMPLE${DRAIN_SYSTEMS:+ DRAIN_SYSTEMS=\"$DRAIN_SYSTEMS\"}${RING_TURN:+ RING_TURN=$RING_TURN} bash bench/drain.sh\`"
   echo "(measured: $GIT_AT_START; synchronous_commit = off, autovacuum on with defaults,"
   echo "claim and complete as two autocommit statements per job)."
   if [[ -n ${PGMQ_SQL:-} ]]; then
     echo "pgmq: \`$(basename "$PGMQ_SQL")\` (sha256 $(sha256sum "$PGMQ_SQL" | cut -c1-12)), loaded as a schema."
   fi
+  if [[ " $SYSTEMS " == *" pgqr "* ]]; then
+    echo "pgqr: the ring queue 'bench_ring' (created with pgq.ring_queues on, dropped and created again before each run; pgq.ring_turn $(sql "SHOW pgq.ring_turn"))."
+  fi
+  echo "Load before: \`$LOAD_BEFORE\`; after: \`$(uptime | sed 's/^ *//')\`."
   echo
   echo "| system | round | drain time s | jobs/s | peak interval jobs/s (at s) | slowest interval after the peak (at s) | slowest/peak | consumer latency at peak -> max ms |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|"
@@ -248,7 +342,48 @@ done
                   (j["pgq"] / t["pgq"]) / (j["baseline"] / t["baseline"]), j["pgq"] / t["pgq"], j["baseline"] / t["baseline"]
          if (t["pgmq"] > 0 && t["pgq"] > 0)
            printf "\npgq/pgmq, jobs/s over all rounds: %.2fx (%.0f vs %.0f jobs/s)\n",
-                  (j["pgq"] / t["pgq"]) / (j["pgmq"] / t["pgmq"]), j["pgq"] / t["pgq"], j["pgmq"] / t["pgmq"] }' "$WORK/totals"
+                  (j["pgq"] / t["pgq"]) / (j["pgmq"] / t["pgmq"]), j["pgq"] / t["pgq"], j["pgmq"] / t["pgmq"]
+         if (t["baseline"] > 0 && t["pgqr"] > 0)
+           printf "\npgqr/baseline, jobs/s over all rounds: %.2fx (%.0f vs %.0f jobs/s)\n",
+                  (j["pgqr"] / t["pgqr"]) / (j["baseline"] / t["baseline"]), j["pgqr"] / t["pgqr"], j["baseline"] / t["baseline"]
+         if (t["pgq"] > 0 && t["pgqr"] > 0)
+           printf "\npgqr/pgq, jobs/s over all rounds: %.2fx (%.0f vs %.0f jobs/s)\n",
+                  (j["pgqr"] / t["pgqr"]) / (j["pgq"] / t["pgq"]), j["pgqr"] / t["pgqr"], j["pgq"] / t["pgq"]
+         if (t["pgmq"] > 0 && t["pgqr"] > 0)
+           printf "\npgqr/pgmq, jobs/s over all rounds: %.2fx (%.0f vs %.0f jobs/s)\n",
+                  (j["pgqr"] / t["pgqr"]) / (j["pgmq"] / t["pgmq"]), j["pgqr"] / t["pgqr"], j["pgmq"] / t["pgmq"] }' "$WORK/totals"
+  echo
+  echo "The backlog: its peak at the monitor's samples, and the consumers alone once the producers were done (the jobs left at the first sample after, over the time to empty; shown from 1,000 left):"
+  echo
+  echo "| system | round | peak left | producers done by s | left then | consumers alone jobs/s |"
+  echo "|---|---:|---:|---:|---:|---:|"
+  awk '{ own = "-"; if ($6 >= 1000 && $3 > $5) own = sprintf("%.0f", $6 / ($3 - $5))
+         printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, $4, $5, $6, own }' "$WORK/backlog"
+  if [[ -s $WORK/monitor ]]; then
+    echo
+    echo "The monitor's count of the jobs left, per system (ms a sample, psql's round trip included):"
+    echo
+    echo "| system | samples | mean ms | max ms |"
+    echo "|---|---:|---:|---:|"
+    awk '{ n[$1]++; s[$1] += $3; if ($3 > m[$1]) m[$1] = $3 }
+         END { for (k in n) printf "| %s | %d | %.0f | %d |\n", k, n[k], s[k] / n[k], m[k] }' "$WORK/monitor" | sort
+  fi
+  if compgen -G "$WORK/viewcheck-*" >/dev/null; then
+    echo
+    echo "pgqr, once per round: the monitor's count (entries - closures, plus pgq.jobs) against pgq.ring_jobs (plus pgq.jobs) and the ring's entries - closures again, one after the other (the backlog moves meanwhile), with their times (ms, psql's round trip included), and pgq.queue_counters()' claims and completions of the run so far beside the ids drawn:"
+    echo
+    echo "| round | t s | left (monitor) | by pgq.ring_jobs | by entries - closures | pgq.ring_jobs ms | entries - closures ms | counted claims | counted completions | ids drawn |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    cat "$WORK"/viewcheck-* | awk '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 }'
+  fi
+  if [[ -s $WORK/ringend ]]; then
+    echo
+    echo "pgqr at the end of each round: the ring's entries minus closures plus pgq.jobs (0: every job is closed), and pgq.queue_counters()' claims and completions of the run against the jobs done:"
+    echo
+    echo "| round | entries - closures + pgq.jobs | counted claims | counted completions | jobs done |"
+    echo "|---:|---:|---:|---:|---:|"
+    awk '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' "$WORK/ringend"
+  fi
   echo
   echo "Per interval (completions counted by the monitor; latency from pgbench -P, which also counts empty claims):"
   echo
