@@ -4,6 +4,7 @@
 
 extern "C" {
 #include "common/int.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 }
 
@@ -73,21 +74,27 @@ void DefineSettings() {
       "turns holds its segment, and the current one grows meanwhile.",
       &ring_turn_ms, 60 * 1000, 10, 24 * 60 * 60 * 1000, PGC_SUSET, GUC_UNIT_MS, nullptr, nullptr,
       nullptr);
-  DefineCustomIntVariable(
-      "pgq.max_ring_queues", "Queues on rings in use at once, in the whole server.",
-      "Each takes a lane in shared memory (about 70 kB), built when the queue is first used "
-      "after the start; a queue past it is refused with 53400.",
-      &max_ring_queues, 64, 1, 1024, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+  // Sizes of shared memory: only a library the postmaster preloads may
+  // define them (a backend that loads it later, on CREATE EXTENSION without
+  // preload, would fail: it has no rings anyway, pg/job_ring.h).
+  if (process_shared_preload_libraries_in_progress) {
+    DefineCustomIntVariable(
+        "pgq.max_ring_queues", "Queues on rings in use at once, in the whole server.",
+        "Each takes a lane in shared memory (about 70 kB), built when the queue is first used "
+        "after the start; a queue past it is refused with 53400.",
+        &max_ring_queues, 64, 1, 1024, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable(
+        "pgq.max_running_ring_jobs",
+        "Jobs of queues on rings that run at once, in the whole server.",
+        "Each running job's lease takes an entry of a map in shared memory (about 100 B); a claim "
+        "that would pass it is refused with 53400.",
+        &max_running_ring_jobs, 65536, 64, 16 * 1024 * 1024, PGC_POSTMASTER, 0, nullptr, nullptr,
+        nullptr);
+  }
   DefineCustomIntVariable(
       "pgq.max_ring_queues_per_database", "Queues on rings in use at once in one database.",
       "A database's share of pgq.max_ring_queues, so that one cannot take every lane.",
       &max_ring_queues_per_database, 32, 1, 1024, PGC_SUSET, 0, nullptr, nullptr, nullptr);
-  DefineCustomIntVariable(
-      "pgq.max_running_ring_jobs", "Jobs of queues on rings that run at once, in the whole server.",
-      "Each running job's lease takes an entry of a map in shared memory (about 100 B); a claim "
-      "that would pass it is refused with 53400.",
-      &max_running_ring_jobs, 65536, 64, 16 * 1024 * 1024, PGC_POSTMASTER, 0, nullptr, nullptr,
-      nullptr);
   DefineCustomIntVariable(
       "pgq.max_running_ring_jobs_per_database",
       "Jobs of queues on rings that run at once in one database.",
