@@ -449,8 +449,15 @@ kill9_rabbitmq() {
   local pid p
   pid="$(rmq_pid "$1")"
   _brk_alive "$pid" || { echo "RabbitMQ in $1 is not running" >&2; return 1; }
-  for p in $(_brk_tree_pids "$pid"); do kill -KILL "$p" 2>/dev/null || true; done
-  _brk_wait 10 eval "! _brk_alive $pid"
+  local tree
+  tree="$(_brk_tree_pids "$pid")"
+  for p in $tree; do kill -KILL "$p" 2>/dev/null || true; done
+  # Every process of the tree, not only the node: a child killed with it may
+  # still be exiting a moment later (seen: a shell of the node's, running
+  # until its exit, then a zombie).
+  local all_gone="true"
+  for p in $tree; do all_gone+=" && ! _brk_alive $p"; done
+  _brk_wait 10 eval "$all_gone"
 }
 
 # restart_rabbitmq DIR: starts DIR's node again with its data (after a
