@@ -1420,64 +1420,71 @@ TombstoneOutcome Tombstone(const Place& place, int64 id, int segment, ItemPointe
   const TransactionId me = Guard([] { return GetCurrentTransactionId(); });
   const Offer offer{entry, attempt, static_cast<int16>(segment)};
   enum { kUndecided, kHandedOut, kTakenBack, kNoted, kFull, kAlready, kWait } outcome = kUndecided;
-  Guard([&] { LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE); });
-  // Another cancel of the entry: done (committed, or this transaction's),
-  // or to be waited for (in progress). One that aborted is undone by its
-  // own backend (its note goes): not in the way.
-  for (int i = 0; i < lane.cancelled_count && outcome == kUndecided; ++i) {
-    const Tomb& tomb = lane.cancelled[i];
-    if (!SameEntry(tomb, offer)) continue;
-    if (tomb.xid == me) {
-      outcome = kAlready;
-    } else if (TransactionIdIsInProgress(tomb.xid)) {
-      outcome = kWait;
-      *wait_for = tomb.xid;
-    } else if (TransactionIdDidCommit(tomb.xid)) {
-      outcome = kAlready;
+  bool noted = false;
+  // Under the claim lock, and inside the guard: the transaction status
+  // looks below may raise (the lock is then released by the abort).
+  Guard([&] {
+    LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
+    // Another cancel of the entry: done (committed, or this transaction's),
+    // or to be waited for (in progress). One that aborted is undone by its
+    // own backend (its note goes): not in the way.
+    for (int i = 0; i < lane.cancelled_count && outcome == kUndecided; ++i) {
+      const Tomb& tomb = lane.cancelled[i];
+      if (!SameEntry(tomb, offer)) continue;
+      if (tomb.xid == me) {
+        outcome = kAlready;
+      } else if (TransactionIdIsInProgress(tomb.xid)) {
+        outcome = kWait;
+        *wait_for = tomb.xid;
+      } else if (TransactionIdDidCommit(tomb.xid)) {
+        outcome = kAlready;
+      }
     }
-  }
-  UndoKind kind = UndoKind::kUncancel;
-  // Given back (a claim rolled back, a lease ended): out of the list.
-  for (int i = 0; i < lane.returned_count && outcome == kUndecided; ++i) {
-    if (!SameEntry(lane.returned[i], offer)) continue;
-    memmove(lane.returned + i, lane.returned + i + 1,
-            sizeof(Offer) * static_cast<size_t>(lane.returned_count - i - 1));
-    --lane.returned_count;
-    outcome = kTakenBack;
-    kind = UndoKind::kUntake;
-  }
-  if (outcome == kUndecided) {
-    // Not handed out yet: passed in progress (now committed), or ahead of
-    // the cursor (in its segment at or after it, or in a segment between it
-    // and the one entries go to).
-    bool waiting = false;
-    for (int i = 0; i < lane.passed_count && !waiting; ++i) {
-      waiting = lane.passed[i].segment == segment && ItemPointerEquals(&lane.passed[i].tid, &entry);
+    UndoKind kind = UndoKind::kUncancel;
+    // Given back (a claim rolled back, a lease ended): out of the list.
+    for (int i = 0; i < lane.returned_count && outcome == kUndecided; ++i) {
+      if (!SameEntry(lane.returned[i], offer)) continue;
+      memmove(lane.returned + i, lane.returned + i + 1,
+              sizeof(Offer) * static_cast<size_t>(lane.returned_count - i - 1));
+      --lane.returned_count;
+      outcome = kTakenBack;
+      kind = UndoKind::kUntake;
     }
-    if (!waiting && segment == lane.cursor_segment) {
-      waiting = ItemPointerCompare(&entry, &lane.cursor) >= 0;
-    } else if (!waiting) {
-      const int to_entry = (segment - lane.cursor_segment + segments) % segments;
-      const int to_insert = (lane.insert_segment - lane.cursor_segment + segments) % segments;
-      waiting = to_entry <= to_insert;
+    if (outcome == kUndecided) {
+      // Not handed out yet: passed in progress (now committed), or ahead of
+      // the cursor (in its segment at or after it, or in a segment between it
+      // and the one entries go to).
+      bool waiting = false;
+      for (int i = 0; i < lane.passed_count && !waiting; ++i) {
+        waiting =
+            lane.passed[i].segment == segment && ItemPointerEquals(&lane.passed[i].tid, &entry);
+      }
+      if (!waiting && segment == lane.cursor_segment) {
+        waiting = ItemPointerCompare(&entry, &lane.cursor) >= 0;
+      } else if (!waiting) {
+        const int to_entry = (segment - lane.cursor_segment + segments) % segments;
+        const int to_insert = (lane.insert_segment - lane.cursor_segment + segments) % segments;
+        waiting = to_entry <= to_insert;
+      }
+      outcome = waiting ? kNoted : kHandedOut;
     }
-    outcome = waiting ? kNoted : kHandedOut;
-  }
-  if ((outcome == kNoted || outcome == kTakenBack) && lane.cancelled_count == kCancelledMax) {
-    // No room for the note: an entry taken out goes back.
-    if (outcome == kTakenBack) lane.returned[lane.returned_count++] = offer;
-    outcome = kFull;
-  }
-  const bool noted = outcome == kNoted || outcome == kTakenBack;
-  if (noted) {
-    lane.cancelled[lane.cancelled_count++] = Tomb{entry, static_cast<int16>(segment), me};
-    Lease lease{};
-    lease.queue_id = place.queue_id;
-    Undo note{GetCurrentSubTransactionId(), kind, LeaseKey{MyDatabaseId, id}, lease, index, offer};
-    note.xid = me;
-    undo->push_back(note);
-  }
-  LWLockRelease(lane.claim_lock);
+    if ((outcome == kNoted || outcome == kTakenBack) && lane.cancelled_count == kCancelledMax) {
+      // No room for the note: an entry taken out goes back.
+      if (outcome == kTakenBack) lane.returned[lane.returned_count++] = offer;
+      outcome = kFull;
+    }
+    noted = outcome == kNoted || outcome == kTakenBack;
+    if (noted) {
+      lane.cancelled[lane.cancelled_count++] = Tomb{entry, static_cast<int16>(segment), me};
+      Lease lease{};
+      lease.queue_id = place.queue_id;
+      Undo note{
+          GetCurrentSubTransactionId(), kind, LeaseKey{MyDatabaseId, id}, lease, index, offer};
+      note.xid = me;
+      undo->push_back(note);  // room reserved above: nothing thrown under the lock
+    }
+    LWLockRelease(lane.claim_lock);
+  });
   if (outcome == kFull) {
     Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "too many cancelled jobs wait for the claim cursor",
           "The queue's lane holds " + std::to_string(kCancelledMax) +
@@ -1673,8 +1680,13 @@ void FreeLanes(Match&& match) {
 
 void Forget(int32 queue_id) {
   if (shared == nullptr) return;
-  FreeLanes(
-      [&](const Lane& lane) { return lane.database == MyDatabaseId && lane.queue_id == queue_id; });
+  // From a frame of ours (store's drop): guarded. ForgetDatabase is called
+  // from the utility hook, whose frame holds no C++ object.
+  Guard([&] {
+    FreeLanes([&](const Lane& lane) {
+      return lane.database == MyDatabaseId && lane.queue_id == queue_id;
+    });
+  });
 }
 
 void ForgetDatabase(Oid database) {

@@ -279,7 +279,7 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
       pg::ledger::NoteCount(taken.queue_id, pg::kDeadLettered, 1);
       return true;
     }
-    if (round >= 3 || !ring::WaitForClaim(id)) return false;
+    if (round >= 3 || !ring::WaitForClaim(spi, scope, id)) return false;
   }
 }
 

@@ -398,9 +398,11 @@ void WaitFor(TransactionId xid) {
   pg::Guard([&] { XactLockTableWait(xid, nullptr, nullptr, XLTW_None); });
 }
 
-bool WaitForClaim(int64 id) {
+bool WaitForClaim(pg::SpiSession& spi, const Scope& scope, int64 id) {
   pg::job_ring::Lease lease;
-  if (!pg::job_ring::FindLease(id, &lease)) return false;
+  // Only a job of the caller's queues: another team's claim in flight is
+  // neither waited for nor told apart from a job that does not exist.
+  if (!Running(spi, scope, id, &lease)) return false;
   const TransactionId xid = lease.claim_xid;
   return pg::Guard([&] {
     if (!TransactionIdIsValid(xid) || TransactionIdIsCurrentTransactionId(xid) ||

@@ -101,8 +101,9 @@ pg::job_ring::TombstoneOutcome TakeOutPending(pg::SpiSession& spi, const Scope& 
 void WaitFor(TransactionId xid);
 void CloseTakenOut(const TakenOut& taken, int64 id, TimestampTz now);
 // Waits for the transaction whose claim holds `id`'s lease while it is in
-// progress; false if there is none (nothing to wait for).
-bool WaitForClaim(int64 id);
+// progress, for a job of a queue in `scope`; false if there is none
+// (nothing to wait for).
+bool WaitForClaim(pg::SpiSession& spi, const Scope& scope, int64 id);
 
 // Maintenance: turns the rings of the queues whose current segment has
 // taken entries for pgq.ring_turn and truncates the segments whose jobs
