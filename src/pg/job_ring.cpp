@@ -16,6 +16,7 @@ extern "C" {
 #include "port/atomics.h"
 #include "storage/bufmgr.h"
 #include "storage/ipc.h"
+#include "storage/lmgr.h"
 #include "storage/lwlock.h"
 #include "storage/procarray.h"
 #include "storage/shmem.h"
@@ -76,10 +77,10 @@ struct Lane {
   // Under the claim lock: the segment the cursor walks and where in it.
   int cursor_segment;
   ItemPointerData cursor;
-  // Leases of the queue's running jobs in the map, and leases taken out by
-  // transactions still in progress (a completion that may roll back): a cap
-  // counts both, as a table job counts as running until its completion
-  // commits (RunningCount).
+  // Leases of the queue's running jobs in the map: held, and closing (taken
+  // out by a transaction that has not ended: a completion that may roll
+  // back). A cap counts both, as a table job counts as running until its
+  // completion commits (RunningCount).
   pg_atomic_uint32 leases;
   pg_atomic_uint32 closing;
   int passed_count;
@@ -173,7 +174,7 @@ void Startup() {
 // ---- what this transaction must undo if it (or a subtransaction) aborts
 
 enum class UndoKind : uint8 {
-  kReturnLease,   // a lease taken out (counted as closing): put it back
+  kReturnLease,   // a lease taken out (closing, by `xid`): it holds again
   kRestoreLease,  // a lease changed (an extension): its value back
   kGiveBack,      // a claim (or a cancel that took an entry out of the given-back list)
   kUncancel,      // a tombstone noted in the lane: take it out
@@ -186,32 +187,34 @@ struct Undo {
   Lease lease;
   int lane;
   Offer offer;
-  TransactionId xid = InvalidTransactionId;  // a tombstone's: its note's
+  // A tombstone's: its note's; a take-out's: the closer it set.
+  TransactionId xid = InvalidTransactionId;
 };
 std::vector<Undo>* undo = nullptr;
 
 LWLock* LeaseLock(uint32 hash) { return &lease_locks[hash % kLeasePartitions].lock; }
 
-// False when the map is full.
+// A lane's count of the leases in one state: held, or closing.
+pg_atomic_uint32& CountOf(const Lease& lease) {
+  Lane& lane = shared->lanes[lease.lane];
+  return TransactionIdIsValid(lease.closer_xid) ? lane.closing : lane.leases;
+}
+
 // False when the map holds its capacity (pgq.max_running_ring_jobs): the
 // count is the limit, not the shared hash, which would go on taking the
-// server's spare shared memory. `restore`: a lease taken out by this
-// transaction goes back whatever the count (a claim may have taken its
-// room meanwhile; it must not be lost).
-bool PutLease(const LeaseKey& key, const Lease& lease, bool restore = false) {
+// server's spare shared memory.
+bool PutLease(const LeaseKey& key, const Lease& lease) {
   const uint32 hash = get_hash_value(leases, &key);
   LWLockAcquire(LeaseLock(hash), LW_EXCLUSIVE);
   bool found;
   LeaseSlot* slot =
       static_cast<LeaseSlot*>(hash_search_with_hash_value(leases, &key, hash, HASH_FIND, &found));
   bool entered = slot != nullptr;
-  if (slot == nullptr &&
-      (restore || pg_atomic_fetch_add_u32(&shared->leases, 1) < shared->lease_capacity)) {
-    if (restore) pg_atomic_fetch_add_u32(&shared->leases, 1);
+  if (slot == nullptr && pg_atomic_fetch_add_u32(&shared->leases, 1) < shared->lease_capacity) {
     slot = static_cast<LeaseSlot*>(
         hash_search_with_hash_value(leases, &key, hash, HASH_ENTER_NULL, &found));
     if (slot != nullptr) {
-      pg_atomic_fetch_add_u32(&shared->lanes[lease.lane].leases, 1);
+      pg_atomic_fetch_add_u32(&CountOf(lease), 1);
       entered = true;
     }
   }
@@ -219,9 +222,22 @@ bool PutLease(const LeaseKey& key, const Lease& lease, bool restore = false) {
     // Over the capacity (or out of shared memory): the count goes back.
     pg_atomic_fetch_sub_u32(&shared->leases, 1);
   }
-  if (slot != nullptr) slot->lease = lease;
+  if (slot != nullptr) {
+    if (found) pg_atomic_fetch_sub_u32(&CountOf(slot->lease), 1);
+    if (found) pg_atomic_fetch_add_u32(&CountOf(lease), 1);
+    slot->lease = lease;
+  }
   LWLockRelease(LeaseLock(hash));
   return entered;
+}
+
+// Takes the slot out of the map (its partition lock held exclusively).
+void RemoveSlot(LeaseSlot* slot, uint32 hash) {
+  pg_atomic_fetch_sub_u32(&shared->leases, 1);
+  pg_atomic_fetch_sub_u32(&CountOf(slot->lease), 1);
+  const LeaseKey key = slot->key;
+  bool found;
+  hash_search_with_hash_value(leases, &key, hash, HASH_REMOVE, &found);
 }
 
 void DropLease(const LeaseKey& key) {
@@ -230,12 +246,57 @@ void DropLease(const LeaseKey& key) {
   bool found;
   LeaseSlot* slot =
       static_cast<LeaseSlot*>(hash_search_with_hash_value(leases, &key, hash, HASH_FIND, &found));
-  if (found) {
-    pg_atomic_fetch_sub_u32(&shared->leases, 1);
-    pg_atomic_fetch_sub_u32(&shared->lanes[slot->lease.lane].leases, 1);
-    hash_search_with_hash_value(leases, &key, hash, HASH_REMOVE, &found);
-  }
+  if (found) RemoveSlot(slot, hash);
   LWLockRelease(LeaseLock(hash));
+}
+
+// What a lease's closer says (its partition lock held: only reads).
+enum class Closer { kNone, kOurs, kInProgress, kCommitted, kAborted };
+Closer CloserOf(const Lease& lease) {
+  const TransactionId xid = lease.closer_xid;
+  if (!TransactionIdIsValid(xid)) return Closer::kNone;
+  if (TransactionIdIsCurrentTransactionId(xid)) return Closer::kOurs;
+  if (TransactionIdIsInProgress(xid)) return Closer::kInProgress;
+  return TransactionIdDidCommit(xid) ? Closer::kCommitted : Closer::kAborted;
+}
+
+// The lease's closer ended `closer` (kCommitted or kAborted; the partition
+// lock held exclusively): committed, the lease goes; rolled back, it holds
+// again. Its own transaction's end does the same (AtXactEnd, UndoOne); this
+// is for whoever meets it first (a prepared transaction's, or one that
+// ended a moment ago). Whether it is still in the map.
+bool Settle(LeaseSlot* slot, uint32 hash, Closer closer) {
+  if (closer == Closer::kCommitted) {
+    RemoveSlot(slot, hash);
+    return false;
+  }
+  pg_atomic_fetch_sub_u32(&CountOf(slot->lease), 1);
+  slot->lease.closer_xid = InvalidTransactionId;
+  pg_atomic_fetch_add_u32(&CountOf(slot->lease), 1);
+  return true;
+}
+
+// Runs fn(slot) on the slot of `key` (nullptr: none) under its partition's
+// lock held exclusively. INVARIANT: fn neither throws nor raises.
+template <typename Fn>
+void WithSlot(const LeaseKey& key, Fn&& fn) {
+  const uint32 hash = get_hash_value(leases, &key);
+  LWLockAcquire(LeaseLock(hash), LW_EXCLUSIVE);
+  bool found;
+  LeaseSlot* slot =
+      static_cast<LeaseSlot*>(hash_search_with_hash_value(leases, &key, hash, HASH_FIND, &found));
+  fn(found ? slot : nullptr, hash);
+  LWLockRelease(LeaseLock(hash));
+}
+
+// The end of this transaction's take-out of a lease (`u`, kReturnLease):
+// committed, the lease goes; rolled back, it holds again — unless whoever
+// met it first settled it already (Settle).
+void EndTakeOut(const Undo& u, bool committed) {
+  WithSlot(u.key, [&](LeaseSlot* slot, uint32 hash) {
+    if (slot == nullptr || slot->lease.closer_xid != u.xid) return;
+    (void)Settle(slot, hash, committed ? Closer::kCommitted : Closer::kAborted);
+  });
 }
 
 bool SameEntry(const Offer& a, const Offer& b) {
@@ -258,19 +319,17 @@ bool DropTomb(Lane& lane, const Offer& entry, TransactionId xid) {
   return false;
 }
 
-// A lease taken out by this transaction is no longer closing (it ended).
-void Closed(const Undo& u) {
-  Lane& lane = shared->lanes[u.lease.lane];
-  if (lane.database == u.key.database && lane.queue_id == u.lease.queue_id &&
-      pg_atomic_read_u32(&lane.closing) > 0) {
-    pg_atomic_fetch_sub_u32(&lane.closing, 1);
-  }
-}
-
 void UndoOne(const Undo& u) {
-  if (u.kind == UndoKind::kReturnLease || u.kind == UndoKind::kRestoreLease) {
-    (void)PutLease(u.key, u.lease, true);  // taken out of the map, or changed
-    if (u.kind == UndoKind::kReturnLease) Closed(u);
+  if (u.kind == UndoKind::kReturnLease) {
+    EndTakeOut(u, false);
+    return;
+  }
+  if (u.kind == UndoKind::kRestoreLease) {
+    // An extension: the lease's end as it was (whoever has taken it out
+    // since keeps it taken out).
+    WithSlot(u.key, [&](LeaseSlot* slot, uint32) {
+      if (slot != nullptr) slot->lease.lease_until = u.lease.lease_until;
+    });
     return;
   }
   if (u.kind == UndoKind::kGiveBack) DropLease(u.key);
@@ -315,7 +374,10 @@ void AtXactEnd(XactEvent event, void*) {
     case XACT_EVENT_PARALLEL_COMMIT:
     case XACT_EVENT_PREPARE:
       for (const Undo& u : *undo) {
-        if (u.kind == UndoKind::kReturnLease) Closed(u);
+        // A prepared transaction's leases stay closing until whoever meets
+        // them after its COMMIT or ROLLBACK PREPARED settles them (Settle;
+        // the maintenance's pass does, at the latest).
+        if (u.kind == UndoKind::kReturnLease && event != XACT_EVENT_PREPARE) EndTakeOut(u, true);
         if (u.kind == UndoKind::kUntake) {
           // Its closure is committed: the note of an entry no claim will
           // meet again (it was out of the cursor's way) goes.
@@ -471,6 +533,10 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     bool has_entry = false;
     bool closed = false;
     bool running = false;
+    // A prepared transaction's closure: a running job's lease is entered as
+    // closing by it (gone at its COMMIT PREPARED, holding again at its
+    // ROLLBACK PREPARED); a pending one's entry is taken as closed.
+    TransactionId closing = InvalidTransactionId;
     int32 attempt = 0;
     int32 base = 0;
     TimestampTz lease_until = 0;
@@ -568,6 +634,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
           }
         } else if (row.kind == 'c') {
           job.closed = true;
+          if (row.in_progress) job.closing = row.xmin;
         }
       }
     }
@@ -608,7 +675,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
   ItemPointerSet(&lane.cursor, 0, FirstOffsetNumber);
   for (const int64 id : order) {
     const Job& job = jobs[id];
-    if (job.closed) continue;
+    if (job.closed && !(job.running && TransactionIdIsValid(job.closing))) continue;
     if (job.running) {
       // A committed claim: no claiming transaction to wait for.
       const Lease lease{MyDatabaseId,
@@ -619,7 +686,8 @@ void Rebuild(Lane& lane, int index, const Place& place) {
                         job.entry,
                         InvalidTransactionId,
                         index,
-                        job.claimed_at};
+                        job.claimed_at,
+                        job.closing};
       Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, id}, lease); });
       continue;
     }
@@ -1147,23 +1215,37 @@ int SegmentOf(const Place& place, Oid relid) {
   return -1;
 }
 
+// Whether the lease holds now (the partition lock held exclusively): not
+// taken out by a transaction still in progress or this one; a closer that
+// ended is settled first (committed: the lease is gone, `slot` with it).
+// `wait_for`: the closer in progress, if any.
+bool HoldsNow(LeaseSlot* slot, uint32 hash, TransactionId* wait_for) {
+  const Closer closer = CloserOf(slot->lease);
+  if (closer == Closer::kInProgress && wait_for != nullptr) *wait_for = slot->lease.closer_xid;
+  if (closer == Closer::kCommitted || closer == Closer::kAborted) return Settle(slot, hash, closer);
+  return closer == Closer::kNone;
+}
+
 // Takes the lease of (id, attempt) out if it is the live one of the ring
-// at `place` (the fence), noting it to be put back if the transaction
-// rolls back; `segment`: its entry's.
-bool TakeLease(const Place& place, int64 id, int32 attempt, int* segment) {
+// at `place` (the fence): it stays in the map, closing by this
+// transaction, until the transaction ends; `segment`: its entry's.
+// `wait_for`: another transaction's take-out in progress.
+bool TakeLease(const Place& place, int64 id, int32 attempt, int* segment,
+               TransactionId* wait_for) {
+  const TransactionId xid = GetCurrentTransactionId();
   return WithLease(id, LW_EXCLUSIVE, [&](LeaseSlot* slot, const LeaseKey& key, uint32 hash) {
-    if (slot == nullptr || slot->lease.attempt != attempt || !Held(slot->lease)) return false;
+    if (slot == nullptr || !HoldsNow(slot, hash, wait_for)) return false;
+    if (slot->lease.attempt != attempt || !Held(slot->lease)) return false;
     // A lease of an earlier ring of the queue (the extension made again
     // while the server ran, its ids drawn again) holds nothing here.
     *segment = SegmentOf(place, slot->lease.entry_relid);
     if (*segment < 0) return false;
-    undo->push_back(
-        Undo{GetCurrentSubTransactionId(), UndoKind::kReturnLease, key, slot->lease, -1, {}});
-    pg_atomic_fetch_sub_u32(&shared->leases, 1);
-    pg_atomic_fetch_sub_u32(&shared->lanes[slot->lease.lane].leases, 1);
-    pg_atomic_fetch_add_u32(&shared->lanes[slot->lease.lane].closing, 1);
-    bool found;
-    hash_search_with_hash_value(leases, &key, hash, HASH_REMOVE, &found);
+    Undo taken{GetCurrentSubTransactionId(), UndoKind::kReturnLease, key, slot->lease, -1, {}};
+    taken.xid = xid;
+    undo->push_back(taken);
+    pg_atomic_fetch_sub_u32(&CountOf(slot->lease), 1);
+    slot->lease.closer_xid = xid;
+    pg_atomic_fetch_add_u32(&CountOf(slot->lease), 1);
     return true;
   });
 }
@@ -1184,18 +1266,36 @@ bool Build(const Place& place) { return shared != nullptr && LaneOf(place, true)
 
 bool AnyLeases() { return shared != nullptr && pg_atomic_read_u32(&shared->leases) != 0; }
 
-bool FindLease(int64 id, Lease* lease) {
+bool FindLease(int64 id, Lease* lease, TransactionId* wait_for) {
+  *wait_for = InvalidTransactionId;
   if (!AnyLeases()) return false;
   return Guard([&] {
     return WithLease(id, LW_SHARED, [&](LeaseSlot* slot, const LeaseKey&, uint32) {
-      if (slot != nullptr) *lease = slot->lease;
-      return slot != nullptr;
+      if (slot == nullptr) return false;
+      *lease = slot->lease;
+      switch (CloserOf(slot->lease)) {
+        case Closer::kNone:
+        case Closer::kAborted:  // holds again (settled by whoever takes it out)
+          lease->closer_xid = InvalidTransactionId;
+          return true;
+        case Closer::kInProgress:
+          *wait_for = slot->lease.closer_xid;
+          return true;
+        case Closer::kOurs:
+        case Closer::kCommitted:
+          return false;  // closed: where it went says what it is now
+      }
+      return false;
     });
   });
 }
 
+void WaitForCloser(TransactionId xid) {
+  Guard([&] { XactLockTableWait(xid, nullptr, nullptr, XLTW_None); });
+}
+
 int Close(const Place& place, const int64* ids, const int32* attempts, int count, char outcome,
-          TimestampTz now, bool* closed) {
+          TimestampTz now, bool* closed, TransactionId* wait_for) {
   if (leases == nullptr || count == 0) return 0;
   ReserveUndo(static_cast<size_t>(count));
   int done = 0;
@@ -1204,7 +1304,8 @@ int Close(const Place& place, const int64* ids, const int32* attempts, int count
     // Each closure goes to its entry's segment: one insert per segment.
     std::vector<int> segment_of(static_cast<size_t>(count), -1);
     for (int i = 0; i < count; ++i) {
-      closed[i] = TakeLease(place, ids[i], attempts[i], &segment_of[i]);
+      closed[i] = TakeLease(place, ids[i], attempts[i], &segment_of[i],
+                            wait_for == nullptr ? nullptr : &wait_for[i]);
       done += closed[i];
     }
     HeapTuple* rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
@@ -1242,9 +1343,10 @@ void CloseEntry(const Place& place, int segment, int64 id, int32 attempt, char o
   });
 }
 
-bool Close(const Place& place, int64 id, int32 attempt, char outcome, TimestampTz now) {
+bool Close(const Place& place, int64 id, int32 attempt, char outcome, TimestampTz now,
+           TransactionId* wait_for) {
   bool closed = false;
-  Close(place, &id, &attempt, 1, outcome, now, &closed);
+  Close(place, &id, &attempt, 1, outcome, now, &closed, wait_for);
   return closed;
 }
 
@@ -1254,8 +1356,9 @@ bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, Timest
   bool extended = false;
   Guard([&] {
     int segment = -1;
-    extended = WithLease(id, LW_EXCLUSIVE, [&](LeaseSlot* slot, const LeaseKey& key, uint32) {
-      if (slot == nullptr || slot->lease.attempt != attempt || !Held(slot->lease)) return false;
+    extended = WithLease(id, LW_EXCLUSIVE, [&](LeaseSlot* slot, const LeaseKey& key, uint32 hash) {
+      if (slot == nullptr || !HoldsNow(slot, hash, nullptr)) return false;
+      if (slot->lease.attempt != attempt || !Held(slot->lease)) return false;
       segment = SegmentOf(place, slot->lease.entry_relid);
       if (segment < 0) return false;  // a lease of an earlier ring (TakeLease)
       undo->push_back(
@@ -1309,16 +1412,27 @@ std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
   // ring job runs anywhere.
   if (!AnyLeases()) return out;
   out.reserve(static_cast<size_t>(max));  // nothing thrown while the locks are held
+  // Leases whose closer ended: settled below (a prepared transaction's, or
+  // one whose backend has not reached its end-of-transaction callback).
+  std::vector<LeaseKey> ended;
+  ended.reserve(static_cast<size_t>(max));
   Guard([] {
     for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
   });
   HASH_SEQ_STATUS scan;
   hash_seq_init(&scan, leases);
   while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
+    if (slot->key.database != static_cast<int64>(MyDatabaseId)) continue;
+    if (TransactionIdIsValid(slot->lease.closer_xid)) {
+      const Closer closer = CloserOf(slot->lease);
+      if ((closer == Closer::kCommitted || closer == Closer::kAborted) &&
+          ended.size() < ended.capacity()) {
+        ended.push_back(slot->key);
+      }
+      continue;  // a closer's to end; expired, if still so, at the next pass
+    }
     // A lease whose claim has not committed is not the maintenance's yet.
-    if (slot->key.database != static_cast<int64>(MyDatabaseId) || slot->lease.lease_until >= now ||
-        !Held(slot->lease))
-      continue;
+    if (slot->lease.lease_until >= now || !Held(slot->lease)) continue;
     if (static_cast<int>(out.size()) >= max) {
       hash_seq_term(&scan);
       break;
@@ -1326,6 +1440,13 @@ std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
     out.emplace_back(slot->key.id, slot->lease);
   }
   for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
+  for (const LeaseKey& key : ended) {
+    Guard([&] {
+      WithSlot(key, [](LeaseSlot* slot, uint32 hash) {
+        if (slot != nullptr) (void)HoldsNow(slot, hash, nullptr);
+      });
+    });
+  }
   return out;
 }
 
@@ -1524,8 +1645,12 @@ bool MayTruncate(const Place& place, int segment) {
   HASH_SEQ_STATUS scan;
   hash_seq_init(&scan, leases);
   while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
+    // A lease closed by this transaction or by one that committed holds
+    // nothing (AllClosed reads its closure; a rollback of this one takes
+    // the truncation back with it).
     if (slot->key.database == static_cast<int64>(MyDatabaseId) &&
-        slot->lease.entry_relid == relid) {
+        slot->lease.entry_relid == relid && CloserOf(slot->lease) != Closer::kOurs &&
+        CloserOf(slot->lease) != Closer::kCommitted) {
       may = false;
       hash_seq_term(&scan);
       break;

@@ -151,18 +151,32 @@ struct Lease {
   // share of the map is the sum of its lanes' counts).
   int32 lane;
   TimestampTz claimed_at;
+  // A transaction that took the lease out (a completion, a move into
+  // pgq.jobs) and has not ended: the lease stays in the map until it
+  // commits (then it goes) or rolls back (then it holds again), so that
+  // whoever asks meanwhile waits for it, as for a table job's row lock.
+  TransactionId closer_xid;
 };
-// The lease of `id`, if a ring job of this database runs with it.
-bool FindLease(int64 id, Lease* lease);
+// The lease of `id`, if a ring job of this database runs with it: false
+// when there is none, or its closer committed or is this transaction.
+// `wait_for`: the closer still in progress (InvalidTransactionId when the
+// lease holds); wait for it (WaitForCloser) and ask again.
+bool FindLease(int64 id, Lease* lease, TransactionId* wait_for);
+// Waits for a closer's transaction to end.
+void WaitForCloser(TransactionId xid);
 
 // The ends of a claim, fenced by (id, attempt) against the lease map; each
-// writes its row to the queue's current segment and takes the lease out
-// (put back if the transaction rolls back). False: not the live attempt.
+// writes its row to its entry's segment. Close takes the lease out: it
+// stays in the map, closing, until the transaction ends (gone at commit,
+// holding again at rollback). False: not the live attempt, or another
+// transaction's close of it is in progress (its xid in `wait_for`, when
+// given: wait for it and ask again).
 //   Close: a closure with `outcome` ('d' done, 'm' moved to pgq.jobs).
 //   Extend: a receipt with the new lease.
-bool Close(const Place& place, int64 id, int32 attempt, char outcome, TimestampTz now);
+bool Close(const Place& place, int64 id, int32 attempt, char outcome, TimestampTz now,
+           TransactionId* wait_for = nullptr);
 int Close(const Place& place, const int64* ids, const int32* attempts, int count, char outcome,
-          TimestampTz now, bool* closed);
+          TimestampTz now, bool* closed, TransactionId* wait_for = nullptr);
 bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, TimestampTz lease_until);
 
 // The entry of a running ring job (its payload and the rest), read by its

@@ -253,8 +253,16 @@ int64 RunningCount(pg::SpiSession& spi, int32 queue_id) {
 
 bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Lease* lease) {
   EnsureLanes(spi);
-  if (!pg::job_ring::FindLease(id, lease)) return false;
-  if (!pg::Guard([&] { return InScope(scope, lease->queue_id); })) return false;
+  TransactionId closer;
+  for (;;) {
+    if (!pg::job_ring::FindLease(id, lease, &closer)) return false;
+    if (!pg::Guard([&] { return InScope(scope, lease->queue_id); })) return false;
+    // Another transaction is completing or moving it: its end says what the
+    // job is (as a table job's row lock would). Only for a job of the
+    // caller's queues: another team's is not told that it exists.
+    if (!TransactionIdIsValid(closer)) break;
+    pg::job_ring::WaitForCloser(closer);
+  }
   // A lease of the queue's ring, not of an earlier one of the same ids (the
   // extension dropped and created again while the server ran).
   Known ring;
@@ -263,11 +271,28 @@ bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Le
   return std::find(leaves.begin(), leaves.end(), lease->entry_relid) != leaves.end();
 }
 
+namespace {
+
+// Closes (id, attempt) of the ring at `place` with `outcome`; while another
+// transaction's close of it is in progress (it took the lease out between
+// Running's look and this one), waits for it and tries again.
+bool CloseWaiting(const pg::job_ring::Place& place, int64 id, int32 attempt, char outcome,
+                  TimestampTz now) {
+  for (;;) {
+    TransactionId closer = InvalidTransactionId;
+    if (pg::job_ring::Close(place, id, attempt, outcome, now, &closer)) return true;
+    if (!TransactionIdIsValid(closer)) return false;
+    pg::job_ring::WaitForCloser(closer);
+  }
+}
+
+}  // namespace
+
 bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
               TimestampTz now) {
   Known ring;
   if (!KnownOf(spi, lease.queue_id, &ring)) return false;
-  if (!pg::job_ring::Close(ring.place, id, attempt, 'd', now)) return false;
+  if (!CloseWaiting(ring.place, id, attempt, 'd', now)) return false;
   // Counted once (the counters' completions with it), as a table job's.
   internal::CountFinished(spi, lease.queue_id, 1);
   pg::ledger::NoteLeftRunning(lease.queue_id);
@@ -279,8 +304,15 @@ int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const 
   Known ring;
   if (count == 0 || !KnownOf(spi, queue_id, &ring)) return 0;
   std::vector<char> closed(static_cast<size_t>(count));
-  const int done = pg::job_ring::Close(ring.place, ids, attempts, count, 'd', now,
-                                       reinterpret_cast<bool*>(closed.data()));
+  std::vector<TransactionId> closers(static_cast<size_t>(count), InvalidTransactionId);
+  int done = pg::job_ring::Close(ring.place, ids, attempts, count, 'd', now,
+                                 reinterpret_cast<bool*>(closed.data()), closers.data());
+  // Those another transaction took out meanwhile: once it ended.
+  for (int i = 0; i < count; ++i) {
+    if (!TransactionIdIsValid(closers[i])) continue;
+    pg::job_ring::WaitForCloser(closers[i]);
+    done += CloseWaiting(ring.place, ids[i], attempts[i], 'd', now);
+  }
   if (done > 0) {
     internal::CountFinished(spi, queue_id, done);
     pg::ledger::NoteLeftRunning(queue_id);
@@ -307,7 +339,7 @@ bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
   if (!KnownOf(spi, lease.queue_id, &ring)) return false;
   pg::job_ring::NewEntry entry;
   if (!pg::job_ring::ReadEntry(lease, &entry)) return false;
-  if (!pg::job_ring::Close(ring.place, id, attempt, 'm', now)) return false;
+  if (!CloseWaiting(ring.place, id, attempt, 'm', now)) return false;
   pg::Params params;
   params.Set(0, Int64GetDatum(id))
       .Set(1, Int32GetDatum(lease.queue_id))

@@ -53,7 +53,9 @@ void EnsureLanes(pg::SpiSession& spi);
 // RunningCount); 0 without a ring.
 int64 RunningCount(pg::SpiSession& spi, int32 queue_id);
 
-// The lease of `id` if it is a running ring job of a queue in `scope`.
+// The lease of `id` if it is a running ring job of a queue in `scope`;
+// while another transaction's completion or move of it is in progress,
+// waits for that transaction first (pg/job_ring.h Lease::closer_xid).
 bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Lease* lease);
 
 // Completes (id, attempt) on its ring: false if another attempt holds it.

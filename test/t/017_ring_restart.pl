@@ -9,7 +9,10 @@
 # - completed jobs never come back;
 # - what was not committed at the crash never happened: a claim in an open
 #   transaction (its jobs are pending, attempt 1 on their next claim) and an
-#   enqueue in an open transaction (its jobs are never handed out).
+#   enqueue in an open transaction (its jobs are never handed out);
+# - a completion prepared at the crash holds its job's lease as closing: a
+#   completion meanwhile waits for it, and its ROLLBACK PREPARED gives the
+#   job back to its attempt.
 use strict;
 use warnings FATAL => 'all';
 
@@ -22,6 +25,7 @@ use Test::More;
 use PgqTap;
 
 my $node = pgq_node('ring_restart');
+$node->append_conf('postgresql.conf', "max_prepared_transactions = 4\n");
 $node->start;
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
@@ -217,6 +221,30 @@ turn('6min');
 is(ledger(), '2 empty empty rows empty', 'turns: an idle ring stays where it is');
 is(sql(q{SELECT count(*) FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring WHERE q.name = 'turning'}), '0',
 	'turns: nothing of the jobs is left on the ring');
+
+# Completions prepared (PREPARE TRANSACTION) at a crash: the rebuild finds
+# their closures in progress and enters the leases as closing by them (ADR
+# 0028 "Closing leases"): a completion meanwhile waits (here, until its lock
+# timeout). ROLLBACK PREPARED: the lease holds again and its attempt
+# completes the job; COMMIT PREPARED: the job is done. Before, the rebuild
+# took a prepared closure for a committed one: the rolled-back job was left
+# without a lease until the next start.
+sql(q{SET pgq.ring_queues = on; SELECT pgq.create_queue('prepared', lease => '1 hour');});
+my @prepared = lines(sql("SELECT id FROM pgq.enqueue_many('prepared', array_fill('{}'::jsonb, ARRAY[2])) AS id"));
+is(scalar(lines(sql("SELECT id FROM pgq.claim('prepared', 2, '1 hour')"))), 2, 'prepared: two jobs claimed');
+sql("BEGIN; SELECT pgq.complete($prepared[0], 1); PREPARE TRANSACTION 'undone'");
+sql("BEGIN; SELECT pgq.complete($prepared[1], 1); PREPARE TRANSACTION 'done'");
+$node->stop('immediate');
+$node->start;
+my ($status, $stdout, $stderr) =
+  $node->psql('postgres', "SET lock_timeout = '300ms'; SELECT pgq.complete($prepared[0], 1)");
+like($stderr, qr/lock timeout/, 'prepared, crash: a completion waits for the prepared one');
+sql("ROLLBACK PREPARED 'undone'");
+sql("COMMIT PREPARED 'done'");
+is(sql("SELECT pgq.complete($prepared[0], 1)"), 't',
+	'prepared, crash: after ROLLBACK PREPARED the attempt completes its job');
+is(sql("SELECT pgq.complete($prepared[1], 1)"), 'f', 'prepared, crash: after COMMIT PREPARED the job is done');
+is(sql("SELECT count(*) FROM pgq.claim('prepared', 10)"), '0', 'prepared, crash: neither is handed out again');
 
 $node->stop;
 done_testing();
