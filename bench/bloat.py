@@ -81,10 +81,10 @@ SIZE_SQL = {
                 "0::bigint, (SELECT count(*) FROM bench_jobs), "
                 "(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'bench_jobs'::regclass), 0::bigint",
     "pgq": f"SELECT {PGQ_TABLES_SIZE}, "
-           "coalesce(pg_total_relation_size(to_regclass('pgq.jobs')), 0), "
+           "coalesce(pg_total_relation_size(to_regclass('pgq.job_rows')), 0), "
            "coalesce(pg_total_relation_size(to_regclass('pgq.finished')), 0), "
            "(SELECT count(*) FROM pgq.jobs), "
-           "(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'pgq.jobs'::regclass), 0::bigint",
+           "(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'pgq.job_rows'::regclass), 0::bigint",
     "pgqr": f"SELECT {PGQ_TABLES_SIZE} + (SELECT coalesce(sum(pg_total_relation_size(oid)), 0)::bigint FROM ({RING_SEGMENTS}) r), "
             f"(SELECT coalesce(sum(pg_total_relation_size(oid)), 0)::bigint FROM ({RING_SEGMENTS}) r), "
             "coalesce(pg_total_relation_size(to_regclass('pgq.finished')), 0), "
@@ -92,7 +92,7 @@ SIZE_SQL = {
             "  + (SELECT coalesce(count(*) FILTER (WHERE kind = 'e') - count(*) FILTER (WHERE kind = 'c'), 0) "
             "       FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring WHERE q.name = 'bench_ring'), "
             f"(SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables WHERE relid IN (SELECT oid FROM ({RING_SEGMENTS}) r)), "
-            "(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'pgq.jobs'::regclass)",
+            "(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'pgq.job_rows'::regclass)",
 }
 # pgqr, per sample: each segment's size and dead tuples (how the ring turns).
 SEGMENTS_SQL = (f"SELECT r.relname, pg_total_relation_size(r.oid), coalesce(t.n_dead_tup, 0), "

@@ -431,7 +431,7 @@ LOAD_AFTER=$(uptime)
 OTHERS_AFTER=$(other_servers)
 DASH_AT_END=$(DASH_TREE)
 SO_AT_END="pgq_cpp.so $(date -u -r "$SO_FILE" '+%Y-%m-%d %H:%M:%S UTC'), md5 $(md5sum "$SO_FILE" | cut -c1-12)"
-TABLE_SIZE=$(sql "SELECT pg_size_pretty(pg_total_relation_size('pgq.jobs'))")
+TABLE_SIZE=$(sql "SELECT pg_size_pretty(pg_total_relation_size('pgq.job_rows'))")
 
 # --- the report -------------------------------------------------------------------
 
@@ -448,7 +448,7 @@ COMMAND="$(for v in DURATION RUNS CLIENTS QUEUES BACKLOG PREFILL SAMPLE_INTERVAL
   [[ $SO_AT_END != "$SO_AT_START" ]] && echo "- note: pgq_cpp was reinstalled during the run (now $SO_AT_END); the server kept the build it started with"
   echo "- dashboard (dashboard/lib, bin, public): at start $DASH_AT_START; at end $DASH_AT_END (each B round starts it afresh)"
   echo "- cluster: $(IFS=';'; echo "${CLUSTER_CONF[*]}" | sed 's/;/, /g'); pgbench sessions: synchronous_commit=$SYNC, as the superuser"
-  echo "- queues: $((QUEUES - 1)) with $BACKLOG ready, $((BACKLOG / 10)) scheduled, 3 running, 5 dead each (2 rate-limited); the hot queue \`bench\` topped up to $PREFILL ready jobs before every round; pgq.jobs at the end: $TABLE_SIZE"
+  echo "- queues: $((QUEUES - 1)) with $BACKLOG ready, $((BACKLOG / 10)) scheduled, 3 running, 5 dead each (2 rate-limited); the hot queue \`bench\` topped up to $PREFILL ready jobs before every round; pgq.job_rows at the end: $TABLE_SIZE"
   echo "- workload: \`pgbench -n -M prepared -c C -j min(C,2) -T $DURATION -f bench/sql/pgq_claim1.sql\` (claim 1 then complete, on \`bench\`); rounds A then B per concurrency, $RUNS rounds"
   echo "- B: \`node dashboard/bin/pgq-cpp-dashboard.js --insecure-no-auth --listen 127.0.0.1:$DASH_PORT --sample-interval $SAMPLE_INTERVAL\` as role \`pgq_dashboard\` (not a superuser: admin on every queue, pg_monitor, SELECT (name, rate_limit) ON pgq.queues) and headless Chromium ($("$CHROMIUM" --version 2>/dev/null | head -1)) with the overview open; both started before and stopped after each B round, the window starting after the page's first live refresh"
   echo

@@ -15,7 +15,7 @@
 # tables. Every SAMPLE seconds a monitor session counts the jobs produced
 # (from the id sequence) and left (count(*) of the table); the run ends when
 # the producers are done and the table is empty (or after DRAIN_MAX seconds).
-# The ring queue's left is count(*) of pgq.jobs (jobs moved there) plus its
+# The ring queue's left is count(*) of pgq.job_rows (jobs moved there) plus its
 # ring's entries minus its closures (each entry gets at most one closure, and
 # a segment is truncated only once all its entries are closed): exact, one
 # sequential read of the ring without the grouping of pgq.ring_jobs, but of
@@ -25,7 +25,7 @@
 # completions of pgq.queue_counters() would cost nothing, but count a ring
 # queue's completions twice as built (reported beside). Once per pgqr run
 # (the first sample with more than 1,000 left) the monitor also counts
-# pgq.ring_jobs (plus pgq.jobs) and reports both counts with their times and
+# pgq.ring_jobs (plus pgq.job_rows) and reports both counts with their times and
 # the counters; at the end of each pgqr run it checks that the count is 0.
 # Reported per system: drain time and jobs/s, the completion rate and the
 # consumers' mean transaction latency per interval, and the slowest interval
@@ -68,7 +68,7 @@
 #   NO_INSTALL  1: measure the pgq_cpp already installed
 #   OUT_MD      report (default bench/drain-latest.md)
 #
-# Truncating pgq.jobs behind pgq_cpp's back is safe for its claim hint: it
+# Truncating pgq.job_rows behind pgq_cpp's back is safe for its claim hint: it
 # only removes jobs, and a hint may point before jobs that are gone.
 #
 # Wall time with the defaults: about 3 x ROUNDS x (drain time + 10 s), some
@@ -148,7 +148,7 @@ new_ring_queue() {
 }
 new_ring_queue
 
-declare -A TABLE=([baseline]=bench_jobs [pgq]=pgq.jobs [pgqr]=pgq.jobs [pgmq]=pgmq.q_bench)
+declare -A TABLE=([baseline]=bench_jobs [pgq]=pgq.job_rows [pgqr]=pgq.job_rows [pgmq]=pgmq.q_bench)
 declare -A SEQ=([baseline]=bench_jobs_id_seq [pgq]=pgq.job_id_seq [pgqr]=pgq.job_id_seq [pgmq]=pgmq.q_bench_msg_id_seq)
 declare -A CONSUME=([baseline]=drain_base.sql [pgq]=drain_pgq.sql [pgqr]=drain_pgqr.sql [pgmq]=drain_pgmq.sql)
 if ((BATCH > 1)); then
@@ -159,9 +159,9 @@ fi
 declare -A PRODUCE=([baseline]=base_enqueue.sql [pgq]=pgq_enqueue.sql [pgqr]=pgqr_enqueue.sql [pgmq]=pgmq_enqueue.sql)
 
 RING_COUNTERS="(SELECT coalesce(sum(claims), 0) || ' ' || coalesce(sum(completions), 0) FROM pgq.queue_counters() WHERE queue = 'bench_ring')"
-# ring_left: pgq.jobs plus the ring's entries minus its closures (reads the ring).
+# ring_left: pgq.job_rows plus the ring's entries minus its closures (reads the ring).
 ring_left() {
-  sql "SELECT (SELECT count(*) FROM pgq.jobs)
+  sql "SELECT (SELECT count(*) FROM pgq.job_rows)
             + (SELECT count(*) FILTER (WHERE kind = 'e') - count(*) FILTER (WHERE kind = 'c')
                  FROM pgq.job_log_$RING_ID)"
 }
@@ -208,7 +208,7 @@ one_run() {
     sql "VACUUM ANALYZE pgmq.q_bench"
   elif [[ $STATS == seeded ]]; then
     # TRUNCATE keeps the column statistics ANALYZE took of the backlog (the
-    # ring queue: those of pgq.jobs, which its claim looks at first).
+    # ring queue: those of pgq.job_rows, which its claim looks at first).
     if [[ $system == pgq || $system == pgqr ]]; then
       sql "SELECT count(*) FROM pgq.enqueue_many('bench', array_fill('{\"k\":1}'::jsonb, ARRAY[$DRAIN_JOBS]))" >/dev/null
     else
@@ -217,7 +217,7 @@ one_run() {
     sql "ANALYZE ${TABLE[$system]}"
     sql "TRUNCATE bench_jobs, $PGQ_TABLES"
   else
-    sql "VACUUM ANALYZE bench_jobs" && sql "VACUUM ANALYZE pgq.jobs"
+    sql "VACUUM ANALYZE bench_jobs" && sql "VACUUM ANALYZE pgq.job_rows"
   fi
   sql "CHECKPOINT"
   seq0=$(seq_now "$system")
@@ -248,7 +248,7 @@ one_run() {
       if [[ $system == pgqr ]] && ((left > 1000)) && [[ ! -e $WORK/viewcheck-$round ]]; then
         local v0 vleft v1 rleft v2 cnt
         v0=$(ms_now)
-        vleft=$(sql "SELECT (SELECT count(*) FROM pgq.jobs) + (SELECT count(*) FROM pgq.ring_jobs)")
+        vleft=$(sql "SELECT (SELECT count(*) FROM pgq.job_rows) + (SELECT count(*) FROM pgq.ring_jobs)")
         v1=$(ms_now)
         rleft=$(ring_left)
         v2=$(ms_now)
@@ -289,7 +289,7 @@ one_run() {
     local rl cnt; rl=$(ring_left)
     cnt=$(sql "SELECT $RING_COUNTERS")
     echo "$round $rl $(( ${cnt% *} - ${C0% *} )) $(( ${cnt#* } - ${C0#* } )) $done_" >>"$WORK/ringend"
-    ((rl == 0)) || echo "pgqr round $round: the ring's entries minus closures plus pgq.jobs is $rl at the end, not 0" >&2
+    ((rl == 0)) || echo "pgqr round $round: the ring's entries minus closures plus pgq.job_rows is $rl at the end, not 0" >&2
   fi
   say "$system round $round: $done_ jobs in $elapsed s"
 }
@@ -370,7 +370,7 @@ done
   fi
   if compgen -G "$WORK/viewcheck-*" >/dev/null; then
     echo
-    echo "pgqr, once per round: the monitor's count (entries - closures, plus pgq.jobs) against pgq.ring_jobs (plus pgq.jobs) and the ring's entries - closures again, one after the other (the backlog moves meanwhile), with their times (ms, psql's round trip included), and pgq.queue_counters()' claims and completions of the run so far beside the ids drawn:"
+    echo "pgqr, once per round: the monitor's count (entries - closures, plus pgq.job_rows) against pgq.ring_jobs (plus pgq.job_rows) and the ring's entries - closures again, one after the other (the backlog moves meanwhile), with their times (ms, psql's round trip included), and pgq.queue_counters()' claims and completions of the run so far beside the ids drawn:"
     echo
     echo "| round | t s | left (monitor) | by pgq.ring_jobs | by entries - closures | pgq.ring_jobs ms | entries - closures ms | counted claims | counted completions | ids drawn |"
     echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -378,9 +378,9 @@ done
   fi
   if [[ -s $WORK/ringend ]]; then
     echo
-    echo "pgqr at the end of each round: the ring's entries minus closures plus pgq.jobs (0: every job is closed), and pgq.queue_counters()' claims and completions of the run against the jobs done:"
+    echo "pgqr at the end of each round: the ring's entries minus closures plus pgq.job_rows (0: every job is closed), and pgq.queue_counters()' claims and completions of the run against the jobs done:"
     echo
-    echo "| round | entries - closures + pgq.jobs | counted claims | counted completions | jobs done |"
+    echo "| round | entries - closures + pgq.job_rows | counted claims | counted completions | jobs done |"
     echo "|---:|---:|---:|---:|---:|"
     awk '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' "$WORK/ringend"
   fi

@@ -117,7 +117,7 @@ pgbench_bg() {
 one_run() {
   local mode="$1" round="$2" seq0 t0 elapsed left produced peak=0 next t_prod="" left_prod=0
   sql "TRUNCATE $PGQ_TABLES"
-  sql "VACUUM ANALYZE pgq.jobs"
+  sql "VACUUM ANALYZE pgq.job_rows"
   sql "CHECKPOINT"
   seq0=$(seq_now)
   local cons_out="$WORK/cons-$mode-$round" prod_out="$WORK/prod-$mode-$round"

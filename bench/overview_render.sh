@@ -121,7 +121,7 @@ run_all() {
 say "timing without statistics"
 no_stats=$(run_all)
 sample_before=$(sql "SELECT ready FROM pgq.queue_overview() ORDER BY queue LIMIT 1")
-sql "ANALYZE pgq.jobs"
+sql "ANALYZE pgq.job_rows"
 say "timing after ANALYZE"
 with_stats=$(run_all)
 sample_after=$(sql "SELECT ready FROM pgq.queue_overview() ORDER BY queue LIMIT 1")

@@ -97,7 +97,7 @@ broker_pid() { if [[ $1 == rabbitmq ]]; then rmq_pid "$WORK/rmq"; else nats_pid 
 publish_backlog() {
   "${PSQL[@]}" -c "SELECT count(pgq.publish('orders.created', jsonb_build_object('order', g, 'total', 99.5),
                      NULL, 'customer-' || (g % $KEYS))) FROM generate_series(1, $EVENTS) AS g" >/dev/null
-  "${PSQL[@]}" -c "VACUUM ANALYZE pgq.jobs" >/dev/null
+  "${PSQL[@]}" -c "VACUUM ANALYZE pgq.job_rows" >/dev/null
 }
 
 queue_left() { "${PSQL[@]}" -c "SELECT count(*) FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) WHERE q.name = 'to_broker'"; }
@@ -132,7 +132,7 @@ for run in $(seq 1 "$RUNS"); do
       rate=$(awk -v n=$((EVENTS - left)) -v ns=$((end - start)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
       echo "baseline $mode $c $run $rate" >>"$results"
       echo "  baseline ($mode): $rate events/s ($left left)"
-      "${PSQL[@]}" -c "DELETE FROM pgq.jobs" >/dev/null
+      "${PSQL[@]}" -c "DELETE FROM pgq.job_rows" >/dev/null
     done
 
     for broker in $BROKERS; do

@@ -65,7 +65,7 @@ new_ring_queue() {
 sql "CREATE UNLOGGED TABLE wal_ids (id bigint, attempt int)"
 
 reset() {
-  sql "TRUNCATE wal_ids, bench_jobs, pgq.jobs, pgq_ring.entries, pgq_ring.receipts, pgq_ring.closures" >/dev/null
+  sql "TRUNCATE wal_ids, bench_jobs, pgq.job_rows, pgq_ring.entries, pgq_ring.receipts, pgq_ring.closures" >/dev/null
   sql "SELECT pgq_ring.reset()" >/dev/null
   [[ $SYSTEMS == *pgqr* ]] && new_ring_queue
   return 0
@@ -167,7 +167,7 @@ one_run() {  # workload system clients
   while :; do
     reset
     ((prefill_n > 0)) && prefill "$2" "$prefill_n"
-    sql "VACUUM ANALYZE bench_jobs" ; sql "VACUUM ANALYZE pgq.jobs"; sql "CHECKPOINT" >/dev/null
+    sql "VACUUM ANALYZE bench_jobs" ; sql "VACUUM ANALYZE pgq.job_rows"; sql "CHECKPOINT" >/dev/null
     out=$(PGOPTIONS="-c synchronous_commit=$SYNC" "$PG_BIN/pgbench" -n -M prepared -c "$3" -j $(( $3 < 2 ? $3 : 2 )) \
             -T "$DURATION" -h "$dir" -p "$port" -U postgres -D "n=$n" -f "$(script_dir "$2")/$(script_of "$1" "$2")" postgres 2>&1) || true
     tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out" | head -1)

@@ -244,7 +244,7 @@ one_run() {
         ;;
       enqueue*)
         reset_queues
-        sql "VACUUM ANALYZE bench_jobs" ; sql "VACUUM ANALYZE pgq.jobs"
+        sql "VACUUM ANALYZE bench_jobs" ; sql "VACUUM ANALYZE pgq.job_rows"
         ;;
       claim*|halving*)
         reset_queues
@@ -259,7 +259,7 @@ one_run() {
           prefill_n=${PAIR_PREFILL[$key/$clients/$rep]}
         fi
         prefill "$system" "$prefill_n"
-        if [[ $system == pgq ]]; then sql "VACUUM ANALYZE pgq.jobs"; else sql "VACUUM ANALYZE bench_jobs"; fi
+        if [[ $system == pgq ]]; then sql "VACUUM ANALYZE pgq.job_rows"; else sql "VACUUM ANALYZE bench_jobs"; fi
         ;;
     esac
     sql "CHECKPOINT"

@@ -149,7 +149,7 @@ one_run() {
   worker "$state"
   sql "TRUNCATE $PGQ_TABLES"
   prefill "$JOBS"
-  sql "VACUUM ANALYZE pgq.jobs"
+  sql "VACUUM ANALYZE pgq.job_rows"
   sql "CHECKPOINT"
   before=$(workers)
   out=$("$PG_BIN/pgbench" -n -M prepared -r -c "$clients" -j "$threads" -T "$DURATION" \

@@ -88,7 +88,7 @@ prefill() {
     [[ $waiting == "$PREFILL" ]] || { echo "parents: $waiting children waiting, not $PREFILL" >&2; exit 1; }
   fi
   sql "VACUUM ANALYZE bench_jobs"
-  sql "VACUUM ANALYZE pgq.jobs"
+  sql "VACUUM ANALYZE pgq.job_rows"
   sql "CHECKPOINT"
 }
 

@@ -62,7 +62,7 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.enqueue('q', '{}', priority => -2147483648)$$),
   ($$SELECT pgq.enqueue_many('q', ARRAY['{}'::jsonb], priority => -2147483648)$$),
   -- a hand-written row with that priority: the ready index cannot negate it
-  ($$INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, enqueued_at, payload) VALUES (-1, 1, 'p', -2147483648, now(), 0, 1, now(), '{}')$$),
+  ($$INSERT INTO pgq.job_rows (id, queue_id, state, priority, run_at, attempt, max_attempts, enqueued_at, payload) VALUES (-1, 1, 'p', -2147483648, now(), 0, 1, now(), '{}')$$),
   ($$SELECT pgq.create_queue('r', rate_limit => 0)$$),
   ($$SELECT pgq.create_queue('r', rate_limit => -1)$$),
   ($$SELECT pgq.create_queue('r', rate_limit => 'NaN')$$),
@@ -131,7 +131,7 @@ SELECT last_error FROM pgq.jobs WHERE id = :err_job;
 
 -- A row stored before 1.2 with an infinite run_at (written here by hand)
 -- blinds no monitoring function.
-INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts, enqueued_at, payload)
+INSERT INTO pgq.job_rows (id, queue_id, state, priority, run_at, attempt, max_attempts, enqueued_at, payload)
 SELECT -2, queue_id, 'p', 0, '-infinity', 0, 1, now(), '{}' FROM pgq.queues WHERE name = 'errq';
 SELECT queue, ready, oldest_ready_age IS NOT NULL AS has_age FROM pgq.queue_stats WHERE queue = 'errq';
 SELECT queue, ready FROM pgq.queue_metrics() WHERE queue = 'errq';

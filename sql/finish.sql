@@ -115,15 +115,15 @@ SELECT pgq.enqueue('one', '{"n": 3}', dedupe_key => 'k') <> :o1 AS key_free;
 
 -- complete_many looks each job up by id whatever the statistics its plan was
 -- made with (issue 31). Plans are made once per backend: one made while
--- pgq.jobs was empty and vacuumed (a queue idle before a burst), or small
+-- pgq.job_rows was empty and vacuumed (a queue idle before a burst), or small
 -- with statistics of an empty table, used to read every held job (a hash
--- join over jobs_pkey, or a BitmapOr of the partial indexes) on every call,
+-- join over job_rows_pkey, or a BitmapOr of the partial indexes) on every call,
 -- so each complete_many of a deep backlog fetched the whole backlog. Counted
 -- in the transaction's own statistics: the heap tuples fetched through an
 -- index by one complete_many of 2 jobs out of 5,000 or 5,500.
-ALTER TABLE pgq.jobs SET (autovacuum_enabled = off);
-DELETE FROM pgq.jobs;
-VACUUM ANALYZE pgq.jobs;
+ALTER TABLE pgq.job_rows SET (autovacuum_enabled = off);
+DELETE FROM pgq.job_rows;
+VACUUM ANALYZE pgq.job_rows;
 \c
 SELECT pgq.complete_many('{-1, -2}', '{1, 1}') AS planned_while_empty;
 SELECT count(*) FROM pgq.enqueue_many('mail', array_fill('{}'::jsonb, ARRAY[5000]));
@@ -131,15 +131,15 @@ SELECT array_agg(id ORDER BY id) AS ids, array_agg(attempt ORDER BY id) AS atts
   FROM pgq.claim('mail', 2) \gset
 BEGIN;
 SELECT idx_tup_fetch AS fetched_before FROM pg_stat_xact_user_tables
- WHERE relid = 'pgq.jobs'::regclass \gset
+ WHERE relid = 'pgq.job_rows'::regclass \gset
 SELECT pgq.complete_many(:'ids', :'atts') AS completed_of_5000;
 SELECT idx_tup_fetch - :fetched_before < 100 AS looked_up_by_id
-  FROM pg_stat_xact_user_tables WHERE relid = 'pgq.jobs'::regclass;
+  FROM pg_stat_xact_user_tables WHERE relid = 'pgq.job_rows'::regclass;
 COMMIT;
 -- The same with a plan made while 500 jobs were in a table analyzed empty,
 -- 50 of them running.
-DELETE FROM pgq.jobs;
-VACUUM ANALYZE pgq.jobs;
+DELETE FROM pgq.job_rows;
+VACUUM ANALYZE pgq.job_rows;
 SELECT count(*) FROM pgq.enqueue_many('mail', array_fill('{}'::jsonb, ARRAY[500]));
 SELECT count(*) FROM pgq.claim('mail', 50);
 \c
@@ -149,11 +149,11 @@ SELECT array_agg(id ORDER BY id) AS ids, array_agg(attempt ORDER BY id) AS atts
   FROM pgq.claim('mail', 2) \gset
 BEGIN;
 SELECT idx_tup_fetch AS fetched_before FROM pg_stat_xact_user_tables
- WHERE relid = 'pgq.jobs'::regclass \gset
+ WHERE relid = 'pgq.job_rows'::regclass \gset
 SELECT pgq.complete_many(:'ids', :'atts') AS completed_of_5500;
 SELECT idx_tup_fetch - :fetched_before < 100 AS looked_up_by_id
-  FROM pg_stat_xact_user_tables WHERE relid = 'pgq.jobs'::regclass;
+  FROM pg_stat_xact_user_tables WHERE relid = 'pgq.job_rows'::regclass;
 COMMIT;
-ALTER TABLE pgq.jobs RESET (autovacuum_enabled);
+ALTER TABLE pgq.job_rows RESET (autovacuum_enabled);
 
 DROP EXTENSION pgq_cpp;

@@ -39,14 +39,14 @@ SELECT count(*) AS finished_rows_kept FROM pgq.finished;
 RESET pgq.debug_clock_offset;
 
 -- A pass over a large backlog works in bounded batches and gets all of it.
--- The statements were planned above, while pgq.jobs held a handful of rows;
+-- The statements were planned above, while pgq.job_rows held a handful of rows;
 -- their plans must still go through indexes now that it holds thousands
 -- (a sequential scan with an id = ANY(...) filter is quadratic in the batch).
 -- (No compaction here: with its counters reset the table looks all dead,
 -- and the rewrite's own scan would be counted.)
 SET pgq.compact_min_size = -1;
 SELECT pg_stat_force_next_flush();  -- count only what follows
-SELECT pg_stat_reset_single_table_counters('pgq.jobs'::regclass);
+SELECT pg_stat_reset_single_table_counters('pgq.job_rows'::regclass);
 SELECT pgq.create_queue('bulk', lease => '1 minute');
 SELECT count(*) FROM pgq.enqueue_many('bulk', array_fill('{}'::jsonb, ARRAY[12000]));
 SELECT count(*) FROM pgq.claim('bulk', 10000);
@@ -55,7 +55,7 @@ SET pgq.debug_clock_offset = '2min';
 SELECT * FROM pgq.maintain();
 SELECT pg_stat_force_next_flush();
 SELECT seq_scan AS sequential_scans_of_jobs FROM pg_stat_user_tables
- WHERE relid = 'pgq.jobs'::regclass;
+ WHERE relid = 'pgq.job_rows'::regclass;
 SELECT queue, ready, running FROM pgq.queue_stats WHERE queue = 'bulk';
 RESET pgq.debug_clock_offset;
 RESET pgq.compact_min_size;

@@ -28,7 +28,7 @@ SELECT o.queue
        (s.ready, s.scheduled, s.running, s.expired, s.dead, s.done_recent, s.paused,
         s.max_running, s.awaiting_parents);
 -- An expired lease counts as expired (and running).
-UPDATE pgq.jobs SET lease_until = now() - interval '1 second' WHERE state = 'r';
+UPDATE pgq.job_rows SET lease_until = now() - interval '1 second' WHERE state = 'r';
 SELECT queue, running, expired FROM pgq.queue_overview() WHERE queue = 'mail';
 
 -- The oldest ready job is found in every priority level, not only the one
@@ -43,7 +43,7 @@ SELECT ready, scheduled, oldest_ready_age >= interval '2 hours' AS two_hours, es
 -- Past exact_up_to: before any statistics, "more than" (exact_up_to + 1);
 -- after ANALYZE, the estimate (here exact: ANALYZE read every row).
 -- (Autovacuum off: its ANALYZE would bring the statistics early.)
-ALTER TABLE pgq.jobs SET (autovacuum_enabled = off);
+ALTER TABLE pgq.job_rows SET (autovacuum_enabled = off);
 ALTER TABLE pgq.dead_jobs_0 SET (autovacuum_enabled = off);
 ALTER TABLE pgq.dead_jobs_1 SET (autovacuum_enabled = off);
 ALTER TABLE pgq.dead_jobs_2 SET (autovacuum_enabled = off);
@@ -53,7 +53,7 @@ SELECT count(*) FROM pgq.enqueue_many('deep', ARRAY(SELECT jsonb_build_object('i
 SELECT count(*) FROM pgq.enqueue_many('deep', ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 10)), run_at => now() + interval '1 hour');
 SELECT ready, scheduled, estimated FROM pgq.queue_overview(100) WHERE queue = 'deep';
 SELECT ready + scheduled AS pending, estimated FROM pgq.queue_overview(20) WHERE queue = 'deep';
-ANALYZE pgq.jobs;
+ANALYZE pgq.job_rows;
 SELECT ready + scheduled AS pending, ready > 20 AS ready_estimated, estimated
   FROM pgq.queue_overview(20) WHERE queue = 'deep';
 -- The small queues stay exact.

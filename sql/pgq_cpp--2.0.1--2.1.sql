@@ -9,6 +9,16 @@
 
 \echo Use "ALTER EXTENSION pgq_cpp UPDATE" to load this file. \quit
 
+-- Issue 33 (ADR 0028): the table of jobs is pgq.job_rows, the jobs kept as
+-- rows; pgq.jobs becomes a view of every unfinished job, its rows and the
+-- rings' jobs (created below, after pgq.ring_jobs). Views of 2.0.1 on the
+-- table follow it by its oid.
+ALTER TABLE pgq.jobs RENAME TO job_rows;
+ALTER TABLE pgq.job_rows RENAME CONSTRAINT jobs_pkey TO job_rows_pkey;
+COMMENT ON FUNCTION pgq.compact_jobs() IS
+    'rewrites pgq.job_rows now if it is worth it (ADR 0008); owner of pgq.job_rows or superuser';
+COMMENT ON TABLE pgq.job_rows IS 'the jobs kept as rows, every job not on a ring: pending, waiting and running (finished jobs leave it); pgq.jobs shows them with the rings'' jobs';
+
 -- ---------------------------------------------------------------------------
 -- What a role may read about its own queues (read surfaces).
 -- ---------------------------------------------------------------------------
@@ -226,7 +236,7 @@ CREATE TABLE pgq.job_log (
     enqueued_at  timestamptz,
     lease_until  timestamptz,
     at           timestamptz,
-    outcome      "char",                 -- closure: d done, m moved to pgq.jobs
+    outcome      "char",                 -- closure: d done, m moved to pgq.job_rows
     payload      jsonb
 ) PARTITION BY LIST (ring);
 COMMENT ON TABLE pgq.job_log IS
@@ -239,7 +249,7 @@ COMMENT ON TABLE pgq.job_log IS
 -- attempts spent) or running ('r': a receipt of a later attempt, the
 -- newest one's attempt and lease, claimed_at its first receipt's time). A
 -- closure of a later attempt than the newest entry ends it: done, or moved
--- into pgq.jobs (where the readers find it). A full read of the ring's rows
+-- into pgq.job_rows (where the readers find it). A full read of the ring's rows
 -- grouped by id (a filter on ring or id reaches the scan); the payload is
 -- the entry's (every entry of a job carries the same), aggregated only
 -- where a reader asks for it. The newest receipt is the one of the highest
@@ -282,6 +292,27 @@ SELECT g.ring,
 COMMENT ON VIEW pgq.ring_jobs IS
     'the unfinished jobs of the queues'' rings (ADR 0028): pending or running, from their rows; internal, read by pgq''s readers';
 
+-- Issue 33 (ADR 0028, step 3 begun): pgq.jobs, every unfinished job with
+-- pgq.jobs' columns of 2.x — the rows of pgq.job_rows (the jobs kept as
+-- rows: scheduled, waiting, grouped, deduplicated, with parents, and those
+-- claimed from there) and the jobs on the queues' rings (pgq.ring_jobs:
+-- no dedupe or group key, error, claimer, progress or dependencies; a
+-- running ring job's claimed_by is NULL). Read-only, not granted, as the
+-- table was: for an administrator's psql. Functions and views of pgq read
+-- pgq.job_rows and pgq.ring_jobs apart.
+CREATE VIEW pgq.jobs AS
+SELECT j.id, j.queue_id, j.state, j.priority, j.run_at, j.attempt, j.max_attempts,
+       j.lease_until, j.enqueued_at, j.dedupe_key, j.group_key, j.last_error, j.payload,
+       j.claimed_by, j.claimed_at, j.progress, j.dedupe_for, j.open_parents, j.has_dependents
+  FROM pgq.job_rows j
+UNION ALL
+SELECT r.id, q.queue_id, r.state, r.priority, r.run_at, r.attempt, r.max_attempts,
+       r.lease_until, r.enqueued_at, NULL::text, NULL::text, NULL::text, r.payload,
+       NULL::integer, r.claimed_at, NULL::jsonb, NULL::interval, NULL::integer, NULL::boolean
+  FROM pgq.ring_jobs r JOIN pgq.queues q ON q.ring_id OPERATOR(pg_catalog.=) r.ring;
+COMMENT ON VIEW pgq.jobs IS
+    'every unfinished job: the rows of pgq.job_rows and the jobs on the queues'' rings (ADR 0028), with the columns pgq.jobs had in 2.x';
+
 -- queue_stats and running_jobs count and show the rings' jobs too (their
 -- grants and comments stay).
 CREATE OR REPLACE VIEW pgq.queue_stats WITH (security_barrier) AS
@@ -317,7 +348,7 @@ SELECT q.name                                   AS queue,
                                              AND jj.run_at OPERATOR(pg_catalog.<=) cc.now
                                              AND pg_catalog.isfinite(jj.run_at)) AS oldest_ready,
                pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'b')       AS awaiting_parents
-          FROM pgq.jobs jj CROSS JOIN (SELECT pgq.clock() AS now) cc
+          FROM pgq.job_rows jj CROSS JOIN (SELECT pgq.clock() AS now) cc
          GROUP BY jj.queue_id
        ) j ON j.queue_id OPERATOR(pg_catalog.=) q.queue_id
   -- The jobs of the queues' rings (pgq.ring_jobs): pending or running.
@@ -359,7 +390,7 @@ SELECT j.id,
        a.pid IS NOT NULL                                  AS claimer_connected,
        j.group_key,
        j.enqueued_at
-  FROM pgq.jobs j
+  FROM pgq.job_rows j
   JOIN pgq.queues q ON q.queue_id OPERATOR(pg_catalog.=) j.queue_id
  CROSS JOIN (SELECT pgq.clock() AS now) c
   -- A pid is reused once its session ends: only a session that began

@@ -115,7 +115,7 @@ COMMENT ON TABLE pgq.rate_buckets IS 'token buckets of rate-limited queues when 
 -- completions of parents look for children. Both NULL on every other row.
 CREATE SEQUENCE pgq.job_id_seq AS bigint;
 
-CREATE TABLE pgq.jobs (
+CREATE TABLE pgq.job_rows (
     id           bigint      NOT NULL PRIMARY KEY,
     queue_id     integer     NOT NULL,
     state        "char"      NOT NULL,      -- 'p' pending, 'r' running, 'w' waiting in its group, 'b' for its parents
@@ -138,28 +138,28 @@ CREATE TABLE pgq.jobs (
     CONSTRAINT jobs_state_check
         CHECK (state OPERATOR(pg_catalog.=) ANY ('{p,r,w,b}'::pg_catalog."char"[]))
 ) WITH (fillfactor = 90);
-ALTER SEQUENCE pgq.job_id_seq OWNED BY pgq.jobs.id;
-COMMENT ON TABLE pgq.jobs IS 'pending, waiting and running jobs (the hot table: finished jobs leave it)';
+ALTER SEQUENCE pgq.job_id_seq OWNED BY pgq.job_rows.id;
+COMMENT ON TABLE pgq.job_rows IS 'the jobs kept as rows, every job not on a ring: pending, waiting and running (finished jobs leave it); pgq.jobs shows them with the rings'' jobs';
 
 -- What claim reads: pending jobs of one queue in claim order (priority
 -- descending, written as an ascending (- priority) so that a claim can start
 -- its scan at a key with one row comparison: the claim hint).
-CREATE INDEX jobs_ready_idx ON pgq.jobs (queue_id, (OPERATOR(pg_catalog.-) priority), run_at, id)
+CREATE INDEX jobs_ready_idx ON pgq.job_rows (queue_id, (OPERATOR(pg_catalog.-) priority), run_at, id)
     WHERE state OPERATOR(pg_catalog.=) 'p';
 -- Running jobs by queue and lease end: a capped claim counts its queue's
 -- running jobs, and maintenance finds expired leases queue by queue.
-CREATE INDEX jobs_lease_idx ON pgq.jobs (queue_id, lease_until)
+CREATE INDEX jobs_lease_idx ON pgq.job_rows (queue_id, lease_until)
     WHERE state OPERATOR(pg_catalog.=) 'r';
 -- One pending or running job per dedupe key and queue.
-CREATE UNIQUE INDEX jobs_dedupe_idx ON pgq.jobs (queue_id, dedupe_key)
+CREATE UNIQUE INDEX jobs_dedupe_idx ON pgq.job_rows (queue_id, dedupe_key)
     WHERE dedupe_key IS NOT NULL;
 -- A group's jobs in enqueue order: who is next when the head leaves.
-CREATE INDEX jobs_group_idx ON pgq.jobs (queue_id, group_key, id)
+CREATE INDEX jobs_group_idx ON pgq.job_rows (queue_id, group_key, id)
     WHERE group_key IS NOT NULL;
 -- Jobs that wait (behind their FIFO group's head, or for their parents) by
 -- queue and state: pgq.queue_overview counts them without reading the
 -- table. Only waiting jobs are in it.
-CREATE INDEX jobs_parked_idx ON pgq.jobs (queue_id, state)
+CREATE INDEX jobs_parked_idx ON pgq.job_rows (queue_id, state)
     WHERE state OPERATOR(pg_catalog.=) ANY ('{w,b}'::pg_catalog."char"[]);
 
 -- How many jobs of a queue each completing statement finished, and when:
@@ -212,7 +212,7 @@ COMMENT ON TABLE pgq.dependency_releases IS
 
 -- A job enqueued with on_duplicate => 'replace' while its key's holder runs
 -- waits here, outside the hot table (whose every index each enqueue and
--- claim pays for), one per key, and moves into pgq.jobs under its id, pending
+-- claim pays for), one per key, and moves into pgq.job_rows under its id, pending
 -- and holding the key, in the transaction in which the holder finishes.
 CREATE TABLE pgq.dedupe_followers (
     queue_id     integer     NOT NULL REFERENCES pgq.queues ON DELETE CASCADE,
@@ -658,7 +658,7 @@ COMMENT ON TABLE pgq.stream_subscriptions IS
 -- are registered where they are made, above).
 SELECT pg_catalog.pg_extension_config_dump('pgq.queues', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.queue_id_seq', '');
-SELECT pg_catalog.pg_extension_config_dump('pgq.jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('pgq.job_rows', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.job_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.finished', '');
 SELECT pg_catalog.pg_extension_config_dump('pgq.rate_buckets', '');
@@ -943,12 +943,12 @@ RETURNS record AS 'MODULE_PATHNAME', 'pgq_maintain' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION pgq.maintain() IS
     'one maintenance pass in the calling database (expire leases, dead-letter, drop finished rows, fire schedules): what the background worker runs; admin right on every queue';
 
--- Rewrites pgq.jobs with only its live jobs (ADR 0008); the maintenance pass
+-- Rewrites pgq.job_rows with only its live jobs (ADR 0008); the maintenance pass
 -- does it by itself past pgq.compact_min_size. NULL: the table stayed busy.
 CREATE FUNCTION pgq.compact_jobs()
 RETURNS bigint AS 'MODULE_PATHNAME', 'pgq_compact_jobs' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION pgq.compact_jobs() IS
-    'rewrites pgq.jobs now if it is worth it (ADR 0008); owner of pgq.jobs or superuser';
+    'rewrites pgq.job_rows now if it is worth it (ADR 0008); owner of pgq.job_rows or superuser';
 
 -- Dead-letter and history (SPEC §8; docs/lifecycle.md) ------------------------
 
@@ -1318,7 +1318,7 @@ CREATE TABLE pgq.job_log (
     enqueued_at  timestamptz,
     lease_until  timestamptz,
     at           timestamptz,
-    outcome      "char",                 -- closure: d done, m moved to pgq.jobs
+    outcome      "char",                 -- closure: d done, m moved to pgq.job_rows
     payload      jsonb
 ) PARTITION BY LIST (ring);
 COMMENT ON TABLE pgq.job_log IS
@@ -1331,7 +1331,7 @@ COMMENT ON TABLE pgq.job_log IS
 -- attempts spent) or running ('r': a receipt of a later attempt, the
 -- newest one's attempt and lease, claimed_at its first receipt's time). A
 -- closure of a later attempt than the newest entry ends it: done, or moved
--- into pgq.jobs (where the readers find it). A full read of the ring's rows
+-- into pgq.job_rows (where the readers find it). A full read of the ring's rows
 -- grouped by id (a filter on ring or id reaches the scan); the payload is
 -- the entry's (every entry of a job carries the same), aggregated only
 -- where a reader asks for it. The newest receipt is the one of the highest
@@ -1373,6 +1373,27 @@ SELECT g.ring,
    AND (g.closed IS NULL OR g.closed OPERATOR(pg_catalog.<=) g.entered);
 COMMENT ON VIEW pgq.ring_jobs IS
     'the unfinished jobs of the queues'' rings (ADR 0028): pending or running, from their rows; internal, read by pgq''s readers';
+
+-- Issue 33 (ADR 0028, step 3 begun): pgq.jobs, every unfinished job with
+-- pgq.jobs' columns of 2.x — the rows of pgq.job_rows (the jobs kept as
+-- rows: scheduled, waiting, grouped, deduplicated, with parents, and those
+-- claimed from there) and the jobs on the queues' rings (pgq.ring_jobs:
+-- no dedupe or group key, error, claimer, progress or dependencies; a
+-- running ring job's claimed_by is NULL). Read-only, not granted, as the
+-- table was: for an administrator's psql. Functions and views of pgq read
+-- pgq.job_rows and pgq.ring_jobs apart.
+CREATE VIEW pgq.jobs AS
+SELECT j.id, j.queue_id, j.state, j.priority, j.run_at, j.attempt, j.max_attempts,
+       j.lease_until, j.enqueued_at, j.dedupe_key, j.group_key, j.last_error, j.payload,
+       j.claimed_by, j.claimed_at, j.progress, j.dedupe_for, j.open_parents, j.has_dependents
+  FROM pgq.job_rows j
+UNION ALL
+SELECT r.id, q.queue_id, r.state, r.priority, r.run_at, r.attempt, r.max_attempts,
+       r.lease_until, r.enqueued_at, NULL::text, NULL::text, NULL::text, r.payload,
+       NULL::integer, r.claimed_at, NULL::jsonb, NULL::interval, NULL::integer, NULL::boolean
+  FROM pgq.ring_jobs r JOIN pgq.queues q ON q.ring_id OPERATOR(pg_catalog.=) r.ring;
+COMMENT ON VIEW pgq.jobs IS
+    'every unfinished job: the rows of pgq.job_rows and the jobs on the queues'' rings (ADR 0028), with the columns pgq.jobs had in 2.x';
 
 
 -- Views =====================================================================
@@ -1420,7 +1441,7 @@ SELECT q.name                                   AS queue,
                                              AND jj.run_at OPERATOR(pg_catalog.<=) cc.now
                                              AND pg_catalog.isfinite(jj.run_at)) AS oldest_ready,
                pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'b')       AS awaiting_parents
-          FROM pgq.jobs jj CROSS JOIN (SELECT pgq.clock() AS now) cc
+          FROM pgq.job_rows jj CROSS JOIN (SELECT pgq.clock() AS now) cc
          GROUP BY jj.queue_id
        ) j ON j.queue_id OPERATOR(pg_catalog.=) q.queue_id
   -- The jobs of the queues' rings (pgq.ring_jobs): pending or running.
@@ -1445,7 +1466,7 @@ COMMENT ON VIEW pgq.queue_stats IS 'one row per queue: ready (including jobs wai
 CREATE VIEW pgq.schedules WITH (security_barrier) AS
 SELECT r.name, q.name AS queue, r.spec, r.next_run_at, r.last_run_at, r.last_job_id,
        (r.last_job_id IS NOT NULL AND EXISTS (
-            SELECT 1 FROM pgq.jobs j WHERE j.id OPERATOR(pg_catalog.=) r.last_job_id)) AS running,
+            SELECT 1 FROM pgq.job_rows j WHERE j.id OPERATOR(pg_catalog.=) r.last_job_id)) AS running,
        r.timezone, r.payload
   FROM pgq.recurring r
   JOIN pgq.queues q ON q.queue_id OPERATOR(pg_catalog.=) r.queue_id
@@ -1475,7 +1496,7 @@ SELECT j.id,
        a.pid IS NOT NULL                                  AS claimer_connected,
        j.group_key,
        j.enqueued_at
-  FROM pgq.jobs j
+  FROM pgq.job_rows j
   JOIN pgq.queues q ON q.queue_id OPERATOR(pg_catalog.=) j.queue_id
  CROSS JOIN (SELECT pgq.clock() AS now) c
   -- A pid is reused once its session ends: only a session that began

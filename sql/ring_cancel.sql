@@ -1,7 +1,7 @@
 -- Cancel of a job of a ring queue (issue 33, ADR 0028 "Tombstones"). A job
 -- still in its ring gets a tombstone: the lane notes it so that no claim
 -- hands it out (or takes it out of the entries given back), it goes to
--- dead-letter with reason cancelled as a pending job of pgq.jobs does, and
+-- dead-letter with reason cancelled as a pending job of pgq.job_rows does, and
 -- a closure on the ring finishes it. A running one is cancelled as before.
 CREATE EXTENSION pgq_cpp;
 SET pgq.ring_queues = on;

@@ -1,6 +1,6 @@
 -- Claim order on a ring queue (issue 33, ADR 0028): the ring's entries
 -- (priority 0, in the order they were enqueued) and the jobs of the queue
--- that wait in pgq.jobs (a group, a dedupe key, a priority, a later run_at)
+-- that wait in pgq.job_rows (a group, a dedupe key, a priority, a later run_at)
 -- are handed out merged in SPEC order: priority, then run_at, then id. A
 -- claim of n takes them in that order across both; so does a run of
 -- claims of one.
@@ -13,7 +13,7 @@ CREATE TEMP TABLE enq (k text PRIMARY KEY, id bigint NOT NULL UNIQUE);
 CREATE FUNCTION pg_temp.job(bigint) RETURNS text LANGUAGE sql AS 'SELECT k FROM enq WHERE id = $1';
 
 -- For each queue: a job of priority -1 first, then ring entries and jobs of
--- pgq.jobs (grouped, deduplicated) in turn, then one of priority 2.
+-- pgq.job_rows (grouped, deduplicated) in turn, then one of priority 2.
 CREATE FUNCTION pg_temp.fill(q text) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO enq VALUES (q || ':low', pgq.enqueue(q, '{}', priority => -1));
@@ -28,8 +28,8 @@ BEGIN
 END $$;
 SELECT pg_temp.fill('ro'), pg_temp.fill('ro1');
 -- Where each job is.
-SELECT e.k, CASE WHEN j.id IS NOT NULL THEN 'pgq.jobs' ELSE 'ring' END AS kept
-  FROM enq e LEFT JOIN pgq.jobs j USING (id) WHERE e.k LIKE 'ro:%' ORDER BY e.id;
+SELECT e.k, CASE WHEN j.id IS NOT NULL THEN 'job_rows' ELSE 'ring' END AS kept
+  FROM enq e LEFT JOIN pgq.job_rows j USING (id) WHERE e.k LIKE 'ro:%' ORDER BY e.id;
 
 -- One claim of ten: every job, in claim order.
 SELECT pg_temp.job(id) AS job, priority FROM pgq.claim('ro', 10);

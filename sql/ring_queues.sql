@@ -1,12 +1,12 @@
 -- Queues on segment rings, step 2a of issue 33 (docs/adr/0028-queues-on-rings.md).
 -- A queue created while pgq.ring_queues is on is a ring queue: its plain jobs
 -- (due now, no group, no dedupe key, no parents, priority 0) are entries of
--- its ring and never rows of pgq.jobs; every other job of it goes to
--- pgq.jobs as before. On a ring job, claim, complete, complete_many, fail,
+-- its ring and never rows of pgq.job_rows; every other job of it goes to
+-- pgq.job_rows as before. On a ring job, claim, complete, complete_many, fail,
 -- extend, release and lease expiry give what they give on any job
 -- (sql/claim.sql, sql/finish.sql, sql/maintain.sql).
--- In step 2a pgq.jobs and cancel do not see ring jobs (the readers do:
--- sql/ring_reads.sql): pgq.jobs is read here only to show that a plain job
+-- In step 2a pgq.job_rows and cancel do not see ring jobs (the readers do:
+-- sql/ring_reads.sql): pgq.job_rows is read here only to show that a plain job
 -- is not in it and that the other jobs are. Where a claim hands out table jobs and
 -- ring entries together, the table jobs come first in SPEC order too.
 CREATE EXTENSION pgq_cpp;
@@ -36,7 +36,7 @@ SELECT count(DISTINCT ring_id) AS rings FROM pgq.queues;
 CREATE TEMP TABLE enq (k text PRIMARY KEY, id bigint NOT NULL UNIQUE);
 CREATE FUNCTION pg_temp.job(bigint) RETURNS text LANGUAGE sql AS 'SELECT k FROM enq WHERE id = $1';
 
--- Jobs that are not plain go to pgq.jobs, as on any queue.
+-- Jobs that are not plain go to pgq.job_rows, as on any queue.
 INSERT INTO enq VALUES ('later', pgq.enqueue('ring', '{"k": "later"}', run_at => pgq.clock() + interval '1 hour'));
 INSERT INTO enq VALUES ('grouped', pgq.enqueue('ring', '{"k": "grouped"}', group_key => 'g'));
 INSERT INTO enq VALUES ('deduped', pgq.enqueue('ring', '{"k": "deduped"}', dedupe_key => 'd'));
@@ -50,11 +50,11 @@ INSERT INTO enq SELECT 'n' || (o + 1), id
 -- A job's own max_attempts leaves it plain.
 INSERT INTO enq VALUES ('n5', pgq.enqueue('ring', '{"k": "n5"}', max_attempts => 2));
 INSERT INTO enq VALUES ('urgent', pgq.enqueue('ring', '{"k": "urgent"}', priority => 5));
--- Plain jobs of queues created with the setting off: pgq.jobs.
+-- Plain jobs of queues created with the setting off: pgq.job_rows.
 INSERT INTO enq VALUES ('before', pgq.enqueue('before', '{"k": "before"}'));
 INSERT INTO enq VALUES ('after', pgq.enqueue('after', '{"k": "after"}'));
 SELECT q.name AS queue, j.payload->>'k' AS k, j.state, j.id = e.id AS same_id
-  FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) JOIN enq e ON e.k = j.payload->>'k'
+  FROM pgq.job_rows j JOIN pgq.queues q USING (queue_id) JOIN enq e ON e.k = j.payload->>'k'
  ORDER BY j.id;
 SELECT count(*) AS ids, count(DISTINCT id) AS distinct_ids FROM enq;
 -- The dedupe key is held as before.
@@ -74,7 +74,7 @@ SELECT pg_temp.job(id) AS job, payload->>'k' AS payload, attempt, max_attempts,
   FROM pgq.claim('ring', 10, lease => '1 minute');
 SELECT count(*) AS nothing_due FROM pgq.claim('ring', 10);
 SELECT count(*) AS ring_rows_in_pgq_jobs
-  FROM pgq.jobs WHERE id IN (SELECT id FROM enq WHERE k LIKE 'n_');
+  FROM pgq.job_rows WHERE id IN (SELECT id FROM enq WHERE k LIKE 'n_');
 
 -- complete: true once for the claim's (id, attempt), false otherwise.
 SELECT id AS n1 FROM enq WHERE k = 'n1' \gset
@@ -231,9 +231,9 @@ SELECT count(*) AS nothing_due FROM pgq.claim('ring', 100);
 SELECT count(*) AS nothing_due FROM pgq.claim('ring_once', 100);
 RESET pgq.debug_clock_offset;
 SELECT count(*) AS ring_rows_in_pgq_jobs
-  FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) WHERE q.ring_id IS NOT NULL;
+  FROM pgq.job_rows j JOIN pgq.queues q USING (queue_id) WHERE q.ring_id IS NOT NULL;
 
--- drop_queue counts the jobs on a ring as those of pgq.jobs: a ring queue
+-- drop_queue counts the jobs on a ring as those of pgq.job_rows: a ring queue
 -- holding pending or running jobs is refused without force (55006), and
 -- dropped with its ring with force.
 SET pgq.ring_queues = on;

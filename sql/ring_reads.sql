@@ -1,9 +1,9 @@
 -- The read surfaces on ring queues (issue 33 step 2e, docs/adr/0028-queues-on-rings.md):
 -- pgq.job, list_jobs, queue_stats, running_jobs, queue_workers,
 -- queue_overview, queue_metrics and metrics show a ring queue's jobs as
--- they show the same jobs of a queue without a ring (pgq.jobs): pending as
+-- they show the same jobs of a queue without a ring (pgq.job_rows): pending as
 -- ready, running with the claim's attempt and lease, a completed job gone
--- (or done where the queue keeps history), a job moved into pgq.jobs (a
+-- (or done where the queue keeps history), a job moved into pgq.job_rows (a
 -- failure) once, from there; the same rights. Every step is done on a
 -- ring queue and on a table queue alike, and the two are compared.
 CREATE EXTENSION pgq_cpp;
@@ -21,14 +21,14 @@ CREATE TEMP TABLE enq (k text PRIMARY KEY, q text NOT NULL, id bigint NOT NULL U
 CREATE FUNCTION pg_temp.job(bigint) RETURNS text LANGUAGE sql AS 'SELECT k FROM enq WHERE id = $1';
 GRANT SELECT ON enq TO PUBLIC;
 -- Six plain jobs each: two stay pending, one runs, one completes, one
--- fails (a retry: moved into pgq.jobs on the ring queue), one more runs
+-- fails (a retry: moved into pgq.job_rows on the ring queue), one more runs
 -- with an extended lease.
 INSERT INTO enq SELECT 'j' || o || '_' || q, q, id
   FROM unnest(ARRAY['ring', 'table']) AS q,
        LATERAL pgq.enqueue_many(q, ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}', '{"n": 4}',
                                          '{"n": 5}', '{"n": 6}']::jsonb[]) WITH ORDINALITY AS e(id, o);
--- Nothing is in pgq.jobs of the ring queue yet: its jobs are on its ring.
-SELECT q.name, count(*) AS rows_in_pgq_jobs FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)
+-- Nothing is in pgq.job_rows of the ring queue yet: its jobs are on its ring.
+SELECT q.name, count(*) AS rows_in_pgq_jobs FROM pgq.job_rows j JOIN pgq.queues q USING (queue_id)
  GROUP BY q.name ORDER BY q.name;
 
 -- Claims, each committed (autocommit): four jobs of each queue.
@@ -38,9 +38,24 @@ SELECT k, pgq.complete(id, 1) AS completed FROM enq WHERE k IN ('j3_ring', 'j3_t
 SELECT k, pgq.fail(id, 1, 'smtp timeout') FROM enq WHERE k IN ('j4_ring', 'j4_table') ORDER BY k;
 SELECT k, pgq.extend(id, 1, '1 hour') - pgq.clock() > '59 minutes' AS extended
   FROM enq WHERE k IN ('j2_ring', 'j2_table') ORDER BY k;
--- The ring queue's failed job is in pgq.jobs now, the others on the ring.
-SELECT pg_temp.job(j.id) AS job, j.state FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)
+-- The ring queue's failed job is in pgq.job_rows now, the others on the ring.
+SELECT pg_temp.job(j.id) AS job, j.state FROM pgq.job_rows j JOIN pgq.queues q USING (queue_id)
  WHERE q.name = 'ring';
+
+-- The view pgq.jobs (every unfinished job, with 2.x's columns) shows the
+-- ring queue's jobs as the table queue's rows: the same state, attempt,
+-- lease and payload of each (the failed one from pgq.job_rows, once).
+SELECT split_part(e.k, '_', 1) AS job,
+       r.state AS ring_state, t.state AS table_state, r.attempt = t.attempt AS same_attempt,
+       r.max_attempts = t.max_attempts AND r.priority = t.priority AND r.payload = t.payload
+         AND (r.lease_until IS NULL) = (t.lease_until IS NULL)
+         AND (r.claimed_at IS NULL) = (t.claimed_at IS NULL) AS same_columns
+  FROM enq e JOIN pgq.jobs r ON r.id = e.id
+  FULL JOIN (enq f JOIN pgq.jobs t ON t.id = f.id AND f.q = 'table')
+    ON split_part(f.k, '_', 1) = split_part(e.k, '_', 1)
+ WHERE e.q = 'ring'
+ ORDER BY 1;
+SELECT count(*) AS rows_shown, count(DISTINCT id) AS jobs FROM pgq.jobs;
 
 -- pgq.job of each: state, attempt, lease, claim time, payload.
 SELECT e.k, i.state, i.attempt, i.max_attempts, i.priority, i.queue,
@@ -66,7 +81,7 @@ SELECT count(*) AS jobs_differing FROM (
   (SELECT * FROM pg_temp.shown('ring') EXCEPT ALL SELECT * FROM pg_temp.shown('table'))
   UNION ALL
   (SELECT * FROM pg_temp.shown('table') EXCEPT ALL SELECT * FROM pg_temp.shown('ring'))) d;
--- claimed_at is the claim's time, kept by an extension, as in pgq.jobs.
+-- claimed_at is the claim's time, kept by an extension, as in pgq.job_rows.
 SELECT count(*) AS claimed_at_differs FROM enq r JOIN enq t ON t.k = replace(r.k, 'ring', 'table')
  WHERE r.q = 'ring' AND r.k IN ('j1_ring', 'j2_ring')
    AND (SELECT claimed_at FROM pgq.job(r.id)) - (SELECT claimed_at FROM pgq.job(t.id))
@@ -121,7 +136,7 @@ SELECT queue_name, running FROM pgq.queue_workers('ring');
 SELECT queue_name, running FROM pgq.queue_workers('table');
 
 -- Leases that ran out: expired in every count until maintenance moves
--- them (the ring's into pgq.jobs), then pending again with the attempt
+-- them (the ring's into pgq.job_rows), then pending again with the attempt
 -- spent.
 SET pgq.debug_clock_offset = '10min';
 SELECT queue, ready, scheduled, running, expired FROM pgq.queue_stats
@@ -204,7 +219,7 @@ SELECT replace(c.queue, 'table', 'ring') AS same_as, c.queue, c.claims, c.comple
   FROM pgq.queue_counters() c WHERE c.queue IN ('ring', 'table', 'ring_kept', 'table_kept')
  ORDER BY 1, 2;
 
--- A running ring job moved into pgq.jobs (progress, a failure, a lease that
+-- A running ring job moved into pgq.job_rows (progress, a failure, a lease that
 -- ended) keeps the time of its claim.
 SET pgq.ring_queues = on;
 SELECT pgq.create_queue('ring_moved', lease => '1 hour');
@@ -216,7 +231,7 @@ SET pgq.debug_clock_offset = '5min';
 SELECT pgq.progress(:moved_id, 1, '{"step": 1}') AS reported;
 RESET pgq.debug_clock_offset;
 SELECT j.state, j.claimed_at = :'claimed_before' AS claimed_at_kept
-  FROM pgq.jobs j WHERE j.id = :moved_id;
+  FROM pgq.job_rows j WHERE j.id = :moved_id;
 
 -- A job of a ring queue cannot be waited for yet (ADR 0028 step 2d): an
 -- enqueue naming one in after is refused (0A000), by a superuser too (who
@@ -226,7 +241,7 @@ SELECT pgq.enqueue('ring_moved', '{}') AS ring_parent \gset
 \set VERBOSITY sqlstate
 SELECT pgq.enqueue('ring_moved', '{}', after => ARRAY[:ring_parent]);
 \set VERBOSITY default
-SELECT count(*) AS children FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)
+SELECT count(*) AS children FROM pgq.job_rows j JOIN pgq.queues q USING (queue_id)
  WHERE q.name = 'ring_moved' AND j.state = 'b';
 
 DROP EXTENSION pgq_cpp;

@@ -101,7 +101,7 @@ test('a queue deeper than the exact count shows the estimate from the statistics
   const before = overviewCell((await browser.get('/')).body, 'deep', 'ready');
   assert.match(before, /^(1,000\+|≈ [0-9,]+)$/);
 
-  await db.admin.query('ANALYZE pgq.jobs');
+  await db.admin.query('ANALYZE pgq.job_rows');
   const res = await browser.get('/');
   const ready = overviewCell(res.body, 'deep', 'ready');
   assert.match(ready, /^≈ [0-9,]+$/);

@@ -112,7 +112,7 @@ Datum ClaimInto(FunctionCallInfo fcinfo, std::vector<std::string_view> names) {
   pg::ChannelWaiter waiter;
   for (;;) {
     // An attempt that takes nothing is rolled back: a claim asleep holds no
-    // lock on pgq.jobs (or anything else it read), so compaction and ALTER
+    // lock on pgq.job_rows (or anything else it read), so compaction and ALTER
     // EXTENSION need not wait for it.
     pg::SubTransaction sub;
     service::Claimer::Try attempt = claimer.Once(&waiter);

@@ -1,4 +1,4 @@
-// pgq.compact_jobs(): an explicit compaction of pgq.jobs (ADR 0008), with
+// pgq.compact_jobs(): an explicit compaction of pgq.job_rows (ADR 0008), with
 // larger limits than the maintenance pass's; the rules are
 // service/compact.h.
 #include "pg/boundary.h"
@@ -21,8 +21,8 @@ constexpr int64 kCallMaxBytes = 512 * 1024 * 1024;
 PGQ_FUNCTION(pgq_compact_jobs) {
   // Checked before the lock: taking it needs no privilege of its own.
   if (!service::MayCompactJobs()) {
-    pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied to compact pgq.jobs",
-              "Only the owner of pgq.jobs (the role that installed pgq_cpp) or a superuser may.");
+    pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied to compact pgq.job_rows",
+              "Only the owner of pgq.job_rows (the role that installed pgq_cpp) or a superuser may.");
   }
   if (IsolationUsesXactSnapshot()) {
     pg::Raise(ERRCODE_INVALID_TRANSACTION_STATE,
@@ -32,7 +32,7 @@ PGQ_FUNCTION(pgq_compact_jobs) {
   const service::CompactResult result =
       service::CompactJobs(kCallLockTimeoutMillis, kCallMaxJobs, kCallMaxBytes);
   if (result.outcome == service::CompactOutcome::kTooBig) {
-    pg::Raise(ERRCODE_PROGRAM_LIMIT_EXCEEDED, "pgq.jobs holds too many live jobs to compact",
+    pg::Raise(ERRCODE_PROGRAM_LIMIT_EXCEEDED, "pgq.job_rows holds too many live jobs to compact",
               "At most " + std::to_string(kCallMaxJobs) + " jobs and " +
                   std::to_string(kCallMaxBytes / (1024 * 1024)) + " MB are rewritten at once.",
               "VACUUM reclaims the space once no old transaction holds it.");

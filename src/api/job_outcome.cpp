@@ -38,7 +38,7 @@ std::string CancelOutcome(pg::SpiSession& spi, int64 id) {
   const service::QueueScope scope = service::RequireScope(spi, kMayCancel);
   // Each statement reads a new snapshot (READ COMMITTED): a job that moved
   // between cancel's statements and this read (a follower of a dedupe key
-  // promoted into pgq.jobs as its holder finished) is live when read, and
+  // promoted into pgq.job_rows as its holder finished) is live when read, and
   // the next try finds it where it went. A job moves that way once, so a
   // second try settles it; the third is a margin.
   for (int attempt = 0; attempt < 3; ++attempt) {

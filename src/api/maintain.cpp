@@ -20,7 +20,7 @@ PGQ_FUNCTION(pgq_maintain) {
   const TimestampTz now = pg::Now();
   service::PassCounts counts;
   for (bool more = true; more;) counts += service::RunMaintenanceBatch(now, &more);
-  // Compacting holds pgq.jobs exclusively until the caller commits: only
+  // Compacting holds pgq.job_rows exclusively until the caller commits: only
   // when that is the end of this statement, and never from an old snapshot.
   if (!IsTransactionBlock() && !IsolationUsesXactSnapshot()) service::MaybeCompactJobs();
   TupleDesc desc = nullptr;

@@ -120,14 +120,14 @@ bool RunBatchTransaction(TimestampTz now, service::PassCounts* counts, bool* mor
   return installed;
 }
 
-// How often the worker looks whether pgq.jobs needs compacting (ADR 0008):
+// How often the worker looks whether pgq.job_rows needs compacting (ADR 0008):
 // a rewrite invalidates every session's plans on the table, so not at each
 // pass; a hold of minutes still grows it by at most this much traffic.
 constexpr int64 kCompactCheckMicros = 10 * USECS_PER_SEC;
 constexpr int64 kCompactTooBigPauseMicros = 5 * 60 * USECS_PER_SEC;
 TimestampTz next_compact_check = 0;
 
-// Compacts pgq.jobs in its own short transaction when it is worth it.
+// Compacts pgq.job_rows in its own short transaction when it is worth it.
 void RunCompactionTransaction(const char* database_name) {
   service::CompactResult result;
   if (BeginWorkerTransaction("pgq compaction check") &&
@@ -136,7 +136,7 @@ void RunCompactionTransaction(const char* database_name) {
   }
   CommitWorkerTransaction();
   if (result.outcome == service::CompactOutcome::kCompacted) {
-    ereport(LOG, (errmsg("pgq compacted pgq.jobs in database \"%s\": %lld live jobs kept, "
+    ereport(LOG, (errmsg("pgq compacted pgq.job_rows in database \"%s\": %lld live jobs kept, "
                          "%lld kB -> %lld kB",
                          database_name, static_cast<long long>(result.jobs),
                          static_cast<long long>(result.bytes_before / 1024),
@@ -146,13 +146,13 @@ void RunCompactionTransaction(const char* database_name) {
     // reset by a crash, say): leave the table to VACUUM for a while.
     next_compact_check = GetCurrentTimestamp() + kCompactTooBigPauseMicros;
     ereport(DEBUG1,
-            (errmsg("pgq compaction of pgq.jobs in database \"%s\" paused: too many live jobs",
+            (errmsg("pgq compaction of pgq.job_rows in database \"%s\" paused: too many live jobs",
                     database_name)));
   } else if (result.outcome == service::CompactOutcome::kNotNeeded) {
-    ereport(DEBUG2, (errmsg("pgq compaction of pgq.jobs in database \"%s\" not needed (%lld kB)",
+    ereport(DEBUG2, (errmsg("pgq compaction of pgq.job_rows in database \"%s\" not needed (%lld kB)",
                             database_name, static_cast<long long>(result.bytes_before / 1024))));
   } else if (result.outcome == service::CompactOutcome::kBusy) {
-    ereport(DEBUG1, (errmsg("pgq compaction of pgq.jobs in database \"%s\" skipped: table busy",
+    ereport(DEBUG1, (errmsg("pgq compaction of pgq.job_rows in database \"%s\" skipped: table busy",
                             database_name)));
   }
 }

@@ -8,7 +8,7 @@
 // (store/history.cpp). Each says what it is built from, as a set of
 // sources, and keeps a CacheEpoch of them: it is valid until an
 // invalidation of one of its sources is processed, and only such an
-// invalidation empties it (an autovacuum of pgq.jobs, a TRUNCATE of a
+// invalidation empties it (an autovacuum of pgq.job_rows, a TRUNCATE of a
 // segment or a temporary table of some session no longer empties the
 // queue cache of every backend).
 //

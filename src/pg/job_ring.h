@@ -29,7 +29,7 @@
 // job; a completion or extension of another attempt finds nothing.
 //
 // Without shared memory (not preloaded) there is no ring: queues keep their
-// jobs in pgq.jobs.
+// jobs in pgq.job_rows.
 #pragma once
 
 #include <vector>
@@ -51,7 +51,7 @@ enum Column : int {
   kEnqueuedAt,
   kLeaseUntil,  // receipt
   kAt,          // receipt: claimed at; closure: closed at
-  kOutcome,     // closure: 'd' done, 'm' moved to pgq.jobs, 'x' cancelled
+  kOutcome,     // closure: 'd' done, 'm' moved to pgq.job_rows, 'x' cancelled
   kPayload,     // entry
   kColumns = kPayload
 };
@@ -152,7 +152,7 @@ struct Lease {
   int32 lane;
   TimestampTz claimed_at;
   // A transaction that took the lease out (a completion, a move into
-  // pgq.jobs) and has not ended: the lease stays in the map until it
+  // pgq.job_rows) and has not ended: the lease stays in the map until it
   // commits (then it goes) or rolls back (then it holds again), so that
   // whoever asks meanwhile waits for it, as for a table job's row lock.
   TransactionId closer_xid;
@@ -171,7 +171,7 @@ void WaitForCloser(TransactionId xid);
 // holding again at rollback). False: not the live attempt, or another
 // transaction's close of it is in progress (its xid in `wait_for`, when
 // given: wait for it and ask again).
-//   Close: a closure with `outcome` ('d' done, 'm' moved to pgq.jobs).
+//   Close: a closure with `outcome` ('d' done, 'm' moved to pgq.job_rows).
 //   Extend: a receipt with the new lease.
 bool Close(const Place& place, int64 id, int32 attempt, char outcome, TimestampTz now,
            TransactionId* wait_for = nullptr);
@@ -180,7 +180,7 @@ int Close(const Place& place, const int64* ids, const int32* attempts, int count
 bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, TimestampTz lease_until);
 
 // The entry of a running ring job (its payload and the rest), read by its
-// lease: for moving it to pgq.jobs.
+// lease: for moving it to pgq.job_rows.
 bool ReadEntry(const Lease& lease, NewEntry* entry);
 
 // Running ring jobs of this database whose lease ended before `now`, at

@@ -5,7 +5,7 @@
 // a third of a single enqueue), which is what this avoids.
 //
 // For tables of ours only: no triggers, row-level security, partitions or
-// generated columns (pgq.jobs has none; the caller checks nothing of that,
+// generated columns (pgq.job_rows has none; the caller checks nothing of that,
 // and no privilege: the caller's right was checked before, as for our
 // statements, which run as the tables' owner).
 #pragma once

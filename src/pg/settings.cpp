@@ -107,7 +107,7 @@ void DefineSettings() {
       "Started while some queue of the database has a handler; 0 runs no handler.",
       &handler_workers, 2, 0, 64, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
-      "pgq.compact_min_size", "Size of pgq.jobs from which it is compacted.",
+      "pgq.compact_min_size", "Size of pgq.job_rows from which it is compacted.",
       "When the table and its indexes are at least this large and the live jobs fill at most an "
       "eighth of it, the maintenance pass rewrites it with only the live jobs. -1 never does.",
       &compact_min_size_kb, 2048, -1, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr, nullptr);

@@ -1,5 +1,5 @@
 // Rewriting a table to its live rows, frozen (ADR 0008): what compaction of
-// pgq.jobs does (service/compact.h decides when). PostgreSQL internals (heap
+// pgq.job_rows does (service/compact.h decides when). PostgreSQL internals (heap
 // scans and inserts, subtransactions, resource owners) stay here.
 //
 // Under an ACCESS EXCLUSIVE lock the live rows are copied aside (detoasted),

@@ -44,9 +44,9 @@ Claimer::Claimer(pg::SpiSession& spi, std::vector<std::string_view> queues, int3
 
 int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 want, Datum lease,
                               TimestampTz now, pg::QueueSlot* slot, Try* result) {
-  // A queue on a ring (ADR 0028, step 2a): the due jobs of pgq.jobs and the
+  // A queue on a ring (ADR 0028, step 2a): the due jobs of pgq.job_rows and the
   // ring's. A cap counts both, and both claims are made under its lock, as
-  // one capped claim of pgq.jobs counts and claims (store/claim.cpp): a
+  // one capped claim of pgq.job_rows counts and claims (store/claim.cpp): a
   // claim may take fewer than there is room for, never more.
   const bool capped = queue.max_running > 0;
   if (capped) {
@@ -56,11 +56,11 @@ int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 
     want = static_cast<int32>(std::clamp<int64>(queue.max_running - running, 0, want));
     if (slot != nullptr) pg::SetQueueCapped(slot, true);
   }
-  // pgq.jobs and the ring merged in claim order (SPEC: priority, run_at,
+  // pgq.job_rows and the ring merged in claim order (SPEC: priority, run_at,
   // id): each round takes, from the side whose next job comes first, the
   // jobs that come before the other side's next one (a ring entry has
-  // priority 0). A queue whose pgq.jobs has nothing due claims from its
-  // ring alone, after one claim of pgq.jobs that keeps its claim hint and
+  // priority 0). A queue whose pgq.job_rows has nothing due claims from its
+  // ring alone, after one claim of pgq.job_rows that keeps its claim hint and
   // alarm (none at all when the hint says nothing is pending there).
   int32 got = 0;
   bool table_done = false, ring_done = false;
@@ -90,14 +90,14 @@ int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 
     const bool ring_has = !ring_done && store::ring::Peek(spi_, queue.id, &next) > 0;
     const core::ClaimKey ring_key{0, next.run_at, next.id};
     if (!ring_has || core::ClaimsBefore(*table, ring_key)) {
-      // pgq.jobs' jobs that come before the ring's next entry.
+      // pgq.job_rows' jobs that come before the ring's next entry.
       if (add(store::ClaimBefore(spi_, queue.id, name_datums_[index], want - got, lease, now, slot,
                                  ring_has ? &ring_key : nullptr)) == 0) {
         table_done = true;  // its next job was taken or locked meanwhile
       }
       if (!ring_has) ring_done = true;
     } else {
-      // The ring's entries that come before pgq.jobs' next job: all of them
+      // The ring's entries that come before pgq.job_rows' next job: all of them
       // when that job's priority is below 0.
       const pg::job_ring::Bound bound{table->run_at, table->id};
       if (add(store::ring::Claim(spi_, queue.id, queue.ring_id, name_datums_[index], want - got,

@@ -41,7 +41,7 @@ class Claimer {
   // claim (`waiting`) may sleep before its next try.
   long ClaimFrom(const pg::CachedQueue& queue, size_t index, int32 n, TimestampTz now, bool waiting,
                  Try* result);
-  // A queue on a ring: up to `want` of its jobs, from pgq.jobs then its
+  // A queue on a ring: up to `want` of its jobs, from pgq.job_rows then its
   // ring, within its cap; how many.
   int32 ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 want, Datum lease,
                        TimestampTz now, pg::QueueSlot* slot, Try* result);

@@ -1,4 +1,4 @@
-// Compaction of pgq.jobs (ADR 0008): when and how much (the maintenance
+// Compaction of pgq.job_rows (ADR 0008): when and how much (the maintenance
 // pass and pgq.compact_jobs()); the rewrite itself is pg::RewriteTableFrozen (pg/table_rewrite.h).
 //
 // VACUUM cannot remove a row version that some open transaction might still
@@ -37,8 +37,8 @@ constexpr int64 kAutoMaxBytes = 64 * 1024 * 1024;
 
 Oid JobsRelid() {
   return pg::Guard([] {
-    const Oid relid = get_relname_relid("jobs", get_namespace_oid("pgq", false));
-    if (!OidIsValid(relid)) elog(ERROR, "pgq.jobs does not exist");
+    const Oid relid = get_relname_relid("job_rows", get_namespace_oid("pgq", false));
+    if (!OidIsValid(relid)) elog(ERROR, "pgq.job_rows does not exist");
     return relid;
   });
 }
@@ -75,7 +75,7 @@ CompactResult CompactJobs(int lock_timeout_ms, int64 max_jobs, int64 max_bytes) 
     result.bytes_before = JobsBytes(spi, relid, nullptr);
   }
   const int64 kept =
-      pg::RewriteTableFrozen(relid, "pgq.jobs", lock_timeout_ms, max_jobs, max_bytes);
+      pg::RewriteTableFrozen(relid, "pgq.job_rows", lock_timeout_ms, max_jobs, max_bytes);
   if (kept == pg::kRewriteBusy) {
     result.outcome = CompactOutcome::kBusy;
   } else if (kept == pg::kRewriteTooBig) {

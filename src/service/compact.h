@@ -1,4 +1,4 @@
-// Compaction of pgq.jobs (ADR 0008): when the table is mostly dead space -
+// Compaction of pgq.job_rows (ADR 0008): when the table is mostly dead space -
 // a transaction held open for minutes, autovacuum behind - its few live rows
 // are copied aside, the table is truncated and the rows are written back
 // frozen, so the table and its indexes shrink to what the live jobs need
@@ -19,21 +19,21 @@ enum class CompactOutcome {
 struct CompactResult {
   CompactOutcome outcome = CompactOutcome::kBusy;
   int64 jobs = 0;          // live jobs kept (kCompacted)
-  int64 bytes_before = 0;  // pgq.jobs with its indexes and TOAST
+  int64 bytes_before = 0;  // pgq.job_rows with its indexes and TOAST
   int64 bytes_after = 0;
 };
 
-// Whether the current role owns pgq.jobs (or is a superuser): the only ones
+// Whether the current role owns pgq.job_rows (or is a superuser): the only ones
 // that may rewrite it. The ACCESS EXCLUSIVE lock itself checks nothing.
 bool MayCompactJobs();
 
-// Whether pgq.jobs is worth compacting now: at least pgq.compact_min_size on
+// Whether pgq.job_rows is worth compacting now: at least pgq.compact_min_size on
 // disk, of which the live jobs need at most an eighth, and the current role
 // may rewrite it. Cheap: file sizes and the statistics counters, no scan.
 // Sets *bytes to the table's size.
 bool JobsWantCompaction(int64* bytes);
 
-// Rewrites pgq.jobs in a subtransaction of the current transaction, which
+// Rewrites pgq.job_rows in a subtransaction of the current transaction, which
 // must be READ COMMITTED (a snapshot older than the lock would miss jobs).
 // Waits at most lock_timeout_ms for the ACCESS EXCLUSIVE lock; gives up
 // (kTooBig) when the live jobs exceed max_jobs or max_bytes.

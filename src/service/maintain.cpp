@@ -26,7 +26,7 @@ constexpr int32 kBatch = 5000;
 constexpr int32 kScheduleBatch = 100;
 
 // Claim hints are exact for every change pgq_cpp makes (core/claim_hint.h).
-// Changes it cannot see (a hand-written UPDATE of pgq.jobs, a prepared
+// Changes it cannot see (a hand-written UPDATE of pgq.job_rows, a prepared
 // transaction committed later) are found at the latest this long after, when
 // a pass resets the hints of its database.
 constexpr int64 kHintRefreshMicros = 60 * USECS_PER_SEC;

@@ -23,7 +23,7 @@ const Catalog& InstalledCatalog() {
     Catalog found{};
     const Oid schema = get_namespace_oid("pgq", true);
     if (!OidIsValid(schema)) return found;
-    const Oid jobs = get_relname_relid("jobs", schema);
+    const Oid jobs = get_relname_relid("job_rows", schema);
     found.jobs = jobs;
     found.job_id_seq = get_relname_relid("job_id_seq", schema);
     if (OidIsValid(jobs)) {

@@ -8,7 +8,7 @@
 
 namespace pgq::store {
 
-// Where each column a new job is given sits in pgq.jobs (attribute numbers,
+// Where each column a new job is given sits in pgq.job_rows (attribute numbers,
 // 1-based), for inserts that build the row themselves (store/insert.cpp).
 struct JobColumns {
   int natts;
@@ -16,7 +16,7 @@ struct JobColumns {
 };
 
 struct Catalog {
-  Oid jobs;           // pgq.jobs, InvalidOid while not installed
+  Oid jobs;           // pgq.job_rows, InvalidOid while not installed
   Oid job_id_seq;     // pgq.job_id_seq
   Oid running_index;  // jobs_lease_idx: (queue_id, lease_until) of running jobs
   Oid ready_index;    // jobs_ready_idx: (queue_id, - priority, run_at, id) of pending jobs

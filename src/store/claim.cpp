@@ -32,17 +32,17 @@ using internal::BuiltStatement;
 // remove it, or reset the hint if it rolls back (the ledger's locked
 // note), and the claimed jobs themselves are running once this commits.
 // `bounded`: only jobs before the key ($10, $11, $12), as ($6, $7, $8)
-// (a claim of a ring queue takes the jobs of pgq.jobs that come before its
+// (a claim of a ring queue takes the jobs of pgq.job_rows that come before its
 // ring's next entry, service/claim.cpp).
 std::string ClaimSql(std::string_view record_claimer, bool bounded = false) {
   std::string sql = R"sql(
 WITH claimed AS (
-  UPDATE pgq.jobs j
+  UPDATE pgq.job_rows j
      SET state = 'r', attempt = j.attempt + 1, lease_until = $4 + $3)sql";
   sql += record_claimer;
   sql += R"sql(
    WHERE j.id = ANY (ARRAY(
-     SELECT p.id FROM pgq.jobs p
+     SELECT p.id FROM pgq.job_rows p
       WHERE p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4
         AND (- p.priority, p.run_at, p.id) >= ($6, $7, $8))sql";
   if (bounded) sql += "\n        AND (- p.priority, p.run_at, p.id) < ($10, $11, $12)";
@@ -76,12 +76,12 @@ pg::Statement& claim_jobs_before() {
 // earliest run_at and the first of them in claim order (all NULL if none).
 // Only after a reset or when the alarm rings (ScanPlan::must_report_passed).
 pg::Statement passed_jobs = {R"sql(
-SELECT (SELECT min(u.run_at) FROM pgq.jobs u
+SELECT (SELECT min(u.run_at) FROM pgq.job_rows u
          WHERE u.queue_id = $1 AND u.state = 'p' AND u.run_at > $2
            AND (- u.priority, u.run_at, u.id) >= ($3, $4, $5)) AS earliest,
        a.priority, a.run_at, a.id
   FROM (SELECT) AS one LEFT JOIN LATERAL (
-    SELECT u.priority, u.run_at, u.id FROM pgq.jobs u
+    SELECT u.priority, u.run_at, u.id FROM pgq.job_rows u
      WHERE u.queue_id = $1 AND u.state = 'p' AND u.run_at > $2
        AND (- u.priority, u.run_at, u.id) >= ($3, $4, $5)
      ORDER BY - u.priority, u.run_at, u.id LIMIT 1) a ON true)sql",

@@ -33,7 +33,7 @@ std::string DeadSegmentSql() {
       false, "(SELECT q.keep_dead FROM pgq.queues q WHERE q.queue_id = d.queue_id)");
 }
 
-// The first two columns of a dead job whose live row (pgq.jobs or
+// The first two columns of a dead job whose live row (pgq.job_rows or
 // pgq.dedupe_followers) is d: its queue's name comes from a scalar
 // subquery into a NOT NULL column, so that if the queue were somehow gone
 // the statement fails instead of losing the job.
@@ -82,7 +82,7 @@ using internal::BuiltStatement;
 
 // A running job too: deleting its row fences its claim at once.
 constexpr std::string_view kCancel = R"sql(
-DELETE FROM pgq.jobs WHERE id = $1 AND state IN ('p', 'w', 'r', 'b') AND ($3 OR queue_id = ANY ($4))
+DELETE FROM pgq.job_rows WHERE id = $1 AND state IN ('p', 'w', 'r', 'b') AND ($3 OR queue_id = ANY ($4))
 RETURNING *)sql";
 
 pg::Statement& cancel_job() {
@@ -147,7 +147,7 @@ SELECT q.queue_id FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue
 // not brought back: its readers no longer show it. $3 now.
 constexpr std::string_view kDedupeFree = R"sql(
 (d.dedupe_key IS NULL OR NOT EXISTS (
-   SELECT 1 FROM pgq.jobs j WHERE j.queue_id = $2 AND j.dedupe_key = d.dedupe_key))
+   SELECT 1 FROM pgq.job_rows j WHERE j.queue_id = $2 AND j.dedupe_key = d.dedupe_key))
 AND NOT EXISTS (SELECT 1 FROM pgq.queues k
                  WHERE k.queue_id = $2 AND d.died_at + k.keep_dead <= $3))sql";
 // With its dedupe period, which dead-letter kept.
@@ -205,7 +205,7 @@ int32 AfterRevival(pg::SpiSession& spi, const Queue& queue, const pg::Result& re
 
 namespace {
 
-// What a cancel of a job of pgq.jobs does besides its move (`cancelled`:
+// What a cancel of a job of pgq.job_rows does besides its move (`cancelled`:
 // the dead row's queue_id and what GroupsOf and ParentsDied read).
 bool AfterCancel(pg::SpiSession& spi, const pg::Result& cancelled, TimestampTz now) {
   const int32 queue_id = cancelled.Int32(0, "queue_id");
@@ -220,7 +220,7 @@ bool AfterCancel(pg::SpiSession& spi, const pg::Result& cancelled, TimestampTz n
 
 // $1 id, $2 now, $3 its ring: a job still in its ring (a tombstone noted,
 // its closure not yet written: pgq.ring_jobs shows it pending) into
-// dead-letter, reason cancelled, as a pending job of pgq.jobs is.
+// dead-letter, reason cancelled, as a pending job of pgq.job_rows is.
 pg::Statement& bury_ring_entry() {
   const auto sql = [] {
     std::string rows(kQueueNameOfD);

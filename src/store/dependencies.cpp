@@ -54,7 +54,7 @@ constexpr int32 kInlineBound = 1000;
 // before this transaction commits; with what a pending one's claim-order
 // key needs (a claim skips it while it is locked).
 pg::Statement lock_parents = {R"sql(
-SELECT j.id, j.queue_id, j.state = 'p' AS pending, j.priority, j.run_at FROM pgq.jobs j
+SELECT j.id, j.queue_id, j.state = 'p' AS pending, j.priority, j.run_at FROM pgq.job_rows j
  WHERE j.id = ANY ($1) AND ($2 OR j.queue_id = ANY ($3))
  ORDER BY j.id FOR KEY SHARE)sql",
                               3,
@@ -99,8 +99,8 @@ SELECT m.id, v.dead, v.following, v.on_ring,
 // enqueue does, so two enqueues marking the same parents never deadlock.
 pg::Statement add_dependencies = {R"sql(
 WITH marked AS (
-  UPDATE pgq.jobs j SET has_dependents = true
-   WHERE j.id IN (SELECT u.id FROM pgq.jobs u WHERE u.id = ANY ($1) AND u.has_dependents IS NULL
+  UPDATE pgq.job_rows j SET has_dependents = true
+   WHERE j.id IN (SELECT u.id FROM pgq.job_rows u WHERE u.id = ANY ($1) AND u.has_dependents IS NULL
                    ORDER BY u.id FOR NO KEY UPDATE)
 )
 INSERT INTO pgq.job_dependencies (parent_id, child_id)
@@ -126,7 +126,7 @@ WITH d AS (
       ORDER BY y.child_id LIMIT $2))
   RETURNING x.child_id
 ), u AS (
-  UPDATE pgq.jobs j
+  UPDATE pgq.job_rows j
      SET open_parents = NULLIF(j.open_parents - 1, 0),
          state = CASE WHEN j.open_parents > 1 THEN 'b'
                       WHEN j.group_key IS NULL THEN 'p' ELSE 'w' END
@@ -199,7 +199,7 @@ RETURNING d.parent_id, d.child_id)sql",
 
 // $1 children, $2 their failed parent (same order), $3 now.
 constexpr std::string_view kFailedChildren = R"sql(
-DELETE FROM pgq.jobs j WHERE j.id = ANY ($1) AND j.state = 'b' RETURNING *)sql";
+DELETE FROM pgq.job_rows j WHERE j.id = ANY ($1) AND j.state = 'b' RETURNING *)sql";
 
 pg::Statement& bury_children() {
   static BuiltStatement statement{internal::BurySql(kFailedChildren, R"sql('parent job ' || (

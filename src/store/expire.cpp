@@ -18,7 +18,7 @@ namespace {
 // $2 of each.
 std::string ExpiredLeases(std::string_view attempts_left) {
   std::string sql = R"sql(SELECT e.id FROM pgq.queues q CROSS JOIN LATERAL (
-    SELECT j.id FROM pgq.jobs j
+    SELECT j.id FROM pgq.job_rows j
      WHERE j.queue_id = q.queue_id AND j.state = 'r' AND j.lease_until < $1 AND )sql";
   sql += attempts_left;
   sql += "\n     ORDER BY j.lease_until LIMIT $2 FOR UPDATE OF j SKIP LOCKED) e";
@@ -27,7 +27,7 @@ std::string ExpiredLeases(std::string_view attempts_left) {
 
 pg::Statement& expire_to_pending() {
   const auto sql = [] {
-    return "UPDATE pgq.jobs SET state = 'p', last_error = 'lease expired'\n WHERE id = ANY "
+    return "UPDATE pgq.job_rows SET state = 'p', last_error = 'lease expired'\n WHERE id = ANY "
            "(ARRAY(" +
            ExpiredLeases("j.attempt < j.max_attempts") + "))\nRETURNING queue_id";
   };
@@ -37,7 +37,7 @@ pg::Statement& expire_to_pending() {
 
 pg::Statement& expire_to_dead() {
   const auto dead = [] {
-    return "DELETE FROM pgq.jobs WHERE id = ANY (ARRAY(" +
+    return "DELETE FROM pgq.job_rows WHERE id = ANY (ARRAY(" +
            ExpiredLeases("j.attempt >= j.max_attempts") + "))\nRETURNING *";
   };
   static internal::BuiltStatement statement{
@@ -62,7 +62,7 @@ void CountExpiries(const pg::Result& expired, bool dead) {
 }  // namespace
 
 Expired ExpireLeases(pg::SpiSession& spi, TimestampTz now, int32 batch) {
-  // Ring jobs whose lease ended join pgq.jobs' (ADR 0028 step 2a).
+  // Ring jobs whose lease ended join pgq.job_rows' (ADR 0028 step 2a).
   (void)ring::MoveExpired(spi, now, batch);
   pg::Params params;
   params.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(batch));

@@ -56,7 +56,7 @@ std::string Held(std::string_view sql) {
 std::string CompleteSql(std::string_view where, bool history, std::string_view now,
                         std::string_view result, std::string_view keeping = {},
                         std::string_view segments = {}) {
-  std::string sql = "WITH d AS (\n  DELETE FROM pgq.jobs j ";
+  std::string sql = "WITH d AS (\n  DELETE FROM pgq.job_rows j ";
   sql += Held(where);
   sql += history ? "\n  RETURNING j.*)"
                  : "\n  RETURNING j.queue_id, j.group_key, j.state, j.id, j.dedupe_key, "
@@ -95,7 +95,7 @@ constexpr std::string_view kCompleteOne =
 pg::Statement& complete_job(int variant) {
   static BuiltStatement statements[2] = {
       {Held(R"sql(
-DELETE FROM pgq.jobs j
+DELETE FROM pgq.job_rows j
  WHERE j.id = $1 AND j.attempt = $2 AND $HELD AND ($3 OR j.queue_id = ANY ($4))
 RETURNING j.queue_id, j.group_key, j.state = 'p' AS was_pending, j.id, j.dedupe_key,
           j.dedupe_for, j.has_dependents)sql"),
@@ -117,11 +117,11 @@ SELECT d.queue_id, d.group_key, d.state = 'p' AS was_pending, d.id, d.dedupe_key
 // (id, dedupe_key, dedupe_for), and one per job with dependents
 // (parent_id). Rows of one kind have NULL in the others' columns.
 //
-// Written so that its plan cannot read pgq.jobs but by id (issue 31). The
+// Written so that its plan cannot read pgq.job_rows but by id (issue 31). The
 // plan is generic and made once per backend (pg/spi.h), with the statistics
-// of that moment; made while pgq.jobs was small or empty (a queue idle
+// of that moment; made while pgq.job_rows was small or empty (a queue idle
 // before a burst), `j.id = c.id` and kStillHeld let the planner read every
-// held job first (a hash join over jobs_pkey, or a BitmapOr of the partial
+// held job first (a hash join over job_rows_pkey, or a BitmapOr of the partial
 // indexes jobs_lease_idx and jobs_ready_idx, whose predicates kStillHeld's
 // two arms match) and look them up in the arrays, on every call, until the
 // next ANALYZE: each complete_many then read the whole backlog. So:
@@ -130,8 +130,8 @@ SELECT d.queue_id, d.group_key, d.state = 'p' AS was_pending, d.id, d.dedupe_key
 //   - held spelled as `state <> 'w' AND state <> 'b' AND (state = 'r' OR
 //     lease_until IS NOT NULL)`, the same jobs as kStillHeld (states are
 //     p, r, w, b): no arm of it implies a partial index's predicate.
-// What is left for pgq.jobs is a sequential scan (disabled for our plans)
-// or a lookup of each (id, attempt) in jobs_pkey, whatever the statistics.
+// What is left for pgq.job_rows is a sequential scan (disabled for our plans)
+// or a lookup of each (id, attempt) in job_rows_pkey, whatever the statistics.
 std::string CompleteManySql(bool history) {
   constexpr std::string_view kWhere = R"sql(
    USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, attempt)
@@ -177,7 +177,7 @@ pg::Statement& complete_jobs(int variant) {
 }
 
 pg::Statement backoff_of_job = {R"sql(
-SELECT q.backoff_base, q.backoff_max FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)
+SELECT q.backoff_base, q.backoff_max FROM pgq.job_rows j JOIN pgq.queues q USING (queue_id)
  WHERE j.id = $1)sql",
                                 1,
                                 {INT8OID},
@@ -186,7 +186,7 @@ SELECT q.backoff_base, q.backoff_max FROM pgq.jobs j JOIN pgq.queues q USING (qu
 pg::Statement& fail_retry() {
   static BuiltStatement statement{
       Held(R"sql(
-UPDATE pgq.jobs j SET state = 'p', run_at = $3, lease_until = NULL, last_error = $4
+UPDATE pgq.job_rows j SET state = 'p', run_at = $3, lease_until = NULL, last_error = $4
  WHERE j.id = $1 AND j.attempt = $2 AND j.attempt < j.max_attempts AND $HELD
    AND ($5 OR j.queue_id = ANY ($6))
 RETURNING j.queue_id, j.priority, j.run_at, j.id)sql"),
@@ -195,7 +195,7 @@ RETURNING j.queue_id, j.priority, j.run_at, j.id)sql"),
 }
 
 constexpr std::string_view kFailDead = R"sql(
-DELETE FROM pgq.jobs WHERE id = $1 AND attempt = $2 AND state = 'r'
+DELETE FROM pgq.job_rows WHERE id = $1 AND attempt = $2 AND state = 'r'
    AND attempt >= max_attempts AND ($5 OR queue_id = ANY ($6))
 RETURNING *)sql";
 
@@ -207,7 +207,7 @@ pg::Statement& fail_dead() {
 }
 
 pg::Statement pending_run_at = {
-    "SELECT run_at FROM pgq.jobs WHERE id = $1 AND state = 'p'", 1, {INT8OID}, nullptr};
+    "SELECT run_at FROM pgq.job_rows WHERE id = $1 AND state = 'p'", 1, {INT8OID}, nullptr};
 
 int64 NextRetryDelay(pg::SpiSession& spi, int64 id, int32 attempt) {
   pg::Params params;

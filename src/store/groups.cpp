@@ -19,13 +19,13 @@ namespace {
 // running; as many waiting ones as there is room for become pending, in
 // enqueue (id) order. Jobs waiting for their parents ('b') are not in line.
 pg::Statement promote_next = {R"sql(
-UPDATE pgq.jobs j SET state = 'p'
+UPDATE pgq.job_rows j SET state = 'p'
  WHERE j.id = ANY (ARRAY(
-   SELECT w.id FROM pgq.jobs w WHERE w.queue_id = $1 AND w.group_key = $2 AND w.state = 'w'
+   SELECT w.id FROM pgq.job_rows w WHERE w.queue_id = $1 AND w.group_key = $2 AND w.state = 'w'
     ORDER BY w.id
     LIMIT GREATEST(0, (SELECT q.group_concurrency FROM pgq.queues q WHERE q.queue_id = $1)
                       - (SELECT count(*) FROM (
-                           SELECT FROM pgq.jobs h
+                           SELECT FROM pgq.job_rows h
                             WHERE h.queue_id = $1 AND h.group_key = $2 AND h.state IN ('p', 'r')
                             LIMIT (SELECT q.group_concurrency FROM pgq.queues q
                                     WHERE q.queue_id = $1)) a))))

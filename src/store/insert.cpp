@@ -27,7 +27,7 @@ std::string InsertJobsSql(std::string_view before, std::string_view rows, std::s
                           std::string_view extra_columns) {
   std::string sql(before);
   sql += R"sql(
-INSERT INTO pgq.jobs (id, queue_id, state, priority, run_at, attempt, max_attempts,
+INSERT INTO pgq.job_rows (id, queue_id, state, priority, run_at, attempt, max_attempts,
                       enqueued_at, dedupe_key, group_key, last_error, payload)sql";
   sql += extra_columns;
   sql += ")\n";
@@ -127,7 +127,7 @@ std::string WaitingJob(bool keyed) {
 // set up on every execution even where it never runs. A job waiting for its
 // parents ('b') is not in its group's line yet.
 constexpr std::string_view kGroupState = R"sql(
-  CASE WHEN EXISTS (SELECT 1 FROM pgq.jobs g WHERE g.queue_id = $1 AND g.group_key = $7
+  CASE WHEN EXISTS (SELECT 1 FROM pgq.job_rows g WHERE g.queue_id = $1 AND g.group_key = $7
                                              AND g.state <> 'b')
        THEN 'w' ELSE 'p' END)sql";
 
@@ -136,7 +136,7 @@ constexpr std::string_view kGroupState = R"sql(
 // that many.
 constexpr std::string_view kSharedGroupState = R"sql(
   CASE WHEN (SELECT count(*) FROM (
-               SELECT FROM pgq.jobs g WHERE g.queue_id = $1 AND g.group_key = $7 AND g.state <> 'b'
+               SELECT FROM pgq.job_rows g WHERE g.queue_id = $1 AND g.group_key = $7 AND g.state <> 'b'
                 LIMIT (SELECT q.group_concurrency FROM pgq.queues q WHERE q.queue_id = $1)) s)
             >= (SELECT q.group_concurrency FROM pgq.queues q WHERE q.queue_id = $1)
        THEN 'w' ELSE 'p' END)sql";
@@ -213,7 +213,7 @@ pg::Statement& insert_waiting(bool dedupe, bool keyed) {
   return statements[dedupe][keyed].get();
 }
 
-pg::Statement find_dedupe = {"SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2",
+pg::Statement find_dedupe = {"SELECT id FROM pgq.job_rows WHERE queue_id = $1 AND dedupe_key = $2",
                              2,
                              {INT4OID, TEXTOID},
                              nullptr};
@@ -309,7 +309,7 @@ int64 InsertPlain(pg::SpiSession& spi, const Queue& queue, const NewJob& job,
   return id;
 }
 
-// Whether the installed pgq.jobs has every column InsertPlain sets.
+// Whether the installed pgq.job_rows has every column InsertPlain sets.
 bool CanInsertPlain(const Catalog& catalog) {
   const JobColumns& c = catalog.job_columns;
   if (!OidIsValid(catalog.jobs) || !OidIsValid(catalog.job_id_seq)) return false;

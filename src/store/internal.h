@@ -11,7 +11,7 @@ namespace pgq::store::internal {
 // Statements whose text is put together once (pg/spi.h).
 using BuiltStatement = pg::BuiltStatement;
 
-// `before` (a WITH clause, or nothing), then the insert into pgq.jobs of
+// `before` (a WITH clause, or nothing), then the insert into pgq.job_rows of
 // `rows`, which give every column of a new job in this order:
 //   id, queue_id, state, priority, run_at, attempt, max_attempts,
 //   enqueued_at, dedupe_key, group_key, last_error, payload
@@ -22,7 +22,7 @@ std::string InsertJobsSql(std::string_view before, std::string_view rows,
                           std::string_view conflict = {}, std::string_view extra_columns = {});
 
 // The moves into pgq.dead_jobs: `deleted` is a DELETE ... RETURNING * of
-// pgq.jobs, whose rows are buried with `last_error`, `reason` and `died_at`
+// pgq.job_rows, whose rows are buried with `last_error`, `reason` and `died_at`
 // (SQL expressions over the deleted row d). Returns one row per job: its
 // queue_id and group_key (the group moves on).
 // It keeps progress and dedupe_for, writes the dead ring's current segment
@@ -75,7 +75,7 @@ inline std::vector<GroupRef> GroupsOf(const pg::Result& rows, std::vector<GroupR
 // callers.
 void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups);
 
-// Dedupe keys (keys.cpp). Jobs that left pgq.jobs, as rows with columns
+// Dedupe keys (keys.cpp). Jobs that left pgq.job_rows, as rows with columns
 // queue_id, id, dedupe_key and dedupe_for: a key with a period stays taken until `finished_at` plus
 // it (pgq.dedupe_holds), and a job following the key's holder (enqueued
 // with on_duplicate => 'replace' while it ran) takes the key over and is

@@ -1,4 +1,4 @@
-// The jobs store: the one owner of every statement that writes pgq.jobs or
+// The jobs store: the one owner of every statement that writes pgq.job_rows or
 // pgq.dead_jobs, of the FIFO groups' waiting state, and of the ledger notes
 // (pg/ledger.h) each change needs at commit. The SQL functions (src/api)
 // check arguments and rights and resolve queues; the workers (src/bgw) do the
@@ -25,7 +25,7 @@
 // catalog.cpp (which version of pgq's tables is installed).
 //
 // Every function runs in the caller's SpiSession; rows are read by the
-// column names of the statement beside it. Outside the jobs store, pgq.jobs
+// column names of the statement beside it. Outside the jobs store, pgq.job_rows
 // is only read: by the views (SQL), by the schedules' statements
 // (schedules.cpp), which ask whether a schedule's last job is still live
 // (its overlap rule), and by the read surfaces (read_surfaces.cpp).
@@ -99,7 +99,7 @@ int64 KeyHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key, Timestamp
 
 // ---- Dependencies (dependencies.cpp)
 
-// The jobs named in an enqueue's after. The live ones (in pgq.jobs, of the
+// The jobs named in an enqueue's after. The live ones (in pgq.job_rows, of the
 // queues of `scope`) are locked until the caller's transaction ends, so none
 // can finish before the child's rows are committed and seen. Of the others,
 // the first that died (dead or cancelled), the first that waits behind a
@@ -153,18 +153,18 @@ void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 even
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
                  TimestampTz now, pg::QueueSlot* slot, int32 max_running);
 inline constexpr int kClaimedColumns = 8;
-// A ring queue's claim (service/claim.cpp) merges pgq.jobs and the ring in
-// claim order. PeekReady: the key of the first due pending job of pgq.jobs
+// A ring queue's claim (service/claim.cpp) merges pgq.job_rows and the ring in
+// claim order. PeekReady: the key of the first due pending job of pgq.job_rows
 // from the claim hint on (an index read, no statement; nullopt if none);
 // `pending` false when the hint says the queue has no pending job at all
-// (then no claim of pgq.jobs is needed to keep its hint and alarm).
+// (then no claim of pgq.job_rows is needed to keep its hint and alarm).
 // ClaimBefore: Claim without a cap, of the jobs before `before` only
 // (nullptr: all).
 std::optional<core::ClaimKey> PeekReady(int32 queue_id, pg::QueueSlot* slot, TimestampTz now,
                                         bool* pending);
 pg::Result ClaimBefore(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
                        TimestampTz now, pg::QueueSlot* slot, const core::ClaimKey* before);
-// The queue's running jobs of pgq.jobs as a cap counts them (pg/dirty_count.h:
+// The queue's running jobs of pgq.job_rows as a cap counts them (pg/dirty_count.h:
 // claims and completions not yet committed included), up to `at_most`.
 int64 CountRunning(int32 queue_id, int64 at_most);
 
@@ -266,7 +266,7 @@ pg::Result ListJobs(pg::SpiSession& spi, int32 queue_id, std::string_view queue,
 // `taken`, the dependents that died with it ('taken'); at most `max` of
 // each, by id, with queue and state as ReadJob shows them.
 pg::Result RelatedJobs(pg::SpiSession& spi, int64 id, int32 max, bool taken, TimestampTz now);
-// ReadJob's rows of the live jobs (pgq.jobs, pgq.dedupe_followers) of the
+// ReadJob's rows of the live jobs (pgq.job_rows, pgq.dedupe_followers) of the
 // queues in `scope` whose dedupe or group key is `key`, newest first, at
 // most `max`.
 pg::Result FindJobs(pg::SpiSession& spi, std::string_view key, const Scope& scope, int32 max,
@@ -279,7 +279,7 @@ inline constexpr int kJobInfoColumns = 19;
 
 // Live and dead jobs of the queue.
 int64 CountQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name);
-// pgq.jobs' size on disk with its indexes and TOAST, and its live rows as the
+// pgq.job_rows' size on disk with its indexes and TOAST, and its live rows as the
 // statistics count them (compaction, service/compact.h): no scan.
 struct TableSize {
   int64 bytes;

@@ -3,15 +3,15 @@
 // running holder of its key (on_duplicate => 'replace').
 //
 // A live job holds its key through jobs_dedupe_idx, as in 1.1. When it
-// leaves pgq.jobs (done, dead or cancelled), every statement that removed it
+// leaves pgq.job_rows (done, dead or cancelled), every statement that removed it
 // returns its key, and KeysReleased, in the same transaction:
 //   - records the period in pgq.dedupe_holds (one row per key, overwritten
 //     by the key's next job), which enqueue reads before and after its
 //     insert (insert.cpp);
-//   - moves the key's follower, if any, into pgq.jobs: pending, under the
+//   - moves the key's follower, if any, into pgq.job_rows: pending, under the
 //     key, with the id its enqueue returned.
 // A follower waits in pgq.dedupe_followers, outside the hot table, so that
-// the running holder and it can both exist and no index of pgq.jobs costs
+// the running holder and it can both exist and no index of pgq.job_rows costs
 // anyone more; the enqueue that adds it holds a KEY SHARE lock on the
 // holder's row, so the holder cannot leave before the follower is
 // committed and seen.
@@ -67,7 +67,7 @@ SELECT job_id FROM pgq.dedupe_holds
 // $1 queue id, $2 key. Locks the running holder against leaving (KEY SHARE
 // does not stop its heartbeat, which changes no key column).
 pg::Statement lock_running_holder = {R"sql(
-SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2 AND state = 'r'
+SELECT id FROM pgq.job_rows WHERE queue_id = $1 AND dedupe_key = $2 AND state = 'r'
    FOR KEY SHARE)sql",
                                      2,
                                      {INT4OID, TEXTOID},
@@ -81,8 +81,8 @@ SELECT id FROM pgq.jobs WHERE queue_id = $1 AND dedupe_key = $2 AND state = 'r'
 // late by that claim (finish.cpp): not once it carries new work, so
 // lease_until is cleared.
 pg::Statement replace_holder = {R"sql(
-UPDATE pgq.jobs j SET payload = $2, run_at = $3, priority = $4, lease_until = NULL
- WHERE j.id = (SELECT c.id FROM pgq.jobs c
+UPDATE pgq.job_rows j SET payload = $2, run_at = $3, priority = $4, lease_until = NULL
+ WHERE j.id = (SELECT c.id FROM pgq.job_rows c
                 WHERE c.queue_id = $1 AND c.dedupe_key = $5 AND c.state IN ('p', 'w', 'b'))
    AND j.state IN ('p', 'w', 'b')
 RETURNING j.queue_id, j.id, j.priority, j.run_at, j.state = 'p' AS pending, j.group_key)sql",
@@ -106,7 +106,7 @@ RETURNING f.id)sql",
     {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID, INTERVALOID},
     nullptr};
 
-pg::Statement delete_job = {"DELETE FROM pgq.jobs WHERE id = $1", 1, {INT8OID}, nullptr};
+pg::Statement delete_job = {"DELETE FROM pgq.job_rows WHERE id = $1", 1, {INT8OID}, nullptr};
 
 // Followers whose holder is gone (it left in a transaction that could not
 // see them: a REPEATABLE READ one) become jobs all the same: a safety net
@@ -116,7 +116,7 @@ pg::Statement& promote_orphans() {
       internal::InsertJobsSql(R"sql(
 WITH moved AS (
   DELETE FROM pgq.dedupe_followers f
-   WHERE NOT EXISTS (SELECT 1 FROM pgq.jobs h
+   WHERE NOT EXISTS (SELECT 1 FROM pgq.job_rows h
                       WHERE h.queue_id = f.queue_id AND h.dedupe_key = f.dedupe_key)
   RETURNING f.*
 ))sql",

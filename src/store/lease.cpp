@@ -11,7 +11,7 @@ namespace pgq::store {
 namespace {
 
 pg::Statement extend_lease = {R"sql(
-UPDATE pgq.jobs SET lease_until = $3
+UPDATE pgq.job_rows SET lease_until = $3
  WHERE id = $1 AND attempt = $2 AND state = 'r' AND ($4 OR queue_id = ANY ($5))
 RETURNING lease_until)sql",
                               5,
@@ -20,7 +20,7 @@ RETURNING lease_until)sql",
 
 // The next claim increments attempt again, so it carries the same number.
 pg::Statement release_job = {R"sql(
-UPDATE pgq.jobs SET state = 'p', attempt = attempt - 1, lease_until = NULL
+UPDATE pgq.job_rows SET state = 'p', attempt = attempt - 1, lease_until = NULL
  WHERE id = $1 AND attempt = $2 AND state = 'r' AND ($3 OR queue_id = ANY ($4))
 RETURNING queue_id, priority, run_at, id)sql",
                              4,
@@ -30,7 +30,7 @@ RETURNING queue_id, priority, run_at, id)sql",
 // Release's move, due at $3 ("not now" is not a failure: the attempt is
 // not spent, and last_error stays the last real one).
 pg::Statement snooze_job = {R"sql(
-UPDATE pgq.jobs SET state = 'p', attempt = attempt - 1, lease_until = NULL, run_at = $3
+UPDATE pgq.job_rows SET state = 'p', attempt = attempt - 1, lease_until = NULL, run_at = $3
  WHERE id = $1 AND attempt = $2 AND state = 'r' AND ($4 OR queue_id = ANY ($5))
 RETURNING queue_id, priority, run_at, id)sql",
                             5,
@@ -39,7 +39,7 @@ RETURNING queue_id, priority, run_at, id)sql",
 
 // No indexed column changes: a HOT update, however often a handler reports.
 pg::Statement set_progress = {R"sql(
-UPDATE pgq.jobs SET progress = $3
+UPDATE pgq.job_rows SET progress = $3
  WHERE id = $1 AND attempt = $2 AND state = 'r' AND ($4 OR queue_id = ANY ($5)))sql",
                               5,
                               {INT8OID, INT4OID, JSONBOID, BOOLOID, INT4ARRAYOID},

@@ -14,7 +14,7 @@ namespace pgq::store {
 namespace {
 
 pg::Statement queue_holds_jobs = {R"sql(
-SELECT (SELECT count(*) FROM pgq.jobs WHERE queue_id = $1)
+SELECT (SELECT count(*) FROM pgq.job_rows WHERE queue_id = $1)
      + (SELECT count(*) FROM pgq.dead_jobs WHERE queue = $2) AS jobs)sql",
                                   2,
                                   {INT4OID, TEXTOID},
@@ -22,7 +22,7 @@ SELECT (SELECT count(*) FROM pgq.jobs WHERE queue_id = $1)
 
 // The jobs that had dependents (in other queues too) die to them.
 pg::Statement delete_queue_parents = {R"sql(
-WITH d AS (DELETE FROM pgq.jobs WHERE queue_id = $1 RETURNING id, has_dependents)
+WITH d AS (DELETE FROM pgq.job_rows WHERE queue_id = $1 RETURNING id, has_dependents)
 SELECT id FROM d WHERE has_dependents)sql",
                                       1,
                                       {INT4OID},
@@ -39,16 +39,16 @@ SELECT id FROM d WHERE has_dependents)sql",
 // filter on its NULL ring_id is tested once).
 pg::Statement queue_overview = {R"sql(
 SELECT q.queue_id, q.name, p.pending, p.due,
-       (SELECT count(*) FROM (SELECT FROM pgq.jobs j
+       (SELECT count(*) FROM (SELECT FROM pgq.job_rows j
                                WHERE j.queue_id = q.queue_id AND j.state = 'w' LIMIT $1) s)
          AS waiting,
-       (SELECT count(*) FROM (SELECT FROM pgq.jobs j
+       (SELECT count(*) FROM (SELECT FROM pgq.job_rows j
                                WHERE j.queue_id = q.queue_id AND j.state = 'b' LIMIT $1) s)
          AS awaiting_parents,
-       (SELECT count(*) FROM (SELECT FROM pgq.jobs j
+       (SELECT count(*) FROM (SELECT FROM pgq.job_rows j
                                WHERE j.queue_id = q.queue_id AND j.state = 'r' LIMIT $1) s)
          AS running,
-       (SELECT count(*) FROM (SELECT FROM pgq.jobs j
+       (SELECT count(*) FROM (SELECT FROM pgq.job_rows j
                                WHERE j.queue_id = q.queue_id AND j.state = 'r'
                                  AND j.lease_until < $2 LIMIT $1) s) AS expired,
        (SELECT count(*) FROM (SELECT FROM pgq.dead_jobs d
@@ -66,19 +66,19 @@ SELECT q.queue_id, q.name, p.pending, p.due,
   FROM pgq.queues q
  CROSS JOIN LATERAL (
        SELECT count(*) AS pending, count(*) FILTER (WHERE s.run_at <= $2) AS due
-         FROM (SELECT j.run_at FROM pgq.jobs j
+         FROM (SELECT j.run_at FROM pgq.job_rows j
                 WHERE j.queue_id = q.queue_id AND j.state = 'p' LIMIT $1) s) p
  CROSS JOIN LATERAL (
        WITH RECURSIVE levels(np, depth) AS (
-            SELECT (SELECT - j.priority FROM pgq.jobs j
+            SELECT (SELECT - j.priority FROM pgq.job_rows j
                      WHERE j.queue_id = q.queue_id AND j.state = 'p'
                      ORDER BY - j.priority LIMIT 1), 1
             UNION ALL
-            SELECT (SELECT - j.priority FROM pgq.jobs j
+            SELECT (SELECT - j.priority FROM pgq.job_rows j
                      WHERE j.queue_id = q.queue_id AND j.state = 'p' AND - j.priority > l.np
                      ORDER BY - j.priority LIMIT 1), l.depth + 1
               FROM levels l WHERE l.np IS NOT NULL AND l.depth < 64)
-       SELECT min((SELECT j.run_at FROM pgq.jobs j
+       SELECT min((SELECT j.run_at FROM pgq.job_rows j
                     WHERE j.queue_id = q.queue_id AND j.state = 'p' AND - j.priority = l.np
                     ORDER BY - j.priority, j.run_at LIMIT 1)) AS oldest,
               max(l.depth) AS levels
@@ -97,7 +97,7 @@ SELECT q.queue_id, q.name, p.pending, p.due,
                                 {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID},
                                 nullptr};
 
-// The states of a queue's rows in pgq.jobs the overview counts: pending,
+// The states of a queue's rows in pgq.job_rows the overview counts: pending,
 // waiting in their group, waiting for their parents, running.
 constexpr char kJobStates[] = {'p', 'w', 'b', 'r'};
 
@@ -157,7 +157,7 @@ std::optional<TimestampTz> Earlier(std::optional<TimestampTz> a, std::optional<T
 }
 
 // Replaces the counts (by kJobStates) that reached `limit` by estimates:
-// the queue's rows in pgq.jobs from the statistics, less the counts that
+// the queue's rows in pgq.job_rows from the statistics, less the counts that
 // are exact, shared among the states that reached the limit by their
 // frequency in the whole table; never below `limit`, and left at `limit`
 // without statistics. True when some count reached it.

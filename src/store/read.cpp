@@ -1,5 +1,5 @@
 // Reading jobs wherever they are (pgq.job, pgq.list_jobs): live in
-// pgq.jobs, following a running holder of their key in
+// pgq.job_rows, following a running holder of their key in
 // pgq.dedupe_followers, pending or running on a queue's ring
 // (pgq.ring_jobs, ADR 0028), completed in pgq.job_history, dead in
 // pgq.dead_jobs, as rows of pgq.job_info. Rows past their queue's
@@ -19,7 +19,7 @@ using internal::BuiltStatement;
 // `where_dead` restrict each (the aliases are j, f, g, h, d, in the order
 // of the union: live, following, done, dead, ring; `$STATE` is a
 // source's state expression). A ring job is shown as the same job in
-// pgq.jobs would be: ready or scheduled with the attempts it has spent, or
+// pgq.job_rows would be: ready or scheduled with the attempts it has spent, or
 // running with its claim's attempt and lease.
 std::string JobInfoSql(std::string_view where_live, std::string_view where_following,
                        std::string_view where_ring, std::string_view where_done,
@@ -48,7 +48,7 @@ std::string JobInfoSql(std::string_view where_live, std::string_view where_follo
         j.claimed_at, CASE WHEN j.state = 'r' THEN j.lease_until END AS lease_until,
         NULL::timestamptz AS finished_at, j.progress, NULL::jsonb AS result, j.last_error,
         j.open_parents, j.payload, NULL::text AS dead_reason, j.queue_id
-   FROM pgq.jobs j JOIN pgq.queues q ON q.queue_id = j.queue_id
+   FROM pgq.job_rows j JOIN pgq.queues q ON q.queue_id = j.queue_id
   WHERE )sql";
   sql += with_state(where_live, kLiveState);
   sql += order;
@@ -103,7 +103,7 @@ UNION ALL
 // class (ADR 0021), and a generic plan opens every one of them, as it
 // does the queues' rings (each read whole). Then, if it is not live,
 // every source in one statement (one snapshot: a job that finishes
-// meanwhile is found where it went; a ring job moved into pgq.jobs is
+// meanwhile is found where it went; a ring job moved into pgq.job_rows is
 // closed on its ring in the same transaction).
 pg::Statement& live_job_info() {
   static BuiltStatement statement{

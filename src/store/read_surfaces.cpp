@@ -33,7 +33,7 @@ pg::Statement read_queue_workers = {
     "       a.pid IS NOT NULL, a.backend_start, pg_catalog.count(*),"
     "       pg_catalog.min(j.claimed_at), pg_catalog.max(j.claimed_at),"
     "       pg_catalog.count(*) FILTER (WHERE j.lease_until < $4)"
-    "  FROM pgq.jobs j"
+    "  FROM pgq.job_rows j"
     "  JOIN pgq.queues q ON q.queue_id = j.queue_id"
     "  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = j.claimed_by"
     "        AND (a.backend_start IS NULL OR a.backend_start <= j.claimed_at)"

@@ -33,7 +33,7 @@ constexpr const char* kRoot = "job_log";
 constexpr int kSegments = 4;
 
 // A queue's ring as this backend knows it: where new rows go, and whether
-// the queue keeps its completed jobs (those complete through pgq.jobs).
+// the queue keeps its completed jobs (those complete through pgq.job_rows).
 struct Known {
   pg::job_ring::Place place;
   bool keeps_history;
@@ -111,7 +111,7 @@ TupleDesc ClaimedDesc() {
   return desc;
 }
 
-// The table's statement for a ring job moved into pgq.jobs: running, with
+// The table's statement for a ring job moved into pgq.job_rows: running, with
 // the attempt and lease it had (InsertJobsSql's one column list).
 pg::Statement& move_job() {
   static internal::BuiltStatement statement{
@@ -159,7 +159,7 @@ void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
   });
   pg::job_ring::Append(ring.place, entries.data(), count);
   internal::NotifyListeners(spi, queue);
-  // Waiting claims look again at commit (the claim hint is pgq.jobs').
+  // Waiting claims look again at commit (the claim hint is pgq.job_rows').
   pg::ledger::NoteReady(queue.id);
 }
 
@@ -173,7 +173,7 @@ pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name,
                  Datum lease, TimestampTz now, const pg::job_ring::Bound* before) {
   Known ring;
   // Without shared memory (the server started without preloading us) a
-  // ring's jobs wait for a server that has it; pgq.jobs' are still claimed.
+  // ring's jobs wait for a server that has it; pgq.job_rows' are still claimed.
   if (n <= 0 || !pg::job_ring::Available() || !KnownOf(spi, queue_id, &ring)) {
     return pg::Result();
   }
@@ -356,7 +356,7 @@ bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
 }
 
 namespace {
-// An entry without a closure (a job moved into pgq.jobs is closed: counted
+// An entry without a closure (a job moved into pgq.job_rows is closed: counted
 // there).
 pg::Statement unfinished_on_ring = {
     "SELECT count(*) AS jobs FROM (SELECT id FROM pgq.job_log WHERE ring = $1 GROUP BY id"

@@ -1,11 +1,11 @@
 // The queues' rings (ADR 0028, issue 33 step 2a): a queue created while
 // pgq.ring_queues is on keeps its plain jobs — due at once, priority 0, no
 // group, dedupe key or parents — on a ring of its own (pgq.job_log_<ring>),
-// written by pg/job_ring.h. Every other job of such a queue is in pgq.jobs,
+// written by pg/job_ring.h. Every other job of such a queue is in pgq.job_rows,
 // which serves as the waiting table while the engine is built: a claim
 // takes the due jobs there first, then the ring's. A running ring job that
 // fails, is released, snoozed, cancelled, reports progress, is completed
-// with a result or kept history, or whose lease ends is moved into pgq.jobs
+// with a result or kept history, or whose lease ends is moved into pgq.job_rows
 // (running, with its attempt and lease) and handled there as any other.
 // The readers see the ring's jobs through the view pgq.ring_jobs
 // (store/read.cpp, store/queue_jobs.cpp, the install script's views).
@@ -27,9 +27,9 @@ inline bool Takes(const Queue& queue, const NewJob& job, TimestampTz now) {
          pg::job_ring::Available();
 }
 
-// Appends the jobs' entries; their ids from pgq.jobs' sequence, into `ids`.
+// Appends the jobs' entries; their ids from pgq.job_rows' sequence, into `ids`.
 // `run_at`: the jobs' (due by now: a default run_at is the transaction's
-// start, as for a job of pgq.jobs, which the merged claim order compares).
+// start, as for a job of pgq.job_rows, which the merged claim order compares).
 void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
              int32 max_attempts, TimestampTz run_at, TimestampTz now, int64* ids);
 
@@ -59,7 +59,7 @@ int64 RunningCount(pg::SpiSession& spi, int32 queue_id);
 bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Lease* lease);
 
 // Completes (id, attempt) on its ring: false if another attempt holds it.
-// Callers move the job to pgq.jobs first when a result or history is kept.
+// Callers move the job to pgq.job_rows first when a result or history is kept.
 bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
               TimestampTz now);
 // Completes the ring jobs (ids[i], attempts[i]) of `queue_id` in one insert
@@ -67,19 +67,19 @@ bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, i
 int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const int32* attempts,
                    int count, TimestampTz now);
 // Whether the queue keeps its completed jobs (then its ring jobs complete
-// through pgq.jobs, where the history is written).
+// through pgq.job_rows, where the history is written).
 bool KeepsHistory(pg::SpiSession& spi, int32 queue_id);
 // The new lease_until, or nullopt when (id, attempt) no longer holds it.
 std::optional<TimestampTz> Extend(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id,
                                   int32 attempt, TimestampTz lease_until);
-// Moves the running ring job into pgq.jobs with its attempt and lease, for
+// Moves the running ring job into pgq.job_rows with its attempt and lease, for
 // the table's statements; false if (id, attempt) no longer holds it.
 bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
                  TimestampTz now);
 // The jobs on the queue's ring that have not finished (0 without a ring):
-// drop_queue refuses a queue that holds some, as for pgq.jobs'.
+// drop_queue refuses a queue that holds some, as for pgq.job_rows'.
 int64 Unfinished(pg::SpiSession& spi, int32 queue_id);
-// Maintenance: ring jobs whose lease ended move into pgq.jobs (where
+// Maintenance: ring jobs whose lease ended move into pgq.job_rows (where
 // ExpireLeases finds them); how many.
 int64 MoveExpired(pg::SpiSession& spi, TimestampTz now, int32 batch);
 

@@ -39,7 +39,7 @@ pg::Statement due_schedules = {
     "  FROM pgq.recurring r JOIN pgq.queues q ON q.queue_id = r.queue_id"
     " WHERE r.next_run_at <= $1"
     "   AND (r.last_job_id IS NULL"
-    "        OR NOT EXISTS (SELECT 1 FROM pgq.jobs j WHERE j.id = r.last_job_id))"
+    "        OR NOT EXISTS (SELECT 1 FROM pgq.job_rows j WHERE j.id = r.last_job_id))"
     " ORDER BY r.next_run_at"
     " LIMIT $2"
     " FOR UPDATE OF r SKIP LOCKED",
@@ -61,7 +61,7 @@ pg::Statement rearm_every = {
     "UPDATE pgq.recurring r SET next_run_at = $1 + r.every"
     " WHERE r.every IS NOT NULL AND r.next_run_at IS NULL"
     "   AND (r.last_job_id IS NULL"
-    "        OR NOT EXISTS (SELECT 1 FROM pgq.jobs j WHERE j.id = r.last_job_id))",
+    "        OR NOT EXISTS (SELECT 1 FROM pgq.job_rows j WHERE j.id = r.last_job_id))",
     1,
     {TIMESTAMPTZOID},
     nullptr};

@@ -1,4 +1,4 @@
-"""Compaction of pgq.jobs (ADR 0008): a rewrite keeps every live job as it
+"""Compaction of pgq.job_rows (ADR 0008): a rewrite keeps every live job as it
 was, frees the space a held-open transaction pins, never loses or repeats a
 job under concurrent workers, and leaves a REPEATABLE READ transaction that
 began before it able to see (and complete) its own job.
@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 
 from test_concurrency import HANG, PgqTestCase
 
-JOB_COLUMNS = "SELECT * FROM pgq.jobs ORDER BY id"
+JOB_COLUMNS = "SELECT * FROM pgq.job_rows ORDER BY id"
 
 
 class CompactTests(PgqTestCase):
@@ -22,10 +22,10 @@ class CompactTests(PgqTestCase):
         return [tuple(r) for r in self.admin.execute(JOB_COLUMNS).fetchall()]
 
     def filenode(self):
-        return self.scalar("SELECT pg_relation_filenode('pgq.jobs')")
+        return self.scalar("SELECT pg_relation_filenode('pgq.job_rows')")
 
     def size(self):
-        return self.scalar("SELECT pg_total_relation_size('pgq.jobs')")
+        return self.scalar("SELECT pg_total_relation_size('pgq.job_rows')")
 
     def churn(self, jobs, batch=500):
         """Enqueues, claims and completes `jobs` jobs in batches, in a queue
@@ -67,17 +67,17 @@ class CompactTests(PgqTestCase):
         self.assertEqual(kept, 6)
         self.assertNotEqual(self.filenode(), node, "the table was not rewritten")
         self.assertEqual(self.jobs(), before)
-        self.assertEqual(self.scalar("SELECT count(*) FROM pgq.jobs WHERE payload = %s", (Jsonb(big),)), 1)
+        self.assertEqual(self.scalar("SELECT count(*) FROM pgq.job_rows WHERE payload = %s", (Jsonb(big),)), 1)
         self.assertTrue(self.scalar("SELECT pgq.complete(%s, %s)", running))
         self.assertEqual(
             self.scalar("SELECT pgq.enqueue('q', '{}', dedupe_key => 'd1')"),
-            self.scalar("SELECT id FROM pgq.jobs WHERE dedupe_key = 'd1'"),
+            self.scalar("SELECT id FROM pgq.job_rows WHERE dedupe_key = 'd1'"),
         )
         # amcheck agrees the rebuilt indexes match the rows.
         self.admin.execute("CREATE EXTENSION IF NOT EXISTS amcheck")
         self.admin.execute(
             "SELECT bt_index_check(indexrelid, true) FROM pg_index"
-            " WHERE indrelid = 'pgq.jobs'::regclass"
+            " WHERE indrelid = 'pgq.job_rows'::regclass"
         )
         first = self.admin.execute("SELECT payload FROM pgq.claim('q', 1)").fetchone()[0]
         self.assertEqual(first["kind"], "dedupe")  # the priority-5 job was the one running
@@ -88,7 +88,7 @@ class CompactTests(PgqTestCase):
         holder = self.connect(autocommit=False)
         holder.execute("SELECT txid_current()")
         self.churn(4000)
-        self.admin.execute("VACUUM pgq.jobs")
+        self.admin.execute("VACUUM pgq.job_rows")
         pinned = self.size()
 
         self.assertEqual(self.scalar("SELECT pgq.compact_jobs()"), 0)
@@ -113,13 +113,13 @@ class CompactTests(PgqTestCase):
 
         self.assertTrue(self.scalar("SELECT pgq.complete(%s, %s)", claimed, conn=worker))
         self.assertEqual(
-            self.scalar("SELECT count(*) FROM pgq.jobs WHERE id = %s", (other,), conn=worker), 1
+            self.scalar("SELECT count(*) FROM pgq.job_rows WHERE id = %s", (other,), conn=worker), 1
         )
         worker.commit()
-        self.assertEqual(self.scalar("SELECT array_agg(id) FROM pgq.jobs"), [other])
+        self.assertEqual(self.scalar("SELECT array_agg(id) FROM pgq.job_rows"), [other])
 
     def test_busy_table_returns_null_and_loses_nothing(self):
-        """An open transaction that wrote to pgq.jobs keeps the rewrite out:
+        """An open transaction that wrote to pgq.job_rows keeps the rewrite out:
         compact_jobs() gives up after its lock timeout with NULL, and the
         uncommitted job is there once both are done."""
         writer = self.connect(autocommit=False)
@@ -143,29 +143,29 @@ class CompactTests(PgqTestCase):
 
     def test_a_sleeping_claim_holds_no_lock(self):
         """A claim asleep in its wait has let go of every lock its attempts
-        took (issue 16): an exclusive lock on pgq.jobs (compaction, ALTER
+        took (issue 16): an exclusive lock on pgq.job_rows (compaction, ALTER
         EXTENSION) is granted at once, and the claim still wakes for the job
         enqueued meanwhile and takes it."""
         a = self.connect()
         pid = a.info.backend_pid
         task = self.spawn(lambda: a.execute(
             "SELECT id FROM pgq.claim('q', 1, wait => '30 s')").fetchall(), "claim")
-        # The queue is new: its first attempt scans pgq.jobs (no hint yet).
+        # The queue is new: its first attempt scans pgq.job_rows (no hint yet).
         self.wait_for("the claim to sleep", lambda: self.sleeping(pid) or not task.is_alive())
         self.assertTrue(task.is_alive(), f"claim ended: {task.error!r}")
         held = self.scalar("SELECT count(*) FROM pg_locks WHERE pid = %s AND locktype = 'relation'"
-                           "   AND relation IN ('pgq.jobs'::regclass, 'pgq.queues'::regclass)",
+                           "   AND relation IN ('pgq.job_rows'::regclass, 'pgq.queues'::regclass)",
                            (pid,))
         self.assertEqual(held, 0, "a sleeping claim holds locks on pgq's tables")
         locker = self.connect(autocommit=False)
         locker.execute("SET lock_timeout = '2s'")
-        locker.execute("LOCK TABLE pgq.jobs IN ACCESS EXCLUSIVE MODE")
+        locker.execute("LOCK TABLE pgq.job_rows IN ACCESS EXCLUSIVE MODE")
         locker.rollback()
         self.assertIsNotNone(self.scalar("SELECT pgq.compact_jobs()"),
-                             "compaction found pgq.jobs busy while the claim slept")
+                             "compaction found pgq.job_rows busy while the claim slept")
         job = self.enqueue(self.admin, "q", {"n": 1})
         self.assertEqual(task.value(), [(job,)])
-        self.assertEqual(self.scalar("SELECT state FROM pgq.jobs WHERE id = %s", (job,)), "r")
+        self.assertEqual(self.scalar("SELECT state FROM pgq.job_rows WHERE id = %s", (job,)), "r")
 
     def test_compaction_goes_through_claimers_that_always_wait(self):
         """Four workers that always claim with a wait on a quiet queue (the
@@ -193,11 +193,11 @@ class CompactTests(PgqTestCase):
         for w in workers:
             w.value()
         rewrites = sum(1 for k in kept if k is not None)
-        self.assertGreaterEqual(rewrites, 3, f"compaction found pgq.jobs busy: {kept}")
+        self.assertGreaterEqual(rewrites, 3, f"compaction found pgq.job_rows busy: {kept}")
         self.wait_for("every job done", lambda: self.job_count() == 0)
 
     def test_only_the_owner_may_compact(self):
-        """A role that does not own pgq.jobs gets 42501, checked before the
+        """A role that does not own pgq.job_rows gets 42501, checked before the
         table lock is asked for (which needs no privilege of its own): with a
         writer holding the table, it is refused at once rather than queued
         behind the writer, blocking everyone, until its lock timeout."""
@@ -305,7 +305,7 @@ class WorkerCompactsTests(PgqTestCase):
         try:
             holder = self.connect(autocommit=False)
             holder.execute("SELECT txid_current()")
-            node = self.scalar("SELECT pg_relation_filenode('pgq.jobs')")
+            node = self.scalar("SELECT pg_relation_filenode('pgq.job_rows')")
             self.admin.execute(
                 "SELECT count(*) FROM pgq.enqueue_many('q', array_fill('{\"k\":1}'::jsonb, ARRAY[5000]))"
             )
@@ -315,9 +315,9 @@ class WorkerCompactsTests(PgqTestCase):
             # The worker decides from the statistics: publish this
             # session's counts now rather than at its next idle flush.
             self.admin.execute("SELECT pg_stat_force_next_flush()")
-            bloated = self.scalar("SELECT pg_total_relation_size('pgq.jobs')")
+            bloated = self.scalar("SELECT pg_total_relation_size('pgq.job_rows')")
             self.assertGreater(bloated, 1024 * 1024)
-            # Watched without a lock on pgq.jobs (pg_relation_filenode reads
+            # Watched without a lock on pgq.job_rows (pg_relation_filenode reads
             # the catalog cache): the rewrite waits at most 20 ms for its
             # lock, and a poll that held one could keep it out on a loaded
             # machine. The size is read once the table was rewritten. A
@@ -328,16 +328,16 @@ class WorkerCompactsTests(PgqTestCase):
 
             def rewritten_small():
                 nonlocal node
-                now = self.scalar("SELECT pg_relation_filenode('pgq.jobs')")
+                now = self.scalar("SELECT pg_relation_filenode('pgq.job_rows')")
                 if now == node:
                     return False
                 node = now
-                size = self.scalar("SELECT pg_total_relation_size('pgq.jobs')")
+                size = self.scalar("SELECT pg_total_relation_size('pgq.job_rows')")
                 rewrites.append(size)
                 return size < 512 * 1024
 
             self.wait_for(
-                "the maintenance worker to rewrite pgq.jobs to below 512 kB",
+                "the maintenance worker to rewrite pgq.job_rows to below 512 kB",
                 rewritten_small,
                 timeout=HANG * 4,
             )

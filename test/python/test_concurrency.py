@@ -265,7 +265,7 @@ class ClaimTest(PgqTestCase):
         (a_id,) = a.execute("SELECT id FROM pgq.claim('q', 1)").fetchone()  # transaction stays open
         # Premise: A's claim holds a row lock that a plain locking read waits for.
         with self.assertRaises(errors.LockNotAvailable):
-            b.execute("SELECT id FROM pgq.jobs WHERE id = %s FOR UPDATE NOWAIT", (a_id,))
+            b.execute("SELECT id FROM pgq.job_rows WHERE id = %s FOR UPDATE NOWAIT", (a_id,))
 
         # B claims while A's transaction stays open, and A ends it only
         # after B returned: a claim that waited for A (its row lock, its
@@ -412,7 +412,7 @@ class ClaimTest(PgqTestCase):
 
     def test_a_warm_backend_keeps_its_queues_across_unrelated_invalidations(self):
         # Each cache is emptied by what it is built from only (ADR 0027):
-        # an ANALYZE of pgq.jobs (a relcache invalidation of it, as every
+        # an ANALYZE of pgq.job_rows (a relcache invalidation of it, as every
         # autovacuum sends) leaves A's queue cache and rights alone, so A's
         # next enqueue reads pgq.queues no more; alter_queue does empty it.
         a = self.connect(autocommit=False)
@@ -421,9 +421,9 @@ class ClaimTest(PgqTestCase):
                  " WHERE indrelid = 'pgq.queues'::regclass) AS t(r)")
         self.enqueue(a, "q", {"warm": 1})
         warm = self.scalar(scans, conn=a)
-        self.admin.execute("ANALYZE pgq.jobs")
+        self.admin.execute("ANALYZE pgq.job_rows")
         self.enqueue(a, "q", {"after": "analyze"})
-        self.assertEqual(self.scalar(scans, conn=a), warm, "an ANALYZE of pgq.jobs emptied the cache")
+        self.assertEqual(self.scalar(scans, conn=a), warm, "an ANALYZE of pgq.job_rows emptied the cache")
         self.admin.execute("SELECT pgq.alter_queue('q', max_attempts => 7)")
         job = self.enqueue(a, "q", {"after": "alter"})
         self.assertGreater(self.scalar(scans, conn=a), warm, "alter_queue left the cache as it was")

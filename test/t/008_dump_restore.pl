@@ -127,7 +127,7 @@ END $$;
 (my $query = $contents) =~ s/pgq_tap_rows/pg_temp.pgq_tap_rows/;
 my $before = $node->safe_psql('src', $helper . $query);
 like($before, qr/^grants: 2 rows, \w{32}$/m, 'the fingerprint covers the grants (by role name)');
-like($before, qr/^jobs: 9 rows, \w{32}$/m,
+like($before, qr/^job_rows: 9 rows, \w{32}$/m,
 	'the fingerprint covers the jobs table (5 mail jobs, 2 orbits jobs, 2 predict jobs)');
 like($before, qr/^job_dependencies: 1 rows, \w{32}$/m, 'and the dependencies');
 # (in a segment of the ring of its queue's retention class, ADR 0021)

@@ -134,10 +134,10 @@ SELECT string_agg(line, E'\n' ORDER BY line) FROM (
 my $fresh_catalog = $node->safe_psql('fresh', $catalog);
 like($fresh_catalog, qr/^member function pgq\.claim\(/m, 'the catalog description lists functions');
 like($fresh_catalog, qr/^index CREATE INDEX jobs_ready_idx/m, 'and indexes');
-like($fresh_catalog, qr/^dumped pgq\.jobs /m, 'and configuration-dump entries');
+like($fresh_catalog, qr/^dumped pgq\.job_rows /m, 'and configuration-dump entries');
 like($fresh_catalog, qr/^member table pgq\.dead_jobs_0 r .* bound=FOR VALUES IN \('0'\)/m,
 	'and partitions with their bounds');
-like($fresh_catalog, qr/^sequence pgq\.job_id_seq bigint .* owned=pgq\.jobs\.1$/m, 'and sequences');
+like($fresh_catalog, qr/^sequence pgq\.job_id_seq bigint .* owned=pgq\.job_rows\.1$/m, 'and sequences');
 like($fresh_catalog, qr/FUNCTION pgq\.enqueue\(queue text.*?\bacl=[^\n]* comment=adds a job/s, 'and comments');
 like($fresh_catalog, qr/^dumped pgq\.rings WHERE ring_id OPERATOR\(pg_catalog\.>\) 0$/m,
 	'and the ring ledger dumped without the history and dead-letter rings');
