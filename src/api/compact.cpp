@@ -21,8 +21,9 @@ constexpr int64 kCallMaxBytes = 512 * 1024 * 1024;
 PGQ_FUNCTION(pgq_compact_jobs) {
   // Checked before the lock: taking it needs no privilege of its own.
   if (!service::MayCompactJobs()) {
-    pg::Raise(ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied to compact pgq.job_rows",
-              "Only the owner of pgq.job_rows (the role that installed pgq_cpp) or a superuser may.");
+    pg::Raise(
+        ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied to compact pgq.job_rows",
+        "Only the owner of pgq.job_rows (the role that installed pgq_cpp) or a superuser may.");
   }
   if (IsolationUsesXactSnapshot()) {
     pg::Raise(ERRCODE_INVALID_TRANSACTION_STATE,

@@ -149,8 +149,9 @@ void RunCompactionTransaction(const char* database_name) {
             (errmsg("pgq compaction of pgq.job_rows in database \"%s\" paused: too many live jobs",
                     database_name)));
   } else if (result.outcome == service::CompactOutcome::kNotNeeded) {
-    ereport(DEBUG2, (errmsg("pgq compaction of pgq.job_rows in database \"%s\" not needed (%lld kB)",
-                            database_name, static_cast<long long>(result.bytes_before / 1024))));
+    ereport(DEBUG2,
+            (errmsg("pgq compaction of pgq.job_rows in database \"%s\" not needed (%lld kB)",
+                    database_name, static_cast<long long>(result.bytes_before / 1024))));
   } else if (result.outcome == service::CompactOutcome::kBusy) {
     ereport(DEBUG1, (errmsg("pgq compaction of pgq.job_rows in database \"%s\" skipped: table busy",
                             database_name)));

@@ -1230,8 +1230,7 @@ bool HoldsNow(LeaseSlot* slot, uint32 hash, TransactionId* wait_for) {
 // at `place` (the fence): it stays in the map, closing by this
 // transaction, until the transaction ends; `segment`: its entry's.
 // `wait_for`: another transaction's take-out in progress.
-bool TakeLease(const Place& place, int64 id, int32 attempt, int* segment,
-               TransactionId* wait_for) {
+bool TakeLease(const Place& place, int64 id, int32 attempt, int* segment, TransactionId* wait_for) {
   const TransactionId xid = GetCurrentTransactionId();
   return WithLease(id, LW_EXCLUSIVE, [&](LeaseSlot* slot, const LeaseKey& key, uint32 hash) {
     if (slot == nullptr || !HoldsNow(slot, hash, wait_for)) return false;
