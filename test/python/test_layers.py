@@ -1,11 +1,11 @@
 """The source zones of docs/architecture.md (issue 16): a zone includes only
 zones below it (core < pg < store < service < api < bgw < module.cpp),
 nothing outside src/pg reads SPI's globals, and nothing outside the jobs
-store (src/store) writes pgq.jobs, pgq.dead_jobs, the history or the dedupe
+store (src/store) writes pgq.job_rows, pgq.dead_jobs, the history or the dedupe
 holds.
 
 Issue 32, the store owns every table: each table of ours (as sql/ creates
-them) is written by exactly one file of src/store (pgq.jobs by the jobs
+them) is written by exactly one file of src/store (pgq.job_rows by the jobs
 store, the files that share store/internal.h; the ring layer's own ledger by
 src/pg), src/api, src/bgw and the services (src/service) hold no statement text
 and run none, and nothing outside
@@ -25,7 +25,7 @@ SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 ORDER = ["core", "pg", "store", "service", "api", "bgw"]
 INCLUDE = re.compile(r'^#include "(\w+)/', re.M)
 WRITES_JOBS = re.compile(
-    r"(INSERT INTO|UPDATE|DELETE FROM|TRUNCATE)\s+pgq\.(jobs|dead_jobs|job_history|dedupe_holds|dedupe_followers|job_dependencies|dependency_failures|dependency_releases)\w*\b", re.I)
+    r"(INSERT INTO|UPDATE|DELETE FROM|TRUNCATE)\s+pgq\.(job_rows|dead_jobs|job_history|dedupe_holds|dedupe_followers|job_dependencies|dependency_failures|dependency_releases)\w*\b", re.I)
 
 # What only the ring layer does: TRUNCATE, partition DDL, and writes to the
 # rings' ledger. (Reading the ledger, or locking a ring's row, is anyone's.)
@@ -33,7 +33,7 @@ RING_WORK = re.compile(
     r"\bTRUNCATE\b|\bPARTITION\s+OF\b|\b(ATTACH|DETACH)\s+PARTITION\b"
     r"|(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+pgq\.(rings|ring_segments)\b")
 RING_LAYER = os.path.join("pg", "segments.cpp")
-# Compaction (ADR 0008) empties pgq.jobs, no ring, before writing its live
+# Compaction (ADR 0008) empties pgq.job_rows, no ring, before writing its live
 # rows back; issue 33 removes it.
 NOT_A_RING = {os.path.join("pg", "table_rewrite.cpp")}
 COMMENT = re.compile(r"//[^\n]*")
@@ -59,11 +59,11 @@ COLUMN_BY_NUMBER = re.compile(
     r"(?:\d+|(?:\w+::)*k[A-Z]\w*)\s*[,)]")
 
 # The tables a job's row lives in, and an insert that lists their columns.
-JOB_TABLES = ("jobs", "dead_jobs", "job_history", "dedupe_followers")
+JOB_TABLES = ("job_rows", "dead_jobs", "job_history", "dedupe_followers")
 JOB_INSERT = re.compile(r"\bINSERT\s+INTO\s+pgq\.(" + "|".join(JOB_TABLES) + r")\b(?:\s+AS\s+\w+)?\s*\(",
                         re.I)
 
-# The jobs store: the files that share its internal header. pgq.jobs is
+# The jobs store: the files that share its internal header. pgq.job_rows is
 # written by several of them (one file per operation: insert, claim,
 # finish...), as one module.
 JOBS_STORE_HEADER = '#include "store/internal.h"'
@@ -207,9 +207,9 @@ class LayersTest(unittest.TestCase):
             files = writers[table]
             if table not in tables:
                 wrong.append(f"pgq.{table} is written by {sorted(files)} but no sql/ script creates it")
-            elif table == "jobs":
+            elif table == "job_rows":
                 if not files <= jobs_store:
-                    wrong.append(f"pgq.jobs written outside the jobs store: {sorted(files - jobs_store)}")
+                    wrong.append(f"pgq.job_rows written outside the jobs store: {sorted(files - jobs_store)}")
             elif table in RING_LAYER_TABLES:
                 if files != {"pg/segments.cpp"}:
                     wrong.append(f"pgq.{table} written by {sorted(files)}, not the ring layer")
@@ -217,11 +217,11 @@ class LayersTest(unittest.TestCase):
                 wrong.append(f"pgq.{table} written by {sorted(files)}")
         self.assertEqual(wrong, [])
         # the check reads what it claims to: the store writes the tables of jobs
-        self.assertTrue(writers.get("jobs", set()) and "dependency_releases" in writers)
+        self.assertTrue(writers.get("job_rows", set()) and "dependency_releases" in writers)
 
     def test_a_jobs_rows_have_one_insert_column_list_per_table(self):
         # Issue 32: a job's columns are spelled once per table it lives in
-        # (InsertJobsSql for pgq.jobs, dead.cpp's InsertDeadSql for
+        # (InsertJobsSql for pgq.job_rows, dead.cpp's InsertDeadSql for
         # pgq.dead_jobs, whatever the rows come from: a job buried, a
         # follower cancelled, a dead job kept for good moving to a ring), so
         # that a column added to one of them is added in one place.

@@ -5,13 +5,13 @@ created with the development setting pgq.ring_queues.
 
 Producers enqueue one at a time and in batches, some in transactions that
 roll back; workers claim batches of 1, 7 or 50 under a short lease, roll
-some claims back, fail some jobs (their retry runs from pgq.jobs) and
+some claims back, fail some jobs (their retry runs from pgq.job_rows) and
 complete the rest one by one; the canceller cancels jobs it picks at
 random. Every outcome is written to a ledger table in the transaction that
 made it, whose primary key is the job id: a job completed twice, or
 completed and cancelled, is a duplicate-key error, not a merged set entry.
 At the end every job a producer committed is completed or cancelled
-exactly once, none is left on a ring or in pgq.jobs, and the rings turned
+exactly once, none is left on a ring or in pgq.job_rows, and the rings turned
 and were truncated many times (their segments other than the current one
 are empty once a last pass has run).
 
@@ -174,7 +174,7 @@ class RingStressTest(PgqTestCase):
             self.scalar("SELECT count(*) FROM pgq.dead_jobs WHERE reason = 'cancelled'"), cancelled
         )
         self.assertEqual(self.scalar("SELECT count(*) FROM pgq.ring_jobs"), 0, "left on a ring")
-        self.assertEqual(self.job_count(), 0, "left in pgq.jobs")
+        self.assertEqual(self.job_count(), 0, "left in pgq.jobs (its rows or the rings)")
         # The rings turned many times and what they no longer need went.
         self.admin.execute("SET pgq.ring_turn = '10ms'")
         for _ in range(3):
@@ -200,7 +200,7 @@ class RingNotifyTest(PgqTestCase):
     def test_notify_on_enqueue_to_a_ring(self):
         """A ring queue created with notify tells LISTEN pgq clients of its
         new jobs at commit, one at a time and in a batch, as a queue of
-        pgq.jobs does; a rolled-back enqueue tells nobody."""
+        pgq.job_rows does; a rolled-back enqueue tells nobody."""
         self.admin.execute("SET pgq.ring_queues = on")
         self.admin.execute("SELECT pgq.create_queue('rn', notify => true)")
         self.admin.execute("SELECT pgq.create_queue('rquiet')")
@@ -248,5 +248,5 @@ class RingNotifyTest(PgqTestCase):
         self.assertEqual(task.value(), [(job_id,)])
         self.assertGreaterEqual(task.finished_at, before_commit)
         self.assertEqual(
-            self.scalar("SELECT count(*) FROM pgq.jobs"), 0, "the job was on the ring, not a row"
+            self.scalar("SELECT count(*) FROM pgq.job_rows"), 0, "the job was on the ring, not a row"
         )

@@ -76,14 +76,11 @@ my $WORK_MS = $ENV{PGQ_CHAOS_WORK_MS} // ($N <= 10000 ? 40 : 400_000 / $N);
 my $PASSES_S = 2 * 0.100;    # two maintenance passes of the test clusters
 my $SLACK = $ENV{PGQ_CHAOS_SLACK} // 1.0;
 # PGQ_CHAOS_RING=1 (test/t/019_ring_chaos.pl): the queue keeps its jobs on a
-# ring (ADR 0028, the development setting pgq.ring_queues), whose jobs the
-# checks read through pgq.ring_jobs beside pgq.jobs (a job whose lease
-# ended is moved into pgq.jobs, so it is in one of the two).
+# ring (ADR 0028, the development setting pgq.ring_queues); the view
+# pgq.jobs shows them with the rows of pgq.job_rows (a job whose lease
+# ended is moved there), once each.
 my $RING = $ENV{PGQ_CHAOS_RING} // 0;
-my $JOBS = $RING
-  ? '(SELECT id, state, attempt, lease_until FROM pgq.jobs UNION ALL '
-  . 'SELECT id, state, attempt, lease_until FROM pgq.ring_jobs)'
-  : 'pgq.jobs';
+my $JOBS = 'pgq.jobs';
 $ENV{PGQ_CHAOS_SOURCE} = $JOBS;
 my $GRACE = $PASSES_S + $SLACK;
 my $python = $ENV{PGQ_PYTHON} // '/usr/bin/python3';

@@ -57,11 +57,11 @@ SELECT pgq.create_queue('short', lease => '10 minutes');
 is(sql("SELECT string_agg(name || ' ' || (ring_id IS NOT NULL)::text, ', ' ORDER BY name) FROM pgq.queues"),
 	'ring true, short true', 'both queues are ring queues');
 
-# 30 plain jobs, in a batch and one at a time: on the ring, none in pgq.jobs.
+# 30 plain jobs, in a batch and one at a time: on the ring, none in pgq.job_rows.
 my @all = lines(sql("SELECT id FROM pgq.enqueue_many('ring', array_fill('{}'::jsonb, ARRAY[20])) AS id"));
 push @all, lines(sql(join(";\n", map { "SELECT pgq.enqueue('ring', jsonb_build_object('n', $_))" } 1 .. 10)));
 is(scalar(@all), 30, '30 jobs enqueued');
-is(sql('SELECT count(*) FROM pgq.jobs'), '0', 'none of them is a row of pgq.jobs');
+is(sql('SELECT count(*) FROM pgq.job_rows'), '0', 'none of them is a row of pgq.job_rows');
 
 # Ten claimed (committed): four completed, six running with an hour's lease.
 my @claimed = lines(sql("SELECT id || ' ' || attempt FROM pgq.claim('ring', 10, '1 hour')"));

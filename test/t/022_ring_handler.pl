@@ -3,7 +3,7 @@
 # setting pgq.ring_queues): the handler workers claim the ring's jobs and
 # complete them (each handled once, its row written in the handler's
 # transaction), and a handler that raises fails its job, whose next attempt
-# (from pgq.jobs, after the backoff) is handled in its turn; nothing is left
+# (from pgq.job_rows, after the backoff) is handled in its turn; nothing is left
 # on the ring.
 use strict;
 use warnings FATAL => 'all';
@@ -44,14 +44,14 @@ my $failing = sql(q{SELECT pgq.enqueue('rh', '{"fail_first": true}')});
 ok(wait_for($node, 'postgres', 'SELECT count(DISTINCT job_id) FROM public.handled', '21', $LONG),
 	'the handler workers ran every job');
 # The raise rolled back the handler's row of attempt 1 with the rest of its
-# work; attempt 2 ran from pgq.jobs.
+# work; attempt 2 ran from pgq.job_rows.
 is(sql("SELECT string_agg(attempt::text, ',' ORDER BY attempt) FROM public.handled
          WHERE job_id = $failing"), '2', 'the failing job ran again, as attempt 2');
 is(sql("SELECT count(*) FROM public.handled WHERE job_id <> $failing AND attempt = 1"), '20',
 	'the others once each, as attempt 1');
 ok(wait_for($node, 'postgres',
-		"SELECT (SELECT count(*) FROM pgq.ring_jobs) + (SELECT count(*) FROM pgq.jobs)", '0', $LONG),
-	'nothing is left on the ring or in pgq.jobs');
+		"SELECT (SELECT count(*) FROM pgq.ring_jobs) + (SELECT count(*) FROM pgq.job_rows)", '0', $LONG),
+	'nothing is left on the ring or in pgq.job_rows');
 is(sql("SELECT count(*) FROM pgq.dead_jobs"), '0', 'nothing died');
 # (The ring turns after a minute: its rows are all still there.)
 is(sql("SELECT count(DISTINCT id) FROM pgq.job_log WHERE kind = 'e'"), '21',
