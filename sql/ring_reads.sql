@@ -233,15 +233,4 @@ RESET pgq.debug_clock_offset;
 SELECT j.state, j.claimed_at = :'claimed_before' AS claimed_at_kept
   FROM pgq.job_rows j WHERE j.id = :moved_id;
 
--- A job of a ring queue cannot be waited for yet (ADR 0028 step 2d): an
--- enqueue naming one in after is refused (0A000), by a superuser too (who
--- would otherwise have it taken for a job that completed, and the child
--- made ready at once).
-SELECT pgq.enqueue('ring_moved', '{}') AS ring_parent \gset
-\set VERBOSITY sqlstate
-SELECT pgq.enqueue('ring_moved', '{}', after => ARRAY[:ring_parent]);
-\set VERBOSITY default
-SELECT count(*) AS children FROM pgq.job_rows j JOIN pgq.queues q USING (queue_id)
- WHERE q.name = 'ring_moved' AND j.state = 'b';
-
 DROP EXTENSION pgq_cpp;

@@ -145,14 +145,6 @@ std::vector<int64> LockedParents(pg::SpiSession& spi, const std::vector<int64>& 
               "A job can wait only for jobs of queues you hold a right on: live, or done and "
               "kept by their queue (keep_completed).");
   }
-  if (parents.on_ring != 0) {
-    pg::Raise(
-        ERRCODE_FEATURE_NOT_SUPPORTED,
-        "job " + std::to_string(parents.on_ring) + " named in after is a job of a queue on a ring",
-        "Queues created while the development setting pgq.ring_queues is on keep their "
-        "plain jobs on a ring; a job cannot wait for those yet.",
-        "Create the parent's queue with pgq.ring_queues off.");
-  }
   if (parents.dead != 0) {
     pg::Raise(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
               "job " + std::to_string(parents.dead) + " named in after is dead",

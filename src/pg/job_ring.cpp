@@ -83,6 +83,10 @@ struct Lane {
   // completion commits (RunningCount).
   pg_atomic_uint32 leases;
   pg_atomic_uint32 closing;
+  // 1 once a child's enqueue named a job of this database's rings (or the
+  // first completion after a start found pgq.job_dependencies not empty):
+  // the ends of its jobs look for children (NoteDependents).
+  pg_atomic_uint32 dependents;
   int passed_count;
   Passed passed[kPassedMax];
   int returned_count;
@@ -158,6 +162,7 @@ void Startup() {
       shared->lanes[i].claim_lock = &locks[2 + 2 * i].lock;
       pg_atomic_init_u32(&shared->lanes[i].leases, 0);
       pg_atomic_init_u32(&shared->lanes[i].closing, 0);
+      pg_atomic_init_u32(&shared->lanes[i].dependents, 0);
     }
   }
   lease_locks = locks + 1 + 2 * lane_count;
@@ -1261,6 +1266,42 @@ int64 RunningCount(const Place& place) {
 
 uint32 LanesEpoch() { return shared == nullptr ? 0 : pg_atomic_read_u32(&shared->lanes_epoch); }
 
+void NoteDependents() {
+  if (shared == nullptr) return;
+  for (int i = 0; i < shared->lane_count; ++i) {
+    Lane& lane = shared->lanes[i];
+    if (lane.database == MyDatabaseId) pg_atomic_write_u32(&lane.dependents, 1);
+  }
+  // Before the caller's look at the job (a lease's partition lock, the
+  // claim lock): whoever ends a job after that look sees the note.
+  pg_memory_barrier();
+}
+
+bool MayHaveDependents(const Place& place) {
+  const int index = shared == nullptr ? -1 : LaneOf(place, true);
+  return index >= 0 && pg_atomic_read_u32(&shared->lanes[index].dependents) != 0;
+}
+
+TransactionId CancelInProgress(const Place& place, int segment, ItemPointerData entry) {
+  const int index = shared == nullptr ? -1 : LaneOf(place, true);
+  if (index < 0) return InvalidTransactionId;
+  Lane& lane = shared->lanes[index];
+  const Offer offer{entry, 0, static_cast<int16>(segment)};
+  TransactionId found = InvalidTransactionId;
+  Guard([&] {
+    LWLockAcquire(lane.claim_lock, LW_SHARED);
+    for (int i = 0; i < lane.cancelled_count && !TransactionIdIsValid(found); ++i) {
+      const Tomb& tomb = lane.cancelled[i];
+      if (SameEntry(tomb, offer) && !TransactionIdIsCurrentTransactionId(tomb.xid) &&
+          TransactionIdIsInProgress(tomb.xid)) {
+        found = tomb.xid;
+      }
+    }
+    LWLockRelease(lane.claim_lock);
+  });
+  return found;
+}
+
 bool Build(const Place& place) { return shared != nullptr && LaneOf(place, true) >= 0; }
 
 bool AnyLeases() { return shared != nullptr && pg_atomic_read_u32(&shared->leases) != 0; }
@@ -1793,6 +1834,7 @@ void FreeLanes(Match&& match) {
         lane.built = false;
         pg_atomic_write_u32(&lane.leases, 0);
         pg_atomic_write_u32(&lane.closing, 0);
+        pg_atomic_write_u32(&lane.dependents, 0);
       }
       pg_atomic_fetch_add_u32(&shared->lanes_epoch, 1);
     }

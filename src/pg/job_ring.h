@@ -224,6 +224,18 @@ bool MayTruncate(const Place& place, int segment);
 bool AllClosed(Oid segment_relid);
 bool LetGo(const Place& place, int segment);
 
+// Dependencies on ring jobs (ADR 0028, store/ring_jobs.cpp HoldParents):
+// a child's enqueue that names a ring job notes, before it looks at the
+// job, that the jobs of this database's lanes may have dependents; whoever
+// ends a job (Close, a tombstone) asks MayHaveDependents after taking it,
+// and if so looks for its children. Noted until the lanes are freed.
+void NoteDependents();
+bool MayHaveDependents(const Place& place);
+// The transaction of a cancel in progress of the entry (`segment`,
+// `entry`), noted by its tombstone (InvalidTransactionId: none, or this
+// transaction's).
+TransactionId CancelInProgress(const Place& place, int segment, ItemPointerData entry);
+
 // Forgets a queue's lane and leases (the queue was dropped).
 void Forget(int32 queue_id);
 // Forgets every lane and lease of `database`: its pgq_cpp was created or

@@ -14,6 +14,14 @@ constexpr uint32 kPgqLockSpace = 0x70677163;  // "pgqc"
 constexpr uint16 kPgqLockKind = 3;
 constexpr uint16 kPgqGroupLockKind = 4;
 constexpr uint16 kPgqCapLockKind = 5;
+constexpr uint16 kPgqRingParentLockKind = 6;
+
+LOCKTAG RingParentTag(int64 id) {
+  LOCKTAG tag;
+  SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(static_cast<uint64>(id) >> 32),
+                       static_cast<uint32>(id), kPgqRingParentLockKind);
+  return tag;
+}
 
 LOCKTAG CapTag(int32 queue_id) {
   LOCKTAG tag;
@@ -56,6 +64,21 @@ void LockQueueCap(int32 queue_id) {
 void UnlockQueueCap(int32 queue_id) {
   const LOCKTAG tag = CapTag(queue_id);
   Guard([&] { (void)LockRelease(&tag, ExclusiveLock, false); });
+}
+
+void LockRingParent(int64 id, bool exclusive) {
+  const LOCKTAG tag = RingParentTag(id);
+  Guard([&] { (void)LockAcquire(&tag, exclusive ? ExclusiveLock : ShareLock, false, false); });
+}
+
+bool RingParentHeld(int64 id) {
+  const LOCKTAG tag = RingParentTag(id);
+  return Guard([&] { return LockHeldByMe(&tag, ShareLock); });
+}
+
+void UnlockRingParent(int64 id) {
+  const LOCKTAG tag = RingParentTag(id);
+  Guard([&] { (void)LockRelease(&tag, ShareLock, false); });
 }
 
 }  // namespace pgq::pg

@@ -32,4 +32,16 @@ void LockGroup(int32 queue_id, std::string_view group_key);
 void LockQueueCap(int32 queue_id);
 void UnlockQueueCap(int32 queue_id);
 
+// The lock of a ring job as a parent (ADR 0028 "Dependencies on ring
+// jobs"): a child's enqueue that names the job holds it in share mode until
+// its transaction ends; whoever ends the job (a completion, a move into
+// pgq.job_rows, a tombstone) takes it exclusively while its lane may have
+// dependents, so that it waits for the children being added and then reads
+// them all. UnlockRingParent lets a share go early (the enqueue waits for
+// another transaction's end without holding it).
+void LockRingParent(int64 id, bool exclusive);
+void UnlockRingParent(int64 id);
+// Whether this transaction holds it in share mode already.
+bool RingParentHeld(int64 id);
+
 }  // namespace pgq::pg

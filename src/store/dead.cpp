@@ -277,6 +277,8 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
       (void)spi.Execute(bury_ring_entry(), bury);
       ring::CloseTakenOut(taken, id, now);
       pg::ledger::NoteCount(taken.queue_id, pg::kDeadLettered, 1);
+      // Its children die with it (dependency_failed), as a table job's.
+      internal::ParentsDied(spi, ring::ParentsAmong(spi, taken.place, {id}), now);
       return true;
     }
     if (round >= 3 || !ring::WaitForClaim(spi, scope, id)) return false;

@@ -13,6 +13,15 @@
 //     the marked row and looks for children as committed now (SPI with the
 //     latest snapshot, as foreign-key checks do), so it sees the child's row.
 //     A parent already gone is found so by the enqueue's lock.
+//   - the same for a parent on a ring (ADR 0028 "Dependencies on ring
+//     jobs"), which has no row to lock: the enqueue notes in the lanes that
+//     jobs may have dependents, takes the parent's lock (pg/queue_lock.h
+//     LockRingParent) in share mode and looks at the job again; whoever
+//     ends a ring job (store/ring_jobs.cpp ParentsAmong) takes that lock
+//     exclusively when the note is set, so it waits for the enqueue and then
+//     reads its pair. An end already in progress at the second look may
+//     have asked before the note: the enqueue lets the lock go, waits for
+//     it, and looks again.
 //   - the last two parents completing at once: each decrements the child's
 //     open_parents in one UPDATE of the child's row; the second waits for
 //     the first and decrements what it committed, so exactly one makes the
@@ -32,10 +41,12 @@
 // A released child is still released by one update of its own row per
 // pair, whoever runs it, so fan-in stays exactly-once.
 #include <algorithm>
+#include <iterator>
 
 #include "pg/ledger.h"
 #include "pg/settings.h"
 #include "store/internal.h"
+#include "store/ring_jobs.h"
 
 namespace pgq::store {
 
@@ -70,13 +81,9 @@ SELECT j.id, j.queue_id, j.state = 'p' AS pending, j.priority, j.run_at FROM pgq
 // queue (it can only have been one of theirs); for the others it is
 // unknown too, or its answer would tell them when another team's job
 // finished.
-//
-// A job of a queue on a ring (ADR 0028, a development setting) is not live
-// here and cannot be waited for yet (step 2d): on_ring, so that it is not
-// taken for a job that completed.
 pg::Statement classify_parents = {R"sql(
-SELECT m.id, v.dead, v.following, v.on_ring,
-       NOT (v.dead OR v.following OR v.kept OR v.on_ring
+SELECT m.id, v.dead, v.following,
+       NOT (v.dead OR v.following OR v.kept
             OR ($2 AND m.id <= (SELECT s.last_value - CASE WHEN s.is_called THEN 0 ELSE 1 END
                                   FROM pgq.job_id_seq s))) AS unknown
   FROM pg_catalog.unnest($1) AS m(id),
@@ -86,9 +93,7 @@ SELECT m.id, v.dead, v.following, v.on_ring,
          EXISTS (SELECT 1 FROM pgq.dedupe_followers f
                   WHERE f.id = m.id AND ($2 OR f.queue_id = ANY ($3))) AS following,
          EXISTS (SELECT 1 FROM pgq.job_history h
-                  WHERE h.id = m.id AND ($2 OR h.queue_id = ANY ($3))) AS kept,
-         EXISTS (SELECT 1 FROM pgq.ring_jobs r JOIN pgq.queues q ON q.ring_id = r.ring
-                  WHERE r.id = m.id AND ($2 OR q.queue_id = ANY ($3))) AS on_ring) AS v)sql",
+                  WHERE h.id = m.id AND ($2 OR h.queue_id = ANY ($3))) AS kept) AS v)sql",
                                   3,
                                   {INT8ARRAYOID, BOOLOID, INT4ARRAYOID},
                                   nullptr};
@@ -363,21 +368,28 @@ std::vector<GroupRef> ParentsDone(pg::SpiSession& spi, const std::vector<int64>&
 }
 
 void ParentsDied(pg::SpiSession& spi, const pg::Result& rows, TimestampTz now) {
-  if (rows.empty()) return;
+  ParentsDied(spi, Ids(rows, "id"), now);
+}
+
+void ParentsDied(pg::SpiSession& spi, const std::vector<int64>& ids, TimestampTz now) {
+  if (ids.empty()) return;
   pg::Params params;
-  params.Set(0, Int8Array(Ids(rows, "id"))).Set(1, TimestampTzGetDatum(now));
+  params.Set(0, Int8Array(ids)).Set(1, TimestampTzGetDatum(now));
   if (spi.ExecuteSeeingLatest(record_failures, params).empty()) return;
   (void)Cascade(spi, now, kInlineBound);
 }
 
 }  // namespace internal
 
-Parents LockParents(pg::SpiSession& spi, const Scope& scope, const std::vector<int64>& ids) {
-  Parents parents;
+namespace {
+
+// Locks the jobs of `ids` that are rows of pgq.job_rows in `scope`; their
+// ids, sorted.
+std::vector<int64> LockRows(pg::SpiSession& spi, const Scope& scope,
+                            const std::vector<int64>& ids) {
   pg::Params params;
   params.Set(0, internal::Int8Array(ids)).Set(1, BoolGetDatum(scope.every)).Set(2, scope.ids);
   const pg::Result locked = spi.Execute(lock_parents, params);
-  parents.live = Ids(locked, "id");
   // A claim skips a pending job this transaction locks, and its queue's
   // claim hint moves past it: the hint comes back to it when the lock goes
   // (commit or abort), or it would wait for the next reset of the hints
@@ -393,19 +405,48 @@ Parents LockParents(pg::SpiSession& spi, const Scope& scope, const std::vector<i
       pg::ledger::NoteLocked(queue_id);
     }
   }
-  std::vector<int64> others;
-  for (const int64 id : ids) {
-    if (!std::binary_search(parents.live.begin(), parents.live.end(), id)) others.push_back(id);
+  return Ids(locked, "id");
+}
+
+// `from` less `taken` (both sorted).
+std::vector<int64> Without(const std::vector<int64>& from, const std::vector<int64>& taken) {
+  std::vector<int64> rest;
+  std::set_difference(from.begin(), from.end(), taken.begin(), taken.end(),
+                      std::back_inserter(rest));
+  return rest;
+}
+
+}  // namespace
+
+Parents LockParents(pg::SpiSession& spi, const Scope& scope, const std::vector<int64>& ids) {
+  Parents parents;
+  parents.live = LockRows(spi, scope, ids);
+  std::vector<int64> others = Without(ids, parents.live);
+  if (others.empty()) return parents;
+  // Jobs on the queues' rings (ADR 0028): held by their parent locks.
+  std::vector<int64> on_rings = ring::HoldParents(spi, scope, others);
+  if (pg::job_ring::Available()) {
+    std::sort(on_rings.begin(), on_rings.end());
+    others = Without(others, on_rings);
+    // A ring job moved into pgq.job_rows since the first look (a failure,
+    // an expiry, progress) is a row now.
+    if (!others.empty()) {
+      const std::vector<int64> moved = LockRows(spi, scope, others);
+      on_rings.insert(on_rings.end(), moved.begin(), moved.end());
+      others = Without(others, moved);
+    }
+    parents.live.insert(parents.live.end(), on_rings.begin(), on_rings.end());
+    std::sort(parents.live.begin(), parents.live.end());
   }
   if (others.empty()) return parents;
-  params.Set(0, internal::Int8Array(others));
+  pg::Params params;
+  params.Set(0, internal::Int8Array(others)).Set(1, BoolGetDatum(scope.every)).Set(2, scope.ids);
   const pg::Result found = spi.Execute(classify_parents, params);
   for (uint64 row = 0; row < found.size(); ++row) {
     const int64 id = found.Int64(row, "id");
     int64* first = found.Bool(row, "unknown")     ? &parents.unknown
                    : found.Bool(row, "dead")      ? &parents.dead
                    : found.Bool(row, "following") ? &parents.following
-                   : found.Bool(row, "on_ring")   ? &parents.on_ring
                                                   : nullptr;
     if (first != nullptr && *first == 0) *first = id;
   }

@@ -116,6 +116,7 @@ std::vector<GroupRef> ParentsDone(pg::SpiSession& spi, const std::vector<int64>&
 // Jobs that died (rows with an "id" column, as BurySql returns): those with dependents are failed
 // parents, whose dependents are dead-lettered (a bounded part now, the rest by maintenance).
 void ParentsDied(pg::SpiSession& spi, const pg::Result& rows, TimestampTz now);
+void ParentsDied(pg::SpiSession& spi, const std::vector<int64>& ids, TimestampTz now);
 
 // Deletes every dead job of the queue named `queue` (text), a queue being
 // dropped (dead.cpp).

@@ -113,7 +113,6 @@ struct Parents {
   int64 dead = 0;
   int64 following = 0;
   int64 unknown = 0;
-  int64 on_ring = 0;  // an unfinished job of a queue on a ring (ADR 0028)
 };
 // `ids` sorted and distinct.
 Parents LockParents(pg::SpiSession& spi, const Scope& scope, const std::vector<int64>& ids);

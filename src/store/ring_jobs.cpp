@@ -6,6 +6,7 @@
 
 #include "pg/invalidation.h"
 #include "pg/ledger.h"
+#include "pg/queue_lock.h"
 #include "pg/segments.h"
 #include "pg/settings.h"
 #include "store/catalog.h"
@@ -116,10 +117,10 @@ TupleDesc ClaimedDesc() {
 pg::Statement& move_job() {
   static internal::BuiltStatement statement{
       internal::InsertJobsSql("", R"sql(
-VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, NULL, NULL, NULL, $8, $9, $10))sql",
-                              "", ", lease_until, claimed_at"),
+VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, NULL, NULL, NULL, $8, $9, $10, $11))sql",
+                              "", ", lease_until, claimed_at, has_dependents"),
       {INT8OID, INT4OID, INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID, TIMESTAMPTZOID, JSONBOID,
-       TIMESTAMPTZOID, TIMESTAMPTZOID}};
+       TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID}};
   return statement.get();
 }
 
@@ -234,13 +235,25 @@ uint32 lanes_built_at = 0;
 
 }  // namespace
 
+namespace {
+pg::Statement any_dependency = {
+    "SELECT EXISTS (SELECT 1 FROM pgq.job_dependencies) AS any", 0, {}, nullptr};
+}  // namespace
+
 void EnsureLanes(pg::SpiSession& spi) {
   if (!pg::job_ring::Available()) return;
   const uint32 epoch = pg::job_ring::LanesEpoch();
   if (lanes_built_at == epoch) return;
-  for (const auto& [queue_id, ring_id] : RingQueues(spi)) {
+  const std::vector<std::pair<int32, int32>> queues = RingQueues(spi);
+  for (const auto& [queue_id, ring_id] : queues) {
     Known ring;
     if (KnownOf(spi, queue_id, &ring)) (void)pg::job_ring::Build(ring.place);
+  }
+  // After a start (or lanes freed): children committed before it may wait
+  // for ring jobs, whose ends must look for them.
+  pg::Params none;
+  if (!queues.empty() && spi.Execute(any_dependency, none).Bool(0, "any")) {
+    pg::job_ring::NoteDependents();
   }
   lanes_built_at = epoch;
 }
@@ -286,13 +299,44 @@ bool CloseWaiting(const pg::job_ring::Place& place, int64 id, int32 attempt, cha
   }
 }
 
+pg::Statement parents_among = {
+    "SELECT DISTINCT parent_id FROM pgq.job_dependencies WHERE parent_id = ANY ($1)",
+    1,
+    {INT8ARRAYOID},
+    nullptr};
+
+// Children released by ring jobs that completed: as a table job's
+// completion releases them (their counts go down, the ready ones announced,
+// groups moved on).
+void ReleaseChildren(pg::SpiSession& spi, const pg::job_ring::Place& place,
+                     const std::vector<int64>& done, TimestampTz now) {
+  const std::vector<int64> parents = ParentsAmong(spi, place, done);
+  if (parents.empty()) return;
+  internal::MoveGroupsOn(spi, internal::ParentsDone(spi, parents, now));
+}
+
 }  // namespace
+
+std::vector<int64> ParentsAmong(pg::SpiSession& spi, const pg::job_ring::Place& place,
+                                const std::vector<int64>& ids) {
+  if (ids.empty() || !pg::job_ring::MayHaveDependents(place)) return {};
+  // Children being added now hold these locks in share mode: wait for
+  // them, then read every pair committed.
+  for (const int64 id : ids) pg::LockRingParent(id, true);
+  pg::Params params;
+  params.Set(0, internal::Int8Array(ids));
+  const pg::Result found = spi.Execute(parents_among, params);
+  std::vector<int64> parents;
+  for (uint64 row = 0; row < found.size(); ++row) parents.push_back(found.Int64(row, "parent_id"));
+  return parents;
+}
 
 bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
               TimestampTz now) {
   Known ring;
   if (!KnownOf(spi, lease.queue_id, &ring)) return false;
   if (!CloseWaiting(ring.place, id, attempt, 'd', now)) return false;
+  ReleaseChildren(spi, ring.place, {id}, now);
   // Counted once (the counters' completions with it), as a table job's.
   internal::CountFinished(spi, lease.queue_id, 1);
   pg::ledger::NoteLeftRunning(lease.queue_id);
@@ -311,7 +355,15 @@ int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const 
   for (int i = 0; i < count; ++i) {
     if (!TransactionIdIsValid(closers[i])) continue;
     pg::job_ring::WaitForCloser(closers[i]);
-    done += CloseWaiting(ring.place, ids[i], attempts[i], 'd', now);
+    closed[i] = CloseWaiting(ring.place, ids[i], attempts[i], 'd', now);
+    done += closed[i];
+  }
+  if (done > 0 && pg::job_ring::MayHaveDependents(ring.place)) {
+    std::vector<int64> completed;
+    for (int i = 0; i < count; ++i) {
+      if (closed[i]) completed.push_back(ids[i]);
+    }
+    ReleaseChildren(spi, ring.place, completed, now);
   }
   if (done > 0) {
     internal::CountFinished(spi, queue_id, done);
@@ -340,6 +392,9 @@ bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
   pg::job_ring::NewEntry entry;
   if (!pg::job_ring::ReadEntry(lease, &entry)) return false;
   if (!CloseWaiting(ring.place, id, attempt, 'm', now)) return false;
+  // A parent moves with its children's rows marked on it: the table's end
+  // of it (a completion, a failure, a cancel) settles them.
+  const bool has_dependents = !ParentsAmong(spi, ring.place, {id}).empty();
   pg::Params params;
   params.Set(0, Int64GetDatum(id))
       .Set(1, Int32GetDatum(lease.queue_id))
@@ -350,7 +405,8 @@ bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
       .Set(6, TimestampTzGetDatum(entry.enqueued_at))
       .Set(7, entry.payload)
       .Set(8, TimestampTzGetDatum(lease.lease_until))
-      .Set(9, TimestampTzGetDatum(lease.claimed_at));
+      .Set(9, TimestampTzGetDatum(lease.claimed_at))
+      .SetOptional(10, !has_dependents, BoolGetDatum(true));
   (void)spi.Execute(move_job(), params);
   return true;
 }
@@ -397,33 +453,105 @@ SELECT q.queue_id, q.ring_id, l.tableoid AS relid, l.ctid AS entry, l.attempt
                                nullptr};
 }  // namespace
 
-pg::job_ring::TombstoneOutcome TakeOutPending(pg::SpiSession& spi, const Scope& scope, int64 id,
-                                              TakenOut* out, TransactionId* wait_for) {
-  using pg::job_ring::TombstoneOutcome;
-  if (!pg::job_ring::Available()) return TombstoneOutcome::kNotPending;
+namespace {
+
+// The entry of `id` if it is a job of a queue in `scope` still in its ring
+// (no receipt or closure committed; a full read of the rings).
+bool FindPending(pg::SpiSession& spi, const Scope& scope, int64 id, TakenOut* out,
+                 ItemPointerData* entry) {
+  if (!pg::job_ring::Available()) return false;
   pg::Params params;
   params.Set(0, Int64GetDatum(id));
   internal::SetScope(params, 1, scope);
   pg::Result found = spi.Execute(pending_entry, params, 1);
-  if (found.empty()) return TombstoneOutcome::kNotPending;
+  if (found.empty()) return false;
   bool is_null = false;
   const Oid relid = DatumGetObjectId(found.Value(0, "relid", &is_null));
-  const ItemPointerData entry =
-      *reinterpret_cast<ItemPointer>(DatumGetPointer(found.Value(0, "entry", &is_null)));
+  *entry = *reinterpret_cast<ItemPointer>(DatumGetPointer(found.Value(0, "entry", &is_null)));
   out->queue_id = found.Int32(0, "queue_id");
   out->ring_id = found.Int32(0, "ring_id");
   out->attempts = found.Int32(0, "attempt");
   found.Free();
   Known ring;
-  if (!KnownOf(spi, out->queue_id, &ring)) return TombstoneOutcome::kNotPending;
+  if (!KnownOf(spi, out->queue_id, &ring)) return false;
   const auto& leaves = ring.place.leaves;
   const auto at = std::find(leaves.begin(), leaves.end(), relid);
-  if (at == leaves.end()) return TombstoneOutcome::kNotPending;
+  if (at == leaves.end()) return false;
   out->segment = static_cast<int>(at - leaves.begin());
   out->place = ring.place;
+  return true;
+}
+
+}  // namespace
+
+pg::job_ring::TombstoneOutcome TakeOutPending(pg::SpiSession& spi, const Scope& scope, int64 id,
+                                              TakenOut* out, TransactionId* wait_for) {
+  using pg::job_ring::TombstoneOutcome;
+  ItemPointerData entry;
+  if (!FindPending(spi, scope, id, out, &entry)) return TombstoneOutcome::kNotPending;
   // The segment is locked first: a truncation waits for the closure.
-  pg::Guard([&] { LockRelationOid(relid, RowExclusiveLock); });
-  return pg::job_ring::Tombstone(ring.place, id, out->segment, entry, out->attempts + 1, wait_for);
+  pg::Guard([&] { LockRelationOid(out->place.leaves[out->segment], RowExclusiveLock); });
+  return pg::job_ring::Tombstone(out->place, id, out->segment, entry, out->attempts + 1, wait_for);
+}
+
+namespace {
+
+// What a child's enqueue finds of a ring job it names.
+enum class ParentSeen { kNone, kUnfinished, kEnding };
+
+// `id` on a ring, for a job of `scope`: running (its lease held, or its
+// claim in progress), pending (its entry, no receipt or closure committed),
+// or ending (a completion, move or cancel of it in progress: `ending`).
+ParentSeen LookAtParent(pg::SpiSession& spi, const Scope& scope, int64 id,
+                        TransactionId* ending) {
+  pg::job_ring::Lease lease;
+  if (pg::job_ring::FindLease(id, &lease, ending) &&
+      pg::Guard([&] { return InScope(scope, lease.queue_id); })) {
+    return TransactionIdIsValid(*ending) ? ParentSeen::kEnding : ParentSeen::kUnfinished;
+  }
+  TakenOut pending;
+  ItemPointerData entry;
+  if (!FindPending(spi, scope, id, &pending, &entry)) return ParentSeen::kNone;
+  *ending = pg::job_ring::CancelInProgress(pending.place, pending.segment, entry);
+  return TransactionIdIsValid(*ending) ? ParentSeen::kEnding : ParentSeen::kUnfinished;
+}
+
+}  // namespace
+
+std::vector<int64> HoldParents(pg::SpiSession& spi, const Scope& scope,
+                               const std::vector<int64>& ids) {
+  std::vector<int64> held;
+  if (!pg::job_ring::Available() || ids.empty()) return held;
+  EnsureLanes(spi);
+  bool noted = false;
+  for (const int64 id : ids) {
+    for (;;) {
+      TransactionId ending = InvalidTransactionId;
+      if (LookAtParent(spi, scope, id, &ending) == ParentSeen::kNone) break;
+      // Noted before the look that counts (below, under the lock): whoever
+      // ends the job after it takes the lock exclusively, waits for this
+      // transaction, and sees its child.
+      if (!noted) {
+        pg::job_ring::NoteDependents();
+        noted = true;
+      }
+      // Held already (an earlier child in this transaction): whoever ends
+      // the job waits for this transaction, whatever it is doing now.
+      const bool held_before = pg::RingParentHeld(id);
+      pg::LockRingParent(id, false);
+      const ParentSeen seen = LookAtParent(spi, scope, id, &ending);
+      if (seen == ParentSeen::kUnfinished || (held_before && seen == ParentSeen::kEnding)) {
+        held.push_back(id);
+        break;
+      }
+      // Its end in progress may have looked for children before the note:
+      // wait for it (not holding the lock it may wait for) and look again.
+      pg::UnlockRingParent(id);
+      if (seen == ParentSeen::kNone) break;
+      WaitFor(ending);
+    }
+  }
+  return held;
 }
 
 void WaitFor(TransactionId xid) {

@@ -66,6 +66,21 @@ bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, i
 // of closures; how many held their job.
 int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const int32* attempts,
                    int count, TimestampTz now);
+// Dependencies on ring jobs (ADR 0028 "Dependencies on ring jobs").
+// Of `ids`, the ring jobs of `place` that this transaction ended, those
+// that children wait for: each one's parent lock taken exclusively first
+// (children being added wait to be seen), when the lane may have
+// dependents at all (none: nothing asked).
+std::vector<int64> ParentsAmong(pg::SpiSession& spi, const pg::job_ring::Place& place,
+                                const std::vector<int64>& ids);
+// A child's side: of `ids` (jobs not found in pgq.job_rows), the
+// unfinished ring jobs of queues in `scope`, each held as a parent until
+// the transaction ends (its lock in share mode, taken after the lanes
+// noted dependents, then the job looked at again: a job whose end is in
+// progress is waited for, without the lock).
+std::vector<int64> HoldParents(pg::SpiSession& spi, const Scope& scope,
+                               const std::vector<int64>& ids);
+
 // Whether the queue keeps its completed jobs (then its ring jobs complete
 // through pgq.job_rows, where the history is written).
 bool KeepsHistory(pg::SpiSession& spi, int32 queue_id);
