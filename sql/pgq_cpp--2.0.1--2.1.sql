@@ -296,8 +296,8 @@ COMMENT ON VIEW pgq.ring_jobs IS
 -- pgq.jobs' columns of 2.x — the rows of pgq.job_rows (the jobs kept as
 -- rows: scheduled, waiting, grouped, deduplicated, with parents, and those
 -- claimed from there) and the jobs on the queues' rings (pgq.ring_jobs:
--- no dedupe or group key, error, claimer, progress or dependencies; a
--- running ring job's claimed_by is NULL). Read-only, not granted, as the
+-- no dedupe or group key, error, claimer, progress or parents; a running
+-- ring job's claimed_by is NULL; has_dependents from its children's pairs). Read-only, not granted, as the
 -- table was: for an administrator's psql. Functions and views of pgq read
 -- pgq.job_rows and pgq.ring_jobs apart.
 CREATE VIEW pgq.jobs AS
@@ -308,7 +308,9 @@ SELECT j.id, j.queue_id, j.state, j.priority, j.run_at, j.attempt, j.max_attempt
 UNION ALL
 SELECT r.id, q.queue_id, r.state, r.priority, r.run_at, r.attempt, r.max_attempts,
        r.lease_until, r.enqueued_at, NULL::text, NULL::text, NULL::text, r.payload,
-       NULL::integer, r.claimed_at, NULL::jsonb, NULL::interval, NULL::integer, NULL::boolean
+       NULL::integer, r.claimed_at, NULL::jsonb, NULL::interval, NULL::integer,
+       (SELECT true FROM pgq.job_dependencies d
+         WHERE d.parent_id OPERATOR(pg_catalog.=) r.id LIMIT 1)
   FROM pgq.ring_jobs r JOIN pgq.queues q ON q.ring_id OPERATOR(pg_catalog.=) r.ring;
 COMMENT ON VIEW pgq.jobs IS
     'every unfinished job: the rows of pgq.job_rows and the jobs on the queues'' rings (ADR 0028), with the columns pgq.jobs had in 2.x';

@@ -74,6 +74,34 @@ SELECT * FROM pg_temp.children() WHERE k = 'c7';
 SELECT pgq.complete(id, attempt) AS p7_done FROM pgq.claim('parents', 1);
 SELECT * FROM pg_temp.children() WHERE k = 'c7';
 
+-- A ring parent with 5,000 children: its completion reads about what it
+-- releases (1,000 now, the rest by maintenance), not every pair (the look
+-- for children is one probe of the pairs' index a job).
+SELECT pgq.enqueue('parents', '{}') AS big \gset
+SELECT count(*) AS attached
+  FROM pgq.enqueue_many('children', array_fill('{}'::jsonb, ARRAY[5000]), after => ARRAY[:big]);
+SELECT id = :big AS big_runs FROM pgq.claim('parents', 1);
+BEGIN;
+SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) AS read_before
+  FROM pg_stat_xact_user_tables WHERE relid = 'pgq.job_dependencies'::regclass \gset
+SELECT pgq.complete(:big, 1) AS big_done;
+SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) - :read_before < 1100 AS bounded_read
+  FROM pg_stat_xact_user_tables WHERE relid = 'pgq.job_dependencies'::regclass;
+COMMIT;
+SELECT count(*) AS left_for_maintenance FROM pgq.job_dependencies WHERE parent_id = :big;
+SELECT count(*) > 0 AS tended FROM pgq.maintain();
+SELECT count(*) AS pairs_of_big FROM pgq.job_dependencies WHERE parent_id = :big;
+
+-- drop_queue with force of a ring queue fails the children of its jobs
+-- (as of a queue without a ring).
+SET pgq.ring_queues = on;
+SELECT pgq.create_queue('doomed');
+RESET pgq.ring_queues;
+INSERT INTO enq SELECT 'd1', pgq.enqueue('doomed', '{}');
+SELECT pg_temp.child('c9', 'd1');
+SELECT pgq.drop_queue('doomed', force => true);
+SELECT * FROM pg_temp.children() WHERE k = 'c9';
+
 -- A parent of another team's ring queue is unknown to a role without a
 -- right on it, whatever its state.
 CREATE ROLE ring_dep_stranger;

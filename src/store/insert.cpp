@@ -359,7 +359,7 @@ pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum paylo
   });
   if (count == 0) return pg::Result();
   std::vector<int64> ids(static_cast<size_t>(count));
-  ring::Enqueue(spi, queue, elems, count, queue.max_attempts, run_at, pg::Now(), ids.data());
+  ring::Enqueue(spi, queue, elems, count, queue.max_attempts, run_at, ids.data());
   static TupleDesc desc = pg::Result::Describe({{"id", INT8OID}});
   HeapTuple* tuples = pg::Guard([&] {
     HeapTuple* made = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
@@ -384,7 +384,7 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
     const TimestampTz now = pg::Now();
     if (ring::Takes(queue, job, now)) {
       int64 id = 0;
-      ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.run_at, now, &id);
+      ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.run_at, &id);
       return id;
     }
   }

@@ -28,6 +28,17 @@ SELECT id FROM d WHERE has_dependents)sql",
                                       {INT4OID},
                                       nullptr};
 
+// The unfinished jobs of the queue's ring that children wait for (the
+// queue is being dropped: its lock held exclusively, so no child is being
+// added to them). A full read of the ring.
+pg::Statement ring_parents_of_queue = {R"sql(
+SELECT r.id FROM pgq.ring_jobs r JOIN pgq.queues q ON q.ring_id = r.ring
+ WHERE q.queue_id = $1
+   AND EXISTS (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = r.id))sql",
+                                       1,
+                                       {INT4OID},
+                                       nullptr};
+
 // The dashboard's overview (pgq.queue_overview): per queue of the scope,
 // each count made through an index and stopped at $1 rows, so a request
 // costs the same with a million jobs as with a thousand. $2 now; $3, $4 the
@@ -213,6 +224,7 @@ void PurgeQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name, TimestampTz
   pg::Params by_id;
   by_id.Set(0, Int32GetDatum(queue_id));
   internal::ParentsDied(spi, spi.Execute(delete_queue_parents, by_id), now);
+  internal::ParentsDied(spi, spi.Execute(ring_parents_of_queue, by_id), now);
   internal::DeleteQueueDead(spi, name);
 }
 

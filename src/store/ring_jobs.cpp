@@ -145,7 +145,9 @@ void DropRing(pg::SpiSession& spi, int32 queue_id, int32 ring_id) {
 }
 
 void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
-             int32 max_attempts, TimestampTz run_at, TimestampTz now, int64* ids) {
+             int32 max_attempts, TimestampTz run_at, int64* ids) {
+  // Enqueued at the transaction's start, as a job of pgq.job_rows.
+  const TimestampTz enqueued_at = GetCurrentTransactionStartTimestamp();
   Known ring;
   if (!KnownOf(spi, queue.id, &ring)) {
     pg::Raise(ERRCODE_INTERNAL_ERROR, "queue " + std::to_string(queue.id) + " has no ring");
@@ -155,7 +157,8 @@ void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
   pg::Guard([&] {
     for (int i = 0; i < count; ++i) {
       ids[i] = nextval_internal(sequence, false);
-      entries[i] = pg::job_ring::NewEntry{ids[i], 0, max_attempts, run_at, now, payloads[i]};
+      entries[i] =
+          pg::job_ring::NewEntry{ids[i], 0, max_attempts, run_at, enqueued_at, payloads[i]};
     }
   });
   pg::job_ring::Append(ring.place, entries.data(), count);
@@ -299,8 +302,11 @@ bool CloseWaiting(const pg::job_ring::Place& place, int64 id, int32 attempt, cha
   }
 }
 
+// One probe of the pairs' index a job: a parent with a million children
+// costs what one with a single child does.
 pg::Statement parents_among = {
-    "SELECT DISTINCT parent_id FROM pgq.job_dependencies WHERE parent_id = ANY ($1)",
+    "SELECT p.id AS parent_id FROM pg_catalog.unnest($1) AS p(id)"
+    " WHERE EXISTS (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = p.id)",
     1,
     {INT8ARRAYOID},
     nullptr};
@@ -502,16 +508,19 @@ enum class ParentSeen { kNone, kUnfinished, kEnding };
 // `id` on a ring, for a job of `scope`: running (its lease held, or its
 // claim in progress), pending (its entry, no receipt or closure committed),
 // or ending (a completion, move or cancel of it in progress: `ending`).
-ParentSeen LookAtParent(pg::SpiSession& spi, const Scope& scope, int64 id,
-                        TransactionId* ending) {
+// `queue_id`: its queue's.
+ParentSeen LookAtParent(pg::SpiSession& spi, const Scope& scope, int64 id, TransactionId* ending,
+                        int32* queue_id) {
   pg::job_ring::Lease lease;
   if (pg::job_ring::FindLease(id, &lease, ending) &&
       pg::Guard([&] { return InScope(scope, lease.queue_id); })) {
+    *queue_id = lease.queue_id;
     return TransactionIdIsValid(*ending) ? ParentSeen::kEnding : ParentSeen::kUnfinished;
   }
   TakenOut pending;
   ItemPointerData entry;
   if (!FindPending(spi, scope, id, &pending, &entry)) return ParentSeen::kNone;
+  *queue_id = pending.queue_id;
   *ending = pg::job_ring::CancelInProgress(pending.place, pending.segment, entry);
   return TransactionIdIsValid(*ending) ? ParentSeen::kEnding : ParentSeen::kUnfinished;
 }
@@ -527,7 +536,12 @@ std::vector<int64> HoldParents(pg::SpiSession& spi, const Scope& scope,
   for (const int64 id : ids) {
     for (;;) {
       TransactionId ending = InvalidTransactionId;
-      if (LookAtParent(spi, scope, id, &ending) == ParentSeen::kNone) break;
+      int32 queue_id = 0;
+      if (LookAtParent(spi, scope, id, &ending, &queue_id) == ParentSeen::kNone) break;
+      // As an enqueue into it does: a drop_queue of the parent's queue
+      // waits for this transaction (and fails its children), or this
+      // enqueue waits for the drop and finds the parent gone.
+      pg::LockQueueShared(queue_id);
       // Noted before the look that counts (below, under the lock): whoever
       // ends the job after it takes the lock exclusively, waits for this
       // transaction, and sees its child.
@@ -539,7 +553,7 @@ std::vector<int64> HoldParents(pg::SpiSession& spi, const Scope& scope,
       // the job waits for this transaction, whatever it is doing now.
       const bool held_before = pg::RingParentHeld(id);
       pg::LockRingParent(id, false);
-      const ParentSeen seen = LookAtParent(spi, scope, id, &ending);
+      const ParentSeen seen = LookAtParent(spi, scope, id, &ending, &queue_id);
       if (seen == ParentSeen::kUnfinished || (held_before && seen == ParentSeen::kEnding)) {
         held.push_back(id);
         break;

@@ -29,9 +29,10 @@ inline bool Takes(const Queue& queue, const NewJob& job, TimestampTz now) {
 
 // Appends the jobs' entries; their ids from pgq.job_rows' sequence, into `ids`.
 // `run_at`: the jobs' (due by now: a default run_at is the transaction's
-// start, as for a job of pgq.job_rows, which the merged claim order compares).
+// start, as for a job of pgq.job_rows, which the merged claim order compares;
+// enqueued_at, the transaction's start too).
 void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
-             int32 max_attempts, TimestampTz run_at, TimestampTz now, int64* ids);
+             int32 max_attempts, TimestampTz run_at, int64* ids);
 
 // Up to `n` jobs of the ring, leased until now + `lease`: rows as
 // store::Claim's (pgq.claimed_job's columns, then run_at).
