@@ -128,6 +128,25 @@ SELECT round, segments_with_rows, completed FROM kept ORDER BY round;
 SELECT * FROM pg_temp.ledger();
 SELECT count(*) AS nothing_left FROM pgq.claim('turns', 10);
 
+-- A pass that finds a sealed segment still holding a live job takes no
+-- transaction id (and writes no WAL): its rows are read under a share lock
+-- first; the exclusive lock, whose acquisition takes one, only for a
+-- segment whose jobs have all finished. (Found by make test-rings: every
+-- idle pass took one.)
+SET pgq.debug_clock_offset = '2h';
+SELECT pg_temp.put('live');
+SET pgq.debug_clock_offset = '122min';
+SELECT count(*) > 0 AS passed FROM pgq.maintain();
+SELECT * FROM pg_temp.ledger();
+BEGIN;
+SELECT count(*) > 0 AS passed FROM pgq.maintain();
+SELECT pg_current_xact_id_if_assigned() IS NULL AS idle_pass_took_no_xid;
+COMMIT;
+SELECT * FROM pg_temp.claim(10);
+SELECT pg_temp.done('live');
+SELECT count(*) > 0 AS passed FROM pgq.maintain();
+SELECT * FROM pg_temp.ledger();
+
 -- drop_queue drops the ring's tables with it.
 SELECT pgq.drop_queue('turns');
 SELECT count(*) AS ring_tables FROM pg_class

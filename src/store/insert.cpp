@@ -467,7 +467,8 @@ pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, T
     if (!ids.empty()) internal::AddDependencies(spi, *parents, ids);
     return inserted;
   }
-  if (queue.ring_id != 0 && priority == 0 && run_at <= pg::Now() && pg::job_ring::Available()) {
+  if (queue.ring_id != 0 && priority == 0 && ring::DueOnRing(run_at, pg::Now()) &&
+      pg::job_ring::Available()) {
     return InsertManyOnRing(spi, queue, payloads, run_at);
   }
   pg::Result inserted = spi.Execute(insert_many(), params);

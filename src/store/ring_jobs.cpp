@@ -20,6 +20,7 @@ extern "C" {
 #include "storage/itemptr.h"
 #include "storage/lmgr.h"
 #include "storage/procarray.h"
+#include "tcop/utility.h"
 #include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/memutils.h"
@@ -152,6 +153,8 @@ void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
   if (!KnownOf(spi, queue.id, &ring)) {
     pg::Raise(ERRCODE_INTERNAL_ERROR, "queue " + std::to_string(queue.id) + " has no ring");
   }
+  // Refused as an INSERT into pgq.job_rows is, before the ids are drawn.
+  pg::Guard([] { PreventCommandIfReadOnly("INSERT"); });
   const Oid sequence = InstalledCatalog().job_id_seq;
   std::vector<pg::job_ring::NewEntry> entries(static_cast<size_t>(count));
   pg::Guard([&] {
@@ -602,6 +605,18 @@ bool LockedExclusively(Oid relid) {
     return LockHeldByMe(&tag, AccessExclusiveLock);
   });
 }
+
+// Whether every committed entry of the segment has its closure, read under a
+// share lock taken without waiting and let go at once (no closure is written
+// meanwhile): before the exclusive lock, whose acquisition takes a
+// transaction id and logs it — every pass, while a sealed segment still
+// holds a live job, the idle passes wrote WAL. False when busy.
+bool ClosedUnderShareLock(Oid relid) {
+  if (!pg::Guard([&] { return ConditionalLockRelationOid(relid, ShareLock); })) return false;
+  const bool closed = pg::job_ring::AllClosed(relid);
+  pg::Guard([&] { UnlockRelationOid(relid, ShareLock); });
+  return closed;
+}
 }  // namespace
 
 MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
@@ -621,8 +636,9 @@ MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
       counts.truncated +=
           pg::segments::Reclaim(spi, kRoot, ring_id, 0, now, [&](Oid relid, int segment) {
             if (!pg::job_ring::MayTruncate(place, segment)) return false;
-            // Asked without the lock first; the rows are read under it.
-            if (!LockedExclusively(relid)) return true;
+            // Asked without the exclusive lock first; the rows are read
+            // again under it.
+            if (!LockedExclusively(relid)) return ClosedUnderShareLock(relid);
             if (!pg::job_ring::AllClosed(relid)) return false;
             // The ledger row is locked by Reclaim: its turn is the newest.
             pg::job_ring::Place locked;

@@ -20,11 +20,19 @@ namespace pgq::store::ring {
 void CreateRing(pg::SpiSession& spi, int32 ring_id, TimestampTz now);
 void DropRing(pg::SpiSession& spi, int32 queue_id, int32 ring_id);
 
+// Whether a job with `run_at` is due at once as a ring hands its jobs out:
+// in the order they were appended, so not one dated before its
+// transaction's start (the default run_at): a job backdated by its
+// producer waits in pgq.job_rows and is claimed in run_at order there.
+inline bool DueOnRing(TimestampTz run_at, TimestampTz now) {
+  return run_at >= GetCurrentTransactionStartTimestamp() && run_at <= now;
+}
+
 // Whether a new job goes on the queue's ring.
 inline bool Takes(const Queue& queue, const NewJob& job, TimestampTz now) {
-  return queue.ring_id != 0 && job.run_at <= now && job.priority == 0 && job.dedupe_key == 0 &&
-         job.group_key == 0 && (job.parents == nullptr || job.parents->empty()) &&
-         pg::job_ring::Available();
+  return queue.ring_id != 0 && DueOnRing(job.run_at, now) && job.priority == 0 &&
+         job.dedupe_key == 0 && job.group_key == 0 &&
+         (job.parents == nullptr || job.parents->empty()) && pg::job_ring::Available();
 }
 
 // Appends the jobs' entries; their ids from pgq.job_rows' sequence, into `ids`.
