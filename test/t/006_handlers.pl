@@ -414,7 +414,7 @@ like(
 	$node->safe_psql(
 		'postgres',
 		"SELECT string_agg(payload->>'do' || ': ' || last_error, E'\n' ORDER BY id) FROM pgq.dead_jobs WHERE queue = 'reach'"),
-	qr/^read: permission denied for table jobs\nenqueue: permission denied for queue "foreign"/,
+	qr/^read: permission denied for view jobs\nenqueue: permission denied for queue "foreign"/,
 	'5: one could not read pgq.jobs, the other could not enqueue into "foreign", both as app');
 $node->safe_psql('postgres', q{SELECT pgq.grant('app', 'foreign', 'produce')});
 as_app(q{SELECT pgq.enqueue('reach', '{"do": "enqueue"}')});
