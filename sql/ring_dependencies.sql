@@ -102,6 +102,24 @@ SELECT pg_temp.child('c9', 'd1');
 SELECT pgq.drop_queue('doomed', force => true);
 SELECT * FROM pg_temp.children() WHERE k = 'c9';
 
+-- Only the ends of jobs of a queue whose jobs children named look for
+-- children (a lock of the job, kind 6 of pgq's advisory tags, and one index
+-- probe): another ring queue's completions pay nothing for them.
+SET pgq.ring_queues = on;
+SELECT pgq.create_queue('unrelated');
+RESET pgq.ring_queues;
+SELECT pgq.enqueue('unrelated', '{}') AS u1 \gset
+SELECT pgq.enqueue('parents', '{}') AS p10 \gset
+SELECT (SELECT id FROM pgq.claim('unrelated', 1)) = :u1 AND (SELECT id FROM pgq.claim('parents', 1)) = :p10 AS both_run;
+BEGIN;
+SELECT pgq.complete(:u1, 1) AS unrelated_done;
+SELECT count(*) AS parent_locks_unrelated FROM pg_locks
+ WHERE locktype = 'advisory' AND objsubid = 6 AND pid = pg_backend_pid();
+SELECT pgq.complete(:p10, 1) AS parents_queue_done;
+SELECT count(*) AS parent_locks_parents_queue FROM pg_locks
+ WHERE locktype = 'advisory' AND objsubid = 6 AND pid = pg_backend_pid();
+COMMIT;
+
 -- A parent of another team's ring queue is unknown to a role without a
 -- right on it, whatever its state.
 CREATE ROLE ring_dep_stranger;

@@ -83,9 +83,10 @@ struct Lane {
   // completion commits (RunningCount).
   pg_atomic_uint32 leases;
   pg_atomic_uint32 closing;
-  // 1 once a child's enqueue named a job of this database's rings (or the
-  // first completion after a start found pgq.job_dependencies not empty):
-  // the ends of its jobs look for children (NoteDependents).
+  // 1 once a child's enqueue named a job of this queue's ring (or, for
+  // every lane of its database, the first completion after a start found
+  // pgq.job_dependencies not empty): the ends of its jobs look for children
+  // (NoteDependents). Another queue's children cost this one nothing.
   pg_atomic_uint32 dependents;
   int passed_count;
   Passed passed[kPassedMax];
@@ -118,6 +119,9 @@ struct Shared {
   // Moved on each time lanes are freed (their leases with them): a backend
   // that built its database's lanes before builds them again (Built).
   pg_atomic_uint32 lanes_epoch;
+  // 1 once any lane noted dependents (NoteDependents): until then a ring
+  // job's end asks nothing more of the lanes (one atomic read).
+  pg_atomic_uint32 any_dependents;
   // Sizes read from the settings at the start (pg/settings.h).
   int lane_count;
   long lease_capacity;
@@ -155,6 +159,7 @@ void Startup() {
     shared->lanes_lock = &locks[0].lock;
     pg_atomic_init_u32(&shared->leases, 0);
     pg_atomic_init_u32(&shared->lanes_epoch, 1);
+    pg_atomic_init_u32(&shared->any_dependents, 0);
     shared->lane_count = lane_count;
     shared->lease_capacity = capacity;
     for (int i = 0; i < lane_count; ++i) {
@@ -1266,19 +1271,29 @@ int64 RunningCount(const Place& place) {
 
 uint32 LanesEpoch() { return shared == nullptr ? 0 : pg_atomic_read_u32(&shared->lanes_epoch); }
 
-void NoteDependents() {
+void NoteDependents(const Place& place) {
   if (shared == nullptr) return;
-  for (int i = 0; i < shared->lane_count; ++i) {
-    Lane& lane = shared->lanes[i];
-    if (lane.database == MyDatabaseId) pg_atomic_write_u32(&lane.dependents, 1);
-  }
+  const int index = LaneOf(place);
+  pg_atomic_write_u32(&shared->any_dependents, 1);
+  pg_atomic_write_u32(&shared->lanes[index].dependents, 1);
   // Before the caller's look at the job (a lease's partition lock, the
   // claim lock): whoever ends a job after that look sees the note.
   pg_memory_barrier();
 }
 
+void NoteDependentsOfDatabase() {
+  if (shared == nullptr) return;
+  pg_atomic_write_u32(&shared->any_dependents, 1);
+  for (int i = 0; i < shared->lane_count; ++i) {
+    Lane& lane = shared->lanes[i];
+    if (lane.database == MyDatabaseId) pg_atomic_write_u32(&lane.dependents, 1);
+  }
+  pg_memory_barrier();
+}
+
 bool MayHaveDependents(const Place& place) {
-  const int index = shared == nullptr ? -1 : LaneOf(place, true);
+  if (shared == nullptr || pg_atomic_read_u32(&shared->any_dependents) == 0) return false;
+  const int index = LaneOf(place, true);
   return index >= 0 && pg_atomic_read_u32(&shared->lanes[index].dependents) != 0;
 }
 

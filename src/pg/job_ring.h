@@ -226,10 +226,14 @@ bool LetGo(const Place& place, int segment);
 
 // Dependencies on ring jobs (ADR 0028, store/ring_jobs.cpp HoldParents):
 // a child's enqueue that names a ring job notes, before it looks at the
-// job, that the jobs of this database's lanes may have dependents; whoever
-// ends a job (Close, a tombstone) asks MayHaveDependents after taking it,
-// and if so looks for its children. Noted until the lanes are freed.
-void NoteDependents();
+// job, that the jobs of its queue's lane may have dependents; whoever ends
+// a job (Close, a tombstone) asks MayHaveDependents after taking it, and
+// if so looks for its children (one atomic read while no lane of the
+// server has noted any). NoteDependentsOfDatabase: every lane of this
+// database, after a start that finds children waiting. Noted until the
+// lanes are freed.
+void NoteDependents(const Place& place);
+void NoteDependentsOfDatabase();
 bool MayHaveDependents(const Place& place);
 // The transaction of a cancel in progress of the entry (`segment`,
 // `entry`), noted by its tombstone (InvalidTransactionId: none, or this

@@ -259,7 +259,7 @@ void EnsureLanes(pg::SpiSession& spi) {
   // for ring jobs, whose ends must look for them.
   pg::Params none;
   if (!queues.empty() && spi.Execute(any_dependency, none).Bool(0, "any")) {
-    pg::job_ring::NoteDependents();
+    pg::job_ring::NoteDependentsOfDatabase();
   }
   lanes_built_at = epoch;
 }
@@ -535,7 +535,6 @@ std::vector<int64> HoldParents(pg::SpiSession& spi, const Scope& scope,
   std::vector<int64> held;
   if (!pg::job_ring::Available() || ids.empty()) return held;
   EnsureLanes(spi);
-  bool noted = false;
   for (const int64 id : ids) {
     for (;;) {
       TransactionId ending = InvalidTransactionId;
@@ -545,13 +544,12 @@ std::vector<int64> HoldParents(pg::SpiSession& spi, const Scope& scope,
       // waits for this transaction (and fails its children), or this
       // enqueue waits for the drop and finds the parent gone.
       pg::LockQueueShared(queue_id);
-      // Noted before the look that counts (below, under the lock): whoever
-      // ends the job after it takes the lock exclusively, waits for this
-      // transaction, and sees its child.
-      if (!noted) {
-        pg::job_ring::NoteDependents();
-        noted = true;
-      }
+      // Noted in its queue's lane before the look that counts (below,
+      // under the lock): whoever ends the job after it takes the lock
+      // exclusively, waits for this transaction, and sees its child.
+      Known ring;
+      if (!KnownOf(spi, queue_id, &ring)) break;
+      pg::job_ring::NoteDependents(ring.place);
       // Held already (an earlier child in this transaction): whoever ends
       // the job waits for this transaction, whatever it is doing now.
       const bool held_before = pg::RingParentHeld(id);
