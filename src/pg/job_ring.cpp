@@ -18,6 +18,7 @@ extern "C" {
 #include "storage/ipc.h"
 #include "storage/lmgr.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
@@ -36,6 +37,12 @@ constexpr int kPassedMax = 256;
 constexpr int kCancelledMax = 256;
 constexpr int kReturnedMax = 4096;
 constexpr int kLeasePartitions = 16;
+// Queues whose lanes were taken back while their jobs may have dependents
+// (and databases noted whole): their next lane is noted again (LaneOf).
+constexpr int kNotedMax = 1024;
+// Databases whose lanes were built since the lanes epoch moved on
+// (EnsureLanes).
+constexpr int kEnsuredMax = 64;
 constexpr const char* kTranche = "pgq_job_ring";
 
 // An entry the cursor passed while its inserter was in progress, and an
@@ -88,6 +95,9 @@ struct Lane {
   // pgq.job_dependencies not empty): the ends of its jobs look for children
   // (NoteDependents). Another queue's children cost this one nothing.
   pg_atomic_uint32 dependents;
+  // The start of the newest transaction that used the lane: of the idle
+  // lanes, the least recently used is taken back first (TakeBack).
+  pg_atomic_uint64 used;
   int passed_count;
   Passed passed[kPassedMax];
   int returned_count;
@@ -122,14 +132,47 @@ struct Shared {
   // 1 once any lane noted dependents (NoteDependents): until then a ring
   // job's end asks nothing more of the lanes (one atomic read).
   pg_atomic_uint32 any_dependents;
+  // Under lanes_lock: queues whose lanes went with dependents noted
+  // (queue_id -1: every queue of the database), noted again when their
+  // lanes are taken; past kNotedMax, every lane taken is noted.
+  struct Noted {
+    Oid database;
+    int32 queue_id;
+  };
+  int noted_count;
+  bool noted_overflow;
+  Noted noted[kNotedMax];
+  // Under lanes_lock: databases whose ring queues' lanes have been built
+  // since the epoch given (EnsureLanes, once per database and epoch).
+  struct Ensured {
+    Oid database;
+    uint32 epoch;
+  };
+  Ensured ensured[kEnsuredMax];
+  // Which lanes each backend's transaction uses (a bit a lane, pin_words
+  // words a backend, by PGPROC number): a lane is taken back only when no
+  // transaction holds it (Pin), so that an index LaneOf returned stays the
+  // queue's until the transaction ends.
+  pg_atomic_uint64* pins;
+  int pin_words;
+  int pin_slots;
   // Sizes read from the settings at the start (pg/settings.h).
   int lane_count;
   long lease_capacity;
   Lane lanes[1];  // lane_count of them
 };
 
+Size LanesSize(int lanes) {
+  return MAXALIGN(
+      add_size(offsetof(Shared, lanes), mul_size(sizeof(Lane), static_cast<Size>(lanes))));
+}
+int PinWords(int lanes) { return (lanes + 63) / 64; }
+// Regular backends and background workers have PGPROC numbers below
+// MaxBackends (auxiliary processes and prepared transactions come after).
 Size SharedSize(int lanes) {
-  return add_size(offsetof(Shared, lanes), mul_size(sizeof(Lane), static_cast<Size>(lanes)));
+  return add_size(
+      LanesSize(lanes),
+      mul_size(mul_size(static_cast<Size>(MaxBackends), PinWords(lanes)), sizeof(uint64)));
 }
 
 Shared* shared = nullptr;
@@ -162,12 +205,20 @@ void Startup() {
     pg_atomic_init_u32(&shared->any_dependents, 0);
     shared->lane_count = lane_count;
     shared->lease_capacity = capacity;
+    shared->pins = reinterpret_cast<pg_atomic_uint64*>(reinterpret_cast<char*>(shared) +
+                                                       LanesSize(lane_count));
+    shared->pin_words = PinWords(lane_count);
+    shared->pin_slots = MaxBackends;
+    for (int w = 0; w < shared->pin_slots * shared->pin_words; ++w) {
+      pg_atomic_init_u64(&shared->pins[w], 0);
+    }
     for (int i = 0; i < lane_count; ++i) {
       shared->lanes[i].insert_lock = &locks[1 + 2 * i].lock;
       shared->lanes[i].claim_lock = &locks[2 + 2 * i].lock;
       pg_atomic_init_u32(&shared->lanes[i].leases, 0);
       pg_atomic_init_u32(&shared->lanes[i].closing, 0);
       pg_atomic_init_u32(&shared->lanes[i].dependents, 0);
+      pg_atomic_init_u64(&shared->lanes[i].used, 0);
     }
   }
   lease_locks = locks + 1 + 2 * lane_count;
@@ -371,8 +422,7 @@ bool Cancelled(Lane& lane, const Offer& entry, bool drop) {
   return false;
 }
 
-void AtXactEnd(XactEvent event, void*) {
-  if (undo == nullptr || undo->empty()) return;
+void EndUndo(XactEvent event) {
   switch (event) {
     case XACT_EVENT_ABORT:
     case XACT_EVENT_PARALLEL_ABORT:
@@ -406,6 +456,85 @@ void AtXactEnd(XactEvent event, void*) {
   }
 }
 
+// ---- pins (Shared::pins)
+
+bool pinned_any = false;  // this transaction pinned a lane
+
+pg_atomic_uint64* MyPins() {
+  return shared->pins + static_cast<Size>(MyProc->pgprocno) * shared->pin_words;
+}
+
+// Pins lane `index` for this transaction (lanes_lock held, either mode: only
+// this backend writes its words, TakeBack reads them under the lock held
+// exclusively).
+void Pin(int index) {
+  pg_atomic_uint64& word = MyPins()[index / 64];
+  const uint64 bit = uint64{1} << (index % 64);
+  const uint64 had = pg_atomic_read_u64(&word);
+  if ((had & bit) == 0) pg_atomic_write_u64(&word, had | bit);
+  pinned_any = true;
+}
+
+// Whether any backend's transaction holds lane `index` (lanes_lock held
+// exclusively).
+bool Pinned(int index) {
+  const uint64 bit = uint64{1} << (index % 64);
+  for (int slot = 0; slot < shared->pin_slots; ++slot) {
+    if (pg_atomic_read_u64(&shared->pins[slot * shared->pin_words + index / 64]) & bit) return true;
+  }
+  return false;
+}
+
+// Lanes this transaction keeps pinned to its end (Keep): it has undo notes
+// for them (claims, tombstones), which its end applies to the lane.
+uint64 kept[kMaxLanes / 64] = {};
+
+void Keep(int index) { kept[index / 64] |= uint64{1} << (index % 64); }
+
+// Lets go of the pin of a call that left nothing to undo in the lane (its
+// rows, committed or not, are what a lane built again reads: Rebuild).
+void Release(int index) {
+  const uint64 bit = uint64{1} << (index % 64);
+  if (kept[index / 64] & bit) return;
+  pg_atomic_uint64& word = MyPins()[index / 64];
+  pg_memory_barrier();  // what the call did to the lane, before it may look free
+  pg_atomic_write_u64(&word, pg_atomic_read_u64(&word) & ~bit);
+}
+
+// A lane pinned for the span of one call (LaneOf's pin let go at its end).
+struct CallPin {
+  int index;
+  ~CallPin() {
+    if (index >= 0) Release(index);
+  }
+};
+
+// At the end of the transaction, after its undo: what it did to its lanes
+// is done before they may look free.
+void Unpin() {
+  if (!pinned_any) return;
+  pg_memory_barrier();
+  pg_atomic_uint64* mine = MyPins();
+  for (int w = 0; w < shared->pin_words; ++w) pg_atomic_write_u64(&mine[w], 0);
+  memset(kept, 0, sizeof(kept));
+  pinned_any = false;
+}
+
+void AtXactEnd(XactEvent event, void*) {
+  switch (event) {
+    case XACT_EVENT_ABORT:
+    case XACT_EVENT_PARALLEL_ABORT:
+    case XACT_EVENT_COMMIT:
+    case XACT_EVENT_PARALLEL_COMMIT:
+    case XACT_EVENT_PREPARE:
+      break;
+    default:
+      return;
+  }
+  if (undo != nullptr && !undo->empty()) EndUndo(event);
+  Unpin();
+}
+
 void AtSubXactEnd(SubXactEvent event, SubTransactionId sub, SubTransactionId parent, void*) {
   if (undo == nullptr || undo->empty()) return;
   if (event == SUBXACT_EVENT_ABORT_SUB) {
@@ -422,14 +551,17 @@ void AtSubXactEnd(SubXactEvent event, SubTransactionId sub, SubTransactionId par
 
 // Room for `more` notes, made before any lock is taken: nothing done
 // under a lock may throw.
+void WatchXactEnds() {
+  if (undo != nullptr) return;
+  Guard([] {
+    RegisterXactCallback(AtXactEnd, nullptr);
+    RegisterSubXactCallback(AtSubXactEnd, nullptr);
+  });
+  undo = new std::vector<Undo>();
+}
+
 void ReserveUndo(size_t more) {
-  if (undo == nullptr) {
-    undo = new std::vector<Undo>();
-    Guard([] {
-      RegisterXactCallback(AtXactEnd, nullptr);
-      RegisterSubXactCallback(AtSubXactEnd, nullptr);
-    });
-  }
+  WatchXactEnds();
   undo->reserve(undo->size() + more);
 }
 
@@ -557,6 +689,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
   std::unordered_map<int64, Job> jobs;
   std::vector<int64> order;  // entries in ring order
   std::vector<Passed> in_progress;
+  std::vector<uint64> in_progress_order;  // their places among the entries
   uint64 seen = 0;
   // What one page holds, copied out under its buffer lock (plain data: the
   // containers above are filled outside Guard, which they must not cross).
@@ -609,12 +742,17 @@ void Rebuild(Lane& lane, int index, const Place& place) {
       });
       for (int r = 0; r < count; ++r) {
         const Seen1& row = rows[r];
-        // A prepared transaction's rows (nothing else can be in progress
-        // before the lane is built): its entries wait in the passed set;
-        // its receipts hold their jobs as running.
+        // Rows of a transaction in progress: a prepared one's, or an
+        // enqueue's whose lane was taken back after its append (no other
+        // in-progress writer leaves a lane idle: a claim's and a closure's
+        // leases, a tombstone's note). Its entries before the cursor wait in
+        // the passed set; those after it, for the cursor, which passes them
+        // as it does any entry in progress. Its receipts hold their jobs as
+        // running.
         if (row.kind == 'e' && first_with_entries < 0) first_with_entries = segment;
         if (row.in_progress && row.kind == 'e') {
           in_progress.push_back(Passed{row.xmin, row.tid, static_cast<int16>(segment)});
+          in_progress_order.push_back(++seen);
           continue;
         }
         Job& job = jobs[row.id];
@@ -676,8 +814,10 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     if (job.has_entry && (job.running || job.closed)) last_named = std::max(last_named, job.order);
   }
   lane.passed_count = 0;
-  for (const Passed& p : in_progress) {
-    if (lane.passed_count < kPassedMax) lane.passed[lane.passed_count++] = p;
+  for (size_t i = 0; i < in_progress.size(); ++i) {
+    if (in_progress_order[i] < last_named && lane.passed_count < kPassedMax) {
+      lane.passed[lane.passed_count++] = in_progress[i];
+    }
   }
   lane.returned_count = 0;
   lane.cancelled_count = 0;  // a cancel's closure is a row: its entry is closed above
@@ -735,8 +875,78 @@ void FollowTurn(Lane& lane, const Place& place) {
   lane.insert_block = InvalidBlockNumber;
 }
 
-// The lane of the queue, built if this is its first use since the start.
-// When every lane is taken: raises 53400, or returns -1 if `or_none`.
+// Whether lane `index` holds nothing its ring's rows do not, so that it can
+// be built again from them at its queue's next use: no transaction holds it
+// (pinned), no lease of it is in the map (held or closing), nothing is
+// passed, given back or noted cancelled. lanes_lock held exclusively.
+bool Idle(int index) {
+  Lane& lane = shared->lanes[index];
+  if (Pinned(index) || pg_atomic_read_u32(&lane.leases) != 0 ||
+      pg_atomic_read_u32(&lane.closing) != 0) {
+    return false;
+  }
+  if (!LWLockConditionalAcquire(lane.claim_lock, LW_SHARED)) return false;
+  const bool idle = lane.passed_count == 0 && lane.returned_count == 0 && lane.cancelled_count == 0;
+  LWLockRelease(lane.claim_lock);
+  return idle;
+}
+
+// Whether (database, queue_id) is noted as having dependents (lanes_lock
+// held exclusively); `take`: its note goes (the lane taken carries it).
+bool NotedDependents(Oid database, int32 queue_id, bool take) {
+  bool noted = shared->noted_overflow;
+  for (int i = 0; i < shared->noted_count; ++i) {
+    const Shared::Noted& n = shared->noted[i];
+    if (n.database != database || (n.queue_id != queue_id && n.queue_id != -1)) continue;
+    noted = true;
+    if (take && n.queue_id == queue_id) {
+      shared->noted[i--] = shared->noted[--shared->noted_count];
+    }
+  }
+  return noted;
+}
+
+void NoteLater(Oid database, int32 queue_id) {
+  if (NotedDependents(database, queue_id, false)) return;
+  if (shared->noted_count == kNotedMax) {
+    shared->noted_overflow = true;
+    return;
+  }
+  shared->noted[shared->noted_count++] = Shared::Noted{database, queue_id};
+}
+
+// Takes back the least recently used idle lane (Idle) of `database`
+// (InvalidOid: of any database) and frees it; its index, or -1. lanes_lock
+// held exclusively. The ring's rows hold all it held: its queue's next use
+// builds a lane again, as after a start; a note that its jobs may have
+// dependents is kept for that lane (Shared::noted).
+int TakeBack(Oid database) {
+  int best = -1;
+  uint64 best_used = PG_UINT64_MAX;
+  for (int i = 0; i < shared->lane_count; ++i) {
+    Lane& lane = shared->lanes[i];
+    if (lane.database == InvalidOid || (database != InvalidOid && lane.database != database)) {
+      continue;
+    }
+    const uint64 used = pg_atomic_read_u64(&lane.used);
+    if (used < best_used && Idle(i)) {
+      best = i;
+      best_used = used;
+    }
+  }
+  if (best < 0) return -1;
+  Lane& lane = shared->lanes[best];
+  if (pg_atomic_read_u32(&lane.dependents) != 0) NoteLater(lane.database, lane.queue_id);
+  lane.database = InvalidOid;
+  lane.built = false;
+  pg_atomic_write_u32(&lane.dependents, 0);
+  return best;
+}
+
+// The lane of the queue, built if this is its first use since the start
+// (or since its lane was taken back), and pinned for this transaction.
+// When no lane is free and none idle: raises 53400, or returns -1 if
+// `or_none`.
 int LaneOf(const Place& place, bool or_none = false) {
   if (shared == nullptr) {
     Raise(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -744,26 +954,30 @@ int LaneOf(const Place& place, bool or_none = false) {
               " keeps its jobs on a ring, which needs pgq_cpp preloaded",
           {}, "Add pgq_cpp to shared_preload_libraries and restart the server.");
   }
+  if (MyProc == nullptr || MyProc->pgprocno >= shared->pin_slots) {
+    Raise(ERRCODE_INTERNAL_ERROR, "this process cannot use the rings of queues");
+  }
+  WatchXactEnds();  // the pin goes at the transaction's end
+  const uint64 now = static_cast<uint64>(GetCurrentTransactionStartTimestamp());
   int found = -1;
   Guard([&] {
     LWLockAcquire(shared->lanes_lock, LW_SHARED);
-    for (int i = 0; i < shared->lane_count; ++i) {
+    for (int i = 0; i < shared->lane_count && found < 0; ++i) {
       const Lane& lane = shared->lanes[i];
       if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) found = i;
     }
+    if (found >= 0) Pin(found);
     LWLockRelease(shared->lanes_lock);
   });
-  const Oid identity = place.leaves.empty() ? InvalidOid : place.leaves[0];
-  if (found >= 0 && shared->lanes[found].built && shared->lanes[found].identity == identity) {
-    return found;
-  }
-  // A lane taken: none free, or this database's share used up.
+  // A lane taken: none free, or this database's share used up, and none of
+  // its idle lanes (or, with none free, any database's) to take back.
   for (int tries = 0; found < 0; ++tries) {
-    int free_lane = -1, ours = 0;
+    int ours = 0;
     std::vector<Oid> others;  // other databases' lanes, when none is free
     others.reserve(static_cast<size_t>(shared->lane_count));
     Guard([&] {
       LWLockAcquire(shared->lanes_lock, LW_EXCLUSIVE);
+      int free_lane = -1;
       for (int i = 0; i < shared->lane_count && found < 0; ++i) {
         Lane& lane = shared->lanes[i];
         if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) found = i;
@@ -773,13 +987,24 @@ int LaneOf(const Place& place, bool or_none = false) {
           others.push_back(lane.database);
         }
       }
+      const bool share_used = ours >= MaxRingQueuesPerDatabase();
+      if (found < 0 && (share_used || free_lane < 0)) {
+        const int taken = TakeBack(share_used ? MyDatabaseId : InvalidOid);
+        if (taken >= 0) {
+          if (share_used) --ours;
+          free_lane = taken;
+        }
+      }
       if (found < 0 && free_lane >= 0 && ours < MaxRingQueuesPerDatabase()) {
         Lane& lane = shared->lanes[free_lane];
         lane.database = MyDatabaseId;
         lane.queue_id = place.queue_id;
         lane.built = false;
+        pg_atomic_write_u32(&lane.dependents,
+                            NotedDependents(MyDatabaseId, place.queue_id, true) ? 1 : 0);
         found = free_lane;
       }
+      if (found >= 0) Pin(found);
       LWLockRelease(shared->lanes_lock);
     });
     if (found >= 0) break;
@@ -787,11 +1012,13 @@ int LaneOf(const Place& place, bool or_none = false) {
       if (or_none) return -1;
       Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "database has too many queues on rings in use",
             "Its queues hold " + std::to_string(ours) +
-                " of the server's lanes, pgq.max_ring_queues_per_database.",
+                " of the server's lanes, pgq.max_ring_queues_per_database, each with running "
+                "jobs or in use by a transaction.",
             "Raise pgq.max_ring_queues_per_database for this database (ALTER DATABASE ... SET), "
             "or drop ring queues it no longer uses.");
     }
-    // None free: the lanes of databases dropped since are taken back, once.
+    // None free or idle: the lanes of databases dropped since are taken
+    // back, once.
     bool freed = false;
     if (tries == 0) {
       std::sort(others.begin(), others.end());
@@ -808,10 +1035,13 @@ int LaneOf(const Place& place, bool or_none = false) {
     if (or_none) return -1;
     Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "no room for one more queue on a ring",
           "Every one of the server's " + std::to_string(shared->lane_count) +
-              " lanes (pgq.max_ring_queues) is in use.",
+              " lanes (pgq.max_ring_queues) has running jobs or is in use by a transaction.",
           "Raise pgq.max_ring_queues (a restart), or drop ring queues no longer used.");
   }
   Lane& lane = shared->lanes[found];
+  if (pg_atomic_read_u64(&lane.used) < now) pg_atomic_write_u64(&lane.used, now);
+  const Oid identity = place.leaves.empty() ? InvalidOid : place.leaves[0];
+  if (lane.built && lane.identity == identity) return found;
   Guard([&] {
     LWLockAcquire(lane.insert_lock, LW_EXCLUSIVE);
     LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
@@ -845,7 +1075,8 @@ bool Available() { return shared != nullptr; }
 
 void Append(const Place& place, const NewEntry* entries, int count) {
   if (count == 0) return;
-  const int index = LaneOf(place);
+  const CallPin pin{LaneOf(place)};
+  const int index = pin.index;
   Lane& lane = shared->lanes[index];
   Guard([&] {
     // The current segment of the newest turn known, this backend's or the
@@ -941,7 +1172,8 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                            const Bound* before) {
   std::vector<Claimed> claimed;
   if (n <= 0) return claimed;
-  const int index = LaneOf(place);
+  const CallPin pin{LaneOf(place)};
+  const int index = pin.index;
   Lane& lane = shared->lanes[index];
   const int segments = static_cast<int>(place.leaves.size());
   n = RoomForLeases(n);
@@ -1125,6 +1357,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
     }
     // The receipts, in their entries' segments (one insert each); the
     // leases entered.
+    Keep(index);  // an abort gives them back to this lane
     const SubTransactionId sub = GetCurrentSubTransactionId();
     for (int segment = 0; segment < segments; ++segment) {
       int count = 0;
@@ -1262,7 +1495,8 @@ bool TakeLease(const Place& place, int64 id, int32 attempt, int* segment, Transa
 }  // namespace
 
 int64 RunningCount(const Place& place) {
-  const int index = shared == nullptr ? -1 : LaneOf(place, true);
+  const CallPin pin{shared == nullptr ? -1 : LaneOf(place, true)};
+  const int index = pin.index;
   if (index < 0) return 0;
   const Lane& lane = shared->lanes[index];
   return static_cast<int64>(pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&lane.leases))) +
@@ -1273,7 +1507,8 @@ uint32 LanesEpoch() { return shared == nullptr ? 0 : pg_atomic_read_u32(&shared-
 
 void NoteDependents(const Place& place) {
   if (shared == nullptr) return;
-  const int index = LaneOf(place);
+  const CallPin pin{LaneOf(place)};
+  const int index = pin.index;
   pg_atomic_write_u32(&shared->any_dependents, 1);
   pg_atomic_write_u32(&shared->lanes[index].dependents, 1);
   // Before the caller's look at the job (a lease's partition lock, the
@@ -1284,21 +1519,28 @@ void NoteDependents(const Place& place) {
 void NoteDependentsOfDatabase() {
   if (shared == nullptr) return;
   pg_atomic_write_u32(&shared->any_dependents, 1);
-  for (int i = 0; i < shared->lane_count; ++i) {
-    Lane& lane = shared->lanes[i];
-    if (lane.database == MyDatabaseId) pg_atomic_write_u32(&lane.dependents, 1);
-  }
+  Guard([] {
+    LWLockAcquire(shared->lanes_lock, LW_EXCLUSIVE);
+    for (int i = 0; i < shared->lane_count; ++i) {
+      Lane& lane = shared->lanes[i];
+      if (lane.database == MyDatabaseId) pg_atomic_write_u32(&lane.dependents, 1);
+    }
+    NoteLater(MyDatabaseId, -1);  // and the lanes its queues take later
+    LWLockRelease(shared->lanes_lock);
+  });
   pg_memory_barrier();
 }
 
 bool MayHaveDependents(const Place& place) {
   if (shared == nullptr || pg_atomic_read_u32(&shared->any_dependents) == 0) return false;
-  const int index = LaneOf(place, true);
+  const CallPin pin{LaneOf(place, true)};
+  const int index = pin.index;
   return index >= 0 && pg_atomic_read_u32(&shared->lanes[index].dependents) != 0;
 }
 
 TransactionId CancelInProgress(const Place& place, int segment, ItemPointerData entry) {
-  const int index = shared == nullptr ? -1 : LaneOf(place, true);
+  const CallPin pin{shared == nullptr ? -1 : LaneOf(place, true)};
+  const int index = pin.index;
   if (index < 0) return InvalidTransactionId;
   Lane& lane = shared->lanes[index];
   const Offer offer{entry, 0, static_cast<int16>(segment)};
@@ -1317,7 +1559,41 @@ TransactionId CancelInProgress(const Place& place, int segment, ItemPointerData 
   return found;
 }
 
-bool Build(const Place& place) { return shared != nullptr && LaneOf(place, true) >= 0; }
+bool Build(const Place& place) {
+  if (shared == nullptr) return false;
+  const CallPin pin{LaneOf(place, true)};
+  return pin.index >= 0;
+}
+
+bool LanesEnsured(uint32 epoch) {
+  if (shared == nullptr) return false;
+  return Guard([&] {
+    bool ensured = false;
+    LWLockAcquire(shared->lanes_lock, LW_SHARED);
+    for (const Shared::Ensured& e : shared->ensured) {
+      ensured = ensured || (e.database == MyDatabaseId && e.epoch == epoch);
+    }
+    LWLockRelease(shared->lanes_lock);
+    return ensured;
+  });
+}
+
+void NoteLanesEnsured(uint32 epoch) {
+  if (shared == nullptr) return;
+  Guard([&] {
+    LWLockAcquire(shared->lanes_lock, LW_EXCLUSIVE);
+    const uint32 now = pg_atomic_read_u32(&shared->lanes_epoch);
+    Shared::Ensured* slot = nullptr;
+    for (Shared::Ensured& e : shared->ensured) {
+      if (e.database == MyDatabaseId) slot = &e;
+    }
+    for (Shared::Ensured& e : shared->ensured) {
+      if (slot == nullptr && (e.database == InvalidOid || e.epoch != now)) slot = &e;
+    }
+    if (slot != nullptr) *slot = Shared::Ensured{MyDatabaseId, epoch};
+    LWLockRelease(shared->lanes_lock);
+  });
+}
 
 bool AnyLeases() { return shared != nullptr && pg_atomic_read_u32(&shared->leases) != 0; }
 
@@ -1507,7 +1783,8 @@ std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
 
 int Peek(const Place& place, Bound* next, int max_keys) {
   if (shared == nullptr || max_keys <= 0) return 0;
-  Lane& lane = shared->lanes[LaneOf(place)];
+  const CallPin pin{LaneOf(place)};
+  Lane& lane = shared->lanes[pin.index];
   const int segments = static_cast<int>(place.leaves.size());
   std::vector<Relation> rels(static_cast<size_t>(segments), nullptr);
   int found = 0;
@@ -1589,7 +1866,9 @@ int Peek(const Place& place, Bound* next, int max_keys) {
 
 TombstoneOutcome Tombstone(const Place& place, int64 id, int segment, ItemPointerData entry,
                            int32 attempt, TransactionId* wait_for) {
-  const int index = LaneOf(place);
+  const CallPin pin{LaneOf(place)};
+  const int index = pin.index;
+  Keep(index);  // its note is undone, or dropped, at the transaction's end
   Lane& lane = shared->lanes[index];
   const int segments = static_cast<int>(place.leaves.size());
   ReserveUndo(1);
@@ -1675,7 +1954,8 @@ bool MayTruncate(const Place& place, int segment) {
   if (shared == nullptr) return false;
   // Built here if the maintenance is the queue's first user since the start
   // (a ring that finds no lane free is kept until one is).
-  const int index = LaneOf(place, true);
+  const CallPin pin{LaneOf(place, true)};
+  const int index = pin.index;
   if (index < 0) return false;
   Lane& lane = shared->lanes[index];
   bool may = true;
@@ -1773,7 +2053,8 @@ bool AllClosed(Oid relid) {
 
 bool LetGo(const Place& place, int segment) {
   if (shared == nullptr) return false;
-  const int index = LaneOf(place, true);
+  const CallPin pin{LaneOf(place, true)};
+  const int index = pin.index;
   if (index < 0) return false;
   Lane& lane = shared->lanes[index];
   const int segments = static_cast<int>(place.leaves.size());
@@ -1815,7 +2096,8 @@ bool LetGo(const Place& place, int segment) {
 
 namespace {
 
-// Frees the lanes `match` says, with their leases. Only for lanes nobody
+// Frees the lanes `match(database, queue_id)` says, with their leases and
+// the notes of Shared::noted it says. Only for lanes nobody
 // uses: their queue or database is gone, or its tables are locked by the
 // statement that drops them. Neither throws nor raises (the utility hook
 // calls it outside any boundary): no allocation, only lock calls.
@@ -1827,7 +2109,13 @@ void FreeLanes(Match&& match) {
     bool any = false;
     for (int i = 0; i < shared->lane_count; ++i) {
       const Lane& lane = shared->lanes[i];
-      if (lane.database != InvalidOid && match(lane)) freed[i] = any = true;
+      if (lane.database != InvalidOid && match(lane.database, lane.queue_id)) {
+        freed[i] = any = true;
+      }
+    }
+    for (int i = 0; i < shared->noted_count; ++i) {
+      const Shared::Noted& n = shared->noted[i];
+      if (match(n.database, n.queue_id)) shared->noted[i--] = shared->noted[--shared->noted_count];
     }
     if (any) {
       for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_EXCLUSIVE);
@@ -1864,15 +2152,14 @@ void Forget(int32 queue_id) {
   // From a frame of ours (store's drop): guarded. ForgetDatabase is called
   // from the utility hook, whose frame holds no C++ object.
   Guard([&] {
-    FreeLanes([&](const Lane& lane) {
-      return lane.database == MyDatabaseId && lane.queue_id == queue_id;
-    });
+    FreeLanes(
+        [&](Oid database, int32 queue) { return database == MyDatabaseId && queue == queue_id; });
   });
 }
 
 void ForgetDatabase(Oid database) {
   if (shared == nullptr) return;
-  FreeLanes([&](const Lane& lane) { return lane.database == database; });
+  FreeLanes([&](Oid of, int32) { return of == database; });
 }
 
 }  // namespace pgq::pg::job_ring

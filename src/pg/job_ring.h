@@ -125,6 +125,11 @@ int Peek(const Place& place, Bound* next, int max_keys);
 // whenever LanesEpoch has moved on (lanes freed with their leases).
 bool Build(const Place& place);
 uint32 LanesEpoch();
+// Whether this database's lanes were all built (Build) since `epoch` by
+// some backend, and noting that they were: EnsureLanes once a database
+// and epoch, not once a backend (each build reads a ring).
+bool LanesEnsured(uint32 epoch);
+void NoteLanesEnsured(uint32 epoch);
 
 // The queue's running ring jobs as a cap counts them: leases held, and
 // leases taken out by completions not yet committed (a table job counts as

@@ -250,17 +250,27 @@ void EnsureLanes(pg::SpiSession& spi) {
   if (!pg::job_ring::Available()) return;
   const uint32 epoch = pg::job_ring::LanesEpoch();
   if (lanes_built_at == epoch) return;
-  const std::vector<std::pair<int32, int32>> queues = RingQueues(spi);
-  for (const auto& [queue_id, ring_id] : queues) {
-    Known ring;
-    if (KnownOf(spi, queue_id, &ring)) (void)pg::job_ring::Build(ring.place);
+  if (pg::job_ring::LanesEnsured(epoch)) {
+    lanes_built_at = epoch;
+    return;
   }
+  const std::vector<std::pair<int32, int32>> queues = RingQueues(spi);
   // After a start (or lanes freed): children committed before it may wait
   // for ring jobs, whose ends must look for them.
   pg::Params none;
   if (!queues.empty() && spi.Execute(any_dependency, none).Bool(0, "any")) {
     pg::job_ring::NoteDependentsOfDatabase();
   }
+  // More queues than the database's share of lanes: a lane with no lease
+  // is taken back by the next one built (its queue's next use builds it
+  // again), so the leases of every queue are entered as long as the
+  // queues with running jobs fit the share.
+  bool all = true;
+  for (const auto& [queue_id, ring_id] : queues) {
+    Known ring;
+    if (KnownOf(spi, queue_id, &ring)) all = pg::job_ring::Build(ring.place) && all;
+  }
+  if (all) pg::job_ring::NoteLanesEnsured(epoch);
   lanes_built_at = epoch;
 }
 

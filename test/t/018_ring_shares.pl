@@ -68,16 +68,91 @@ sql('postgres', 'CREATE DATABASE b');
 ring_queues('a', 'a1', 'a2', 'a3');
 ring_queues('b', 'b1', 'b2');
 
-# Lanes: a database's share, then the server's.
+# Lanes: a database's share, then the server's. A lane is held while its
+# queue has running jobs or a transaction in progress uses it; an idle one
+# (the least recently used) is taken back by the next queue that needs a
+# lane, and built again from the ring's rows at its queue's next use.
+sub claim_one
+{
+	my ($db, $queue) = @_;
+	return sql($db, "SELECT id || ' ' || attempt FROM pgq.claim('$queue', 1)");
+}
+sub complete_one
+{
+	my ($db, $job) = @_;
+	my ($id, $attempt) = split / /, $job;
+	return sql($db, "SELECT pgq.complete($id, $attempt)");
+}
 is(use_queue('a', 'a1'), 'ok', 'a: a first ring queue in use');
 is(use_queue('a', 'a2'), 'ok', 'a: a second one');
-is(use_queue('a', 'a3'), 'psql:<stdin>:2: ERROR:  53400', 'a: a third is past its share (53400)');
+is(use_queue('a', 'a3'), 'ok', 'a: a third, past its share, takes back an idle lane');
+is(use_queue('a', 'a1'), 'ok', 'a: and the first, whose lane went, takes one back in turn');
+my $a1_job = claim_one('a', 'a1');
+my $a2_job = claim_one('a', 'a2');
+isnt($a2_job, '', 'a: a job of a1 and one of a2 running');
+is(use_queue('a', 'a3'), 'psql:<stdin>:2: ERROR:  53400',
+	'a: a third is refused while the two lanes have running jobs (53400)');
 is(message_of('a', "SELECT pgq.enqueue('a3', '{}')"), 'database has too many queues on rings in use',
 	'a: the refusal says why');
 is(use_queue('a', 'a1'), 'ok', 'a: its queues in use go on');
+
+# A transaction in progress that enqueued into a queue does not hold its
+# lane: the lane built again passes its entries until it commits, and hands
+# each out once.
+is(complete_one('a', $a2_job), 't', 'a: a2 has no running job left');
+my $open = $node->background_psql('a');
+$open->query_safe('BEGIN');
+$open->query_safe("SELECT pgq.enqueue_many('a2', array_fill('{}'::jsonb, ARRAY[3]))");
+is(use_queue('a', 'a3'), 'ok', 'a: a2\'s lane is taken back while a transaction that enqueued is open');
+is(sql('a', "SELECT count(*) FROM pgq.claim('a2', 10, '1 hour')"), '0',
+	'a: a2 takes a lane again (a3\'s), and its uncommitted jobs are not handed out');
+$open->query_safe('COMMIT');
+is(sql('a', "SELECT count(*) FROM pgq.claim('a2', 10, '1 hour')"), '3',
+	'a: once they commit, all three are handed out');
+is(sql('a', "SELECT count(*) FROM pgq.claim('a2', 10, '1 hour')"), '0', 'a: each once');
+# A claim in progress holds its lane; rolled back, it gives the job back.
+sql('a', "SELECT pgq.complete_many(array_agg(id), array_agg(attempt)) FROM pgq.running_jobs WHERE queue = 'a2'");
+$open->query_safe('BEGIN');
+is($open->query_safe("SELECT count(*) FROM pgq.claim('a3', 1)"), '1',
+	'a: a transaction left open claims a job of a3 (taking back a2\'s lane)');
+is(use_queue('a', 'a2'), 'psql:<stdin>:2: ERROR:  53400',
+	'a: a2 finds no lane: a1 runs a job, a3\'s claim is open');
+$open->query_safe('ROLLBACK');
+$open->quit;
+is(sql('a', "SELECT count(*) FROM pgq.claim('a3', 10)"), '2',
+	'a: rolled back, a3\'s job is handed out again with the other');
+sql('a', "SELECT pgq.complete_many(array_agg(id), array_agg(attempt)) FROM pgq.running_jobs WHERE queue = 'a3'");
+
+# A lane taken back keeps the note that its jobs have children waiting.
+sql('a', "SELECT pgq.create_queue('plain')");
+my $parent = sql('a', "SELECT pgq.enqueue('a3', '{}')");
+sql('a', "SELECT pgq.enqueue('plain', '{}', after => ARRAY[$parent]::bigint[])");
+is(use_queue('a', 'a2'), 'ok', 'a: a2 has a lane (a1 runs a job)');
+my $a2_again = claim_one('a', 'a2');
+is(use_queue('a', 'a3'), 'psql:<stdin>:2: ERROR:  53400', 'a: a3\'s lane is taken back (a2 runs a job)');
+is(complete_one('a', $a1_job), 't', 'a: a1 has no running job left');
+my $p_job = claim_one('a', 'a3');
+is((split / /, $p_job)[0], $parent, 'a: the parent is claimed on a3\'s lane built again');
+is(complete_one('a', $p_job), 't', 'a: and completed');
+is(sql('a', "SELECT count(*) FROM pgq.claim('plain', 10)"), '1',
+	'a: its child, enqueued before the lane went, is released');
+sql('a', "SELECT pgq.complete_many(array_agg(id), array_agg(attempt)) FROM pgq.running_jobs WHERE queue = 'plain'");
+is(complete_one('a', $a2_again), 't', 'a: nothing of a runs');
+is(sql('a', "SELECT count(*) FROM pgq.claim('a1', 10)"), '2', 'a: a1\'s jobs are all there');
+sql('a', "SELECT pgq.complete_many(array_agg(id), array_agg(attempt)) FROM pgq.running_jobs WHERE queue = 'a1'");
+
+# The server's lanes: a database takes back another's idle lane, not one
+# with running jobs.
+my $a1_busy = claim_one('a', 'a1') || do { sql('a', "SELECT pgq.enqueue('a1', '{}')"); claim_one('a', 'a1') };
+my $a3_busy = do { sql('a', "SELECT pgq.enqueue('a3', '{}')"); claim_one('a', 'a3') };
 is(use_queue('b', 'b1'), 'ok', 'b: the third lane of the server');
+my $b1_busy = claim_one('b', 'b1');
 is(message_of('b', "SELECT pgq.enqueue('b2', '{}')"), 'no room for one more queue on a ring',
-	'b: a fourth is past the server\'s lanes');
+	'b: a fourth is past the server\'s lanes while each has a running job');
+is(complete_one('a', $a3_busy), 't', 'a: a3 has no running job left');
+is(use_queue('b', 'b2'), 'ok', 'b: then b takes back a\'s idle lane');
+is(complete_one('a', $a1_busy), 't', 'a: nothing of a runs');
+is(complete_one('b', $b1_busy), 't', 'b: nor of b');
 
 # Leases: a claim takes at most what is left of its database's share.
 sql('a', "SELECT pgq.enqueue_many('a1', array_fill('{}'::jsonb, ARRAY[100]))");
@@ -94,7 +169,7 @@ is(message_of('b', "SELECT pgq.claim('b1', 1)"), 'too many ring jobs are running
 	'b: then a claim is refused: the map is full');
 # Completions give the room back.
 sql('a', "SELECT pgq.complete_many(array_agg(id), array_agg(attempt)) FROM
-  (SELECT l.id, max(l.attempt) AS attempt FROM pgq.job_log l WHERE l.kind = 'r' GROUP BY l.id LIMIT 25) r");
+  (SELECT id, attempt FROM pgq.running_jobs LIMIT 25) r");
 is(sql('b', "SELECT count(*) FROM pgq.claim('b1', 30)"), '16', 'b: up to its share (40) once a completed 25');
 is(sql('a', "SELECT count(*) FROM pgq.claim('a1', 30)"), '9', 'a: and a what the map has left (64 - 55)');
 
@@ -104,14 +179,16 @@ is(use_queue('b', 'b2'), 'ok', 'b: a lane of a, dropped, is free again');
 is(message_of('b', "SELECT pgq.claim('b1', 1)"), 'too many ring jobs of this database are running',
 	'b: its own share is used up');
 sql('b', "SELECT pgq.complete_many(array_agg(id), array_agg(attempt)) FROM
-  (SELECT l.id, max(l.attempt) AS attempt FROM pgq.job_log l WHERE l.kind = 'r' GROUP BY l.id) r");
-is(sql('b', "SELECT count(*) FROM pgq.claim('b1', 64)"), '40', 'b: once its jobs are done, its share again');
+  (SELECT id, attempt FROM pgq.running_jobs) r");
+isnt(claim_one('b', 'b2'), '', 'b: once its jobs are done, b2 runs one');
+is(sql('b', "SELECT count(*) FROM pgq.claim('b1', 64)"), '39', 'b: and b1 what is left of its share');
 
 # CREATE EXTENSION again: the new install's queue ids are new lanes.
 ring_queues('a', 'n1', 'n2');
 is(use_queue('a', 'n1'), 'ok', 'a, created again: a ring queue in use');
+isnt(claim_one('a', 'n1'), '', 'a: with a running job');
 is(message_of('a', "SELECT pgq.enqueue('n2', '{}')"), 'no room for one more queue on a ring',
-	'a: b holds the other two lanes');
+	'a: b\'s running jobs hold the other two lanes');
 
 # DROP DATABASE gives its lanes back too.
 sql('postgres', 'DROP DATABASE b');
