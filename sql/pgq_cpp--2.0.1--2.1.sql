@@ -237,7 +237,8 @@ CREATE TABLE pgq.job_log (
     lease_until  timestamptz,
     at           timestamptz,
     outcome      "char",                 -- closure: d done, m moved to pgq.job_rows
-    payload      jsonb
+    payload      jsonb,
+    claimed_by   integer                 -- a claim's receipt: the claiming backend's pid
 ) PARTITION BY LIST (ring);
 COMMENT ON TABLE pgq.job_log IS
     'jobs of the queues on rings (ADR 0028): a partition per queue (pgq.job_log_<ring>), each a ring of segments dropped by TRUNCATE';
@@ -247,7 +248,8 @@ COMMENT ON TABLE pgq.job_log IS
 -- running_jobs, queue_overview, the metrics). One row per job of a ring
 -- that has not finished: pending ('p': its newest entry, attempt = the
 -- attempts spent) or running ('r': a receipt of a later attempt, the
--- newest one's attempt and lease, claimed_at its first receipt's time). A
+-- newest one's attempt and lease, claimed_at and claimed_by its first
+-- receipt's: the claim's time and the claiming backend's pid). A
 -- closure of a later attempt than the newest entry ends it: done, or moved
 -- into pgq.job_rows (where the readers find it). A full read of the ring's rows
 -- grouped by id (a filter on ring or id reaches the scan); the payload is
@@ -270,7 +272,9 @@ SELECT g.ring,
        g.enqueued_at,
        CASE WHEN g.claimed OPERATOR(pg_catalog.>) g.entered THEN g.first_receipt[2] END AS claimed_at,
        CASE WHEN g.claimed OPERATOR(pg_catalog.>) g.entered THEN g.last_receipt[3] END AS lease_until,
-       g.payload
+       g.payload,
+       CASE WHEN g.claimed OPERATOR(pg_catalog.>) g.entered
+            THEN pg_catalog.date_part('epoch', g.first_receipt[3])::integer END AS claimed_by
   FROM (SELECT l.ring,
                l.id OPERATOR(pg_catalog.+) 0 AS id,
                pg_catalog.max(l.attempt) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS entered,
@@ -280,7 +284,8 @@ SELECT g.ring,
                pg_catalog.max(l.priority) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS priority,
                pg_catalog.max(l.run_at) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS run_at,
                pg_catalog.max(l.enqueued_at) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS enqueued_at,
-               pg_catalog.min(ARRAY[pg_catalog.to_timestamp(OPERATOR(pg_catalog.-) l.attempt), l.at])
+               pg_catalog.min(ARRAY[pg_catalog.to_timestamp(OPERATOR(pg_catalog.-) l.attempt), l.at,
+                                    pg_catalog.to_timestamp(l.claimed_by)])
                    FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'r') AS first_receipt,
                pg_catalog.max(ARRAY[pg_catalog.to_timestamp(l.attempt), l.at, l.lease_until])
                    FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'r') AS last_receipt,
@@ -296,8 +301,9 @@ COMMENT ON VIEW pgq.ring_jobs IS
 -- pgq.jobs' columns of 2.x — the rows of pgq.job_rows (the jobs kept as
 -- rows: scheduled, waiting, grouped, deduplicated, with parents, and those
 -- claimed from there) and the jobs on the queues' rings (pgq.ring_jobs:
--- no dedupe or group key, error, claimer, progress or parents; a running
--- ring job's claimed_by is NULL; has_dependents from its children's pairs). Read-only, not granted, as the
+-- no dedupe or group key, error, progress or parents; a running ring job's
+-- claimed_by from its claim's receipt; has_dependents from its children's
+-- pairs). Read-only, not granted, as the
 -- table was: for an administrator's psql. Functions and views of pgq read
 -- pgq.job_rows and pgq.ring_jobs apart.
 CREATE VIEW pgq.jobs AS
@@ -308,7 +314,7 @@ SELECT j.id, j.queue_id, j.state, j.priority, j.run_at, j.attempt, j.max_attempt
 UNION ALL
 SELECT r.id, q.queue_id, r.state, r.priority, r.run_at, r.attempt, r.max_attempts,
        r.lease_until, r.enqueued_at, NULL::text, NULL::text, NULL::text, r.payload,
-       NULL::integer, r.claimed_at, NULL::jsonb, NULL::interval, NULL::integer,
+       r.claimed_by, r.claimed_at, NULL::jsonb, NULL::interval, NULL::integer,
        (SELECT true FROM pgq.job_dependencies d
          WHERE d.parent_id OPERATOR(pg_catalog.=) r.id LIMIT 1)
   FROM pgq.ring_jobs r JOIN pgq.queues q ON q.ring_id OPERATOR(pg_catalog.=) r.ring;
@@ -374,7 +380,7 @@ SELECT q.name                                   AS queue,
 -- One row per running job of the queues the reader holds a right on (as in
 -- queue_stats), with who claimed it as pg_stat_activity knows that session
 -- (NULL where the reader may not see it, and once the session is gone; a
--- running job of a queue's ring does not record its claimer: NULL).
+-- running job of a queue's ring: its claim's receipt records the pid).
 CREATE OR REPLACE VIEW pgq.running_jobs WITH (security_barrier) AS
 SELECT j.id,
        q.name                                             AS queue,
@@ -413,15 +419,18 @@ SELECT g.id,
        g.lease_until,
        g.lease_until OPERATOR(pg_catalog.-) c.now,
        g.lease_until OPERATOR(pg_catalog.<) c.now,
-       NULL,
-       NULL,
-       NULL,
-       NULL,
-       NULL,
+       g.claimed_by,
+       a.usename,
+       a.application_name,
+       a.client_addr,
+       a.pid IS NOT NULL,
        NULL,
        g.enqueued_at
   FROM pgq.ring_jobs g
   JOIN pgq.queues q ON q.ring_id OPERATOR(pg_catalog.=) g.ring
  CROSS JOIN (SELECT pgq.clock() AS now) c
+  LEFT JOIN pg_catalog.pg_stat_activity a
+         ON a.pid OPERATOR(pg_catalog.=) g.claimed_by
+        AND (a.backend_start IS NULL OR a.backend_start OPERATOR(pg_catalog.<=) g.claimed_at)
  WHERE g.state OPERATOR(pg_catalog.=) 'r'
    AND pgq.has_queue_privilege(q.name, 'produce, consume, admin');

@@ -121,15 +121,16 @@ SELECT regexp_replace(line, 'queue="(ring|table)"', 'queue="*"') AS line, count(
   FROM unnest(string_to_array(pgq.metrics(), E'\n')) AS line
  WHERE line ~ '^pgq_jobs\{' AND line ~ 'queue="(ring|table)"'
  GROUP BY 1 ORDER BY 1;
--- running_jobs: the running ones, with their lease (a ring job's claimer
--- is not recorded: NULL).
+-- running_jobs: the running ones, with their lease and claimer (a ring
+-- job's from its claim's receipt: this session).
 SELECT pg_temp.job(id) AS job, queue, attempt, max_attempts, running_for >= '0' AS running_for,
-       lease_left > '0' AS leased, expired, claimer_pid IS NOT NULL AS claimer_known
+       lease_left > '0' AS leased, expired, claimer_pid = pg_backend_pid() AS claimed_here,
+       claimer_connected
   FROM pgq.running_jobs ORDER BY queue, id;
 
--- queue_workers: a ring queue's running jobs in one row, their claimer
--- unknown (NULL).
-SELECT queue_name, claimer_pid IS NOT NULL AS claimer_known, claimer_connected, running,
+-- queue_workers: a queue's running jobs in one row a claimer (this
+-- session), the ring's as the table's.
+SELECT queue_name, claimer_pid = pg_backend_pid() AS claimed_here, claimer_connected, running,
        oldest_claimed_at <= newest_claimed_at AS claimed, expired
   FROM pgq.queue_workers() WHERE queue_name IN ('ring', 'table') ORDER BY queue_name;
 SELECT queue_name, running FROM pgq.queue_workers('ring');

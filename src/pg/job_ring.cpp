@@ -1373,6 +1373,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
         Row row(place, segment, 'r', id, t.attempt);
         row.Set(kLeaseUntil, TimestampTzGetDatum(lease_until));
         row.Set(kAt, TimestampTzGetDatum(now));
+        row.Set(kClaimedBy, Int32GetDatum(MyProcPid));
         rows[row_count++] = heap_form_tuple(desc, row.values, row.nulls);
         const Lease lease{MyDatabaseId,
                           place.queue_id,

@@ -53,7 +53,8 @@ enum Column : int {
   kAt,          // receipt: claimed at; closure: closed at
   kOutcome,     // closure: 'd' done, 'm' moved to pgq.job_rows, 'x' cancelled
   kPayload,     // entry
-  kColumns = kPayload
+  kClaimedBy,   // a claim's receipt: the claiming backend's pid
+  kColumns = kClaimedBy
 };
 
 // Requests the shared memory; from _PG_init while preloading.

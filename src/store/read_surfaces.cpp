@@ -25,9 +25,9 @@ pg::Statement read_queue_settings = {
 // and newest claim, how many leases ran out, and who the session is as
 // pg_stat_activity knows it (NULL once it is gone; a pid is reused once its
 // session ends, so only a session that began before the claim counts).
-// The running jobs of a queue's ring (pgq.ring_jobs) record no claimer:
-// one row per such queue, with the claimer and claimer_connected NULL;
-// only the rings of the queues asked for are read.
+// The running jobs of a queue's ring (pgq.ring_jobs) likewise, their
+// claimer from the claim's receipt; only the rings of the queues asked for
+// are read.
 pg::Statement read_queue_workers = {
     "SELECT q.name, j.claimed_by, a.usename, a.application_name, a.client_addr,"
     "       a.pid IS NOT NULL, a.backend_start, pg_catalog.count(*),"
@@ -41,16 +41,22 @@ pg::Statement read_queue_workers = {
     " GROUP BY q.name, j.claimed_by, a.pid, a.usename, a.application_name, a.client_addr,"
     "          a.backend_start"
     " UNION ALL "
-    "SELECT q.name, NULL, NULL, NULL, NULL, NULL, NULL, g.running, g.oldest, g.newest,"
-    "       g.expired"
+    "SELECT q.name, g.claimed_by, g.usename, g.application_name, g.client_addr, g.connected,"
+    "       g.backend_start, g.running, g.oldest, g.newest, g.expired"
     "  FROM pgq.queues q"
     " CROSS JOIN LATERAL ("
-    "       SELECT pg_catalog.count(*) AS running, pg_catalog.min(r.claimed_at) AS oldest,"
+    "       SELECT r.claimed_by, a.usename, a.application_name, a.client_addr,"
+    "              a.pid IS NOT NULL AS connected, a.backend_start,"
+    "              pg_catalog.count(*) AS running, pg_catalog.min(r.claimed_at) AS oldest,"
     "              pg_catalog.max(r.claimed_at) AS newest,"
     "              pg_catalog.count(*) FILTER (WHERE r.lease_until < $4) AS expired"
     "         FROM pgq.ring_jobs r"
-    "        WHERE q.ring_id IS NOT NULL AND r.ring = q.ring_id AND r.state = 'r') g"
-    " WHERE q.ring_id IS NOT NULL AND g.running > 0"
+    "         LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = r.claimed_by"
+    "               AND (a.backend_start IS NULL OR a.backend_start <= r.claimed_at)"
+    "        WHERE q.ring_id IS NOT NULL AND r.ring = q.ring_id AND r.state = 'r'"
+    "        GROUP BY r.claimed_by, a.pid, a.usename, a.application_name, a.client_addr,"
+    "                 a.backend_start) g"
+    " WHERE q.ring_id IS NOT NULL"
     "   AND ($1 OR q.queue_id = ANY ($2)) AND ($3 IS NULL OR q.queue_id = $3)"
     " ORDER BY 1, 9, 2",
     4,
