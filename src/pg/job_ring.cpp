@@ -684,6 +684,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     TimestampTz lease_until = 0;
     TimestampTz claimed_at = 0;  // the attempt's first receipt
     TimestampTz newest_at = 0;   // its newest receipt (a claim's or an extension's)
+    int32 claimed_by = 0;        // the attempt's first receipt's claimer
     uint64 order = 0;
   };
   std::unordered_map<int64, Job> jobs;
@@ -700,6 +701,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     int32 attempt;
     TimestampTz lease_until;
     TimestampTz at;
+    int32 claimed_by;
     TransactionId xmin;
     ItemPointerData tid;
   };
@@ -727,13 +729,16 @@ void Rebuild(Lane& lane, int index, const Place& place) {
           bool is_null;
           const Datum lease = heap_getattr(&tuple, kLeaseUntil, desc, &is_null);
           const TimestampTz lease_until = is_null ? 0 : DatumGetTimestampTz(lease);
-          const Datum at = heap_getattr(&tuple, kAt, desc, &is_null);
+          const Datum at_datum = heap_getattr(&tuple, kAt, desc, &is_null);
+          const TimestampTz at = is_null ? 0 : DatumGetTimestampTz(at_datum);
+          const Datum claimer = heap_getattr(&tuple, kClaimedBy, desc, &is_null);
           rows[n++] = Seen1{seen_as == Seen::kInProgress,
                             KindOf(&tuple, desc),
                             IdOf(&tuple, desc),
                             AttemptOf(&tuple, desc),
                             lease_until,
-                            is_null ? 0 : DatumGetTimestampTz(at),
+                            at,
+                            is_null ? 0 : DatumGetInt32(claimer),
                             HeapTupleHeaderGetRawXmin(tuple.t_data),
                             tuple.t_self};
         }
@@ -773,8 +778,12 @@ void Rebuild(Lane& lane, int index, const Place& place) {
             job.attempt = row.attempt;
             job.claimed_at = job.newest_at = row.at;
             job.lease_until = row.lease_until;
+            job.claimed_by = row.claimed_by;
           } else if (row.attempt == job.attempt) {
-            job.claimed_at = std::min(job.claimed_at, row.at);
+            if (row.at < job.claimed_at) {
+              job.claimed_at = row.at;
+              job.claimed_by = row.claimed_by;
+            }
             if (row.at >= job.newest_at) {
               job.newest_at = row.at;
               job.lease_until = row.lease_until;
@@ -837,7 +846,8 @@ void Rebuild(Lane& lane, int index, const Place& place) {
                         InvalidTransactionId,
                         index,
                         job.claimed_at,
-                        job.closing};
+                        job.closing,
+                        job.claimed_by};
       Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, id}, lease); });
       continue;
     }
@@ -1383,7 +1393,9 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                           t.tuple->t_self,
                           GetCurrentTransactionId(),
                           index,
-                          now};
+                          now,
+                          InvalidTransactionId,
+                          MyProcPid};
         const LeaseKey key{MyDatabaseId, id};
         const bool entered = PutLease(key, lease);
         // Noted before the check below: an abort gives every entry back.
@@ -1779,6 +1791,32 @@ std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
       });
     });
   }
+  return out;
+}
+
+std::vector<std::pair<int64, Lease>> RunningIn(Oid segment_relid, int max) {
+  std::vector<std::pair<int64, Lease>> out;
+  if (!AnyLeases()) return out;
+  out.reserve(static_cast<size_t>(max));  // nothing thrown while the locks are held
+  Guard([] {
+    for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
+  });
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, leases);
+  while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
+    const Lease& lease = slot->lease;
+    if (slot->key.database != static_cast<int64>(MyDatabaseId) ||
+        lease.entry_relid != segment_relid || TransactionIdIsValid(lease.closer_xid) ||
+        !Held(lease)) {
+      continue;
+    }
+    if (static_cast<int>(out.size()) >= max) {
+      hash_seq_term(&scan);
+      break;
+    }
+    out.emplace_back(slot->key.id, lease);
+  }
+  for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
   return out;
 }
 

@@ -162,6 +162,7 @@ struct Lease {
   // commits (then it goes) or rolls back (then it holds again), so that
   // whoever asks meanwhile waits for it, as for a table job's row lock.
   TransactionId closer_xid;
+  int32 claimed_by;  // the claiming backend's pid (its receipt's), 0: not known
 };
 // The lease of `id`, if a ring job of this database runs with it: false
 // when there is none, or its closer committed or is this transaction.
@@ -192,6 +193,12 @@ bool ReadEntry(const Lease& lease, NewEntry* entry);
 // Running ring jobs of this database whose lease ended before `now`, at
 // most `max`.
 std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max);
+
+// Running ring jobs of this database whose entry is in the segment
+// `segment_relid` (claims committed, nothing closing them), at most `max`:
+// the jobs a ring's turn waits for, carried into pgq.job_rows
+// (store/ring_jobs.cpp Maintain).
+std::vector<std::pair<int64, Lease>> RunningIn(Oid segment_relid, int max);
 
 // A tombstone: the entry (`segment`, `entry`) of job `id`, still in the
 // ring and not handed out, is taken out of the given-back list or noted so

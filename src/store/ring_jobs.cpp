@@ -118,10 +118,10 @@ TupleDesc ClaimedDesc() {
 pg::Statement& move_job() {
   static internal::BuiltStatement statement{
       internal::InsertJobsSql("", R"sql(
-VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, NULL, NULL, NULL, $8, $9, $10, $11))sql",
-                              "", ", lease_until, claimed_at, has_dependents"),
+VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, NULL, NULL, NULL, $8, $9, $10, $11, $12))sql",
+                              "", ", lease_until, claimed_at, has_dependents, claimed_by"),
       {INT8OID, INT4OID, INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID, TIMESTAMPTZOID, JSONBOID,
-       TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID}};
+       TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, INT4OID}};
   return statement.get();
 }
 
@@ -425,7 +425,8 @@ bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
       .Set(7, entry.payload)
       .Set(8, TimestampTzGetDatum(lease.lease_until))
       .Set(9, TimestampTzGetDatum(lease.claimed_at))
-      .SetOptional(10, !has_dependents, BoolGetDatum(true));
+      .SetOptional(10, !has_dependents, BoolGetDatum(true))
+      .SetOptional(11, lease.claimed_by == 0, Int32GetDatum(lease.claimed_by));
   (void)spi.Execute(move_job(), params);
   return true;
 }
@@ -627,6 +628,10 @@ bool ClosedUnderShareLock(Oid relid) {
 }
 }  // namespace
 
+// Running jobs carried out of a segment a pass, at most (the next pass
+// carries on).
+constexpr int kCarryBatch = 1000;
+
 MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
   MaintainCounts counts;
   if (!pg::job_ring::Available()) return counts;
@@ -636,6 +641,19 @@ MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
     pg::segments::Ring ring;
     if (!pg::segments::LoadRing(spi, kRoot, ring_id, &ring)) continue;
     const pg::job_ring::Place place = PlaceFrom(queue_id, ring_id, ring);
+    // Due to turn onto a segment still holding running jobs (a lease
+    // extended past the ring's turns): they are carried into pgq.job_rows
+    // (their attempt and lease kept; a closure 'm' in the segment), so that
+    // the segment is truncated and the ring turns on. Pending jobs there (a
+    // backlog deeper than the ring) are not: the current segment takes the
+    // new ones until the backlog drains.
+    const int next = (ring.current + 1) % ring.segments;
+    if (now - ring.rotated_at >= turn && pg::segments::Written(ring, ring.current) &&
+        pg::segments::Written(ring, next)) {
+      for (const auto& [id, lease] : pg::job_ring::RunningIn(place.leaves[next], kCarryBatch)) {
+        if (MoveToTable(spi, lease, id, lease.attempt, now)) ++counts.carried;
+      }
+    }
     // Truncated first, turned after (as a stream's ring): a segment sealed
     // by this transaction may still take the rows of its jobs.
     if (ring.sealed_with_rows) {

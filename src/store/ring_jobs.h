@@ -137,6 +137,7 @@ bool WaitForClaim(pg::SpiSession& spi, const Scope& scope, int64 id);
 struct MaintainCounts {
   int rotated = 0;
   int truncated = 0;
+  int carried = 0;  // running jobs carried into pgq.job_rows out of a segment due to be reused
 };
 MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now);
 
