@@ -102,6 +102,11 @@ struct Lane {
   Passed passed[kPassedMax];
   int returned_count;
   Offer returned[kReturnedMax];
+  // Entries out of the lane in transactions that have not ended (claims,
+  // a tombstone's take-out of a given-back one), each of which comes back
+  // to the given-back list if its transaction rolls back: a claim takes at
+  // most what the list has room for beside them (kReturnedMax).
+  pg_atomic_uint32 reserved;
   // Entries cancelled before a claim took them (tombstones): no claim hands
   // them out; the cursor drops each note when it passes it, the cancelling
   // transaction's end drops the notes of entries it took out of the
@@ -219,6 +224,7 @@ void Startup() {
       pg_atomic_init_u32(&shared->lanes[i].closing, 0);
       pg_atomic_init_u32(&shared->lanes[i].dependents, 0);
       pg_atomic_init_u64(&shared->lanes[i].used, 0);
+      pg_atomic_init_u32(&shared->lanes[i].reserved, 0);
     }
   }
   lease_locks = locks + 1 + 2 * lane_count;
@@ -259,6 +265,14 @@ LWLock* LeaseLock(uint32 hash) { return &lease_locks[hash % kLeasePartitions].lo
 pg_atomic_uint32& CountOf(const Lease& lease) {
   Lane& lane = shared->lanes[lease.lane];
   return TransactionIdIsValid(lease.closer_xid) ? lane.closing : lane.leases;
+}
+
+// One entry of a transaction that ended is no longer out of `lane`
+// (Lane::reserved); never below 0.
+void Unreserve(Lane& lane) {
+  uint32 had = pg_atomic_read_u32(&lane.reserved);
+  while (had > 0 && !pg_atomic_compare_exchange_u32(&lane.reserved, &had, had - 1)) {
+  }
 }
 
 // False when the map holds its capacity (pgq.max_running_ring_jobs): the
@@ -406,7 +420,13 @@ void UndoOne(const Undo& u) {
     }
     if (give_back && lane.returned_count < kReturnedMax) {
       lane.returned[lane.returned_count++] = u.offer;
+    } else if (give_back) {
+      // Only an entry whose tombstone rolled back after a claim passed its
+      // note is given back without room set aside (Lane::reserved); it
+      // comes back at the queue's next rebuild.
+      elog(WARNING, "pgq: queue %d has too many jobs to give back", u.lease.queue_id);
     }
+    if (u.kind == UndoKind::kGiveBack || u.kind == UndoKind::kUntake) Unreserve(lane);
   }
   LWLockRelease(lane.claim_lock);
 }
@@ -438,7 +458,9 @@ void EndUndo(XactEvent event) {
         // them after its COMMIT or ROLLBACK PREPARED settles them (Settle;
         // the maintenance's pass does, at the latest).
         if (u.kind == UndoKind::kReturnLease && event != XACT_EVENT_PREPARE) EndTakeOut(u, true);
+        if (u.kind == UndoKind::kGiveBack) Unreserve(shared->lanes[u.lane]);
         if (u.kind == UndoKind::kUntake) {
+          Unreserve(shared->lanes[u.lane]);
           // Its closure is committed: the note of an entry no claim will
           // meet again (it was out of the cursor's way) goes.
           Lane& lane = shared->lanes[u.lane];
@@ -731,7 +753,10 @@ void Rebuild(Lane& lane, int index, const Place& place) {
           const TimestampTz lease_until = is_null ? 0 : DatumGetTimestampTz(lease);
           const Datum at_datum = heap_getattr(&tuple, kAt, desc, &is_null);
           const TimestampTz at = is_null ? 0 : DatumGetTimestampTz(at_datum);
-          const Datum claimer = heap_getattr(&tuple, kClaimedBy, desc, &is_null);
+          // (A ring made by a development catalog of 2.1 has no claimer.)
+          const Datum claimer = desc->natts >= kClaimedBy
+                                    ? heap_getattr(&tuple, kClaimedBy, desc, &is_null)
+                                    : (is_null = true, Datum{0});
           rows[n++] = Seen1{seen_as == Seen::kInProgress,
                             KindOf(&tuple, desc),
                             IdOf(&tuple, desc),
@@ -896,7 +921,8 @@ bool Idle(int index) {
     return false;
   }
   if (!LWLockConditionalAcquire(lane.claim_lock, LW_SHARED)) return false;
-  const bool idle = lane.passed_count == 0 && lane.returned_count == 0 && lane.cancelled_count == 0;
+  const bool idle = lane.passed_count == 0 && lane.returned_count == 0 &&
+                    lane.cancelled_count == 0 && pg_atomic_read_u32(&lane.reserved) == 0;
   LWLockRelease(lane.claim_lock);
   return idle;
 }
@@ -1199,7 +1225,9 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
   taken.reserve(static_cast<size_t>(n));
   std::vector<Relation> rels(static_cast<size_t>(segments), nullptr);
   std::vector<char> need(static_cast<size_t>(segments), 0);
-  const size_t wanted = static_cast<size_t>(n);
+  size_t wanted = static_cast<size_t>(n);
+  const SubTransactionId sub = GetCurrentSubTransactionId();
+  size_t noted = 0;  // the first of `taken` without its undo note
   Guard([&] {
     (void)GetCurrentTransactionId();  // the receipts are written below
     // attempt < 0: the entry's attempts spent + 1.
@@ -1257,6 +1285,13 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                 sizeof(Offer) * static_cast<size_t>(lane.returned_count - from));
         lane.returned_count -= from;
       }
+      // Passed and new entries: no more than the given-back list has room
+      // for if this and every other claim in progress roll back (an entry
+      // taken from the list above left its slot for itself).
+      const int64 out = static_cast<int64>(pg_atomic_read_u32(&lane.reserved)) +
+                        static_cast<int64>(taken.size() - noted);
+      const int64 room = kReturnedMax - lane.returned_count - out;
+      wanted = std::min(wanted, taken.size() + static_cast<size_t>(std::max<int64>(room, 0)));
       for (int i = 0; !blocked && !bounded && i < lane.passed_count && taken.size() < wanted;) {
         const Passed passed = lane.passed[i];
         if (TransactionIdIsInProgress(passed.xid)) {
@@ -1356,6 +1391,22 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
         lane.cursor_segment = (segment + 1) % segments;
         ItemPointerSet(&lane.cursor, 0, FirstOffsetNumber);
       }
+      // What this round took, noted before the lock goes (an open of a
+      // segment in the next round may fail: a rollback gives these back),
+      // and set aside in the given-back list's room.
+      for (; noted < taken.size(); ++noted) {
+        const Taken& t = taken[noted];
+        const int64 id = IdOf(t.tuple, RelationGetDescr(rels[t.segment]));
+        Lease lease{};
+        lease.database = MyDatabaseId;
+        lease.queue_id = place.queue_id;
+        lease.attempt = t.attempt;
+        lease.lane = index;
+        undo->push_back(Undo{sub, UndoKind::kGiveBack, LeaseKey{MyDatabaseId, id}, lease, index,
+                             Offer{t.tuple->t_self, t.attempt, static_cast<int16>(t.segment)}});
+        pg_atomic_fetch_add_u32(&lane.reserved, 1);
+      }
+      if (!taken.empty()) Keep(index);  // an abort gives them back to this lane
       LWLockRelease(lane.claim_lock);
       if (!blocked) break;
     }
@@ -1367,8 +1418,6 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
     }
     // The receipts, in their entries' segments (one insert each); the
     // leases entered.
-    Keep(index);  // an abort gives them back to this lane
-    const SubTransactionId sub = GetCurrentSubTransactionId();
     for (int segment = 0; segment < segments; ++segment) {
       int count = 0;
       for (const Taken& t : taken) count += t.segment == segment;
@@ -1397,11 +1446,9 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                           InvalidTransactionId,
                           MyProcPid};
         const LeaseKey key{MyDatabaseId, id};
-        const bool entered = PutLease(key, lease);
-        // Noted before the check below: an abort gives every entry back.
-        undo->push_back(Undo{sub, UndoKind::kGiveBack, key, lease, index,
-                             Offer{t.tuple->t_self, t.attempt, static_cast<int16>(segment)}});
-        if (!entered) {
+        // (Its undo note, made when it was taken, gives it back if the
+        // transaction aborts: after the check below too.)
+        if (!PutLease(key, lease)) {
           ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
                           errmsg("too many ring jobs are running"),
                           errdetail("The server's lease map holds %ld running jobs.",
@@ -1976,6 +2023,8 @@ TombstoneOutcome Tombstone(const Place& place, int64 id, int segment, ItemPointe
           GetCurrentSubTransactionId(), kind, LeaseKey{MyDatabaseId, id}, lease, index, offer};
       note.xid = me;
       undo->push_back(note);  // room reserved above: nothing thrown under the lock
+      // Its slot in the given-back list is kept for its rollback.
+      if (kind == UndoKind::kUntake) pg_atomic_fetch_add_u32(&lane.reserved, 1);
     }
     LWLockRelease(lane.claim_lock);
   });
@@ -2177,6 +2226,7 @@ void FreeLanes(Match&& match) {
         pg_atomic_write_u32(&lane.leases, 0);
         pg_atomic_write_u32(&lane.closing, 0);
         pg_atomic_write_u32(&lane.dependents, 0);
+        pg_atomic_write_u32(&lane.reserved, 0);
       }
       pg_atomic_fetch_add_u32(&shared->lanes_epoch, 1);
     }
