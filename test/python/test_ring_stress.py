@@ -48,7 +48,11 @@ class RingStressTest(PgqTestCase):
             )
         self.admin.execute("RESET pgq.ring_queues")
         self.assertEqual(
-            self.scalar("SELECT count(*) FROM pgq.queues WHERE ring_id IS NOT NULL"), len(QUEUES)
+            self.scalar(
+                "SELECT count(*) FROM pgq.queues WHERE ring_id IS NOT NULL AND name = ANY (%s)",
+                (QUEUES,),
+            ),
+            len(QUEUES),
         )
         self.admin.execute("CREATE TABLE produced (job bigint PRIMARY KEY)")
         self.admin.execute("CREATE TABLE outcome (job bigint PRIMARY KEY, how text NOT NULL)")
