@@ -910,21 +910,31 @@ void FollowTurn(Lane& lane, const Place& place) {
   lane.insert_block = InvalidBlockNumber;
 }
 
-// Whether lane `index` holds nothing its ring's rows do not, so that it can
-// be built again from them at its queue's next use: no transaction holds it
-// (pinned), no lease of it is in the map (held or closing), nothing is
-// passed, given back or noted cancelled. lanes_lock held exclusively.
-bool Idle(int index) {
+// Whether lane `index` can be taken back and built again from its ring's
+// rows at its queue's next use (lanes_lock held exclusively): no call or
+// transaction holds it (pinned: a claim in progress, a tombstone's note),
+// no lease of it is in the map (held or closing), no claim is in flight.
+// What else it holds the rebuild finds again: entries given back (a claim
+// rolled back: an entry without a receipt, behind the cursor), passed (an
+// enqueue in progress when the cursor passed it: in progress still, or
+// committed without a receipt, or gone) and noted cancelled (a committed
+// closure). kClean: it holds none of them either (nothing to read again).
+enum class Idleness { kBusy, kIdle, kClean };
+Idleness IdlenessOf(int index) {
   Lane& lane = shared->lanes[index];
   if (Pinned(index) || pg_atomic_read_u32(&lane.leases) != 0 ||
-      pg_atomic_read_u32(&lane.closing) != 0) {
-    return false;
+      pg_atomic_read_u32(&lane.closing) != 0 || pg_atomic_read_u32(&lane.reserved) != 0) {
+    return Idleness::kBusy;
   }
-  if (!LWLockConditionalAcquire(lane.claim_lock, LW_SHARED)) return false;
-  const bool idle = lane.passed_count == 0 && lane.returned_count == 0 &&
-                    lane.cancelled_count == 0 && pg_atomic_read_u32(&lane.reserved) == 0;
+  if (!LWLockConditionalAcquire(lane.claim_lock, LW_SHARED)) return Idleness::kBusy;
+  Idleness idleness = Idleness::kIdle;
+  if (lane.passed_count == 0 && lane.returned_count == 0 && lane.cancelled_count == 0) {
+    idleness = Idleness::kClean;
+  } else if (lane.returned_count + lane.passed_count > kReturnedMax) {
+    idleness = Idleness::kBusy;  // more than the rebuild could give back
+  }
   LWLockRelease(lane.claim_lock);
-  return idle;
+  return idleness;
 }
 
 // Whether (database, queue_id) is noted as having dependents (lanes_lock
@@ -951,13 +961,16 @@ void NoteLater(Oid database, int32 queue_id) {
   shared->noted[shared->noted_count++] = Shared::Noted{database, queue_id};
 }
 
-// Takes back the least recently used idle lane (Idle) of `database`
+// Takes back the least recently used idle lane (IdlenessOf) of `database`
 // (InvalidOid: of any database) and frees it; its index, or -1. lanes_lock
 // held exclusively. The ring's rows hold all it held: its queue's next use
 // builds a lane again, as after a start; a note that its jobs may have
 // dependents is kept for that lane (Shared::noted).
 int TakeBack(Oid database) {
+  // A clean lane first (nothing to read again), then the least recently
+  // used.
   int best = -1;
+  bool best_clean = false;
   uint64 best_used = PG_UINT64_MAX;
   for (int i = 0; i < shared->lane_count; ++i) {
     Lane& lane = shared->lanes[i];
@@ -965,8 +978,13 @@ int TakeBack(Oid database) {
       continue;
     }
     const uint64 used = pg_atomic_read_u64(&lane.used);
-    if (used < best_used && Idle(i)) {
+    if (best_clean && used >= best_used) continue;
+    const Idleness idleness = IdlenessOf(i);
+    if (idleness == Idleness::kBusy) continue;
+    const bool clean = idleness == Idleness::kClean;
+    if ((clean && !best_clean) || (clean == best_clean && used < best_used)) {
       best = i;
+      best_clean = clean;
       best_used = used;
     }
   }
