@@ -127,8 +127,12 @@ END $$;
 (my $query = $contents) =~ s/pgq_tap_rows/pg_temp.pgq_tap_rows/;
 my $before = $node->safe_psql('src', $helper . $query);
 like($before, qr/^grants: 2 rows, \w{32}$/m, 'the fingerprint covers the grants (by role name)');
-like($before, qr/^job_rows: 9 rows, \w{32}$/m,
-	'the fingerprint covers the jobs table (5 mail jobs, 2 orbits jobs, 2 predict jobs)');
+is($node->safe_psql('src', 'SELECT count(*) FROM pgq.jobs'), '9',
+	'nine unfinished jobs (5 mail jobs, 2 orbits jobs, 2 predict jobs)');
+# (With make test-rings the plain ones are on their queues' rings, whose
+# segments the fingerprint covers too.)
+my $rows = $node->safe_psql('src', 'SELECT count(*) FROM pgq.job_rows');
+like($before, qr/^job_rows: $rows rows, (\w{32}|-)$/m, 'the fingerprint covers the jobs table');
 like($before, qr/^job_dependencies: 1 rows, \w{32}$/m, 'and the dependencies');
 # (in a segment of the ring of its queue's retention class, ADR 0021)
 like($before, qr/^job_history_\d+: 1 rows, \w{32}$/m, 'and the history of completed jobs');
