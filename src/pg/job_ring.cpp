@@ -154,10 +154,11 @@ struct Shared {
     uint32 epoch;
   };
   Ensured ensured[kEnsuredMax];
-  // Which lanes each backend's transaction uses (a bit a lane, pin_words
-  // words a backend, by PGPROC number): a lane is taken back only when no
-  // transaction holds it (Pin), so that an index LaneOf returned stays the
-  // queue's until the transaction ends.
+  // Which lanes each backend uses (a bit a lane, pin_words words a backend,
+  // by PGPROC number): a lane is taken back only when nobody holds it
+  // (Pin), so that an index LaneOf returned stays the queue's while the
+  // call uses it, and to the transaction's end where it has undo notes for
+  // the lane (Keep).
   pg_atomic_uint64* pins;
   int pin_words;
   int pin_slots;
@@ -486,14 +487,20 @@ pg_atomic_uint64* MyPins() {
   return shared->pins + static_cast<Size>(MyProc->pgprocno) * shared->pin_words;
 }
 
-// Pins lane `index` for this transaction (lanes_lock held, either mode: only
-// this backend writes its words, TakeBack reads them under the lock held
-// exclusively).
+// How many calls of this backend hold each lane now (LaneOf pins, CallPin
+// lets go): a call within a call keeps the outer one's pin.
+uint16 pin_depth[kMaxLanes] = {};
+
+// Pins lane `index` (lanes_lock held, either mode: only this backend writes
+// its words, TakeBack reads them under the lock held exclusively), until
+// the call lets go (Release) or, if the transaction keeps it (Keep), until
+// the transaction ends.
 void Pin(int index) {
   pg_atomic_uint64& word = MyPins()[index / 64];
   const uint64 bit = uint64{1} << (index % 64);
   const uint64 had = pg_atomic_read_u64(&word);
   if ((had & bit) == 0) pg_atomic_write_u64(&word, had | bit);
+  ++pin_depth[index];
   pinned_any = true;
 }
 
@@ -514,10 +521,12 @@ uint64 kept[kMaxLanes / 64] = {};
 void Keep(int index) { kept[index / 64] |= uint64{1} << (index % 64); }
 
 // Lets go of the pin of a call that left nothing to undo in the lane (its
-// rows, committed or not, are what a lane built again reads: Rebuild).
+// rows, committed or not, are what a lane built again reads: Rebuild);
+// the lane stays pinned while an outer call holds it too.
 void Release(int index) {
   const uint64 bit = uint64{1} << (index % 64);
-  if (kept[index / 64] & bit) return;
+  if (pin_depth[index] > 0) --pin_depth[index];
+  if (pin_depth[index] > 0 || (kept[index / 64] & bit)) return;
   pg_atomic_uint64& word = MyPins()[index / 64];
   pg_memory_barrier();  // what the call did to the lane, before it may look free
   pg_atomic_write_u64(&word, pg_atomic_read_u64(&word) & ~bit);
@@ -539,6 +548,7 @@ void Unpin() {
   pg_atomic_uint64* mine = MyPins();
   for (int w = 0; w < shared->pin_words; ++w) pg_atomic_write_u64(&mine[w], 0);
   memset(kept, 0, sizeof(kept));
+  memset(pin_depth, 0, sizeof(pin_depth));
   pinned_any = false;
 }
 
@@ -922,8 +932,8 @@ void FollowTurn(Lane& lane, const Place& place) {
 enum class Idleness { kBusy, kIdle, kClean };
 Idleness IdlenessOf(int index) {
   Lane& lane = shared->lanes[index];
-  if (Pinned(index) || pg_atomic_read_u32(&lane.leases) != 0 ||
-      pg_atomic_read_u32(&lane.closing) != 0 || pg_atomic_read_u32(&lane.reserved) != 0) {
+  if (pg_atomic_read_u32(&lane.leases) != 0 || pg_atomic_read_u32(&lane.closing) != 0 ||
+      pg_atomic_read_u32(&lane.reserved) != 0 || Pinned(index)) {
     return Idleness::kBusy;
   }
   if (!LWLockConditionalAcquire(lane.claim_lock, LW_SHARED)) return Idleness::kBusy;
@@ -998,9 +1008,9 @@ int TakeBack(Oid database) {
 }
 
 // The lane of the queue, built if this is its first use since the start
-// (or since its lane was taken back), and pinned for this transaction.
-// When no lane is free and none idle: raises 53400, or returns -1 if
-// `or_none`.
+// (or since its lane was taken back), and pinned: the caller lets go at
+// its end (CallPin), or keeps it to the transaction's end (Keep). When no
+// lane is free and none idle: raises 53400, or returns -1 if `or_none`.
 int LaneOf(const Place& place, bool or_none = false) {
   if (shared == nullptr) {
     Raise(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
