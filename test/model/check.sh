@@ -11,7 +11,8 @@
 # rings (2 jobs, a claim each, 3 segments, a carry, a crash) ~31 million
 # states, 1.6 GB, ~35 s; the claims at the old scale (3 jobs, two claims
 # each, one segment) ~38 million states, 2.5 GB, ~60 s; the engine as built
-# (ROWS_WITH_ENTRY) ~3.6 million states, ~3 s; on the 2-core test
+# (ROWS_WITH_ENTRY) ~3.6 million states, ~3 s, and with an idle lane
+# taken back while producers run (TAKEBACK) ~8 million, ~6 s; on the 2-core test
 # machine. A planted bug fails within seconds. About two minutes in all.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -54,6 +55,7 @@ verify() {  # label expect(pass|fail) [-DMACRO...]
 verify "the protocol on rings (2 jobs, 3 segments, a carry)" pass
 verify "the claims at 3 jobs, two claims each (one segment)" pass -DJ=3 -DR1=2 -DR2=2 -DNSEG=1 -DMAXCARRY=0
 verify "as built: rows beside their entry, any finished segment truncated" pass -DROWS_WITH_ENTRY -DMAXCARRY=0
+verify "as built, an idle lane taken back while producers run" pass -DROWS_WITH_ENTRY -DMAXCARRY=0 -DTAKEBACK
 verify "planted: the cursor forgets an in-progress entry" fail -DBUG_SKIP_INPROGRESS
 verify "planted: a completion does not check its attempt" fail -DBUG_NO_FENCE
 verify "planted: an aborted claim keeps its entry" fail -DBUG_NO_GIVEBACK
@@ -63,6 +65,7 @@ verify "planted: a carry appends a running job's entry, not its receipt" fail -D
 verify "planted: a carry appends its rows after it read the job, unlocked" fail -DBUG_CARRY_UNLOCKED
 verify "planted (as built): receipts in the current segment" fail -DROWS_WITH_ENTRY -DMAXCARRY=0 -DBUG_ROWS_IN_CURRENT
 verify "planted (as built): a segment truncated once the cursor passed it" fail -DROWS_WITH_ENTRY -DMAXCARRY=0 -DBUG_TRUNCATE_EARLY
+verify "planted (as built): a lane built again passes entries ahead of its cursor" fail -DROWS_WITH_ENTRY -DMAXCARRY=0 -DTAKEBACK -DBUG_REBUILD_PASSES_AHEAD
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -33,6 +33,9 @@
  * process has ended and the leases have run out, a drain completes every
  * committed job (none lost, a late commit not skipped).
  *
+ * TAKEBACK: an idle lane taken back and built again from the rows while
+ * producers run (with ROWS_WITH_ENTRY, MAXCARRY 0: the engine as built).
+ *
  * ROWS_WITH_ENTRY: the engine as built (ADR 0028 "Turning and truncating,
  * as built"): a receipt or closure goes to its entry's segment, not the
  * current one, and any sealed segment whose entries are all finished is
@@ -57,6 +60,10 @@
  *   BUG_ROWS_IN_CURRENT        (with ROWS_WITH_ENTRY) receipts and closures go to the
  *                              current segment while segments are truncated in any
  *                              order: a job's receipt goes with a newer segment
+ *   BUG_REBUILD_PASSES_AHEAD   (with TAKEBACK) the lane built again while an enqueue
+ *                              is in progress puts its entry in the passed set even
+ *                              when it is ahead of the new cursor: the cursor meets it
+ *                              again, and it is handed out twice
  * (With the truncation's own asserts taken out, the last three still fail,
  * on a claim's asserts: a job handed out while its lease is live or with an
  * attempt already committed -- two live holders -- or completed twice.)
@@ -188,7 +195,14 @@ inline pick(pos) {
 #else
         skip
 #endif
+#ifdef TAKEBACK
+     /* A cursor built again may start behind entries of a segment since
+        truncated: it walks the rows there are, as the engine's does. */
+     :: !moved[cursor] && entry_st[cursor] == COMMITTED && truncated[eseg[cursor]] -> skip
+     :: !moved[cursor] && entry_st[cursor] == COMMITTED && !truncated[eseg[cursor]] -> pos = cursor
+#else
      :: !moved[cursor] && entry_st[cursor] == COMMITTED -> pos = cursor
+#endif
      :: !moved[cursor] && entry_st[cursor] == ABORTED -> skip
      fi;
      cursor++
@@ -423,6 +437,69 @@ proctype Maintenance() {
   od
 }
 
+#ifdef TAKEBACK
+/* The lane is taken back once, at any point where it is idle -- no lease
+   claimed, held or closing (ADR 0028 "Shares of the server, as built") --
+   and built again from the rows while producers may still be in progress:
+   the cursor just after the last entry a receipt or closure names; behind
+   it, a committed entry with neither is given back and an in-progress one
+   is passed; ahead of it, everything is left for the cursor. (MAXCARRY 0.) */
+proctype TakeBack() {
+  byte i, last;
+  bool idle;
+  if
+  :: atomic {
+       !crashed ->
+       idle = true;
+       i = 0;
+       do
+       :: i < J -> idle = idle && lease_st[i] == NONE; i++
+       :: else -> break
+       od;
+       if
+       :: idle ->
+          last = NIL;
+          i = 0;
+          do
+          :: i < n ->
+             view(i);
+             if
+             :: h_ent && (h_rc != 0 || h_fin) -> last = i
+             :: else -> skip
+             fi;
+             i++
+          :: else -> break
+          od;
+          i = 0;
+          do
+          :: i < n ->
+             view(i);
+             attempts[i] = (h_rc > h_base -> h_rc : h_base);
+             if
+             :: entry_st[i] == INPROG ->
+                ready[i] = false;
+#ifndef BUG_REBUILD_PASSES_AHEAD
+                passed[i] = (last != NIL && i < last)
+#else
+                passed[i] = true
+#endif
+             :: else ->
+                passed[i] = false;
+                ready[i] = (last != NIL && i <= last && h_ent && !h_fin)
+             fi;
+             i++
+          :: else -> break
+          od;
+          cursor = (last == NIL -> 0 : last + 1);
+          h_ent = false; h_copy = false; h_base = 0; h_rc = 0; h_fin = false
+       :: else -> skip
+       fi;
+       i = 0; last = 0; idle = false }
+  :: skip
+  fi
+}
+#endif
+
 /* The server crashes once, at any point, or never. */
 proctype Crash() {
   byte i;
@@ -473,7 +550,10 @@ init {
     :: else -> break
     od;
     run Claimer(R1); run Claimer(R2);
-    run Clock(); run Maintenance(); run Crash()
+    run Clock(); run Maintenance(); run Crash();
+#ifdef TAKEBACK
+    run TakeBack()
+#endif
   }
   (_nr_pr == 1);   /* every other process has ended */
   /* After a crash the server is back; either way, time passes: every
