@@ -139,7 +139,9 @@ struct Shared {
   pg_atomic_uint32 any_dependents;
   // Under lanes_lock: queues whose lanes went with dependents noted
   // (queue_id -1: every queue of the database), noted again when their
-  // lanes are taken; past kNotedMax, every lane taken is noted.
+  // lanes are taken. A database that finds the list full has its notes
+  // made one (-1); only when other databases fill it is every lane taken
+  // noted (noted_overflow).
   struct Noted {
     Oid database;
     int32 queue_id;
@@ -965,8 +967,19 @@ bool NotedDependents(Oid database, int32 queue_id, bool take) {
 void NoteLater(Oid database, int32 queue_id) {
   if (NotedDependents(database, queue_id, false)) return;
   if (shared->noted_count == kNotedMax) {
-    shared->noted_overflow = true;
-    return;
+    // Full: this database's notes become one for all its queues, so that
+    // one database's workflows make only its own ring queues' ends look
+    // for children; every database's only when the others fill the list.
+    int others = 0;
+    for (int i = 0; i < shared->noted_count; ++i) {
+      if (shared->noted[i].database != database) shared->noted[others++] = shared->noted[i];
+    }
+    shared->noted_count = others;
+    if (others == kNotedMax) {
+      shared->noted_overflow = true;
+      return;
+    }
+    queue_id = -1;
   }
   shared->noted[shared->noted_count++] = Shared::Noted{database, queue_id};
 }
