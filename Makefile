@@ -85,19 +85,13 @@ ifeq ($(autodepend), yes)
 	$(COMPILE.cc) -o $@ $< -MMD -MP -MF $(DEPDIR)/$(subst /,_,$*).Po
 endif
 
-.PHONY: test-rings test demo unit bench test-cluster
+.PHONY: test demo unit bench test-cluster
 
 # Installs what is missing, builds, runs every test; ends with a summary line.
 # `make test PROFILE=long`: the stress and chaos runs at ten times their size
 # (600,000 jobs; 100,000 jobs with 30 faults), about 15 minutes more.
 test:
 	@PGQ_PROFILE=$(PROFILE) bash scripts/test.sh
-
-# Every test with the queues' plain jobs on rings (pgq.ring_queues on in each
-# test cluster, ADR 0028): the 3.0 engine under the whole suite, before it
-# becomes the only one. Not part of `make test` (another 20 minutes).
-test-rings:
-	@PGQ_TEST_RINGS=1 PGQ_PROFILE=$(PROFILE) bash scripts/test.sh
 
 # Installs what is missing, builds, starts a throwaway cluster, runs a scenario.
 demo:

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Held-xmin, active-readers and deep-churning-drain benchmark: pgq_cpp against
-the plain-SQL baseline (bench/baseline.sql), pgq_cpp twice: a table queue
-(pgq) and a ring queue (pgqr, ADR 0028: the queue 'bench_ring' created with the
-development setting pgq.ring_queues on, the same pgq functions; SYSTEMS, default
-"baseline pgq pgqr"). Driven by bench/bloat.sh, which
+the plain-SQL baseline (bench/baseline.sql), pgq_cpp twice: the queue 'bench'
+(pgq) and the queue 'bench_ring' (pgqr), dropped and created again before each
+run. Both keep their jobs on rings since release 3.0 (ADR 0028; before it, pgq
+was a table queue and pgqr one made with a development setting): SYSTEMS,
+default "baseline pgq pgqr". Driven by bench/bloat.sh, which
 starts the throwaway cluster; this file runs the workloads, and
 bench/bloat_report.py writes the report and the charts.
 
@@ -252,7 +253,7 @@ def drop_ring_queue(admin):
 def reset(admin, system=None):
     """Empties the tables (not the rings': the ring queue's lane in shared
     memory knows what its segments hold). The ring queue is dropped, and for
-    pgqr created again (with pgq.ring_queues on)."""
+    pgqr created again."""
     drop_ring_queue(admin)
     tabs = admin.execute(
         "SELECT string_agg(format('%I.%I', schemaname, tablename), ', ') FROM pg_tables "
@@ -260,11 +261,9 @@ def reset(admin, system=None):
         "  AND tablename NOT LIKE 'job\\_log%'").fetchone()[0]
     admin.execute(f"TRUNCATE bench_jobs, {tabs}")
     if system == "pgqr":
-        admin.execute("SET pgq.ring_queues = on")
         admin.execute("SELECT pgq.create_queue(%s)", (RING_QUEUE,))
-        admin.execute("RESET pgq.ring_queues")
         if admin.execute("SELECT ring_id FROM pgq.queues WHERE name = %s", (RING_QUEUE,)).fetchone()[0] is None:
-            sys.exit("bench_ring has no ring (pgq.ring_queues not built?)")
+            sys.exit("bench_ring has no ring (the library not preloaded?)")
     admin.execute("VACUUM ANALYZE")
     admin.execute("CHECKPOINT")
 

@@ -2,8 +2,8 @@
 # pgq_cpp bloat benchmark: what a long transaction (held xmin), overlapping
 # REPEATABLE READ readers and a deep churning drain do to pgq_cpp and to the
 # hand-written plain-SQL queue (bench/baseline.sql), side by side in one
-# throwaway cluster; pgq_cpp twice, a table queue (pgq) and a ring queue
-# (pgqr, ADR 0028: created with the development setting pgq.ring_queues on;
+# throwaway cluster; pgq_cpp twice, the queue 'bench' (pgq) and the queue
+# 'bench_ring' (pgqr, ADR 0028: both on rings since release 3.0;
 # its size is its segments', pg_total_relation_size of the partitions
 # pgq.job_log_<ring>_<n>, with their dead tuples, pg_stat_user_tables). The steady state before the hold and before the readers
 # is reported on its own (jobs/s, claim p50/p99).

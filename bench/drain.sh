@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Deep churning drain with C clients (pgbench): pgq_cpp against the
 # hand-written plain-SQL queue (bench/baseline.sql) in one throwaway cluster,
-# pgq_cpp twice: a table queue (pgq) and a ring queue (pgqr, ADR 0028: the
-# queue 'bench_ring' created with the development setting pgq.ring_queues on,
-# the same pgq functions; bench/sql/*pgqr*.sql).
+# pgq_cpp twice: the queue 'bench' (pgq) and the queue 'bench_ring' (pgqr,
+# dropped and created again before each of its runs; bench/sql/*pgqr*.sql).
+# Both keep their jobs on rings since release 3.0 (ADR 0028); before it, pgq
+# was a table queue and pgqr one made with a development setting.
 #
 #   bash bench/drain.sh
 #   DRAIN_JOBS=20000 ROUNDS=1 bash bench/drain.sh      quick development run
@@ -142,9 +143,9 @@ PGQ_TABLES=$(sql "SELECT string_agg(format('%I.%I', schemaname, tablename), ', '
 # The ring queue: dropped and created again before each of its runs.
 new_ring_queue() {
   sql "SELECT pgq.drop_queue(name, true) FROM pgq.queues WHERE name = 'bench_ring'" >/dev/null
-  "${PSQL[@]}" -c "SET pgq.ring_queues = on" -c "SELECT pgq.create_queue('bench_ring')" >/dev/null
+  sql "SELECT pgq.create_queue('bench_ring')" >/dev/null
   RING_ID=$(sql "SELECT ring_id FROM pgq.queues WHERE name = 'bench_ring'")
-  [[ $RING_ID =~ ^[0-9]+$ ]] || { echo "bench_ring has no ring (pgq.ring_queues not built?)" >&2; exit 1; }
+  [[ $RING_ID =~ ^[0-9]+$ ]] || { echo "bench_ring has no ring (the library not preloaded?)" >&2; exit 1; }
 }
 new_ring_queue
 
@@ -314,7 +315,7 @@ done
     echo "pgmq: \`$(basename "$PGMQ_SQL")\` (sha256 $(sha256sum "$PGMQ_SQL" | cut -c1-12)), loaded as a schema."
   fi
   if [[ " $SYSTEMS " == *" pgqr "* ]]; then
-    echo "pgqr: the ring queue 'bench_ring' (created with pgq.ring_queues on, dropped and created again before each run; pgq.ring_turn $(sql "SHOW pgq.ring_turn"))."
+    echo "pgqr: the ring queue 'bench_ring' (dropped and created again before each run; pgq.ring_turn $(sql "SHOW pgq.ring_turn"))."
   fi
   echo "Load before: \`$LOAD_BEFORE\`; after: \`$(uptime | sed 's/^ *//')\`."
   echo

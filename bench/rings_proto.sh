@@ -3,8 +3,9 @@
 # (bench/proto/rings.cpp) against the hand-written SKIP LOCKED table of
 # bench/baseline.sql and against pgq_cpp's queue as it is, side by side in one
 # throwaway durable cluster: the first four rows of the table. Since
-# step 2a, a fourth system: pgq's own functions on a queue created while
-# pgq.ring_queues is on (the engine of ADR 0028 as far as it is built).
+# step 2a, a fourth system: pgq's own functions on the queue 'benchr',
+# dropped and created again before each run (since release 3.0 every queue,
+# pgq's 'bench' too, is on a ring: ADR 0028).
 #
 #   bash bench/rings_proto.sh
 #   DURATION=3 RUNS=1 WORKLOADS="claim100" bash bench/rings_proto.sh
@@ -49,15 +50,13 @@ SYSTEMS="baseline pgq ring"
 # The engine (ADR 0028 step 2a): pgq's scripts on queue benchr, a ring queue.
 engine_dir="$build/engine_sql"
 mkdir -p "$engine_dir"
-if sql "SELECT count(*) FROM pg_settings WHERE name = 'pgq.ring_queues'" | grep -q 1; then
-  SYSTEMS="baseline pgq ring pgqr"
-  for f in pgq_claim1 pgq_claimN pgq_enqueue pgq_enqueue_many; do
-    sed "s/'bench'/'benchr'/" "$SCRIPTS/$f.sql" >"$engine_dir/${f/pgq_/pgqr_}.sql"
-  done
-fi
+SYSTEMS="baseline pgq ring pgqr"
+for f in pgq_claim1 pgq_claimN pgq_enqueue pgq_enqueue_many; do
+  sed "s/'bench'/'benchr'/" "$SCRIPTS/$f.sql" >"$engine_dir/${f/pgq_/pgqr_}.sql"
+done
 new_ring_queue() {
   sql "SELECT pgq.drop_queue('benchr', force => true) FROM pgq.queues WHERE name = 'benchr'" >/dev/null
-  "${PSQL[@]}" -c "SET pgq.ring_queues = on" -c "SELECT pgq.create_queue('benchr')" >/dev/null
+  sql "SELECT pgq.create_queue('benchr')" >/dev/null
 }
 "${PSQL[@]}" -f "$PGQ_ROOT/bench/baseline.sql" >/dev/null
 "${PSQL[@]}" -f "$SCRIPTS/rings_proto.sql" >/dev/null

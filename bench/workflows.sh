@@ -54,8 +54,7 @@ create_queues() {
   sql "SELECT pgq.create_queue('children')" >/dev/null
 }
 create_queues
-# Queues on rings (PGQ_TEST_RINGS=1: pgq.ring_queues in the cluster's
-# settings, ADR 0028): their rings are not truncated under their lanes; the
+# Queues on rings (every queue since release 3.0, ADR 0028): their rings are not truncated under their lanes; the
 # queues are dropped and made again before each variant instead.
 RINGS=$(sql "SELECT count(*) > 0 FROM pgq.queues WHERE ring_id IS NOT NULL")
 GIT_AT_START="git $(git -C "$PGQ_ROOT" rev-parse --short HEAD)$(git -C "$PGQ_ROOT" diff --quiet HEAD -- src sql || echo ' (working tree modified)')"

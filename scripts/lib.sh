@@ -128,13 +128,6 @@ BENCH_DURABLE_CONF=(
   "log_min_messages = warning"
 )
 
-# PGQ_TEST_RINGS=1: every test cluster puts the plain jobs of the queues it
-# creates on rings (pgq.ring_queues, ADR 0028), so the whole suite runs on
-# the 3.0 engine (`make test-rings`).
-test_rings_conf() {
-  if [[ "${PGQ_TEST_RINGS:-}" == 1 ]]; then echo "pgq.ring_queues = on"; fi
-}
-
 # start_cluster DIR PORT [extra postgresql.conf lines...]
 # Starts a throwaway cluster in DIR (data in DIR/data, socket in DIR). A
 # relative DIR is the caller's (as_pg runs the tools from /).
@@ -150,7 +143,6 @@ start_cluster() {
     echo "shared_preload_libraries = 'pgq_cpp'"
     echo "max_connections = 50"
     for line in "$@"; do echo "$line"; done
-    test_rings_conf
   } | as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
   as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
 }

@@ -7,7 +7,6 @@ work="$(realpath -ms -- "${PGQ_REGRESS_DIR:-/tmp/pgq_cpp_regress}")"  # absolute
 rm -rf "$work"
 mkdir -p "$work"
 tar -C "$PGQ_ROOT" --exclude=./build --exclude=./.git -cf - . | tar -C "$work" -xf -
-test_rings_conf >>"$work/test/pgq_test.conf"
 chown -R "$PGQ_OS_USER" "$work"
 cd "$work"
 status=0

@@ -35,7 +35,7 @@ SELECT pgq.metrics() ~ '# TYPE pgq_oldest_ready_age_seconds gauge' AS typed;
 -- producer that fills its queue does not make every team's scrape count
 -- its jobs. A superuser's setting.
 SELECT pgq.create_queue('deep');
-SELECT count(*) AS enqueued FROM pgq.enqueue_many('deep', array_fill('{}'::jsonb, ARRAY[10]));
+SELECT count(*) AS enqueued FROM pgq.enqueue_many('deep', array_fill('{}'::jsonb, ARRAY[10]), priority => 1);
 ANALYZE pgq.job_rows;
 SELECT queue, ready, scheduled, running, estimated FROM pgq.queue_metrics() ORDER BY queue;
 SET pgq.monitoring_count_limit = 3;

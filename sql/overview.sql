@@ -27,9 +27,11 @@ SELECT o.queue
        IS DISTINCT FROM
        (s.ready, s.scheduled, s.running, s.expired, s.dead, s.done_recent, s.paused,
         s.max_running, s.awaiting_parents);
--- An expired lease counts as expired (and running).
-UPDATE pgq.job_rows SET lease_until = now() - interval '1 second' WHERE state = 'r';
+-- An expired lease counts as expired (and running): the clock moved past
+-- the hour's lease.
+SET pgq.debug_clock_offset = '2h';
 SELECT queue, running, expired FROM pgq.queue_overview() WHERE queue = 'mail';
+RESET pgq.debug_clock_offset;
 
 -- The oldest ready job is found in every priority level, not only the one
 -- a claim takes next.
@@ -48,8 +50,9 @@ ALTER TABLE pgq.dead_jobs_0 SET (autovacuum_enabled = off);
 ALTER TABLE pgq.dead_jobs_1 SET (autovacuum_enabled = off);
 ALTER TABLE pgq.dead_jobs_2 SET (autovacuum_enabled = off);
 ALTER TABLE pgq.dead_jobs_3 SET (autovacuum_enabled = off);
+-- (Priority 1: rows of pgq.job_rows, not entries of the queue's ring.)
 SELECT pgq.create_queue('deep');
-SELECT count(*) FROM pgq.enqueue_many('deep', ARRAY(SELECT jsonb_build_object('i', i) FROM generate_series(1, 40) i));
+SELECT count(*) FROM pgq.enqueue_many('deep', ARRAY(SELECT jsonb_build_object('i', i) FROM generate_series(1, 40) i), priority => 1);
 SELECT count(*) FROM pgq.enqueue_many('deep', ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 10)), run_at => now() + interval '1 hour');
 SELECT ready, scheduled, estimated FROM pgq.queue_overview(100) WHERE queue = 'deep';
 SELECT ready + scheduled AS pending, estimated FROM pgq.queue_overview(20) WHERE queue = 'deep';

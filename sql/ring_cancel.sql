@@ -4,9 +4,7 @@
 -- dead-letter with reason cancelled as a pending job of pgq.job_rows does, and
 -- a closure on the ring finishes it. A running one is cancelled as before.
 CREATE EXTENSION pgq_cpp;
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('rc', lease => '1 hour');
-RESET pgq.ring_queues;
 CREATE TEMP TABLE enq (k text PRIMARY KEY, id bigint NOT NULL UNIQUE);
 CREATE FUNCTION pg_temp.job(bigint) RETURNS text LANGUAGE sql AS 'SELECT k FROM enq WHERE id = $1';
 CREATE FUNCTION pg_temp.put(text) RETURNS void LANGUAGE sql

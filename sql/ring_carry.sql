@@ -7,9 +7,7 @@
 -- than the ring) are not carried: the ring waits for them. The clock is
 -- moved on by pgq.debug_clock_offset (one turn is 1 minute).
 CREATE EXTENSION pgq_cpp;
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('carry', lease => '1 hour');
-RESET pgq.ring_queues;
 SET pgq.ring_turn = '1min';
 
 CREATE TEMP TABLE enq (k text PRIMARY KEY, id bigint NOT NULL UNIQUE);

@@ -9,10 +9,8 @@
 -- role without a right on their queue.
 CREATE EXTENSION pgq_cpp;
 
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('parents', lease => '1 hour', max_attempts => 1);
 SELECT pgq.create_queue('kept', keep_completed => '1 hour');
-RESET pgq.ring_queues;
 SELECT pgq.create_queue('children');
 SELECT name, ring_id IS NOT NULL AS on_a_ring FROM pgq.queues ORDER BY name;
 
@@ -94,9 +92,7 @@ SELECT count(*) AS pairs_of_big FROM pgq.job_dependencies WHERE parent_id = :big
 
 -- drop_queue with force of a ring queue fails the children of its jobs
 -- (as of a queue without a ring).
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('doomed');
-RESET pgq.ring_queues;
 INSERT INTO enq SELECT 'd1', pgq.enqueue('doomed', '{}');
 SELECT pg_temp.child('c9', 'd1');
 SELECT pgq.drop_queue('doomed', force => true);
@@ -105,9 +101,7 @@ SELECT * FROM pg_temp.children() WHERE k = 'c9';
 -- Only the ends of jobs of a queue whose jobs children named look for
 -- children (a lock of the job, kind 6 of pgq's advisory tags, and one index
 -- probe): another ring queue's completions pay nothing for them.
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('unrelated');
-RESET pgq.ring_queues;
 SELECT pgq.enqueue('unrelated', '{}') AS u1 \gset
 SELECT pgq.enqueue('parents', '{}') AS p10 \gset
 SELECT (SELECT id FROM pgq.claim('unrelated', 1)) = :u1 AND (SELECT id FROM pgq.claim('parents', 1)) = :p10 AS both_run;

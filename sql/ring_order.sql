@@ -5,10 +5,8 @@
 -- claim of n takes them in that order across both; so does a run of
 -- claims of one.
 CREATE EXTENSION pgq_cpp;
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('ro', lease => '1 hour');
 SELECT pgq.create_queue('ro1', lease => '1 hour');
-RESET pgq.ring_queues;
 CREATE TEMP TABLE enq (k text PRIMARY KEY, id bigint NOT NULL UNIQUE);
 CREATE FUNCTION pg_temp.job(bigint) RETURNS text LANGUAGE sql AS 'SELECT k FROM enq WHERE id = $1';
 
@@ -48,9 +46,7 @@ SELECT n, job FROM one_by_one ORDER BY n;
 -- after the ring's entries whose run_at is earlier, before those whose
 -- run_at is later (r3's: pgq.clock(), moved on two minutes; a default
 -- run_at is the transaction's start, as for any job).
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('ro2', lease => '1 hour');
-RESET pgq.ring_queues;
 INSERT INTO enq VALUES ('ro2:r1', pgq.enqueue('ro2', '{}'));
 INSERT INTO enq VALUES ('ro2:later', pgq.enqueue('ro2', '{}', run_at => pgq.clock() + interval '1 minute'));
 INSERT INTO enq VALUES ('ro2:r2', pgq.enqueue('ro2', '{}'));
@@ -62,9 +58,7 @@ RESET pgq.debug_clock_offset;
 
 -- A claim across queues takes the next n jobs of them all in claim order,
 -- counting the rings' next entries beside their tables' jobs.
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('qa', lease => '1 hour'), pgq.create_queue('qb', lease => '1 hour');
-RESET pgq.ring_queues;
 DO $$
 BEGIN
   INSERT INTO enq VALUES ('qa:1', pgq.enqueue('qa', '{}'));

@@ -1,33 +1,43 @@
--- Queues on segment rings, step 2a of issue 33 (docs/adr/0028-queues-on-rings.md).
--- A queue created while pgq.ring_queues is on is a ring queue: its plain jobs
--- (due now, no group, no dedupe key, no parents, priority 0) are entries of
--- its ring and never rows of pgq.job_rows; every other job of it goes to
--- pgq.job_rows as before. On a ring job, claim, complete, complete_many, fail,
--- extend, release and lease expiry give what they give on any job
--- (sql/claim.sql, sql/finish.sql, sql/maintain.sql).
--- In step 2a pgq.job_rows and cancel do not see ring jobs (the readers do:
--- sql/ring_reads.sql): pgq.job_rows is read here only to show that a plain job
--- is not in it and that the other jobs are. Where a claim hands out table jobs and
+-- Queues on segment rings (issue 33, docs/adr/0028-queues-on-rings.md).
+-- Every queue has a ring: its plain jobs (due now, no group, no dedupe key,
+-- no parents, priority 0) are entries of its ring and never rows of
+-- pgq.job_rows; every other job of it goes to pgq.job_rows. On a ring job,
+-- claim, complete, complete_many, fail, extend, release and lease expiry
+-- give what they give on any job (sql/claim.sql, sql/finish.sql,
+-- sql/maintain.sql). pgq.job_rows does not see ring jobs (the readers do:
+-- sql/ring_reads.sql): it is read here only to show that a plain job is not
+-- in it and that the other jobs are. Where a claim hands out table jobs and
 -- ring entries together, the table jobs come first in SPEC order too.
 CREATE EXTENSION pgq_cpp;
 
--- The setting: off by default, a superuser's.
-SHOW pgq.ring_queues;
-CREATE ROLE pgq_regress_ring_user;
-SET ROLE pgq_regress_ring_user;
-SET pgq.ring_queues = on;
-RESET ROLE;
-DROP ROLE pgq_regress_ring_user;
+-- (First, while no other queue of the database holds a lane.)
+-- A queue that can have no lane (every one of the database's share held
+-- by queues with running jobs or in use) is never refused for it: an
+-- enqueue puts its jobs in pgq.job_rows, a claim takes from there only and
+-- the ring's entries wait until a lane is idle again.
+SELECT pgq.create_queue('lane_a');
+SELECT pgq.create_queue('lane_b');
+SELECT pgq.create_queue('lane_c');
+SELECT pgq.enqueue('lane_a', '{}') IS NOT NULL AS enqueued;
+SELECT pgq.enqueue('lane_b', '{"k": "on the ring"}') AS ring_job \gset
+SELECT id AS lane_a_job, attempt AS lane_a_attempt FROM pgq.claim('lane_a', 1) \gset
+SET pgq.max_ring_queues_per_database = 1;
+-- lane_a runs a job: lane_c takes back lane_b's idle lane but may not keep
+-- it (the share is used).
+SELECT pgq.enqueue('lane_c', '{"k": "no lane"}') AS no_lane_job \gset
+SELECT count(*) AS in_job_rows FROM pgq.job_rows WHERE id = :no_lane_job;
+SELECT count(*) AS ring_entry_waits FROM pgq.claim('lane_b', 10);
+SELECT id = :no_lane_job AS from_job_rows, pgq.complete(id, attempt) AS completed
+  FROM pgq.claim('lane_c', 10);
+SELECT pgq.complete(:lane_a_job, :lane_a_attempt) AS completed;
+SELECT id = :ring_job AS from_the_ring, pgq.complete(id, attempt) AS completed
+  FROM pgq.claim('lane_b', 10);
+RESET pgq.max_ring_queues_per_database;
 
--- ring_id: set for each queue created while the setting is on, and only
--- for those; a queue stays what it was created as.
-SELECT pgq.create_queue('before');
-SET pgq.ring_queues = on;
+-- Every queue gets a ring of its own at create_queue (ADR 0028).
 SELECT pgq.create_queue('ring', max_attempts => 3, lease => '5 minutes',
                         backoff_base => '10 seconds', backoff_max => '25 seconds');
 SELECT pgq.create_queue('ring_once', max_attempts => 1);
-RESET pgq.ring_queues;
-SELECT pgq.create_queue('after');
 SELECT name, ring_id IS NOT NULL AS on_a_ring FROM pgq.queues ORDER BY queue_id;
 SELECT count(DISTINCT ring_id) AS rings FROM pgq.queues;
 
@@ -50,9 +60,6 @@ INSERT INTO enq SELECT 'n' || (o + 1), id
 -- A job's own max_attempts leaves it plain.
 INSERT INTO enq VALUES ('n5', pgq.enqueue('ring', '{"k": "n5"}', max_attempts => 2));
 INSERT INTO enq VALUES ('urgent', pgq.enqueue('ring', '{"k": "urgent"}', priority => 5));
--- Plain jobs of queues created with the setting off: pgq.job_rows.
-INSERT INTO enq VALUES ('before', pgq.enqueue('before', '{"k": "before"}'));
-INSERT INTO enq VALUES ('after', pgq.enqueue('after', '{"k": "after"}'));
 SELECT q.name AS queue, j.payload->>'k' AS k, j.state, j.id = e.id AS same_id
   FROM pgq.job_rows j JOIN pgq.queues q USING (queue_id) JOIN enq e ON e.k = j.payload->>'k'
  ORDER BY j.id;
@@ -236,9 +243,7 @@ SELECT count(*) AS ring_rows_in_pgq_jobs
 -- drop_queue counts the jobs on a ring as those of pgq.job_rows: a ring queue
 -- holding pending or running jobs is refused without force (55006), and
 -- dropped with its ring with force.
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('ring_drop');
-RESET pgq.ring_queues;
 SELECT count(*) AS enqueued FROM pgq.enqueue_many('ring_drop', ARRAY['{"n": 1}', '{"n": 2}']::jsonb[]);
 SELECT count(*) AS claimed FROM pgq.claim('ring_drop', 1);
 SELECT pgq.drop_queue('ring_drop');
@@ -254,9 +259,7 @@ SELECT count(*) AS ring_tables_left FROM pg_class
 -- would make the dead row's line pointer free), then a new entry: it is
 -- claimed, not placed behind the cursor and skipped. The segments keep dead
 -- line pointers dead (vacuum_index_cleanup = off).
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('ring_vacuum');
-RESET pgq.ring_queues;
 BEGIN;
 SELECT pgq.enqueue('ring_vacuum', '{"n": "rolled back"}') > 0 AS enqueued;
 ROLLBACK;
@@ -272,9 +275,7 @@ SELECT count(*) AS options_kept FROM pg_class c JOIN pgq.queues q ON c.relname =
 -- (4096 entries): a claim takes no more than the list has room for if it
 -- and every other claim in progress roll back. Before, a rolled-back claim
 -- of 5,000 gave back 4,096 and left 904 out until the next restart.
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('ring_back');
-RESET pgq.ring_queues;
 SELECT count(*) AS enqueued FROM pgq.enqueue_many('ring_back', array_fill('{}'::jsonb, ARRAY[5000]));
 BEGIN;
 SELECT count(*) AS claimed FROM pgq.claim('ring_back', 5000);
@@ -284,5 +285,23 @@ CREATE TEMP TABLE back AS SELECT id FROM pgq.claim('ring_back', 10000);
 INSERT INTO back SELECT id FROM pgq.claim('ring_back', 10000);
 SELECT count(*) AS claimed_again, count(DISTINCT id) AS jobs FROM back;
 SELECT count(*) AS left_over FROM pgq.claim('ring_back', 10000);
+
+-- A queue without a ring (a queue of 2.x after the update; made here by
+-- taking its ring away, then an alter_queue so that cached queues learn it)
+-- keeps its jobs in pgq.job_rows until the maintenance gives it a ring;
+-- then its new plain jobs go to the ring, and a claim takes the old ones
+-- first (claim order: run_at, then id, across both).
+SELECT pgq.create_queue('old');
+UPDATE pgq.queues SET ring_id = NULL WHERE name = 'old';
+SELECT pgq.alter_queue('old', max_attempts => 5);
+INSERT INTO enq VALUES ('old1', pgq.enqueue('old', '{"k": "old1"}'));
+SELECT count(*) AS in_job_rows FROM pgq.job_rows WHERE id = (SELECT id FROM enq WHERE k = 'old1');
+SELECT count(*) AS maintained FROM pgq.maintain();
+SELECT ring_id IS NOT NULL AS given_a_ring FROM pgq.queues WHERE name = 'old';
+INSERT INTO enq VALUES ('old2', pgq.enqueue('old', '{"k": "old2"}'));
+SELECT count(*) AS in_job_rows FROM pgq.job_rows WHERE id = (SELECT id FROM enq WHERE k = 'old2');
+SELECT pg_temp.job(id) AS job, payload->>'k' AS payload, pgq.complete(id, attempt) AS completed
+  FROM pgq.claim('old', 10);
+
 
 DROP EXTENSION pgq_cpp;

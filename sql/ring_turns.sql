@@ -6,9 +6,7 @@
 -- its entry's segment. The claim cursor walks the segments in ring order.
 -- The clock is moved on by pgq.debug_clock_offset (one turn is 1 minute).
 CREATE EXTENSION pgq_cpp;
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('turns', lease => '5 minutes');
-RESET pgq.ring_queues;
 SELECT ring_id AS ring FROM pgq.queues WHERE name = 'turns' \gset
 SET pgq.ring_turn = '1min';
 

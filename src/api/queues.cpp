@@ -8,7 +8,6 @@
 #include "core/validate.h"
 #include "pg/ledger.h"
 #include "pg/args.h"
-#include "pg/job_ring.h"
 #include "pg/invalidation.h"
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
@@ -180,9 +179,9 @@ PGQ_FUNCTION(pgq_create_queue) {
   if (created == 1) {
     api::StoreKeep(spi, fcinfo, 10, name);
     api::StoreCaps(spi, caps, name);
-    // Issue 33 step 2a (ADR 0028): a development setting puts the queue's
-    // plain jobs on a ring.
-    if (pg::RingQueues() && pg::job_ring::Available()) store::GiveQueueRing(spi, name, pg::Now());
+    // Its ring (ADR 0028): its ready jobs' entries. Made without the
+    // library preloaded too (the jobs then go to pgq.job_rows until it is).
+    store::GiveQueueRing(spi, name, pg::Now());
   }
   // Its owner holds every right on it (service/rights.h): lists reload.
   if (created == 1) pg::invalidation::Announce(pg::invalidation::kQueues);

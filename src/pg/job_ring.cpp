@@ -1087,12 +1087,12 @@ int LaneOf(const Place& place, bool or_none = false) {
     if (found >= 0) break;
     if (ours >= MaxRingQueuesPerDatabase()) {
       if (or_none) return -1;
-      Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "database has too many queues on rings in use",
+      Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "database has too many queues in use at once",
             "Its queues hold " + std::to_string(ours) +
                 " of the server's lanes, pgq.max_ring_queues_per_database, each with running "
                 "jobs or in use by a transaction.",
-            "Raise pgq.max_ring_queues_per_database for this database (ALTER DATABASE ... SET), "
-            "or drop ring queues it no longer uses.");
+            "Raise pgq.max_ring_queues_per_database for this database (ALTER DATABASE ... SET); "
+            "a lane is free again once its queue has no running job.");
     }
     // None free or idle: the lanes of databases dropped since are taken
     // back, once.
@@ -1110,10 +1110,11 @@ int LaneOf(const Place& place, bool or_none = false) {
     }
     if (freed) continue;
     if (or_none) return -1;
-    Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "no room for one more queue on a ring",
+    Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "too many queues in use at once in the server",
           "Every one of the server's " + std::to_string(shared->lane_count) +
               " lanes (pgq.max_ring_queues) has running jobs or is in use by a transaction.",
-          "Raise pgq.max_ring_queues (a restart), or drop ring queues no longer used.");
+          "Raise pgq.max_ring_queues (a restart); a lane is free again once its queue has no "
+          "running job.");
   }
   Lane& lane = shared->lanes[found];
   if (pg_atomic_read_u64(&lane.used) < now) pg_atomic_write_u64(&lane.used, now);
@@ -1150,10 +1151,11 @@ void RequestShmem() {
 
 bool Available() { return shared != nullptr; }
 
-void Append(const Place& place, const NewEntry* entries, int count) {
-  if (count == 0) return;
-  const CallPin pin{LaneOf(place)};
+bool Append(const Place& place, const NewEntry* entries, int count) {
+  if (count == 0) return true;
+  const CallPin pin{LaneOf(place, true)};
   const int index = pin.index;
+  if (index < 0) return false;
   Lane& lane = shared->lanes[index];
   Guard([&] {
     // The current segment of the newest turn known, this backend's or the
@@ -1193,6 +1195,7 @@ void Append(const Place& place, const NewEntry* entries, int count) {
       return;
     }
   });
+  return true;
 }
 
 namespace {
@@ -1249,8 +1252,11 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                            const Bound* before) {
   std::vector<Claimed> claimed;
   if (n <= 0) return claimed;
-  const CallPin pin{LaneOf(place)};
+  // No lane to be had: the ring's entries wait for one (the caller claims
+  // from pgq.job_rows meanwhile).
+  const CallPin pin{LaneOf(place, true)};
   const int index = pin.index;
+  if (index < 0) return claimed;
   Lane& lane = shared->lanes[index];
   const int segments = static_cast<int>(place.leaves.size());
   n = RoomForLeases(n);
@@ -1608,10 +1614,28 @@ uint32 LanesEpoch() { return shared == nullptr ? 0 : pg_atomic_read_u32(&shared-
 
 void NoteDependents(const Place& place) {
   if (shared == nullptr) return;
-  const CallPin pin{LaneOf(place)};
+  const CallPin pin{LaneOf(place, true)};
   const int index = pin.index;
   pg_atomic_write_u32(&shared->any_dependents, 1);
-  pg_atomic_write_u32(&shared->lanes[index].dependents, 1);
+  if (index >= 0) {
+    pg_atomic_write_u32(&shared->lanes[index].dependents, 1);
+  } else {
+    // No lane to be had (so none of its jobs runs): noted for the lane its
+    // queue takes later, unless one was taken meanwhile.
+    Guard([&] {
+      LWLockAcquire(shared->lanes_lock, LW_EXCLUSIVE);
+      bool found = false;
+      for (int i = 0; i < shared->lane_count; ++i) {
+        Lane& lane = shared->lanes[i];
+        if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) {
+          pg_atomic_write_u32(&lane.dependents, 1);
+          found = true;
+        }
+      }
+      if (!found) NoteLater(MyDatabaseId, place.queue_id);
+      LWLockRelease(shared->lanes_lock);
+    });
+  }
   // Before the caller's look at the job (a lease's partition lock, the
   // claim lock): whoever ends a job after that look sees the note.
   pg_memory_barrier();
@@ -1910,7 +1934,8 @@ std::vector<std::pair<int64, Lease>> RunningIn(Oid segment_relid, int max) {
 
 int Peek(const Place& place, Bound* next, int max_keys) {
   if (shared == nullptr || max_keys <= 0) return 0;
-  const CallPin pin{LaneOf(place)};
+  const CallPin pin{LaneOf(place, true)};
+  if (pin.index < 0) return 0;  // no lane: nothing of the ring is handed out
   Lane& lane = shared->lanes[pin.index];
   const int segments = static_cast<int>(place.leaves.size());
   std::vector<Relation> rels(static_cast<size_t>(segments), nullptr);

@@ -85,8 +85,11 @@ struct NewEntry {
   Datum payload;
 };
 
-// Appends entries (one insert, under the insert lock).
-void Append(const Place& place, const NewEntry* entries, int count);
+// Appends entries (one insert, under the insert lock). False, with nothing
+// appended, when no lane is to be had (every one of the database's share in
+// use): the caller puts the jobs in pgq.job_rows, so an enqueue is never
+// refused for the lanes' sizing.
+bool Append(const Place& place, const NewEntry* entries, int count);
 
 // A job handed out by Claim.
 struct Claimed {

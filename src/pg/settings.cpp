@@ -19,8 +19,8 @@ int debug_clock_offset_seconds = 0;
 int maintenance_interval_ms = 1000;
 int wait_recheck_ms = 1000;
 int ring_turn_ms = 60 * 1000;
-int max_ring_queues = 64;
-int max_ring_queues_per_database = 32;
+int max_ring_queues = 128;
+int max_ring_queues_per_database = 64;
 int max_running_ring_jobs = 65536;
 int max_running_ring_jobs_per_database = 32768;
 int handler_workers = 2;
@@ -29,7 +29,6 @@ int compact_min_size_kb = 2048;
 int max_consumers_per_stream = 100;
 int monitoring_count_limit = 1000;
 int max_batch_bytes = 64 * 1024 * 1024;
-bool ring_queues = false;
 
 }  // namespace
 
@@ -79,10 +78,12 @@ void DefineSettings() {
   // preload, would fail: it has no rings anyway, pg/job_ring.h).
   if (process_shared_preload_libraries_in_progress) {
     DefineCustomIntVariable(
-        "pgq.max_ring_queues", "Queues on rings in use at once, in the whole server.",
-        "Each takes a lane in shared memory (about 70 kB), built when the queue is first used "
-        "after the start; a queue past it is refused with 53400.",
-        &max_ring_queues, 64, 1, 1024, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+        "pgq.max_ring_queues", "Queues in use at once, in the whole server.",
+        "A queue in use (running jobs, or a transaction using it) holds a lane in shared memory "
+        "(about 55 kB), built from its ring when it is first used; an idle queue's lane is taken "
+        "back. A claim that finds none is refused with 53400; an enqueue puts its jobs in "
+        "pgq.job_rows.",
+        &max_ring_queues, 128, 1, 1024, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
     DefineCustomIntVariable(
         "pgq.max_running_ring_jobs",
         "Jobs of queues on rings that run at once, in the whole server.",
@@ -92,9 +93,9 @@ void DefineSettings() {
         nullptr);
   }
   DefineCustomIntVariable(
-      "pgq.max_ring_queues_per_database", "Queues on rings in use at once in one database.",
+      "pgq.max_ring_queues_per_database", "Queues in use at once in one database.",
       "A database's share of pgq.max_ring_queues, so that one cannot take every lane.",
-      &max_ring_queues_per_database, 32, 1, 1024, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+      &max_ring_queues_per_database, 64, 1, 1024, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
       "pgq.max_running_ring_jobs_per_database",
       "Jobs of queues on rings that run at once in one database.",
@@ -133,10 +134,6 @@ void DefineSettings() {
       "pgq.databases", "Databases where the background workers run.",
       "A comma-separated list of database names. Empty: every database with pgq_cpp installed.",
       &databases, "", PGC_SIGHUP, GUC_LIST_INPUT, nullptr, nullptr, nullptr);
-  DefineCustomBoolVariable(
-      "pgq.ring_queues", "Queues created while this is on keep their plain jobs on a ring.",
-      "For the development of release 3.0's engine (ADR 0028, step 2a): not for production.",
-      &ring_queues, false, PGC_SUSET, GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("pgq");
 }
 
@@ -164,8 +161,6 @@ int MaxConsumersPerStream() { return max_consumers_per_stream; }
 int64 MonitoringCountLimit() { return monitoring_count_limit; }
 
 int64 MaxBatchBytes() { return max_batch_bytes; }
-
-bool RingQueues() { return ring_queues; }
 
 int64 MaxPayloadBytes() { return max_payload_bytes; }
 

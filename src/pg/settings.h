@@ -19,9 +19,6 @@ int64 MonitoringCountLimit();
 // pgq.max_batch_bytes: a stream batch ends after the event that takes its
 // payloads' stored size to this.
 int64 MaxBatchBytes();
-// pgq.ring_queues: create_queue puts the new queue's plain jobs on a ring
-// (ADR 0028, issue 33 step 2a; a development setting).
-bool RingQueues();
 int MaintenanceIntervalMillis();
 // pgq.wait_recheck: how long a waiting claim or next_batch sleeps, when
 // nothing will wake it sooner, before it looks again (api/claim.cpp,

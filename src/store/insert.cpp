@@ -348,8 +348,10 @@ std::optional<int64> InsertWaiting(pg::SpiSession& spi, const Queue& queue, cons
 namespace {
 
 // enqueue_many onto the queue's ring: rows of one column, "id".
+// Empty with *placed false when the queue could have no lane: the caller
+// inserts them into pgq.job_rows.
 pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum payloads,
-                            TimestampTz run_at) {
+                            TimestampTz run_at, bool* placed) {
   Datum* elems = nullptr;
   bool* nulls = nullptr;
   int count = 0;
@@ -357,9 +359,11 @@ pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum paylo
     deconstruct_array(DatumGetArrayTypeP(payloads), JSONBOID, -1, false, TYPALIGN_INT, &elems,
                       &nulls, &count);
   });
+  *placed = true;
   if (count == 0) return pg::Result();
   std::vector<int64> ids(static_cast<size_t>(count));
-  ring::Enqueue(spi, queue, elems, count, queue.max_attempts, run_at, ids.data());
+  *placed = ring::Enqueue(spi, queue, elems, count, queue.max_attempts, run_at, ids.data());
+  if (!*placed) return pg::Result();
   static TupleDesc desc = pg::Result::Describe({{"id", INT8OID}});
   HeapTuple* tuples = pg::Guard([&] {
     HeapTuple* made = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
@@ -382,9 +386,9 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
   if (job.parents != nullptr && !job.parents->empty()) return InsertWaiting(spi, queue, job);
   if (queue.ring_id != 0) {
     const TimestampTz now = pg::Now();
-    if (ring::Takes(queue, job, now)) {
-      int64 id = 0;
-      ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.run_at, &id);
+    int64 id = 0;
+    if (ring::Takes(queue, job, now) &&
+        ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.run_at, &id)) {
       return id;
     }
   }
@@ -469,7 +473,9 @@ pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, T
   }
   if (queue.ring_id != 0 && priority == 0 && ring::DueOnRing(run_at, pg::Now()) &&
       pg::job_ring::Available()) {
-    return InsertManyOnRing(spi, queue, payloads, run_at);
+    bool placed = false;
+    pg::Result on_ring = InsertManyOnRing(spi, queue, payloads, run_at, &placed);
+    if (placed) return on_ring;
   }
   pg::Result inserted = spi.Execute(insert_many(), params);
   internal::AfterInsert(spi, &queue, 1, inserted);

@@ -73,11 +73,11 @@ pg::Statement delete_queue = {
     {INT4OID},
     nullptr};
 
-// Issue 33 step 2a (ADR 0028): the queue's ring id, drawn from the streams'
-// sequence so that pgq.rings holds both without a clash.
+// The queue's ring id (ADR 0028), drawn from the streams' sequence so that
+// pgq.rings holds both without a clash; none if it has one.
 pg::Statement set_ring = {
     "UPDATE pgq.queues SET ring_id = pg_catalog.nextval('pgq.stream_id_seq')::int4"
-    " WHERE name = $1 RETURNING ring_id",
+    " WHERE name = $1 AND ring_id IS NULL RETURNING ring_id",
     1,
     {TEXTOID},
     nullptr};

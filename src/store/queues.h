@@ -58,7 +58,9 @@ std::optional<int32> SetPaused(pg::SpiSession& spi, std::string_view name, bool 
 // Deletes queue `queue_id`'s row (its jobs and counts are gone already).
 // Its ring (ADR 0028) goes with it.
 void DeleteQueue(pg::SpiSession& spi, int32 queue_id);
-// Issue 33 step 2a: gives queue `name` a ring for its plain jobs (ADR 0028).
+// Gives queue `name` its ring (ADR 0028) unless it has one: at
+// create_queue, and for a queue of 2.x at the maintenance's first pass
+// after the update (store/ring_jobs.h GiveRings).
 void GiveQueueRing(pg::SpiSession& spi, std::string_view name, TimestampTz now);
 // Some job of `queue_id` was enqueued with a dedupe_for: enqueues with a
 // dedupe key look at the keys held past their jobs from now on.

@@ -11,6 +11,7 @@
 #include "pg/settings.h"
 #include "store/catalog.h"
 #include "store/internal.h"
+#include "store/queues.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -145,7 +146,7 @@ void DropRing(pg::SpiSession& spi, int32 queue_id, int32 ring_id) {
   pg::job_ring::Forget(queue_id);
 }
 
-void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
+bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
              int32 max_attempts, TimestampTz run_at, int64* ids) {
   // Enqueued at the transaction's start, as a job of pgq.job_rows.
   const TimestampTz enqueued_at = GetCurrentTransactionStartTimestamp();
@@ -164,10 +165,11 @@ void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
           pg::job_ring::NewEntry{ids[i], 0, max_attempts, run_at, enqueued_at, payloads[i]};
     }
   });
-  pg::job_ring::Append(ring.place, entries.data(), count);
+  if (!pg::job_ring::Append(ring.place, entries.data(), count)) return false;
   internal::NotifyListeners(spi, queue);
   // Waiting claims look again at commit (the claim hint is pgq.job_rows').
   pg::ledger::NoteReady(queue.id);
+  return true;
 }
 
 int Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next, int max_keys) {
@@ -632,8 +634,31 @@ bool ClosedUnderShareLock(Oid relid) {
 // carries on).
 constexpr int kCarryBatch = 1000;
 
+namespace {
+
+pg::Statement queues_without_ring = {
+    "SELECT q.name FROM pgq.queues q WHERE q.ring_id IS NULL ORDER BY q.queue_id LIMIT 100",
+    0,
+    {},
+    nullptr};
+
+}  // namespace
+
+int GiveRings(pg::SpiSession& spi, TimestampTz now) {
+  pg::Params none;
+  pg::Result rows = spi.Execute(queues_without_ring, none);
+  std::vector<std::string> names;
+  for (uint64 row = 0; row < rows.size(); ++row) names.emplace_back(rows.Text(row, "name"));
+  rows.Free();
+  for (const std::string& name : names) GiveQueueRing(spi, name, now);
+  // Cached queues learn their rings at the commit (store/queues.h).
+  if (!names.empty()) pg::invalidation::Announce(pg::invalidation::kQueues);
+  return static_cast<int>(names.size());
+}
+
 MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
   MaintainCounts counts;
+  counts.rings_given = GiveRings(spi, now);
   if (!pg::job_ring::Available()) return counts;
   const std::vector<std::pair<int32, int32>> queues = RingQueues(spi);
   const int64 turn = pg::RingTurnMicros();

@@ -1,14 +1,16 @@
-// The queues' rings (ADR 0028, issue 33 step 2a): a queue created while
-// pgq.ring_queues is on keeps its plain jobs — due at once, priority 0, no
-// group, dedupe key or parents — on a ring of its own (pgq.job_log_<ring>),
-// written by pg/job_ring.h. Every other job of such a queue is in pgq.job_rows,
-// which serves as the waiting table while the engine is built: a claim
-// takes the due jobs there first, then the ring's. A running ring job that
+// The queues' rings (ADR 0028): every queue keeps its plain jobs — due at
+// once, priority 0, no group, dedupe key or parents — on a ring of its own
+// (pgq.job_log_<ring>), written by pg/job_ring.h. Every other job is in
+// pgq.job_rows, the waiting table (and so are all jobs of a server without
+// the library preloaded, of a queue that could have no lane, and of a
+// queue of 2.x until the maintenance gives it its ring): a claim merges the
+// due jobs there with the ring's in claim order. A running ring job that
 // fails, is released, snoozed, cancelled, reports progress, is completed
-// with a result or kept history, or whose lease ends is moved into pgq.job_rows
-// (running, with its attempt and lease) and handled there as any other.
-// The readers see the ring's jobs through the view pgq.ring_jobs
-// (store/read.cpp, store/queue_jobs.cpp, the install script's views).
+// with a result or kept history, or whose lease ends is moved into
+// pgq.job_rows (running, with its attempt and lease) and handled there as
+// any other. The readers see the ring's jobs through the view
+// pgq.ring_jobs (store/read.cpp, store/queue_jobs.cpp, the install
+// script's views).
 #pragma once
 
 #include "pg/job_ring.h"
@@ -35,11 +37,13 @@ inline bool Takes(const Queue& queue, const NewJob& job, TimestampTz now) {
          (job.parents == nullptr || job.parents->empty()) && pg::job_ring::Available();
 }
 
-// Appends the jobs' entries; their ids from pgq.job_rows' sequence, into `ids`.
+// Appends the jobs' entries; their ids from pgq.job_rows' sequence, into
+// `ids`. False when the queue could have no lane (pg/job_ring.h Append):
+// nothing appended, the caller inserts the jobs into pgq.job_rows.
 // `run_at`: the jobs' (due by now: a default run_at is the transaction's
 // start, as for a job of pgq.job_rows, which the merged claim order compares;
 // enqueued_at, the transaction's start too).
-void Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
+bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
              int32 max_attempts, TimestampTz run_at, int64* ids);
 
 // Up to `n` jobs of the ring, leased until now + `lease`: rows as
@@ -134,7 +138,13 @@ bool WaitForClaim(pg::SpiSession& spi, const Scope& scope, int64 id);
 // Maintenance: turns the rings of the queues whose current segment has
 // taken entries for pgq.ring_turn and truncates the segments whose jobs
 // have all finished (pg/job_ring.h: MayTruncate, AllClosed, LetGo).
+// Gives the queues without a ring theirs (a queue of 2.x after the update,
+// or one made by a server of 2.1's development), up to 100 a call; how many.
+// Their jobs stay in pgq.job_rows, claimed from there as before.
+int GiveRings(pg::SpiSession& spi, TimestampTz now);
+
 struct MaintainCounts {
+  int rings_given = 0;
   int rotated = 0;
   int truncated = 0;
   int carried = 0;  // running jobs carried into pgq.job_rows out of a segment due to be reused

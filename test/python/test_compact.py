@@ -3,7 +3,10 @@ was, frees the space a held-open transaction pins, never loses or repeats a
 job under concurrent workers, and leaves a REPEATABLE READ transaction that
 began before it able to see (and complete) its own job.
 
-Runs like test_concurrency.py (same DSN, same fresh-extension setUp).
+Runs like test_concurrency.py (same DSN, same fresh-extension setUp). The
+jobs here have priority 1 unless a test says otherwise: rows of
+pgq.job_rows, which compaction rewrites, not entries of their queue's ring
+(ADR 0028), which a TRUNCATE reclaims.
 """
 
 import threading
@@ -17,7 +20,13 @@ from test_concurrency import HANG, PgqTestCase
 JOB_COLUMNS = "SELECT * FROM pgq.job_rows ORDER BY id"
 
 
-class CompactTests(PgqTestCase):
+class JobRowsTestCase(PgqTestCase):
+    def enqueue(self, conn, queue, payload, **kwargs):
+        kwargs.setdefault("priority", 1)
+        return super().enqueue(conn, queue, payload, **kwargs)
+
+
+class CompactTests(JobRowsTestCase):
     def jobs(self):
         return [tuple(r) for r in self.admin.execute(JOB_COLUMNS).fetchall()]
 
@@ -36,7 +45,7 @@ class CompactTests(PgqTestCase):
         )
         for _ in range(jobs // batch):
             self.admin.execute(
-                "SELECT count(*) FROM pgq.enqueue_many('churn', array_fill('{\"k\":1}'::jsonb, ARRAY[%s]))",
+                "SELECT count(*) FROM pgq.enqueue_many('churn', array_fill('{\"k\":1}'::jsonb, ARRAY[%s]), priority => 1)",
                 (batch,),
             )
             done = self.scalar(
@@ -296,7 +305,7 @@ class CompactTests(PgqTestCase):
         self.assertEqual(self.job_count(), 0)
 
 
-class WorkerCompactsTests(PgqTestCase):
+class WorkerCompactsTests(JobRowsTestCase):
     def test_maintenance_worker_compacts_by_itself(self):
         """With the library preloaded, the maintenance worker rewrites a
         table that a held transaction bloated, within its check interval."""
@@ -307,7 +316,7 @@ class WorkerCompactsTests(PgqTestCase):
             holder.execute("SELECT txid_current()")
             node = self.scalar("SELECT pg_relation_filenode('pgq.job_rows')")
             self.admin.execute(
-                "SELECT count(*) FROM pgq.enqueue_many('q', array_fill('{\"k\":1}'::jsonb, ARRAY[5000]))"
+                "SELECT count(*) FROM pgq.enqueue_many('q', array_fill('{\"k\":1}'::jsonb, ARRAY[5000]), priority => 1)"
             )
             self.admin.execute(
                 "SELECT pgq.complete_many(array_agg(id), array_agg(attempt)) FROM pgq.claim('q', 5000)"

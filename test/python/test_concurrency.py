@@ -257,15 +257,26 @@ class ClaimTest(PgqTestCase):
         self.assertEqual(self.scalar("SELECT done_recent FROM pgq.queue_stats"), total)
 
     def test_claimers_do_not_wait_on_each_other(self):
+        """Jobs of a queue's ring (ADR 0028): a claim takes its entries
+        under the lane's claim lock, held for the claim only."""
+        self.claimers_do_not_wait_on_each_other(priority=0)
+
+    def test_claimers_do_not_wait_on_each_other_in_job_rows(self):
+        """Rows of pgq.job_rows (a priority other than 0): a claim locks
+        them, and another claim skips them."""
+        self.claimers_do_not_wait_on_each_other(priority=1)
+
+    def claimers_do_not_wait_on_each_other(self, priority):
         for n in range(3):
-            self.enqueue(self.admin, "q", {"n": n})
+            self.enqueue(self.admin, "q", {"n": n}, priority=priority)
         a = self.connect(autocommit=False)
         b = self.connect()
 
         (a_id,) = a.execute("SELECT id FROM pgq.claim('q', 1)").fetchone()  # transaction stays open
-        # Premise: A's claim holds a row lock that a plain locking read waits for.
-        with self.assertRaises(errors.LockNotAvailable):
-            b.execute("SELECT id FROM pgq.job_rows WHERE id = %s FOR UPDATE NOWAIT", (a_id,))
+        if priority != 0:
+            # Premise: A's claim holds a row lock that a plain locking read waits for.
+            with self.assertRaises(errors.LockNotAvailable):
+                b.execute("SELECT id FROM pgq.job_rows WHERE id = %s FOR UPDATE NOWAIT", (a_id,))
 
         # B claims while A's transaction stays open, and A ends it only
         # after B returned: a claim that waited for A (its row lock, its

@@ -30,7 +30,6 @@ from test_concurrency import PgqTestCase
 
 CALLS = int(os.environ.get("PGQ_FUZZ_CALLS", "10000"))
 STREAM_CALLS = int(os.environ.get("PGQ_FUZZ_STREAM_CALLS", "4000"))
-RING_CALLS = int(os.environ.get("PGQ_FUZZ_RING_CALLS", "5000"))
 SEED = int(os.environ.get("PGQ_FUZZ_SEED", "20261202"))
 
 # SQLSTATEs a caller may see. Ours (docs/reference.md, sql/bad_input.sql)
@@ -224,20 +223,13 @@ BY_TYPE = {
 
 class FuzzTest(PgqTestCase):
     def test_every_function_survives_bad_input(self):
-        self.fuzz_functions(ring=False, calls=CALLS)
+        """Every queue is on a ring (ADR 0028): the id-taking functions hit
+        ring jobs, pending and running, and jobs of pgq.job_rows."""
+        self.fuzz_functions(calls=CALLS)
 
-    def test_every_function_survives_bad_input_on_a_ring_queue(self):
-        """The same on a queue whose plain jobs are on a ring (issue 33, ADR
-        0028, the development setting pgq.ring_queues): the id-taking
-        functions hit ring jobs, pending and running."""
-        self.fuzz_functions(ring=True, calls=RING_CALLS)
-
-    def fuzz_functions(self, ring, calls):
-        rng = random.Random(SEED + ring)
+    def fuzz_functions(self, calls):
+        rng = random.Random(SEED)
         admin = self.admin
-        if ring:
-            # Every queue the fixture below creates (again) is a ring queue.
-            admin.execute("SET pgq.ring_queues = on")
         admin.execute("SELECT pgq.create_queue('fz')")
         functions = fuzz_functions(admin)
         names = sorted({f[0] for f in functions})
@@ -307,11 +299,10 @@ class FuzzTest(PgqTestCase):
                       "SELECT count(*) FROM pgq.schedules", "SELECT count(*) FROM pgq.running_jobs"):
             with self.subTest(check=check):
                 admin.execute(check)
-        if ring:
-            self.assertGreater(
-                self.scalar("SELECT count(*) FROM pgq.queues WHERE ring_id IS NOT NULL"), 0
-            )
-        print(f"\n  fuzz{' (ring)' if ring else ''}: {calls} calls over {len(names)} functions,"
+        self.assertGreater(
+            self.scalar("SELECT count(*) FROM pgq.queues WHERE ring_id IS NOT NULL"), 0
+        )
+        print(f"\n  fuzz: {calls} calls over {len(names)} functions,"
               f" outcomes {sorted(seen.items())}")
 
     def test_stream_functions_survive_bad_input(self):

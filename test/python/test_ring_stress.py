@@ -1,7 +1,6 @@
 """Ring queues under load (issue 33, ADR 0028): producers, workers, a
 canceller and a maintenance loop that turns the rings every few tens of
-milliseconds and truncates their segments, all at once on three queues
-created with the development setting pgq.ring_queues.
+milliseconds and truncates their segments, all at once on three queues.
 
 Producers enqueue one at a time and in batches, some in transactions that
 roll back; workers claim batches of 1, 7 or 50 under a short lease, roll
@@ -37,7 +36,6 @@ BATCH = 50
 
 class RingStressTest(PgqTestCase):
     def test_every_job_once_while_the_rings_turn(self):
-        self.admin.execute("SET pgq.ring_queues = on")
         for q in QUEUES:
             # A short lease: a worker that is slow (or rolls back) lets the
             # maintenance expire it; the retry's backoff is nil.
@@ -46,7 +44,6 @@ class RingStressTest(PgqTestCase):
                 " backoff_base => '0', backoff_max => '0')",
                 (q,),
             )
-        self.admin.execute("RESET pgq.ring_queues")
         self.assertEqual(
             self.scalar(
                 "SELECT count(*) FROM pgq.queues WHERE ring_id IS NOT NULL AND name = ANY (%s)",
@@ -188,6 +185,8 @@ class RingStressTest(PgqTestCase):
         # into segments truncated and written again.
         turns = self.scalar(
             "SELECT min(r.generation) FROM pgq.rings r JOIN pgq.queues q USING (ring_id)"
+            " WHERE q.name = ANY (%s)",
+            (QUEUES,),
         )
         self.assertGreaterEqual(turns, 4)
         self.assertEqual(
@@ -205,10 +204,8 @@ class RingNotifyTest(PgqTestCase):
         """A ring queue created with notify tells LISTEN pgq clients of its
         new jobs at commit, one at a time and in a batch, as a queue of
         pgq.job_rows does; a rolled-back enqueue tells nobody."""
-        self.admin.execute("SET pgq.ring_queues = on")
         self.admin.execute("SELECT pgq.create_queue('rn', notify => true)")
         self.admin.execute("SELECT pgq.create_queue('rquiet')")
-        self.admin.execute("RESET pgq.ring_queues")
         listener = self.connect()
         received = []
         listener.add_notify_handler(lambda n: received.append((n.channel, n.payload, n.pid)))
@@ -235,9 +232,7 @@ class RingNotifyTest(PgqTestCase):
         """A claim waiting on an empty ring queue is woken by the commit of a
         ring enqueue (the ring's entries are announced as the table's jobs
         are), not by its recheck (a minute, longer than the test waits)."""
-        self.admin.execute("SET pgq.ring_queues = on")
         self.admin.execute("SELECT pgq.create_queue('rw')")
-        self.admin.execute("RESET pgq.ring_queues")
         a = self.connect()
         b = self.connect(autocommit=False)
         a.execute("SET pgq.wait_recheck = '60s'")

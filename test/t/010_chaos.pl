@@ -75,11 +75,9 @@ my $WORKERS = 8;
 my $WORK_MS = $ENV{PGQ_CHAOS_WORK_MS} // ($N <= 10000 ? 40 : 400_000 / $N);
 my $PASSES_S = 2 * 0.100;    # two maintenance passes of the test clusters
 my $SLACK = $ENV{PGQ_CHAOS_SLACK} // 1.0;
-# PGQ_CHAOS_RING=1 (test/t/019_ring_chaos.pl): the queue keeps its jobs on a
-# ring (ADR 0028, the development setting pgq.ring_queues); the view
-# pgq.jobs shows them with the rows of pgq.job_rows (a job whose lease
-# ended is moved there), once each.
-my $RING = $ENV{PGQ_CHAOS_RING} // 0;
+# The queue keeps its jobs on a ring (ADR 0028); the view pgq.jobs shows
+# them with the rows of pgq.job_rows (a job whose lease ended is moved
+# there), once each.
 my $JOBS = 'pgq.jobs';
 $ENV{PGQ_CHAOS_SOURCE} = $JOBS;
 my $GRACE = $PASSES_S + $SLACK;
@@ -102,9 +100,7 @@ my $log_start = log_size($node);
 $node->safe_psql(
 	'postgres', qq{
 CREATE EXTENSION pgq_cpp;
-SET pgq.ring_queues = @{[ $RING ? 'on' : 'off' ]};
 SELECT pgq.create_queue('chaos', max_attempts => 100, lease => '2 seconds');
-RESET pgq.ring_queues;
 CREATE TABLE chaos_jobs (id bigint PRIMARY KEY);
 -- One row per committed claim, written in the claim's transaction.
 CREATE TABLE chaos_claims (job bigint NOT NULL, attempt int NOT NULL, worker int NOT NULL,

@@ -50,7 +50,6 @@ sub complete_each
 
 sql(q{
 CREATE EXTENSION pgq_cpp;
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('ring', lease => '10 minutes');
 SELECT pgq.create_queue('short', lease => '10 minutes');
 });
@@ -193,7 +192,7 @@ sub claim_in_order
 {
 	return lines(sql("SELECT id || ' ' || attempt FROM pgq.claim('turning', 1000, '1 hour')"));
 }
-sql(q{SET pgq.ring_queues = on; SELECT pgq.create_queue('turning', lease => '1 hour');});
+sql(q{SELECT pgq.create_queue('turning', lease => '1 hour');});
 my @older = lines(sql("SELECT id FROM pgq.enqueue_many('turning', array_fill('{}'::jsonb, ARRAY[5])) AS id"));
 my ($older_running) = lines(sql("SELECT id FROM pgq.claim('turning', 1, '1 hour')"));
 is($older_running, $older[0], 'turns: the first job runs');
@@ -229,7 +228,7 @@ is(sql(q{SELECT count(*) FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.r
 # completes the job; COMMIT PREPARED: the job is done. Before, the rebuild
 # took a prepared closure for a committed one: the rolled-back job was left
 # without a lease until the next start.
-sql(q{SET pgq.ring_queues = on; SELECT pgq.create_queue('prepared', lease => '1 hour');});
+sql(q{SELECT pgq.create_queue('prepared', lease => '1 hour');});
 my @prepared = lines(sql("SELECT id FROM pgq.enqueue_many('prepared', array_fill('{}'::jsonb, ARRAY[2])) AS id"));
 is(scalar(lines(sql("SELECT id FROM pgq.claim('prepared', 2, '1 hour')"))), 2, 'prepared: two jobs claimed');
 sql("BEGIN; SELECT pgq.complete($prepared[0], 1); PREPARE TRANSACTION 'undone'");

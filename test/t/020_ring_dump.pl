@@ -1,6 +1,6 @@
 
 # pg_dump / pg_restore of a database whose queue keeps its jobs on a ring
-# (issue 33, ADR 0028; the development setting pgq.ring_queues): the ring's
+# (issue 33, ADR 0028): the ring's
 # tables come back with their rows and the ledger with its turn, and the
 # restored queue carries on: pending jobs are handed out once each, in the
 # order they were enqueued across the ring's two segments; a job running at
@@ -30,7 +30,6 @@ sub lines { my ($out) = @_; return $out eq '' ? () : split /\n/, $out; }
 
 sql('src', q{
 CREATE EXTENSION pgq_cpp;
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('r', lease => '1 hour');
 });
 my @first = lines(sql('src', "SELECT id FROM pgq.enqueue_many('r', array_fill('{}'::jsonb, ARRAY[4])) AS id"));

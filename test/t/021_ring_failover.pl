@@ -1,5 +1,5 @@
 
-# A ring queue (issue 33, ADR 0028; the development setting pgq.ring_queues)
+# A ring queue (issue 33, ADR 0028)
 # across a failover: a primary with a streaming standby, jobs pending in two
 # segments of a ring that has turned, running (one with an hour's lease, one
 # with 10 seconds'), completed; the standby reads them while in recovery;
@@ -33,7 +33,7 @@ $standby->start;
 sub on { my ($node, $q) = @_; return $node->safe_psql('postgres', $q); }
 sub lines { my ($out) = @_; return $out eq '' ? () : split /\n/, $out; }
 
-on($primary, q{SET pgq.ring_queues = on; SELECT pgq.create_queue('r', lease => '1 hour');});
+on($primary, q{SELECT pgq.create_queue('r', lease => '1 hour');});
 my @first = lines(on($primary, "SELECT id FROM pgq.enqueue_many('r', array_fill('{}'::jsonb, ARRAY[5])) AS id"));
 my ($done) = lines(on($primary, "SELECT id FROM pgq.claim('r', 1)"));
 is(on($primary, "SELECT pgq.complete($done, 1)"), 't', 'primary: a job completed');

@@ -1,6 +1,5 @@
 
-# In-database handlers on a ring queue (issue 33, ADR 0028; the development
-# setting pgq.ring_queues): the handler workers claim the ring's jobs and
+# In-database handlers on a ring queue (issue 33, ADR 0028): the handler workers claim the ring's jobs and
 # complete them (each handled once, its row written in the handler's
 # transaction), and a handler that raises fails its job, whose next attempt
 # (from pgq.job_rows, after the backoff) is handled in its turn; nothing is left
@@ -33,7 +32,6 @@ BEGIN
     END IF;
 END
 $$;
-SET pgq.ring_queues = on;
 SELECT pgq.create_queue('rh', handler => 'public.handle(pgq.claimed_job)',
                         backoff_base => '0', backoff_max => '0');
 });

@@ -37,7 +37,6 @@ sql(join(";\n",
 	'CREATE EXTENSION pgq_cpp',
 	'CREATE TABLE produced (id bigint PRIMARY KEY)',
 	'CREATE TABLE done (id bigint PRIMARY KEY)',
-	'SET pgq.ring_queues = on',
 	map { "SELECT pgq.create_queue('q$_', lease => '1 hour')" } 1 .. $QUEUES));
 is(sql("SELECT count(*) FROM pgq.queues WHERE ring_id IS NOT NULL"), $QUEUES,
 	"$QUEUES queues on rings");

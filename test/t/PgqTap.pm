@@ -50,9 +50,6 @@ shared_preload_libraries = 'pgq_cpp'
 pgq.maintenance_interval = '${INTERVAL_MS}ms'
 lc_messages = 'C'
 ));
-	# PGQ_TEST_RINGS=1 (make test-rings): queues keep their plain jobs on rings.
-	$node->append_conf('postgresql.conf', "pgq.ring_queues = on\n")
-	  if ($ENV{PGQ_TEST_RINGS} // '') eq '1';
 	return $node;
 }
 
