@@ -67,6 +67,56 @@ SELECT dead, estimated FROM pgq.queue_overview(10) WHERE queue = 'deep';
 ANALYZE pgq.dead_jobs;
 SELECT dead, estimated FROM pgq.queue_overview(10) WHERE queue = 'deep';
 
+-- A queue's ring is counted from its lane (its given-back entries, then its
+-- claim cursor's on), as boundedly: exact up to the limit; past it the walk
+-- stops and the rest is estimated from the ring's blocks left to read.
+SELECT pgq.create_queue('deep_ring');
+SELECT count(*) FROM pgq.enqueue_many('deep_ring', array_fill(jsonb_build_object('pad', repeat('x', 100)), ARRAY[3000]));
+SELECT count(*) AS running FROM pgq.claim('deep_ring', 10);
+SELECT ready, running, estimated FROM pgq.queue_overview(5000) WHERE queue = 'deep_ring';
+SELECT pg_stat_force_next_flush();
+SELECT format('job\_log\_%s\_%%', ring_id) AS segments FROM pgq.queues WHERE name = 'deep_ring' \gset
+SELECT sum(heap_blks_hit + coalesce(heap_blks_read, 0)) AS blocks_read_before,
+       sum(pg_relation_size(relid) / 8192) AS ring_blocks
+  FROM pg_statio_user_tables WHERE relname LIKE :'segments' \gset
+SELECT ready BETWEEN 2000 AND 4500 AS about_3000, running, estimated
+  FROM pgq.queue_overview(100) WHERE queue = 'deep_ring';
+SELECT pg_stat_force_next_flush();
+SELECT sum(heap_blks_hit + coalesce(heap_blks_read, 0)) - :blocks_read_before < :ring_blocks / 4
+         AS read_a_fraction_of_the_ring
+  FROM pg_statio_user_tables WHERE relname LIKE :'segments';
+-- pgq.running_jobs reads a ring's running jobs from the lease map (and
+-- their entries), not the ring.
+SELECT pg_stat_force_next_flush();
+SELECT sum(heap_blks_hit + coalesce(heap_blks_read, 0)) AS blocks_read_before
+  FROM pg_statio_user_tables WHERE relname LIKE :'segments' \gset
+SELECT count(*) AS running, bool_and(attempt = 1 AND claimer_pid = pg_backend_pid()) AS claims
+  FROM pgq.running_jobs WHERE queue = 'deep_ring';
+SELECT pg_stat_force_next_flush();
+SELECT sum(heap_blks_hit + coalesce(heap_blks_read, 0)) - :blocks_read_before < :ring_blocks / 4
+         AS running_jobs_read_a_fraction_of_the_ring
+  FROM pg_statio_user_tables WHERE relname LIKE :'segments';
+-- pgq.job of an id found nowhere reads the rings of the caller's queues
+-- only: another team's lookup reads no block of this ring.
+CREATE ROLE overview_other;
+SELECT pgq.grant('overview_other', 'mail', 'consume');
+SELECT pg_stat_force_next_flush();
+SELECT sum(heap_blks_hit + coalesce(heap_blks_read, 0)) AS blocks_read_before
+  FROM pg_statio_user_tables WHERE relname LIKE :'segments' \gset
+SET ROLE overview_other;
+SELECT count(*) AS found FROM pgq.job(-1);
+RESET ROLE;
+SELECT pg_stat_force_next_flush();
+SELECT sum(heap_blks_hit + coalesce(heap_blks_read, 0)) - :blocks_read_before AS blocks_read
+  FROM pg_statio_user_tables WHERE relname LIKE :'segments';
+SELECT pgq.revoke('overview_other', 'mail', 'consume');
+DROP ROLE overview_other;
+-- Given back by a rolled-back claim, counted again.
+BEGIN;
+SELECT count(*) AS claimed FROM pgq.claim('deep_ring', 5);
+ROLLBACK;
+SELECT ready, running, estimated FROM pgq.queue_overview(5000) WHERE queue = 'deep_ring';
+
 -- Rights: the queues the caller holds some right on, and no other.
 CREATE ROLE overview_viewer;
 SELECT pgq.grant('overview_viewer', 'crm', 'consume');

@@ -377,6 +377,18 @@ SELECT q.name                                   AS queue,
        ) g ON g.ring OPERATOR(pg_catalog.=) q.ring_id
  WHERE pgq.has_queue_privilege(q.name, 'produce, consume, admin');
 
+-- The running jobs of the queues' rings the caller holds any right on,
+-- from the lease map in shared memory (ADR 0028): what pgq.running_jobs
+-- shows of the rings, at a cost bounded by the running jobs, not by what
+-- the rings hold. Internal (the view's); no row without preload.
+CREATE FUNCTION pgq.ring_running_jobs(
+    OUT id bigint, OUT queue_id integer, OUT attempt integer, OUT max_attempts integer,
+    OUT claimed_at timestamptz, OUT lease_until timestamptz, OUT claimed_by integer,
+    OUT enqueued_at timestamptz)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_ring_running_jobs' LANGUAGE C STABLE ROWS 100;
+COMMENT ON FUNCTION pgq.ring_running_jobs() IS
+    'the running jobs of the queues'' rings the caller holds a right on, from the lease map (ADR 0028); read by pgq.running_jobs';
+
 -- One row per running job of the queues the reader holds a right on (as in
 -- queue_stats), with who claimed it as pg_stat_activity knows that session
 -- (NULL where the reader may not see it, and once the session is gone; a
@@ -426,11 +438,10 @@ SELECT g.id,
        a.pid IS NOT NULL,
        NULL,
        g.enqueued_at
-  FROM pgq.ring_jobs g
-  JOIN pgq.queues q ON q.ring_id OPERATOR(pg_catalog.=) g.ring
+  FROM pgq.ring_running_jobs() g
+  JOIN pgq.queues q ON q.queue_id OPERATOR(pg_catalog.=) g.queue_id
  CROSS JOIN (SELECT pgq.clock() AS now) c
   LEFT JOIN pg_catalog.pg_stat_activity a
          ON a.pid OPERATOR(pg_catalog.=) g.claimed_by
         AND (a.backend_start IS NULL OR a.backend_start OPERATOR(pg_catalog.<=) g.claimed_at)
- WHERE g.state OPERATOR(pg_catalog.=) 'r'
-   AND pgq.has_queue_privilege(q.name, 'produce, consume, admin');
+ WHERE pgq.has_queue_privilege(q.name, 'produce, consume, admin');

@@ -87,8 +87,8 @@ PGQ_FUNCTION(pgq_job) {
   const int64 id = pg::RequiredInt64(fcinfo, 0, "id");
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   pg::SpiSession spi;
-  service::RequireRightSomewhere(spi, core::kAllRights);
-  const pg::Result job = store::ReadJob(spi, id, pg::Now());
+  const pg::Result job =
+      store::ReadJob(spi, id, pg::Now(), service::RequireScope(spi, core::kAllRights));
   const Oid me = GetUserId();
   api::ReturnJobInfo(
       fcinfo, job,
@@ -156,9 +156,9 @@ PGQ_FUNCTION(pgq_job_dependencies) {
   const int32 max = pg::ListMaxArg(fcinfo, 1);
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   pg::SpiSession spi;
-  service::RequireRightSomewhere(spi, core::kAllRights);
+  const service::QueueScope scope = service::RequireScope(spi, core::kAllRights);
   const TimestampTz now = pg::Now();
-  const pg::Result job = store::ReadJob(spi, id, now);
+  const pg::Result job = store::ReadJob(spi, id, now, scope);
   const Oid me = GetUserId();
   if (job.empty() || !service::HoldsRight(spi, me, job.Int32(0, "queue_id"), core::kAllRights)) {
     return static_cast<Datum>(0);

@@ -26,7 +26,7 @@ namespace {
 // its queue's retention, or of a queue the caller holds none of `wanted`
 // on).
 std::string VisibleState(pg::SpiSession& spi, int64 id, uint8 wanted) {
-  const pg::Result job = store::ReadJob(spi, id, pg::Now());
+  const pg::Result job = store::ReadJob(spi, id, pg::Now(), service::QueuesWithRight(spi, wanted));
   if (job.empty()) return {};
   if (!service::HoldsRight(spi, GetUserId(), job.Int32(0, "queue_id"), wanted)) return {};
   return job.Text(0, "state");

@@ -102,6 +102,33 @@ PGQ_FUNCTION(pgq_queue_workers) {
   return static_cast<Datum>(0);
 }
 
+// ring_running_jobs() returns SETOF (id, queue_id, attempt, max_attempts,
+// claimed_at, lease_until, claimed_by, enqueued_at): the running jobs of the
+// queues' rings the caller holds any right on, from the lease map: what
+// the view pgq.running_jobs shows of the rings, at a cost bounded by the
+// running jobs, not by what the rings hold (ADR 0028).
+PGQ_FUNCTION(pgq_ring_running_jobs) {
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+  pg::SpiSession spi;
+  const service::QueueScope scope = service::QueuesWithRight(spi, core::kAllRights);
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  if (rsinfo->setDesc->natts != 8)
+    pg::Raise(ERRCODE_INTERNAL_ERROR, "result has an unexpected shape");
+  for (const pg::job_ring::RunningJob& job : store::RingRunningJobs(spi, scope, std::nullopt)) {
+    Datum values[8] = {Int64GetDatum(job.id),
+                       Int32GetDatum(job.lease.queue_id),
+                       Int32GetDatum(job.lease.attempt),
+                       Int32GetDatum(job.max_attempts),
+                       TimestampTzGetDatum(job.lease.claimed_at),
+                       TimestampTzGetDatum(job.lease.lease_until),
+                       Int32GetDatum(job.lease.claimed_by),
+                       TimestampTzGetDatum(job.enqueued_at)};
+    bool nulls[8] = {false, false, false, false, false, false, job.lease.claimed_by == 0, false};
+    pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
+  }
+  return static_cast<Datum>(0);
+}
+
 // list_schedule_runs(queue, schedule, max) returns SETOF (schedule_name,
 // queue_name, slot, fired_at, job_id): the queue's admin.
 PGQ_FUNCTION(pgq_list_schedule_runs) {

@@ -1024,7 +1024,7 @@ int TakeBack(Oid database) {
 // (or since its lane was taken back), and pinned: the caller lets go at
 // its end (CallPin), or keeps it to the transaction's end (Keep). When no
 // lane is free and none idle: raises 53400, or returns -1 if `or_none`.
-int LaneOf(const Place& place, bool or_none = false) {
+int LaneOf(const Place& place, bool or_none = false, bool take_back = true) {
   if (shared == nullptr) {
     Raise(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
           "queue " + std::to_string(place.queue_id) +
@@ -1065,7 +1065,7 @@ int LaneOf(const Place& place, bool or_none = false) {
         }
       }
       const bool share_used = ours >= MaxRingQueuesPerDatabase();
-      if (found < 0 && (share_used || free_lane < 0)) {
+      if (found < 0 && take_back && (share_used || free_lane < 0)) {
         const int taken = TakeBack(share_used ? MyDatabaseId : InvalidOid);
         if (taken >= 0) {
           if (share_used) --ours;
@@ -1108,7 +1108,7 @@ int LaneOf(const Place& place, bool or_none = false) {
         }
       }
     }
-    if (freed) continue;
+    if (freed && take_back) continue;
     if (or_none) return -1;
     Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "too many queues in use at once in the server",
           "Every one of the server's " + std::to_string(shared->lane_count) +
@@ -2014,6 +2014,230 @@ int Peek(const Place& place, Bound* next, int max_keys) {
     for (Relation rel : rels) table_close(rel, NoLock);
   });
   return found;
+}
+
+Pending CountPending(const Place& place, int64 limit) {
+  Pending out;
+  if (shared == nullptr) return out;
+  const CallPin pin{LaneOf(place, true, false)};
+  if (pin.index < 0) {
+    out.no_lane = true;
+    return out;
+  }
+  Lane& lane = shared->lanes[pin.index];
+  const int segments = static_cast<int>(place.leaves.size());
+  // The lane's state, copied under its claim lock (shared): the walk below
+  // holds no lock a claim waits for, and may count an entry a claim takes
+  // meanwhile (monitoring's count, not a claim's).
+  std::vector<Offer> returned;
+  std::vector<Passed> passed;
+  int cursor_segment = 0;
+  ItemPointerData cursor;
+  int insert_segment = 0;
+  int cancelled = 0;
+  Guard([&] {
+    returned.reserve(kReturnedMax);
+    passed.reserve(kPassedMax);
+    LWLockAcquire(lane.claim_lock, LW_SHARED);
+    returned.assign(lane.returned, lane.returned + lane.returned_count);
+    passed.assign(lane.passed, lane.passed + lane.passed_count);
+    cursor_segment = lane.cursor_segment;
+    cursor = lane.cursor;
+    insert_segment = lane.insert_segment;
+    cancelled = lane.cancelled_count;
+    LWLockRelease(lane.claim_lock);
+  });
+  // Taken by claims not yet committed: pending still to every other
+  // session, as a table job whose claim has not committed (their leases
+  // count as running once it has).
+  out.count = pg_atomic_read_u32(&lane.reserved);
+  std::vector<Relation> rels(static_cast<size_t>(segments), nullptr);
+  Guard([&] {
+    for (int k = 0; k < segments; ++k) rels[k] = table_open(place.leaves[k], AccessShareLock);
+    // A committed entry's run_at, or false if the row is not one.
+    auto entry_at = [&](int segment, HeapTupleData* tuple, Buffer buffer, TimestampTz* run_at) {
+      TupleDesc desc = RelationGetDescr(rels[segment]);
+      if (Look(tuple->t_data, buffer) != Seen::kCommitted || KindOf(tuple, desc) != 'e') {
+        return false;
+      }
+      bool is_null;
+      *run_at = DatumGetTimestampTz(heap_getattr(tuple, kRunAt, desc, &is_null));
+      return true;
+    };
+    auto count = [&](TimestampTz run_at) {
+      ++out.count;
+      out.oldest = std::min(out.oldest, run_at);
+    };
+    auto look_at = [&](int segment, ItemPointerData tid) {
+      Buffer buffer = ReadBuffer(rels[segment], ItemPointerGetBlockNumber(&tid));
+      LockBuffer(buffer, BUFFER_LOCK_SHARE);
+      Page page = BufferGetPage(buffer);
+      HeapTupleData tuple;
+      TimestampTz run_at;
+      if (RowAt(page, ItemPointerGetBlockNumber(&tid), ItemPointerGetOffsetNumber(&tid),
+                RelationGetRelid(rels[segment]), &tuple) &&
+          entry_at(segment, &tuple, buffer, &run_at)) {
+        count(run_at);
+      }
+      UnlockReleaseBuffer(buffer);
+    };
+    // The given-back entries: counted without a read past the limit.
+    for (const Offer& offer : returned) {
+      if (out.count >= limit) {
+        ++out.count;
+        continue;
+      }
+      look_at(offer.segment, offer.tid);
+    }
+    // Passed by the cursor while in progress, and committed since.
+    for (const Passed& entry : passed) {
+      if (out.count < limit && !TransactionIdIsInProgress(entry.xid) &&
+          TransactionIdDidCommit(entry.xid)) {
+        look_at(entry.segment, entry.tid);
+      }
+    }
+    // From the cursor on, through the segments entries went to since.
+    int segment = cursor_segment;
+    ItemPointerData at = cursor;
+    const int64 before_walk = out.count;
+    double blocks_read = 0;
+    double blocks_left = 0;
+    for (int k = 0; k < segments; ++k) {
+      const BlockNumber blocks = RelationGetNumberOfBlocks(rels[segment]);
+      BlockNumber block = ItemPointerGetBlockNumber(&at);
+      for (; out.count < limit && block < blocks; ++block) {
+        Buffer buffer = ReadBuffer(rels[segment], block);
+        LockBuffer(buffer, BUFFER_LOCK_SHARE);
+        Page page = BufferGetPage(buffer);
+        const OffsetNumber max = PageGetMaxOffsetNumber(page);
+        const OffsetNumber first = block == ItemPointerGetBlockNumber(&at)
+                                       ? ItemPointerGetOffsetNumber(&at)
+                                       : FirstOffsetNumber;
+        for (OffsetNumber offset = first; offset <= max; ++offset) {
+          HeapTupleData tuple;
+          TimestampTz run_at;
+          if (RowAt(page, block, offset, RelationGetRelid(rels[segment]), &tuple) &&
+              entry_at(segment, &tuple, buffer, &run_at)) {
+            count(run_at);
+          }
+        }
+        UnlockReleaseBuffer(buffer);
+        blocks_read += 1;
+      }
+      if (block < blocks) blocks_left += blocks - block;
+      if (segment == insert_segment) break;
+      segment = (segment + 1) % segments;
+      ItemPointerSet(&at, 0, FirstOffsetNumber);
+    }
+    for (Relation rel : rels) table_close(rel, NoLock);
+    // Cut: the blocks left hold entries as the ones read did.
+    if (blocks_left > 0) {
+      out.cut = true;
+      if (blocks_read > 0) {
+        const double walked = static_cast<double>(out.count - before_walk);
+        out.count += static_cast<int64>(walked * blocks_left / blocks_read);
+      }
+    }
+  });
+  // Cancelled before the cursor reached them (tombstones' notes).
+  out.count = std::max<int64>(0, out.count - cancelled);
+  return out;
+}
+
+std::vector<std::pair<int32, Running>> CountRunning(TimestampTz now) {
+  std::vector<std::pair<int32, Running>> out;
+  if (shared == nullptr || !AnyLeases()) return out;
+  std::unordered_map<int32, Running> by_queue;
+  Guard([&] {
+    for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
+  });
+  try {
+    HASH_SEQ_STATUS scan;
+    hash_seq_init(&scan, leases);
+    while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
+      const Lease& lease = slot->lease;
+      if (slot->key.database != static_cast<int64>(MyDatabaseId) || !Held(lease)) continue;
+      if (TransactionIdIsValid(lease.closer_xid) && CloserOf(lease) == Closer::kCommitted) continue;
+      Running& counted = by_queue[lease.queue_id];
+      ++counted.running;
+      if (lease.lease_until < now) ++counted.expired;
+    }
+  } catch (...) {
+    for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
+    throw;
+  }
+  for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
+  out.assign(by_queue.begin(), by_queue.end());
+  return out;
+}
+
+std::vector<RunningJob> RunningJobs(const std::function<bool(int32)>& of_queue) {
+  std::vector<RunningJob> out;
+  if (shared == nullptr || !AnyLeases()) return out;
+  // The leases, copied under the map's locks (nothing allocated while they
+  // are held: room for every lease of the map).
+  std::vector<std::pair<int64, Lease>> held;
+  Guard([&] {
+    held.reserve(static_cast<size_t>(pg_atomic_read_u32(&shared->leases)) + 64);
+    for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
+  });
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, leases);
+  while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
+    const Lease& lease = slot->lease;
+    if (slot->key.database != static_cast<int64>(MyDatabaseId) || !Held(lease)) continue;
+    if (TransactionIdIsValid(lease.closer_xid) && CloserOf(lease) == Closer::kCommitted) continue;
+    if (held.size() == held.capacity()) {
+      hash_seq_term(&scan);
+      break;
+    }
+    held.emplace_back(slot->key.id, lease);
+  }
+  for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
+  out.reserve(held.size());
+  for (const auto& [id, lease] : held) {
+    if (of_queue(lease.queue_id)) out.push_back(RunningJob{id, lease, 0, 0});
+  }
+  // Each entry's columns, read as the claim left it: a segment gone (its
+  // queue dropped) or cut short (the job ended and its segment was
+  // truncated since the walk) drops the job, which runs no more.
+  std::sort(out.begin(), out.end(), [](const RunningJob& a, const RunningJob& b) {
+    return a.lease.entry_relid < b.lease.entry_relid ||
+           (a.lease.entry_relid == b.lease.entry_relid && a.id < b.id);
+  });
+  size_t kept = 0;
+  Guard([&] {
+    Relation rel = nullptr;
+    BlockNumber blocks = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      RunningJob& job = out[i];
+      if (rel == nullptr || RelationGetRelid(rel) != job.lease.entry_relid) {
+        if (rel != nullptr) table_close(rel, AccessShareLock);
+        rel = try_table_open(job.lease.entry_relid, AccessShareLock);
+        blocks = rel == nullptr ? 0 : RelationGetNumberOfBlocks(rel);
+      }
+      const BlockNumber block = ItemPointerGetBlockNumber(&job.lease.entry);
+      if (rel == nullptr || block >= blocks) continue;
+      Buffer buffer = ReadBuffer(rel, block);
+      LockBuffer(buffer, BUFFER_LOCK_SHARE);
+      HeapTupleData tuple;
+      TupleDesc desc = RelationGetDescr(rel);
+      bool found = RowAt(BufferGetPage(buffer), block, ItemPointerGetOffsetNumber(&job.lease.entry),
+                         RelationGetRelid(rel), &tuple) &&
+                   Look(tuple.t_data, buffer) == Seen::kCommitted && KindOf(&tuple, desc) == 'e' &&
+                   IdOf(&tuple, desc) == job.id;
+      if (found) {
+        bool is_null;
+        job.max_attempts = DatumGetInt32(heap_getattr(&tuple, kMaxAttempts, desc, &is_null));
+        job.enqueued_at = DatumGetTimestampTz(heap_getattr(&tuple, kEnqueuedAt, desc, &is_null));
+        out[kept++] = job;
+      }
+      UnlockReleaseBuffer(buffer);
+    }
+    if (rel != nullptr) table_close(rel, AccessShareLock);
+  });
+  out.resize(kept);
+  return out;
 }
 
 TombstoneOutcome Tombstone(const Place& place, int64 id, int segment, ItemPointerData entry,

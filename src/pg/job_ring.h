@@ -32,6 +32,8 @@
 // jobs in pgq.job_rows.
 #pragma once
 
+#include <functional>
+
 #include <vector>
 
 #include "pg/pg.h"
@@ -255,6 +257,43 @@ bool MayHaveDependents(const Place& place);
 // `entry`), noted by its tombstone (InvalidTransactionId: none, or this
 // transaction's).
 TransactionId CancelInProgress(const Place& place, int segment, ItemPointerData entry);
+
+// What monitoring shows of a queue's ring (queue_overview, queue_metrics,
+// metrics()), at a cost bounded by `limit` whatever the ring holds, with
+// no lock a claim waits for beyond a copy of the lane's state: its pending
+// entries (given back, passed and since committed, then from the cursor
+// on; committed, not cancelled) counted up to `limit`, past which the walk
+// stops and the rest is estimated from the blocks left (`cut`); the run_at
+// of the oldest one seen (DT_NOEND: none). Uses the queue's lane if it has
+// one or one is free, never taking another queue's back: with none,
+// `no_lane` and nothing counted (its queue has no running ring job then).
+struct Pending {
+  int64 count = 0;
+  TimestampTz oldest = DT_NOEND;
+  bool cut = false;
+  bool no_lane = false;
+};
+Pending CountPending(const Place& place, int64 limit);
+// The running ring jobs of this database per queue (claims committed,
+// completions not), and how many of them have a lease past `now`: one walk
+// of the lease map.
+struct Running {
+  int64 running = 0;
+  int64 expired = 0;
+};
+std::vector<std::pair<int32, Running>> CountRunning(TimestampTz now);
+// The running ring jobs of this database's queues for which `of_queue`
+// answers true (as CountRunning counts them), each with its lease and its
+// entry's max_attempts and enqueued_at: one walk of the lease map and a
+// read of each entry, whatever the rings hold (running_jobs,
+// queue_workers).
+struct RunningJob {
+  int64 id;
+  Lease lease;
+  int32 max_attempts;
+  TimestampTz enqueued_at;
+};
+std::vector<RunningJob> RunningJobs(const std::function<bool(int32)>& of_queue);
 
 // Forgets a queue's lane and leases (the queue was dropped).
 void Forget(int32 queue_id);

@@ -252,8 +252,10 @@ int TurnRings(pg::SpiSession& spi, TimestampTz now);
 // ---- Reading jobs (read.cpp)
 
 // Rows of pgq.job_info's columns (1-19; 19, dead_reason, is 2.1's), then queue_id: job `id`
-// wherever it is (live, completed and kept, dead), or none.
-pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now);
+// wherever it is (live, completed and kept, dead), or none. Of the queues'
+// rings, only those of `rings`' queues are read (the caller's: a lookup
+// costs one team its own rings, not everyone's).
+pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now, const Scope& rings);
 // The jobs of one queue, newest first, at most `max`, with ids below
 // `before_id`, in `state` (a pgq.job_info state) if given, dead for
 // `reason` (a pgq.dead_jobs reason) if given.

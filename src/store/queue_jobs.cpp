@@ -44,10 +44,9 @@ SELECT r.id FROM pgq.ring_jobs r JOIN pgq.queues q ON q.ring_id = r.ring
 // costs the same with a million jobs as with a thousand. $2 now; $3, $4 the
 // scope. The pending jobs are read in claim order; the oldest ready job is
 // found per priority level (the first entry of each level is its oldest),
-// through at most 64 levels. A queue with a ring (ADR 0028) has its ring's
-// jobs counted apart (ring_*), exactly: pgq.ring_jobs reads the whole ring,
-// which no index bounds; a queue without one reads nothing there (the
-// filter on its NULL ring_id is tested once).
+// through at most 64 levels. A queue's ring (ADR 0028) is counted apart,
+// from its lane and the lease map (pg/job_ring.h CountPending,
+// CountRunning), as boundedly.
 pg::Statement queue_overview = {R"sql(
 SELECT q.queue_id, q.name, p.pending, p.due,
        (SELECT count(*) FROM (SELECT FROM pgq.job_rows j
@@ -70,10 +69,7 @@ SELECT q.queue_id, q.name, p.pending, p.due,
          WHERE f.queue_id = q.queue_id AND f.finished_at >= $2 - q.retention)
          + pgq.unflushed_completions(q.queue_id) AS done_recent,
        CASE WHEN o.oldest <= $2 AND isfinite(o.oldest) THEN o.oldest END AS oldest_ready,
-       q.paused, q.max_running, o.levels >= 64 AS levels_cut,
-       g.pending AS ring_pending, g.due AS ring_due, g.running AS ring_running,
-       g.expired AS ring_expired,
-       CASE WHEN g.oldest <= $2 AND isfinite(g.oldest) THEN g.oldest END AS ring_oldest_ready
+       q.paused, q.max_running, o.levels >= 64 AS levels_cut, COALESCE(q.ring_id, 0) AS ring_id
   FROM pgq.queues q
  CROSS JOIN LATERAL (
        SELECT count(*) AS pending, count(*) FILTER (WHERE s.run_at <= $2) AS due
@@ -94,14 +90,6 @@ SELECT q.queue_id, q.name, p.pending, p.due,
                     ORDER BY - j.priority, j.run_at LIMIT 1)) AS oldest,
               max(l.depth) AS levels
          FROM levels l WHERE l.np IS NOT NULL) o
- CROSS JOIN LATERAL (
-       SELECT count(*) FILTER (WHERE r.state = 'p') AS pending,
-              count(*) FILTER (WHERE r.state = 'p' AND r.run_at <= $2) AS due,
-              count(*) FILTER (WHERE r.state = 'r') AS running,
-              count(*) FILTER (WHERE r.state = 'r' AND r.lease_until < $2) AS expired,
-              min(r.run_at) FILTER (WHERE r.state = 'p') AS oldest
-         FROM pgq.ring_jobs r
-        WHERE q.ring_id IS NOT NULL AND r.ring = q.ring_id) g
  WHERE $3 OR q.queue_id = ANY ($4)
  ORDER BY q.name)sql",
                                 4,
@@ -129,18 +117,13 @@ struct OverviewColumns {
         paused(rows.ColumnNumber("paused")),
         max_running(rows.ColumnNumber("max_running")),
         levels_cut(rows.ColumnNumber("levels_cut")),
-        ring_pending(rows.ColumnNumber("ring_pending")),
-        ring_due(rows.ColumnNumber("ring_due")),
-        ring_running(rows.ColumnNumber("ring_running")),
-        ring_expired(rows.ColumnNumber("ring_expired")),
-        ring_oldest_ready(rows.ColumnNumber("ring_oldest_ready")) {}
+        ring_id(rows.ColumnNumber("ring_id")) {}
   int queue_id, name;
   int pending;  // ready or scheduled, read in claim order
   int due;      // of those read, the ones due
   int waiting, awaiting_parents, running, expired, dead, done_recent, oldest_ready, paused,
       max_running, levels_cut;
-  // The jobs of the queue's ring, counted exactly (0 without a ring).
-  int ring_pending, ring_due, ring_running, ring_expired, ring_oldest_ready;
+  int ring_id;  // 0: none
 };
 
 std::optional<TimestampTz> OptionalTime(const pg::Result& rows, uint64 row, int column) {
@@ -149,15 +132,27 @@ std::optional<TimestampTz> OptionalTime(const pg::Result& rows, uint64 row, int 
   return is_null ? std::nullopt : std::optional<TimestampTz>(DatumGetTimestampTz(value));
 }
 
-// A queue's ring jobs as the overview counts them.
+// A queue's ring jobs as the overview counts them (every entry is due:
+// pgq.job_rows holds the jobs that are not yet, store/ring_jobs.h).
 struct Ring {
-  int64 pending, due, running, expired;
+  int64 pending = 0, running = 0, expired = 0;
   std::optional<TimestampTz> oldest;
+  bool estimated = false;
 };
-Ring ReadRing(const pg::Result& rows, uint64 row, const OverviewColumns& c) {
-  return Ring{rows.Int64(row, c.ring_pending), rows.Int64(row, c.ring_due),
-              rows.Int64(row, c.ring_running), rows.Int64(row, c.ring_expired),
-              OptionalTime(rows, row, c.ring_oldest_ready)};
+Ring CountRing(pg::SpiSession& spi, int32 queue_id, int64 limit, TimestampTz now,
+               const std::vector<std::pair<int32, pg::job_ring::Running>>& running) {
+  Ring ring;
+  const pg::job_ring::Pending pending = ring::CountPending(spi, queue_id, limit);
+  ring.pending = pending.count;
+  if (pending.oldest <= now) ring.oldest = pending.oldest;
+  ring.estimated = pending.cut || pending.no_lane;
+  for (const auto& [of, counted] : running) {
+    if (of == queue_id) {
+      ring.running = counted.running;
+      ring.expired = counted.expired;
+    }
+  }
+  return ring;
 }
 
 // The earlier of two optional times.
@@ -238,6 +233,10 @@ std::vector<QueueOverview> ReadQueueOverview(pg::SpiSession& spi, const Scope& s
   const Catalog& catalog = InstalledCatalog();
   std::vector<QueueOverview> queues;
   if (rows.empty()) return queues;
+  // The leases of running ring jobs are in the map once the lanes are built
+  // after a start.
+  ring::EnsureLanes(spi);
+  const auto running = pg::job_ring::CountRunning(now);
   const OverviewColumns c(rows);
   queues.reserve(rows.size());
   for (uint64 row = 0; row < rows.size(); ++row) {
@@ -263,14 +262,16 @@ std::vector<QueueOverview> ReadQueueOverview(pg::SpiSession& spi, const Scope& s
                           : due_read;
     bool no_cap = false;
     const Datum max_running = rows.Value(row, c.max_running, &no_cap);
-    const Ring ring = ReadRing(rows, row, c);
+    const int32 queue_id = rows.Int32(row, c.queue_id);
+    const Ring ring =
+        rows.Int32(row, c.ring_id) == 0 ? Ring() : CountRing(spi, queue_id, limit, now, running);
+    estimated |= ring.estimated;
     queues.push_back(QueueOverview{
-        rows.Text(row, c.name), due + jobs[1] + ring.due, jobs[0] - due + ring.pending - ring.due,
-        jobs[3] + ring.running, std::min(expired, jobs[3]) + ring.expired, dead,
-        rows.Int64(row, c.done_recent), jobs[2],
+        rows.Text(row, c.name), due + jobs[1] + ring.pending, jobs[0] - due, jobs[3] + ring.running,
+        std::min(expired, jobs[3]) + ring.expired, dead, rows.Int64(row, c.done_recent), jobs[2],
         Earlier(OptionalTime(rows, row, c.oldest_ready), ring.oldest), rows.Bool(row, c.paused),
         no_cap ? std::nullopt : std::optional<int32>(DatumGetInt32(max_running)), estimated});
-    queues.back().queue_id = rows.Int32(row, c.queue_id);
+    queues.back().queue_id = queue_id;
   }
   return queues;
 }

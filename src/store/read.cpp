@@ -80,9 +80,9 @@ UNION ALL
   WHERE (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $2) AND )sql";
   sql += with_state(where_dead, kDeadState);
   sql += order;
-  // A job of a queue's ring that has not finished (pgq.ring_jobs), last:
-  // pgq.job's LIMIT 1 reads the rings (every one: no index on id) only for
-  // an id found nowhere else.
+  // A job of a queue's ring that has not finished (pgq.ring_jobs), last
+  // (each ring is read whole: no index on id; pgq.job reads them one ring
+  // at a time, ReadJob).
   sql += R"sql()
 UNION ALL
 (SELECT g.id, q.name,)sql";
@@ -100,9 +100,9 @@ UNION ALL
 
 // $1 id, $2 now. A live job first, through the hot table alone: the
 // history and dead-letter tables have a segment per ring of each retention
-// class (ADR 0021), and a generic plan opens every one of them, as it
-// does the queues' rings (each read whole). Then, if it is not live,
-// every source in one statement (one snapshot: a job that finishes
+// class (ADR 0021), and a generic plan opens every one of them. Then, if
+// it is not live, the caller's queues' rings (ring_job_info), then every
+// other source in one statement (one snapshot: a job that finishes
 // meanwhile is found where it went; a ring job moved into pgq.job_rows is
 // closed on its ring in the same transaction).
 pg::Statement& live_job_info() {
@@ -114,10 +114,29 @@ pg::Statement& live_job_info() {
 
 pg::Statement& job_info() {
   static BuiltStatement statement{
-      JobInfoSql("j.id = $1", "f.id = $1", "g.id = $1", "h.id = $1", "d.id = $1", "") + "\nLIMIT 1",
+      JobInfoSql("j.id = $1", "f.id = $1", "false", "h.id = $1", "d.id = $1", "") + "\nLIMIT 1",
       {INT8OID, TIMESTAMPTZOID}};
   return statement.get();
 }
+
+// $3 a queue id: the job on that queue's ring (the scalar subquery's
+// equality prunes the other rings' partitions as the statement runs).
+pg::Statement& ring_job_info() {
+  static BuiltStatement statement{
+      JobInfoSql("false", "false",
+                 "g.id = $1 AND g.ring = (SELECT a.ring_id FROM pgq.queues a"
+                 " WHERE a.queue_id = $3)",
+                 "false", "false", "") +
+          "\nLIMIT 1",
+      {INT8OID, TIMESTAMPTZOID, INT4OID}};
+  return statement.get();
+}
+
+pg::Statement queues_with_rings = {
+    "SELECT queue_id FROM pgq.queues WHERE ring_id IS NOT NULL AND ($1 OR queue_id = ANY ($2))",
+    2,
+    {BOOLOID, INT4ARRAYOID},
+    nullptr};
 
 // $1 queue id, $2 now, $3 before id (NULL: from the newest), $4 max, $5
 // state (NULL: any), $6 queue name, $7 dead reason (NULL: any; else only
@@ -213,11 +232,27 @@ pg::Statement& find_jobs() {
 
 }  // namespace
 
-pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now) {
+pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now, const Scope& rings) {
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(now));
   pg::Result live = spi.Execute(live_job_info(), params, 1);
   if (!live.empty()) return live;
+  // The rings of the scope's queues, one at a time (no index on id: each
+  // read whole), then every other source in one statement. A job leaves a
+  // ring only for those (pgq.job_rows, the history, the dead-letter), so a
+  // job that leaves its ring between the two is found where it went.
+  pg::Params scope;
+  internal::SetScope(scope, 0, rings);
+  pg::Result queues = spi.Execute(queues_with_rings, scope);
+  std::vector<int32> ids;
+  for (uint64 row = 0; row < queues.size(); ++row) ids.push_back(queues.Int32(row, "queue_id"));
+  queues.Free();
+  for (const int32 queue_id : ids) {
+    pg::Params ring = params;
+    ring.Set(2, Int32GetDatum(queue_id));
+    pg::Result found = spi.Execute(ring_job_info(), ring, 1);
+    if (!found.empty()) return found;
+  }
   return spi.Execute(job_info(), params, 1);
 }
 

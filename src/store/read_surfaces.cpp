@@ -1,8 +1,16 @@
 // The statements of the read surfaces (store/read_surfaces.h).
 #include "store/read_surfaces.h"
 
+#include <algorithm>
+
 #include "pg/args.h"
 #include "store/internal.h"
+#include "store/ring_jobs.h"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+}
 
 namespace pgq::store {
 
@@ -25,9 +33,10 @@ pg::Statement read_queue_settings = {
 // and newest claim, how many leases ran out, and who the session is as
 // pg_stat_activity knows it (NULL once it is gone; a pid is reused once its
 // session ends, so only a session that began before the claim counts).
-// The running jobs of a queue's ring (pgq.ring_jobs) likewise, their
-// claimer from the claim's receipt; only the rings of the queues asked for
-// are read.
+// The running jobs of the queues' rings likewise, their claimer from the
+// claim's receipt: given as arrays ($5 queue ids, $6 claimers, $7 claim
+// times, $8 leases), read from the lease map (pg/job_ring.h RunningJobs),
+// not from the rings.
 pg::Statement read_queue_workers = {
     "SELECT q.name, j.claimed_by, a.usename, a.application_name, a.client_addr,"
     "       a.pid IS NOT NULL, a.backend_start, pg_catalog.count(*),"
@@ -41,26 +50,22 @@ pg::Statement read_queue_workers = {
     " GROUP BY q.name, j.claimed_by, a.pid, a.usename, a.application_name, a.client_addr,"
     "          a.backend_start"
     " UNION ALL "
-    "SELECT q.name, g.claimed_by, g.usename, g.application_name, g.client_addr, g.connected,"
-    "       g.backend_start, g.running, g.oldest, g.newest, g.expired"
-    "  FROM pgq.queues q"
-    " CROSS JOIN LATERAL ("
-    "       SELECT r.claimed_by, a.usename, a.application_name, a.client_addr,"
-    "              a.pid IS NOT NULL AS connected, a.backend_start,"
-    "              pg_catalog.count(*) AS running, pg_catalog.min(r.claimed_at) AS oldest,"
-    "              pg_catalog.max(r.claimed_at) AS newest,"
-    "              pg_catalog.count(*) FILTER (WHERE r.lease_until < $4) AS expired"
-    "         FROM pgq.ring_jobs r"
-    "         LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = r.claimed_by"
-    "               AND (a.backend_start IS NULL OR a.backend_start <= r.claimed_at)"
-    "        WHERE q.ring_id IS NOT NULL AND r.ring = q.ring_id AND r.state = 'r'"
-    "        GROUP BY r.claimed_by, a.pid, a.usename, a.application_name, a.client_addr,"
-    "                 a.backend_start) g"
-    " WHERE q.ring_id IS NOT NULL"
-    "   AND ($1 OR q.queue_id = ANY ($2)) AND ($3 IS NULL OR q.queue_id = $3)"
+    "SELECT q.name, r.claimed_by, a.usename, a.application_name, a.client_addr,"
+    "       a.pid IS NOT NULL, a.backend_start, pg_catalog.count(*),"
+    "       pg_catalog.min(r.claimed_at), pg_catalog.max(r.claimed_at),"
+    "       pg_catalog.count(*) FILTER (WHERE r.lease_until < $4)"
+    "  FROM ROWS FROM (pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7),"
+    "                  pg_catalog.unnest($8)) AS r(queue_id, claimed_by, claimed_at, lease_until)"
+    "  JOIN pgq.queues q ON q.queue_id = r.queue_id"
+    "  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = r.claimed_by"
+    "        AND (a.backend_start IS NULL OR a.backend_start <= r.claimed_at)"
+    " WHERE ($1 OR r.queue_id = ANY ($2)) AND ($3 IS NULL OR r.queue_id = $3)"
+    " GROUP BY q.name, r.claimed_by, a.pid, a.usename, a.application_name, a.client_addr,"
+    "          a.backend_start"
     " ORDER BY 1, 9, 2",
-    4,
-    {BOOLOID, INT4ARRAYOID, INT4OID, TIMESTAMPTZOID},
+    8,
+    {BOOLOID, INT4ARRAYOID, INT4OID, TIMESTAMPTZOID, INT4ARRAYOID, INT4ARRAYOID,
+     TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID},
     nullptr};
 
 // $1, $2, $3 as above, $4 one schedule's name (NULL: all), $5 max. Newest
@@ -108,6 +113,22 @@ pg::Statement read_ladders = {
     {TEXTOID, INT4OID},
     nullptr};
 
+// The queue ids of `scope`, sorted (none when it is every queue).
+std::vector<int32> ScopeIds(const Scope& scope) {
+  std::vector<int32> ids;
+  if (scope.every || scope.ids == 0) return ids;
+  pg::Guard([&] {
+    Datum* elements = nullptr;
+    bool* nulls = nullptr;
+    int count = 0;
+    deconstruct_array(DatumGetArrayTypeP(scope.ids), INT4OID, sizeof(int32), true, TYPALIGN_INT,
+                      &elements, &nulls, &count);
+    for (int i = 0; i < count; ++i) ids.push_back(DatumGetInt32(elements[i]));
+  });
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
 pg::Params& SetFilter(pg::Params& params, const Scope& scope, std::optional<int32> queue_id) {
   internal::SetScope(params, 0, scope);
   return params.SetOptional(2, !queue_id, Int32GetDatum(queue_id.value_or(0)));
@@ -130,10 +151,42 @@ pg::Result ReadQueueSettings(pg::SpiSession& spi, const Scope& scope,
   return spi.Execute(read_queue_settings, params);
 }
 
+std::vector<pg::job_ring::RunningJob> RingRunningJobs(pg::SpiSession& spi, const Scope& scope,
+                                                      std::optional<int32> queue_id) {
+  const std::vector<int32> allowed = ScopeIds(scope);
+  // After a start, the leases are in the map once the lanes are built.
+  ring::EnsureLanes(spi);
+  return pg::job_ring::RunningJobs([&](int32 of) {
+    return (!queue_id || *queue_id == of) &&
+           (scope.every || std::binary_search(allowed.begin(), allowed.end(), of));
+  });
+}
+
 pg::Result ReadQueueWorkers(pg::SpiSession& spi, const Scope& scope, std::optional<int32> queue_id,
                             TimestampTz now) {
+  const std::vector<pg::job_ring::RunningJob> running = RingRunningJobs(spi, scope, queue_id);
+  const int count = static_cast<int>(running.size());
+  std::vector<Datum> queues(running.size()), claimers(running.size()), claimed(running.size()),
+      leases(running.size());
+  for (size_t i = 0; i < running.size(); ++i) {
+    queues[i] = Int32GetDatum(running[i].lease.queue_id);
+    claimers[i] = Int32GetDatum(running[i].lease.claimed_by);
+    claimed[i] = TimestampTzGetDatum(running[i].lease.claimed_at);
+    leases[i] = TimestampTzGetDatum(running[i].lease.lease_until);
+  }
   pg::Params params;
   SetFilter(params, scope, queue_id).Set(3, TimestampTzGetDatum(now));
+  pg::Guard([&] {
+    params
+        .Set(4, PointerGetDatum(construct_array(queues.data(), count, INT4OID, sizeof(int32), true,
+                                                TYPALIGN_INT)))
+        .Set(5, PointerGetDatum(construct_array(claimers.data(), count, INT4OID, sizeof(int32),
+                                                true, TYPALIGN_INT)))
+        .Set(6, PointerGetDatum(construct_array(claimed.data(), count, TIMESTAMPTZOID,
+                                                sizeof(TimestampTz), true, TYPALIGN_DOUBLE)))
+        .Set(7, PointerGetDatum(construct_array(leases.data(), count, TIMESTAMPTZOID,
+                                                sizeof(TimestampTz), true, TYPALIGN_DOUBLE)));
+  });
   return spi.Execute(read_queue_workers, params);
 }
 

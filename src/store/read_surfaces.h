@@ -7,7 +7,9 @@
 
 #include <optional>
 #include <string_view>
+#include <vector>
 
+#include "pg/job_ring.h"
 #include "pg/spi.h"
 #include "store/jobs.h"
 
@@ -20,6 +22,11 @@ pg::Result ReadQueueSettings(pg::SpiSession& spi, const Scope& scope,
 // ran out by `now` counted.
 pg::Result ReadQueueWorkers(pg::SpiSession& spi, const Scope& scope, std::optional<int32> queue_id,
                             TimestampTz now);
+// The running jobs of the queues' rings in `scope` (or only `queue_id`),
+// from the lease map (pg/job_ring.h RunningJobs): read by queue_workers and
+// by pgq.ring_running_jobs() for the view pgq.running_jobs.
+std::vector<pg::job_ring::RunningJob> RingRunningJobs(pg::SpiSession& spi, const Scope& scope,
+                                                      std::optional<int32> queue_id);
 // pgq.list_schedule_runs' rows: up to `max`, newest first, of one schedule
 // or all.
 pg::Result ReadScheduleRuns(pg::SpiSession& spi, const Scope& scope, std::optional<int32> queue_id,

@@ -172,6 +172,12 @@ bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
   return true;
 }
 
+pg::job_ring::Pending CountPending(pg::SpiSession& spi, int32 queue_id, int64 limit) {
+  Known ring;
+  if (!pg::job_ring::Available() || !KnownOf(spi, queue_id, &ring)) return {};
+  return pg::job_ring::CountPending(ring.place, limit);
+}
+
 int Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next, int max_keys) {
   Known ring;
   if (!pg::job_ring::Available() || !KnownOf(spi, queue_id, &ring)) return 0;

@@ -62,6 +62,10 @@ int Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next, int max
 // Running and MoveExpired call it, and whoever asks AnyLeases first.
 void EnsureLanes(pg::SpiSession& spi);
 
+// What monitoring shows of the queue's ring (pg/job_ring.h CountPending):
+// nothing counted without shared memory or a ring.
+pg::job_ring::Pending CountPending(pg::SpiSession& spi, int32 queue_id, int64 limit);
+
 // The queue's running ring jobs as its cap counts them (pg/job_ring.h
 // RunningCount); 0 without a ring.
 int64 RunningCount(pg::SpiSession& spi, int32 queue_id);

@@ -52,6 +52,8 @@ PUBLIC_FUNCTIONS = {
     "purge_dead_job", "job_dependencies", "find_jobs",
     # 2.1: a stream's ring, checking a stream right itself.
     "stream_segments",
+    # 2.1 (issue 33): behind pgq.running_jobs, the caller's queues only.
+    "ring_running_jobs",
 }
 # Not about queues: nobody's until GRANT EXECUTE.
 COORDINATION_FUNCTIONS = {
@@ -139,7 +141,8 @@ REFUSED_CALLS = {
 }
 # stream_consumer_stats() answers as pgq.stream_stats does: the caller's
 # streams only.
-ANSWER_ANYONE = {"clock", "has_queue_privilege", "queue_overview", "stream_consumer_stats"}
+ANSWER_ANYONE = {"clock", "has_queue_privilege", "queue_overview", "stream_consumer_stats",
+                 "ring_running_jobs"}
 
 
 class PrivilegeTestCase(PgqTestCase):
@@ -251,6 +254,11 @@ class CatalogAuditTest(PrivilegeTestCase):
             "SELECT pgq.has_queue_privilege('q', 'produce, consume, admin')").fetchone()[0])
         nobody.execute("SELECT pgq.clock()")
         self.assertEqual(nobody.execute("SELECT count(*) FROM pgq.queue_overview()").fetchone()[0], 0)
+        # The job claimed above runs on q's ring: not shown to a role with no right on q.
+        self.assertEqual(
+            self.admin.execute("SELECT count(*) FROM pgq.ring_running_jobs()").fetchone()[0], 1)
+        self.assertEqual(
+            nobody.execute("SELECT count(*) FROM pgq.ring_running_jobs()").fetchone()[0], 0)
         # The 2.1 readers, unnamed, show nothing of queues without a right;
         # the superuser sees the running claim and the queue.
         for reader in ("queue_settings", "queue_workers", "list_schedule_runs"):

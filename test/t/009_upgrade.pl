@@ -72,7 +72,7 @@ members AS (
   SELECT d.classid, d.objid FROM pg_depend d, ext
    WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext.oid AND d.deptype = 'e'),
 rels AS (SELECT oid FROM pg_class WHERE relnamespace = 'pgq'::regnamespace
-                                    AND relname !~ '^stream_events_\d')
+                                    AND relname !~ '^(stream_events|job_log)_\d')
 SELECT string_agg(line, E'\n' ORDER BY line) FROM (
   SELECT 'member ' || pg_describe_object(m.classid, m.objid, 0) || ' ' || coalesce(
            CASE m.classid
