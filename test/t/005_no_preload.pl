@@ -34,6 +34,14 @@ is( $node->safe_psql(
 
 # A lease that expired stays expired: nobody but pgq.maintain() returns it.
 my $id = $node->safe_psql('postgres', "SELECT pgq.enqueue('q', '{}')");
+# The queue has its ring (ADR 0028), but without shared memory for its lane
+# the job is a row of pgq.job_rows.
+is( $node->safe_psql(
+		'postgres',
+		"SELECT (SELECT ring_id IS NOT NULL FROM pgq.queues WHERE name = 'q') || ' '"
+		  . " || (SELECT count(*) FROM pgq.job_rows WHERE id = $id)"),
+	'true 1',
+	'the queue has a ring, and its job is a row of pgq.job_rows');
 is($node->safe_psql('postgres', "SELECT id || ' ' || attempt FROM pgq.claim('q', 1)"),
 	"$id 1", 'a job is claimed with a 1 s lease');
 # Two seconds past the lease: a worker with the default 1 s interval would

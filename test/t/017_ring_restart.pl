@@ -181,6 +181,20 @@ sub turn
 	my ($offset) = @_;
 	sql("SET pgq.debug_clock_offset = '$offset'; SELECT count(*) FROM pgq.maintain()");
 }
+# A truncation never waits for a lock: a pass that meets the maintenance
+# worker's own pass reading the segment (a share lock, let go at once)
+# leaves it to the next pass. Passes until the ledger reads `want` (50 at
+# most); the ledger as it then is.
+sub turn_until
+{
+	my ($offset, $want) = @_;
+	for (1 .. 50)
+	{
+		turn($offset);
+		return $want if ledger() eq $want;
+	}
+	return ledger();
+}
 sub ledger
 {
 	return sql(q{
@@ -214,8 +228,8 @@ is_deeply([ complete_each(sub { 1 }, @older[ 1 .. 3 ]) ], [ ('t') x 3 ], 'turns:
 turn('4min');
 is(ledger(), '2 rows rows rows empty', 'turns: segment 0 is kept while one of its jobs runs');
 is_deeply([ complete_each(sub { 1 }, $older[4], @newer) ], [ ('t') x 6 ], 'turns: the rest done');
-turn('4min');
-is(ledger(), '2 empty empty rows empty', 'turns: then segments 0 and 1 are truncated');
+is(turn_until('4min', '2 empty empty rows empty'), '2 empty empty rows empty',
+	'turns: then segments 0 and 1 are truncated');
 turn('6min');
 is(ledger(), '2 empty empty rows empty', 'turns: an idle ring stays where it is');
 is(sql(q{SELECT count(*) FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring WHERE q.name = 'turning'}), '0',
