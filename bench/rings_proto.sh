@@ -213,7 +213,7 @@ done
     echo
     echo "Jobs per second (median of $RUNS; synchronous_commit=$SYNC; ratios to the baseline):"
     echo
-    echo "| workload | clients | baseline | pgq 2.1 | ring prototype | pgq ring queue | pgq / baseline | ring / baseline | pgq ring queue / baseline |"
+    echo "| workload | clients | baseline | pgq (queue bench) | ring prototype | pgq (queue benchr, made again each run) | pgq / baseline | ring / baseline | benchr / baseline |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     printf '%s\n' "${ROWS[@]}"
   fi

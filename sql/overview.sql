@@ -96,20 +96,25 @@ SELECT pg_stat_force_next_flush();
 SELECT sum(heap_blks_hit + coalesce(heap_blks_read, 0)) - :blocks_read_before < :ring_blocks / 4
          AS running_jobs_read_a_fraction_of_the_ring
   FROM pg_statio_user_tables WHERE relname LIKE :'segments';
--- pgq.job of an id found nowhere reads the rings of the caller's queues
--- only: another team's lookup reads no block of this ring.
+-- pgq.job, a cancel or a child naming a parent, of an id found nowhere,
+-- read the rings of the caller's queues only: another team's lookups read
+-- no block of this ring.
 CREATE ROLE overview_other;
 SELECT pgq.grant('overview_other', 'mail', 'consume');
+SELECT pgq.grant('overview_other', 'mail', 'produce');
 SELECT pg_stat_force_next_flush();
 SELECT sum(heap_blks_hit + coalesce(heap_blks_read, 0)) AS blocks_read_before
   FROM pg_statio_user_tables WHERE relname LIKE :'segments' \gset
 SET ROLE overview_other;
 SELECT count(*) AS found FROM pgq.job(-1);
+SELECT pgq.cancel(-1) AS cancelled;
+SELECT pgq.enqueue('mail', '{}', after => ARRAY[-1]::bigint[]);
 RESET ROLE;
 SELECT pg_stat_force_next_flush();
 SELECT sum(heap_blks_hit + coalesce(heap_blks_read, 0)) - :blocks_read_before AS blocks_read
   FROM pg_statio_user_tables WHERE relname LIKE :'segments';
 SELECT pgq.revoke('overview_other', 'mail', 'consume');
+SELECT pgq.revoke('overview_other', 'mail', 'produce');
 DROP ROLE overview_other;
 -- Given back by a rolled-back claim, counted again.
 BEGIN;

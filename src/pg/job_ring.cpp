@@ -1932,6 +1932,38 @@ std::vector<std::pair<int64, Lease>> RunningIn(Oid segment_relid, int max) {
   return out;
 }
 
+namespace {
+
+// Calls `visit(&tuple, buffer)` for each row of `block` of `rel` from
+// offset `first` on, the buffer share-locked, until it answers false.
+template <typename Visit>
+void VisitBlock(Relation rel, BlockNumber block, OffsetNumber first, Visit&& visit) {
+  Buffer buffer = ReadBuffer(rel, block);
+  LockBuffer(buffer, BUFFER_LOCK_SHARE);
+  Page page = BufferGetPage(buffer);
+  const OffsetNumber max = PageGetMaxOffsetNumber(page);
+  for (OffsetNumber offset = first; offset <= max; ++offset) {
+    HeapTupleData tuple;
+    if (RowAt(page, block, offset, RelationGetRelid(rel), &tuple) && !visit(&tuple, buffer)) break;
+  }
+  UnlockReleaseBuffer(buffer);
+}
+
+// Calls `visit(&tuple, buffer)` for the row at `tid` of `rel`, if any.
+template <typename Visit>
+void VisitRow(Relation rel, ItemPointerData tid, Visit&& visit) {
+  Buffer buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(&tid));
+  LockBuffer(buffer, BUFFER_LOCK_SHARE);
+  HeapTupleData tuple;
+  if (RowAt(BufferGetPage(buffer), ItemPointerGetBlockNumber(&tid),
+            ItemPointerGetOffsetNumber(&tid), RelationGetRelid(rel), &tuple)) {
+    visit(&tuple, buffer);
+  }
+  UnlockReleaseBuffer(buffer);
+}
+
+}  // namespace
+
 int Peek(const Place& place, Bound* next, int max_keys) {
   if (shared == nullptr || max_keys <= 0) return 0;
   const CallPin pin{LaneOf(place, true)};
@@ -1962,15 +1994,8 @@ int Peek(const Place& place, Bound* next, int max_keys) {
     };
     // Looks at the entry at `tid` of `segment` (a given-back or passed one).
     auto look_at = [&](int segment, ItemPointerData tid) {
-      Buffer buffer = ReadBuffer(rels[segment], ItemPointerGetBlockNumber(&tid));
-      LockBuffer(buffer, BUFFER_LOCK_SHARE);
-      Page page = BufferGetPage(buffer);
-      HeapTupleData tuple;
-      if (RowAt(page, ItemPointerGetBlockNumber(&tid), ItemPointerGetOffsetNumber(&tid),
-                RelationGetRelid(rels[segment]), &tuple)) {
-        (void)key_of(segment, &tuple, buffer);
-      }
-      UnlockReleaseBuffer(buffer);
+      VisitRow(rels[segment], tid,
+               [&](HeapTupleData* tuple, Buffer buffer) { (void)key_of(segment, tuple, buffer); });
     };
     LWLockAcquire(lane.claim_lock, LW_SHARED);
     // What a claim would take first: given back, passed and committed,
@@ -1991,20 +2016,13 @@ int Peek(const Place& place, Bound* next, int max_keys) {
       pg_read_barrier();
       const BlockNumber blocks = RelationGetNumberOfBlocks(rels[segment]);
       for (BlockNumber block = ItemPointerGetBlockNumber(&at); !full() && block < blocks; ++block) {
-        Buffer buffer = ReadBuffer(rels[segment], block);
-        LockBuffer(buffer, BUFFER_LOCK_SHARE);
-        Page page = BufferGetPage(buffer);
-        const OffsetNumber max = PageGetMaxOffsetNumber(page);
         const OffsetNumber first = block == ItemPointerGetBlockNumber(&at)
                                        ? ItemPointerGetOffsetNumber(&at)
                                        : FirstOffsetNumber;
-        for (OffsetNumber offset = first; !full() && offset <= max; ++offset) {
-          HeapTupleData tuple;
-          if (RowAt(page, block, offset, RelationGetRelid(rels[segment]), &tuple)) {
-            (void)key_of(segment, &tuple, buffer);
-          }
-        }
-        UnlockReleaseBuffer(buffer);
+        VisitBlock(rels[segment], block, first, [&](HeapTupleData* tuple, Buffer buffer) {
+          (void)key_of(segment, tuple, buffer);
+          return !full();
+        });
       }
       if (full() || !left) break;
       segment = (segment + 1) % segments;
@@ -2069,17 +2087,10 @@ Pending CountPending(const Place& place, int64 limit) {
       out.oldest = std::min(out.oldest, run_at);
     };
     auto look_at = [&](int segment, ItemPointerData tid) {
-      Buffer buffer = ReadBuffer(rels[segment], ItemPointerGetBlockNumber(&tid));
-      LockBuffer(buffer, BUFFER_LOCK_SHARE);
-      Page page = BufferGetPage(buffer);
-      HeapTupleData tuple;
-      TimestampTz run_at;
-      if (RowAt(page, ItemPointerGetBlockNumber(&tid), ItemPointerGetOffsetNumber(&tid),
-                RelationGetRelid(rels[segment]), &tuple) &&
-          entry_at(segment, &tuple, buffer, &run_at)) {
-        count(run_at);
-      }
-      UnlockReleaseBuffer(buffer);
+      VisitRow(rels[segment], tid, [&](HeapTupleData* tuple, Buffer buffer) {
+        TimestampTz run_at;
+        if (entry_at(segment, tuple, buffer, &run_at)) count(run_at);
+      });
     };
     // The given-back entries: counted without a read past the limit.
     for (const Offer& offer : returned) {
@@ -2106,22 +2117,14 @@ Pending CountPending(const Place& place, int64 limit) {
       const BlockNumber blocks = RelationGetNumberOfBlocks(rels[segment]);
       BlockNumber block = ItemPointerGetBlockNumber(&at);
       for (; out.count < limit && block < blocks; ++block) {
-        Buffer buffer = ReadBuffer(rels[segment], block);
-        LockBuffer(buffer, BUFFER_LOCK_SHARE);
-        Page page = BufferGetPage(buffer);
-        const OffsetNumber max = PageGetMaxOffsetNumber(page);
         const OffsetNumber first = block == ItemPointerGetBlockNumber(&at)
                                        ? ItemPointerGetOffsetNumber(&at)
                                        : FirstOffsetNumber;
-        for (OffsetNumber offset = first; offset <= max; ++offset) {
-          HeapTupleData tuple;
+        VisitBlock(rels[segment], block, first, [&](HeapTupleData* tuple, Buffer buffer) {
           TimestampTz run_at;
-          if (RowAt(page, block, offset, RelationGetRelid(rels[segment]), &tuple) &&
-              entry_at(segment, &tuple, buffer, &run_at)) {
-            count(run_at);
-          }
-        }
-        UnlockReleaseBuffer(buffer);
+          if (entry_at(segment, tuple, buffer, &run_at)) count(run_at);
+          return true;  // a block is counted whole
+        });
         blocks_read += 1;
       }
       if (block < blocks) blocks_left += blocks - block;
@@ -2216,23 +2219,18 @@ std::vector<RunningJob> RunningJobs(const std::function<bool(int32)>& of_queue) 
         rel = try_table_open(job.lease.entry_relid, AccessShareLock);
         blocks = rel == nullptr ? 0 : RelationGetNumberOfBlocks(rel);
       }
-      const BlockNumber block = ItemPointerGetBlockNumber(&job.lease.entry);
-      if (rel == nullptr || block >= blocks) continue;
-      Buffer buffer = ReadBuffer(rel, block);
-      LockBuffer(buffer, BUFFER_LOCK_SHARE);
-      HeapTupleData tuple;
-      TupleDesc desc = RelationGetDescr(rel);
-      bool found = RowAt(BufferGetPage(buffer), block, ItemPointerGetOffsetNumber(&job.lease.entry),
-                         RelationGetRelid(rel), &tuple) &&
-                   Look(tuple.t_data, buffer) == Seen::kCommitted && KindOf(&tuple, desc) == 'e' &&
-                   IdOf(&tuple, desc) == job.id;
-      if (found) {
+      if (rel == nullptr || ItemPointerGetBlockNumber(&job.lease.entry) >= blocks) continue;
+      VisitRow(rel, job.lease.entry, [&](HeapTupleData* tuple, Buffer buffer) {
+        TupleDesc desc = RelationGetDescr(rel);
+        if (Look(tuple->t_data, buffer) != Seen::kCommitted || KindOf(tuple, desc) != 'e' ||
+            IdOf(tuple, desc) != job.id) {
+          return;
+        }
         bool is_null;
-        job.max_attempts = DatumGetInt32(heap_getattr(&tuple, kMaxAttempts, desc, &is_null));
-        job.enqueued_at = DatumGetTimestampTz(heap_getattr(&tuple, kEnqueuedAt, desc, &is_null));
+        job.max_attempts = DatumGetInt32(heap_getattr(tuple, kMaxAttempts, desc, &is_null));
+        job.enqueued_at = DatumGetTimestampTz(heap_getattr(tuple, kEnqueuedAt, desc, &is_null));
         out[kept++] = job;
-      }
-      UnlockReleaseBuffer(buffer);
+      });
     }
     if (rel != nullptr) table_close(rel, AccessShareLock);
   });

@@ -7,6 +7,7 @@
 // shown.
 #include "pg/args.h"
 #include "store/internal.h"
+#include "store/ring_jobs.h"
 
 namespace pgq::store {
 
@@ -132,12 +133,6 @@ pg::Statement& ring_job_info() {
   return statement.get();
 }
 
-pg::Statement queues_with_rings = {
-    "SELECT queue_id FROM pgq.queues WHERE ring_id IS NOT NULL AND ($1 OR queue_id = ANY ($2))",
-    2,
-    {BOOLOID, INT4ARRAYOID},
-    nullptr};
-
 // $1 queue id, $2 now, $3 before id (NULL: from the newest), $4 max, $5
 // state (NULL: any), $6 queue name, $7 dead reason (NULL: any; else only
 // dead and cancelled jobs that died for it). Each source is cut at max before the
@@ -241,13 +236,7 @@ pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now, const Scope& 
   // read whole), then every other source in one statement. A job leaves a
   // ring only for those (pgq.job_rows, the history, the dead-letter), so a
   // job that leaves its ring between the two is found where it went.
-  pg::Params scope;
-  internal::SetScope(scope, 0, rings);
-  pg::Result queues = spi.Execute(queues_with_rings, scope);
-  std::vector<int32> ids;
-  for (uint64 row = 0; row < queues.size(); ++row) ids.push_back(queues.Int32(row, "queue_id"));
-  queues.Free();
-  for (const int32 queue_id : ids) {
+  for (const int32 queue_id : ring::QueuesWithRings(spi, rings)) {
     pg::Params ring = params;
     ring.Set(2, Int32GetDatum(queue_id));
     pg::Result found = spi.Execute(ring_job_info(), ring, 1);

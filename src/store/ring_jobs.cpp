@@ -470,28 +470,55 @@ int64 MoveExpired(pg::SpiSession& spi, TimestampTz now, int32 batch) {
 namespace {
 // $1 id, $2 $3 scope: the entry of a job of a ring queue that no claim has
 // taken (no receipt) and nothing closed.
+// $1 the id, $2 a queue id: its ring alone is read (the scalar subquery's
+// equality prunes the other rings' partitions as the statement runs).
 pg::Statement pending_entry = {R"sql(
 SELECT q.queue_id, q.ring_id, l.tableoid AS relid, l.ctid AS entry, l.attempt
   FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring
- WHERE l.id = $1 AND l.kind = 'e' AND ($2 OR q.queue_id = ANY ($3))
+ WHERE l.id = $1 AND l.kind = 'e'
+   AND l.ring = (SELECT a.ring_id FROM pgq.queues a WHERE a.queue_id = $2)
    AND NOT EXISTS (SELECT 1 FROM pgq.job_log c
-                    WHERE c.ring = l.ring AND c.id = l.id AND c.kind IN ('r', 'c')))sql",
-                               3,
-                               {INT8OID, BOOLOID, INT4ARRAYOID},
+                    WHERE c.ring = (SELECT a.ring_id FROM pgq.queues a WHERE a.queue_id = $2)
+                      AND c.id = l.id AND c.kind IN ('r', 'c')))sql",
+                               2,
+                               {INT8OID, INT4OID},
                                nullptr};
+
+pg::Statement queues_with_rings = {
+    "SELECT queue_id FROM pgq.queues WHERE ring_id IS NOT NULL AND ($1 OR queue_id = ANY ($2))"
+    " ORDER BY queue_id",
+    2,
+    {BOOLOID, INT4ARRAYOID},
+    nullptr};
 }  // namespace
+
+std::vector<int32> QueuesWithRings(pg::SpiSession& spi, const Scope& scope) {
+  pg::Params params;
+  internal::SetScope(params, 0, scope);
+  pg::Result rows = spi.Execute(queues_with_rings, params);
+  std::vector<int32> ids;
+  ids.reserve(rows.size());
+  for (uint64 row = 0; row < rows.size(); ++row) ids.push_back(rows.Int32(row, "queue_id"));
+  rows.Free();
+  return ids;
+}
 
 namespace {
 
 // The entry of `id` if it is a job of a queue in `scope` still in its ring
-// (no receipt or closure committed; a full read of the rings).
+// (no receipt or closure committed; a full read of each ring of the scope's
+// queues, one at a time, until it is found: one team's lookup never reads
+// another's rings).
 bool FindPending(pg::SpiSession& spi, const Scope& scope, int64 id, TakenOut* out,
                  ItemPointerData* entry) {
   if (!pg::job_ring::Available()) return false;
-  pg::Params params;
-  params.Set(0, Int64GetDatum(id));
-  internal::SetScope(params, 1, scope);
-  pg::Result found = spi.Execute(pending_entry, params, 1);
+  pg::Result found;
+  for (const int32 queue_id : QueuesWithRings(spi, scope)) {
+    pg::Params params;
+    params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(queue_id));
+    found = spi.Execute(pending_entry, params, 1);
+    if (!found.empty()) break;
+  }
   if (found.empty()) return false;
   bool is_null = false;
   const Oid relid = DatumGetObjectId(found.Value(0, "relid", &is_null));

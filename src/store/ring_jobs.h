@@ -62,6 +62,11 @@ int Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next, int max
 // Running and MoveExpired call it, and whoever asks AnyLeases first.
 void EnsureLanes(pg::SpiSession& spi);
 
+// The queues of `scope` that have a ring, by id: the rings a lookup of a
+// job by id (no index) may read, the caller's own (ReadJob, a child's
+// parents, a cancel).
+std::vector<int32> QueuesWithRings(pg::SpiSession& spi, const Scope& scope);
+
 // What monitoring shows of the queue's ring (pg/job_ring.h CountPending):
 // nothing counted without shared memory or a ring.
 pg::job_ring::Pending CountPending(pg::SpiSession& spi, int32 queue_id, int64 limit);
