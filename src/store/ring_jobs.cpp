@@ -468,10 +468,10 @@ int64 MoveExpired(pg::SpiSession& spi, TimestampTz now, int32 batch) {
 }
 
 namespace {
-// $1 id, $2 $3 scope: the entry of a job of a ring queue that no claim has
-// taken (no receipt) and nothing closed.
-// $1 the id, $2 a queue id: its ring alone is read (the scalar subquery's
-// equality prunes the other rings' partitions as the statement runs).
+// The entry of a job of a queue's ring that no claim has taken (no receipt)
+// and nothing closed. $1 the id, $2 a queue id: its ring alone is read (the
+// scalar subquery's equality prunes the other rings' partitions as the
+// statement runs).
 pg::Statement pending_entry = {R"sql(
 SELECT q.queue_id, q.ring_id, l.tableoid AS relid, l.ctid AS entry, l.attempt
   FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring
@@ -483,6 +483,18 @@ SELECT q.queue_id, q.ring_id, l.tableoid AS relid, l.ctid AS entry, l.attempt
                                2,
                                {INT8OID, INT4OID},
                                nullptr};
+
+// The same in every ring ($1 the id), for a caller who holds a right on
+// every queue: one statement, each ring read once.
+pg::Statement pending_entry_anywhere = {R"sql(
+SELECT q.queue_id, q.ring_id, l.tableoid AS relid, l.ctid AS entry, l.attempt
+  FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring
+ WHERE l.id = $1 AND l.kind = 'e'
+   AND NOT EXISTS (SELECT 1 FROM pgq.job_log c
+                    WHERE c.ring = l.ring AND c.id = l.id AND c.kind IN ('r', 'c')))sql",
+                                        1,
+                                        {INT8OID},
+                                        nullptr};
 
 pg::Statement queues_with_rings = {
     "SELECT queue_id FROM pgq.queues WHERE ring_id IS NOT NULL AND ($1 OR queue_id = ANY ($2))"
@@ -507,17 +519,23 @@ namespace {
 
 // The entry of `id` if it is a job of a queue in `scope` still in its ring
 // (no receipt or closure committed; a full read of each ring of the scope's
-// queues, one at a time, until it is found: one team's lookup never reads
-// another's rings).
+// queues, one at a time until it is found, so that one team's lookup never
+// reads another's rings; every ring in one statement for a scope of every
+// queue).
 bool FindPending(pg::SpiSession& spi, const Scope& scope, int64 id, TakenOut* out,
                  ItemPointerData* entry) {
   if (!pg::job_ring::Available()) return false;
   pg::Result found;
-  for (const int32 queue_id : QueuesWithRings(spi, scope)) {
-    pg::Params params;
-    params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(queue_id));
-    found = spi.Execute(pending_entry, params, 1);
-    if (!found.empty()) break;
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id));
+  if (scope.every) {
+    found = spi.Execute(pending_entry_anywhere, params, 1);
+  } else {
+    for (const int32 queue_id : QueuesWithRings(spi, scope)) {
+      params.Set(1, Int32GetDatum(queue_id));
+      found = spi.Execute(pending_entry, params, 1);
+      if (!found.empty()) break;
+    }
   }
   if (found.empty()) return false;
   bool is_null = false;
