@@ -267,6 +267,19 @@ is($node->safe_psql('old', "SELECT pgq.retry_dead($doomed)"), 't', 'and comes ba
 is($node->safe_psql('old', "SELECT count(*) FROM pgq.schedules WHERE name = 'nightly'"),
 	'1', 'the schedule is kept');
 is($node->safe_psql('old', "SELECT pgq.next_turn('sellers')"), 'ann', 'the team is kept');
+# Issue 33 (ADR 0028, "Step 3, as built"): the update gives no queue a
+# ring (a script's tables would be members of the extension); the
+# maintenance does, at its next pass, and a new plain job goes onto it while
+# the jobs from before carry on from pgq.job_rows.
+$node->safe_psql('old', 'SELECT * FROM pgq.maintain()');
+is($node->safe_psql('old', 'SELECT count(*) FILTER (WHERE ring_id IS NULL) FROM pgq.queues'),
+	'0', '1.0 updated: after a maintenance pass every queue has its ring');
+my $on_ring = $node->safe_psql('old', q{SELECT pgq.enqueue('mail', '{"n": "new"}')});
+is( $node->safe_psql(
+		'old',
+		"SELECT (SELECT count(*) FROM pgq.ring_jobs WHERE id = $on_ring) || ' ' "
+		  . "|| (SELECT count(*) FROM pgq.job_rows WHERE id = $on_ring)"),
+	'1 0', '1.0 updated: a new plain job goes onto the queue\'s ring');
 my $long_first = $long->query_safe("SELECT id FROM pgq.claim('long', 1)");
 is( $node->safe_psql(
 		'old',
