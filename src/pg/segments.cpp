@@ -189,6 +189,11 @@ std::string TableName(const char* root, int32 ring_id, int segment) {
   return NameIn(PlaceOf(root, ring_id), segment);
 }
 
+bool TryLockRoot(const char* root, int wait_ms) {
+  const Oid relid = RelidOf(std::string("pgq.") + root);
+  return OidIsValid(relid) && detail::TryLockExclusive(relid, wait_ms);
+}
+
 void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
                 std::initializer_list<const char*> indexes, TimestampTz now,
                 const char* leaf_options) {

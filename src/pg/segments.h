@@ -84,6 +84,12 @@ inline void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int seg
   CreateRing(spi, root, ring_id, segments, {index_columns}, now);
 }
 
+// Creating a ring adds a partition to pgq.<root>, for which PostgreSQL
+// takes ACCESS EXCLUSIVE on it, so that every reader of the root waits. A
+// caller that must not wait behind them (the maintenance) takes the lock
+// first, waiting at most `wait_ms` (0: not at all); false if not had.
+bool TryLockRoot(const char* root, int wait_ms);
+
 // Drops the ring's tables and ledger rows; waits for the readers and
 // writers of its segments.
 void DropRing(SpiSession& spi, const char* root, int32 ring_id);

@@ -80,9 +80,9 @@ void DefineSettings() {
     DefineCustomIntVariable(
         "pgq.max_ring_queues", "Queues in use at once, in the whole server.",
         "A queue in use (running jobs, or a transaction using it) holds a lane in shared memory "
-        "(about 55 kB), built from its ring when it is first used; an idle queue's lane is taken "
-        "back. A claim that finds none is refused with 53400; an enqueue puts its jobs in "
-        "pgq.job_rows.",
+        "(about 70 kB), built from its ring when it is first used; an idle queue's lane is taken "
+        "back. A queue that finds none works from pgq.job_rows meanwhile (its enqueues put their "
+        "jobs there, its claims take from there).",
         &max_ring_queues, 128, 1, 1024, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
     DefineCustomIntVariable(
         "pgq.max_running_ring_jobs",

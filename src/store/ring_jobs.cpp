@@ -687,6 +687,10 @@ constexpr int kCarryBatch = 1000;
 
 namespace {
 
+// How long the maintenance waits for pgq.job_log before it leaves giving
+// rings to its next pass.
+constexpr int kRootLockWaitMs = 100;
+
 pg::Statement queues_without_ring = {
     "SELECT q.name FROM pgq.queues q WHERE q.ring_id IS NULL ORDER BY q.queue_id LIMIT 100",
     0,
@@ -701,6 +705,11 @@ int GiveRings(pg::SpiSession& spi, TimestampTz now) {
   std::vector<std::string> names;
   for (uint64 row = 0; row < rows.size(); ++row) names.emplace_back(rows.Text(row, "name"));
   rows.Free();
+  // A new ring locks pgq.job_log exclusively until the pass commits: not
+  // while a reader holds it (a long transaction that read pgq.jobs, say),
+  // which the pass would wait for, with every reader after it queued
+  // behind the pass; the next pass tries again.
+  if (names.empty() || !pg::segments::TryLockRoot(kRoot, kRootLockWaitMs)) return 0;
   for (const std::string& name : names) GiveQueueRing(spi, name, now);
   // Cached queues learn their rings at the commit (store/queues.h).
   if (!names.empty()) pg::invalidation::Announce(pg::invalidation::kQueues);

@@ -249,3 +249,26 @@ class RingNotifyTest(PgqTestCase):
         self.assertEqual(
             self.scalar("SELECT count(*) FROM pgq.job_rows"), 0, "the job was on the ring, not a row"
         )
+
+
+class RingGivenTest(PgqTestCase):
+    def test_the_maintenance_gives_a_ring_without_waiting_for_readers(self):
+        """A queue without a ring (a 2.x queue after the update) gets one at a
+        maintenance pass. A new ring adds partitions to pgq.job_log, which
+        takes ACCESS EXCLUSIVE on it: a pass that finds a reader holding it
+        (an open transaction that read the rings) leaves the ring to a later
+        pass, instead of waiting for the reader with every reader after it
+        queued behind the pass (without the check, the pass below waits
+        until its statement_timeout)."""
+        self.admin.execute("SELECT pgq.create_queue('old')")
+        self.admin.execute("UPDATE pgq.queues SET ring_id = NULL WHERE name = 'old'")
+        ring_of_old = "SELECT ring_id FROM pgq.queues WHERE name = 'old'"
+        reader = self.connect(autocommit=False)
+        reader.execute("SELECT count(*) FROM pgq.ring_jobs")  # ACCESS SHARE on pgq.job_log
+        maintainer = self.connect()
+        maintainer.execute("SET statement_timeout = '20s'")  # a pass that waited would fail
+        maintainer.execute("SELECT pgq.maintain()")
+        self.assertIsNone(self.scalar(ring_of_old), "a ring was made while a reader held the root")
+        reader.rollback()
+        maintainer.execute("SELECT pgq.maintain()")
+        self.assertIsNotNone(self.scalar(ring_of_old), "the next pass gave the queue its ring")
