@@ -1300,11 +1300,12 @@ COMMENT ON FUNCTION pgq.queue_workers(text) IS
     'per queue and claiming session: its running jobs, oldest and newest claim, expired leases, and who it is (pg_stat_activity); admin right';
 
 
--- Issue 33 (step 2a, ADR 0028): the queues' rings. A queue created while
--- pgq.ring_queues is on (a development setting) keeps its plain jobs on a
--- ring of its own (pgq.job_log_<ring_id>), rows written once: entries,
--- receipts, closures. Its ring id is drawn from the streams' sequence, so
--- pgq.rings holds both without a clash.
+-- Issue 33 (ADR 0028): the queues' rings. Every queue keeps its plain jobs
+-- on a ring of its own (pgq.job_log_<ring_id>), rows written once: entries,
+-- receipts, closures; create_queue makes it, and the maintenance gives one
+-- to a queue that has none (a queue of 2.0.1 after this update). Its ring
+-- id is drawn from the streams' sequence, so pgq.rings holds both without a
+-- clash.
 ALTER TABLE pgq.queues ADD COLUMN ring_id integer;
 CREATE TABLE pgq.job_log (
     ring         integer     NOT NULL,
@@ -1379,7 +1380,7 @@ SELECT g.ring,
 COMMENT ON VIEW pgq.ring_jobs IS
     'the unfinished jobs of the queues'' rings (ADR 0028): pending or running, from their rows; internal, read by pgq''s readers';
 
--- Issue 33 (ADR 0028, step 3 begun): pgq.jobs, every unfinished job with
+-- Issue 33 (ADR 0028, step 3): pgq.jobs, every unfinished job with
 -- pgq.jobs' columns of 2.x — the rows of pgq.job_rows (the jobs kept as
 -- rows: scheduled, waiting, grouped, deduplicated, with parents, and those
 -- claimed from there) and the jobs on the queues' rings (pgq.ring_jobs:
