@@ -261,10 +261,12 @@ class RingGivenTest(PgqTestCase):
         queued behind the pass (without the check, the pass below waits
         until its statement_timeout)."""
         self.admin.execute("SELECT pgq.create_queue('old')")
-        self.admin.execute("UPDATE pgq.queues SET ring_id = NULL WHERE name = 'old'")
-        ring_of_old = "SELECT ring_id FROM pgq.queues WHERE name = 'old'"
+        # The reader first: the maintenance worker's own passes cannot give
+        # the ring back between the UPDATE and the pass below.
         reader = self.connect(autocommit=False)
         reader.execute("SELECT count(*) FROM pgq.ring_jobs")  # ACCESS SHARE on pgq.job_log
+        self.admin.execute("UPDATE pgq.queues SET ring_id = NULL WHERE name = 'old'")
+        ring_of_old = "SELECT ring_id FROM pgq.queues WHERE name = 'old'"
         maintainer = self.connect()
         maintainer.execute("SET statement_timeout = '20s'")  # a pass that waited would fail
         maintainer.execute("SELECT pgq.maintain()")
