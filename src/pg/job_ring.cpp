@@ -2053,9 +2053,11 @@ Pending CountPending(const Place& place, int64 limit) {
   ItemPointerData cursor;
   int insert_segment = 0;
   int cancelled = 0;
+  // Room made before the lock (and outside Guard, whose frame must not see
+  // an exception): the copies below allocate nothing.
+  returned.reserve(kReturnedMax);
+  passed.reserve(kPassedMax);
   Guard([&] {
-    returned.reserve(kReturnedMax);
-    passed.reserve(kPassedMax);
     LWLockAcquire(lane.claim_lock, LW_SHARED);
     returned.assign(lane.returned, lane.returned + lane.returned_count);
     passed.assign(lane.passed, lane.passed + lane.passed_count);
@@ -2147,56 +2149,51 @@ Pending CountPending(const Place& place, int64 limit) {
   return out;
 }
 
-std::vector<std::pair<int32, Running>> CountRunning(TimestampTz now) {
-  std::vector<std::pair<int32, Running>> out;
-  if (shared == nullptr || !AnyLeases()) return out;
-  std::unordered_map<int32, Running> by_queue;
+namespace {
+
+// This database's running ring jobs' leases (held, their close not
+// committed), copied under the map's locks: one walk of the map. Room is
+// made first, so that nothing allocates while the locks are held, and the
+// walk runs in Guard (a PostgreSQL error there is rethrown after it; the
+// abort lets go of the locks).
+std::vector<std::pair<int64, Lease>> RunningLeases() {
+  std::vector<std::pair<int64, Lease>> held;
+  if (shared == nullptr || !AnyLeases()) return held;
+  held.reserve(static_cast<size_t>(pg_atomic_read_u32(&shared->leases)) + 64);
   Guard([&] {
     for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
-  });
-  try {
     HASH_SEQ_STATUS scan;
     hash_seq_init(&scan, leases);
     while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
       const Lease& lease = slot->lease;
       if (slot->key.database != static_cast<int64>(MyDatabaseId) || !Held(lease)) continue;
       if (TransactionIdIsValid(lease.closer_xid) && CloserOf(lease) == Closer::kCommitted) continue;
-      Running& counted = by_queue[lease.queue_id];
-      ++counted.running;
-      if (lease.lease_until < now) ++counted.expired;
+      if (held.size() == held.capacity()) {
+        hash_seq_term(&scan);
+        break;
+      }
+      held.emplace_back(slot->key.id, lease);
     }
-  } catch (...) {
     for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
-    throw;
+  });
+  return held;
+}
+
+}  // namespace
+
+std::vector<std::pair<int32, Running>> CountRunning(TimestampTz now) {
+  std::unordered_map<int32, Running> by_queue;
+  for (const auto& [id, lease] : RunningLeases()) {
+    Running& counted = by_queue[lease.queue_id];
+    ++counted.running;
+    if (lease.lease_until < now) ++counted.expired;
   }
-  for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
-  out.assign(by_queue.begin(), by_queue.end());
-  return out;
+  return {by_queue.begin(), by_queue.end()};
 }
 
 std::vector<RunningJob> RunningJobs(const std::function<bool(int32)>& of_queue) {
   std::vector<RunningJob> out;
-  if (shared == nullptr || !AnyLeases()) return out;
-  // The leases, copied under the map's locks (nothing allocated while they
-  // are held: room for every lease of the map).
-  std::vector<std::pair<int64, Lease>> held;
-  Guard([&] {
-    held.reserve(static_cast<size_t>(pg_atomic_read_u32(&shared->leases)) + 64);
-    for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
-  });
-  HASH_SEQ_STATUS scan;
-  hash_seq_init(&scan, leases);
-  while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
-    const Lease& lease = slot->lease;
-    if (slot->key.database != static_cast<int64>(MyDatabaseId) || !Held(lease)) continue;
-    if (TransactionIdIsValid(lease.closer_xid) && CloserOf(lease) == Closer::kCommitted) continue;
-    if (held.size() == held.capacity()) {
-      hash_seq_term(&scan);
-      break;
-    }
-    held.emplace_back(slot->key.id, lease);
-  }
-  for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
+  const std::vector<std::pair<int64, Lease>> held = RunningLeases();
   out.reserve(held.size());
   for (const auto& [id, lease] : held) {
     if (of_queue(lease.queue_id)) out.push_back(RunningJob{id, lease, 0, 0});

@@ -117,14 +117,16 @@ pg::Statement read_ladders = {
 std::vector<int32> ScopeIds(const Scope& scope) {
   std::vector<int32> ids;
   if (scope.every || scope.ids == 0) return ids;
+  Datum* elements = nullptr;
+  bool* nulls = nullptr;
+  int count = 0;
   pg::Guard([&] {
-    Datum* elements = nullptr;
-    bool* nulls = nullptr;
-    int count = 0;
     deconstruct_array(DatumGetArrayTypeP(scope.ids), INT4OID, sizeof(int32), true, TYPALIGN_INT,
                       &elements, &nulls, &count);
-    for (int i = 0; i < count; ++i) ids.push_back(DatumGetInt32(elements[i]));
   });
+  // Outside Guard: an allocation's exception must not cross its frame.
+  ids.reserve(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) ids.push_back(DatumGetInt32(elements[i]));
   std::sort(ids.begin(), ids.end());
   return ids;
 }

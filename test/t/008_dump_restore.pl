@@ -129,8 +129,8 @@ my $before = $node->safe_psql('src', $helper . $query);
 like($before, qr/^grants: 2 rows, \w{32}$/m, 'the fingerprint covers the grants (by role name)');
 is($node->safe_psql('src', 'SELECT count(*) FROM pgq.jobs'), '9',
 	'nine unfinished jobs (5 mail jobs, 2 orbits jobs, 2 predict jobs)');
-# (With make test-rings the plain ones are on their queues' rings, whose
-# segments the fingerprint covers too.)
+# (The plain ones are on their queues' rings, whose segments the
+# fingerprint covers too.)
 my $rows = $node->safe_psql('src', 'SELECT count(*) FROM pgq.job_rows');
 like($before, qr/^job_rows: $rows rows, (\w{32}|-)$/m, 'the fingerprint covers the jobs table');
 like($before, qr/^job_dependencies: 1 rows, \w{32}$/m, 'and the dependencies');
