@@ -102,8 +102,10 @@ class DependenciesTest(PgqTestCase):
                 lambda: self.scalar("SELECT count(*) FROM pgq.dead_jobs") == 3,
             )
             # The failure is logged after pgq.fail committed: waited for
-            # inside the block, or the block could end before it.
-            self.wait_for("the failure logged", lambda: len(logs.records) > 0)
+            # inside the block, or the block could end before it; on the
+            # output, which the handler fills after the records (a wait on
+            # the records saw one whose text was not there yet).
+            self.wait_for("the failure logged", lambda: len(logs.output) > 0)
         self.assertIn(f"job {parent} attempt 1/1 failed (dead)", logs.output[0])
         dead = self.admin.execute(
             "SELECT id, reason, last_error FROM pgq.dead_jobs ORDER BY id"
