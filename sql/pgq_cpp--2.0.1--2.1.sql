@@ -244,6 +244,22 @@ CREATE TABLE pgq.job_log (
 COMMENT ON TABLE pgq.job_log IS
     'jobs of the queues on rings (ADR 0028): a partition per queue (pgq.job_log_<ring>), each a ring of segments dropped by TRUNCATE';
 
+-- The rings of dropped queues and streams whose tables are still there: a
+-- partition's DROP locks its root ACCESS EXCLUSIVE until the transaction
+-- ends (every reader of every ring would wait for an open drop_queue of any
+-- team), so drop_queue and drop_stream take the ring out of pgq.rings and
+-- list it here, and the maintenance drops its tables when it gets the lock
+-- at once (pg/segments.h DropRetired). Dumped, with the tables it names.
+CREATE TABLE pgq.rings_dropped (
+    root       text        NOT NULL CHECK (root OPERATOR(pg_catalog.=) ANY (ARRAY['job_log', 'stream_events'])),
+    ring_id    integer     NOT NULL,
+    dropped_at timestamptz NOT NULL,
+    PRIMARY KEY (root, ring_id)
+);
+COMMENT ON TABLE pgq.rings_dropped IS
+    'rings of dropped queues and streams whose tables the maintenance has still to drop (ADR 0028)';
+SELECT pg_catalog.pg_extension_config_dump('pgq.rings_dropped', '');
+
 -- Issue 33 (step 2e, ADR 0028): a ring job's current state from its rows,
 -- the one definition every reader uses (pgq.job, list_jobs, queue_stats,
 -- running_jobs, queue_overview, the metrics). One row per job of a ring

@@ -242,16 +242,28 @@ SELECT count(*) AS ring_rows_in_pgq_jobs
 
 -- drop_queue counts the jobs on a ring as those of pgq.job_rows: a ring queue
 -- holding pending or running jobs is refused without force (55006), and
--- dropped with its ring with force.
+-- dropped with its ring with force: the ring leaves the ledger at once and
+-- is listed in pgq.rings_dropped; its tables (and its rows, which no reader
+-- shows: they join pgq.queues) go at the maintenance's next pass, which
+-- alone locks pgq.job_log exclusively to drop them.
 SELECT pgq.create_queue('ring_drop');
+SELECT ring_id AS ring_drop_ring FROM pgq.queues WHERE name = 'ring_drop' \gset
 SELECT count(*) AS enqueued FROM pgq.enqueue_many('ring_drop', ARRAY['{"n": 1}', '{"n": 2}']::jsonb[]);
 SELECT count(*) AS claimed FROM pgq.claim('ring_drop', 1);
 SELECT pgq.drop_queue('ring_drop');
 SELECT pgq.drop_queue('ring_drop', force => true);
+SELECT count(*) AS ledger_rows FROM pgq.rings WHERE ring_id = :ring_drop_ring;
+SELECT root, ring_id = :ring_drop_ring AS its_ring FROM pgq.rings_dropped;
+SELECT count(*) AS rows_shown FROM pgq.jobs WHERE payload ? 'n';
+SELECT count(*) AS ring_tables_before_pass FROM pg_class
+ WHERE relnamespace = 'pgq'::regnamespace
+   AND relname ~ ('^job_log_' || :ring_drop_ring || '(_[0-9]+)?$');
+SELECT count(*) AS maintained FROM pgq.maintain();
 SELECT count(*) AS ring_tables_left FROM pg_class
  WHERE relname LIKE 'job\_log\_%' AND relnamespace = 'pgq'::regnamespace
    AND relname NOT IN (SELECT 'job_log_' || ring_id FROM pgq.queues WHERE ring_id IS NOT NULL)
    AND relname NOT LIKE ALL (SELECT 'job_log_' || ring_id || '_%' FROM pgq.queues WHERE ring_id IS NOT NULL);
+SELECT count(*) AS still_listed FROM pgq.rings_dropped;
 
 
 -- A line pointer is never reused behind the claim cursor: a rolled-back

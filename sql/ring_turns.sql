@@ -145,8 +145,10 @@ SELECT pg_temp.done('live');
 SELECT count(*) > 0 AS passed FROM pgq.maintain();
 SELECT * FROM pg_temp.ledger();
 
--- drop_queue drops the ring's tables with it.
+-- drop_queue takes the ring out of the ledger; the next maintenance pass
+-- drops its tables (pg/segments.h DropRetired).
 SELECT pgq.drop_queue('turns');
+SELECT count(*) AS maintained FROM pgq.maintain();
 SELECT count(*) AS ring_tables FROM pg_class
  WHERE relnamespace = 'pgq'::regnamespace AND relname LIKE 'job_log\_' || :ring || '%';
 RESET pgq.debug_clock_offset;

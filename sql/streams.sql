@@ -79,7 +79,10 @@ SELECT name, rotation FROM pgq.streams WHERE name = 'orders';
 SELECT pgq.alter_stream('audit', rotation => '30 seconds');
 SELECT name, rotation FROM pgq.streams WHERE name = 'audit';
 
--- drop_stream says whether there was one, and takes its tables and ledger.
+-- drop_stream says whether there was one, and takes its ledger rows; its
+-- tables go at the maintenance's next pass (pgq.rings_dropped lists them
+-- meanwhile: a partition's DROP would lock pgq.stream_events exclusively
+-- until the dropping transaction ends).
 SELECT pgq.register_consumer('audit', 'reader');
 SELECT pgq.append('audit', '{"k": "gone"}') AS audit_event \gset
 SELECT pgq.drop_stream('audit') AS dropped,
@@ -90,6 +93,11 @@ SELECT count(*) AS audit_tables FROM pg_class
  WHERE relnamespace = 'pgq'::regnamespace AND relname LIKE 'stream\_events\_2%';
 SELECT count(*) AS audit_ledger_rows FROM pgq.ring_segments WHERE ring_id = 2;
 SELECT count(*) AS audit_consumers FROM pgq.stream_consumers WHERE stream_id = 2;
+SELECT root, ring_id FROM pgq.rings_dropped;
+SELECT count(*) AS maintained FROM pgq.maintain();
+SELECT count(*) AS audit_tables_after_pass FROM pg_class
+ WHERE relnamespace = 'pgq'::regnamespace AND relname LIKE 'stream\_events\_2%';
+SELECT count(*) AS still_listed FROM pgq.rings_dropped;
 SELECT count(*) AS events_left FROM pgq.stream_events;
 
 ------------------------------------------------------------------------------

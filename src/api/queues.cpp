@@ -269,9 +269,10 @@ PGQ_FUNCTION(pgq_drop_queue) {
                 "Use pgq.drop_queue('" + std::string(name) + "', force => true) to drop them too.");
     }
   }
-  store::PurgeQueueJobs(spi, queue.id, name_datum, pg::Now());
+  const TimestampTz now = pg::Now();
+  store::PurgeQueueJobs(spi, queue.id, name_datum, now);
   store::ForgetFinished(spi, queue.id);
-  store::DeleteQueue(spi, queue.id);
+  store::DeleteQueue(spi, queue.id, now);
   pg::invalidation::Announce(pg::invalidation::kQueues);
   PG_RETURN_VOID();
 }

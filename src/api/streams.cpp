@@ -129,7 +129,7 @@ PGQ_FUNCTION(pgq_drop_stream) {
     (void)service::FindStream(spi, name);  // raises undefined_object
   }
   service::RequireStreamRight(spi, *stream, core::kAdmin);
-  store::streams::Drop(spi, *stream);
+  store::streams::Drop(spi, *stream, pg::Now());
   PG_RETURN_BOOL(true);
 }
 

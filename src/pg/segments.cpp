@@ -1,5 +1,9 @@
 #include "pg/segments.h"
 
+#include <utility>
+#include <vector>
+
+#include "pg/args.h"
 #include "pg/boundary.h"
 #include "pg/invalidation.h"
 
@@ -45,7 +49,25 @@ ON CONFLICT (ring_id, segment) DO NOTHING)sql",
                               {INT4OID, INT2OID, TIMESTAMPTZOID, BOOLARRAYOID},
                               nullptr};
 
-pg::Statement delete_ledger = {"DELETE FROM pgq.rings WHERE ring_id = $1", 1, {INT4OID}, nullptr};
+// A dropped ring leaves the ledger at once and its tables for DropRetired.
+pg::Statement retire_ring = {R"sql(
+WITH gone AS (DELETE FROM pgq.rings WHERE ring_id = $2)
+INSERT INTO pgq.rings_dropped (root, ring_id, dropped_at) VALUES ($1, $2, $3)
+ON CONFLICT DO NOTHING)sql",
+                             3,
+                             {TEXTOID, INT4OID, TIMESTAMPTZOID},
+                             nullptr};
+
+pg::Statement list_retired = {
+    "SELECT root, ring_id FROM pgq.rings_dropped ORDER BY root, ring_id LIMIT $1",
+    1,
+    {INT4OID},
+    nullptr};
+
+pg::Statement forget_retired = {"DELETE FROM pgq.rings_dropped WHERE root = $1 AND ring_id = $2",
+                                2,
+                                {TEXTOID, INT4OID},
+                                nullptr};
 
 pg::Statement read_ledger = {R"sql(
 SELECT r.segments::int4, r.current::int4, r.generation, r.rotated_at,
@@ -122,7 +144,7 @@ Oid RelidOf(const std::string& name) {
 // ACCESS EXCLUSIVE in a subtransaction with lock_timeout: the lock moves to
 // the transaction when it is had; a timeout rolls the subtransaction back.
 // INVARIANT: no C++ object lives in this frame; errors longjmp out of it.
-bool LockWithTimeout(Oid relid, int wait_ms) {
+bool LockWithTimeout(Oid relid, LOCKMODE mode, int wait_ms) {
   MemoryContext caller_context = CurrentMemoryContext;
   ResourceOwner caller_owner = CurrentResourceOwner;
   volatile bool locked = false;
@@ -135,7 +157,7 @@ bool LockWithTimeout(Oid relid, int wait_ms) {
   MemoryContextSwitchTo(caller_context);
   PG_TRY();
   {
-    LockRelationOid(relid, AccessExclusiveLock);
+    LockRelationOid(relid, mode);
     ReleaseCurrentSubTransaction();
     MemoryContextSwitchTo(caller_context);
     CurrentResourceOwner = caller_owner;
@@ -189,9 +211,9 @@ std::string TableName(const char* root, int32 ring_id, int segment) {
   return NameIn(PlaceOf(root, ring_id), segment);
 }
 
-bool TryLockRoot(const char* root, int wait_ms) {
+bool TryLockRoot(const char* root, int wait_ms, LOCKMODE mode) {
   const Oid relid = RelidOf(std::string("pgq.") + root);
-  return OidIsValid(relid) && detail::TryLockExclusive(relid, wait_ms);
+  return OidIsValid(relid) && detail::TryLock(relid, mode, wait_ms);
 }
 
 void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
@@ -200,9 +222,14 @@ void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
   if (segments < 2 || segments > kMaxSegments) {
     Raise(ERRCODE_INTERNAL_ERROR, "a ring has 2 to " + std::to_string(kMaxSegments) + " segments");
   }
+  // Made apart and attached (below), not made as a partition of the root:
+  // that would lock the root ACCESS EXCLUSIVE until the transaction ends,
+  // so every reader of every ring (pgq.jobs, a lookup by id) would wait
+  // for an open create_queue of any team. ATTACH takes SHARE UPDATE
+  // EXCLUSIVE, which only another ATTACH (or VACUUM) waits for.
   const std::string parent = TableName(root, ring_id);
-  spi.ExecuteUtility("CREATE TABLE " + parent + " PARTITION OF pgq." + root + " FOR VALUES IN (" +
-                     std::to_string(ring_id) + ") PARTITION BY LIST (segment)");
+  spi.ExecuteUtility("CREATE TABLE " + parent + " (LIKE pgq." + root +
+                     " INCLUDING DEFAULTS INCLUDING CONSTRAINTS) PARTITION BY LIST (segment)");
   for (const char* index_columns : indexes) {
     spi.ExecuteUtility("CREATE INDEX ON " + parent + " " + index_columns);
   }
@@ -220,6 +247,8 @@ void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
                        root + " " + std::to_string(ring_id) +
                        " (pgq.ring_segments says whether it is empty)'");
   }
+  spi.ExecuteUtility("ALTER TABLE pgq." + std::string(root) + " ATTACH PARTITION " + parent +
+                     " FOR VALUES IN (" + std::to_string(ring_id) + ")");
   Params params;
   params.Set(0, Int32GetDatum(ring_id))
       .Set(1, Int16GetDatum(static_cast<int16>(segments)))
@@ -227,12 +256,42 @@ void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int segments,
   (void)spi.Execute(insert_ledger, params);
 }
 
-void DropRing(SpiSession& spi, const char* root, int32 ring_id) {
-  const std::string parent = TableName(root, ring_id);
-  if (OidIsValid(RelidOf(parent))) spi.ExecuteUtility("DROP TABLE " + parent);
+void DropRing(SpiSession& spi, const char* root, int32 ring_id, TimestampTz now) {
   Params params;
-  params.Set(0, Int32GetDatum(ring_id));
-  (void)spi.Execute(delete_ledger, params);
+  params.Set(0, TextDatum(root)).Set(1, Int32GetDatum(ring_id)).Set(2, TimestampTzGetDatum(now));
+  (void)spi.Execute(retire_ring, params);
+}
+
+int DropRetired(SpiSession& spi, int limit) {
+  Params bound;
+  bound.Set(0, Int32GetDatum(limit));
+  Result rows = spi.Execute(list_retired, bound);
+  std::vector<std::pair<std::string, int32>> retired;
+  retired.reserve(rows.size());
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    retired.emplace_back(rows.Text(row, "root"), rows.Int32(row, "ring_id"));
+  }
+  rows.Free();
+  int dropped = 0;
+  std::string locked_root;
+  bool have_lock = false;
+  for (const auto& [root, ring_id] : retired) {
+    // Roots are ours (the table's CHECK); each is locked once, ACCESS
+    // EXCLUSIVE as a partition's DROP takes it, and only if free at once: a
+    // reader in the way keeps the tables to the next pass.
+    if (root != locked_root) {
+      locked_root = root;
+      have_lock = TryLockRoot(root.c_str(), 0, AccessExclusiveLock);
+    }
+    if (!have_lock) continue;
+    const std::string parent = TableName(root.c_str(), ring_id);
+    if (OidIsValid(RelidOf(parent))) spi.ExecuteUtility("DROP TABLE " + parent);
+    Params key;
+    key.Set(0, TextDatum(root)).Set(1, Int32GetDatum(ring_id));
+    (void)spi.Execute(forget_retired, key);
+    ++dropped;
+  }
+  return dropped;
 }
 
 bool LoadRing(SpiSession& spi, const Place& place, int32 ring_id, Ring* ring) {
@@ -359,11 +418,11 @@ bool LockStillSealed(SpiSession& spi, int32 ring_id, int segment) {
   return sealed;
 }
 
-bool TryLockExclusive(Oid relid, int wait_ms) {
+bool TryLock(Oid relid, LOCKMODE mode, int wait_ms) {
   if (wait_ms <= 0) {
-    return Guard([relid] { return ConditionalLockRelationOid(relid, AccessExclusiveLock); });
+    return Guard([relid, mode] { return ConditionalLockRelationOid(relid, mode); });
   }
-  return Guard([relid, wait_ms] { return LockWithTimeout(relid, wait_ms); });
+  return Guard([relid, mode, wait_ms] { return LockWithTimeout(relid, mode, wait_ms); });
 }
 
 void Truncate(SpiSession& spi, const Place& place, int32 ring_id, int segment, TimestampTz now) {

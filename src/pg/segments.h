@@ -42,6 +42,10 @@
 
 #include "pg/spi.h"
 
+extern "C" {
+#include "storage/lockdefs.h"
+}
+
 namespace pgq::pg::segments {
 
 inline constexpr int kMaxSegments = 8;
@@ -84,15 +88,25 @@ inline void CreateRing(SpiSession& spi, const char* root, int32 ring_id, int seg
   CreateRing(spi, root, ring_id, segments, {index_columns}, now);
 }
 
-// Creating a ring adds a partition to pgq.<root>, for which PostgreSQL
-// takes ACCESS EXCLUSIVE on it, so that every reader of the root waits. A
-// caller that must not wait behind them (the maintenance) takes the lock
-// first, waiting at most `wait_ms` (0: not at all); false if not had.
-bool TryLockRoot(const char* root, int wait_ms);
+// `mode` on pgq.<root>, waiting at most `wait_ms` (0: not at all); false
+// if not had. CreateRing attaches the ring under SHARE UPDATE EXCLUSIVE
+// (only another creation waits for it, readers and writers do not); the
+// DROP of a ring's tables takes ACCESS EXCLUSIVE (every reader of the root
+// waits), which is why only DropRetired does it. A caller that must not
+// wait behind another (the maintenance) takes the lock first.
+bool TryLockRoot(const char* root, int wait_ms, LOCKMODE mode);
 
-// Drops the ring's tables and ledger rows; waits for the readers and
-// writers of its segments.
-void DropRing(SpiSession& spi, const char* root, int32 ring_id);
+// Drops the ring: its ledger rows now (no writer finds it any more), its
+// tables later, by DropRetired in a maintenance pass (pgq.rings_dropped
+// keeps the list): a DROP of a partition would hold pgq.<root> ACCESS
+// EXCLUSIVE until this transaction ends, stopping every reader of every
+// ring for as long as a user's transaction that dropped a queue stays open.
+void DropRing(SpiSession& spi, const char* root, int32 ring_id, TimestampTz now);
+
+// Drops the tables of up to `limit` dropped rings, each root's only if its
+// lock is free at once (else they wait for the next pass: a reader of the
+// root is never held up, not even for a moment). The number dropped.
+int DropRetired(SpiSession& spi, int limit);
 
 // The ring as the ledger and the catalogs say now; false if it has no
 // ledger row (dropped).
@@ -168,9 +182,9 @@ void ListSealed(SpiSession& spi, int32 ring_id, const Place& place, Sealed* out,
 // Locks the ring's ledger row (SKIP LOCKED: false if another transaction
 // holds it) and says whether `segment` is still sealed with rows.
 bool LockStillSealed(SpiSession& spi, int32 ring_id, int segment);
-// ACCESS EXCLUSIVE on `relid`, waiting at most `wait_ms` (0: not at all);
-// false if not had.
-bool TryLockExclusive(Oid relid, int wait_ms);
+// `mode` on `relid`, waiting at most `wait_ms` (0: not at all); false if
+// not had.
+bool TryLock(Oid relid, LOCKMODE mode, int wait_ms);
 void Truncate(SpiSession& spi, const Place& place, int32 ring_id, int segment, TimestampTz now);
 
 template <typename Finished>
@@ -196,7 +210,7 @@ int Reclaim(SpiSession& spi, const Place& place, int32 ring_id, int lock_wait_ms
     // and writers for nothing.
     if (!detail::Ask(finished, sealed[i])) continue;
     if (!detail::LockStillSealed(spi, ring_id, sealed[i].segment)) continue;
-    if (!detail::TryLockExclusive(sealed[i].relid, lock_wait_ms)) continue;
+    if (!detail::TryLock(sealed[i].relid, AccessExclusiveLock, lock_wait_ms)) continue;
     // INVARIANT: asked again once the lock is held, with the latest
     // snapshot (SpiSession::ExecuteSeeingLatest, whatever the isolation
     // level): it sees every row the segment holds until the truncation

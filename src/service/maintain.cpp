@@ -4,6 +4,7 @@
 
 #include "pg/ledger.h"
 #include "pg/queue_slots.h"
+#include "pg/segments.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
 #include "service/schedules.h"
@@ -22,6 +23,8 @@ namespace {
 // Each statement handles a bounded batch, so a pass over a huge backlog is a
 // series of small statements rather than one giant one.
 constexpr int32 kBatch = 5000;
+// Dropped rings whose tables a pass drops (a DROP each, with its catalog rows).
+constexpr int kRingDrops = 100;
 // Firing a schedule is a few statements; keep a batch's transaction short.
 constexpr int32 kScheduleBatch = 100;
 
@@ -81,6 +84,9 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
   (void)store::streams::Maintain(spi, now);
   // Queues' rings: turned, segments whose jobs have all finished truncated.
   (void)store::ring::Maintain(spi, now);
+  // Last, as it may lock a ring root exclusively until the pass commits:
+  // the tables of dropped queues' and streams' rings.
+  if (pg::segments::DropRetired(spi, kRingDrops) == kRingDrops) *more = true;
   return counts;
 }
 

@@ -56,8 +56,9 @@ void StoreCaps(pg::SpiSession& spi, std::string_view name, bool has_max, Datum m
 // Pauses or resumes queue `name`: its id, nullopt when there is none.
 std::optional<int32> SetPaused(pg::SpiSession& spi, std::string_view name, bool paused);
 // Deletes queue `queue_id`'s row (its jobs and counts are gone already).
-// Its ring (ADR 0028) goes with it.
-void DeleteQueue(pg::SpiSession& spi, int32 queue_id);
+// Its ring (ADR 0028) goes with it: the ring's tables at the maintenance's
+// next pass (pg/segments.h DropRing).
+void DeleteQueue(pg::SpiSession& spi, int32 queue_id, TimestampTz now);
 // Gives queue `name` its ring (ADR 0028) unless it has one: at
 // create_queue, and for a queue of 2.x at the maintenance's first pass
 // after the update (store/ring_jobs.h GiveRings).

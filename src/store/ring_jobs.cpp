@@ -141,8 +141,8 @@ void CreateRing(pg::SpiSession& spi, int32 ring_id, TimestampTz now) {
                            "vacuum_index_cleanup = off");
 }
 
-void DropRing(pg::SpiSession& spi, int32 queue_id, int32 ring_id) {
-  pg::segments::DropRing(spi, kRoot, ring_id);
+void DropRing(pg::SpiSession& spi, int32 queue_id, int32 ring_id, TimestampTz now) {
+  pg::segments::DropRing(spi, kRoot, ring_id, now);
   pg::job_ring::Forget(queue_id);
 }
 
@@ -705,11 +705,13 @@ int GiveRings(pg::SpiSession& spi, TimestampTz now) {
   std::vector<std::string> names;
   for (uint64 row = 0; row < rows.size(); ++row) names.emplace_back(rows.Text(row, "name"));
   rows.Free();
-  // A new ring locks pgq.job_log exclusively until the pass commits: not
-  // while a reader holds it (a long transaction that read pgq.jobs, say),
-  // which the pass would wait for, with every reader after it queued
-  // behind the pass; the next pass tries again.
-  if (names.empty() || !pg::segments::TryLockRoot(kRoot, kRootLockWaitMs)) return 0;
+  // A new ring is attached to pgq.job_log under SHARE UPDATE EXCLUSIVE
+  // until the pass commits: not while a create_queue left open holds it,
+  // which the pass would wait for; the next pass tries again.
+  if (names.empty() ||
+      !pg::segments::TryLockRoot(kRoot, kRootLockWaitMs, ShareUpdateExclusiveLock)) {
+    return 0;
+  }
   for (const std::string& name : names) GiveQueueRing(spi, name, now);
   // Cached queues learn their rings at the commit (store/queues.h).
   if (!names.empty()) pg::invalidation::Announce(pg::invalidation::kQueues);

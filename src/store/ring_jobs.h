@@ -20,7 +20,9 @@
 namespace pgq::store::ring {
 
 void CreateRing(pg::SpiSession& spi, int32 ring_id, TimestampTz now);
-void DropRing(pg::SpiSession& spi, int32 queue_id, int32 ring_id);
+// The ring's ledger rows go now, its tables at a later maintenance pass
+// (pg/segments.h DropRing); the queue's lane is forgotten.
+void DropRing(pg::SpiSession& spi, int32 queue_id, int32 ring_id, TimestampTz now);
 
 // Whether a job with `run_at` is due at once as a ring hands its jobs out:
 // in the order they were appended, so not one dated before its

@@ -438,8 +438,8 @@ void SetRotation(pg::SpiSession& spi, int32 stream_id, const Interval& rotation)
   pg::invalidation::Announce(pg::invalidation::kStreams);
 }
 
-void Drop(pg::SpiSession& spi, const Stream& stream) {
-  pg::segments::DropRing(spi, kRoot, stream.id);
+void Drop(pg::SpiSession& spi, const Stream& stream, TimestampTz now) {
+  pg::segments::DropRing(spi, kRoot, stream.id, now);
   pg::Params params;
   params.Set(0, Int32GetDatum(stream.id));
   (void)spi.Execute(delete_stream, params);

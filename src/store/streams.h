@@ -56,7 +56,7 @@ bool Create(pg::SpiSession& spi, std::string_view name, Oid owner, const Interva
             TimestampTz now);
 void SetRotation(pg::SpiSession& spi, int32 stream_id, const Interval& rotation);
 // Drops the stream, its events, consumers and grants.
-void Drop(pg::SpiSession& spi, const Stream& stream);
+void Drop(pg::SpiSession& spi, const Stream& stream, TimestampTz now);
 
 // Appends events in order to `stream` (as Find returned it: the name is
 // resolved once, by the caller, who checked its rights on it), in the

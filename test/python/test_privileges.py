@@ -323,7 +323,8 @@ class CatalogAuditTest(PrivilegeTestCase):
         nobody = self.as_role(NOBODY)
         for table in ("jobs", "dead_jobs", "events", "recurring", "grants", "queues",
                       "streams", "stream_grants", "stream_consumers", "stream_events",
-                      f"stream_events_{st}", f"stream_events_{st}_0", "rings", "ring_segments"):
+                      f"stream_events_{st}", f"stream_events_{st}_0", "rings", "ring_segments",
+                      "rings_dropped"):
             with self.subTest(table=table):
                 self.refused(nobody, f"SELECT * FROM pgq.{table}")
 

@@ -252,25 +252,30 @@ class RingNotifyTest(PgqTestCase):
 
 
 class RingGivenTest(PgqTestCase):
-    def test_the_maintenance_gives_a_ring_without_waiting_for_readers(self):
+    def test_the_maintenance_gives_a_ring_without_waiting(self):
         """A queue without a ring (a 2.x queue after the update) gets one at a
-        maintenance pass. A new ring adds partitions to pgq.job_log, which
-        takes ACCESS EXCLUSIVE on it: a pass that finds a reader holding it
-        (an open transaction that read the rings) leaves the ring to a later
-        pass, instead of waiting for the reader with every reader after it
-        queued behind the pass (without the check, the pass below waits
-        until its statement_timeout)."""
+        maintenance pass. A new ring is attached to pgq.job_log under SHARE
+        UPDATE EXCLUSIVE: an open reader of the rings does not hold the pass
+        up (before, the ring was made as a partition, which took ACCESS
+        EXCLUSIVE and had to wait for the reader); an open create_queue,
+        which holds that lock too, makes the pass leave the ring to a later
+        pass instead of waiting for it (without the check, the pass below
+        waits until its statement_timeout)."""
         self.admin.execute("SELECT pgq.create_queue('old')")
-        # The reader first: the maintenance worker's own passes cannot give
-        # the ring back between the UPDATE and the pass below.
+        # The reader and the creator first: the maintenance worker's own
+        # passes cannot give the ring back between the UPDATE and the pass
+        # below.
         reader = self.connect(autocommit=False)
         reader.execute("SELECT count(*) FROM pgq.ring_jobs")  # ACCESS SHARE on pgq.job_log
+        creator = self.connect(autocommit=False)
+        creator.execute("SELECT pgq.create_queue('new')")  # SHARE UPDATE EXCLUSIVE till commit
         self.admin.execute("UPDATE pgq.queues SET ring_id = NULL WHERE name = 'old'")
         ring_of_old = "SELECT ring_id FROM pgq.queues WHERE name = 'old'"
         maintainer = self.connect()
         maintainer.execute("SET statement_timeout = '20s'")  # a pass that waited would fail
         maintainer.execute("SELECT pgq.maintain()")
-        self.assertIsNone(self.scalar(ring_of_old), "a ring was made while a reader held the root")
-        reader.rollback()
+        self.assertIsNone(self.scalar(ring_of_old), "a ring was made while a creation held the root")
+        creator.commit()
         maintainer.execute("SELECT pgq.maintain()")
+        reader.execute("SELECT 1")  # still open, the pass did not wait for it
         self.assertIsNotNone(self.scalar(ring_of_old), "the next pass gave the queue its ring")
