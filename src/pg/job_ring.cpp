@@ -1872,30 +1872,33 @@ std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
   // one whose backend has not reached its end-of-transaction callback).
   std::vector<LeaseKey> ended;
   ended.reserve(static_cast<size_t>(max));
-  Guard([] {
+  // The walk in Guard (CloserOf and Held ask the commit log, which may
+  // raise): a PostgreSQL error there is rethrown after it and the abort
+  // lets go of the locks; nothing allocates (room made above).
+  Guard([&] {
     for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
-  });
-  HASH_SEQ_STATUS scan;
-  hash_seq_init(&scan, leases);
-  while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
-    if (slot->key.database != static_cast<int64>(MyDatabaseId)) continue;
-    if (TransactionIdIsValid(slot->lease.closer_xid)) {
-      const Closer closer = CloserOf(slot->lease);
-      if ((closer == Closer::kCommitted || closer == Closer::kAborted) &&
-          ended.size() < ended.capacity()) {
-        ended.push_back(slot->key);
+    HASH_SEQ_STATUS scan;
+    hash_seq_init(&scan, leases);
+    while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
+      if (slot->key.database != static_cast<int64>(MyDatabaseId)) continue;
+      if (TransactionIdIsValid(slot->lease.closer_xid)) {
+        const Closer closer = CloserOf(slot->lease);
+        if ((closer == Closer::kCommitted || closer == Closer::kAborted) &&
+            ended.size() < ended.capacity()) {
+          ended.push_back(slot->key);
+        }
+        continue;  // a closer's to end; expired, if still so, at the next pass
       }
-      continue;  // a closer's to end; expired, if still so, at the next pass
+      // A lease whose claim has not committed is not the maintenance's yet.
+      if (slot->lease.lease_until >= now || !Held(slot->lease)) continue;
+      if (static_cast<int>(out.size()) >= max) {
+        hash_seq_term(&scan);
+        break;
+      }
+      out.emplace_back(slot->key.id, slot->lease);
     }
-    // A lease whose claim has not committed is not the maintenance's yet.
-    if (slot->lease.lease_until >= now || !Held(slot->lease)) continue;
-    if (static_cast<int>(out.size()) >= max) {
-      hash_seq_term(&scan);
-      break;
-    }
-    out.emplace_back(slot->key.id, slot->lease);
-  }
-  for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
+    for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
+  });
   for (const LeaseKey& key : ended) {
     Guard([&] {
       WithSlot(key, [](LeaseSlot* slot, uint32 hash) {
@@ -1910,25 +1913,25 @@ std::vector<std::pair<int64, Lease>> RunningIn(Oid segment_relid, int max) {
   std::vector<std::pair<int64, Lease>> out;
   if (!AnyLeases()) return out;
   out.reserve(static_cast<size_t>(max));  // nothing thrown while the locks are held
-  Guard([] {
+  Guard([&] {                             // as Expired's walk
     for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
+    HASH_SEQ_STATUS scan;
+    hash_seq_init(&scan, leases);
+    while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
+      const Lease& lease = slot->lease;
+      if (slot->key.database != static_cast<int64>(MyDatabaseId) ||
+          lease.entry_relid != segment_relid || TransactionIdIsValid(lease.closer_xid) ||
+          !Held(lease)) {
+        continue;
+      }
+      if (static_cast<int>(out.size()) >= max) {
+        hash_seq_term(&scan);
+        break;
+      }
+      out.emplace_back(slot->key.id, lease);
+    }
+    for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
   });
-  HASH_SEQ_STATUS scan;
-  hash_seq_init(&scan, leases);
-  while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
-    const Lease& lease = slot->lease;
-    if (slot->key.database != static_cast<int64>(MyDatabaseId) ||
-        lease.entry_relid != segment_relid || TransactionIdIsValid(lease.closer_xid) ||
-        !Held(lease)) {
-      continue;
-    }
-    if (static_cast<int>(out.size()) >= max) {
-      hash_seq_term(&scan);
-      break;
-    }
-    out.emplace_back(slot->key.id, lease);
-  }
-  for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
   return out;
 }
 
@@ -2347,24 +2350,24 @@ bool MayTruncate(const Place& place, int segment) {
   });
   if (!may || !AnyLeases()) return may;
   const Oid relid = place.leaves[segment];
-  Guard([] {
+  Guard([&] {  // CloserOf asks the commit log, which may raise (as Expired's walk)
     for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
-  });
-  HASH_SEQ_STATUS scan;
-  hash_seq_init(&scan, leases);
-  while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
-    // A lease closed by this transaction or by one that committed holds
-    // nothing (AllClosed reads its closure; a rollback of this one takes
-    // the truncation back with it).
-    if (slot->key.database == static_cast<int64>(MyDatabaseId) &&
-        slot->lease.entry_relid == relid && CloserOf(slot->lease) != Closer::kOurs &&
-        CloserOf(slot->lease) != Closer::kCommitted) {
-      may = false;
-      hash_seq_term(&scan);
-      break;
+    HASH_SEQ_STATUS scan;
+    hash_seq_init(&scan, leases);
+    while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
+      // A lease closed by this transaction or by one that committed holds
+      // nothing (AllClosed reads its closure; a rollback of this one takes
+      // the truncation back with it).
+      if (slot->key.database == static_cast<int64>(MyDatabaseId) &&
+          slot->lease.entry_relid == relid && CloserOf(slot->lease) != Closer::kOurs &&
+          CloserOf(slot->lease) != Closer::kCommitted) {
+        may = false;
+        hash_seq_term(&scan);
+        break;
+      }
     }
-  }
-  for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
+    for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
+  });
   return may;
 }
 
