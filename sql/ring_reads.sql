@@ -203,6 +203,29 @@ SELECT queue, ready, running, done_recent FROM pgq.queue_stats
  WHERE queue IN ('ring_kept', 'table_kept') ORDER BY queue;
 SELECT pg_temp.job(id) AS job, state FROM pgq.list_jobs('ring_kept');
 
+-- Completed on its ring, with a result and by complete_many: each history
+-- row is written from the ring's entry and lease, with the columns the
+-- table queue's rows give, and pgq.job_rows takes no row (before, a ring
+-- job of a queue keeping history was moved there to be completed).
+INSERT INTO enq SELECT k || '_' || q, q, pgq.enqueue(q, jsonb_build_object('n', k))
+  FROM unnest(ARRAY['k2', 'k3', 'k4']) AS k, unnest(ARRAY['ring_kept', 'table_kept']) AS q;
+BEGIN;
+SELECT count(*) AS claimed FROM pgq.claim('ring_kept', 3);
+SELECT count(*) AS claimed FROM pgq.claim('table_kept', 3);
+SELECT k, pgq.complete(id, 1, jsonb_build_object('sent', k)) AS completed
+  FROM enq WHERE k LIKE 'k2_%' ORDER BY k;
+SELECT pgq.complete_many(array_agg(id ORDER BY k), array_agg(1 ORDER BY k)) AS completed_many
+  FROM enq WHERE k ~ '^k[34]_';
+COMMIT;
+-- Their closures say done ('d'), none moved into pgq.job_rows ('m').
+SELECT l.outcome, count(*) AS closures FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring
+ WHERE q.name = 'ring_kept' AND l.kind = 'c' GROUP BY l.outcome ORDER BY 1;
+SELECT e.k, i.state, i.attempt, i.max_attempts, i.priority, i.run_at <= i.claimed_at AS run_before_claim,
+       i.enqueued_at <= i.claimed_at AS enqueued_before_claim,
+       i.claimed_at <= i.finished_at AS claimed_before_finish, i.result, i.payload
+  FROM enq e CROSS JOIN LATERAL pgq.job(e.id) i WHERE e.k ~ '^k[234]_' ORDER BY e.k;
+SELECT count(*) AS completed_twice FROM enq WHERE k ~ '^k[234]_ring' AND pgq.complete(id, 1);
+
 -- A job id the ring has closed and that is kept nowhere: no row, as for
 -- a completed table job of a queue without history.
 SELECT count(*) AS rows FROM pgq.job((SELECT id FROM enq WHERE k = 'j3_ring'));

@@ -9,7 +9,7 @@
 
 namespace pgq::pg {
 
-inline constexpr int kMaxStatementArgs = 12;
+inline constexpr int kMaxStatementArgs = 16;
 
 // One SQL statement of ours. Defined as static aggregates next to the code
 // that runs them; prepared on first use (SPI_prepare + SPI_keepplan) and
@@ -80,7 +80,7 @@ class Params {
 
  private:
   Datum values_[kMaxStatementArgs] = {};
-  char nulls_[kMaxStatementArgs + 1] = "            ";
+  char nulls_[kMaxStatementArgs + 1] = "                ";
 };
 
 // The rows one execution returned (and how many it processed). It holds its

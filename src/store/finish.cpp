@@ -236,11 +236,7 @@ void NotePendingAgain(const pg::Result& rows, bool wake) {
 bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum result,
               TimestampTz now) {
   if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
-    if (result == 0 && !ring::KeepsHistory(spi, lease.queue_id)) {
-      return ring::Complete(spi, lease, id, attempt, now);
-    }
-    // A result or history to keep: completed where they are written.
-    if (!ring::MoveToTable(spi, lease, id, attempt, now)) return false;
+    return ring::Complete(spi, lease, id, attempt, result, now);
   }
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(attempt));
@@ -283,34 +279,36 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
     const int32* attempt_values = reinterpret_cast<const int32*>(ARR_DATA_PTR(attempt_array));
     bool all_on_rings = count > 0;
     // The ring jobs of each queue, completed in one insert of closures.
-    std::vector<std::pair<int32, std::pair<int64, int32>>> ring_jobs;
+    struct RingJob {
+      int64 id;
+      int32 attempt;
+      pg::job_ring::Lease lease;
+    };
+    std::vector<RingJob> ring_jobs;
     for (int i = 0; i < count; ++i) {
       pg::job_ring::Lease lease;
       if (!ring::Running(spi, scope, id_values[i], &lease)) {
         all_on_rings = false;
         continue;
       }
-      if (ring::KeepsHistory(spi, lease.queue_id)) {
-        all_on_rings = false;
-        (void)ring::MoveToTable(spi, lease, id_values[i], attempt_values[i], now);
-        continue;
-      }
-      ring_jobs.push_back({lease.queue_id, {id_values[i], attempt_values[i]}});
+      ring_jobs.push_back({id_values[i], attempt_values[i], lease});
     }
-    std::stable_sort(ring_jobs.begin(), ring_jobs.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::stable_sort(ring_jobs.begin(), ring_jobs.end(), [](const RingJob& a, const RingJob& b) {
+      return a.lease.queue_id < b.lease.queue_id;
+    });
     for (size_t from = 0; from < ring_jobs.size();) {
-      size_t to = from;
+      const int32 queue_id = ring_jobs[from].lease.queue_id;
       std::vector<int64> queue_ids;
       std::vector<int32> queue_attempts;
-      while (to < ring_jobs.size() && ring_jobs[to].first == ring_jobs[from].first) {
-        queue_ids.push_back(ring_jobs[to].second.first);
-        queue_attempts.push_back(ring_jobs[to].second.second);
-        ++to;
+      std::vector<pg::job_ring::Lease> queue_leases;
+      size_t to = from;
+      for (; to < ring_jobs.size() && ring_jobs[to].lease.queue_id == queue_id; ++to) {
+        queue_ids.push_back(ring_jobs[to].id);
+        queue_attempts.push_back(ring_jobs[to].attempt);
+        queue_leases.push_back(ring_jobs[to].lease);
       }
-      on_rings +=
-          ring::CompleteMany(spi, ring_jobs[from].first, queue_ids.data(), queue_attempts.data(),
-                             static_cast<int>(queue_ids.size()), now);
+      on_rings += ring::CompleteMany(spi, queue_id, queue_ids.data(), queue_attempts.data(),
+                                     queue_leases.data(), static_cast<int>(queue_ids.size()), now);
       from = to;
     }
     if (all_on_rings) return on_rings;

@@ -83,13 +83,16 @@ int64 RunningCount(pg::SpiSession& spi, int32 queue_id);
 bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Lease* lease);
 
 // Completes (id, attempt) on its ring: false if another attempt holds it.
-// Callers move the job to pgq.job_rows first when a result or history is kept.
+// Where the queue keeps completed jobs, the job's history row (with
+// `result`, 0 for none) is written from its entry and lease, as a table
+// job's is from its row; elsewhere a result is not kept, as for a row.
 bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
-              TimestampTz now);
-// Completes the ring jobs (ids[i], attempts[i]) of `queue_id` in one insert
-// of closures; how many held their job.
+              Datum result, TimestampTz now);
+// Completes the ring jobs (ids[i], attempts[i]) of `queue_id`, running
+// with leases[i], in one insert of closures (and one of history rows where
+// the queue keeps them); how many held their job.
 int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const int32* attempts,
-                   int count, TimestampTz now);
+                   const pg::job_ring::Lease* leases, int count, TimestampTz now);
 // Dependencies on ring jobs (ADR 0028 "Dependencies on ring jobs").
 // Of `ids`, the ring jobs of `place` that this transaction ended, those
 // that children wait for: each one's parent lock taken exclusively first
@@ -105,9 +108,6 @@ std::vector<int64> ParentsAmong(pg::SpiSession& spi, const pg::job_ring::Place& 
 std::vector<int64> HoldParents(pg::SpiSession& spi, const Scope& scope,
                                const std::vector<int64>& ids);
 
-// Whether the queue keeps its completed jobs (then its ring jobs complete
-// through pgq.job_rows, where the history is written).
-bool KeepsHistory(pg::SpiSession& spi, int32 queue_id);
 // The new lease_until, or nullopt when (id, attempt) no longer holds it.
 std::optional<TimestampTz> Extend(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id,
                                   int32 attempt, TimestampTz lease_until);
