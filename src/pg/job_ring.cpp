@@ -1200,20 +1200,17 @@ bool Append(const Place& place, const NewEntry* entries, int count) {
 
 namespace {
 
-// How many of `n` more ring jobs of this database may run: what is left of
-// the map and of the database's share of it
-// (pgq.max_running_ring_jobs_per_database, less what its lanes hold).
-// Raises 53400 when nothing is. Read without a lock: claims of the database
-// running at once may pass its share by their batches; the map's capacity
-// is exact (PutLease: a claim that finds it full is refused).
-int32 RoomForLeases(int32 n) {
+// How many of `n` more ring jobs of this database may run with a lease:
+// what is left of the map and of the database's share of it
+// (pgq.max_running_ring_jobs_per_database, less what its lanes hold); 0
+// when nothing is. Read without a lock: claims of the database running at
+// once may pass its share by their batches; the map's capacity is exact
+// (PutLease). Claims past it are not refused: their jobs run as rows of
+// pgq.job_rows (Claim), so that no queue's running jobs can make another
+// team's claims fail.
+int32 LeaseRoom(int32 n) {
   const int64 all = pg_atomic_read_u32(&shared->leases);
-  if (all >= shared->lease_capacity) {
-    Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "too many ring jobs are running",
-          "The server's lease map holds " + std::to_string(shared->lease_capacity) +
-              " running jobs, pgq.max_running_ring_jobs.",
-          "Raise pgq.max_running_ring_jobs (a restart).");
-  }
+  if (all >= shared->lease_capacity) return 0;
   n = static_cast<int32>(std::min<int64>(n, shared->lease_capacity - all));
   const int64 share = MaxRunningRingJobsPerDatabase();
   if (all + n <= share) return n;  // no database can pass its share
@@ -1222,14 +1219,7 @@ int32 RoomForLeases(int32 n) {
     if (shared->lanes[i].database == MyDatabaseId)
       ours += pg_atomic_read_u32(&shared->lanes[i].leases);
   }
-  if (ours >= share) {
-    Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, "too many ring jobs of this database are running",
-          "Its queues' running jobs hold " + std::to_string(ours) +
-              " leases, pgq.max_running_ring_jobs_per_database.",
-          "Complete or fail running jobs, or raise pgq.max_running_ring_jobs_per_database for "
-          "this database (ALTER DATABASE ... SET).");
-  }
-  return static_cast<int32>(std::min<int64>(n, share - ours));
+  return static_cast<int32>(std::clamp<int64>(share - ours, 0, n));
 }
 
 }  // namespace
@@ -1259,7 +1249,8 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
   if (index < 0) return claimed;
   Lane& lane = shared->lanes[index];
   const int segments = static_cast<int>(place.leaves.size());
-  n = RoomForLeases(n);
+  // Past the room for leases, the jobs taken spill (below).
+  const size_t leasable = static_cast<size_t>(LeaseRoom(n));
   ReserveUndo(static_cast<size_t>(n));
   claimed.reserve(static_cast<size_t>(n));
   // What the scan takes, filled under the claim lock: room made first.
@@ -1270,6 +1261,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
   };
   std::vector<Taken> taken;
   taken.reserve(static_cast<size_t>(n));
+  std::vector<char> spilled(static_cast<size_t>(n), 0);
   std::vector<Relation> rels(static_cast<size_t>(segments), nullptr);
   std::vector<char> need(static_cast<size_t>(segments), 0);
   size_t wanted = static_cast<size_t>(n);
@@ -1464,7 +1456,12 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       return;
     }
     // The receipts, in their entries' segments (one insert each); the
-    // leases entered.
+    // leases entered. A job past the room for leases (the database's share
+    // of the lease map, or the map, full) spills: a closure 'm' in place of
+    // its receipt, and the caller makes it a running row of pgq.job_rows in
+    // this transaction, as a running ring job is moved there (a rollback
+    // takes both back and gives the entry back, as any claim's).
+    for (size_t i = leasable; i < taken.size(); ++i) spilled[i] = 1;
     for (int segment = 0; segment < segments; ++segment) {
       int count = 0;
       for (const Taken& t : taken) count += t.segment == segment;
@@ -1473,14 +1470,10 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       TupleDesc desc = RelationGetDescr(receipts);
       HeapTuple* rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
       int row_count = 0;
-      for (const Taken& t : taken) {
+      for (size_t i = 0; i < taken.size(); ++i) {
+        const Taken& t = taken[i];
         if (t.segment != segment) continue;
         const int64 id = IdOf(t.tuple, desc);
-        Row row(place, segment, 'r', id, t.attempt);
-        row.Set(kLeaseUntil, TimestampTzGetDatum(lease_until));
-        row.Set(kAt, TimestampTzGetDatum(now));
-        row.Set(kClaimedBy, Int32GetDatum(MyProcPid));
-        rows[row_count++] = heap_form_tuple(desc, row.values, row.nulls);
         const Lease lease{MyDatabaseId,
                           place.queue_id,
                           t.attempt,
@@ -1492,16 +1485,19 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                           now,
                           InvalidTransactionId,
                           MyProcPid};
-        const LeaseKey key{MyDatabaseId, id};
         // (Its undo note, made when it was taken, gives it back if the
-        // transaction aborts: after the check below too.)
-        if (!PutLease(key, lease)) {
-          ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-                          errmsg("too many ring jobs are running"),
-                          errdetail("The server's lease map holds %ld running jobs.",
-                                    shared->lease_capacity),
-                          errhint("Raise pgq.max_running_ring_jobs (a restart).")));
+        // transaction aborts.) The map found full meanwhile: it spills too.
+        const bool leased = spilled[i] == 0 && PutLease(LeaseKey{MyDatabaseId, id}, lease);
+        spilled[i] = leased ? 0 : 1;
+        Row row(place, segment, leased ? 'r' : 'c', id, t.attempt);
+        row.Set(kAt, TimestampTzGetDatum(now));
+        if (leased) {
+          row.Set(kLeaseUntil, TimestampTzGetDatum(lease_until));
+          row.Set(kClaimedBy, Int32GetDatum(MyProcPid));
+        } else {
+          row.Set(kOutcome, CharGetDatum('m'));
         }
+        rows[row_count++] = heap_form_tuple(desc, row.values, row.nulls);
       }
       InsertRows(receipts, rows, row_count, 0);
       table_close(receipts, NoLock);
@@ -1511,7 +1507,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       TupleDesc desc = RelationGetDescr(rels[t.segment]);
       bool is_null;
       claimed.push_back(
-          Claimed{IdOf(t.tuple, desc), t.attempt,
+          Claimed{IdOf(t.tuple, desc), t.attempt, spilled[&t - taken.data()] != 0,
                   DatumGetInt32(heap_getattr(t.tuple, kMaxAttempts, desc, &is_null)),
                   DatumGetInt32(heap_getattr(t.tuple, kPriority, desc, &is_null)),
                   DatumGetTimestampTz(heap_getattr(t.tuple, kRunAt, desc, &is_null)),

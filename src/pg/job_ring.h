@@ -97,6 +97,10 @@ bool Append(const Place& place, const NewEntry* entries, int count);
 struct Claimed {
   int64 id;
   int32 attempt;
+  // No lease: the database's share of the lease map (or the map) was full.
+  // Closed on the ring ('m'); the caller makes it a running row of
+  // pgq.job_rows in the same transaction (store/ring_jobs.cpp Claim).
+  bool spilled;
   int32 max_attempts;
   int32 priority;
   TimestampTz run_at;
@@ -114,8 +118,8 @@ struct Bound {
 // Up to `n` entries of the queue, each with a receipt appended and its
 // lease entered (put back if the transaction rolls back); with `before`,
 // only entries that come before it (the claim stops at the first that does
-// not, and the next claim starts there). Raises 53400 when the lease map is
-// full.
+// not, and the next claim starts there). Never refused for the lease map:
+// those past the room for leases are spilled (Claimed::spilled).
 std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until,
                            const Bound* before = nullptr);
 // The keys of the entries the next claims would hand out first, in that

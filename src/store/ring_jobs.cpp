@@ -184,6 +184,42 @@ int Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next, int max
   return pg::job_ring::Peek(ring.place, next, max_keys);
 }
 
+namespace {
+
+// The claimed jobs that found no room in the lease map (pg/job_ring.h
+// Claimed::spilled): running rows of pgq.job_rows, as MoveToTable makes a
+// running ring job one, with this claim's lease; their ends are the table's.
+void Spill(pg::SpiSession& spi, const pg::job_ring::Place& place,
+           const std::vector<pg::job_ring::Claimed>& claimed, TimestampTz until, TimestampTz now) {
+  std::vector<int64> ids;
+  for (const pg::job_ring::Claimed& job : claimed) {
+    if (job.spilled) ids.push_back(job.id);
+  }
+  if (ids.empty()) return;
+  // Children named them while they were pending: the table's end settles them.
+  const std::vector<int64> parents = ParentsAmong(spi, place, ids);
+  for (const pg::job_ring::Claimed& job : claimed) {
+    if (!job.spilled) continue;
+    const bool has_dependents = std::find(parents.begin(), parents.end(), job.id) != parents.end();
+    pg::Params params;
+    params.Set(0, Int64GetDatum(job.id))
+        .Set(1, Int32GetDatum(place.queue_id))
+        .Set(2, Int32GetDatum(job.priority))
+        .Set(3, TimestampTzGetDatum(job.run_at))
+        .Set(4, Int32GetDatum(job.attempt))
+        .Set(5, Int32GetDatum(job.max_attempts))
+        .Set(6, TimestampTzGetDatum(job.enqueued_at))
+        .Set(7, job.payload)
+        .Set(8, TimestampTzGetDatum(until))
+        .Set(9, TimestampTzGetDatum(now))
+        .SetOptional(10, !has_dependents, BoolGetDatum(true))
+        .Set(11, Int32GetDatum(MyProcPid));
+    (void)spi.Execute(move_job(), params);
+  }
+}
+
+}  // namespace
+
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
                  Datum lease, TimestampTz now, const pg::job_ring::Bound* before) {
   Known ring;
@@ -199,6 +235,7 @@ pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name,
   const std::vector<pg::job_ring::Claimed> claimed =
       pg::job_ring::Claim(ring.place, n, now, until, before);
   if (claimed.empty()) return pg::Result();
+  Spill(spi, ring.place, claimed, until, now);
   pg::ledger::NoteCount(queue_id, pg::kClaims, claimed.size());
   TupleDesc desc = ClaimedDesc();
   HeapTuple* tuples = pg::Guard(
