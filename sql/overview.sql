@@ -98,7 +98,8 @@ SELECT sum(heap_blks_hit + coalesce(heap_blks_read, 0)) - :blocks_read_before < 
   FROM pg_statio_user_tables WHERE relname LIKE :'segments';
 -- pgq.job, a cancel or a child naming a parent, of an id found nowhere,
 -- read the rings of the caller's queues only: another team's lookups read
--- no block of this ring.
+-- no block of this ring; nor does its pgq.queue_stats (each queue's ring
+-- read for the queues shown only: it read every ring).
 CREATE ROLE overview_other;
 SELECT pgq.grant('overview_other', 'mail', 'consume');
 SELECT pgq.grant('overview_other', 'mail', 'produce');
@@ -109,6 +110,7 @@ SET ROLE overview_other;
 SELECT count(*) AS found FROM pgq.job(-1);
 SELECT pgq.cancel(-1) AS cancelled;
 SELECT pgq.enqueue('mail', '{}', after => ARRAY[-1]::bigint[]);
+SELECT queue, ready FROM pgq.queue_stats;
 RESET ROLE;
 SELECT pg_stat_force_next_flush();
 SELECT sum(heap_blks_hit + coalesce(heap_blks_read, 0)) - :blocks_read_before AS blocks_read

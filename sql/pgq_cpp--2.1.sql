@@ -1469,22 +1469,24 @@ SELECT q.name                                   AS queue,
           FROM pgq.job_rows jj CROSS JOIN (SELECT pgq.clock() AS now) cc
          GROUP BY jj.queue_id
        ) j ON j.queue_id OPERATOR(pg_catalog.=) q.queue_id
-  -- The jobs of the queues' rings (pgq.ring_jobs): pending or running.
-  LEFT JOIN (
-        SELECT gg.ring,
+  -- The jobs of the queue's ring (pgq.ring_jobs): pending or running. Read
+  -- per queue shown (LATERAL: the equality on the ring prunes the other
+  -- queues' rings as the statement runs), so that a reader never reads the
+  -- rings of queues it holds no right on.
+  LEFT JOIN LATERAL (
+        SELECT pg_catalog.count(*) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'p'
+                                             AND gg.run_at OPERATOR(pg_catalog.<=) c.now) AS ready,
                pg_catalog.count(*) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'p'
-                                             AND gg.run_at OPERATOR(pg_catalog.<=) cc.now) AS ready,
-               pg_catalog.count(*) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'p'
-                                             AND gg.run_at OPERATOR(pg_catalog.>) cc.now)  AS scheduled,
+                                             AND gg.run_at OPERATOR(pg_catalog.>) c.now)  AS scheduled,
                pg_catalog.count(*) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'r')       AS running,
                pg_catalog.count(*) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'r'
-                                             AND gg.lease_until OPERATOR(pg_catalog.<) cc.now) AS expired,
+                                             AND gg.lease_until OPERATOR(pg_catalog.<) c.now) AS expired,
                pg_catalog.min(gg.run_at) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'p'
-                                             AND gg.run_at OPERATOR(pg_catalog.<=) cc.now
+                                             AND gg.run_at OPERATOR(pg_catalog.<=) c.now
                                              AND pg_catalog.isfinite(gg.run_at)) AS oldest_ready
-          FROM pgq.ring_jobs gg CROSS JOIN (SELECT pgq.clock() AS now) cc
-         GROUP BY gg.ring
-       ) g ON g.ring OPERATOR(pg_catalog.=) q.ring_id
+          FROM pgq.ring_jobs gg
+         WHERE gg.ring OPERATOR(pg_catalog.=) q.ring_id
+       ) g ON true
  WHERE pgq.has_queue_privilege(q.name, 'produce, consume, admin');
 COMMENT ON VIEW pgq.queue_stats IS 'one row per queue: ready (including jobs waiting behind the head of their FIFO group), scheduled, running, expired, dead, done_recent, oldest_ready_age, paused';
 

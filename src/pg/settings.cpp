@@ -87,8 +87,8 @@ void DefineSettings() {
     DefineCustomIntVariable(
         "pgq.max_running_ring_jobs",
         "Jobs of queues on rings that run at once, in the whole server.",
-        "Each running job's lease takes an entry of a map in shared memory (about 100 B); a claim "
-        "that would pass it is refused with 53400.",
+        "Each running job's lease takes an entry of a map in shared memory (about 100 B); the "
+        "jobs a claim takes past it run as rows of pgq.job_rows.",
         &max_running_ring_jobs, 65536, 64, 16 * 1024 * 1024, PGC_POSTMASTER, 0, nullptr, nullptr,
         nullptr);
   }
@@ -99,8 +99,8 @@ void DefineSettings() {
   DefineCustomIntVariable(
       "pgq.max_running_ring_jobs_per_database",
       "Jobs of queues on rings that run at once in one database.",
-      "A database's share of pgq.max_running_ring_jobs: a claim hands out at most what is left "
-      "of it and is refused with 53400 when nothing is.",
+      "A database's share of pgq.max_running_ring_jobs: the jobs a claim takes past what is left "
+      "of it run as rows of pgq.job_rows.",
       &max_running_ring_jobs_per_database, 32768, 1, 16 * 1024 * 1024, PGC_SUSET, 0, nullptr,
       nullptr, nullptr);
   DefineCustomIntVariable(
