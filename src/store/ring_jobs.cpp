@@ -126,6 +126,27 @@ VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, NULL, NULL, NULL, $8, $9, $10, $11, $12
   return statement.get();
 }
 
+// A ring job as a running row of pgq.job_rows: moved there while it runs
+// (MoveToTable) or spilled by its claim (Spill).
+void InsertRunning(pg::SpiSession& spi, int32 queue_id, const pg::job_ring::NewEntry& entry,
+                   int32 attempt, TimestampTz lease_until, TimestampTz claimed_at,
+                   bool has_dependents, int32 claimed_by) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(entry.id))
+      .Set(1, Int32GetDatum(queue_id))
+      .Set(2, Int32GetDatum(entry.priority))
+      .Set(3, TimestampTzGetDatum(entry.run_at))
+      .Set(4, Int32GetDatum(attempt))
+      .Set(5, Int32GetDatum(entry.max_attempts))
+      .Set(6, TimestampTzGetDatum(entry.enqueued_at))
+      .Set(7, entry.payload)
+      .Set(8, TimestampTzGetDatum(lease_until))
+      .Set(9, TimestampTzGetDatum(claimed_at))
+      .SetOptional(10, !has_dependents, BoolGetDatum(true))
+      .SetOptional(11, claimed_by == 0, Int32GetDatum(claimed_by));
+  (void)spi.Execute(move_job(), params);
+}
+
 }  // namespace
 
 void CreateRing(pg::SpiSession& spi, int32 ring_id, TimestampTz now) {
@@ -201,20 +222,9 @@ void Spill(pg::SpiSession& spi, const pg::job_ring::Place& place,
   for (const pg::job_ring::Claimed& job : claimed) {
     if (!job.spilled) continue;
     const bool has_dependents = std::find(parents.begin(), parents.end(), job.id) != parents.end();
-    pg::Params params;
-    params.Set(0, Int64GetDatum(job.id))
-        .Set(1, Int32GetDatum(place.queue_id))
-        .Set(2, Int32GetDatum(job.priority))
-        .Set(3, TimestampTzGetDatum(job.run_at))
-        .Set(4, Int32GetDatum(job.attempt))
-        .Set(5, Int32GetDatum(job.max_attempts))
-        .Set(6, TimestampTzGetDatum(job.enqueued_at))
-        .Set(7, job.payload)
-        .Set(8, TimestampTzGetDatum(until))
-        .Set(9, TimestampTzGetDatum(now))
-        .SetOptional(10, !has_dependents, BoolGetDatum(true))
-        .Set(11, Int32GetDatum(MyProcPid));
-    (void)spi.Execute(move_job(), params);
+    const pg::job_ring::NewEntry entry{job.id,     job.priority,    job.max_attempts,
+                                       job.run_at, job.enqueued_at, job.payload};
+    InsertRunning(spi, place.queue_id, entry, job.attempt, until, now, has_dependents, MyProcPid);
   }
 }
 
@@ -557,20 +567,8 @@ bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
   // A parent moves with its children's rows marked on it: the table's end
   // of it (a completion, a failure, a cancel) settles them.
   const bool has_dependents = !ParentsAmong(spi, ring.place, {id}).empty();
-  pg::Params params;
-  params.Set(0, Int64GetDatum(id))
-      .Set(1, Int32GetDatum(lease.queue_id))
-      .Set(2, Int32GetDatum(entry.priority))
-      .Set(3, TimestampTzGetDatum(entry.run_at))
-      .Set(4, Int32GetDatum(attempt))
-      .Set(5, Int32GetDatum(entry.max_attempts))
-      .Set(6, TimestampTzGetDatum(entry.enqueued_at))
-      .Set(7, entry.payload)
-      .Set(8, TimestampTzGetDatum(lease.lease_until))
-      .Set(9, TimestampTzGetDatum(lease.claimed_at))
-      .SetOptional(10, !has_dependents, BoolGetDatum(true))
-      .SetOptional(11, lease.claimed_by == 0, Int32GetDatum(lease.claimed_by));
-  (void)spi.Execute(move_job(), params);
+  InsertRunning(spi, lease.queue_id, entry, attempt, lease.lease_until, lease.claimed_at,
+                has_dependents, lease.claimed_by);
   return true;
 }
 
