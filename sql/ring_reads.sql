@@ -226,6 +226,32 @@ SELECT e.k, i.state, i.attempt, i.max_attempts, i.priority, i.run_at <= i.claime
   FROM enq e CROSS JOIN LATERAL pgq.job(e.id) i WHERE e.k ~ '^k[234]_' ORDER BY e.k;
 SELECT count(*) AS completed_twice FROM enq WHERE k ~ '^k[234]_ring' AND pgq.complete(id, 1);
 
+-- A ring job's failure: a closure 'f' on the ring, and its next attempt a
+-- pending row of pgq.job_rows (where jobs wait for a later run_at) with the
+-- error and the failed claim's time, or, its attempts spent, its
+-- dead-letter row; it is never moved into pgq.job_rows running first (a
+-- closure 'm', a row inserted and then updated or deleted). Its next
+-- attempt is claimed from the row, and its failure is the row's.
+SELECT pgq.create_queue('ring_fail', max_attempts => 2);
+SELECT pgq.enqueue('ring_fail', '{"n": "f1"}') AS fail_id \gset
+SELECT attempt FROM pgq.claim('ring_fail');
+SELECT pgq.fail(:fail_id, 1, 'boom 1', retry_in => '0 seconds') AS outcome;
+SELECT state, attempt, last_error, claimed_at IS NOT NULL AS claim_time_kept, payload
+  FROM pgq.job_rows WHERE id = :fail_id;
+SELECT attempt FROM pgq.claim('ring_fail');
+SELECT pgq.fail(:fail_id, 2, 'boom 2') AS outcome;
+SELECT state, attempt, last_error, dead_reason FROM pgq.job(:fail_id);
+SELECT pgq.fail(:fail_id, 2, 'late') AS outcome_of_a_late_failure;
+-- A job of one attempt dies from its ring: its dead-letter row at once.
+SELECT pgq.enqueue('ring_fail', '{"n": "f2"}', max_attempts => 1) AS once_id \gset
+SELECT attempt FROM pgq.claim('ring_fail');
+SELECT pgq.fail(:once_id, 1, 'only once') AS outcome;
+SELECT state, attempt, max_attempts, last_error, dead_reason, payload FROM pgq.job(:once_id);
+SELECT count(*) AS rows_of_it FROM pgq.job_rows WHERE id = :once_id;
+SELECT pgq.fail(:once_id, 1, 'again') AS outcome_of_a_second_failure;
+SELECT l.outcome, count(*) AS closures FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring
+ WHERE q.name = 'ring_fail' AND l.kind = 'c' GROUP BY l.outcome ORDER BY 1;
+
 -- A job id the ring has closed and that is kept nowhere: no row, as for
 -- a completed table job of a queue without history.
 SELECT count(*) AS rows FROM pgq.job((SELECT id FROM enq WHERE k = 'j3_ring'));

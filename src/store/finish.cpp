@@ -183,6 +183,12 @@ SELECT q.backoff_base, q.backoff_max FROM pgq.job_rows j JOIN pgq.queues q USING
                                 {INT8OID},
                                 nullptr};
 
+pg::Statement backoff_of_queue = {
+    "SELECT q.backoff_base, q.backoff_max FROM pgq.queues q WHERE q.queue_id = $1",
+    1,
+    {INT4OID},
+    nullptr};
+
 pg::Statement& fail_retry() {
   static BuiltStatement statement{
       Held(R"sql(
@@ -209,10 +215,7 @@ pg::Statement& fail_dead() {
 pg::Statement pending_run_at = {
     "SELECT run_at FROM pgq.job_rows WHERE id = $1 AND state = 'p'", 1, {INT8OID}, nullptr};
 
-int64 NextRetryDelay(pg::SpiSession& spi, int64 id, int32 attempt) {
-  pg::Params params;
-  params.Set(0, Int64GetDatum(id));
-  const pg::Result queue = spi.Execute(backoff_of_job, params, 1);
+int64 RetryDelay(const pg::Result& queue, int32 attempt) {
   if (queue.empty()) return 0;  // gone: the writes will say 'lost'
   bool is_null = false;
   const core::BackoffPolicy policy{
@@ -221,6 +224,18 @@ int64 NextRetryDelay(pg::SpiSession& spi, int64 id, int32 attempt) {
       pg::IntervalMicros(DatumGetIntervalP(queue.Value(0, "backoff_max", &is_null)),
                          "backoff_max")};
   return core::BackoffDelay(policy, attempt, pg_prng_double(&pg_global_prng_state));
+}
+
+int64 NextRetryDelay(pg::SpiSession& spi, int64 id, int32 attempt) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(id));
+  return RetryDelay(spi.Execute(backoff_of_job, params, 1), attempt);
+}
+
+int64 RetryDelayOfQueue(pg::SpiSession& spi, int32 queue_id, int32 attempt) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id));
+  return RetryDelay(spi.Execute(backoff_of_queue, params, 1), attempt);
 }
 
 }  // namespace
@@ -352,7 +367,9 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
 FailOutcome Fail(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum error,
                  std::optional<int64> retry_in_us, TimestampTz now) {
   if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
-    if (!ring::MoveToTable(spi, lease, id, attempt, now)) return FailOutcome::kLost;
+    const int64 delay_us =
+        retry_in_us ? *retry_in_us : RetryDelayOfQueue(spi, lease.queue_id, attempt);
+    return ring::Fail(spi, lease, id, attempt, error, delay_us, now);
   }
   const int64 delay_us = retry_in_us ? *retry_in_us : NextRetryDelay(spi, id, attempt);
   pg::Params retry;

@@ -126,6 +126,36 @@ VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, NULL, NULL, NULL, $8, $9, $10, $11, $12
   return statement.get();
 }
 
+// A failed ring job's next attempt, pending in pgq.job_rows until $4 (the
+// rows InsertJobsSql makes, as enqueue's): $1 id, $2 queue, $3 priority,
+// $4 run_at, $5 the attempts spent, $6 max_attempts, $7 enqueued_at, $8
+// last_error, $9 payload, $10 has_dependents (NULL: none), $11 $12 the
+// failed claim's time and claimer (a row's failure keeps them too).
+pg::Statement& retry_job() {
+  static internal::BuiltStatement statement{
+      internal::InsertJobsSql("", R"sql(
+VALUES ($1, $2, 'p', $3, $4, $5, $6, $7, NULL, NULL, $8, $9, $10, $11, $12))sql",
+                              "", ", has_dependents, claimed_at, claimed_by"),
+      {INT8OID, INT4OID, INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID,
+       JSONBOID, BOOLOID, TIMESTAMPTZOID, INT4OID}};
+  return statement.get();
+}
+
+// A ring job whose attempts are spent, into dead-letter (BurySql's columns
+// of a row): $1 id, $2 queue, $3 payload, $4 attempt, $5 priority, $6
+// max_attempts, $7 enqueued_at, $8 last_error, $9 now.
+pg::Statement& bury_job() {
+  static internal::BuiltStatement statement{internal::BurySql(R"sql(
+SELECT $1::int8 AS id, $2::int4 AS queue_id, $3::jsonb AS payload, $4::int4 AS attempt,
+       $5::int4 AS priority, $6::int4 AS max_attempts, $7::timestamptz AS enqueued_at,
+       NULL::text AS dedupe_key, NULL::text AS group_key, NULL::jsonb AS progress,
+       NULL::interval AS dedupe_for)sql",
+                                                              "$8", "exhausted", "$9"),
+                                            {INT8OID, INT4OID, JSONBOID, INT4OID, INT4OID, INT4OID,
+                                             TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID}};
+  return statement.get();
+}
+
 // A ring job as a running row of pgq.job_rows: moved there while it runs
 // (MoveToTable) or spilled by its claim (Spill).
 void InsertRunning(pg::SpiSession& spi, int32 queue_id, const pg::job_ring::NewEntry& entry,
@@ -570,6 +600,53 @@ bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
   InsertRunning(spi, lease.queue_id, entry, attempt, lease.lease_until, lease.claimed_at,
                 has_dependents, lease.claimed_by);
   return true;
+}
+
+FailOutcome Fail(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
+                 Datum error, int64 retry_in_us, TimestampTz now) {
+  Known ring;
+  if (!KnownOf(spi, lease.queue_id, &ring)) return FailOutcome::kLost;
+  pg::job_ring::NewEntry entry;
+  if (!pg::job_ring::ReadEntry(lease, &entry)) return FailOutcome::kLost;
+  if (!CloseWaiting(ring.place, id, attempt, 'f', now)) return FailOutcome::kLost;
+  // Children that named it: its next attempt carries them (the table's end
+  // settles them), or they fail with it.
+  const bool has_dependents = !ParentsAmong(spi, ring.place, {id}).empty();
+  pg::ledger::NoteCount(lease.queue_id, pg::kFailures, 1);
+  pg::ledger::NoteLeftRunning(lease.queue_id);
+  if (attempt < entry.max_attempts) {
+    pg::Params retry;
+    retry.Set(0, Int64GetDatum(id))
+        .Set(1, Int32GetDatum(lease.queue_id))
+        .Set(2, Int32GetDatum(entry.priority))
+        .Set(3, TimestampTzGetDatum(pg::AddMicros(now, retry_in_us, "retry_in")))
+        .Set(4, Int32GetDatum(attempt))
+        .Set(5, Int32GetDatum(entry.max_attempts))
+        .Set(6, TimestampTzGetDatum(entry.enqueued_at))
+        .SetOptional(7, error == 0, error)
+        .Set(8, entry.payload)
+        .SetOptional(9, !has_dependents, BoolGetDatum(true))
+        .Set(10, TimestampTzGetDatum(lease.claimed_at))
+        .SetOptional(11, lease.claimed_by == 0, Int32GetDatum(lease.claimed_by));
+    const pg::Result retried = spi.Execute(retry_job(), retry);
+    // Due later: no wake-up now, but the claim hint must come back to it.
+    internal::NotePendingAgain(retried, retry_in_us == 0);
+    return FailOutcome::kRetry;
+  }
+  pg::Params dead;
+  dead.Set(0, Int64GetDatum(id))
+      .Set(1, Int32GetDatum(lease.queue_id))
+      .Set(2, entry.payload)
+      .Set(3, Int32GetDatum(attempt))
+      .Set(4, Int32GetDatum(entry.priority))
+      .Set(5, Int32GetDatum(entry.max_attempts))
+      .Set(6, TimestampTzGetDatum(entry.enqueued_at))
+      .SetOptional(7, error == 0, error)
+      .Set(8, TimestampTzGetDatum(now));
+  (void)spi.Execute(bury_job(), dead);
+  pg::ledger::NoteCount(lease.queue_id, pg::kDeadLettered, 1);
+  if (has_dependents) internal::ParentsDied(spi, std::vector<int64>{id}, now);
+  return FailOutcome::kDead;
 }
 
 namespace {

@@ -88,6 +88,14 @@ bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Le
 // job's is from its row; elsewhere a result is not kept, as for a row.
 bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
               Datum result, TimestampTz now);
+// Fails (id, attempt) on its ring, running with `lease`: a closure 'f',
+// and the job's next attempt as a pending row of pgq.job_rows due in
+// `retry_in_us` (the rows are where a job waits for a later run_at), or,
+// its attempts spent, its dead-letter row ('exhausted', its dependents
+// failed). Nothing written when another attempt holds it (kLost). The
+// counters and the claim hints are told, as for a row's failure.
+FailOutcome Fail(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
+                 Datum error, int64 retry_in_us, TimestampTz now);
 // Completes the ring jobs (ids[i], attempts[i]) of `queue_id`, running
 // with leases[i], in one insert of closures (and one of history rows where
 // the queue keeps them); how many held their job.
