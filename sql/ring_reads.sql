@@ -252,6 +252,26 @@ SELECT pgq.fail(:once_id, 1, 'again') AS outcome_of_a_second_failure;
 SELECT l.outcome, count(*) AS closures FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring
  WHERE q.name = 'ring_fail' AND l.kind = 'c' GROUP BY l.outcome ORDER BY 1;
 
+-- Release and snooze on the ring: a closure 'r' or 's', and the job pending
+-- again as a row, its attempt not spent (release: due as it was, claimed
+-- before later jobs; snooze: due after the delay), each fenced as a row's.
+SELECT pgq.enqueue('ring_fail', '{"n": "r1"}') AS rel_id \gset
+SELECT pgq.enqueue('ring_fail', '{"n": "r2"}') AS later_id \gset
+SELECT id = :rel_id AS first, attempt FROM pgq.claim('ring_fail');
+SELECT pgq.release(:rel_id, 1) AS released, pgq.release(:rel_id, 1) AS released_twice;
+SELECT state, attempt, run_at < enqueued_at + interval '1 minute' AS due_as_it_was
+  FROM pgq.job_rows WHERE id = :rel_id;
+SELECT id = :rel_id AS released_one_first, attempt FROM pgq.claim('ring_fail');
+SELECT pgq.snooze(:later_id, 1, '1 hour') AS snoozed_other;
+SELECT pgq.complete(:rel_id, 1) AS completed;
+SELECT id = :later_id AS the_other, attempt FROM pgq.claim('ring_fail');
+SELECT pgq.snooze(:later_id, 1, '1 hour') AS snoozed, pgq.snooze(:later_id, 1, '1 hour') AS snoozed_twice;
+SELECT state, attempt, run_at > now() + interval '59 minutes' AS due_in_an_hour
+  FROM pgq.job_rows WHERE id = :later_id;
+SELECT count(*) AS claimed_now FROM pgq.claim('ring_fail');
+SELECT l.outcome, count(*) AS closures FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring
+ WHERE q.name = 'ring_fail' AND l.kind = 'c' GROUP BY l.outcome ORDER BY 1;
+
 -- A job id the ring has closed and that is kept nowhere: no row, as for
 -- a completed table job of a queue without history.
 SELECT count(*) AS rows FROM pgq.job((SELECT id FROM enq WHERE k = 'j3_ring'));

@@ -65,7 +65,7 @@ std::optional<TimestampTz> Extend(pg::SpiSession& spi, const Scope& scope, int64
 
 bool Release(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt) {
   if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
-    if (!ring::MoveToTable(spi, lease, id, attempt, pg::Now())) return false;
+    return ring::GiveBack(spi, lease, id, attempt, std::nullopt, true);
   }
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(attempt));
@@ -79,7 +79,7 @@ bool Release(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt) {
 bool Snooze(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, TimestampTz run_at,
             bool due_now) {
   if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
-    if (!ring::MoveToTable(spi, lease, id, attempt, pg::Now())) return false;
+    return ring::GiveBack(spi, lease, id, attempt, run_at, due_now);
   }
   pg::Params params;
   params.Set(0, Int64GetDatum(id))

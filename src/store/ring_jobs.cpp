@@ -602,51 +602,85 @@ bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
   return true;
 }
 
+namespace {
+
+// A running ring job's end that leaves the ring: (id, attempt) taken out
+// of the lease map under its closure `outcome` (false, nothing written, if
+// another attempt holds it), its entry read first (while the lease holds,
+// its segment stays), and whether children named it (ParentsAmong: they
+// follow it into the table, or fail with it).
+struct Left {
+  pg::job_ring::NewEntry entry;
+  bool has_dependents;
+};
+bool Leave(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
+           char outcome, TimestampTz now, Left* left) {
+  Known ring;
+  if (!KnownOf(spi, lease.queue_id, &ring)) return false;
+  if (!pg::job_ring::ReadEntry(lease, &left->entry)) return false;
+  if (!CloseWaiting(ring.place, id, attempt, outcome, now)) return false;
+  left->has_dependents = !ParentsAmong(spi, ring.place, {id}).empty();
+  pg::ledger::NoteLeftRunning(lease.queue_id);
+  return true;
+}
+
+// Its next claim, a pending row of pgq.job_rows due at `run_at`, with
+// `spent` attempts spent and `error` (0: none) as last_error; the claim
+// hints told (`wake`: its queue's waiting claims woken at commit).
+void Requeue(pg::SpiSession& spi, const pg::job_ring::Lease& lease, const Left& left, int32 spent,
+             TimestampTz run_at, Datum error, bool wake) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(left.entry.id))
+      .Set(1, Int32GetDatum(lease.queue_id))
+      .Set(2, Int32GetDatum(left.entry.priority))
+      .Set(3, TimestampTzGetDatum(run_at))
+      .Set(4, Int32GetDatum(spent))
+      .Set(5, Int32GetDatum(left.entry.max_attempts))
+      .Set(6, TimestampTzGetDatum(left.entry.enqueued_at))
+      .SetOptional(7, error == 0, error)
+      .Set(8, left.entry.payload)
+      .SetOptional(9, !left.has_dependents, BoolGetDatum(true))
+      .Set(10, TimestampTzGetDatum(lease.claimed_at))
+      .SetOptional(11, lease.claimed_by == 0, Int32GetDatum(lease.claimed_by));
+  internal::NotePendingAgain(spi.Execute(retry_job(), params), wake);
+}
+
+}  // namespace
+
 FailOutcome Fail(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
                  Datum error, int64 retry_in_us, TimestampTz now) {
-  Known ring;
-  if (!KnownOf(spi, lease.queue_id, &ring)) return FailOutcome::kLost;
-  pg::job_ring::NewEntry entry;
-  if (!pg::job_ring::ReadEntry(lease, &entry)) return FailOutcome::kLost;
-  if (!CloseWaiting(ring.place, id, attempt, 'f', now)) return FailOutcome::kLost;
-  // Children that named it: its next attempt carries them (the table's end
-  // settles them), or they fail with it.
-  const bool has_dependents = !ParentsAmong(spi, ring.place, {id}).empty();
+  Left left;
+  if (!Leave(spi, lease, id, attempt, 'f', now, &left)) return FailOutcome::kLost;
   pg::ledger::NoteCount(lease.queue_id, pg::kFailures, 1);
-  pg::ledger::NoteLeftRunning(lease.queue_id);
-  if (attempt < entry.max_attempts) {
-    pg::Params retry;
-    retry.Set(0, Int64GetDatum(id))
-        .Set(1, Int32GetDatum(lease.queue_id))
-        .Set(2, Int32GetDatum(entry.priority))
-        .Set(3, TimestampTzGetDatum(pg::AddMicros(now, retry_in_us, "retry_in")))
-        .Set(4, Int32GetDatum(attempt))
-        .Set(5, Int32GetDatum(entry.max_attempts))
-        .Set(6, TimestampTzGetDatum(entry.enqueued_at))
-        .SetOptional(7, error == 0, error)
-        .Set(8, entry.payload)
-        .SetOptional(9, !has_dependents, BoolGetDatum(true))
-        .Set(10, TimestampTzGetDatum(lease.claimed_at))
-        .SetOptional(11, lease.claimed_by == 0, Int32GetDatum(lease.claimed_by));
-    const pg::Result retried = spi.Execute(retry_job(), retry);
+  if (attempt < left.entry.max_attempts) {
     // Due later: no wake-up now, but the claim hint must come back to it.
-    internal::NotePendingAgain(retried, retry_in_us == 0);
+    Requeue(spi, lease, left, attempt, pg::AddMicros(now, retry_in_us, "retry_in"), error,
+            retry_in_us == 0);
     return FailOutcome::kRetry;
   }
   pg::Params dead;
   dead.Set(0, Int64GetDatum(id))
       .Set(1, Int32GetDatum(lease.queue_id))
-      .Set(2, entry.payload)
+      .Set(2, left.entry.payload)
       .Set(3, Int32GetDatum(attempt))
-      .Set(4, Int32GetDatum(entry.priority))
-      .Set(5, Int32GetDatum(entry.max_attempts))
-      .Set(6, TimestampTzGetDatum(entry.enqueued_at))
+      .Set(4, Int32GetDatum(left.entry.priority))
+      .Set(5, Int32GetDatum(left.entry.max_attempts))
+      .Set(6, TimestampTzGetDatum(left.entry.enqueued_at))
       .SetOptional(7, error == 0, error)
       .Set(8, TimestampTzGetDatum(now));
   (void)spi.Execute(bury_job(), dead);
   pg::ledger::NoteCount(lease.queue_id, pg::kDeadLettered, 1);
-  if (has_dependents) internal::ParentsDied(spi, std::vector<int64>{id}, now);
+  if (left.has_dependents) internal::ParentsDied(spi, std::vector<int64>{id}, now);
   return FailOutcome::kDead;
+}
+
+bool GiveBack(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
+              std::optional<TimestampTz> run_at, bool wake) {
+  Left left;
+  const TimestampTz now = pg::Now();
+  if (!Leave(spi, lease, id, attempt, run_at ? 's' : 'r', now, &left)) return false;
+  Requeue(spi, lease, left, attempt - 1, run_at.value_or(left.entry.run_at), 0, wake);
+  return true;
 }
 
 namespace {

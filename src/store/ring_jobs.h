@@ -13,6 +13,8 @@
 // script's views).
 #pragma once
 
+#include <optional>
+
 #include "pg/job_ring.h"
 #include "pg/spi.h"
 #include "store/jobs.h"
@@ -96,6 +98,13 @@ bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, i
 // counters and the claim hints are told, as for a row's failure.
 FailOutcome Fail(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
                  Datum error, int64 retry_in_us, TimestampTz now);
+// Release (`run_at` nullopt: due as it was) or snooze (due at `run_at`)
+// of (id, attempt) on its ring: a closure 'r' or 's', and the job pending
+// again as a row of pgq.job_rows, its attempt not spent (a row's release
+// and snooze keep it too); false, nothing written, if another attempt
+// holds it. `wake`: its queue's waiting claims are woken at commit.
+bool GiveBack(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
+              std::optional<TimestampTz> run_at, bool wake);
 // Completes the ring jobs (ids[i], attempts[i]) of `queue_id`, running
 // with leases[i], in one insert of closures (and one of history rows where
 // the queue keeps them); how many held their job.
