@@ -1319,7 +1319,7 @@ CREATE TABLE pgq.job_log (
     enqueued_at  timestamptz,
     lease_until  timestamptz,
     at           timestamptz,
-    outcome      "char",                 -- closure: d done, f failed, r released, s snoozed, m moved to pgq.job_rows, x cancelled
+    outcome      "char",                 -- closure: d done, f failed, e expired, r released, s snoozed, m moved to pgq.job_rows, x cancelled
     payload      jsonb,
     claimed_by   integer                 -- a claim's receipt: the claiming backend's pid
 ) PARTITION BY LIST (ring);

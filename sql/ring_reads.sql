@@ -305,4 +305,24 @@ RESET pgq.debug_clock_offset;
 SELECT j.state, j.claimed_at = :'claimed_before' AS claimed_at_kept
   FROM pgq.job_rows j WHERE j.id = :moved_id;
 
+-- A lease that ended, on the ring: a closure 'e', then the job pending
+-- again as a row in its old place, its attempt spent, its lease_until kept
+-- (a late completion of the expired claim still lands while nobody has
+-- claimed it again, ADR 0003), or, on its last attempt, its dead-letter
+-- row ('expired').
+SELECT pgq.create_queue('ring_expiry', lease => '1 minute');
+SELECT pgq.enqueue('ring_expiry', '{"n": "e1"}') AS e1 \gset
+SELECT pgq.enqueue('ring_expiry', '{"n": "e2"}', max_attempts => 1) AS e2 \gset
+SELECT count(*) AS claimed FROM pgq.claim('ring_expiry', 2);
+SET pgq.debug_clock_offset = '10min';
+SELECT expired_requeued, expired_dead FROM pgq.maintain();
+RESET pgq.debug_clock_offset;
+SELECT state, attempt, last_error, lease_until IS NOT NULL AS lease_kept
+  FROM pgq.job_rows WHERE id = :e1;
+SELECT state, attempt, last_error, dead_reason FROM pgq.job(:e2);
+SELECT l.outcome, count(*) AS closures FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring
+ WHERE q.name = 'ring_expiry' AND l.kind = 'c' GROUP BY l.outcome ORDER BY 1;
+SELECT pgq.complete(:e1, 1) AS late_completion_lands, pgq.complete(:e2, 1) AS dead_one_does_not;
+SELECT queue, lease_expiries, dead_lettered FROM pgq.queue_counters() WHERE queue = 'ring_expiry';
+
 DROP EXTENSION pgq_cpp;

@@ -62,8 +62,8 @@ void CountExpiries(const pg::Result& expired, bool dead) {
 }  // namespace
 
 Expired ExpireLeases(pg::SpiSession& spi, TimestampTz now, int32 batch) {
-  // Ring jobs whose lease ended join pgq.job_rows' (ADR 0028 step 2a).
-  (void)ring::MoveExpired(spi, now, batch);
+  // Ring jobs whose lease ended, as the rows' below (ADR 0028).
+  const Expired on_rings = ring::ExpireOnRings(spi, now, batch);
   pg::Params params;
   params.Set(0, TimestampTzGetDatum(now)).Set(1, Int32GetDatum(batch));
   const pg::Result requeued = spi.Execute(expire_to_pending(), params);
@@ -76,7 +76,8 @@ Expired ExpireLeases(pg::SpiSession& spi, TimestampTz now, int32 batch) {
   CountExpiries(dead, true);
   internal::MoveGroupsOn(spi, internal::GroupsOf(dead, internal::KeysReleased(spi, dead, now)));
   internal::ParentsDied(spi, dead, now);
-  return Expired{static_cast<int64>(requeued.size()), static_cast<int64>(dead.size())};
+  return Expired{on_rings.requeued + static_cast<int64>(requeued.size()),
+                 on_rings.dead + static_cast<int64>(dead.size())};
 }
 
 }  // namespace pgq::store

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "pg/args.h"
 #include "pg/invalidation.h"
 #include "pg/ledger.h"
 #include "pg/queue_lock.h"
@@ -130,30 +131,36 @@ VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, NULL, NULL, NULL, $8, $9, $10, $11, $12
 // rows InsertJobsSql makes, as enqueue's): $1 id, $2 queue, $3 priority,
 // $4 run_at, $5 the attempts spent, $6 max_attempts, $7 enqueued_at, $8
 // last_error, $9 payload, $10 has_dependents (NULL: none), $11 $12 the
-// failed claim's time and claimer (a row's failure keeps them too).
+// last claim's time and claimer (a row's failure keeps them too), $13
+// lease_until (kept by an expiry, for a late completion; else NULL).
 pg::Statement& retry_job() {
   static internal::BuiltStatement statement{
       internal::InsertJobsSql("", R"sql(
-VALUES ($1, $2, 'p', $3, $4, $5, $6, $7, NULL, NULL, $8, $9, $10, $11, $12))sql",
-                              "", ", has_dependents, claimed_at, claimed_by"),
+VALUES ($1, $2, 'p', $3, $4, $5, $6, $7, NULL, NULL, $8, $9, $10, $11, $12, $13))sql",
+                              "", ", has_dependents, claimed_at, claimed_by, lease_until"),
       {INT8OID, INT4OID, INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID,
-       JSONBOID, BOOLOID, TIMESTAMPTZOID, INT4OID}};
+       JSONBOID, BOOLOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}};
   return statement.get();
 }
 
 // A ring job whose attempts are spent, into dead-letter (BurySql's columns
 // of a row): $1 id, $2 queue, $3 payload, $4 attempt, $5 priority, $6
-// max_attempts, $7 enqueued_at, $8 last_error, $9 now.
-pg::Statement& bury_job() {
-  static internal::BuiltStatement statement{internal::BurySql(R"sql(
+// max_attempts, $7 enqueued_at, $8 last_error, $9 now; a failure's
+// ('exhausted') or an expiry's ('expired').
+constexpr std::string_view kRingJobAsRow = R"sql(
 SELECT $1::int8 AS id, $2::int4 AS queue_id, $3::jsonb AS payload, $4::int4 AS attempt,
        $5::int4 AS priority, $6::int4 AS max_attempts, $7::timestamptz AS enqueued_at,
        NULL::text AS dedupe_key, NULL::text AS group_key, NULL::jsonb AS progress,
-       NULL::interval AS dedupe_for)sql",
-                                                              "$8", "exhausted", "$9"),
-                                            {INT8OID, INT4OID, JSONBOID, INT4OID, INT4OID, INT4OID,
-                                             TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID}};
-  return statement.get();
+       NULL::interval AS dedupe_for)sql";
+pg::Statement& bury_job(bool expired) {
+  static internal::BuiltStatement statements[2] = {
+      {internal::BurySql(kRingJobAsRow, "$8", "exhausted", "$9"),
+       {INT8OID, INT4OID, JSONBOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID,
+        TIMESTAMPTZOID}},
+      {internal::BurySql(kRingJobAsRow, "$8", "expired", "$9"),
+       {INT8OID, INT4OID, JSONBOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID,
+        TIMESTAMPTZOID}}};
+  return statements[expired ? 1 : 0].get();
 }
 
 // A ring job as a running row of pgq.job_rows: moved there while it runs
@@ -628,7 +635,7 @@ bool Leave(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int3
 // `spent` attempts spent and `error` (0: none) as last_error; the claim
 // hints told (`wake`: its queue's waiting claims woken at commit).
 void Requeue(pg::SpiSession& spi, const pg::job_ring::Lease& lease, const Left& left, int32 spent,
-             TimestampTz run_at, Datum error, bool wake) {
+             TimestampTz run_at, Datum error, bool wake, bool keep_lease = false) {
   pg::Params params;
   params.Set(0, Int64GetDatum(left.entry.id))
       .Set(1, Int32GetDatum(lease.queue_id))
@@ -641,8 +648,27 @@ void Requeue(pg::SpiSession& spi, const pg::job_ring::Lease& lease, const Left& 
       .Set(8, left.entry.payload)
       .SetOptional(9, !left.has_dependents, BoolGetDatum(true))
       .Set(10, TimestampTzGetDatum(lease.claimed_at))
-      .SetOptional(11, lease.claimed_by == 0, Int32GetDatum(lease.claimed_by));
+      .SetOptional(11, lease.claimed_by == 0, Int32GetDatum(lease.claimed_by))
+      .SetOptional(12, !keep_lease, TimestampTzGetDatum(lease.lease_until));
   internal::NotePendingAgain(spi.Execute(retry_job(), params), wake);
+}
+
+// Its dead-letter row, its dependents failed with it.
+void Bury(pg::SpiSession& spi, const pg::job_ring::Lease& lease, const Left& left, int64 id,
+          int32 attempt, Datum error, bool expired, TimestampTz now) {
+  pg::Params dead;
+  dead.Set(0, Int64GetDatum(id))
+      .Set(1, Int32GetDatum(lease.queue_id))
+      .Set(2, left.entry.payload)
+      .Set(3, Int32GetDatum(attempt))
+      .Set(4, Int32GetDatum(left.entry.priority))
+      .Set(5, Int32GetDatum(left.entry.max_attempts))
+      .Set(6, TimestampTzGetDatum(left.entry.enqueued_at))
+      .SetOptional(7, error == 0, error)
+      .Set(8, TimestampTzGetDatum(now));
+  (void)spi.Execute(bury_job(expired), dead);
+  pg::ledger::NoteCount(lease.queue_id, pg::kDeadLettered, 1);
+  if (left.has_dependents) internal::ParentsDied(spi, std::vector<int64>{id}, now);
 }
 
 }  // namespace
@@ -658,19 +684,7 @@ FailOutcome Fail(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
             retry_in_us == 0);
     return FailOutcome::kRetry;
   }
-  pg::Params dead;
-  dead.Set(0, Int64GetDatum(id))
-      .Set(1, Int32GetDatum(lease.queue_id))
-      .Set(2, left.entry.payload)
-      .Set(3, Int32GetDatum(attempt))
-      .Set(4, Int32GetDatum(left.entry.priority))
-      .Set(5, Int32GetDatum(left.entry.max_attempts))
-      .Set(6, TimestampTzGetDatum(left.entry.enqueued_at))
-      .SetOptional(7, error == 0, error)
-      .Set(8, TimestampTzGetDatum(now));
-  (void)spi.Execute(bury_job(), dead);
-  pg::ledger::NoteCount(lease.queue_id, pg::kDeadLettered, 1);
-  if (left.has_dependents) internal::ParentsDied(spi, std::vector<int64>{id}, now);
+  Bury(spi, lease, left, id, attempt, error, false, now);
   return FailOutcome::kDead;
 }
 
@@ -702,13 +716,29 @@ int64 Unfinished(pg::SpiSession& spi, int32 queue_id) {
   return spi.Execute(unfinished_on_ring, params).Int64(0, "jobs");
 }
 
-int64 MoveExpired(pg::SpiSession& spi, TimestampTz now, int32 batch) {
+Expired ExpireOnRings(pg::SpiSession& spi, TimestampTz now, int32 batch) {
   EnsureLanes(spi);
-  int64 moved = 0;
-  for (const auto& [id, lease] : pg::job_ring::Expired(now, batch)) {
-    if (MoveToTable(spi, lease, id, lease.attempt, now)) ++moved;
+  Expired expired{0, 0};
+  const std::vector<std::pair<int64, pg::job_ring::Lease>> leases =
+      pg::job_ring::Expired(now, batch);
+  if (leases.empty()) return expired;
+  const Datum error = pg::TextDatum("lease expired");
+  for (const auto& [id, lease] : leases) {
+    Left left;
+    // Completed, failed or moved meanwhile by its holder: not expired.
+    if (!Leave(spi, lease, id, lease.attempt, 'e', now, &left)) continue;
+    pg::ledger::NoteCount(lease.queue_id, pg::kLeaseExpiries, 1);
+    if (lease.attempt < left.entry.max_attempts) {
+      // In its old place in the claim order, at once; its lease_until kept
+      // (the marker that lets a late completion of the expired claim land).
+      Requeue(spi, lease, left, lease.attempt, left.entry.run_at, error, true, true);
+      ++expired.requeued;
+    } else {
+      Bury(spi, lease, left, id, lease.attempt, error, true, now);
+      ++expired.dead;
+    }
   }
-  return moved;
+  return expired;
 }
 
 namespace {

@@ -63,7 +63,7 @@ int Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next, int max
 // built: after a start (or lanes freed), a completion may come before any
 // claim or enqueue of its queue. Builds every ring queue's lane of this
 // database once per lanes epoch (one statement, then an integer compare);
-// Running and MoveExpired call it, and whoever asks AnyLeases first.
+// Running and ExpireOnRings call it, and whoever asks AnyLeases first.
 void EnsureLanes(pg::SpiSession& spi);
 
 // The queues of `scope` that have a ring, by id: the rings a lookup of a
@@ -135,9 +135,12 @@ bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
 // The jobs on the queue's ring that have not finished (0 without a ring):
 // drop_queue refuses a queue that holds some, as for pgq.job_rows'.
 int64 Unfinished(pg::SpiSession& spi, int32 queue_id);
-// Maintenance: ring jobs whose lease ended move into pgq.job_rows (where
-// ExpireLeases finds them); how many.
-int64 MoveExpired(pg::SpiSession& spi, TimestampTz now, int32 batch);
+// Maintenance: ring jobs whose lease ended (at most `batch`), each as a
+// row's (store/expire.cpp): a closure 'e', then pending again as a row with
+// its attempt, lease_until (a late completion of the expired claim still
+// lands) and 'lease expired', or, its attempts spent, its dead-letter row
+// ('expired'); counted for the metrics. How many of each.
+Expired ExpireOnRings(pg::SpiSession& spi, TimestampTz now, int32 batch);
 
 // Cancel of a job still in its ring (not handed out): found in `scope`,
 // taken out of the ready order by a tombstone (pg/job_ring.h Tombstone);
