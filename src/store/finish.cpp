@@ -53,6 +53,32 @@ std::string Held(std::string_view sql) {
 // of the queues in `keeping` (an int4[] parameter) into the segment of
 // pgq.job_history at the same place in `segments` (an int2[] parameter),
 // finished at `now` with result `result`.
+// The history rows of the completed jobs `d` (a relation with pgq.job_rows'
+// columns) of the queues `keeping` keeps (their segments `segments`),
+// finished at `now` with `result`: pgq.job_history's one column list.
+std::string KeepSql(std::string_view now, std::string_view result, std::string_view keeping,
+                    std::string_view segments) {
+  std::string sql = R"sql(
+  INSERT INTO pgq.job_history (id, queue_id, attempt, max_attempts, priority, run_at,
+                               enqueued_at, claimed_at, finished_at, dedupe_key, group_key,
+                               last_error, progress, result, payload, segment)
+  SELECT d.id, d.queue_id, d.attempt, d.max_attempts, d.priority, d.run_at, d.enqueued_at,
+         d.claimed_at, )sql";
+  sql += now;
+  sql += ", d.dedupe_key, d.group_key, d.last_error, d.progress, ";
+  sql += result;
+  sql += ", d.payload, ";
+  sql += "(";
+  sql += segments;
+  sql += ")[pg_catalog.array_position(";
+  sql += keeping;
+  sql += ", d.queue_id)]";
+  sql += "\n    FROM d WHERE d.queue_id = ANY (";
+  sql += keeping;
+  sql += ")";
+  return sql;
+}
+
 std::string CompleteSql(std::string_view where, bool history, std::string_view now,
                         std::string_view result, std::string_view keeping = {},
                         std::string_view segments = {}) {
@@ -62,25 +88,9 @@ std::string CompleteSql(std::string_view where, bool history, std::string_view n
                  : "\n  RETURNING j.queue_id, j.group_key, j.state, j.id, j.dedupe_key, "
                    "j.dedupe_for, j.has_dependents)";
   if (history) {
-    sql += R"sql(,
-kept AS (
-  INSERT INTO pgq.job_history (id, queue_id, attempt, max_attempts, priority, run_at,
-                               enqueued_at, claimed_at, finished_at, dedupe_key, group_key,
-                               last_error, progress, result, payload, segment)
-  SELECT d.id, d.queue_id, d.attempt, d.max_attempts, d.priority, d.run_at, d.enqueued_at,
-         d.claimed_at, )sql";
-    sql += now;
-    sql += ", d.dedupe_key, d.group_key, d.last_error, d.progress, ";
-    sql += result;
-    sql += ", d.payload, ";
-    sql += "(";
-    sql += segments;
-    sql += ")[pg_catalog.array_position(";
-    sql += keeping;
-    sql += ", d.queue_id)]";
-    sql += "\n    FROM d WHERE d.queue_id = ANY (";
-    sql += keeping;
-    sql += "))";
+    sql += ",\nkept AS (\n";
+    sql += KeepSql(now, result, keeping, segments);
+    sql += ")";
   }
   sql += "\n";
   return sql;
@@ -183,6 +193,37 @@ SELECT q.backoff_base, q.backoff_max FROM pgq.job_rows j JOIN pgq.queues q USING
                                 {INT8OID},
                                 nullptr};
 
+// The history rows of completed ring jobs of one queue, from their
+// entries (KeepSql's rows, without the keys, error and progress a ring job
+// has none of): $1 queue, $2 now, $3 result, $4 $5 the queues that keep
+// history and their segments (a queue that no longer keeps it gets none),
+// $6-$13 the jobs' columns as arrays.
+pg::Statement& keep_ring_history() {
+  static BuiltStatement statement{
+      R"sql(
+WITH d AS (
+  SELECT c.id, $1::int4 AS queue_id, c.attempt, c.max_attempts, c.priority, c.run_at,
+         c.enqueued_at, c.claimed_at, NULL::text AS dedupe_key, NULL::text AS group_key,
+         NULL::text AS last_error, NULL::jsonb AS progress, c.payload
+    FROM ROWS FROM (pg_catalog.unnest($6::int8[]), pg_catalog.unnest($7::int4[]),
+                    pg_catalog.unnest($8::int4[]), pg_catalog.unnest($9::int4[]),
+                    pg_catalog.unnest($10::timestamptz[]), pg_catalog.unnest($11::timestamptz[]),
+                    pg_catalog.unnest($12::timestamptz[]), pg_catalog.unnest($13::jsonb[]))
+         AS c(id, attempt, max_attempts, priority, run_at, enqueued_at, claimed_at, payload)))sql" +
+          KeepSql("$2", "$3", "$4", "$5"),
+      {INT4OID, TIMESTAMPTZOID, JSONBOID, INT4ARRAYOID, INT2ARRAYOID, INT8ARRAYOID, INT4ARRAYOID,
+       INT4ARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID,
+       JSONBARRAYOID}};
+  return statement.get();
+}
+
+Datum ArrayOf(std::vector<Datum>& values, Oid type, int length, bool by_value, char align) {
+  return pg::Guard([&] {
+    return PointerGetDatum(construct_array(values.data(), static_cast<int>(values.size()), type,
+                                           length, by_value, align));
+  });
+}
+
 pg::Statement backoff_of_queue = {
     "SELECT q.backoff_base, q.backoff_max FROM pgq.queues q WHERE q.queue_id = $1",
     1,
@@ -244,6 +285,43 @@ namespace internal {
 
 void NotePendingAgain(const pg::Result& rows, bool wake) {
   pg::ledger::NotePending(rows.Int32(0, "queue_id"), ClaimKeyOf(rows, 0), wake);
+}
+
+void KeepRingHistory(pg::SpiSession& spi, int32 queue_id, const std::vector<RingCompletion>& kept,
+                     Datum result, TimestampTz now) {
+  if (kept.empty()) return;
+  const HistoryTarget& target = CompletionTarget(spi);
+  if (target.variant != 2) return;  // no queue keeps history (any more)
+  const size_t n = kept.size();
+  std::vector<Datum> ids(n), attempts(n), max_attempts(n), priorities(n), run_ats(n),
+      enqueued_ats(n), claimed_ats(n), payloads(n);
+  for (size_t i = 0; i < n; ++i) {
+    ids[i] = Int64GetDatum(kept[i].entry.id);
+    attempts[i] = Int32GetDatum(kept[i].attempt);
+    max_attempts[i] = Int32GetDatum(kept[i].entry.max_attempts);
+    priorities[i] = Int32GetDatum(kept[i].entry.priority);
+    run_ats[i] = TimestampTzGetDatum(kept[i].entry.run_at);
+    enqueued_ats[i] = TimestampTzGetDatum(kept[i].entry.enqueued_at);
+    claimed_ats[i] = TimestampTzGetDatum(kept[i].claimed_at);
+    payloads[i] = kept[i].entry.payload;
+  }
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id))
+      .Set(1, TimestampTzGetDatum(now))
+      .SetOptional(2, result == 0, result)
+      .Set(3, target.keeping)
+      .Set(4, target.segments)
+      .Set(5, ArrayOf(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE))
+      .Set(6, ArrayOf(attempts, INT4OID, sizeof(int32), true, TYPALIGN_INT))
+      .Set(7, ArrayOf(max_attempts, INT4OID, sizeof(int32), true, TYPALIGN_INT))
+      .Set(8, ArrayOf(priorities, INT4OID, sizeof(int32), true, TYPALIGN_INT))
+      .Set(9, ArrayOf(run_ats, TIMESTAMPTZOID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE))
+      .Set(10,
+           ArrayOf(enqueued_ats, TIMESTAMPTZOID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE))
+      .Set(11,
+           ArrayOf(claimed_ats, TIMESTAMPTZOID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE))
+      .Set(12, ArrayOf(payloads, JSONBOID, -1, false, TYPALIGN_INT));
+  (void)spi.Execute(keep_ring_history(), params);
 }
 
 }  // namespace internal

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "pg/job_ring.h"
 #include "store/jobs.h"
 
 namespace pgq::store::internal {
@@ -140,6 +141,18 @@ struct HistoryTarget {
   Datum segments;
 };
 const HistoryTarget& CompletionTarget(pg::SpiSession& spi);
+
+// A ring job completed where its queue keeps history: its entry (read
+// while its lease held), the attempt and the claim's time.
+struct RingCompletion {
+  pg::job_ring::NewEntry entry;
+  int32 attempt;
+  TimestampTz claimed_at;
+};
+// Their history rows (finish.cpp, which writes pgq.job_history), with
+// `result` (0: none), in one insert.
+void KeepRingHistory(pg::SpiSession& spi, int32 queue_id, const std::vector<RingCompletion>& done,
+                     Datum result, TimestampTz now);
 
 // `jobs` completions of `queue_id`, for done_recent and the completions
 // counter: in shared memory when preloaded (flushed to pgq.finished by

@@ -442,98 +442,20 @@ std::vector<int64> ParentsAmong(pg::SpiSession& spi, const pg::job_ring::Place& 
   return parents;
 }
 
-namespace {
-
-// The history rows of completed ring jobs of one queue, from their
-// entries: the columns a table job's row gives (store/finish.cpp
-// CompleteSql), without the keys, error and progress a ring job has none
-// of. The segment is the queue's retention class's, as there; a queue that
-// no longer keeps history (its keep_completed changed meanwhile) gets none.
-pg::Statement keep_history = {
-    R"sql(
-INSERT INTO pgq.job_history (id, queue_id, attempt, max_attempts, priority, run_at, enqueued_at,
-                             claimed_at, finished_at, result, payload, segment)
-SELECT c.id, $1, c.attempt, c.max_attempts, c.priority, c.run_at, c.enqueued_at, c.claimed_at,
-       $2, $3, c.payload, ($5)[pg_catalog.array_position($4, $1)]
-  FROM ROWS FROM (pg_catalog.unnest($6::int8[]), pg_catalog.unnest($7::int4[]),
-                  pg_catalog.unnest($8::int4[]), pg_catalog.unnest($9::int4[]),
-                  pg_catalog.unnest($10::timestamptz[]), pg_catalog.unnest($11::timestamptz[]),
-                  pg_catalog.unnest($12::timestamptz[]), pg_catalog.unnest($13::jsonb[]))
-       AS c(id, attempt, max_attempts, priority, run_at, enqueued_at, claimed_at, payload)
- WHERE $1 = ANY ($4))sql",
-    13,
-    {INT4OID, TIMESTAMPTZOID, JSONBOID, INT4ARRAYOID, INT2ARRAYOID, INT8ARRAYOID, INT4ARRAYOID,
-     INT4ARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID,
-     JSONBARRAYOID},
-    nullptr};
-
-// A job's history, read from its entry before its closure is appended.
-struct Kept {
-  pg::job_ring::NewEntry entry;
-  int32 attempt;
-  TimestampTz claimed_at;
-};
-
-Datum ArrayOf(std::vector<Datum>& values, Oid type, int length, bool by_value, char align) {
-  return pg::Guard([&] {
-    return PointerGetDatum(construct_array(values.data(), static_cast<int>(values.size()), type,
-                                           length, by_value, align));
-  });
-}
-
-void KeepHistory(pg::SpiSession& spi, int32 queue_id, const std::vector<Kept>& kept, Datum result,
-                 TimestampTz now) {
-  if (kept.empty()) return;
-  const internal::HistoryTarget& target = internal::CompletionTarget(spi);
-  if (target.variant != 2) return;  // no queue keeps history (any more)
-  const size_t n = kept.size();
-  std::vector<Datum> ids(n), attempts(n), max_attempts(n), priorities(n), run_ats(n),
-      enqueued_ats(n), claimed_ats(n), payloads(n);
-  for (size_t i = 0; i < n; ++i) {
-    ids[i] = Int64GetDatum(kept[i].entry.id);
-    attempts[i] = Int32GetDatum(kept[i].attempt);
-    max_attempts[i] = Int32GetDatum(kept[i].entry.max_attempts);
-    priorities[i] = Int32GetDatum(kept[i].entry.priority);
-    run_ats[i] = TimestampTzGetDatum(kept[i].entry.run_at);
-    enqueued_ats[i] = TimestampTzGetDatum(kept[i].entry.enqueued_at);
-    claimed_ats[i] = TimestampTzGetDatum(kept[i].claimed_at);
-    payloads[i] = kept[i].entry.payload;
-  }
-  pg::Params params;
-  params.Set(0, Int32GetDatum(queue_id))
-      .Set(1, TimestampTzGetDatum(now))
-      .SetOptional(2, result == 0, result)
-      .Set(3, target.keeping)
-      .Set(4, target.segments)
-      .Set(5, ArrayOf(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE))
-      .Set(6, ArrayOf(attempts, INT4OID, sizeof(int32), true, TYPALIGN_INT))
-      .Set(7, ArrayOf(max_attempts, INT4OID, sizeof(int32), true, TYPALIGN_INT))
-      .Set(8, ArrayOf(priorities, INT4OID, sizeof(int32), true, TYPALIGN_INT))
-      .Set(9, ArrayOf(run_ats, TIMESTAMPTZOID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE))
-      .Set(10,
-           ArrayOf(enqueued_ats, TIMESTAMPTZOID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE))
-      .Set(11,
-           ArrayOf(claimed_ats, TIMESTAMPTZOID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE))
-      .Set(12, ArrayOf(payloads, JSONBOID, -1, false, TYPALIGN_INT));
-  (void)spi.Execute(keep_history, params);
-}
-
-}  // namespace
-
 bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
               Datum result, TimestampTz now) {
   Known ring;
   if (!KnownOf(spi, lease.queue_id, &ring)) return false;
-  std::vector<Kept> kept;
+  std::vector<internal::RingCompletion> kept;
   if (ring.keeps_history) {
     // Read while the lease holds (its segment cannot be truncated before
     // this transaction's closure of it ends).
-    Kept job{{}, attempt, lease.claimed_at};
+    internal::RingCompletion job{{}, attempt, lease.claimed_at};
     if (!pg::job_ring::ReadEntry(lease, &job.entry)) return false;
     kept.push_back(job);
   }
   if (!CloseWaiting(ring.place, id, attempt, 'd', now)) return false;
-  KeepHistory(spi, lease.queue_id, kept, result, now);
+  internal::KeepRingHistory(spi, lease.queue_id, kept, result, now);
   ReleaseChildren(spi, ring.place, {id}, now);
   // Counted once (the counters' completions with it), as a table job's.
   internal::CountFinished(spi, lease.queue_id, 1);
@@ -546,11 +468,11 @@ int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const 
   Known ring;
   if (count == 0 || !KnownOf(spi, queue_id, &ring)) return 0;
   // The entries of a queue that keeps history, read while the leases hold.
-  std::vector<Kept> entries;
+  std::vector<internal::RingCompletion> entries;
   if (ring.keeps_history) {
     entries.resize(static_cast<size_t>(count));
     for (int i = 0; i < count; ++i) {
-      entries[i] = Kept{{}, attempts[i], leases[i].claimed_at};
+      entries[i] = internal::RingCompletion{{}, attempts[i], leases[i].claimed_at};
       if (!pg::job_ring::ReadEntry(leases[i], &entries[i].entry)) entries[i].attempt = 0;
     }
   }
@@ -566,11 +488,11 @@ int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const 
     done += closed[i];
   }
   if (done > 0 && ring.keeps_history) {
-    std::vector<Kept> kept;
+    std::vector<internal::RingCompletion> kept;
     for (int i = 0; i < count; ++i) {
       if (closed[i] && entries[i].attempt != 0) kept.push_back(entries[i]);
     }
-    KeepHistory(spi, queue_id, kept, 0, now);
+    internal::KeepRingHistory(spi, queue_id, kept, 0, now);
   }
   if (done > 0 && pg::job_ring::MayHaveDependents(ring.place)) {
     std::vector<int64> completed;

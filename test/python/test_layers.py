@@ -31,7 +31,7 @@ WRITES_JOBS = re.compile(
 # rings' ledger. (Reading the ledger, or locking a ring's row, is anyone's.)
 RING_WORK = re.compile(
     r"\bTRUNCATE\b|\bPARTITION\s+OF\b|\b(ATTACH|DETACH)\s+PARTITION\b"
-    r"|(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+pgq\.(rings|ring_segments)\b")
+    r"|(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+pgq\.(rings|ring_segments|rings_dropped)\b")
 RING_LAYER = os.path.join("pg", "segments.cpp")
 # Compaction (ADR 0008) empties pgq.job_rows, no ring, before writing its live
 # rows back; issue 33 removes it.
@@ -67,8 +67,9 @@ JOB_INSERT = re.compile(r"\bINSERT\s+INTO\s+pgq\.(" + "|".join(JOB_TABLES) + r")
 # written by several of them (one file per operation: insert, claim,
 # finish...), as one module.
 JOBS_STORE_HEADER = '#include "store/internal.h"'
-# The ring layer's ledger (src/pg/segments, ADR 0020).
-RING_LAYER_TABLES = {"rings", "ring_segments"}
+# The ring layer's ledger (src/pg/segments, ADR 0020), and its list of
+# dropped rings whose tables are still to drop (ADR 0028).
+RING_LAYER_TABLES = {"rings", "ring_segments", "rings_dropped"}
 
 # Issue 32: files of src/api and src/bgw that still hold statements, and how
 # many. Only shrinks.
