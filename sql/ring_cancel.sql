@@ -57,9 +57,12 @@ SELECT pg_temp.cancel('i') AS cancelled;
 ROLLBACK;
 SELECT * FROM pg_temp.claim(10);
 
--- A running job: cancelled as before (its claim is fenced at once).
+-- A running job: cancelled on its ring (its claim is fenced at once): a
+-- closure 'x' and its dead-letter row, never a row of pgq.job_rows.
 SELECT pgq.cancel(id) AS cancelled FROM enq WHERE k = 'a';
 SELECT pgq.complete(id, 1) AS completed_after FROM enq WHERE k = 'a';
+SELECT j.state, j.attempt, j.dead_reason FROM enq e, pgq.job(e.id) j WHERE e.k = 'a';
+SELECT l.outcome, l.attempt FROM enq e, pgq.job_log l WHERE e.k = 'a' AND l.id = e.id AND l.kind = 'c';
 
 -- The segment of cancelled jobs is truncated once its last job is done.
 SET pgq.ring_turn = '1min';

@@ -247,8 +247,10 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
   // progress is waited for (as a table job's row lock makes the statement
   // wait), then looked for again, running or pending.
   for (int round = 0;; ++round) {
+    // Running on its ring: ended there (if its holder ended it first, it
+    // is looked for where that left it).
     if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
-      (void)ring::MoveToTable(spi, lease, id, lease.attempt, now);
+      if (ring::CancelRunning(spi, lease, id, now)) return true;
     }
     pg::Params params;
     params.Set(0, Int64GetDatum(id)).Set(1, TimestampTzGetDatum(now));

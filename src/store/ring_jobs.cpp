@@ -145,22 +145,23 @@ VALUES ($1, $2, 'p', $3, $4, $5, $6, $7, NULL, NULL, $8, $9, $10, $11, $12, $13)
 
 // A ring job whose attempts are spent, into dead-letter (BurySql's columns
 // of a row): $1 id, $2 queue, $3 payload, $4 attempt, $5 priority, $6
-// max_attempts, $7 enqueued_at, $8 last_error, $9 now; a failure's
-// ('exhausted') or an expiry's ('expired').
+// max_attempts, $7 enqueued_at, $8 last_error, $9 now; the reason a
+// failure's ('exhausted'), an expiry's ('expired') or a cancel's.
 constexpr std::string_view kRingJobAsRow = R"sql(
 SELECT $1::int8 AS id, $2::int4 AS queue_id, $3::jsonb AS payload, $4::int4 AS attempt,
        $5::int4 AS priority, $6::int4 AS max_attempts, $7::timestamptz AS enqueued_at,
        NULL::text AS dedupe_key, NULL::text AS group_key, NULL::jsonb AS progress,
        NULL::interval AS dedupe_for)sql";
-pg::Statement& bury_job(bool expired) {
-  static internal::BuiltStatement statements[2] = {
-      {internal::BurySql(kRingJobAsRow, "$8", "exhausted", "$9"),
-       {INT8OID, INT4OID, JSONBOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID,
-        TIMESTAMPTZOID}},
-      {internal::BurySql(kRingJobAsRow, "$8", "expired", "$9"),
-       {INT8OID, INT4OID, JSONBOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID,
-        TIMESTAMPTZOID}}};
-  return statements[expired ? 1 : 0].get();
+constexpr Oid kBuryTypes[] = {INT8OID, INT4OID,        JSONBOID, INT4OID,       INT4OID,
+                              INT4OID, TIMESTAMPTZOID, TEXTOID,  TIMESTAMPTZOID};
+enum class DeathOf { kExhausted, kExpired, kCancelled };
+pg::Statement& bury_job(DeathOf death) {
+  static constexpr const char* kReasons[] = {"exhausted", "expired", "cancelled"};
+  static internal::BuiltStatement statements[3] = {
+      {internal::BurySql(kRingJobAsRow, "$8", kReasons[0], "$9"), kBuryTypes},
+      {internal::BurySql(kRingJobAsRow, "$8", kReasons[1], "$9"), kBuryTypes},
+      {internal::BurySql(kRingJobAsRow, "$8", kReasons[2], "$9"), kBuryTypes}};
+  return statements[static_cast<int>(death)].get();
 }
 
 // A ring job as a running row of pgq.job_rows: moved there while it runs
@@ -577,7 +578,7 @@ void Requeue(pg::SpiSession& spi, const pg::job_ring::Lease& lease, const Left& 
 
 // Its dead-letter row, its dependents failed with it.
 void Bury(pg::SpiSession& spi, const pg::job_ring::Lease& lease, const Left& left, int64 id,
-          int32 attempt, Datum error, bool expired, TimestampTz now) {
+          int32 attempt, Datum error, DeathOf death, TimestampTz now) {
   pg::Params dead;
   dead.Set(0, Int64GetDatum(id))
       .Set(1, Int32GetDatum(lease.queue_id))
@@ -588,7 +589,7 @@ void Bury(pg::SpiSession& spi, const pg::job_ring::Lease& lease, const Left& lef
       .Set(6, TimestampTzGetDatum(left.entry.enqueued_at))
       .SetOptional(7, error == 0, error)
       .Set(8, TimestampTzGetDatum(now));
-  (void)spi.Execute(bury_job(expired), dead);
+  (void)spi.Execute(bury_job(death), dead);
   pg::ledger::NoteCount(lease.queue_id, pg::kDeadLettered, 1);
   if (left.has_dependents) internal::ParentsDied(spi, std::vector<int64>{id}, now);
 }
@@ -606,8 +607,16 @@ FailOutcome Fail(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
             retry_in_us == 0);
     return FailOutcome::kRetry;
   }
-  Bury(spi, lease, left, id, attempt, error, false, now);
+  Bury(spi, lease, left, id, attempt, error, DeathOf::kExhausted, now);
   return FailOutcome::kDead;
+}
+
+bool CancelRunning(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id,
+                   TimestampTz now) {
+  Left left;
+  if (!Leave(spi, lease, id, lease.attempt, 'x', now, &left)) return false;
+  Bury(spi, lease, left, id, lease.attempt, 0, DeathOf::kCancelled, now);
+  return true;
 }
 
 bool GiveBack(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
@@ -656,7 +665,7 @@ Expired ExpireOnRings(pg::SpiSession& spi, TimestampTz now, int32 batch) {
       Requeue(spi, lease, left, lease.attempt, left.entry.run_at, error, true, true);
       ++expired.requeued;
     } else {
-      Bury(spi, lease, left, id, lease.attempt, error, true, now);
+      Bury(spi, lease, left, id, lease.attempt, error, DeathOf::kExpired, now);
       ++expired.dead;
     }
   }

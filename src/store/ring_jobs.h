@@ -98,6 +98,11 @@ bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, i
 // counters and the claim hints are told, as for a row's failure.
 FailOutcome Fail(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
                  Datum error, int64 retry_in_us, TimestampTz now);
+// Cancel of the running ring job `id` (its holder's claim fenced at once):
+// a closure 'x' and its dead-letter row ('cancelled'), its dependents
+// failed with it; false, nothing written, if its holder ended it first.
+bool CancelRunning(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id,
+                   TimestampTz now);
 // Release (`run_at` nullopt: due as it was) or snooze (due at `run_at`)
 // of (id, attempt) on its ring: a closure 'r' or 's', and the job pending
 // again as a row of pgq.job_rows, its attempt not spent (a row's release
