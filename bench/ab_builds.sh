@@ -8,7 +8,9 @@
 # finish_batch pairs (a commit every 100: each pair updates the consumer's
 # row twice, and one transaction's versions of it cannot be pruned), and
 # claim+complete pairs of a queue that keeps its completed jobs (history
-# on: each completion writes its history ring).
+# on: each completion writes its history ring), and claim + fail pairs of
+# 20,000 jobs (each retried: the failure path; the retries wait as rows
+# behind the queue's older jobs, so every claim takes a job not yet failed).
 # Reinstalls this tree at the end.
 #
 #   git worktree add /tmp/old <rev> && make -C /tmp/old
@@ -40,6 +42,8 @@ for round in $(seq "$ROUNDS"); do
       -c "SELECT pgq.create_queue('g')" -c "SELECT pgq.create_stream('s')" \
       -c "SELECT pgq.create_queue('h', keep_completed => '1 hour')" \
       -c "SELECT count(*) FROM pgq.enqueue_many('h', array_fill('{\"n\": 1}'::jsonb, ARRAY[20000]))" \
+      -c "SELECT pgq.create_queue('f')" \
+      -c "SELECT count(*) FROM pgq.enqueue_many('f', array_fill('{\"n\": 1}'::jsonb, ARRAY[20000]))" \
       -c "SELECT pgq.register_consumer('s', 'c')" >/dev/null
     times=$("${P[@]}" 2>&1 <<'SQL' | grep -o 'Time: [0-9.]*' | awk '{print $2}' | tr '\n' ' '
 \timing on
@@ -60,9 +64,13 @@ END LOOP; END $$;
 DO $$ DECLARE j record; BEGIN FOR i IN 1..20000 LOOP
   SELECT id, attempt INTO j FROM pgq.claim('h', 1); PERFORM pgq.complete(j.id, j.attempt);
 END LOOP; END $$;
+DO $$ DECLARE j record; BEGIN FOR i IN 1..20000 LOOP
+  SELECT id, attempt INTO j FROM pgq.claim('f', 1);
+  PERFORM pgq.fail(j.id, j.attempt, 'boom', retry_in => '1 hour');
+END LOOP; END $$;
 SQL
 )
-    echo "round $round $build: enqueue, claim+complete, dedupe enqueue, grouped enqueue, grouped claim+complete, append, next_batch+finish_batch, history claim+complete (ms per 20,000): $times"
+    echo "round $round $build: enqueue, claim+complete, dedupe enqueue, grouped enqueue, grouped claim+complete, append, next_batch+finish_batch, history claim+complete, claim+fail (ms per 20,000): $times"
   done
 done
 stop_cluster "$DIR"; rm -rf "$DIR"
