@@ -9,6 +9,7 @@
 
 extern "C" {
 #include "catalog/namespace.h"
+#include "catalog/pg_inherits.h"
 #include "access/relation.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
@@ -262,6 +263,29 @@ void DropRing(SpiSession& spi, const char* root, int32 ring_id, TimestampTz now)
   (void)spi.Execute(retire_ring, params);
 }
 
+namespace {
+
+// ACCESS EXCLUSIVE on `relid` and every partition under it, each only if
+// free at once; false if one was not (those had stay held to the end of
+// the transaction, as the DROP would hold them).
+bool TryLockTables(Oid relid) {
+  return Guard([relid] {
+    List* tables = find_all_inheritors(relid, NoLock, nullptr);
+    bool all = true;
+    ListCell* cell;
+    foreach (cell, tables) {
+      if (!ConditionalLockRelationOid(lfirst_oid(cell), AccessExclusiveLock)) {
+        all = false;
+        break;
+      }
+    }
+    list_free(tables);
+    return all;
+  });
+}
+
+}  // namespace
+
 int DropRetired(SpiSession& spi, int limit) {
   Params bound;
   bound.Set(0, Int32GetDatum(limit));
@@ -285,7 +309,11 @@ int DropRetired(SpiSession& spi, int limit) {
     }
     if (!have_lock) continue;
     const std::string parent = TableName(root.c_str(), ring_id);
-    if (OidIsValid(RelidOf(parent))) spi.ExecuteUtility("DROP TABLE " + parent);
+    const Oid parent_relid = RelidOf(parent);
+    // Its own tables too, at once or not now: the DROP would otherwise wait
+    // for a session that opened one of them directly, with the root locked.
+    if (OidIsValid(parent_relid) && !TryLockTables(parent_relid)) continue;
+    if (OidIsValid(parent_relid)) spi.ExecuteUtility("DROP TABLE " + parent);
     Params key;
     key.Set(0, TextDatum(root)).Set(1, Int32GetDatum(ring_id));
     (void)spi.Execute(forget_retired, key);
