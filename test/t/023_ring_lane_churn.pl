@@ -64,13 +64,8 @@ INSERT INTO done SELECT id FROM pgq.claim('q' || :q, 25) c WHERE pgq.complete(c.
 COMMIT;
 \endif
 };
-$node->pgbench(
-	"--no-vacuum --client=4 --jobs=2 --time=$SECONDS",
-	0,
-	[qr/processed: [1-9]/],
-	[qr/^$/],
-	'four clients enqueue, claim and complete on eight queues sharing four lanes',
-	{ '023_churn' => $script });
+churn($node, $SECONDS, '023_churn', $script,
+	'four clients enqueue, claim and complete on eight queues sharing four lanes');
 
 cmp_ok(sql("SELECT count(*) FROM pgq.job_log WHERE kind = 'c' AND outcome = 'm'"), '>', 100,
 	'more than a hundred claimed jobs spilled past the leases');

@@ -60,13 +60,8 @@ COMMIT;
 SELECT count(*) FROM pgq.maintain();
 \endif
 };
-$node->pgbench(
-	"--no-vacuum --client=4 --jobs=2 --time=$SECONDS",
-	0,
-	[qr/processed: [1-9]/],
-	[qr/^$/],
-	'four clients claim and end ring jobs every way at once',
-	{ '024_ends' => $script });
+churn($node, $SECONDS, '024_ends', $script,
+	'four clients claim and end ring jobs every way at once');
 
 is(sql("SELECT count(DISTINCT l.outcome) FROM pgq.job_log l WHERE l.kind = 'c' AND l.outcome IN ('d', 'f', 'r', 's', 'x', 'e')"),
 	'6', 'every end was written on the rings: done, failed, released, snoozed, cancelled, expired');

@@ -18,7 +18,7 @@ our @EXPORT = qw(
   pgq_node prompt wait_for wait_for_log log_size log_since count_matches
   launcher_pid worker_pid pgq_backends crash_restart jobs_accounted
   completions_flushed
-  no_lasting_worker outputs_during
+  no_lasting_worker outputs_during churn
 );
 
 # Deadlines, in seconds. The contract promises about 2 s for a worker to
@@ -215,6 +215,19 @@ sub jobs_accounted
 		  . "+ (SELECT coalesce(sum(done_recent), 0) FROM pgq.queue_stats)",
 		$expected);
 	return $out;
+}
+
+# churn(NODE, SECONDS, NAME, SCRIPT, WHAT): four pgbench clients (two
+# threads) run SCRIPT (a pgbench script, named NAME) for SECONDS; the test
+# WHAT passes when some transactions were processed and no client ended
+# with an error (a failed statement, such as a second completion's
+# duplicate key in a table of completions, aborts its client).
+sub churn
+{
+	my ($node, $seconds, $name, $script, $what) = @_;
+	$node->pgbench("--no-vacuum --client=4 --jobs=2 --time=$seconds",
+		0, [qr/processed: [1-9]/], [qr/^$/], $what, { $name => $script });
+	return;
 }
 
 # no_lasting_worker(NODE, [DB...], SECONDS): samples pg_stat_activity every
