@@ -315,5 +315,23 @@ SELECT count(*) AS in_job_rows FROM pgq.job_rows WHERE id = (SELECT id FROM enq 
 SELECT pg_temp.job(id) AS job, payload->>'k' AS payload, pgq.complete(id, attempt) AS completed
   FROM pgq.claim('old', 10);
 
+-- A capped queue whose claim passes the lease map's share: the jobs past
+-- the room spill into running rows of pgq.job_rows, and they count against
+-- max_running as the leased ones do (a claim at the cap takes none, and
+-- the spilled job's completion makes room).
+SELECT pgq.create_queue('ring_spill_cap', max_running => 3, lease => '1 hour');
+SELECT count(*) AS enqueued FROM pgq.enqueue_many('ring_spill_cap', array_fill('{}'::jsonb, ARRAY[6]));
+SELECT set_config('pgq.max_running_ring_jobs_per_database', (count(*) + 2)::text, false)
+       IS NOT NULL AS room_for_two FROM pgq.ring_running_jobs();
+CREATE TEMP TABLE capped AS SELECT id, attempt FROM pgq.claim('ring_spill_cap', 5);
+SELECT count(*) AS claimed,
+       count(*) FILTER (WHERE EXISTS (SELECT 1 FROM pgq.job_rows j WHERE j.id = c.id)) AS spilled
+  FROM capped c;
+SELECT count(*) AS claimed_at_the_cap FROM pgq.claim('ring_spill_cap', 5);
+SELECT pgq.complete(id, attempt) AS spilled_one_completed FROM capped c
+ WHERE EXISTS (SELECT 1 FROM pgq.job_rows j WHERE j.id = c.id);
+SELECT count(*) AS claimed_after FROM pgq.claim('ring_spill_cap', 5);
+RESET pgq.max_running_ring_jobs_per_database;
+
 
 DROP EXTENSION pgq_cpp;
