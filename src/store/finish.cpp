@@ -46,13 +46,6 @@ std::string Held(std::string_view sql) {
   return out;
 }
 
-// The completing DELETE `where`, as a WITH clause named d that
-// returns what the caller reads: the queue, group and state, and the job's
-// dedupe columns (a key finishing may stay taken for a period or pass to a
-// follower). With `history`, every column, and then the insert of the jobs
-// of the queues in `keeping` (an int4[] parameter) into the segment of
-// pgq.job_history at the same place in `segments` (an int2[] parameter),
-// finished at `now` with result `result`.
 // The history rows of the completed jobs `d` (a relation with pgq.job_rows'
 // columns) of the queues `keeping` keeps (their segments `segments`),
 // finished at `now` with `result`: pgq.job_history's one column list.
@@ -79,6 +72,13 @@ std::string KeepSql(std::string_view now, std::string_view result, std::string_v
   return sql;
 }
 
+// The completing DELETE `where`, as a WITH clause named d that
+// returns what the caller reads: the queue, group and state, and the job's
+// dedupe columns (a key finishing may stay taken for a period or pass to a
+// follower). With `history`, every column, and then the insert of the jobs
+// of the queues in `keeping` (an int4[] parameter) into the segment of
+// pgq.job_history at the same place in `segments` (an int2[] parameter),
+// finished at `now` with result `result`.
 std::string CompleteSql(std::string_view where, bool history, std::string_view now,
                         std::string_view result, std::string_view keeping = {},
                         std::string_view segments = {}) {
