@@ -125,6 +125,9 @@ struct LeaseSlot {
   Lease lease;
 };
 
+// How often at most a claim's spill is logged (Shared::spill_logged_at).
+constexpr uint64 kSpillLogEveryUs = 60 * USECS_PER_SEC;
+
 struct Shared {
   LWLock* lanes_lock;
   // Entries of the lease map, every database: while 0, a completion of a
@@ -137,6 +140,10 @@ struct Shared {
   // 1 once any lane noted dependents (NoteDependents): until then a ring
   // job's end asks nothing more of the lanes (one atomic read).
   pg_atomic_uint32 any_dependents;
+  // When a claim's spill (jobs past the lease map's room run as rows) was
+  // last logged, in microseconds since the epoch: once a minute at most,
+  // for the whole server.
+  pg_atomic_uint64 spill_logged_at;
   // Under lanes_lock: queues whose lanes went with dependents noted
   // (queue_id -1: every queue of the database), noted again when their
   // lanes are taken. A database that finds the list full has its notes
@@ -211,6 +218,7 @@ void Startup() {
     pg_atomic_init_u32(&shared->leases, 0);
     pg_atomic_init_u32(&shared->lanes_epoch, 1);
     pg_atomic_init_u32(&shared->any_dependents, 0);
+    pg_atomic_init_u64(&shared->spill_logged_at, 0);
     shared->lane_count = lane_count;
     shared->lease_capacity = capacity;
     shared->pins = reinterpret_cast<pg_atomic_uint64*>(reinterpret_cast<char*>(shared) +
@@ -1518,6 +1526,23 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       if (rel != nullptr) table_close(rel, NoLock);
     }
   });
+  // An operator's sign that the share is too small: logged once a minute
+  // at most (the jobs are not refused, so nothing else tells).
+  const int spilled_count = static_cast<int>(std::count(spilled.begin(), spilled.end(), 1));
+  if (spilled_count > 0) {
+    const uint64 at = static_cast<uint64>(GetCurrentTimestamp());
+    uint64 last = pg_atomic_read_u64(&shared->spill_logged_at);
+    if (at - last >= kSpillLogEveryUs &&
+        pg_atomic_compare_exchange_u64(&shared->spill_logged_at, &last, at)) {
+      Guard([&] {
+        ereport(LOG, (errmsg("pgq: a claim of queue %d ran %d of its jobs as rows of "
+                             "pgq.job_rows: no room was left for their leases",
+                             place.queue_id, spilled_count),
+                      errhint("Raise pgq.max_running_ring_jobs_per_database (ALTER DATABASE ... "
+                              "SET) or pgq.max_running_ring_jobs (a restart).")));
+      });
+    }
+  }
   return claimed;
 }
 

@@ -189,6 +189,7 @@ sql('a', "SELECT pgq.enqueue_many('a1', array_fill('{}'::jsonb, ARRAY[100]))");
 sql('b', "SELECT pgq.enqueue_many('b1', array_fill('{}'::jsonb, ARRAY[100]))");
 is(sql('a', "SELECT count(*) FROM pgq.claim('a1', 30)"), '30', 'a: 30 jobs claimed');
 is(spilled('a', 'a1'), '0', 'a: each with a lease');
+my $log_offset = log_size($node);
 is(sql('a', "SELECT count(*) FROM pgq.claim('a1', 30)"), '30', 'a: 30 more claimed');
 is(spilled('a', 'a1'), '20', 'a: the 10 left of its 40 with leases, 20 spilled');
 is(error_of('a', "SELECT pgq.claim('a1', 1)"), 'ok', 'a: a claim past its share is not refused');
@@ -197,6 +198,15 @@ is(sql('b', "SELECT count(*) FROM pgq.claim('b1', 20)"), '20', 'b: claims beside
 is(spilled('b', 'b1'), '0', 'b: with leases, from its own share');
 is(sql('b', "SELECT count(*) FROM pgq.claim('b1', 10)"), '10', 'b: 10 more claimed');
 is(spilled('b', 'b1'), '6', 'b: the 4 the server\'s map (64) has left with leases, 6 spilled');
+# The operator is told, once a minute at most (the claims are not refused,
+# so nothing else would tell): three claims spilled, one line.
+is(count_matches(log_since($node, $log_offset),
+		qr/LOG:  pgq: a claim of queue \d+ ran 20 of its jobs as rows of pgq\.job_rows/), 1,
+	'the first spill is logged, with how many jobs');
+is(count_matches(log_since($node, $log_offset), qr/ran \d+ of its jobs as rows/), 1,
+	'and no other within the minute');
+like(log_since($node, $log_offset), qr/HINT:  Raise pgq\.max_running_ring_jobs_per_database/,
+	'with the setting to raise');
 is(sql('a', "SELECT count(*) FROM pgq.running_jobs"), '61', 'a: every running job shown, leased or spilled');
 # Completions: every job once, with or without its lease.
 is(complete_all('a'), '61 0', 'a: all 61 completed, none twice');
