@@ -125,8 +125,9 @@ struct LeaseSlot {
   Lease lease;
 };
 
-// How often at most a claim's spill is logged (Shared::spill_logged_at).
-constexpr uint64 kSpillLogEveryUs = 60 * USECS_PER_SEC;
+// How often at most a claim's spill, or an enqueue without a lane, is
+// logged (Shared::spill_logged_at, no_lane_logged_at).
+constexpr uint64 kSizingLogEveryUs = 60 * USECS_PER_SEC;
 
 struct Shared {
   LWLock* lanes_lock;
@@ -140,10 +141,11 @@ struct Shared {
   // 1 once any lane noted dependents (NoteDependents): until then a ring
   // job's end asks nothing more of the lanes (one atomic read).
   pg_atomic_uint32 any_dependents;
-  // When a claim's spill (jobs past the lease map's room run as rows) was
-  // last logged, in microseconds since the epoch: once a minute at most,
-  // for the whole server.
+  // When a claim's spill (jobs past the lease map's room run as rows) and
+  // an enqueue that found no lane (its jobs went to pgq.job_rows) were last
+  // logged (TimestampTz): each once a minute at most, for the whole server.
   pg_atomic_uint64 spill_logged_at;
+  pg_atomic_uint64 no_lane_logged_at;
   // Under lanes_lock: queues whose lanes went with dependents noted
   // (queue_id -1: every queue of the database), noted again when their
   // lanes are taken. A database that finds the list full has its notes
@@ -219,6 +221,7 @@ void Startup() {
     pg_atomic_init_u32(&shared->lanes_epoch, 1);
     pg_atomic_init_u32(&shared->any_dependents, 0);
     pg_atomic_init_u64(&shared->spill_logged_at, 0);
+    pg_atomic_init_u64(&shared->no_lane_logged_at, 0);
     shared->lane_count = lane_count;
     shared->lease_capacity = capacity;
     shared->pins = reinterpret_cast<pg_atomic_uint64*>(reinterpret_cast<char*>(shared) +
@@ -1032,6 +1035,14 @@ int TakeBack(Oid database) {
 // (or since its lane was taken back), and pinned: the caller lets go at
 // its end (CallPin), or keeps it to the transaction's end (Keep). When no
 // lane is free and none idle: raises 53400, or returns -1 if `or_none`.
+// True once a minute at most for `logged_at` (a shared timestamp): the
+// caller logs.
+bool TimeToLog(pg_atomic_uint64* logged_at) {
+  const uint64 at = static_cast<uint64>(GetCurrentTimestamp());
+  uint64 last = pg_atomic_read_u64(logged_at);
+  return at - last >= kSizingLogEveryUs && pg_atomic_compare_exchange_u64(logged_at, &last, at);
+}
+
 int LaneOf(const Place& place, bool or_none = false, bool take_back = true) {
   if (shared == nullptr) {
     Raise(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -1163,7 +1174,20 @@ bool Append(const Place& place, const NewEntry* entries, int count) {
   if (count == 0) return true;
   const CallPin pin{LaneOf(place, true)};
   const int index = pin.index;
-  if (index < 0) return false;
+  if (index < 0) {
+    // The operator's sign that the lanes are too few (the enqueue is not
+    // refused: its jobs wait in pgq.job_rows).
+    if (TimeToLog(&shared->no_lane_logged_at)) {
+      Guard([&] {
+        ereport(LOG, (errmsg("pgq: queue %d found no lane free: its new jobs wait in "
+                             "pgq.job_rows until its queues in use leave it one",
+                             place.queue_id),
+                      errhint("Raise pgq.max_ring_queues_per_database (ALTER DATABASE ... SET) or "
+                              "pgq.max_ring_queues (a restart).")));
+      });
+    }
+    return false;
+  }
   Lane& lane = shared->lanes[index];
   Guard([&] {
     // The current segment of the newest turn known, this backend's or the
@@ -1526,22 +1550,17 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       if (rel != nullptr) table_close(rel, NoLock);
     }
   });
-  // An operator's sign that the share is too small: logged once a minute
-  // at most (the jobs are not refused, so nothing else tells).
+  // An operator's sign that the share is too small (the jobs are not
+  // refused, so nothing else tells).
   const int spilled_count = static_cast<int>(std::count(spilled.begin(), spilled.end(), 1));
-  if (spilled_count > 0) {
-    const uint64 at = static_cast<uint64>(GetCurrentTimestamp());
-    uint64 last = pg_atomic_read_u64(&shared->spill_logged_at);
-    if (at - last >= kSpillLogEveryUs &&
-        pg_atomic_compare_exchange_u64(&shared->spill_logged_at, &last, at)) {
-      Guard([&] {
-        ereport(LOG, (errmsg("pgq: a claim of queue %d ran %d of its jobs as rows of "
-                             "pgq.job_rows: no room was left for their leases",
-                             place.queue_id, spilled_count),
-                      errhint("Raise pgq.max_running_ring_jobs_per_database (ALTER DATABASE ... "
-                              "SET) or pgq.max_running_ring_jobs (a restart).")));
-      });
-    }
+  if (spilled_count > 0 && TimeToLog(&shared->spill_logged_at)) {
+    Guard([&] {
+      ereport(LOG, (errmsg("pgq: a claim of queue %d ran %d of its jobs as rows of "
+                           "pgq.job_rows: no room was left for their leases",
+                           place.queue_id, spilled_count),
+                    errhint("Raise pgq.max_running_ring_jobs_per_database (ALTER DATABASE ... "
+                            "SET) or pgq.max_running_ring_jobs (a restart).")));
+    });
   }
   return claimed;
 }

@@ -234,5 +234,14 @@ is(use_queue('a', 'n2'), 'psql:<stdin>:2: ERROR:  53400',
 sql('postgres', 'DROP DATABASE b');
 is(use_queue('a', 'n2'), 'ok', 'a: a lane of b, dropped, is free again');
 
+# Enqueues that found no lane (their jobs went to pgq.job_rows) were told to
+# the operator once a minute at most, with the settings to raise: this run
+# took well under a minute and had four of them.
+my $log = slurp_file($node->logfile);
+is(count_matches($log, qr/LOG:  pgq: queue \d+ found no lane free/), 1,
+	'an enqueue without a lane is logged once in the minute');
+like($log, qr/found no lane free.*\n.*HINT:  Raise pgq\.max_ring_queues_per_database/,
+	'with the setting to raise');
+
 $node->stop;
 done_testing();
