@@ -1182,6 +1182,7 @@ bool Append(const Place& place, const NewEntry* entries, int count) {
         ereport(LOG, (errmsg("pgq: queue %d found no lane free: its new jobs wait in "
                              "pgq.job_rows until its queues in use leave it one",
                              place.queue_id),
+                      errdetail("Queues finding no lane in the next minute are not logged."),
                       errhint("Raise pgq.max_ring_queues_per_database (ALTER DATABASE ... SET) or "
                               "pgq.max_ring_queues (a restart).")));
       });
@@ -1558,6 +1559,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       ereport(LOG, (errmsg("pgq: a claim of queue %d ran %d of its jobs as rows of "
                            "pgq.job_rows: no room was left for their leases",
                            place.queue_id, spilled_count),
+                    errdetail("Spills of any queue in the next minute are not logged."),
                     errhint("Raise pgq.max_running_ring_jobs_per_database (ALTER DATABASE ... "
                             "SET) or pgq.max_running_ring_jobs (a restart).")));
     });

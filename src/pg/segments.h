@@ -103,9 +103,10 @@ bool TryLockRoot(const char* root, int wait_ms, LOCKMODE mode);
 // ring for as long as a user's transaction that dropped a queue stays open.
 void DropRing(SpiSession& spi, const char* root, int32 ring_id, TimestampTz now);
 
-// Drops the tables of up to `limit` dropped rings, each root's only if its
-// lock is free at once (else they wait for the next pass: a reader of the
-// root is never held up, not even for a moment). The number dropped.
+// Drops the tables of up to `limit` dropped rings, each only if its root's
+// lock and its own tables' are free at once (else they wait for the next
+// pass: a reader is never held up, not even for a moment). The number
+// dropped.
 int DropRetired(SpiSession& spi, int limit);
 
 // The ring as the ledger and the catalogs say now; false if it has no

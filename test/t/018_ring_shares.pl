@@ -205,8 +205,9 @@ is(count_matches(log_since($node, $log_offset),
 	'the first spill is logged, with how many jobs');
 is(count_matches(log_since($node, $log_offset), qr/ran \d+ of its jobs as rows/), 1,
 	'and no other within the minute');
-like(log_since($node, $log_offset), qr/HINT:  Raise pgq\.max_running_ring_jobs_per_database/,
-	'with the setting to raise');
+like(log_since($node, $log_offset),
+	qr/DETAIL:  Spills of any queue in the next minute are not logged\.\n.*HINT:  Raise pgq\.max_running_ring_jobs_per_database/,
+	'saying that others in the minute are not, with the setting to raise');
 is(sql('a', "SELECT count(*) FROM pgq.running_jobs"), '61', 'a: every running job shown, leased or spilled');
 # Completions: every job once, with or without its lease.
 is(complete_all('a'), '61 0', 'a: all 61 completed, none twice');
@@ -240,8 +241,9 @@ is(use_queue('a', 'n2'), 'ok', 'a: a lane of b, dropped, is free again');
 my $log = slurp_file($node->logfile);
 is(count_matches($log, qr/LOG:  pgq: queue \d+ found no lane free/), 1,
 	'an enqueue without a lane is logged once in the minute');
-like($log, qr/found no lane free.*\n.*HINT:  Raise pgq\.max_ring_queues_per_database/,
-	'with the setting to raise');
+like($log,
+	qr/found no lane free.*\n.*DETAIL:  Queues finding no lane in the next minute are not logged\.\n.*HINT:  Raise pgq\.max_ring_queues_per_database/,
+	'saying that others in the minute are not, with the setting to raise');
 
 $node->stop;
 done_testing();
