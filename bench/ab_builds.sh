@@ -10,7 +10,10 @@
 # claim+complete pairs of a queue that keeps its completed jobs (history
 # on: each completion writes its history ring), and claim + fail pairs of
 # 20,000 jobs (each retried: the failure path; the retries wait as rows
-# behind the queue's older jobs, so every claim takes a job not yet failed).
+# behind the queue's older jobs, so every claim takes a job not yet failed),
+# and enqueues and claim+complete pairs of jobs of three priorities (1, 0,
+# -1 in turn: on three rings where a queue serves priorities on rings, ADR
+# 0028, the maintenance having given them theirs; rows of the table before).
 # Reinstalls this tree at the end.
 #
 #   git worktree add /tmp/old <rev> && make -C /tmp/old
@@ -44,7 +47,10 @@ for round in $(seq "$ROUNDS"); do
       -c "SELECT count(*) FROM pgq.enqueue_many('h', array_fill('{\"n\": 1}'::jsonb, ARRAY[20000]))" \
       -c "SELECT pgq.create_queue('f')" \
       -c "SELECT count(*) FROM pgq.enqueue_many('f', array_fill('{\"n\": 1}'::jsonb, ARRAY[20000]))" \
-      -c "SELECT pgq.register_consumer('s', 'c')" >/dev/null
+      -c "SELECT pgq.register_consumer('s', 'c')" \
+      -c "SELECT pgq.create_queue('p')" -c "SELECT pgq.enqueue('p', '{}', priority => 1)" \
+      -c "SELECT count(*) FROM pgq.maintain()" -c "SELECT pgq.enqueue('p', '{}', priority => -1)" \
+      -c "SELECT count(*) FROM pgq.maintain()" >/dev/null
     times=$("${P[@]}" 2>&1 <<'SQL' | grep -o 'Time: [0-9.]*' | awk '{print $2}' | tr '\n' ' '
 \timing on
 DO $$ BEGIN FOR i IN 1..20000 LOOP PERFORM pgq.enqueue('q', '{"n": 1}'); END LOOP; END $$;
@@ -68,9 +74,13 @@ DO $$ DECLARE j record; BEGIN FOR i IN 1..20000 LOOP
   SELECT id, attempt INTO j FROM pgq.claim('f', 1);
   PERFORM pgq.fail(j.id, j.attempt, 'boom', retry_in => '1 hour');
 END LOOP; END $$;
+DO $$ BEGIN FOR i IN 1..20000 LOOP PERFORM pgq.enqueue('p', '{"n": 1}', priority => i % 3 - 1); END LOOP; END $$;
+DO $$ DECLARE j record; BEGIN FOR i IN 1..20000 LOOP
+  SELECT id, attempt INTO j FROM pgq.claim('p', 1); PERFORM pgq.complete(j.id, j.attempt);
+END LOOP; END $$;
 SQL
 )
-    echo "round $round $build: enqueue, claim+complete, dedupe enqueue, grouped enqueue, grouped claim+complete, append, next_batch+finish_batch, history claim+complete, claim+fail (ms per 20,000): $times"
+    echo "round $round $build: enqueue, claim+complete, dedupe enqueue, grouped enqueue, grouped claim+complete, append, next_batch+finish_batch, history claim+complete, claim+fail, priorities enqueue, priorities claim+complete (ms per 20,000): $times"
   done
 done
 stop_cluster "$DIR"; rm -rf "$DIR"

@@ -260,6 +260,44 @@ COMMENT ON TABLE pgq.rings_dropped IS
     'rings of dropped queues and streams whose tables the maintenance has still to drop (ADR 0028)';
 SELECT pg_catalog.pg_extension_config_dump('pgq.rings_dropped', '');
 
+-- A queue's rings past its first (ADR 0028, "Priorities: a ring per
+-- priority served"): pgq.queues.ring_id holds its jobs of priority 0, and
+-- each other priority it serves on rings (three at most) has a ring of its
+-- own, given by the maintenance once an enqueue of that priority asks for
+-- one (until then its jobs wait in pgq.job_rows, claimed from there in
+-- order). Dumped, with the tables it names.
+CREATE TABLE pgq.priority_rings (
+    queue_id integer NOT NULL,
+    priority integer NOT NULL CHECK (priority OPERATOR(pg_catalog.<>) 0),
+    ring_id  integer NOT NULL UNIQUE,
+    PRIMARY KEY (queue_id, priority)
+);
+COMMENT ON TABLE pgq.priority_rings IS
+    'the rings of a queue''s priorities other than 0 (ADR 0028); written by the maintenance and drop_queue';
+SELECT pg_catalog.pg_extension_config_dump('pgq.priority_rings', '');
+
+-- Every ring of every queue, with the priority its jobs have: what the
+-- readers join pgq.ring_jobs to. Internal, not granted.
+CREATE VIEW pgq.queue_rings AS
+SELECT q.queue_id, 0 AS priority, q.ring_id FROM pgq.queues q WHERE q.ring_id IS NOT NULL
+UNION ALL
+SELECT p.queue_id, p.priority, p.ring_id FROM pgq.priority_rings p;
+COMMENT ON VIEW pgq.queue_rings IS
+    'every ring of every queue and the priority of its jobs (ADR 0028); internal';
+
+-- The rings of one queue, for the readers that read a queue's rings one at
+-- a time (LATERAL: each ring's partitions pruned as the statement runs);
+-- none for a caller without a right on the queue. In C, so that the
+-- planner takes it for the row or so it returns (ROWS 1): pgq.priority_rings
+-- is tiny and rarely analyzed, and the view over it was estimated at ten
+-- default pages of rows, which made every reader's plan sort every ring a
+-- dozen times over on paper, enough to be compiled by JIT at each call
+-- (1.5 s measured).
+CREATE FUNCTION pgq.queue_ring_ids(queue_id integer) RETURNS SETOF integer
+    AS 'MODULE_PATHNAME', 'pgq_queue_ring_ids' LANGUAGE C STABLE STRICT ROWS 1;
+COMMENT ON FUNCTION pgq.queue_ring_ids(integer) IS
+    'the rings of a queue the caller holds a right on (ADR 0028); internal, read by pgq''s readers';
+
 -- Issue 33 (step 2e, ADR 0028): a ring job's current state from its rows,
 -- the one definition every reader uses (pgq.job, list_jobs, queue_stats,
 -- running_jobs, queue_overview, the metrics). One row per job of a ring
@@ -334,7 +372,7 @@ SELECT r.id, q.queue_id, r.state, r.priority, r.run_at, r.attempt, r.max_attempt
        r.claimed_by, r.claimed_at, NULL::jsonb, NULL::interval, NULL::integer,
        (SELECT true FROM pgq.job_dependencies d
          WHERE d.parent_id OPERATOR(pg_catalog.=) r.id LIMIT 1)
-  FROM pgq.ring_jobs r JOIN pgq.queues q ON q.ring_id OPERATOR(pg_catalog.=) r.ring;
+  FROM pgq.ring_jobs r JOIN pgq.queue_rings q ON q.ring_id OPERATOR(pg_catalog.=) r.ring;
 COMMENT ON VIEW pgq.jobs IS
     'every unfinished job: the rows of pgq.job_rows and the jobs on the queues'' rings (ADR 0028), with the columns pgq.jobs had in 2.x';
 
@@ -376,10 +414,10 @@ SELECT q.name                                   AS queue,
           FROM pgq.job_rows jj CROSS JOIN (SELECT pgq.clock() AS now) cc
          GROUP BY jj.queue_id
        ) j ON j.queue_id OPERATOR(pg_catalog.=) q.queue_id
-  -- The jobs of the queue's ring (pgq.ring_jobs): pending or running. Read
-  -- per queue shown (LATERAL: the equality on the ring prunes the other
-  -- queues' rings as the statement runs), so that a reader never reads the
-  -- rings of queues it holds no right on.
+  -- The jobs of the queue's rings (pgq.ring_jobs): pending or running. Read
+  -- per ring of each queue shown (LATERAL, kept a subquery by OFFSET 0: the
+  -- equality on the ring prunes the other rings as the statement runs), so
+  -- that a reader never reads the rings of queues it holds no right on.
   LEFT JOIN LATERAL (
         SELECT pg_catalog.count(*) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'p'
                                              AND gg.run_at OPERATOR(pg_catalog.<=) c.now) AS ready,
@@ -391,8 +429,9 @@ SELECT q.name                                   AS queue,
                pg_catalog.min(gg.run_at) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'p'
                                              AND gg.run_at OPERATOR(pg_catalog.<=) c.now
                                              AND pg_catalog.isfinite(gg.run_at)) AS oldest_ready
-          FROM pgq.ring_jobs gg
-         WHERE gg.ring OPERATOR(pg_catalog.=) q.ring_id
+          FROM pgq.queue_ring_ids(q.queue_id) qr(ring_id)
+               CROSS JOIN LATERAL (SELECT * FROM pgq.ring_jobs r
+                                    WHERE r.ring OPERATOR(pg_catalog.=) qr.ring_id OFFSET 0) gg
        ) g ON true
  WHERE pgq.has_queue_privilege(q.name, 'produce, consume, admin');
 

@@ -1,7 +1,9 @@
 -- Queues on segment rings (issue 33, docs/adr/0028-queues-on-rings.md).
 -- Every queue has a ring: its plain jobs (due now, no group, no dedupe key,
 -- no parents, priority 0) are entries of its ring and never rows of
--- pgq.job_rows; every other job of it goes to pgq.job_rows. On a ring job,
+-- pgq.job_rows; every other job of it goes to pgq.job_rows (a job of
+-- another priority too, until the maintenance gives that priority a ring:
+-- sql/ring_priorities.sql). On a ring job,
 -- claim, complete, complete_many, fail, extend, release and lease expiry
 -- give what they give on any job (sql/claim.sql, sql/finish.sql,
 -- sql/maintain.sql). pgq.job_rows does not see ring jobs (the readers do:
@@ -261,8 +263,8 @@ SELECT count(*) AS ring_tables_before_pass FROM pg_class
 SELECT count(*) AS maintained FROM pgq.maintain();
 SELECT count(*) AS ring_tables_left FROM pg_class
  WHERE relname LIKE 'job\_log\_%' AND relnamespace = 'pgq'::regnamespace
-   AND relname NOT IN (SELECT 'job_log_' || ring_id FROM pgq.queues WHERE ring_id IS NOT NULL)
-   AND relname NOT LIKE ALL (SELECT 'job_log_' || ring_id || '_%' FROM pgq.queues WHERE ring_id IS NOT NULL);
+   AND relname NOT IN (SELECT 'job_log_' || ring_id FROM pgq.queue_rings)
+   AND relname NOT LIKE ALL (SELECT 'job_log_' || ring_id || '_%' FROM pgq.queue_rings);
 SELECT count(*) AS still_listed FROM pgq.rings_dropped;
 
 

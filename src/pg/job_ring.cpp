@@ -37,7 +37,7 @@ constexpr int kPassedMax = 256;
 constexpr int kCancelledMax = 256;
 constexpr int kReturnedMax = 4096;
 constexpr int kLeasePartitions = 16;
-// Queues whose lanes were taken back while their jobs may have dependents
+// Rings whose lanes were taken back while their jobs may have dependents
 // (and databases noted whole): their next lane is noted again (LaneOf).
 constexpr int kNotedMax = 1024;
 // Databases whose lanes were built since the lanes epoch moved on
@@ -64,9 +64,11 @@ struct Tomb {
   TransactionId xid;
 };
 
+// A lane serves one ring (a queue has one per priority it serves on rings,
+// store/ring_jobs.h), found by (database, ring_id).
 struct Lane {
   Oid database;  // InvalidOid: free
-  int32 queue_id;
+  int32 ring_id;
   bool built;
   // The ring's first segment when built: a queue of the same id on another
   // ring (the extension dropped and created again) is built anew.
@@ -146,14 +148,14 @@ struct Shared {
   // logged (TimestampTz): each once a minute at most, for the whole server.
   pg_atomic_uint64 spill_logged_at;
   pg_atomic_uint64 no_lane_logged_at;
-  // Under lanes_lock: queues whose lanes went with dependents noted
-  // (queue_id -1: every queue of the database), noted again when their
+  // Under lanes_lock: rings whose lanes went with dependents noted
+  // (ring_id -1: every ring of the database), noted again when their
   // lanes are taken. A database that finds the list full has its notes
   // made one (-1); only when other databases fill it is every lane taken
   // noted (noted_overflow).
   struct Noted {
     Oid database;
-    int32 queue_id;
+    int32 ring_id;
   };
   int noted_count;
   bool noted_overflow;
@@ -424,7 +426,7 @@ void UndoOne(const Undo& u) {
   if (u.kind == UndoKind::kGiveBack) DropLease(u.key);
   Lane& lane = shared->lanes[u.lane];
   LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
-  if (lane.database == u.key.database && lane.queue_id == u.lease.queue_id) {
+  if (lane.database == u.key.database && lane.ring_id == u.lease.ring_id) {
     bool give_back = u.kind == UndoKind::kGiveBack || u.kind == UndoKind::kUntake;
     if (u.kind == UndoKind::kUncancel || u.kind == UndoKind::kUntake) {
       // A claim that passed a noted entry dropped the note (taking the
@@ -479,7 +481,7 @@ void EndUndo(XactEvent event) {
           // meet again (it was out of the cursor's way) goes.
           Lane& lane = shared->lanes[u.lane];
           LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
-          if (lane.database == u.key.database && lane.queue_id == u.lease.queue_id) {
+          if (lane.database == u.key.database && lane.ring_id == u.lease.ring_id) {
             (void)DropTomb(lane, u.offer, u.xid);
           }
           LWLockRelease(lane.claim_lock);
@@ -857,7 +859,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     hash_seq_init(&scan, leases);
     while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
       if (slot->key.database == static_cast<int64>(MyDatabaseId) &&
-          slot->lease.queue_id == place.queue_id &&
+          slot->lease.ring_id == place.ring_id &&
           std::find(place.leaves.begin(), place.leaves.end(), slot->lease.entry_relid) ==
               place.leaves.end()) {
         stale.push_back(slot->key);
@@ -885,17 +887,10 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     if (job.closed && !(job.running && TransactionIdIsValid(job.closing))) continue;
     if (job.running) {
       // A committed claim: no claiming transaction to wait for.
-      const Lease lease{MyDatabaseId,
-                        place.queue_id,
-                        job.attempt,
-                        job.lease_until,
-                        place.leaves[job.segment],
-                        job.entry,
-                        InvalidTransactionId,
-                        index,
-                        job.claimed_at,
-                        job.closing,
-                        job.claimed_by};
+      const Lease lease{MyDatabaseId,   place.queue_id,       place.ring_id,
+                        job.attempt,    job.lease_until,      place.leaves[job.segment],
+                        job.entry,      InvalidTransactionId, index,
+                        job.claimed_at, job.closing,          job.claimed_by};
       Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, id}, lease); });
       continue;
     }
@@ -960,25 +955,25 @@ Idleness IdlenessOf(int index) {
   return idleness;
 }
 
-// Whether (database, queue_id) is noted as having dependents (lanes_lock
+// Whether (database, ring_id) is noted as having dependents (lanes_lock
 // held exclusively); `take`: its note goes (the lane taken carries it).
-bool NotedDependents(Oid database, int32 queue_id, bool take) {
+bool NotedDependents(Oid database, int32 ring_id, bool take) {
   bool noted = shared->noted_overflow;
   for (int i = 0; i < shared->noted_count; ++i) {
     const Shared::Noted& n = shared->noted[i];
-    if (n.database != database || (n.queue_id != queue_id && n.queue_id != -1)) continue;
+    if (n.database != database || (n.ring_id != ring_id && n.ring_id != -1)) continue;
     noted = true;
-    if (take && n.queue_id == queue_id) {
+    if (take && n.ring_id == ring_id) {
       shared->noted[i--] = shared->noted[--shared->noted_count];
     }
   }
   return noted;
 }
 
-void NoteLater(Oid database, int32 queue_id) {
-  if (NotedDependents(database, queue_id, false)) return;
+void NoteLater(Oid database, int32 ring_id) {
+  if (NotedDependents(database, ring_id, false)) return;
   if (shared->noted_count == kNotedMax) {
-    // Full: this database's notes become one for all its queues, so that
+    // Full: this database's notes become one for all its rings, so that
     // one database's workflows make only its own ring queues' ends look
     // for children; every database's only when the others fill the list.
     int others = 0;
@@ -990,9 +985,9 @@ void NoteLater(Oid database, int32 queue_id) {
       shared->noted_overflow = true;
       return;
     }
-    queue_id = -1;
+    ring_id = -1;
   }
-  shared->noted[shared->noted_count++] = Shared::Noted{database, queue_id};
+  shared->noted[shared->noted_count++] = Shared::Noted{database, ring_id};
 }
 
 // Takes back the least recently used idle lane (IdlenessOf) of `database`
@@ -1024,7 +1019,7 @@ int TakeBack(Oid database) {
   }
   if (best < 0) return -1;
   Lane& lane = shared->lanes[best];
-  if (pg_atomic_read_u32(&lane.dependents) != 0) NoteLater(lane.database, lane.queue_id);
+  if (pg_atomic_read_u32(&lane.dependents) != 0) NoteLater(lane.database, lane.ring_id);
   lane.database = InvalidOid;
   lane.built = false;
   pg_atomic_write_u32(&lane.dependents, 0);
@@ -1060,7 +1055,7 @@ int LaneOf(const Place& place, bool or_none = false, bool take_back = true) {
     LWLockAcquire(shared->lanes_lock, LW_SHARED);
     for (int i = 0; i < shared->lane_count && found < 0; ++i) {
       const Lane& lane = shared->lanes[i];
-      if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) found = i;
+      if (lane.database == MyDatabaseId && lane.ring_id == place.ring_id) found = i;
     }
     if (found >= 0) Pin(found);
     LWLockRelease(shared->lanes_lock);
@@ -1076,7 +1071,7 @@ int LaneOf(const Place& place, bool or_none = false, bool take_back = true) {
       int free_lane = -1;
       for (int i = 0; i < shared->lane_count && found < 0; ++i) {
         Lane& lane = shared->lanes[i];
-        if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) found = i;
+        if (lane.database == MyDatabaseId && lane.ring_id == place.ring_id) found = i;
         if (lane.database == InvalidOid && free_lane < 0) free_lane = i;
         if (lane.database == MyDatabaseId) ++ours;
         if (lane.database != InvalidOid && lane.database != MyDatabaseId) {
@@ -1094,10 +1089,10 @@ int LaneOf(const Place& place, bool or_none = false, bool take_back = true) {
       if (found < 0 && free_lane >= 0 && ours < MaxRingQueuesPerDatabase()) {
         Lane& lane = shared->lanes[free_lane];
         lane.database = MyDatabaseId;
-        lane.queue_id = place.queue_id;
+        lane.ring_id = place.ring_id;
         lane.built = false;
         pg_atomic_write_u32(&lane.dependents,
-                            NotedDependents(MyDatabaseId, place.queue_id, true) ? 1 : 0);
+                            NotedDependents(MyDatabaseId, place.ring_id, true) ? 1 : 0);
         found = free_lane;
       }
       if (found >= 0) Pin(found);
@@ -1276,10 +1271,23 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
   std::vector<Claimed> claimed;
   if (n <= 0) return claimed;
   // No lane to be had: the ring's entries wait for one (the caller claims
-  // from pgq.job_rows meanwhile).
+  // from pgq.job_rows meanwhile). The operator is told, as for an enqueue
+  // (the same minute's line covers both).
   const CallPin pin{LaneOf(place, true)};
   const int index = pin.index;
-  if (index < 0) return claimed;
+  if (index < 0) {
+    if (TimeToLog(&shared->no_lane_logged_at)) {
+      Guard([&] {
+        ereport(LOG, (errmsg("pgq: queue %d found no lane free for its ring %d: the jobs there "
+                             "wait until its database's queues in use leave it one",
+                             place.queue_id, place.ring_id),
+                      errdetail("Queues finding no lane in the next minute are not logged."),
+                      errhint("Raise pgq.max_ring_queues_per_database (ALTER DATABASE ... SET) or "
+                              "pgq.max_ring_queues (a restart).")));
+      });
+    }
+    return claimed;
+  }
   Lane& lane = shared->lanes[index];
   const int segments = static_cast<int>(place.leaves.size());
   // Past the room for leases, the jobs taken spill (below).
@@ -1472,6 +1480,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
         Lease lease{};
         lease.database = MyDatabaseId;
         lease.queue_id = place.queue_id;
+        lease.ring_id = place.ring_id;
         lease.attempt = t.attempt;
         lease.lane = index;
         undo->push_back(Undo{sub, UndoKind::kGiveBack, LeaseKey{MyDatabaseId, id}, lease, index,
@@ -1509,6 +1518,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
         const int64 id = IdOf(t.tuple, desc);
         const Lease lease{MyDatabaseId,
                           place.queue_id,
+                          place.ring_id,
                           t.attempt,
                           lease_until,
                           place.leaves[segment],
@@ -1669,12 +1679,12 @@ void NoteDependents(const Place& place) {
       bool found = false;
       for (int i = 0; i < shared->lane_count; ++i) {
         Lane& lane = shared->lanes[i];
-        if (lane.database == MyDatabaseId && lane.queue_id == place.queue_id) {
+        if (lane.database == MyDatabaseId && lane.ring_id == place.ring_id) {
           pg_atomic_write_u32(&lane.dependents, 1);
           found = true;
         }
       }
-      if (!found) NoteLater(MyDatabaseId, place.queue_id);
+      if (!found) NoteLater(MyDatabaseId, place.ring_id);
       LWLockRelease(shared->lanes_lock);
     });
   }
@@ -2349,6 +2359,7 @@ TombstoneOutcome Tombstone(const Place& place, int64 id, int segment, ItemPointe
       lane.cancelled[lane.cancelled_count++] = Tomb{entry, static_cast<int16>(segment), me};
       Lease lease{};
       lease.queue_id = place.queue_id;
+      lease.ring_id = place.ring_id;
       Undo note{
           GetCurrentSubTransactionId(), kind, LeaseKey{MyDatabaseId, id}, lease, index, offer};
       note.xid = me;
@@ -2514,7 +2525,7 @@ bool LetGo(const Place& place, int segment) {
 
 namespace {
 
-// Frees the lanes `match(database, queue_id)` says, with their leases and
+// Frees the lanes `match(database, ring_id)` says, with their leases and
 // the notes of Shared::noted it says. Only for lanes nobody
 // uses: their queue or database is gone, or its tables are locked by the
 // statement that drops them. Neither throws nor raises (the utility hook
@@ -2527,13 +2538,13 @@ void FreeLanes(Match&& match) {
     bool any = false;
     for (int i = 0; i < shared->lane_count; ++i) {
       const Lane& lane = shared->lanes[i];
-      if (lane.database != InvalidOid && match(lane.database, lane.queue_id)) {
+      if (lane.database != InvalidOid && match(lane.database, lane.ring_id)) {
         freed[i] = any = true;
       }
     }
     for (int i = 0; i < shared->noted_count; ++i) {
       const Shared::Noted& n = shared->noted[i];
-      if (match(n.database, n.queue_id)) shared->noted[i--] = shared->noted[--shared->noted_count];
+      if (match(n.database, n.ring_id)) shared->noted[i--] = shared->noted[--shared->noted_count];
     }
     if (any) {
       for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_EXCLUSIVE);
@@ -2566,13 +2577,13 @@ void FreeLanes(Match&& match) {
 
 }  // namespace
 
-void Forget(int32 queue_id) {
+void Forget(int32 ring_id) {
   if (shared == nullptr) return;
   // From a frame of ours (store's drop): guarded. ForgetDatabase is called
   // from the utility hook, whose frame holds no C++ object.
   Guard([&] {
     FreeLanes(
-        [&](Oid database, int32 queue) { return database == MyDatabaseId && queue == queue_id; });
+        [&](Oid database, int32 ring) { return database == MyDatabaseId && ring == ring_id; });
   });
 }
 

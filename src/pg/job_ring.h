@@ -155,6 +155,7 @@ bool AnyLeases();
 struct Lease {
   Oid database;
   int32 queue_id;
+  int32 ring_id;  // the ring of its entry (its queue's, of its priority)
   int32 attempt;
   TimestampTz lease_until;
   Oid entry_relid;
@@ -299,8 +300,8 @@ struct RunningJob {
 };
 std::vector<RunningJob> RunningJobs(const std::function<bool(int32)>& of_queue);
 
-// Forgets a queue's lane and leases (the queue was dropped).
-void Forget(int32 queue_id);
+// Forgets a ring's lane and leases (its queue was dropped).
+void Forget(int32 ring_id);
 // Forgets every lane and lease of `database`: its pgq_cpp was created or
 // dropped, or it was dropped (bgw/database_hooks.cpp).
 void ForgetDatabase(Oid database);

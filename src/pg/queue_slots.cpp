@@ -45,6 +45,9 @@ struct QueueSlot {
   // The queue has a max_running, as its last claim read it: a running job
   // that leaves wakes the queue's waiting claims (pg/ledger.h).
   pg_atomic_uint32 capped;
+  // A priority an enqueue found no ring for (1 << 32 | the priority), or 0:
+  // one at a time, until the maintenance takes it (WantPriorityRing).
+  pg_atomic_uint64 wants_ring;
 };
 
 namespace {
@@ -119,6 +122,7 @@ QueueSlot* FindQueueSlot(int32 queue_id) {
         entry->last_flush_amount = 0;
         for (pg_atomic_uint64& count : entry->counts) pg_atomic_init_u64(&count, 0);
         pg_atomic_init_u32(&entry->capped, 0);
+        pg_atomic_init_u64(&entry->wants_ring, 0);
       }
       LWLockRelease(SlotsLock());
       return entry;
@@ -193,6 +197,21 @@ void SetQueueCapped(QueueSlot* slot, bool capped) {
 
 bool QueueCapped(const QueueSlot* slot) {
   return pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&slot->capped)) != 0;
+}
+
+void WantPriorityRing(QueueSlot* slot, int32 priority) {
+  if (slot == nullptr) return;
+  uint64 none = 0;
+  if (pg_atomic_read_u64(&slot->wants_ring) != 0) return;
+  (void)pg_atomic_compare_exchange_u64(&slot->wants_ring, &none,
+                                       uint64{1} << 32 | static_cast<uint32>(priority));
+}
+
+std::optional<int32> TakeWantedPriorityRing(QueueSlot* slot) {
+  if (slot == nullptr || pg_atomic_read_u64(&slot->wants_ring) == 0) return std::nullopt;
+  const uint64 wanted = pg_atomic_exchange_u64(&slot->wants_ring, 0);
+  if (wanted == 0) return std::nullopt;
+  return static_cast<int32>(static_cast<uint32>(wanted));
 }
 
 void AddFinished(QueueSlot* slot, uint64 jobs) { pg_atomic_fetch_add_u64(&slot->finished, jobs); }

@@ -9,6 +9,8 @@
 // rate limit is kept in pgq.rate_buckets, as without preload.
 #pragma once
 
+#include <optional>
+
 #include "core/claim_hint.h"
 #include "core/rate_limit.h"
 #include "pg/pg.h"
@@ -49,6 +51,12 @@ void ResetDatabaseSlots(bool buckets_too);
 // ledger at commit: a running job that left frees a place).
 void SetQueueCapped(QueueSlot* slot, bool capped);
 bool QueueCapped(const QueueSlot* slot);
+
+// An enqueue of a priority the queue serves on no ring yet asks the
+// maintenance for one (store/ring_jobs.h): one priority at a time a queue,
+// kept until taken; nothing without a slot.
+void WantPriorityRing(QueueSlot* slot, int32 priority);
+std::optional<int32> TakeWantedPriorityRing(QueueSlot* slot);
 
 // Completions counted in shared memory instead of one pgq.finished row per
 // complete() (flushed into pgq.finished by maintenance, see service/maintain.cpp).

@@ -56,21 +56,29 @@ int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 
     want = static_cast<int32>(std::clamp<int64>(queue.max_running - running, 0, want));
     if (slot != nullptr) pg::SetQueueCapped(slot, true);
   }
-  // pgq.job_rows and the ring merged in claim order (SPEC: priority, run_at,
-  // id): each round takes, from the side whose next job comes first, the
-  // jobs that come before the other side's next one (a ring entry has
-  // priority 0). A queue whose pgq.job_rows has nothing due claims from its
-  // ring alone, after one claim of pgq.job_rows that keeps its claim hint and
-  // alarm (none at all when the hint says nothing is pending there).
+  // pgq.job_rows and the rings (one a priority served on rings) merged in
+  // claim order (SPEC: priority, run_at, id): each round takes, from the
+  // side whose next job comes first, the jobs that come before the next job
+  // of any other side (all of a ring's when the others' next is of a lower
+  // priority). A queue whose pgq.job_rows has nothing due claims from its
+  // rings alone, highest priority first, after one claim of pgq.job_rows
+  // that keeps its claim hint and alarm (none at all when the hint says
+  // nothing is pending there).
+  const std::vector<store::ring::QueueRing> rings = store::ring::RingsOf(spi_, queue.id);
+  std::vector<char> ring_done(rings.size(), 0);
   int32 got = 0;
-  bool table_done = false, ring_done = false;
+  bool table_done = false;
   auto add = [&](pg::Result rows) {
     const int32 count = static_cast<int32>(rows.size());
     if (count > 0) result->jobs.push_back(std::move(rows));
     got += count;
     return count;
   };
-  while (got < want && !(table_done && ring_done)) {
+  auto claim_ring = [&](size_t i, const pg::job_ring::Bound* before) {
+    return add(store::ring::Claim(spi_, queue.id, rings[i].ring_id, name_datums_[index], want - got,
+                                  lease, now, before));
+  };
+  while (got < want) {
     bool pending = false;
     const std::optional<core::ClaimKey> table =
         table_done ? std::nullopt : store::PeekReady(queue.id, slot, now, &pending);
@@ -80,30 +88,43 @@ int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 
                                nullptr));
       }
       table_done = true;
-      if (!ring_done && got < want) {
-        add(store::ring::Claim(spi_, queue.id, queue.ring_id, name_datums_[index], want - got,
-                               lease, now));
+      for (size_t i = 0; i < rings.size() && got < want; ++i) {
+        if (!ring_done[i]) claim_ring(i, nullptr);
       }
       break;
     }
-    pg::job_ring::Bound next{};
-    const bool ring_has = !ring_done && store::ring::Peek(spi_, queue.id, &next) > 0;
-    const core::ClaimKey ring_key{0, next.run_at, next.id};
-    if (!ring_has || core::ClaimsBefore(*table, ring_key)) {
-      // pgq.job_rows' jobs that come before the ring's next entry.
+    // The rings' next keys: the first of them, and the first after it.
+    std::optional<size_t> first;
+    std::optional<core::ClaimKey> first_key, second_key;
+    for (size_t i = 0; i < rings.size(); ++i) {
+      core::ClaimKey key{};
+      if (ring_done[i] || store::ring::Peek(spi_, queue.id, rings[i].ring_id, &key, 1) == 0) {
+        ring_done[i] = 1;
+        continue;
+      }
+      if (!first_key || core::ClaimsBefore(key, *first_key)) {
+        second_key = first_key;
+        first_key = key;
+        first = i;
+      } else if (!second_key || core::ClaimsBefore(key, *second_key)) {
+        second_key = key;
+      }
+    }
+    if (!first || core::ClaimsBefore(*table, *first_key)) {
+      // pgq.job_rows' jobs that come before the rings' next entry.
       if (add(store::ClaimBefore(spi_, queue.id, name_datums_[index], want - got, lease, now, slot,
-                                 ring_has ? &ring_key : nullptr)) == 0) {
+                                 first_key ? &*first_key : nullptr)) == 0) {
         table_done = true;  // its next job was taken or locked meanwhile
       }
-      if (!ring_has) ring_done = true;
-    } else {
-      // The ring's entries that come before pgq.job_rows' next job: all of them
-      // when that job's priority is below 0.
-      const pg::job_ring::Bound bound{table->run_at, table->id};
-      if (add(store::ring::Claim(spi_, queue.id, queue.ring_id, name_datums_[index], want - got,
-                                 lease, now, table->priority == 0 ? &bound : nullptr)) == 0) {
-        ring_done = true;
-      }
+      continue;
+    }
+    // The ring's entries that come before the other sides' next job (all of
+    // them when that job's priority is lower).
+    const core::ClaimKey next =
+        second_key && core::ClaimsBefore(*second_key, *table) ? *second_key : *table;
+    const pg::job_ring::Bound bound{next.run_at, next.id};
+    if (claim_ring(*first, next.priority == first_key->priority ? &bound : nullptr) == 0) {
+      ring_done[*first] = 1;
     }
   }
   if (capped && slot != nullptr) pg::SetQueueCapped(slot, true);
@@ -187,11 +208,12 @@ Claimer::Try Claimer::Once(pg::ChannelWaiter* waiter) {
       spread.push_back(done[i] ? store::SpreadQueue{0, nullptr}
                                : store::SpreadQueue{queues[i].id, pg::FindQueueSlot(queues[i].id)});
       if (done[i] || queues[i].ring_id == 0) continue;
-      // A ring queue's next entries take part in the spread (priority 0).
-      std::vector<pg::job_ring::Bound> keys(static_cast<size_t>(want));
+      // A ring queue's next entries take part in the spread (the index's
+      // key negates the priority).
+      std::vector<core::ClaimKey> keys(static_cast<size_t>(want));
       keys.resize(static_cast<size_t>(store::ring::Peek(spi_, queues[i].id, keys.data(), want)));
-      for (const pg::job_ring::Bound& key : keys) {
-        spread.back().ring_keys.push_back(pg::OrderKey{0, key.run_at, key.id});
+      for (const core::ClaimKey& key : keys) {
+        spread.back().ring_keys.push_back(pg::OrderKey{-key.priority, key.run_at, key.id});
       }
     }
     const std::vector<int32> counts = store::SpreadClaim(spread, want, now);

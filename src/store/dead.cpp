@@ -232,7 +232,7 @@ pg::Statement& bury_ring_entry() {
     return InsertDeadSql(R"sql(
 WITH d AS (
   SELECT r.id, q.queue_id, r.payload, r.attempt, r.priority, r.max_attempts, r.enqueued_at
-    FROM pgq.ring_jobs r JOIN pgq.queues q ON q.ring_id = r.ring
+    FROM pgq.ring_jobs r JOIN pgq.queue_rings q ON q.ring_id = r.ring
    WHERE r.id = $1 AND r.ring = $3 AND r.state = 'p'))sql",
                          rows);
   };

@@ -350,7 +350,7 @@ namespace {
 // enqueue_many onto the queue's ring: rows of one column, "id".
 // Empty with *placed false when the queue could have no lane: the caller
 // inserts them into pgq.job_rows.
-pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum payloads,
+pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum payloads, int32 priority,
                             TimestampTz run_at, bool* placed) {
   Datum* elems = nullptr;
   bool* nulls = nullptr;
@@ -362,7 +362,8 @@ pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum paylo
   *placed = true;
   if (count == 0) return pg::Result();
   std::vector<int64> ids(static_cast<size_t>(count));
-  *placed = ring::Enqueue(spi, queue, elems, count, queue.max_attempts, run_at, ids.data());
+  *placed =
+      ring::Enqueue(spi, queue, elems, count, queue.max_attempts, priority, run_at, ids.data());
   if (!*placed) return pg::Result();
   static TupleDesc desc = pg::Result::Describe({{"id", INT8OID}});
   HeapTuple* tuples = pg::Guard([&] {
@@ -387,8 +388,8 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
   if (queue.ring_id != 0) {
     const TimestampTz now = pg::Now();
     int64 id = 0;
-    if (ring::Takes(queue, job, now) &&
-        ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.run_at, &id)) {
+    if (ring::Takes(queue, job, now) && ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts,
+                                                      job.priority, job.run_at, &id)) {
       return id;
     }
   }
@@ -471,10 +472,9 @@ pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, T
     if (!ids.empty()) internal::AddDependencies(spi, *parents, ids);
     return inserted;
   }
-  if (queue.ring_id != 0 && priority == 0 && ring::DueOnRing(run_at, pg::Now()) &&
-      pg::job_ring::Available()) {
+  if (queue.ring_id != 0 && ring::DueOnRing(run_at, pg::Now()) && pg::job_ring::Available()) {
     bool placed = false;
-    pg::Result on_ring = InsertManyOnRing(spi, queue, payloads, run_at, &placed);
+    pg::Result on_ring = InsertManyOnRing(spi, queue, payloads, priority, run_at, &placed);
     if (placed) return on_ring;
   }
   pg::Result inserted = spi.Execute(insert_many(), params);

@@ -28,13 +28,14 @@ SELECT id FROM d WHERE has_dependents)sql",
                                       {INT4OID},
                                       nullptr};
 
-// The unfinished jobs of the queue's ring that children wait for (the
+// The unfinished jobs of the queue's rings that children wait for (the
 // queue is being dropped: its lock held exclusively, so no child is being
-// added to them). A full read of the ring.
+// added to them). A full read of its rings, each pruned by its LATERAL
+// equality (OFFSET 0 keeps it a subquery).
 pg::Statement ring_parents_of_queue = {R"sql(
-SELECT r.id FROM pgq.ring_jobs r JOIN pgq.queues q ON q.ring_id = r.ring
- WHERE q.queue_id = $1
-   AND EXISTS (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = r.id))sql",
+SELECT r.id FROM pgq.queue_ring_ids($1) q(ring_id)
+       CROSS JOIN LATERAL (SELECT * FROM pgq.ring_jobs g WHERE g.ring = q.ring_id OFFSET 0) r
+ WHERE EXISTS (SELECT 1 FROM pgq.job_dependencies d WHERE d.parent_id = r.id))sql",
                                        1,
                                        {INT4OID},
                                        nullptr};

@@ -222,7 +222,7 @@ void DeleteQueue(pg::SpiSession& spi, int32 queue_id, TimestampTz now) {
   by_id.Set(0, Int32GetDatum(queue_id));
   const pg::Result deleted = spi.Execute(delete_queue, by_id);
   const int32 ring_id = deleted.empty() ? 0 : deleted.Int32(0, "ring_id");
-  if (ring_id != 0) ring::DropRing(spi, queue_id, ring_id, now);
+  if (ring_id != 0) ring::DropRings(spi, queue_id, ring_id, now);
 }
 
 void GiveQueueRing(pg::SpiSession& spi, std::string_view name, TimestampTz now) {

@@ -24,7 +24,8 @@ using internal::BuiltStatement;
 // running with its claim's attempt and lease.
 std::string JobInfoSql(std::string_view where_live, std::string_view where_following,
                        std::string_view where_ring, std::string_view where_done,
-                       std::string_view where_dead, std::string_view order) {
+                       std::string_view where_dead, std::string_view order,
+                       std::string_view ring_queues = "true") {
   constexpr std::string_view kLiveState = R"sql(
   CASE j.state WHEN 'r' THEN 'running'
                WHEN 'p' THEN CASE WHEN j.run_at > $2 THEN 'scheduled' ELSE 'ready' END
@@ -41,6 +42,7 @@ std::string JobInfoSql(std::string_view where_live, std::string_view where_follo
     }
     return out;
   };
+  if (where_ring == "false") ring_queues = "false";  // no ring read at all
   std::string sql = "(SELECT j.id, q.name AS queue,";
   sql += kLiveState;
   sql += R"sql( AS state,
@@ -91,9 +93,14 @@ UNION ALL
   sql += R"sql(, g.attempt, g.max_attempts, g.priority, NULL, NULL, g.run_at,
         g.enqueued_at, g.claimed_at, g.lease_until, NULL, NULL, NULL, NULL, NULL, g.payload,
         NULL, q.queue_id
-   FROM pgq.ring_jobs g JOIN pgq.queues q ON q.ring_id = g.ring
-  WHERE )sql";
+   FROM pgq.queues q CROSS JOIN LATERAL pgq.queue_ring_ids(q.queue_id) r(ring_id)
+        CROSS JOIN LATERAL (SELECT * FROM pgq.ring_jobs g WHERE g.ring = r.ring_id AND )sql";
   sql += with_state(where_ring, kRingState);
+  // OFFSET 0: kept a subquery, so that the equality on the ring prunes the
+  // other rings' partitions as the statement runs (each ring read whole);
+  // `ring_queues` says which queues' rings are read.
+  sql += " OFFSET 0) g\n  WHERE ";
+  sql += ring_queues;
   sql += order;
   sql += ")";
   return sql;
@@ -120,16 +127,12 @@ pg::Statement& job_info() {
   return statement.get();
 }
 
-// $3 a queue id: the job on that queue's ring (the scalar subquery's
-// equality prunes the other rings' partitions as the statement runs).
+// $3 a ring id, $4 its queue's: the job on that ring.
 pg::Statement& ring_job_info() {
-  static BuiltStatement statement{
-      JobInfoSql("false", "false",
-                 "g.id = $1 AND g.ring = (SELECT a.ring_id FROM pgq.queues a"
-                 " WHERE a.queue_id = $3)",
-                 "false", "false", "") +
-          "\nLIMIT 1",
-      {INT8OID, TIMESTAMPTZOID, INT4OID}};
+  static BuiltStatement statement{JobInfoSql("false", "false", "g.id = $1 AND r.ring_id = $3",
+                                             "false", "false", "", "q.queue_id = $4") +
+                                      "\nLIMIT 1",
+                                  {INT8OID, TIMESTAMPTZOID, INT4OID, INT4OID}};
   return statement.get();
 }
 
@@ -143,12 +146,10 @@ constexpr std::string_view kLiveStates = R"sql(j.queue_id = $1 AND ($3 IS NULL O
     AND $7 IS NULL
     AND ($5 IS NULL OR $5 IN ('scheduled', 'ready', 'waiting', 'running'))
     AND ($5 IS NULL OR $STATE = $5))sql";
-// A ring's jobs are read only for a queue that has a ring: the filter on
-// the ring reaches the scan of pgq.job_log, whose partitions are pruned
-// (none read for a queue without one).
+// A ring's jobs are read only for the rings of the queue (kRingQueue).
+constexpr std::string_view kRingQueue = "q.queue_id = $1";
 constexpr std::string_view kRingStates =
-    R"sql(g.ring = (SELECT a.ring_id FROM pgq.queues a WHERE a.queue_id = $1)
-    AND ($3 IS NULL OR g.id < $3) AND $7 IS NULL
+    R"sql(($3 IS NULL OR g.id < $3) AND $7 IS NULL
     AND ($5 IS NULL OR $5 IN ('scheduled', 'ready', 'running'))
     AND ($5 IS NULL OR $STATE = $5))sql";
 constexpr std::string_view kFollowingStates =
@@ -165,7 +166,7 @@ pg::Statement& list_jobs() {
   static BuiltStatement statement{
       "SELECT * FROM (" +
           JobInfoSql(kLiveStates, kFollowingStates, kRingStates, kDoneStates, kDeadStates,
-                     "\n  ORDER BY 1 DESC LIMIT $4") +
+                     "\n  ORDER BY 1 DESC LIMIT $4", kRingQueue) +
           ") AS jobs ORDER BY id DESC LIMIT $4",
       {INT4OID, TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID, TEXTOID, TEXTOID}};
   return statement.get();
@@ -236,9 +237,9 @@ pg::Result ReadJob(pg::SpiSession& spi, int64 id, TimestampTz now, const Scope& 
   // read whole), then every other source in one statement. A job leaves a
   // ring only for those (pgq.job_rows, the history, the dead-letter), so a
   // job that leaves its ring between the two is found where it went.
-  for (const int32 queue_id : ring::QueuesWithRings(spi, rings)) {
+  for (const ring::QueueRing& of_queue : ring::RingsIn(spi, rings)) {
     pg::Params ring = params;
-    ring.Set(2, Int32GetDatum(queue_id));
+    ring.Set(2, Int32GetDatum(of_queue.ring_id)).Set(3, Int32GetDatum(of_queue.queue_id));
     pg::Result found = spi.Execute(ring_job_info(), ring, 1);
     if (!found.empty()) return found;
   }

@@ -8,6 +8,7 @@
 #include "pg/invalidation.h"
 #include "pg/ledger.h"
 #include "pg/queue_lock.h"
+#include "pg/queue_slots.h"
 #include "pg/segments.h"
 #include "pg/settings.h"
 #include "store/catalog.h"
@@ -36,18 +37,37 @@ namespace {
 constexpr const char* kRoot = "job_log";
 constexpr int kSegments = 4;
 
-// A queue's ring as this backend knows it: where new rows go, and whether
-// the queue keeps its completed jobs (those complete through pgq.job_rows).
-struct Known {
+// A queue's rings as this backend knows them, one per priority it serves
+// on rings, highest first (pgq.queue_rings): where new rows go, and
+// whether the queue keeps its completed jobs.
+struct KnownRing {
+  int32 priority;
   pg::job_ring::Place place;
+};
+struct Known {
+  std::vector<KnownRing> rings;
   bool keeps_history;
+  // The ring of `priority`, or nullptr.
+  const KnownRing* Of(int32 priority) const {
+    for (const KnownRing& ring : rings) {
+      if (ring.priority == priority) return &ring;
+    }
+    return nullptr;
+  }
+  const KnownRing* WithId(int32 ring_id) const {
+    for (const KnownRing& ring : rings) {
+      if (ring.place.ring_id == ring_id) return &ring;
+    }
+    return nullptr;
+  }
 };
 std::unordered_map<int32, Known>* known = nullptr;
 pg::CacheEpoch known_epoch{pg::invalidation::kQueues | pg::invalidation::kRings};
 
-pg::Statement ring_of_queue = {
-    "SELECT COALESCE(ring_id, 0) AS ring_id, keep_completed > '0' AS keeps_history"
-    "  FROM pgq.queues WHERE queue_id = $1",
+pg::Statement rings_of_queue = {
+    "SELECT r.priority, r.ring_id, q.keep_completed > '0' AS keeps_history"
+    "  FROM pgq.queue_rings r JOIN pgq.queues q ON q.queue_id = r.queue_id"
+    " WHERE r.queue_id = $1 ORDER BY r.priority DESC",
     1,
     {INT4OID},
     nullptr};
@@ -66,27 +86,42 @@ bool PlaceOf(pg::SpiSession& spi, int32 queue_id, int32 ring_id, pg::job_ring::P
   return true;
 }
 
-// False if the queue has no ring (any more).
-bool KnownOf(pg::SpiSession& spi, int32 queue_id, Known* out) {
+// The queue's rings; nullptr if it has none (any more). Valid until the
+// next call.
+const Known* KnownOf(pg::SpiSession& spi, int32 queue_id) {
   if (known == nullptr) known = new std::unordered_map<int32, Known>();
   if (!known_epoch.Valid()) known->clear();
-  if (auto it = known->find(queue_id); it != known->end()) {
-    *out = it->second;
-    return true;
-  }
+  if (auto it = known->find(queue_id); it != known->end()) return &it->second;
   const uint64 begun = known_epoch.Begin();
   pg::Params params;
   params.Set(0, Int32GetDatum(queue_id));
-  pg::Result row = spi.Execute(ring_of_queue, params, 1);
-  if (row.empty() || row.Int32(0, "ring_id") == 0) return false;
-  const int32 ring_id = row.Int32(0, "ring_id");
-  const bool keeps_history = row.Bool(0, "keeps_history");
-  row.Free();
-  Known entry{{}, keeps_history};
-  if (!PlaceOf(spi, queue_id, ring_id, &entry.place)) return false;
-  known->emplace(queue_id, entry);
+  pg::Result rows = spi.Execute(rings_of_queue, params);
+  if (rows.empty()) return nullptr;
+  Known entry{{}, rows.Bool(0, "keeps_history")};
+  std::vector<std::pair<int32, int32>> rings;
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    rings.emplace_back(rows.Int32(row, "priority"), rows.Int32(row, "ring_id"));
+  }
+  rows.Free();
+  for (const auto& [priority, ring_id] : rings) {
+    KnownRing ring{priority, {}};
+    if (PlaceOf(spi, queue_id, ring_id, &ring.place)) entry.rings.push_back(std::move(ring));
+  }
+  if (entry.rings.empty()) return nullptr;
+  auto [it, added] = known->insert_or_assign(queue_id, std::move(entry));
   known_epoch.Mark(begun);
-  *out = entry;
+  return &it->second;
+}
+
+// The ring of a running job's lease (its queue's ring `lease.ring_id`), and
+// whether its queue keeps history; false if that ring is gone.
+bool RingOfLease(pg::SpiSession& spi, const pg::job_ring::Lease& lease, pg::job_ring::Place* place,
+                 bool* keeps_history = nullptr) {
+  const Known* queue = KnownOf(spi, lease.queue_id);
+  const KnownRing* ring = queue == nullptr ? nullptr : queue->WithId(lease.ring_id);
+  if (ring == nullptr) return false;
+  *place = ring->place;
+  if (keeps_history != nullptr) *keeps_history = queue->keeps_history;
   return true;
 }
 
@@ -200,18 +235,41 @@ void CreateRing(pg::SpiSession& spi, int32 ring_id, TimestampTz now) {
                            "vacuum_index_cleanup = off");
 }
 
-void DropRing(pg::SpiSession& spi, int32 queue_id, int32 ring_id, TimestampTz now) {
-  pg::segments::DropRing(spi, kRoot, ring_id, now);
-  pg::job_ring::Forget(queue_id);
+namespace {
+pg::Statement drop_priority_rings = {
+    "DELETE FROM pgq.priority_rings WHERE queue_id = $1 RETURNING ring_id", 1, {INT4OID}, nullptr};
+}  // namespace
+
+void DropRings(pg::SpiSession& spi, int32 queue_id, int32 ring_id, TimestampTz now) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id));
+  pg::Result rows = spi.Execute(drop_priority_rings, params);
+  std::vector<int32> rings{ring_id};
+  for (uint64 row = 0; row < rows.size(); ++row) rings.push_back(rows.Int32(row, "ring_id"));
+  rows.Free();
+  for (const int32 ring : rings) {
+    pg::segments::DropRing(spi, kRoot, ring, now);
+    pg::job_ring::Forget(ring);
+  }
 }
 
 bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
-             int32 max_attempts, TimestampTz run_at, int64* ids) {
+             int32 max_attempts, int32 priority, TimestampTz run_at, int64* ids) {
   // Enqueued at the transaction's start, as a job of pgq.job_rows.
   const TimestampTz enqueued_at = GetCurrentTransactionStartTimestamp();
-  Known ring;
-  if (!KnownOf(spi, queue.id, &ring)) {
+  const Known* rings = KnownOf(spi, queue.id);
+  if (rings == nullptr) {
     pg::Raise(ERRCODE_INTERNAL_ERROR, "queue " + std::to_string(queue.id) + " has no ring");
+  }
+  const KnownRing* ring = rings->Of(priority);
+  if (ring == nullptr) {
+    // A priority the queue serves on no ring yet: the maintenance gives it
+    // one if the queue has room for another (kMaxPriorities); its jobs wait
+    // in pgq.job_rows meanwhile, claimed from there in order.
+    if (static_cast<int>(rings->rings.size()) < kMaxPriorities) {
+      pg::WantPriorityRing(pg::FindQueueSlot(queue.id), priority);
+    }
+    return false;
   }
   // Refused as an INSERT into pgq.job_rows is, before the ids are drawn.
   pg::Guard([] { PreventCommandIfReadOnly("INSERT"); });
@@ -221,10 +279,10 @@ bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
     for (int i = 0; i < count; ++i) {
       ids[i] = nextval_internal(sequence, false);
       entries[i] =
-          pg::job_ring::NewEntry{ids[i], 0, max_attempts, run_at, enqueued_at, payloads[i]};
+          pg::job_ring::NewEntry{ids[i], priority, max_attempts, run_at, enqueued_at, payloads[i]};
     }
   });
-  if (!pg::job_ring::Append(ring.place, entries.data(), count)) return false;
+  if (!pg::job_ring::Append(ring->place, entries.data(), count)) return false;
   internal::NotifyListeners(spi, queue);
   // Waiting claims look again at commit (the claim hint is pgq.job_rows').
   pg::ledger::NoteReady(queue.id);
@@ -232,15 +290,56 @@ bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
 }
 
 pg::job_ring::Pending CountPending(pg::SpiSession& spi, int32 queue_id, int64 limit) {
-  Known ring;
-  if (!pg::job_ring::Available() || !KnownOf(spi, queue_id, &ring)) return {};
-  return pg::job_ring::CountPending(ring.place, limit);
+  const Known* rings = pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;
+  if (rings == nullptr) return {};
+  // Each ring counted up to what the ones before left of `limit`.
+  pg::job_ring::Pending sum;
+  const std::vector<KnownRing> each = rings->rings;  // KnownOf's map may change below
+  for (const KnownRing& ring : each) {
+    const pg::job_ring::Pending one =
+        pg::job_ring::CountPending(ring.place, std::max<int64>(limit - sum.count, 1));
+    sum.count += one.count;
+    sum.oldest = std::min(sum.oldest, one.oldest);
+    sum.cut = sum.cut || one.cut;
+    sum.no_lane = sum.no_lane || one.no_lane;
+  }
+  return sum;
 }
 
-int Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next, int max_keys) {
-  Known ring;
-  if (!pg::job_ring::Available() || !KnownOf(spi, queue_id, &ring)) return 0;
-  return pg::job_ring::Peek(ring.place, next, max_keys);
+std::vector<QueueRing> RingsOf(pg::SpiSession& spi, int32 queue_id) {
+  std::vector<QueueRing> out;
+  const Known* rings = KnownOf(spi, queue_id);
+  if (rings == nullptr) return out;
+  for (const KnownRing& ring : rings->rings) {
+    out.push_back(QueueRing{queue_id, ring.priority, ring.place.ring_id});
+  }
+  return out;
+}
+
+int Peek(pg::SpiSession& spi, int32 queue_id, int32 ring_id, core::ClaimKey* next, int max_keys) {
+  const Known* rings = pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;
+  const KnownRing* ring = rings == nullptr ? nullptr : rings->WithId(ring_id);
+  if (ring == nullptr || max_keys <= 0) return 0;
+  const int32 priority = ring->priority;
+  std::vector<pg::job_ring::Bound> keys(static_cast<size_t>(max_keys));
+  const int found = pg::job_ring::Peek(ring->place, keys.data(), max_keys);
+  for (int i = 0; i < found; ++i) next[i] = core::ClaimKey{priority, keys[i].run_at, keys[i].id};
+  return found;
+}
+
+int Peek(pg::SpiSession& spi, int32 queue_id, core::ClaimKey* next, int max_keys) {
+  // Each ring's first keys, then the first of them all in claim order.
+  std::vector<core::ClaimKey> keys;
+  for (const QueueRing& ring : RingsOf(spi, queue_id)) {
+    std::vector<core::ClaimKey> of_ring(static_cast<size_t>(max_keys));
+    of_ring.resize(
+        static_cast<size_t>(Peek(spi, queue_id, ring.ring_id, of_ring.data(), max_keys)));
+    keys.insert(keys.end(), of_ring.begin(), of_ring.end());
+  }
+  const size_t take = std::min(keys.size(), static_cast<size_t>(std::max(max_keys, 0)));
+  std::partial_sort(keys.begin(), keys.begin() + take, keys.end(), core::ClaimsBefore);
+  std::copy(keys.begin(), keys.begin() + take, next);
+  return static_cast<int>(take);
 }
 
 namespace {
@@ -270,12 +369,12 @@ void Spill(pg::SpiSession& spi, const pg::job_ring::Place& place,
 
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
                  Datum lease, TimestampTz now, const pg::job_ring::Bound* before) {
-  Known ring;
   // Without shared memory (the server started without preloading us) a
   // ring's jobs wait for a server that has it; pgq.job_rows' are still claimed.
-  if (n <= 0 || !pg::job_ring::Available() || !KnownOf(spi, queue_id, &ring)) {
-    return pg::Result();
-  }
+  const Known* rings = n > 0 && pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;
+  const KnownRing* known_ring = rings == nullptr ? nullptr : rings->WithId(ring_id);
+  if (known_ring == nullptr) return pg::Result();
+  const KnownRing ring = *known_ring;
   const TimestampTz until = pg::Guard([&] {
     return DatumGetTimestampTz(
         DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), lease));
@@ -308,13 +407,13 @@ pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name,
 namespace {
 
 pg::Statement ring_queues = {
-    "SELECT q.queue_id, q.ring_id FROM pgq.queues q WHERE q.ring_id IS NOT NULL ORDER BY "
-    "q.queue_id",
+    "SELECT queue_id, ring_id FROM pgq.queue_rings ORDER BY queue_id, priority DESC",
     0,
     {},
     nullptr};
 
-// The ring queues of this database: (queue id, ring id).
+// The rings of this database's queues: (queue id, ring id), a queue's
+// highest priority first.
 std::vector<std::pair<int32, int32>> RingQueues(pg::SpiSession& spi) {
   pg::Params none;
   pg::Result rows = spi.Execute(ring_queues, none);
@@ -360,17 +459,20 @@ void EnsureLanes(pg::SpiSession& spi) {
   // queues with running jobs fit the share.
   bool all = true;
   for (const auto& [queue_id, ring_id] : queues) {
-    Known ring;
-    if (KnownOf(spi, queue_id, &ring)) all = pg::job_ring::Build(ring.place) && all;
+    const Known* rings = KnownOf(spi, queue_id);
+    const KnownRing* ring = rings == nullptr ? nullptr : rings->WithId(ring_id);
+    if (ring != nullptr) all = pg::job_ring::Build(ring->place) && all;
   }
   if (all) pg::job_ring::NoteLanesEnsured(epoch);
   lanes_built_at = epoch;
 }
 
 int64 RunningCount(pg::SpiSession& spi, int32 queue_id) {
-  Known ring;
-  if (!pg::job_ring::Available() || !KnownOf(spi, queue_id, &ring)) return 0;
-  return pg::job_ring::RunningCount(ring.place);
+  const Known* rings = pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;
+  if (rings == nullptr) return 0;
+  int64 running = 0;
+  for (const KnownRing& ring : rings->rings) running += pg::job_ring::RunningCount(ring.place);
+  return running;
 }
 
 bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Lease* lease) {
@@ -387,9 +489,9 @@ bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Le
   }
   // A lease of the queue's ring, not of an earlier one of the same ids (the
   // extension dropped and created again while the server ran).
-  Known ring;
-  if (!KnownOf(spi, lease->queue_id, &ring)) return false;
-  const std::vector<Oid>& leaves = ring.place.leaves;
+  pg::job_ring::Place place;
+  if (!RingOfLease(spi, *lease, &place)) return false;
+  const std::vector<Oid>& leaves = place.leaves;
   return std::find(leaves.begin(), leaves.end(), lease->entry_relid) != leaves.end();
 }
 
@@ -445,32 +547,38 @@ std::vector<int64> ParentsAmong(pg::SpiSession& spi, const pg::job_ring::Place& 
 
 bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
               Datum result, TimestampTz now) {
-  Known ring;
-  if (!KnownOf(spi, lease.queue_id, &ring)) return false;
+  pg::job_ring::Place place;
+  bool keeps_history = false;
+  if (!RingOfLease(spi, lease, &place, &keeps_history)) return false;
   std::vector<internal::RingCompletion> kept;
-  if (ring.keeps_history) {
+  if (keeps_history) {
     // Read while the lease holds (its segment cannot be truncated before
     // this transaction's closure of it ends).
     internal::RingCompletion job{{}, attempt, lease.claimed_at};
     if (!pg::job_ring::ReadEntry(lease, &job.entry)) return false;
     kept.push_back(job);
   }
-  if (!CloseWaiting(ring.place, id, attempt, 'd', now)) return false;
+  if (!CloseWaiting(place, id, attempt, 'd', now)) return false;
   internal::KeepRingHistory(spi, lease.queue_id, kept, result, now);
-  ReleaseChildren(spi, ring.place, {id}, now);
+  ReleaseChildren(spi, place, {id}, now);
   // Counted once (the counters' completions with it), as a table job's.
   internal::CountFinished(spi, lease.queue_id, 1);
   pg::ledger::NoteLeftRunning(lease.queue_id);
   return true;
 }
 
-int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const int32* attempts,
-                   const pg::job_ring::Lease* leases, int count, TimestampTz now) {
-  Known ring;
-  if (count == 0 || !KnownOf(spi, queue_id, &ring)) return 0;
+namespace {
+
+// CompleteMany's jobs of one ring.
+int32 CompleteManyOnRing(pg::SpiSession& spi, int32 queue_id, const pg::job_ring::Lease& first,
+                         const int64* ids, const int32* attempts, const pg::job_ring::Lease* leases,
+                         int count, TimestampTz now) {
+  pg::job_ring::Place place;
+  bool keeps_history = false;
+  if (count == 0 || !RingOfLease(spi, first, &place, &keeps_history)) return 0;
   // The entries of a queue that keeps history, read while the leases hold.
   std::vector<internal::RingCompletion> entries;
-  if (ring.keeps_history) {
+  if (keeps_history) {
     entries.resize(static_cast<size_t>(count));
     for (int i = 0; i < count; ++i) {
       entries[i] = internal::RingCompletion{{}, attempts[i], leases[i].claimed_at};
@@ -479,28 +587,28 @@ int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const 
   }
   std::vector<char> closed(static_cast<size_t>(count));
   std::vector<TransactionId> closers(static_cast<size_t>(count), InvalidTransactionId);
-  int done = pg::job_ring::Close(ring.place, ids, attempts, count, 'd', now,
+  int done = pg::job_ring::Close(place, ids, attempts, count, 'd', now,
                                  reinterpret_cast<bool*>(closed.data()), closers.data());
   // Those another transaction took out meanwhile: once it ended.
   for (int i = 0; i < count; ++i) {
     if (!TransactionIdIsValid(closers[i])) continue;
     pg::job_ring::WaitForCloser(closers[i]);
-    closed[i] = CloseWaiting(ring.place, ids[i], attempts[i], 'd', now);
+    closed[i] = CloseWaiting(place, ids[i], attempts[i], 'd', now);
     done += closed[i];
   }
-  if (done > 0 && ring.keeps_history) {
+  if (done > 0 && keeps_history) {
     std::vector<internal::RingCompletion> kept;
     for (int i = 0; i < count; ++i) {
       if (closed[i] && entries[i].attempt != 0) kept.push_back(entries[i]);
     }
     internal::KeepRingHistory(spi, queue_id, kept, 0, now);
   }
-  if (done > 0 && pg::job_ring::MayHaveDependents(ring.place)) {
+  if (done > 0 && pg::job_ring::MayHaveDependents(place)) {
     std::vector<int64> completed;
     for (int i = 0; i < count; ++i) {
       if (closed[i]) completed.push_back(ids[i]);
     }
-    ReleaseChildren(spi, ring.place, completed, now);
+    ReleaseChildren(spi, place, completed, now);
   }
   if (done > 0) {
     internal::CountFinished(spi, queue_id, done);
@@ -509,24 +617,57 @@ int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const 
   return done;
 }
 
+}  // namespace
+
+int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const int32* attempts,
+                   const pg::job_ring::Lease* leases, int count, TimestampTz now) {
+  if (count == 0) return 0;
+  const bool one_ring = std::all_of(leases, leases + count, [&](const pg::job_ring::Lease& lease) {
+    return lease.ring_id == leases[0].ring_id;
+  });
+  if (one_ring) {
+    return CompleteManyOnRing(spi, queue_id, leases[0], ids, attempts, leases, count, now);
+  }
+  // Jobs of several priorities: each ring's in one batch.
+  std::vector<int32> rings;
+  for (int i = 0; i < count; ++i) rings.push_back(leases[i].ring_id);
+  std::sort(rings.begin(), rings.end());
+  rings.erase(std::unique(rings.begin(), rings.end()), rings.end());
+  int32 done = 0;
+  for (const int32 ring : rings) {
+    std::vector<int64> ring_ids;
+    std::vector<int32> ring_attempts;
+    std::vector<pg::job_ring::Lease> ring_leases;
+    for (int i = 0; i < count; ++i) {
+      if (leases[i].ring_id != ring) continue;
+      ring_ids.push_back(ids[i]);
+      ring_attempts.push_back(attempts[i]);
+      ring_leases.push_back(leases[i]);
+    }
+    done += CompleteManyOnRing(spi, queue_id, ring_leases[0], ring_ids.data(), ring_attempts.data(),
+                               ring_leases.data(), static_cast<int>(ring_ids.size()), now);
+  }
+  return done;
+}
+
 std::optional<TimestampTz> Extend(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id,
                                   int32 attempt, TimestampTz lease_until) {
-  Known ring;
-  if (!KnownOf(spi, lease.queue_id, &ring)) return std::nullopt;
-  if (!pg::job_ring::Extend(ring.place, id, attempt, pg::Now(), lease_until)) return std::nullopt;
+  pg::job_ring::Place place;
+  if (!RingOfLease(spi, lease, &place)) return std::nullopt;
+  if (!pg::job_ring::Extend(place, id, attempt, pg::Now(), lease_until)) return std::nullopt;
   return lease_until;
 }
 
 bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
                  TimestampTz now) {
-  Known ring;
-  if (!KnownOf(spi, lease.queue_id, &ring)) return false;
+  pg::job_ring::Place place;
+  if (!RingOfLease(spi, lease, &place)) return false;
   pg::job_ring::NewEntry entry;
   if (!pg::job_ring::ReadEntry(lease, &entry)) return false;
-  if (!CloseWaiting(ring.place, id, attempt, 'm', now)) return false;
+  if (!CloseWaiting(place, id, attempt, 'm', now)) return false;
   // A parent moves with its children's rows marked on it: the table's end
   // of it (a completion, a failure, a cancel) settles them.
-  const bool has_dependents = !ParentsAmong(spi, ring.place, {id}).empty();
+  const bool has_dependents = !ParentsAmong(spi, place, {id}).empty();
   InsertRunning(spi, lease.queue_id, entry, attempt, lease.lease_until, lease.claimed_at,
                 has_dependents, lease.claimed_by);
   return true;
@@ -545,11 +686,11 @@ struct Left {
 };
 bool Leave(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
            char outcome, TimestampTz now, Left* left) {
-  Known ring;
-  if (!KnownOf(spi, lease.queue_id, &ring)) return false;
+  pg::job_ring::Place place;
+  if (!RingOfLease(spi, lease, &place)) return false;
   if (!pg::job_ring::ReadEntry(lease, &left->entry)) return false;
-  if (!CloseWaiting(ring.place, id, attempt, outcome, now)) return false;
-  left->has_dependents = !ParentsAmong(spi, ring.place, {id}).empty();
+  if (!CloseWaiting(place, id, attempt, outcome, now)) return false;
+  left->has_dependents = !ParentsAmong(spi, place, {id}).empty();
   pg::ledger::NoteLeftRunning(lease.queue_id);
   return true;
 }
@@ -640,11 +781,13 @@ pg::Statement unfinished_on_ring = {
 }  // namespace
 
 int64 Unfinished(pg::SpiSession& spi, int32 queue_id) {
-  Known ring;
-  if (!KnownOf(spi, queue_id, &ring)) return 0;
-  pg::Params params;
-  params.Set(0, Int32GetDatum(ring.place.ring_id));
-  return spi.Execute(unfinished_on_ring, params).Int64(0, "jobs");
+  int64 jobs = 0;
+  for (const QueueRing& ring : RingsOf(spi, queue_id)) {
+    pg::Params params;
+    params.Set(0, Int32GetDatum(ring.ring_id));
+    jobs += spi.Execute(unfinished_on_ring, params).Int64(0, "jobs");
+  }
+  return jobs;
 }
 
 Expired ExpireOnRings(pg::SpiSession& spi, TimestampTz now, int32 batch) {
@@ -674,17 +817,14 @@ Expired ExpireOnRings(pg::SpiSession& spi, TimestampTz now, int32 batch) {
 
 namespace {
 // The entry of a job of a queue's ring that no claim has taken (no receipt)
-// and nothing closed. $1 the id, $2 a queue id: its ring alone is read (the
-// scalar subquery's equality prunes the other rings' partitions as the
-// statement runs).
+// and nothing closed. $1 the id, $2 a ring id: that ring alone is read
+// (its equality prunes the other rings' partitions).
 pg::Statement pending_entry = {R"sql(
 SELECT q.queue_id, q.ring_id, l.tableoid AS relid, l.ctid AS entry, l.attempt
-  FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring
- WHERE l.id = $1 AND l.kind = 'e'
-   AND l.ring = (SELECT a.ring_id FROM pgq.queues a WHERE a.queue_id = $2)
+  FROM pgq.job_log l JOIN pgq.queue_rings q ON q.ring_id = l.ring
+ WHERE l.id = $1 AND l.kind = 'e' AND l.ring = $2
    AND NOT EXISTS (SELECT 1 FROM pgq.job_log c
-                    WHERE c.ring = (SELECT a.ring_id FROM pgq.queues a WHERE a.queue_id = $2)
-                      AND c.id = l.id AND c.kind IN ('r', 'c')))sql",
+                    WHERE c.ring = $2 AND c.id = l.id AND c.kind IN ('r', 'c')))sql",
                                2,
                                {INT8OID, INT4OID},
                                nullptr};
@@ -693,7 +833,7 @@ SELECT q.queue_id, q.ring_id, l.tableoid AS relid, l.ctid AS entry, l.attempt
 // every queue: one statement, each ring read once.
 pg::Statement pending_entry_anywhere = {R"sql(
 SELECT q.queue_id, q.ring_id, l.tableoid AS relid, l.ctid AS entry, l.attempt
-  FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring
+  FROM pgq.job_log l JOIN pgq.queue_rings q ON q.ring_id = l.ring
  WHERE l.id = $1 AND l.kind = 'e'
    AND NOT EXISTS (SELECT 1 FROM pgq.job_log c
                     WHERE c.ring = l.ring AND c.id = l.id AND c.kind IN ('r', 'c')))sql",
@@ -701,23 +841,26 @@ SELECT q.queue_id, q.ring_id, l.tableoid AS relid, l.ctid AS entry, l.attempt
                                         {INT8OID},
                                         nullptr};
 
-pg::Statement queues_with_rings = {
-    "SELECT queue_id FROM pgq.queues WHERE ring_id IS NOT NULL AND ($1 OR queue_id = ANY ($2))"
-    " ORDER BY queue_id",
+pg::Statement rings_in_scope = {
+    "SELECT queue_id, priority, ring_id FROM pgq.queue_rings WHERE ($1 OR queue_id = ANY ($2))"
+    " ORDER BY queue_id, priority DESC",
     2,
     {BOOLOID, INT4ARRAYOID},
     nullptr};
 }  // namespace
 
-std::vector<int32> QueuesWithRings(pg::SpiSession& spi, const Scope& scope) {
+std::vector<QueueRing> RingsIn(pg::SpiSession& spi, const Scope& scope) {
   pg::Params params;
   internal::SetScope(params, 0, scope);
-  pg::Result rows = spi.Execute(queues_with_rings, params);
-  std::vector<int32> ids;
-  ids.reserve(rows.size());
-  for (uint64 row = 0; row < rows.size(); ++row) ids.push_back(rows.Int32(row, "queue_id"));
+  pg::Result rows = spi.Execute(rings_in_scope, params);
+  std::vector<QueueRing> rings;
+  rings.reserve(rows.size());
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    rings.push_back(QueueRing{rows.Int32(row, "queue_id"), rows.Int32(row, "priority"),
+                              rows.Int32(row, "ring_id")});
+  }
   rows.Free();
-  return ids;
+  return rings;
 }
 
 namespace {
@@ -736,8 +879,8 @@ bool FindPending(pg::SpiSession& spi, const Scope& scope, int64 id, TakenOut* ou
   if (scope.every) {
     found = spi.Execute(pending_entry_anywhere, params, 1);
   } else {
-    for (const int32 queue_id : QueuesWithRings(spi, scope)) {
-      params.Set(1, Int32GetDatum(queue_id));
+    for (const QueueRing& ring : RingsIn(spi, scope)) {
+      params.Set(1, Int32GetDatum(ring.ring_id));
       found = spi.Execute(pending_entry, params, 1);
       if (!found.empty()) break;
     }
@@ -750,13 +893,14 @@ bool FindPending(pg::SpiSession& spi, const Scope& scope, int64 id, TakenOut* ou
   out->ring_id = found.Int32(0, "ring_id");
   out->attempts = found.Int32(0, "attempt");
   found.Free();
-  Known ring;
-  if (!KnownOf(spi, out->queue_id, &ring)) return false;
-  const auto& leaves = ring.place.leaves;
+  const Known* rings = KnownOf(spi, out->queue_id);
+  const KnownRing* ring = rings == nullptr ? nullptr : rings->WithId(out->ring_id);
+  if (ring == nullptr) return false;
+  const auto& leaves = ring->place.leaves;
   const auto at = std::find(leaves.begin(), leaves.end(), relid);
   if (at == leaves.end()) return false;
   out->segment = static_cast<int>(at - leaves.begin());
-  out->place = ring.place;
+  out->place = ring->place;
   return true;
 }
 
@@ -816,9 +960,12 @@ std::vector<int64> HoldParents(pg::SpiSession& spi, const Scope& scope,
       // Noted in its queue's lane before the look that counts (below,
       // under the lock): whoever ends the job after it takes the lock
       // exclusively, waits for this transaction, and sees its child.
-      Known ring;
-      if (!KnownOf(spi, queue_id, &ring)) break;
-      pg::job_ring::NoteDependents(ring.place);
+      const Known* rings = KnownOf(spi, queue_id);
+      if (rings == nullptr) break;
+      // In every ring of the queue: which one holds the job is known only
+      // from the look that counts.
+      const std::vector<KnownRing> each = rings->rings;
+      for (const KnownRing& ring : each) pg::job_ring::NoteDependents(ring.place);
       // Held already (an earlier child in this transaction): whoever ends
       // the job waits for this transaction, whatever it is doing now.
       const bool held_before = pg::RingParentHeld(id);
@@ -923,11 +1070,72 @@ int GiveRings(pg::SpiSession& spi, TimestampTz now) {
   return static_cast<int>(names.size());
 }
 
+namespace {
+
+// A ring for (queue, priority) if the queue has a ring, room for another
+// priority (kMaxPriorities) and none of it: under the queue's lock (a drop
+// of it waits) and pgq.job_log's SHARE UPDATE EXCLUSIVE (held by the
+// caller: no other ring is made meanwhile, so the count is exact).
+pg::Statement add_priority_ring = {
+    "INSERT INTO pgq.priority_rings (queue_id, priority, ring_id)"
+    " SELECT $1, $2, pg_catalog.nextval('pgq.stream_id_seq')::int4"
+    "  WHERE EXISTS (SELECT 1 FROM pgq.queues WHERE queue_id = $1 AND ring_id IS NOT NULL)"
+    "    AND (SELECT count(*) FROM pgq.queue_rings WHERE queue_id = $1) < $3"
+    " ON CONFLICT DO NOTHING RETURNING ring_id",
+    3,
+    {INT4OID, INT4OID, INT4OID},
+    nullptr};
+
+// The rings enqueues asked for (pg/queue_slots.h WantPriorityRing), of the
+// queues of `queues`; how many were made.
+int GivePriorityRings(pg::SpiSession& spi, const std::vector<std::pair<int32, int32>>& queues,
+                      TimestampTz now) {
+  std::vector<std::pair<int32, int32>> wanted;  // (queue, priority)
+  for (size_t i = 0; i < queues.size(); ++i) {
+    const int32 queue_id = queues[i].first;
+    if (i > 0 && queues[i - 1].first == queue_id) continue;
+    pg::QueueSlot* slot = pg::FindQueueSlot(queue_id);
+    if (const std::optional<int32> priority = pg::TakeWantedPriorityRing(slot)) {
+      wanted.emplace_back(queue_id, *priority);
+    }
+  }
+  if (wanted.empty()) return 0;
+  // As GiveRings: not while a create_queue left open holds the root; asked
+  // again for the next pass.
+  if (!pg::segments::TryLockRoot(kRoot, kRootLockWaitMs, ShareUpdateExclusiveLock)) {
+    for (const auto& [queue_id, priority] : wanted) {
+      pg::WantPriorityRing(pg::FindQueueSlot(queue_id), priority);
+    }
+    return 0;
+  }
+  int made = 0;
+  for (const auto& [queue_id, priority] : wanted) {
+    pg::LockQueueShared(queue_id);
+    pg::Params params;
+    params.Set(0, Int32GetDatum(queue_id))
+        .Set(1, Int32GetDatum(priority))
+        .Set(2, Int32GetDatum(kMaxPriorities));
+    const pg::Result added = spi.Execute(add_priority_ring, params);
+    if (added.empty()) continue;
+    CreateRing(spi, added.Int32(0, "ring_id"), now);
+    ++made;
+  }
+  // Cached queues learn their rings at the commit.
+  if (made > 0) pg::invalidation::Announce(pg::invalidation::kQueues);
+  return made;
+}
+
+}  // namespace
+
 MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
   MaintainCounts counts;
   counts.rings_given = GiveRings(spi, now);
   if (!pg::job_ring::Available()) return counts;
-  const std::vector<std::pair<int32, int32>> queues = RingQueues(spi);
+  std::vector<std::pair<int32, int32>> queues = RingQueues(spi);
+  if (const int made = GivePriorityRings(spi, queues, now); made > 0) {
+    counts.rings_given += made;
+    queues = RingQueues(spi);
+  }
   const int64 turn = pg::RingTurnMicros();
   for (const auto& [queue_id, ring_id] : queues) {
     pg::segments::Ring ring;

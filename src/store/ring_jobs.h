@@ -1,30 +1,52 @@
 // The queues' rings (ADR 0028): every queue keeps its plain jobs — due at
-// once, priority 0, no group, dedupe key or parents — on a ring of its own
-// (pgq.job_log_<ring>), written by pg/job_ring.h. Every other job is in
-// pgq.job_rows, the waiting table (and so are all jobs of a server without
-// the library preloaded, of a queue that could have no lane, and of a
+// once, no group, dedupe key or parents — on rings of its own
+// (pgq.job_log_<ring>), written by pg/job_ring.h: one per priority it
+// serves on rings (pgq.queue_rings: priority 0's, pgq.queues.ring_id, and up
+// to kMaxPriorities - 1 others, each given by the maintenance once an
+// enqueue asked for it). Every other job is in pgq.job_rows, the waiting
+// table (and so are all jobs of a server without the library preloaded, of
+// a queue that could have no lane, of a priority without a ring, and of a
 // queue of 2.x until the maintenance gives it its ring): a claim merges the
-// due jobs there with the ring's in claim order. A running ring job that
-// fails, is released, snoozed, cancelled, reports progress, is completed
-// with a result or kept history, or whose lease ends is moved into
-// pgq.job_rows (running, with its attempt and lease) and handled there as
-// any other. The readers see the ring's jobs through the view
-// pgq.ring_jobs (store/read.cpp, store/queue_jobs.cpp, the install
-// script's views).
+// due jobs there with the rings' in claim order. A running ring job that
+// fails, is released, snoozed or cancelled, or whose lease ends, leaves
+// its ring for a pending row or dead-letter; one that reports progress, or
+// is carried out of a segment due to be reused, is moved into pgq.job_rows
+// (running, with its attempt and lease). The readers see the rings' jobs
+// through the view pgq.ring_jobs, joined to pgq.queue_rings
+// (store/read.cpp, store/queue_jobs.cpp, the install script's views).
 #pragma once
 
 #include <optional>
+#include <vector>
 
+#include "core/claim_hint.h"
 #include "pg/job_ring.h"
 #include "pg/spi.h"
 #include "store/jobs.h"
 
 namespace pgq::store::ring {
 
+// The priorities a queue serves on rings, 0's included.
+constexpr int kMaxPriorities = 4;
+
 void CreateRing(pg::SpiSession& spi, int32 ring_id, TimestampTz now);
-// The ring's ledger rows go now, its tables at a later maintenance pass
-// (pg/segments.h DropRing); the queue's lane is forgotten.
-void DropRing(pg::SpiSession& spi, int32 queue_id, int32 ring_id, TimestampTz now);
+// The queue's rings (`ring_id`, priority 0's, and its priorities' rings):
+// their ledger rows go now, their tables at a later maintenance pass
+// (pg/segments.h DropRing); their lanes are forgotten.
+void DropRings(pg::SpiSession& spi, int32 queue_id, int32 ring_id, TimestampTz now);
+
+// A ring of a queue, and the priority of its jobs.
+struct QueueRing {
+  int32 queue_id;
+  int32 priority;
+  int32 ring_id;
+};
+// The queue's rings, highest priority first (none without a ring).
+std::vector<QueueRing> RingsOf(pg::SpiSession& spi, int32 queue_id);
+// The rings of the queues of `scope` (the ones a lookup of a job by id may
+// read, the caller's own: ReadJob, a child's parents, a cancel), by queue,
+// highest priority first.
+std::vector<QueueRing> RingsIn(pg::SpiSession& spi, const Scope& scope);
 
 // Whether a job with `run_at` is due at once as a ring hands its jobs out:
 // in the order they were appended, so not one dated before its
@@ -34,30 +56,36 @@ inline bool DueOnRing(TimestampTz run_at, TimestampTz now) {
   return run_at >= GetCurrentTransactionStartTimestamp() && run_at <= now;
 }
 
-// Whether a new job goes on the queue's ring.
+// Whether a new job may go on a ring of the queue (one of its priority:
+// Enqueue).
 inline bool Takes(const Queue& queue, const NewJob& job, TimestampTz now) {
-  return queue.ring_id != 0 && DueOnRing(job.run_at, now) && job.priority == 0 &&
-         job.dedupe_key == 0 && job.group_key == 0 &&
-         (job.parents == nullptr || job.parents->empty()) && pg::job_ring::Available();
+  return queue.ring_id != 0 && DueOnRing(job.run_at, now) && job.dedupe_key == 0 &&
+         job.group_key == 0 && (job.parents == nullptr || job.parents->empty()) &&
+         pg::job_ring::Available();
 }
 
-// Appends the jobs' entries; their ids from pgq.job_rows' sequence, into
-// `ids`. False when the queue could have no lane (pg/job_ring.h Append):
-// nothing appended, the caller inserts the jobs into pgq.job_rows.
+// Appends the jobs' entries to the queue's ring of `priority`; their ids
+// from pgq.job_rows' sequence, into `ids`. False when the queue has no ring
+// of that priority yet (the maintenance is asked for one, if the queue has
+// room for it) or could have no lane (pg/job_ring.h Append): nothing
+// appended, the caller inserts the jobs into pgq.job_rows.
 // `run_at`: the jobs' (due by now: a default run_at is the transaction's
 // start, as for a job of pgq.job_rows, which the merged claim order compares;
 // enqueued_at, the transaction's start too).
 bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
-             int32 max_attempts, TimestampTz run_at, int64* ids);
+             int32 max_attempts, int32 priority, TimestampTz run_at, int64* ids);
 
-// Up to `n` jobs of the ring, leased until now + `lease`: rows as
-// store::Claim's (pgq.claimed_job's columns, then run_at).
-// With `before`, only the entries before it in claim order.
+// Up to `n` jobs of the queue's ring `ring_id`, leased until now +
+// `lease`: rows as store::Claim's (pgq.claimed_job's columns, then run_at).
+// With `before`, only the entries before it in claim order (the ring's
+// jobs all have its priority: by run_at, then id).
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
                  Datum lease, TimestampTz now, const pg::job_ring::Bound* before = nullptr);
 // The keys of the entries the next claims would hand out first, up to
-// `max_keys`; how many (pg/job_ring.h Peek).
-int Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next, int max_keys = 1);
+// `max_keys`, in claim order; how many (pg/job_ring.h Peek): of the ring
+// `ring_id`, or of every ring of the queue.
+int Peek(pg::SpiSession& spi, int32 queue_id, int32 ring_id, core::ClaimKey* next, int max_keys);
+int Peek(pg::SpiSession& spi, int32 queue_id, core::ClaimKey* next, int max_keys);
 
 // A running ring job's lease is in the map only once its queue's lane is
 // built: after a start (or lanes freed), a completion may come before any
@@ -66,17 +94,12 @@ int Peek(pg::SpiSession& spi, int32 queue_id, pg::job_ring::Bound* next, int max
 // Running and ExpireOnRings call it, and whoever asks AnyLeases first.
 void EnsureLanes(pg::SpiSession& spi);
 
-// The queues of `scope` that have a ring, by id: the rings a lookup of a
-// job by id (no index) may read, the caller's own (ReadJob, a child's
-// parents, a cancel).
-std::vector<int32> QueuesWithRings(pg::SpiSession& spi, const Scope& scope);
-
-// What monitoring shows of the queue's ring (pg/job_ring.h CountPending):
-// nothing counted without shared memory or a ring.
+// What monitoring shows of the queue's rings (pg/job_ring.h CountPending,
+// summed): nothing counted without shared memory or a ring.
 pg::job_ring::Pending CountPending(pg::SpiSession& spi, int32 queue_id, int64 limit);
 
 // The queue's running ring jobs as its cap counts them (pg/job_ring.h
-// RunningCount); 0 without a ring.
+// RunningCount, every ring of it); 0 without a ring.
 int64 RunningCount(pg::SpiSession& spi, int32 queue_id);
 
 // The lease of `id` if it is a running ring job of a queue in `scope`;
@@ -111,8 +134,8 @@ bool CancelRunning(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 
 bool GiveBack(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
               std::optional<TimestampTz> run_at, bool wake);
 // Completes the ring jobs (ids[i], attempts[i]) of `queue_id`, running
-// with leases[i], in one insert of closures (and one of history rows where
-// the queue keeps them); how many held their job.
+// with leases[i], in one insert of closures a ring (and one of history
+// rows where the queue keeps them); how many held their job.
 int32 CompleteMany(pg::SpiSession& spi, int32 queue_id, const int64* ids, const int32* attempts,
                    const pg::job_ring::Lease* leases, int count, TimestampTz now);
 // Dependencies on ring jobs (ADR 0028 "Dependencies on ring jobs").
@@ -137,7 +160,7 @@ std::optional<TimestampTz> Extend(pg::SpiSession& spi, const pg::job_ring::Lease
 // the table's statements; false if (id, attempt) no longer holds it.
 bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
                  TimestampTz now);
-// The jobs on the queue's ring that have not finished (0 without a ring):
+// The jobs on the queue's rings that have not finished (0 without a ring):
 // drop_queue refuses a queue that holds some, as for pgq.job_rows'.
 int64 Unfinished(pg::SpiSession& spi, int32 queue_id);
 // Maintenance: ring jobs whose lease ended (at most `batch`), each as a

@@ -121,24 +121,26 @@ class NoMissedJobsTests(PgqTestCase):
         transaction each time: jobs of higher priority than where every
         queue's hint stands are claimed next after the commit, and jobs
         locked by a rolled-back claim are claimed next after the rollback,
-        in the 70th queue as in the first. (Every job has a priority other
-        than 0: rows of pgq.job_rows, whose claims the hints guide; a queue's
-        ring needs none.)"""
+        in the 70th queue as in the first. (Every job has a dedupe key of its
+        own: rows of pgq.job_rows, whose claims the hints guide; a queue's
+        rings need none. A priority other than 0 no longer keeps a job a
+        row once the maintenance gives the priority a ring.)"""
         queues = [f"many{i}" for i in range(70)]
         for q in queues:
             self.admin.execute("SELECT pgq.create_queue(%s)", (q,))
-            self.enqueue(self.admin, q, {"first": 1}, priority=1)
+            self.enqueue(self.admin, q, {"first": 1}, priority=1, dedupe_key=f"{q}:first")
             # The hint moves past the job it claims.
             self.admin.execute("SELECT pgq.complete(id, attempt) FROM pgq.claim(%s, 1)", (q,))
 
         tx = self.connect(autocommit=False)
-        urgent = {q: self.enqueue(tx, q, {"urgent": 1}, priority=9) for q in queues}
+        urgent = {q: self.enqueue(tx, q, {"urgent": 1}, priority=9, dedupe_key=f"{q}:urgent")
+                  for q in queues}
         tx.commit()
         for q in queues:
             self.assertEqual(self.admin.execute("SELECT id FROM pgq.claim(%s, 1)", (q,)).fetchall(),
                              [(urgent[q],)], f"{q}: a job enqueued before the hint was not claimed next")
-            self.enqueue(self.admin, q, {"second": 1}, priority=1)
-            self.enqueue(self.admin, q, {"third": 1}, priority=1)
+            self.enqueue(self.admin, q, {"second": 1}, priority=1, dedupe_key=f"{q}:second")
+            self.enqueue(self.admin, q, {"third": 1}, priority=1, dedupe_key=f"{q}:third")
 
         # Each queue has one running and two pending jobs now; tx claims the
         # first pending, then the next one (its hint passes the first, which

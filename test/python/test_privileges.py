@@ -54,6 +54,9 @@ PUBLIC_FUNCTIONS = {
     "stream_segments",
     # 2.1 (issue 33): behind pgq.running_jobs, the caller's queues only.
     "ring_running_jobs",
+    # 2.1 (issue 33): behind pgq.queue_stats, a queue's rings if the caller
+    # holds a right on it.
+    "queue_ring_ids",
 }
 # Not about queues: nobody's until GRANT EXECUTE.
 COORDINATION_FUNCTIONS = {
@@ -142,7 +145,7 @@ REFUSED_CALLS = {
 # stream_consumer_stats() answers as pgq.stream_stats does: the caller's
 # streams only.
 ANSWER_ANYONE = {"clock", "has_queue_privilege", "queue_overview", "stream_consumer_stats",
-                 "ring_running_jobs"}
+                 "ring_running_jobs", "queue_ring_ids"}
 
 
 class PrivilegeTestCase(PgqTestCase):
@@ -259,6 +262,11 @@ class CatalogAuditTest(PrivilegeTestCase):
             self.admin.execute("SELECT count(*) FROM pgq.ring_running_jobs()").fetchone()[0], 1)
         self.assertEqual(
             nobody.execute("SELECT count(*) FROM pgq.ring_running_jobs()").fetchone()[0], 0)
+        # Nor are q's rings named to it.
+        self.assertEqual(self.admin.execute(
+            "SELECT count(*) FROM pgq.queue_ring_ids(%s)", (q_id,)).fetchone()[0], 1)
+        self.assertEqual(nobody.execute(
+            "SELECT count(*) FROM pgq.queue_ring_ids(%s)", (q_id,)).fetchone()[0], 0)
         # The 2.1 readers, unnamed, show nothing of queues without a right;
         # the superuser sees the running claim and the queue.
         for reader in ("queue_settings", "queue_workers", "list_schedule_runs"):

@@ -9,7 +9,11 @@
 # claims, completions and expiries. A completion is recorded in the
 # transaction that made it, in a table whose key is the job id (a second
 # completion of a job fails its client). At the end every job produced was
-# completed once or is dead, never both, and none is left.
+# completed once or is dead, never both, and none is left. The jobs have
+# five priorities: four served on rings once the maintenance gives them
+# theirs (ADR 0028, "Priorities: a ring per priority served"), the fifth as
+# rows, so that claims merge several rings and the table, and the rings
+# are made while the clients run.
 use strict;
 use warnings FATAL => 'all';
 
@@ -36,8 +40,9 @@ sql(join(";\n",
 my $script = q{
 \set q random(1, 4)
 \set n random(1, 10)
+\set p random(-1, 3)
 BEGIN;
-INSERT INTO produced SELECT pgq.enqueue_many('q' || :q, array_fill('{}'::jsonb, ARRAY[:n]));
+INSERT INTO produced SELECT pgq.enqueue_many('q' || :q, array_fill('{}'::jsonb, ARRAY[:n]), priority => :p);
 COMMIT;
 \set q random(1, 4)
 \set fate random(0, 6)
@@ -65,6 +70,8 @@ churn($node, $SECONDS, '024_ends', $script,
 
 is(sql("SELECT count(DISTINCT l.outcome) FROM pgq.job_log l WHERE l.kind = 'c' AND l.outcome IN ('d', 'f', 'r', 's', 'x', 'e')"),
 	'6', 'every end was written on the rings: done, failed, released, snoozed, cancelled, expired');
+is(sql("SELECT count(*) FROM pgq.priority_rings"), '12',
+	'each queue serves four priorities on rings, three of them on rings made while it ran');
 
 # What is left: leases run out (the clock moved on), then claimed and
 # completed by one session, until nothing is left.
