@@ -110,9 +110,28 @@ INSERT INTO enq VALUES ('pr:9', pgq.enqueue('pr', '{}', priority => 9));
 INSERT INTO enq VALUES ('pr:m2', pgq.enqueue('pr', '{}', priority => -2));
 SELECT pg_temp.job(id) AS job, queue FROM pgq.claim(ARRAY['pr2', 'pr'], 2);
 
+-- A priority gets a ring only while the database has fewer rings than its
+-- share of lanes, so that every ring could hold a lane at once: 'pr' has
+-- four and 'pr2' one; with a share of six, 'pr3' makes the sixth, and its
+-- priority 7 stays rows. With the share back, its next enqueue asks again.
+SET pgq.max_ring_queues_per_database = 6;
+SELECT pgq.create_queue('pr3');
+SELECT count(*) AS rings FROM pgq.queue_rings;
+INSERT INTO enq VALUES ('pr3:7a', pgq.enqueue('pr3', '{}', priority => 7));
+SELECT count(*) AS maintained FROM pgq.maintain();
+SELECT count(*) AS pr3_rings FROM pgq.queue_rings WHERE queue_id = (SELECT queue_id FROM pgq.queues WHERE name = 'pr3');
+RESET pgq.max_ring_queues_per_database;
+INSERT INTO enq VALUES ('pr3:7b', pgq.enqueue('pr3', '{}', priority => 7));
+SELECT count(*) AS maintained FROM pgq.maintain();
+SELECT count(*) AS pr3_rings FROM pgq.queue_rings WHERE queue_id = (SELECT queue_id FROM pgq.queues WHERE name = 'pr3');
+INSERT INTO enq VALUES ('pr3:7c', pgq.enqueue('pr3', '{}', priority => 7));
+SELECT k, pg_temp.kept(id) FROM enq WHERE k LIKE 'pr3:%' ORDER BY id;
+SELECT pg_temp.job(id) AS job FROM pgq.claim('pr3', 3);
+
 -- drop_queue drops every ring of the queue (their tables at the next pass).
 SELECT pgq.drop_queue('pr', force => true);
-SELECT count(*) AS priority_rings_left FROM pgq.priority_rings;
+SELECT count(*) AS priority_rings_left FROM pgq.priority_rings
+ WHERE queue_id NOT IN (SELECT queue_id FROM pgq.queues);
 SELECT count(*) AS rings_listed FROM pgq.rings_dropped;
 SELECT count(*) AS maintained FROM pgq.maintain();
 SELECT count(*) AS ring_tables_left FROM pg_class

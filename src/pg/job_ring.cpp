@@ -2052,7 +2052,9 @@ int Peek(const Place& place, Bound* next, int max_keys) {
       VisitRow(rels[segment], tid,
                [&](HeapTupleData* tuple, Buffer buffer) { (void)key_of(segment, tuple, buffer); });
     };
-    LWLockAcquire(lane.claim_lock, LW_SHARED);
+    // Exclusively: the cursor is moved on past what a claim would pass
+    // over too (below).
+    LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
     // What a claim would take first: given back, passed and committed,
     // then the cursor's next entry (in its segment, then on).
     for (int i = 0; !full() && i < lane.returned_count; ++i) {
@@ -2066,15 +2068,39 @@ int Peek(const Place& place, Bound* next, int max_keys) {
     }
     int segment = lane.cursor_segment;
     ItemPointerData at = lane.cursor;
+    // The rows at the cursor that are no entry (receipts and closures
+    // appended after the last entry handed out, rolled-back rows), which a
+    // claim would walk over: the cursor is moved past them, so that the
+    // peeks of a ring with nothing left to hand out (a merged claim peeks
+    // every ring of its queue each round) do not read them again each time.
+    // Up to the first entry, whatever its state, within what is read (up
+    // to the block entries are placed on, below).
+    bool skipping = true;
+    ItemPointerData skip_to = lane.cursor;
     for (int k = 0; !full() && k < segments; ++k) {
       const bool left = lane.insert_segment != segment;
       pg_read_barrier();
       const BlockNumber blocks = RelationGetNumberOfBlocks(rels[segment]);
-      for (BlockNumber block = ItemPointerGetBlockNumber(&at); !full() && block < blocks; ++block) {
+      // No entry lies past the block entries are placed on while they still
+      // go to this segment (only receipts and closures do): read up to it,
+      // as a claim's walk (an entry appended meanwhile on a new last block
+      // is seen by the next look).
+      const BlockNumber last =
+          left || lane.insert_block == InvalidBlockNumber ? blocks - 1 : lane.insert_block;
+      TupleDesc desc = RelationGetDescr(rels[segment]);
+      for (BlockNumber block = ItemPointerGetBlockNumber(&at);
+           !full() && block < blocks && block <= last; ++block) {
         const OffsetNumber first = block == ItemPointerGetBlockNumber(&at)
                                        ? ItemPointerGetOffsetNumber(&at)
                                        : FirstOffsetNumber;
         VisitBlock(rels[segment], block, first, [&](HeapTupleData* tuple, Buffer buffer) {
+          if (skipping && k == 0) {
+            if (Look(tuple->t_data, buffer) != Seen::kGone && KindOf(tuple, desc) == 'e') {
+              skipping = false;
+            } else {
+              ItemPointerSet(&skip_to, block, ItemPointerGetOffsetNumber(&tuple->t_self) + 1);
+            }
+          }
           (void)key_of(segment, tuple, buffer);
           return !full();
         });
@@ -2083,6 +2109,7 @@ int Peek(const Place& place, Bound* next, int max_keys) {
       segment = (segment + 1) % segments;
       ItemPointerSet(&at, 0, FirstOffsetNumber);
     }
+    if (ItemPointerCompare(&skip_to, &lane.cursor) > 0) lane.cursor = skip_to;
     LWLockRelease(lane.claim_lock);
     for (Relation rel : rels) table_close(rel, NoLock);
   });

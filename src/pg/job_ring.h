@@ -123,8 +123,9 @@ struct Bound {
 std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until,
                            const Bound* before = nullptr);
 // The keys of the entries the next claims would hand out first, in that
-// order, up to `max_keys` (into `next`); how many. Reads without taking
-// anything.
+// order, up to `max_keys` (into `next`); how many. Takes nothing; moves
+// the claim cursor past the rows at it that are no entry, as a claim
+// would.
 int Peek(const Place& place, Bound* next, int max_keys);
 
 // The lane of the queue built now if it is not (its leases entered from the

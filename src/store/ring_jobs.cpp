@@ -1073,17 +1073,23 @@ int GiveRings(pg::SpiSession& spi, TimestampTz now) {
 namespace {
 
 // A ring for (queue, priority) if the queue has a ring, room for another
-// priority (kMaxPriorities) and none of it: under the queue's lock (a drop
-// of it waits) and pgq.job_log's SHARE UPDATE EXCLUSIVE (held by the
-// caller: no other ring is made meanwhile, so the count is exact).
+// priority (kMaxPriorities) and none of it, and the database has fewer
+// rings than its share of lanes ($4): a ring's entries are handed out only
+// through a lane, and a ring that cannot get one (the share held by rings
+// with running jobs) waits, so priorities get rings only while every ring
+// of the database could have a lane at once; past that their jobs stay
+// rows. Under the queue's lock (a drop of it waits) and pgq.job_log's
+// SHARE UPDATE EXCLUSIVE (held by the caller: no other ring is made
+// meanwhile, so the counts are exact).
 pg::Statement add_priority_ring = {
     "INSERT INTO pgq.priority_rings (queue_id, priority, ring_id)"
     " SELECT $1, $2, pg_catalog.nextval('pgq.stream_id_seq')::int4"
     "  WHERE EXISTS (SELECT 1 FROM pgq.queues WHERE queue_id = $1 AND ring_id IS NOT NULL)"
     "    AND (SELECT count(*) FROM pgq.queue_rings WHERE queue_id = $1) < $3"
+    "    AND (SELECT count(*) FROM pgq.queue_rings) < $4"
     " ON CONFLICT DO NOTHING RETURNING ring_id",
-    3,
-    {INT4OID, INT4OID, INT4OID},
+    4,
+    {INT4OID, INT4OID, INT4OID, INT4OID},
     nullptr};
 
 // The rings enqueues asked for (pg/queue_slots.h WantPriorityRing), of the
@@ -1114,7 +1120,8 @@ int GivePriorityRings(pg::SpiSession& spi, const std::vector<std::pair<int32, in
     pg::Params params;
     params.Set(0, Int32GetDatum(queue_id))
         .Set(1, Int32GetDatum(priority))
-        .Set(2, Int32GetDatum(kMaxPriorities));
+        .Set(2, Int32GetDatum(kMaxPriorities))
+        .Set(3, Int32GetDatum(pg::MaxRingQueuesPerDatabase()));
     const pg::Result added = spi.Execute(add_priority_ring, params);
     if (added.empty()) continue;
     CreateRing(spi, added.Int32(0, "ring_id"), now);
