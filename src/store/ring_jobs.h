@@ -3,7 +3,8 @@
 // (pgq.job_log_<ring>), written by pg/job_ring.h: one per priority it
 // serves on rings (pgq.queue_rings: priority 0's, pgq.queues.ring_id, and up
 // to kMaxPriorities - 1 others, each given by the maintenance once an
-// enqueue asked for it). Every other job is in pgq.job_rows, the waiting
+// enqueue asked for it, while the database has fewer rings than its share
+// of lanes). Every other job is in pgq.job_rows, the waiting
 // table (and so are all jobs of a server without the library preloaded, of
 // a queue that could have no lane, of a priority without a ring, and of a
 // queue of 2.x until the maintenance gives it its ring): a claim merges the
@@ -12,8 +13,9 @@
 // its ring for a pending row or dead-letter; one that reports progress, or
 // is carried out of a segment due to be reused, is moved into pgq.job_rows
 // (running, with its attempt and lease). The readers see the rings' jobs
-// through the view pgq.ring_jobs, joined to pgq.queue_rings
-// (store/read.cpp, store/queue_jobs.cpp, the install script's views).
+// through the view pgq.ring_jobs, a queue's rings one at a time through
+// pgq.queue_ring_ids (store/read.cpp, store/queue_jobs.cpp, the install
+// script's views).
 #pragma once
 
 #include <optional>

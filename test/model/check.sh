@@ -18,10 +18,12 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-cp "$here/queue_rings.pml" "$work/"
-cd "$work"
+# The checks run two at a time (PGQ_MODEL_JOBS), each in a directory of its
+# own (SPIN writes pan.c where it runs): each is one process on one core,
+# and the phase runs alone in make test. Their lines are printed in order.
+jobs_max="${PGQ_MODEL_JOBS:-2}"
+checks=0
 
-passed=0 failed=0
 verify() {  # label expect(pass|fail) [-DMACRO...]
   local label=$1 expect=$2 out
   shift 2
@@ -35,37 +37,47 @@ verify() {  # label expect(pass|fail) [-DMACRO...]
   errors=$(grep -oE 'errors: [0-9]+' <<<"$out" | grep -oE '[0-9]+' || echo "none")
   if grep -q "max search depth too small" <<<"$out"; then
     echo "not ok - $label: the search was cut at its depth limit (raise -m)"
-    failed=$((failed + 1))
   elif [[ $expect == pass ]] && grep -qE "Search not completed|out of memory" <<<"$out"; then
     echo "not ok - $label: the search did not complete (memory)"
-    failed=$((failed + 1))
   elif [[ $expect == pass && $errors == 0 ]]; then
     echo "ok - $label: holds ($(grep -oE '[0-9]+ states, stored' <<<"$out"))"
-    passed=$((passed + 1))
   elif [[ $expect == fail && $errors =~ ^[1-9] ]]; then
     echo "ok - $label: caught ($(grep -m1 -oE 'assertion violated .*|invalid end state.*' <<<"$out"))"
-    passed=$((passed + 1))
   else
     echo "not ok - $label: expected to $expect, SPIN said errors: $errors"
     tail -n 20 <<<"$out"
-    failed=$((failed + 1))
   fi
 }
 
-verify "the protocol on rings (2 jobs, 3 segments, a carry)" pass
-verify "the claims at 3 jobs, two claims each (one segment)" pass -DJ=3 -DR1=2 -DR2=2 -DNSEG=1 -DMAXCARRY=0
-verify "as built: rows beside their entry, any finished segment truncated" pass -DROWS_WITH_ENTRY -DMAXCARRY=0
-verify "as built, an idle lane taken back while producers run" pass -DROWS_WITH_ENTRY -DMAXCARRY=0 -DTAKEBACK
-verify "planted: the cursor forgets an in-progress entry" fail -DBUG_SKIP_INPROGRESS
-verify "planted: a completion does not check its attempt" fail -DBUG_NO_FENCE
-verify "planted: an aborted claim keeps its entry" fail -DBUG_NO_GIVEBACK
-verify "planted: a segment truncated once the cursor passed it" fail -DBUG_TRUNCATE_EARLY
-verify "planted: a newer segment truncated before an older one" fail -DBUG_TRUNCATE_OUT_OF_ORDER
-verify "planted: a carry appends a running job's entry, not its receipt" fail -DBUG_CARRY_WITHOUT_RECEIPT
-verify "planted: a carry appends its rows after it read the job, unlocked" fail -DBUG_CARRY_UNLOCKED
-verify "planted (as built): receipts in the current segment" fail -DROWS_WITH_ENTRY -DMAXCARRY=0 -DBUG_ROWS_IN_CURRENT
-verify "planted (as built): a segment truncated once the cursor passed it" fail -DROWS_WITH_ENTRY -DMAXCARRY=0 -DBUG_TRUNCATE_EARLY
-verify "planted (as built): a lane built again passes entries ahead of its cursor" fail -DROWS_WITH_ENTRY -DMAXCARRY=0 -DTAKEBACK -DBUG_REBUILD_PASSES_AHEAD
+# verify, in the background, in its own directory; at most jobs_max at once.
+check() {
+  checks=$((checks + 1))
+  local dir="$work/$checks"
+  mkdir "$dir"
+  cp "$here/queue_rings.pml" "$dir/"
+  (cd "$dir" && verify "$@" >"$dir/result" 2>&1) &
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+}
 
+check "the protocol on rings (2 jobs, 3 segments, a carry)" pass
+check "the claims at 3 jobs, two claims each (one segment)" pass -DJ=3 -DR1=2 -DR2=2 -DNSEG=1 -DMAXCARRY=0
+check "as built: rows beside their entry, any finished segment truncated" pass -DROWS_WITH_ENTRY -DMAXCARRY=0
+check "as built, an idle lane taken back while producers run" pass -DROWS_WITH_ENTRY -DMAXCARRY=0 -DTAKEBACK
+check "planted: the cursor forgets an in-progress entry" fail -DBUG_SKIP_INPROGRESS
+check "planted: a completion does not check its attempt" fail -DBUG_NO_FENCE
+check "planted: an aborted claim keeps its entry" fail -DBUG_NO_GIVEBACK
+check "planted: a segment truncated once the cursor passed it" fail -DBUG_TRUNCATE_EARLY
+check "planted: a newer segment truncated before an older one" fail -DBUG_TRUNCATE_OUT_OF_ORDER
+check "planted: a carry appends a running job's entry, not its receipt" fail -DBUG_CARRY_WITHOUT_RECEIPT
+check "planted: a carry appends its rows after it read the job, unlocked" fail -DBUG_CARRY_UNLOCKED
+check "planted (as built): receipts in the current segment" fail -DROWS_WITH_ENTRY -DMAXCARRY=0 -DBUG_ROWS_IN_CURRENT
+check "planted (as built): a segment truncated once the cursor passed it" fail -DROWS_WITH_ENTRY -DMAXCARRY=0 -DBUG_TRUNCATE_EARLY
+check "planted (as built): a lane built again passes entries ahead of its cursor" fail -DROWS_WITH_ENTRY -DMAXCARRY=0 -DTAKEBACK -DBUG_REBUILD_PASSES_AHEAD
+
+wait
+for ((i = 1; i <= checks; i++)); do cat "$work/$i/result"; done >"$work/results"
+cat "$work/results"
+passed=$(grep -c '^ok ' "$work/results" || true)
+failed=$((checks - passed))
 echo "$passed passed, $failed failed"
 ((failed == 0))
