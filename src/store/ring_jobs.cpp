@@ -1078,7 +1078,8 @@ namespace {
 // through a lane, and a ring that cannot get one (the share held by rings
 // with running jobs) waits, so priorities get rings only while every ring
 // of the database could have a lane at once; past that their jobs stay
-// rows. Under the queue's lock (a drop of it waits) and pgq.job_log's
+// rows. Under the queue's lock (taken without waiting: a drop of it then
+// waits for the pass; a drop left open is not waited for) and pgq.job_log's
 // SHARE UPDATE EXCLUSIVE (held by the caller: no other ring is made
 // meanwhile, so the counts are exact).
 pg::Statement add_priority_ring = {
@@ -1116,7 +1117,13 @@ int GivePriorityRings(pg::SpiSession& spi, const std::vector<std::pair<int32, in
   }
   int made = 0;
   for (const auto& [queue_id, priority] : wanted) {
-    pg::LockQueueShared(queue_id);
+    // Not waited for: a transaction that holds the queue's lock exclusively
+    // (a drop_queue left open) would hold up the database's maintenance,
+    // every team's; asked again for the next pass.
+    if (!pg::TryLockQueueShared(queue_id)) {
+      pg::WantPriorityRing(pg::FindQueueSlot(queue_id), priority);
+      continue;
+    }
     pg::Params params;
     params.Set(0, Int32GetDatum(queue_id))
         .Set(1, Int32GetDatum(priority))
