@@ -325,4 +325,31 @@ SELECT l.outcome, count(*) AS closures FROM pgq.job_log l JOIN pgq.queues q ON q
 SELECT pgq.complete(:e1, 1) AS late_completion_lands, pgq.complete(:e2, 1) AS dead_one_does_not;
 SELECT queue, lease_expiries, dead_lettered FROM pgq.queue_counters() WHERE queue = 'ring_expiry';
 
+-- A ring job's history row is written into its segment's table by column
+-- name: a segment is a table of its own, whose attributes may be numbered
+-- otherwise than the parent's (one attached, or made after a column was
+-- dropped). Here the segment taking the queue's completions is replaced by
+-- one with its columns in reverse order.
+SELECT pgq.create_queue('ring_leaf', keep_completed => '1 hour');
+SELECT pgq.enqueue('ring_leaf', '{"n": "first"}') AS leaf1 \gset
+SELECT pgq.complete(id, attempt) AS completed FROM pgq.claim('ring_leaf', 1);
+SELECT segment AS leaf_segment FROM pgq.job_history WHERE id = :leaf1 \gset
+SELECT format('pgq.job_history_%s', :leaf_segment) AS leaf \gset
+ALTER TABLE pgq.job_history DETACH PARTITION :leaf;
+ALTER TABLE :leaf RENAME TO job_history_detached;
+SELECT format('CREATE TABLE %s (%s)', :'leaf',
+              string_agg(format('%I %s%s', a.attname, format_type(a.atttypid, a.atttypmod),
+                                CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END),
+                         ', ' ORDER BY a.attnum DESC)) AS create_leaf
+  FROM pg_attribute a
+ WHERE a.attrelid = 'pgq.job_history'::regclass AND a.attnum > 0 AND NOT a.attisdropped \gset
+:create_leaf;
+ALTER TABLE pgq.job_history ATTACH PARTITION :leaf FOR VALUES IN (:leaf_segment);
+SELECT pgq.enqueue('ring_leaf', '{"n": "second"}', priority => 0, max_attempts => 3) AS leaf2 \gset
+SELECT pgq.complete(id, attempt, '{"ok": true}') AS completed FROM pgq.claim('ring_leaf', 1);
+SELECT state, attempt, max_attempts, priority, payload, result, queue = 'ring_leaf' AS in_queue,
+       claimed_at <= finished_at AS claimed_before_finish, enqueued_at <= claimed_at AS enqueued_first
+  FROM pgq.job(:leaf2);
+SELECT count(*) AS in_the_reversed_segment FROM ONLY :leaf WHERE id = :leaf2;
+
 DROP EXTENSION pgq_cpp;

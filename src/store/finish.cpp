@@ -11,16 +11,25 @@
 // A late fail is accepted too (its error is kept, its backoff applies); both
 // then took a pending job, which they note as locked.
 #include <algorithm>
+#include <memory>
+#include <optional>
 
 #include "core/backoff.h"
 #include "pg/args.h"
+#include "pg/invalidation.h"
 #include "pg/ledger.h"
+#include "pg/row_insert.h"
 #include "pg/settings.h"
 #include "store/internal.h"
+#include "store/retention.h"
 #include "store/ring_jobs.h"
 
 extern "C" {
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "utils/array.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 }
 
 namespace pgq::store {
@@ -193,35 +202,97 @@ SELECT q.backoff_base, q.backoff_max FROM pgq.job_rows j JOIN pgq.queues q USING
                                 {INT8OID},
                                 nullptr};
 
-// The history rows of completed ring jobs of one queue, from their
-// entries (KeepSql's rows, without the keys, error and progress a ring job
-// has none of): $1 queue, $2 now, $3 result, $4 $5 the queues that keep
-// history and their segments (a queue that no longer keeps it gets none),
-// $6-$13 the jobs' columns as arrays.
-pg::Statement& keep_ring_history() {
-  static BuiltStatement statement{
-      R"sql(
-WITH d AS (
-  SELECT c.id, $1::int4 AS queue_id, c.attempt, c.max_attempts, c.priority, c.run_at,
-         c.enqueued_at, c.claimed_at, NULL::text AS dedupe_key, NULL::text AS group_key,
-         NULL::text AS last_error, NULL::jsonb AS progress, c.payload
-    FROM ROWS FROM (pg_catalog.unnest($6::int8[]), pg_catalog.unnest($7::int4[]),
-                    pg_catalog.unnest($8::int4[]), pg_catalog.unnest($9::int4[]),
-                    pg_catalog.unnest($10::timestamptz[]), pg_catalog.unnest($11::timestamptz[]),
-                    pg_catalog.unnest($12::timestamptz[]), pg_catalog.unnest($13::jsonb[]))
-         AS c(id, attempt, max_attempts, priority, run_at, enqueued_at, claimed_at, payload)))sql" +
-          KeepSql("$2", "$3", "$4", "$5"),
-      {INT4OID, TIMESTAMPTZOID, JSONBOID, INT4ARRAYOID, INT2ARRAYOID, INT8ARRAYOID, INT4ARRAYOID,
-       INT4ARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID,
-       JSONBARRAYOID}};
-  return statement.get();
+// The columns of a history row, as KeepSql lists them.
+enum HistoryColumn {
+  kHistoryId,
+  kHistoryQueueId,
+  kHistoryAttempt,
+  kHistoryMaxAttempts,
+  kHistoryPriority,
+  kHistoryRunAt,
+  kHistoryEnqueuedAt,
+  kHistoryClaimedAt,
+  kHistoryFinishedAt,
+  kHistoryDedupeKey,
+  kHistoryGroupKey,
+  kHistoryLastError,
+  kHistoryProgress,
+  kHistoryResult,
+  kHistoryPayload,
+  kHistorySegment,
+  kHistoryColumns
+};
+constexpr const char* kHistoryColumnNames[kHistoryColumns] = {
+    "id",          "queue_id",   "attempt",     "max_attempts", "priority",  "run_at",
+    "enqueued_at", "claimed_at", "finished_at", "dedupe_key",   "group_key", "last_error",
+    "progress",    "result",     "payload",     "segment"};
+
+// A segment of pgq.job_history: its table (pgq.job_history_<segment>) and
+// where each history column sits in it (a segment's attributes are its own:
+// one made after a column of the parent was dropped has no slot for it).
+struct HistoryLeaf {
+  Oid relid = InvalidOid;
+  int natts = 0;
+  AttrNumber column[kHistoryColumns] = {};
+};
+
+// Found on first use, again after any change of a relation's definition
+// (as store/catalog.h's oids).
+const HistoryLeaf& HistoryLeafOf(int16 segment) {
+  static HistoryLeaf leaves[internal::kKeptSegment];
+  static pg::CacheEpoch probed{pg::invalidation::kAnyRelation | pg::invalidation::kSchema};
+  if (!probed.Valid()) {
+    const uint64 begun = probed.Begin();
+    for (HistoryLeaf& leaf : leaves) leaf = HistoryLeaf{};
+    probed.Mark(begun);
+  }
+  if (segment < 0 || segment >= internal::kKeptSegment) {
+    pg::Raise(ERRCODE_INTERNAL_ERROR,
+              "no segment " + std::to_string(segment) + " of pgq.job_history");
+  }
+  HistoryLeaf& leaf = leaves[segment];
+  if (OidIsValid(leaf.relid)) return leaf;
+  const std::string name = "job_history_" + std::to_string(segment);
+  HistoryLeaf found = pg::Guard([&name] {
+    HistoryLeaf read{};
+    const Oid schema = get_namespace_oid("pgq", true);
+    if (!OidIsValid(schema)) return read;
+    const Oid relid = get_relname_relid(name.c_str(), schema);
+    if (!OidIsValid(relid)) return read;
+    HeapTuple relation = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+    if (!HeapTupleIsValid(relation)) return read;
+    read.natts = reinterpret_cast<Form_pg_class>(GETSTRUCT(relation))->relnatts;
+    ReleaseSysCache(relation);
+    for (int c = 0; c < kHistoryColumns; ++c) {
+      read.column[c] = get_attnum(relid, kHistoryColumnNames[c]);
+      if (read.column[c] <= 0 || read.column[c] > read.natts) return HistoryLeaf{};
+    }
+    read.relid = relid;
+    return read;
+  });
+  if (!OidIsValid(found.relid)) {
+    pg::Raise(ERRCODE_INTERNAL_ERROR,
+              "pgq." + name + " is missing or not a segment of pgq.job_history");
+  }
+  leaf = found;
+  return leaf;
 }
 
-Datum ArrayOf(std::vector<Datum>& values, Oid type, int length, bool by_value, char align) {
-  return pg::Guard([&] {
-    return PointerGetDatum(construct_array(values.data(), static_cast<int>(values.size()), type,
-                                           length, by_value, align));
-  });
+// The segment of pgq.job_history that takes the completions of `queue_id`
+// (target.keeping is ordered by queue id), if the queue keeps history.
+std::optional<int16> HistorySegmentOf(const internal::HistoryTarget& target, int32 queue_id) {
+  ArrayType* keeping = DatumGetArrayTypeP(target.keeping);
+  ArrayType* segments = DatumGetArrayTypeP(target.segments);
+  const int n = ArrayGetNItems(ARR_NDIM(keeping), ARR_DIMS(keeping));
+  if (ARR_HASNULL(keeping) || ARR_HASNULL(segments) ||
+      ArrayGetNItems(ARR_NDIM(segments), ARR_DIMS(segments)) != n) {
+    pg::Raise(ERRCODE_INTERNAL_ERROR,
+              "the queues that keep history and their segments do not match");
+  }
+  const int32* ids = reinterpret_cast<const int32*>(ARR_DATA_PTR(keeping));
+  const int32* found = std::lower_bound(ids, ids + n, queue_id);
+  if (found == ids + n || *found != queue_id) return std::nullopt;
+  return reinterpret_cast<const int16*>(ARR_DATA_PTR(segments))[found - ids];
 }
 
 pg::Statement backoff_of_queue = {
@@ -292,36 +363,35 @@ void KeepRingHistory(pg::SpiSession& spi, int32 queue_id, const std::vector<Ring
   if (kept.empty()) return;
   const HistoryTarget& target = CompletionTarget(spi);
   if (target.variant != 2) return;  // no queue keeps history (any more)
-  const size_t n = kept.size();
-  std::vector<Datum> ids(n), attempts(n), max_attempts(n), priorities(n), run_ats(n),
-      enqueued_ats(n), claimed_ats(n), payloads(n);
-  for (size_t i = 0; i < n; ++i) {
-    ids[i] = Int64GetDatum(kept[i].entry.id);
-    attempts[i] = Int32GetDatum(kept[i].attempt);
-    max_attempts[i] = Int32GetDatum(kept[i].entry.max_attempts);
-    priorities[i] = Int32GetDatum(kept[i].entry.priority);
-    run_ats[i] = TimestampTzGetDatum(kept[i].entry.run_at);
-    enqueued_ats[i] = TimestampTzGetDatum(kept[i].entry.enqueued_at);
-    claimed_ats[i] = TimestampTzGetDatum(kept[i].claimed_at);
-    payloads[i] = kept[i].entry.payload;
+  const std::optional<int16> segment = HistorySegmentOf(target, queue_id);
+  if (!segment) return;  // not this queue (any more)
+  // KeepSql's row, written into the segment's table without a statement
+  // (an INSERT through the partitioned parent cost a plan's set-up and the
+  // routing of each execution: two thirds of a completion's time).
+  const HistoryLeaf& leaf = HistoryLeafOf(*segment);
+  std::vector<Datum> values(static_cast<size_t>(leaf.natts));
+  std::unique_ptr<bool[]> nulls(new bool[static_cast<size_t>(leaf.natts)]);
+  auto set = [&](HistoryColumn column, Datum value) {
+    values[leaf.column[column] - 1] = value;
+    nulls[leaf.column[column] - 1] = false;
+  };
+  pg::RowInserter inserter(leaf.relid);
+  for (const RingCompletion& job : kept) {
+    std::fill(nulls.get(), nulls.get() + leaf.natts, true);
+    set(kHistoryId, Int64GetDatum(job.entry.id));
+    set(kHistoryQueueId, Int32GetDatum(queue_id));
+    set(kHistoryAttempt, Int32GetDatum(job.attempt));
+    set(kHistoryMaxAttempts, Int32GetDatum(job.entry.max_attempts));
+    set(kHistoryPriority, Int32GetDatum(job.entry.priority));
+    set(kHistoryRunAt, TimestampTzGetDatum(job.entry.run_at));
+    set(kHistoryEnqueuedAt, TimestampTzGetDatum(job.entry.enqueued_at));
+    set(kHistoryClaimedAt, TimestampTzGetDatum(job.claimed_at));
+    set(kHistoryFinishedAt, TimestampTzGetDatum(now));
+    if (result != 0) set(kHistoryResult, result);
+    set(kHistoryPayload, job.entry.payload);
+    set(kHistorySegment, Int16GetDatum(*segment));
+    inserter.Insert(values.data(), nulls.get());
   }
-  pg::Params params;
-  params.Set(0, Int32GetDatum(queue_id))
-      .Set(1, TimestampTzGetDatum(now))
-      .SetOptional(2, result == 0, result)
-      .Set(3, target.keeping)
-      .Set(4, target.segments)
-      .Set(5, ArrayOf(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE))
-      .Set(6, ArrayOf(attempts, INT4OID, sizeof(int32), true, TYPALIGN_INT))
-      .Set(7, ArrayOf(max_attempts, INT4OID, sizeof(int32), true, TYPALIGN_INT))
-      .Set(8, ArrayOf(priorities, INT4OID, sizeof(int32), true, TYPALIGN_INT))
-      .Set(9, ArrayOf(run_ats, TIMESTAMPTZOID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE))
-      .Set(10,
-           ArrayOf(enqueued_ats, TIMESTAMPTZOID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE))
-      .Set(11,
-           ArrayOf(claimed_ats, TIMESTAMPTZOID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE))
-      .Set(12, ArrayOf(payloads, JSONBOID, -1, false, TYPALIGN_INT));
-  (void)spi.Execute(keep_ring_history(), params);
 }
 
 }  // namespace internal
