@@ -38,6 +38,24 @@ SELECT pgq.create_queue('mail');
 SELECT pgq.enqueue('mail', '{"m": "ann-mail"}', group_key => 'ann') AS ann_mail \gset
 SELECT state FROM pgq.jobs WHERE id = :ann_mail;
 
+-- A group with a deep backlog (one tenant's import under one key): when its
+-- head leaves, the room the group has is read through jobs_group_live_idx
+-- (its pending and running jobs), not by passing every waiting job (each
+-- completion read the whole backlog through jobs_group_idx).
+SELECT pgq.create_queue('import');
+SELECT count(*) AS enqueued
+  FROM (SELECT pgq.enqueue('import', '{}', group_key => 'tenant') FROM generate_series(1, 500)) e;
+SELECT id AS head, attempt AS head_attempt FROM pgq.claim('import', 1) \gset
+SELECT pg_stat_force_next_flush();
+SELECT idx_scan AS live_scans FROM pg_stat_user_indexes
+ WHERE schemaname = 'pgq' AND indexrelname = 'jobs_group_live_idx' \gset
+SELECT pgq.complete(:head, :head_attempt);
+SELECT pg_stat_force_next_flush();
+SELECT idx_scan > :live_scans AS room_read_through_the_live_index FROM pg_stat_user_indexes
+ WHERE schemaname = 'pgq' AND indexrelname = 'jobs_group_live_idx';
+SELECT j.state, count(*) FROM pgq.jobs j JOIN pgq.queues q USING (queue_id)
+ WHERE q.name = 'import' GROUP BY j.state ORDER BY j.state;
+
 SELECT reason, payload->>'m' AS m FROM pgq.dead_jobs ORDER BY id;
 
 DROP EXTENSION pgq_cpp;

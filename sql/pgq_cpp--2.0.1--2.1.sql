@@ -19,6 +19,13 @@ COMMENT ON FUNCTION pgq.compact_jobs() IS
     'rewrites pgq.job_rows now if it is worth it (ADR 0008); owner of pgq.job_rows or superuser';
 COMMENT ON TABLE pgq.job_rows IS 'the jobs kept as rows, every job not on a ring: pending, waiting and running (finished jobs leave it); pgq.jobs shows them with the rings'' jobs';
 
+-- A group's jobs that hold a place in it (pending or running): the room it
+-- has when one leaves (store/groups.cpp), found without reading its
+-- waiting jobs (through jobs_group_idx, a group with a deep backlog made
+-- every completion of it read the whole backlog).
+CREATE INDEX jobs_group_live_idx ON pgq.job_rows (queue_id, group_key)
+    WHERE group_key IS NOT NULL AND state OPERATOR(pg_catalog.=) ANY ('{p,r}'::pg_catalog."char"[]);
+
 -- ---------------------------------------------------------------------------
 -- What a role may read about its own queues (read surfaces).
 -- ---------------------------------------------------------------------------
@@ -129,6 +136,7 @@ COMMENT ON FUNCTION pgq.purge_dead_job(bigint) IS
 -- holds no right on are left out. The parents of a job are found by
 -- child_id: an index for it (before, only the primary key's parent_id).
 CREATE INDEX job_dependencies_child_idx ON pgq.job_dependencies (child_id);
+
 CREATE FUNCTION pgq.job_dependencies(
     id bigint, max integer DEFAULT 100,
     OUT direction text, OUT job_id bigint, OUT queue text, OUT state text)

@@ -156,6 +156,12 @@ CREATE UNIQUE INDEX jobs_dedupe_idx ON pgq.job_rows (queue_id, dedupe_key)
 -- A group's jobs in enqueue order: who is next when the head leaves.
 CREATE INDEX jobs_group_idx ON pgq.job_rows (queue_id, group_key, id)
     WHERE group_key IS NOT NULL;
+-- A group's jobs that hold a place in it (pending or running): the room it
+-- has when one leaves (store/groups.cpp), found without reading its
+-- waiting jobs (through jobs_group_idx, a group with a deep backlog made
+-- every completion of it read the whole backlog).
+CREATE INDEX jobs_group_live_idx ON pgq.job_rows (queue_id, group_key)
+    WHERE group_key IS NOT NULL AND state OPERATOR(pg_catalog.=) ANY ('{p,r}'::pg_catalog."char"[]);
 -- Jobs that wait (behind their FIFO group's head, or for their parents) by
 -- queue and state: pgq.queue_overview counts them without reading the
 -- table. Only waiting jobs are in it.
