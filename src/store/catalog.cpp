@@ -42,6 +42,11 @@ const Catalog& InstalledCatalog() {
       c.max_attempts = get_attnum(jobs, "max_attempts");
       c.enqueued_at = get_attnum(jobs, "enqueued_at");
       c.payload = get_attnum(jobs, "payload");
+      c.last_error = get_attnum(jobs, "last_error");
+      c.has_dependents = get_attnum(jobs, "has_dependents");
+      c.claimed_at = get_attnum(jobs, "claimed_at");
+      c.claimed_by = get_attnum(jobs, "claimed_by");
+      c.lease_until = get_attnum(jobs, "lease_until");
     }
     found.running_index = get_relname_relid("jobs_lease_idx", schema);
     found.ready_index = get_relname_relid("jobs_ready_idx", schema);

@@ -281,44 +281,21 @@ SELECT q.queue_id, q.max_attempts, q.group_concurrency, q.dedupe_periods,
 // Most jobs have neither a dedupe key nor a group: their row is built here
 // and inserted without an INSERT statement (pg/row_insert.h), which is a
 // third of what such an enqueue costs. The columns not set are NULL.
-constexpr int kMaxJobColumns = 32;
-
 int64 InsertPlain(pg::SpiSession& spi, const Queue& queue, const NewJob& job,
                   const Catalog& catalog) {
-  const JobColumns& c = catalog.job_columns;
-  Datum values[kMaxJobColumns] = {};
-  bool nulls[kMaxJobColumns];
-  std::fill(nulls, nulls + c.natts, true);
-  const auto set = [&](AttrNumber column, Datum value) {
-    values[column - 1] = value;
-    nulls[column - 1] = false;
-  };
   pg::RequireInsertAllowed();  // before the id is drawn, as an INSERT would
-  const int64 id = pg::Guard([&] { return nextval_internal(catalog.job_id_seq, false); });
-  set(c.id, Int64GetDatum(id));
-  set(c.queue_id, Int32GetDatum(queue.id));
-  set(c.state, CharGetDatum('p'));
-  set(c.priority, Int32GetDatum(job.priority));
-  set(c.run_at, TimestampTzGetDatum(job.run_at));
-  set(c.attempt, Int32GetDatum(0));
-  set(c.max_attempts, Int32GetDatum(job.max_attempts));
-  set(c.enqueued_at, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()));
-  set(c.payload, job.payload);
-  pg::InsertRow(catalog.jobs, values, nulls);
-  internal::AnnounceJobs(spi, queue, core::ClaimKey{job.priority, job.run_at, id});
-  return id;
-}
-
-// Whether the installed pgq.job_rows has every column InsertPlain sets.
-bool CanInsertPlain(const Catalog& catalog) {
-  const JobColumns& c = catalog.job_columns;
-  if (!OidIsValid(catalog.jobs) || !OidIsValid(catalog.job_id_seq)) return false;
-  if (c.natts <= 0 || c.natts > kMaxJobColumns) return false;
-  for (const AttrNumber column : {c.id, c.queue_id, c.state, c.priority, c.run_at, c.attempt,
-                                  c.max_attempts, c.enqueued_at, c.payload}) {
-    if (column <= 0 || column > c.natts) return false;
-  }
-  return true;
+  internal::JobRow row;
+  row.id = pg::Guard([&] { return nextval_internal(catalog.job_id_seq, false); });
+  row.queue_id = queue.id;
+  row.priority = job.priority;
+  row.run_at = job.run_at;
+  row.attempt = 0;
+  row.max_attempts = job.max_attempts;
+  row.enqueued_at = GetCurrentTransactionStartTimestamp();
+  row.payload = job.payload;
+  internal::InsertJobRow(catalog, row);
+  internal::AnnounceJobs(spi, queue, core::ClaimKey{job.priority, job.run_at, row.id});
+  return row.id;
 }
 
 // A job with parents: waiting, then its rows in pgq.job_dependencies. Not
@@ -393,7 +370,7 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
       return id;
     }
   }
-  if (!has_dedupe && !has_group && CanInsertPlain(catalog)) {
+  if (!has_dedupe && !has_group && internal::CanInsertJobRow(catalog)) {
     return InsertPlain(spi, queue, job, catalog);
   }
   // Only a queue that ever had a job with a dedupe period can hold a key
@@ -443,6 +420,48 @@ pg::Params& SetJobParams(pg::Params& params, const Queue& queue, const NewJob& j
       .Set(5, Int32GetDatum(job.max_attempts))
       .SetOptional(6, job.group_key == 0, job.group_key)
       .SetOptional(7, job.dedupe_for == 0, job.dedupe_for);
+}
+
+// The most columns pgq.job_rows may have (its own and dropped ones) for
+// InsertJobRow.
+constexpr int kMaxJobColumns = 32;
+
+bool CanInsertJobRow(const Catalog& catalog) {
+  const JobColumns& c = catalog.job_columns;
+  if (!OidIsValid(catalog.jobs) || !OidIsValid(catalog.job_id_seq)) return false;
+  if (c.natts <= 0 || c.natts > kMaxJobColumns) return false;
+  for (const AttrNumber column :
+       {c.id, c.queue_id, c.state, c.priority, c.run_at, c.attempt, c.max_attempts, c.enqueued_at,
+        c.payload, c.last_error, c.has_dependents, c.claimed_at, c.claimed_by, c.lease_until}) {
+    if (column <= 0 || column > c.natts) return false;
+  }
+  return true;
+}
+
+void InsertJobRow(const Catalog& catalog, const JobRow& row) {
+  const JobColumns& c = catalog.job_columns;
+  Datum values[kMaxJobColumns] = {};
+  bool nulls[kMaxJobColumns];
+  std::fill(nulls, nulls + c.natts, true);
+  const auto set = [&](AttrNumber column, Datum value) {
+    values[column - 1] = value;
+    nulls[column - 1] = false;
+  };
+  set(c.id, Int64GetDatum(row.id));
+  set(c.queue_id, Int32GetDatum(row.queue_id));
+  set(c.state, CharGetDatum('p'));
+  set(c.priority, Int32GetDatum(row.priority));
+  set(c.run_at, TimestampTzGetDatum(row.run_at));
+  set(c.attempt, Int32GetDatum(row.attempt));
+  set(c.max_attempts, Int32GetDatum(row.max_attempts));
+  set(c.enqueued_at, TimestampTzGetDatum(row.enqueued_at));
+  set(c.payload, row.payload);
+  if (row.last_error != 0) set(c.last_error, row.last_error);
+  if (row.has_dependents) set(c.has_dependents, BoolGetDatum(true));
+  if (row.claimed_at) set(c.claimed_at, TimestampTzGetDatum(*row.claimed_at));
+  if (row.claimed_by != 0) set(c.claimed_by, Int32GetDatum(row.claimed_by));
+  if (row.lease_until) set(c.lease_until, TimestampTzGetDatum(*row.lease_until));
+  pg::InsertRow(catalog.jobs, values, nulls);
 }
 
 }  // namespace internal

@@ -1,10 +1,12 @@
 // What the files of the jobs store share, and nothing outside it uses.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pg/job_ring.h"
+#include "store/catalog.h"
 #include "store/jobs.h"
 
 namespace pgq::store::internal {
@@ -21,6 +23,30 @@ using BuiltStatement = pg::BuiltStatement;
 // `extra_columns` (", dedupe_for" ...) follow payload in the column list.
 std::string InsertJobsSql(std::string_view before, std::string_view rows,
                           std::string_view conflict = {}, std::string_view extra_columns = {});
+
+// A pending row of pgq.job_rows built here and inserted without a
+// statement (pg/row_insert.h: a statement's set-up was a third of an
+// enqueue's cost): a new plain job's, or a ring job's next claim (a retry,
+// a release or snooze, a lease that ended). Unset columns are NULL.
+struct JobRow {
+  int64 id = 0;
+  int32 queue_id = 0;
+  int32 priority = 0;
+  TimestampTz run_at = 0;
+  int32 attempt = 0;
+  int32 max_attempts = 0;
+  TimestampTz enqueued_at = 0;
+  Datum payload = 0;
+  Datum last_error = 0;         // 0: NULL
+  bool has_dependents = false;  // false: NULL
+  std::optional<TimestampTz> claimed_at;
+  int32 claimed_by = 0;  // 0: NULL
+  std::optional<TimestampTz> lease_until;
+};
+// Whether the installed pgq.job_rows has every column JobRow sets (the
+// catalog of the library's version has).
+bool CanInsertJobRow(const Catalog& catalog);
+void InsertJobRow(const Catalog& catalog, const JobRow& row);
 
 // The moves into pgq.dead_jobs: `deleted` is a DELETE ... RETURNING * of
 // pgq.job_rows, whose rows are buried with `last_error`, `reason` and `died_at`

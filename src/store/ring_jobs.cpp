@@ -162,22 +162,6 @@ VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, NULL, NULL, NULL, $8, $9, $10, $11, $12
   return statement.get();
 }
 
-// A failed ring job's next attempt, pending in pgq.job_rows until $4 (the
-// rows InsertJobsSql makes, as enqueue's): $1 id, $2 queue, $3 priority,
-// $4 run_at, $5 the attempts spent, $6 max_attempts, $7 enqueued_at, $8
-// last_error, $9 payload, $10 has_dependents (NULL: none), $11 $12 the
-// last claim's time and claimer (a row's failure keeps them too), $13
-// lease_until (kept by an expiry, for a late completion; else NULL).
-pg::Statement& retry_job() {
-  static internal::BuiltStatement statement{
-      internal::InsertJobsSql("", R"sql(
-VALUES ($1, $2, 'p', $3, $4, $5, $6, $7, NULL, NULL, $8, $9, $10, $11, $12, $13))sql",
-                              "", ", has_dependents, claimed_at, claimed_by, lease_until"),
-      {INT8OID, INT4OID, INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID,
-       JSONBOID, BOOLOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}};
-  return statement.get();
-}
-
 // A ring job whose attempts are spent, into dead-letter (BurySql's columns
 // of a row): $1 id, $2 queue, $3 payload, $4 attempt, $5 priority, $6
 // max_attempts, $7 enqueued_at, $8 last_error, $9 now; the reason a
@@ -698,23 +682,28 @@ bool Leave(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int3
 // Its next claim, a pending row of pgq.job_rows due at `run_at`, with
 // `spent` attempts spent and `error` (0: none) as last_error; the claim
 // hints told (`wake`: its queue's waiting claims woken at commit).
-void Requeue(pg::SpiSession& spi, const pg::job_ring::Lease& lease, const Left& left, int32 spent,
-             TimestampTz run_at, Datum error, bool wake, bool keep_lease = false) {
-  pg::Params params;
-  params.Set(0, Int64GetDatum(left.entry.id))
-      .Set(1, Int32GetDatum(lease.queue_id))
-      .Set(2, Int32GetDatum(left.entry.priority))
-      .Set(3, TimestampTzGetDatum(run_at))
-      .Set(4, Int32GetDatum(spent))
-      .Set(5, Int32GetDatum(left.entry.max_attempts))
-      .Set(6, TimestampTzGetDatum(left.entry.enqueued_at))
-      .SetOptional(7, error == 0, error)
-      .Set(8, left.entry.payload)
-      .SetOptional(9, !left.has_dependents, BoolGetDatum(true))
-      .Set(10, TimestampTzGetDatum(lease.claimed_at))
-      .SetOptional(11, lease.claimed_by == 0, Int32GetDatum(lease.claimed_by))
-      .SetOptional(12, !keep_lease, TimestampTzGetDatum(lease.lease_until));
-  internal::NotePendingAgain(spi.Execute(retry_job(), params), wake);
+void Requeue(const pg::job_ring::Lease& lease, const Left& left, int32 spent, TimestampTz run_at,
+             Datum error, bool wake, bool keep_lease = false) {
+  const Catalog& catalog = InstalledCatalog();
+  if (!internal::CanInsertJobRow(catalog)) {
+    pg::Raise(ERRCODE_INTERNAL_ERROR, "pgq.job_rows lacks a column of this version");
+  }
+  internal::JobRow row;
+  row.id = left.entry.id;
+  row.queue_id = lease.queue_id;
+  row.priority = left.entry.priority;
+  row.run_at = run_at;
+  row.attempt = spent;
+  row.max_attempts = left.entry.max_attempts;
+  row.enqueued_at = left.entry.enqueued_at;
+  row.payload = left.entry.payload;
+  row.last_error = error;
+  row.has_dependents = left.has_dependents;
+  row.claimed_at = lease.claimed_at;
+  row.claimed_by = lease.claimed_by;
+  if (keep_lease) row.lease_until = lease.lease_until;
+  internal::InsertJobRow(catalog, row);
+  pg::ledger::NotePending(lease.queue_id, core::ClaimKey{row.priority, row.run_at, row.id}, wake);
 }
 
 // Its dead-letter row, its dependents failed with it.
@@ -744,7 +733,7 @@ FailOutcome Fail(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
   pg::ledger::NoteCount(lease.queue_id, pg::kFailures, 1);
   if (attempt < left.entry.max_attempts) {
     // Due later: no wake-up now, but the claim hint must come back to it.
-    Requeue(spi, lease, left, attempt, pg::AddMicros(now, retry_in_us, "retry_in"), error,
+    Requeue(lease, left, attempt, pg::AddMicros(now, retry_in_us, "retry_in"), error,
             retry_in_us == 0);
     return FailOutcome::kRetry;
   }
@@ -765,7 +754,7 @@ bool GiveBack(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, i
   Left left;
   const TimestampTz now = pg::Now();
   if (!Leave(spi, lease, id, attempt, run_at ? 's' : 'r', now, &left)) return false;
-  Requeue(spi, lease, left, attempt - 1, run_at.value_or(left.entry.run_at), 0, wake);
+  Requeue(lease, left, attempt - 1, run_at.value_or(left.entry.run_at), 0, wake);
   return true;
 }
 
@@ -805,7 +794,7 @@ Expired ExpireOnRings(pg::SpiSession& spi, TimestampTz now, int32 batch) {
     if (lease.attempt < left.entry.max_attempts) {
       // In its old place in the claim order, at once; its lease_until kept
       // (the marker that lets a late completion of the expired claim land).
-      Requeue(spi, lease, left, lease.attempt, left.entry.run_at, error, true, true);
+      Requeue(lease, left, lease.attempt, left.entry.run_at, error, true, true);
       ++expired.requeued;
     } else {
       Bury(spi, lease, left, id, lease.attempt, error, DeathOf::kExpired, now);
