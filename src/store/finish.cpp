@@ -367,7 +367,7 @@ void KeepRingHistory(pg::SpiSession& spi, int32 queue_id, const std::vector<Ring
   if (!segment) return;  // not this queue (any more)
   // KeepSql's row, written into the segment's table without a statement
   // (an INSERT through the partitioned parent cost a plan's set-up and the
-  // routing of each execution: two thirds of a completion's time).
+  // routing of each execution: half of a history-keeping claim+complete).
   const HistoryLeaf& leaf = HistoryLeafOf(*segment);
   std::vector<Datum> values(static_cast<size_t>(leaf.natts));
   std::unique_ptr<bool[]> nulls(new bool[static_cast<size_t>(leaf.natts)]);
