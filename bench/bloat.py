@@ -63,9 +63,10 @@ READ_SQL = {
 }
 
 # Sizes: pg_total_relation_size (heap, TOAST, indexes). pgq: every table of the
-# schema but pgq.queues and the rings' segments (the tables reset() empties),
-# with pgq.jobs and pgq.finished also on their own, so a change of storage
-# layout is still counted. pgqr: the same tables plus the ring's segments (the
+# schema but pgq.queues (the tables reset() empties), the rings' segments
+# included, with its job storage (pgq.job_rows and the segments) and
+# pgq.finished also on their own, so a change of storage layout is still
+# counted. pgqr: the same tables plus the ring's segments (the
 # partitions pgq.job_log_<ring>_<n>), the segments on their own as its "jobs"
 # (pgq.jobs is in its "other": a ring queue's plain jobs never go there here).
 # The last two columns: dead tuples (pg_stat_user_tables.n_dead_tup) of the job
@@ -81,11 +82,17 @@ SIZE_SQL = {
     "baseline": "SELECT pg_total_relation_size('bench_jobs'), pg_total_relation_size('bench_jobs'), "
                 "0::bigint, (SELECT count(*) FROM bench_jobs), "
                 "(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'bench_jobs'::regclass), 0::bigint",
-    "pgq": f"SELECT {PGQ_TABLES_SIZE}, "
-           "coalesce(pg_total_relation_size(to_regclass('pgq.job_rows')), 0), "
+    # Since release 3.0 the queue 'bench' keeps its plain jobs on a ring too:
+    # its job storage is pgq.job_rows and the rings' segments (until
+    # 2026-12-06 the segments were left out of pgq's size).
+    "pgq": f"SELECT {PGQ_TABLES_SIZE} + (SELECT coalesce(sum(pg_total_relation_size(oid)), 0)::bigint FROM ({RING_SEGMENTS}) r), "
+           "coalesce(pg_total_relation_size(to_regclass('pgq.job_rows')), 0) "
+           f"  + (SELECT coalesce(sum(pg_total_relation_size(oid)), 0)::bigint FROM ({RING_SEGMENTS}) r), "
            "coalesce(pg_total_relation_size(to_regclass('pgq.finished')), 0), "
            "(SELECT count(*) FROM pgq.jobs), "
-           "(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'pgq.job_rows'::regclass), 0::bigint",
+           "(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'pgq.job_rows'::regclass) "
+           f"  + (SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables WHERE relid IN (SELECT oid FROM ({RING_SEGMENTS}) r)), "
+           "0::bigint",
     "pgqr": f"SELECT {PGQ_TABLES_SIZE} + (SELECT coalesce(sum(pg_total_relation_size(oid)), 0)::bigint FROM ({RING_SEGMENTS}) r), "
             f"(SELECT coalesce(sum(pg_total_relation_size(oid)), 0)::bigint FROM ({RING_SEGMENTS}) r), "
             "coalesce(pg_total_relation_size(to_regclass('pgq.finished')), 0), "

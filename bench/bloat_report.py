@@ -180,9 +180,9 @@ def workload_text(h):
             f"claiming + completing 1 job at a time (2 ms sleep after an empty claim), "
             f"synchronous_commit = on. Latency = the claim statement's round trip as seen by the "
             f"consumer, claims that returned a job. Size = pg_total_relation_size at the end of the "
-            f"interval (baseline: bench_jobs; pgq: pgq.jobs + pgq.finished + the other tables of "
-            f"schema pgq but pgq.queues; the ring queue, where measured: the same plus its ring's "
-            f"segments, the partitions pgq.job_log_<ring>_<n>).")
+            f"interval (baseline: bench_jobs; pgq and the ring queue, where measured: every table "
+            f"of schema pgq but pgq.queues, the rings' segments (the partitions "
+            f"pgq.job_log_<ring>_<n>) included; pgq's \"jobs\" are pgq.job_rows and the segments).")
 
 
 def drain_section(L, db, dp, dr=None):
