@@ -281,11 +281,18 @@ const HistoryLeaf& HistoryLeafOf(int16 segment) {
 // The segment of pgq.job_history that takes the completions of `queue_id`
 // (target.keeping is ordered by queue id), if the queue keeps history.
 std::optional<int16> HistorySegmentOf(const internal::HistoryTarget& target, int32 queue_id) {
-  ArrayType* keeping = DatumGetArrayTypeP(target.keeping);
-  ArrayType* segments = DatumGetArrayTypeP(target.segments);
-  const int n = ArrayGetNItems(ARR_NDIM(keeping), ARR_DIMS(keeping));
-  if (ARR_HASNULL(keeping) || ARR_HASNULL(segments) ||
-      ArrayGetNItems(ARR_NDIM(segments), ARR_DIMS(segments)) != n) {
+  // A detoast and ArrayGetNItems may raise: guarded, the callers' frames
+  // hold C++ objects.
+  ArrayType* keeping = nullptr;
+  ArrayType* segments = nullptr;
+  int n = 0, segment_count = 0;
+  pg::Guard([&] {
+    keeping = DatumGetArrayTypeP(target.keeping);
+    segments = DatumGetArrayTypeP(target.segments);
+    n = ArrayGetNItems(ARR_NDIM(keeping), ARR_DIMS(keeping));
+    segment_count = ArrayGetNItems(ARR_NDIM(segments), ARR_DIMS(segments));
+  });
+  if (ARR_HASNULL(keeping) || ARR_HASNULL(segments) || segment_count != n) {
     pg::Raise(ERRCODE_INTERNAL_ERROR,
               "the queues that keep history and their segments do not match");
   }
