@@ -9,6 +9,11 @@
 # Each test starts its own clusters on free ports that Cluster.pm picks
 # (never 5432) and stops them when it ends. Node logs are kept in
 # $PGQ_TAP_DIR/tmp_check/log; on failure their tails are printed.
+# Two test files run at a time (PGQ_TAP_JOBS, default 2; 1 runs them one
+# after the other): they wait on restarts, checkpoints and standbys more
+# than they compute (333 s one at a time, 212 s two at a time, on 2 cores),
+# and Cluster.pm reserves the ports it picks (015_streams' fixed ones are
+# outside its range).
 # (The Makefile has no TAP_TESTS: `make installcheck` in scripts/regress.sh
 # would then run these too.)
 source "$(dirname "$0")/lib.sh"
@@ -63,7 +68,7 @@ start=$SECONDS
 # (as_pg runs it from /: env -C runs prove in the copy, where the test paths are.)
 as_pg env -C "$work" PATH="$PG_BIN:$PATH" TESTDIR="$work" PG_REGRESS="$pg_regress" \
   PERL5LIB="$perl_dir${PERL5LIB:+:$PERL5LIB}" \
-  timeout --kill-after=10 "${PGQ_TAP_TIMEOUT:-600}" prove -v --merge "${tests[@]}" 2>&1 9<&- || status=$?
+  timeout --kill-after=10 "${PGQ_TAP_TIMEOUT:-600}" prove -j "${PGQ_TAP_JOBS:-2}" -v --merge "${tests[@]}" 2>&1 9<&- || status=$?
 say "TAP tests took $((SECONDS - start)) s (prove exit status $status)"
 
 # On failure, the end of every server log, without the statements that

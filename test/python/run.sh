@@ -21,5 +21,8 @@ as_pg "$PG_BIN/createdb" -h "$dir" -p "$port" -U postgres "$db"
 
 cd "$PGQ_ROOT"
 # Debian's python3 has python3-psycopg; a python3 earlier on PATH (pyenv) may not.
+# The timeout is a bound against a hang, not a speed check: the suite takes
+# 4-5 minutes on a 2-core machine, and a run that took 5.0 (CI, a slow
+# moment) was cut off at the 300 s this bound used to be.
 PGQ_TEST_DSN="host=$dir port=$port user=postgres dbname=$db" PYTHONDONTWRITEBYTECODE=1 \
-  timeout "${PGQ_PYTEST_TIMEOUT:-300}" /usr/bin/python3 -m unittest discover -s test/python -v "$@"
+  timeout "${PGQ_PYTEST_TIMEOUT:-900}" /usr/bin/python3 -m unittest discover -s test/python -v "$@"
