@@ -20,7 +20,12 @@ struct Entry {
   // pending
   bool wake;
   bool has_due;
-  core::ClaimKey due;      // the earliest due job made pending
+  core::ClaimKey due;  // the earliest due job made pending
+  // Where this transaction's own claims look for those jobs (OwnDue): `due`
+  // until a claim scanned past it (OwnScanned); `due` itself is kept for
+  // the commit, a claim in a subtransaction that rolls back included.
+  bool has_own_scan;
+  core::ClaimKey own_scan;
   core::ClaimAlarm later;  // the jobs made pending that were not due yet
   // locked
   bool locked;
@@ -189,6 +194,26 @@ void NotePending(int32 queue_id, const core::ClaimKey& first, bool wake) {
   } else {
     entry->due = entry->has_due ? core::EarlierKey(entry->due, first) : first;
     entry->has_due = true;
+    entry->own_scan = entry->has_own_scan ? core::EarlierKey(entry->own_scan, first) : first;
+    entry->has_own_scan = true;
+  }
+}
+
+std::optional<core::ClaimKey> OwnDue(int32 queue_id) {
+  if (const Entry* entry = Find(queue_id)) {
+    if (entry->has_own_scan) return entry->own_scan;
+  }
+  if (whole_database) return core::kFirstKey;
+  return std::nullopt;
+}
+
+void OwnScannedTo(int32 queue_id, const core::ClaimKey* to) {
+  Entry* entry = Find(queue_id);
+  if (entry == nullptr || !entry->has_own_scan) return;
+  if (to == nullptr) {
+    entry->has_own_scan = false;
+  } else if (core::ClaimsBefore(entry->own_scan, *to)) {
+    entry->own_scan = *to;
   }
 }
 

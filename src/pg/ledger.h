@@ -26,6 +26,8 @@
 // counts: every note is a no-op and completions go to pgq.finished.
 #pragma once
 
+#include <optional>
+
 #include "core/claim_hint.h"
 #include "pg/pg.h"
 #include "pg/queue_slots.h"
@@ -39,6 +41,17 @@ void Register();
 // of them in claim order at `first`. `wake`: some are due now (waiting claims
 // look again); otherwise only the hint's alarm learns of them.
 void NotePending(int32 queue_id, const core::ClaimKey& first, bool wake);
+
+// The first job of `queue_id` this transaction made pending and due (so
+// far), which the queue's shared claim hint learns of only at commit: its
+// own claims look from there too. kFirstKey when the ledger overflowed (any
+// job may be one).
+std::optional<core::ClaimKey> OwnDue(int32 queue_id);
+// A claim scanned from OwnDue and found no job this transaction made
+// pending before `to` (the first job it took: an earlier one would have
+// been taken first; or the bound it stopped at), or, `to` nullptr, none at
+// all: its later claims start there.
+void OwnScannedTo(int32 queue_id, const core::ClaimKey* to);
 
 // Waiting claims of `queue_id` look again at commit (a resume), no hint
 // change.

@@ -107,11 +107,35 @@ core::ClaimAlarm PassedJobs(pg::SpiSession& spi, int32 queue_id, TimestampTz now
   return alarm;
 }
 
+// The claim hint's plan for the queue, with the jobs this transaction made
+// pending in it (pg/ledger.h OwnDue: the shared hint learns of them at
+// commit, and a claim of the same transaction must find them, e.g. the
+// next job of a FIFO group its completion promoted, or a job it enqueued
+// after the hint said the queue had nothing). A plan moved for them starts
+// earlier than the hint's: its scan covers more, so what it finds may be
+// published as any scan's (an uncommitted job published as the first
+// ready one only makes others start a little early).
+core::ScanPlan PlanClaim(int32 queue_id, pg::QueueSlot* slot, TimestampTz now,
+                         bool* own = nullptr) {
+  if (own != nullptr) *own = false;
+  if (slot == nullptr) return core::ScanPlan{0, false, false, core::kFirstKey, false};
+  core::ScanPlan plan = pg::PlanClaimScan(slot, now);
+  const std::optional<core::ClaimKey> own_due = pg::ledger::OwnDue(queue_id);
+  if (own_due && (plan.skip_scan || core::ClaimsBefore(*own_due, plan.from))) {
+    plan.skip_scan = false;
+    plan.from = *own_due;
+    plan.must_report_passed =
+        plan.alarm_consumed || !core::ClaimsBefore(core::kFirstKey, plan.from);
+    if (own != nullptr) *own = true;
+  }
+  return plan;
+}
+
 pg::Result ClaimReady(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
                       TimestampTz now, pg::QueueSlot* slot,
                       const core::ClaimKey* before = nullptr) {
-  core::ScanPlan plan{0, false, false, core::kFirstKey, false};
-  if (slot != nullptr) plan = pg::PlanClaimScan(slot, now);
+  bool own = false;
+  const core::ScanPlan plan = PlanClaim(queue_id, slot, now, &own);
   if (plan.skip_scan) return pg::Result();  // nothing pending: no statement at all
   // What is due is judged by the clock read after the hint: a job whose
   // commit lowered the hint before we read it was enqueued (its run_at, its
@@ -143,6 +167,13 @@ pg::Result ClaimReady(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, 
   pg::Result jobs = spi.Execute(before != nullptr ? claim_jobs_before() : claim_jobs(), params);
   const uint64 claimed = jobs.size();
   pg::ledger::NoteCount(queue_id, pg::kClaims, claimed);
+  // Started at this transaction's own pending jobs: its next claim starts
+  // at the first job this one took (an own job before it would have been
+  // taken first), or at the bound this one stopped at.
+  if (own) {
+    const core::ClaimKey first = claimed > 0 ? internal::ClaimKeyOf(jobs, 0) : core::kFirstKey;
+    pg::ledger::OwnScannedTo(queue_id, claimed > 0 ? &first : before);
+  }
   if (slot == nullptr) return jobs;
   // Others skip the rows this claim locked; if it rolls back they are
   // pending again behind a hint that moved on.
@@ -175,8 +206,7 @@ std::vector<int32> SpreadClaim(const std::vector<SpreadQueue>& queues, int32 n, 
   size_t looked_at = 0, last = 0;
   for (size_t i = 0; i < queues.size(); ++i) {
     if (queues[i].id == 0) continue;  // left out
-    core::ScanPlan plan{0, false, false, core::kFirstKey, false};
-    if (queues[i].slot != nullptr) plan = pg::PlanClaimScan(queues[i].slot, now);
+    const core::ScanPlan plan = PlanClaim(queues[i].id, queues[i].slot, now);
     // Nothing pending there (and no ring entry).
     if (plan.skip_scan && queues[i].ring_keys.empty()) continue;
     ++looked_at;
@@ -210,7 +240,7 @@ std::optional<core::ClaimKey> PeekReady(int32 queue_id, pg::QueueSlot* slot, Tim
                                         bool* pending) {
   *pending = true;
   if (slot == nullptr) return std::nullopt;
-  const core::ScanPlan plan = pg::PlanClaimScan(slot, now);
+  const core::ScanPlan plan = PlanClaim(queue_id, slot, now);
   *pending = !plan.skip_scan;
   if (plan.skip_scan) return std::nullopt;  // nothing pending
   const Catalog& catalog = InstalledCatalog();
