@@ -247,10 +247,25 @@ CREATE TABLE pgq.job_log (
     at           timestamptz,
     outcome      "char",                 -- closure: d done, f failed, e expired, r released, s snoozed, m moved to pgq.job_rows, x cancelled
     payload      jsonb,
-    claimed_by   integer                 -- a claim's receipt: the claiming backend's pid
+    claimed_by   integer,                -- a claim's receipt: the claiming backend's pid
+    group_key    text                    -- entry: the job's group (a group's job on the ring holds a row of pgq.group_holds)
 ) PARTITION BY LIST (ring);
 COMMENT ON TABLE pgq.job_log IS
     'jobs of the queues on rings (ADR 0028): a partition per queue (pgq.job_log_<ring>), each a ring of segments dropped by TRUNCATE';
+
+-- A grouped job on a queue's ring (enqueued while its group had room): the
+-- row that counts it in its group's room until it leaves the ring (done,
+-- dead, cancelled, or back into pgq.job_rows, where its row counts). Rows
+-- are inserted and deleted, never updated.
+CREATE TABLE pgq.group_holds (
+    job_id    bigint  NOT NULL PRIMARY KEY,
+    queue_id  integer NOT NULL REFERENCES pgq.queues ON DELETE CASCADE,
+    group_key text    NOT NULL
+);
+CREATE INDEX group_holds_group_idx ON pgq.group_holds (queue_id, group_key);
+COMMENT ON TABLE pgq.group_holds IS
+    'grouped jobs on the queues'' rings, each counted in its group''s room (ADR 0028)';
+SELECT pg_catalog.pg_extension_config_dump('pgq.group_holds', '');
 
 -- The rings of dropped queues and streams whose tables are still there: a
 -- partition's DROP locks its root ACCESS EXCLUSIVE until the transaction
@@ -337,7 +352,8 @@ SELECT g.ring,
        CASE WHEN g.claimed OPERATOR(pg_catalog.>) g.entered THEN g.last_receipt[3] END AS lease_until,
        g.payload,
        CASE WHEN g.claimed OPERATOR(pg_catalog.>) g.entered
-            THEN pg_catalog.date_part('epoch', g.first_receipt[3])::integer END AS claimed_by
+            THEN pg_catalog.date_part('epoch', g.first_receipt[3])::integer END AS claimed_by,
+       g.group_key
   FROM (SELECT l.ring,
                l.id OPERATOR(pg_catalog.+) 0 AS id,
                pg_catalog.max(l.attempt) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS entered,
@@ -352,7 +368,8 @@ SELECT g.ring,
                    FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'r') AS first_receipt,
                pg_catalog.max(ARRAY[pg_catalog.to_timestamp(l.attempt), l.at, l.lease_until])
                    FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'r') AS last_receipt,
-               (pg_catalog.array_agg(l.payload) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e'))[1] AS payload
+               (pg_catalog.array_agg(l.payload) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e'))[1] AS payload,
+               pg_catalog.max(l.group_key) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS group_key
           FROM pgq.job_log l
          GROUP BY l.ring, l.id OPERATOR(pg_catalog.+) 0) g
  WHERE g.entered IS NOT NULL
@@ -376,7 +393,7 @@ SELECT j.id, j.queue_id, j.state, j.priority, j.run_at, j.attempt, j.max_attempt
   FROM pgq.job_rows j
 UNION ALL
 SELECT r.id, q.queue_id, r.state, r.priority, r.run_at, r.attempt, r.max_attempts,
-       r.lease_until, r.enqueued_at, NULL::text, NULL::text, NULL::text, r.payload,
+       r.lease_until, r.enqueued_at, NULL::text, r.group_key, NULL::text, r.payload,
        r.claimed_by, r.claimed_at, NULL::jsonb, NULL::interval, NULL::integer,
        (SELECT true FROM pgq.job_dependencies d
          WHERE d.parent_id OPERATOR(pg_catalog.=) r.id LIMIT 1)

@@ -307,9 +307,10 @@ RESET ROLE;
 SELECT pg_temp.error_of($$SELECT * FROM pgq.find_jobs(NULL)$$);
 SELECT pg_temp.error_of($$SELECT * FROM pgq.find_jobs('order-7', 0)$$);
 SELECT pg_temp.error_of($$SELECT * FROM pgq.find_jobs('order-7', 10001)$$);
--- Through the key indexes, not a scan of pgq.jobs.
+-- Through the key indexes, not a scan of pgq.job_rows (find_jobs reads the
+-- rings only of the queues whose pgq.group_holds name the key).
 SET enable_seqscan = off;
-EXPLAIN (COSTS OFF) SELECT j.id FROM pgq.jobs j
+EXPLAIN (COSTS OFF) SELECT j.id FROM pgq.job_rows j
  WHERE (j.dedupe_key = 'k' OR j.group_key = 'k')
    AND j.queue_id = ANY (CASE WHEN true THEN ARRAY(SELECT a.queue_id FROM pgq.queues a) ELSE NULL::int4[] END);
 RESET enable_seqscan;

@@ -1,7 +1,8 @@
 -- Claim order on a ring queue (issue 33, ADR 0028): the ring's entries
 -- (priority 0, in the order they were enqueued) and the jobs of the queue
--- that wait in pgq.job_rows (a group, a dedupe key, a priority, a later run_at)
--- are handed out merged in SPEC order: priority, then run_at, then id. A
+-- that wait in pgq.job_rows (a dedupe key, a priority, a later run_at; a
+-- grouped job only while its group has no room: g1's has, so it is an
+-- entry, ring_groups.sql) are handed out merged in SPEC order: priority, then run_at, then id. A
 -- claim of n takes them in that order across both; so does a run of
 -- claims of one.
 CREATE EXTENSION pgq_cpp;
@@ -10,8 +11,9 @@ SELECT pgq.create_queue('ro1', lease => '1 hour');
 CREATE TEMP TABLE enq (k text PRIMARY KEY, id bigint NOT NULL UNIQUE);
 CREATE FUNCTION pg_temp.job(bigint) RETURNS text LANGUAGE sql AS 'SELECT k FROM enq WHERE id = $1';
 
--- For each queue: a job of priority -1 first, then ring entries and jobs of
--- pgq.job_rows (grouped, deduplicated) in turn, then one of priority 2.
+-- For each queue: a job of priority -1 first, then ring entries (one of
+-- them grouped) and a job of pgq.job_rows (deduplicated), then one of
+-- priority 2.
 CREATE FUNCTION pg_temp.fill(q text) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO enq VALUES (q || ':low', pgq.enqueue(q, '{}', priority => -1));

@@ -37,7 +37,7 @@ SELECT count(*) AS made FROM pg_class
    AND relname IN (SELECT 'job_log_' || ring_id FROM pgq.priority_rings);
 
 -- The rest of the queue's jobs, enqueue and enqueue_many, each where its
--- priority is served.
+-- priority is served (a grouped one too: its group has room).
 DO $$
 BEGIN
   INSERT INTO enq VALUES ('p0:a', pgq.enqueue('pr', '{}'));

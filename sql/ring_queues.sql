@@ -48,7 +48,8 @@ SELECT count(DISTINCT ring_id) AS rings FROM pgq.queues;
 CREATE TEMP TABLE enq (k text PRIMARY KEY, id bigint NOT NULL UNIQUE);
 CREATE FUNCTION pg_temp.job(bigint) RETURNS text LANGUAGE sql AS 'SELECT k FROM enq WHERE id = $1';
 
--- Jobs that are not plain go to pgq.job_rows, as on any queue.
+-- Jobs that are not plain go to pgq.job_rows, as on any queue (but for a
+-- grouped job whose group has room: on the ring, ring_groups.sql).
 INSERT INTO enq VALUES ('later', pgq.enqueue('ring', '{"k": "later"}', run_at => pgq.clock() + interval '1 hour'));
 INSERT INTO enq VALUES ('grouped', pgq.enqueue('ring', '{"k": "grouped"}', group_key => 'g'));
 INSERT INTO enq VALUES ('deduped', pgq.enqueue('ring', '{"k": "deduped"}', dedupe_key => 'd'));

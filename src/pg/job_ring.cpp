@@ -696,6 +696,18 @@ int64 IdOf(HeapTupleData* tuple, TupleDesc desc) {
   bool is_null;
   return DatumGetInt64(heap_getattr(tuple, kId, desc, &is_null));
 }
+// Whether an entry has a group key (a ring made before the column: none).
+bool GroupedOf(HeapTupleData* tuple, TupleDesc desc) {
+  if (desc->natts < kGroupKey) return false;
+  return !heap_attisnull(tuple, kGroupKey, desc);
+}
+// Its group key (text), 0 for none.
+Datum GroupKeyOf(HeapTupleData* tuple, TupleDesc desc) {
+  if (desc->natts < kGroupKey) return 0;
+  bool is_null;
+  const Datum key = heap_getattr(tuple, kGroupKey, desc, &is_null);
+  return is_null ? 0 : key;
+}
 int32 AttemptOf(HeapTupleData* tuple, TupleDesc desc) {
   bool is_null;
   return DatumGetInt32(heap_getattr(tuple, kAttempt, desc, &is_null));
@@ -732,6 +744,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     TimestampTz claimed_at = 0;  // the attempt's first receipt
     TimestampTz newest_at = 0;   // its newest receipt (a claim's or an extension's)
     int32 claimed_by = 0;        // the attempt's first receipt's claimer
+    bool grouped = false;        // its entry has a group key
     uint64 order = 0;
   };
   std::unordered_map<int64, Job> jobs;
@@ -749,6 +762,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     TimestampTz lease_until;
     TimestampTz at;
     int32 claimed_by;
+    bool grouped;  // an entry with a group key
     TransactionId xmin;
     ItemPointerData tid;
   };
@@ -782,13 +796,15 @@ void Rebuild(Lane& lane, int index, const Place& place) {
           const Datum claimer = desc->natts >= kClaimedBy
                                     ? heap_getattr(&tuple, kClaimedBy, desc, &is_null)
                                     : (is_null = true, Datum{0});
+          const int32 claimed_by = is_null ? 0 : DatumGetInt32(claimer);
           rows[n++] = Seen1{seen_as == Seen::kInProgress,
                             KindOf(&tuple, desc),
                             IdOf(&tuple, desc),
                             AttemptOf(&tuple, desc),
                             lease_until,
                             at,
-                            is_null ? 0 : DatumGetInt32(claimer),
+                            claimed_by,
+                            GroupedOf(&tuple, desc),
                             HeapTupleHeaderGetRawXmin(tuple.t_data),
                             tuple.t_self};
         }
@@ -816,6 +832,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
           job.entry = row.tid;
           job.has_entry = true;
           job.base = row.attempt;
+          job.grouped = row.grouped;
           job.order = ++seen;
           order.push_back(row.id);
         } else if (row.kind == 'r') {
@@ -890,7 +907,8 @@ void Rebuild(Lane& lane, int index, const Place& place) {
       const Lease lease{MyDatabaseId,   place.queue_id,       place.ring_id,
                         job.attempt,    job.lease_until,      place.leaves[job.segment],
                         job.entry,      InvalidTransactionId, index,
-                        job.claimed_at, job.closing,          job.claimed_by};
+                        job.claimed_at, job.closing,          job.claimed_by,
+                        job.grouped};
       Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, id}, lease); });
       continue;
     }
@@ -1201,6 +1219,9 @@ bool Append(const Place& place, const NewEntry* entries, int count) {
         row.Set(kRunAt, TimestampTzGetDatum(entries[i].run_at));
         row.Set(kEnqueuedAt, TimestampTzGetDatum(entries[i].enqueued_at));
         row.Set(kPayload, entries[i].payload);
+        if (entries[i].group_key != 0 && desc->natts >= kGroupKey) {
+          row.Set(kGroupKey, entries[i].group_key);
+        }
         tuples[i] = heap_form_tuple(desc, row.values, row.nulls);
       }
       // Formed before the lock, which covers the placing of the rows (a
@@ -1527,7 +1548,8 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                           index,
                           now,
                           InvalidTransactionId,
-                          MyProcPid};
+                          MyProcPid,
+                          GroupedOf(t.tuple, desc)};
         // (Its undo note, made when it was taken, gives it back if the
         // transaction aborts.) The map found full meanwhile: it spills too.
         const bool leased = spilled[i] == 0 && PutLease(LeaseKey{MyDatabaseId, id}, lease);
@@ -1555,7 +1577,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                   DatumGetInt32(heap_getattr(t.tuple, kPriority, desc, &is_null)),
                   DatumGetTimestampTz(heap_getattr(t.tuple, kRunAt, desc, &is_null)),
                   DatumGetTimestampTz(heap_getattr(t.tuple, kEnqueuedAt, desc, &is_null)),
-                  heap_getattr(t.tuple, kPayload, desc, &is_null)});
+                  heap_getattr(t.tuple, kPayload, desc, &is_null), GroupKeyOf(t.tuple, desc)});
     }
     for (Relation rel : rels) {
       if (rel != nullptr) table_close(rel, NoLock);
@@ -1906,6 +1928,7 @@ bool ReadEntry(const Lease& lease, NewEntry* entry) {
       entry->run_at = DatumGetTimestampTz(heap_getattr(copy, kRunAt, desc, &is_null));
       entry->enqueued_at = DatumGetTimestampTz(heap_getattr(copy, kEnqueuedAt, desc, &is_null));
       entry->payload = heap_getattr(copy, kPayload, desc, &is_null);
+      entry->group_key = GroupKeyOf(copy, desc);
       found = true;
     }
     UnlockReleaseBuffer(buffer);

@@ -56,7 +56,8 @@ enum Column : int {
   kOutcome,     // closure: 'd' done, 'm' moved to pgq.job_rows, 'x' cancelled
   kPayload,     // entry
   kClaimedBy,   // a claim's receipt: the claiming backend's pid
-  kColumns = kClaimedBy
+  kGroupKey,    // entry: the job's group key (NULL: none)
+  kColumns = kGroupKey
 };
 
 // Requests the shared memory; from _PG_init while preloading.
@@ -85,6 +86,7 @@ struct NewEntry {
   TimestampTz run_at;
   TimestampTz enqueued_at;
   Datum payload;
+  Datum group_key = 0;  // text; 0: no group
 };
 
 // Appends entries (one insert, under the insert lock). False, with nothing
@@ -105,7 +107,8 @@ struct Claimed {
   int32 priority;
   TimestampTz run_at;
   TimestampTz enqueued_at;
-  Datum payload;  // in the caller's memory context
+  Datum payload;    // in the caller's memory context
+  Datum group_key;  // text in the caller's memory context; 0: no group
 };
 
 // A position in claim order among a ring's entries (all of priority 0):
@@ -174,6 +177,7 @@ struct Lease {
   // whoever asks meanwhile waits for it, as for a table job's row lock.
   TransactionId closer_xid;
   int32 claimed_by;  // the claiming backend's pid (its receipt's), 0: not known
+  bool grouped;      // its entry has a group key (a row of pgq.group_holds counts it)
 };
 // The lease of `id`, if a ring job of this database runs with it: false
 // when there is none, or its closer committed or is this transaction.

@@ -13,7 +13,7 @@ namespace pgq::store {
 struct JobColumns {
   int natts;
   AttrNumber id, queue_id, state, priority, run_at, attempt, max_attempts, enqueued_at, payload;
-  AttrNumber last_error, has_dependents, claimed_at, claimed_by, lease_until;
+  AttrNumber last_error, has_dependents, claimed_at, claimed_by, lease_until, group_key;
 };
 
 struct Catalog {

@@ -225,13 +225,14 @@ pg::Statement& bury_ring_entry() {
   const auto sql = [] {
     std::string rows(kQueueNameOfD);
     rows += R"sql(, d.payload, d.attempt, NULL, 'cancelled', $2, d.priority, d.max_attempts,
-       d.enqueued_at, NULL, NULL, NULL, NULL,
+       d.enqueued_at, NULL, d.group_key, NULL, NULL,
        )sql";
     rows += DeadSegmentSql();
     rows += "\n  FROM d";
     return InsertDeadSql(R"sql(
 WITH d AS (
-  SELECT r.id, q.queue_id, r.payload, r.attempt, r.priority, r.max_attempts, r.enqueued_at
+  SELECT r.id, q.queue_id, r.payload, r.attempt, r.priority, r.max_attempts, r.enqueued_at,
+         r.group_key
     FROM pgq.ring_jobs r JOIN pgq.queue_rings q ON q.ring_id = r.ring
    WHERE r.id = $1 AND r.ring = $3 AND r.state = 'p'))sql",
                          rows);
@@ -279,6 +280,8 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
       (void)spi.Execute(bury_ring_entry(), bury);
       ring::CloseTakenOut(taken, id, now);
       pg::ledger::NoteCount(taken.queue_id, pg::kDeadLettered, 1);
+      // A grouped one's group moves on.
+      internal::MoveGroupsOn(spi, internal::LetGroupsGo(spi, {id}));
       // Its children die with it (dependency_failed), as a table job's.
       internal::ParentsDied(spi, ring::ParentsAmong(spi, taken.place, {id}), now);
       return true;

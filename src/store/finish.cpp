@@ -396,6 +396,7 @@ void KeepRingHistory(pg::SpiSession& spi, int32 queue_id, const std::vector<Ring
     set(kHistoryFinishedAt, TimestampTzGetDatum(now));
     if (result != 0) set(kHistoryResult, result);
     set(kHistoryPayload, job.entry.payload);
+    if (job.entry.group_key != 0) set(kHistoryGroupKey, job.entry.group_key);
     set(kHistorySegment, Int16GetDatum(*segment));
     inserter.Insert(values.data(), nulls.get());
   }

@@ -28,13 +28,65 @@ UPDATE pgq.job_rows j SET state = 'p'
                            SELECT FROM pgq.job_rows h
                             WHERE h.queue_id = $1 AND h.group_key = $2 AND h.state IN ('p', 'r')
                             LIMIT (SELECT q.group_concurrency FROM pgq.queues q
-                                    WHERE q.queue_id = $1)) a))))
+                                    WHERE q.queue_id = $1)) a)
+                      - (SELECT count(*) FROM (
+                           SELECT FROM pgq.group_holds g
+                            WHERE g.queue_id = $1 AND g.group_key = $2
+                            LIMIT (SELECT q.group_concurrency FROM pgq.queues q
+                                    WHERE q.queue_id = $1)) b))))
 RETURNING j.priority, j.run_at, j.id)sql",
                               2,
                               {INT4OID, TEXTOID},
                               nullptr};
 
+// $1 queue id, $2 group key, $3 group_concurrency: whether the group has
+// room for one more job of its own (a job waits only when it has none).
+pg::Statement group_has_room = {R"sql(
+SELECT (SELECT count(*) FROM (SELECT FROM pgq.job_rows j
+                               WHERE j.queue_id = $1 AND j.group_key = $2 AND j.state <> 'b'
+                               LIMIT $3) a)
+     + (SELECT count(*) FROM (SELECT FROM pgq.group_holds h
+                               WHERE h.queue_id = $1 AND h.group_key = $2 LIMIT $3) b) < $3
+       AS has_room)sql",
+                                3,
+                                {INT4OID, TEXTOID, INT4OID},
+                                nullptr};
+
+pg::Statement hold_group = {
+    "INSERT INTO pgq.group_holds (job_id, queue_id, group_key) VALUES ($1, $2, $3)",
+    3,
+    {INT8OID, INT4OID, TEXTOID},
+    nullptr};
+
+pg::Statement let_groups_go = {
+    "DELETE FROM pgq.group_holds WHERE job_id = ANY ($1) RETURNING queue_id, group_key",
+    1,
+    {INT8ARRAYOID},
+    nullptr};
+
 }  // namespace
+
+bool GroupHasRoom(pg::SpiSession& spi, const Queue& queue, Datum group_key) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue.id))
+      .Set(1, group_key)
+      .Set(2, Int32GetDatum(std::max(queue.group_concurrency, 1)));
+  const pg::Result room = spi.Execute(group_has_room, params);
+  return !room.empty() && room.Bool(0, "has_room");
+}
+
+void HoldGroup(pg::SpiSession& spi, int32 queue_id, Datum group_key, int64 job_id) {
+  pg::Params params;
+  params.Set(0, Int64GetDatum(job_id)).Set(1, Int32GetDatum(queue_id)).Set(2, group_key);
+  spi.Execute(hold_group, params);
+}
+
+std::vector<GroupRef> LetGroupsGo(pg::SpiSession& spi, const std::vector<int64>& job_ids) {
+  if (job_ids.empty()) return {};
+  pg::Params params;
+  params.Set(0, Int8Array(job_ids));
+  return GroupsOf(spi.Execute(let_groups_go, params));
+}
 
 std::vector<GroupRef> GroupsOf(const pg::Result& rows) {
   std::vector<GroupRef> groups;

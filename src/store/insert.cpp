@@ -129,6 +129,7 @@ std::string WaitingJob(bool keyed) {
 constexpr std::string_view kGroupState = R"sql(
   CASE WHEN EXISTS (SELECT 1 FROM pgq.job_rows g WHERE g.queue_id = $1 AND g.group_key = $7
                                              AND g.state <> 'b')
+         OR EXISTS (SELECT 1 FROM pgq.group_holds h WHERE h.queue_id = $1 AND h.group_key = $7)
        THEN 'w' ELSE 'p' END)sql";
 
 // With a group_concurrency above 1 the group's first that many jobs are
@@ -137,6 +138,9 @@ constexpr std::string_view kGroupState = R"sql(
 constexpr std::string_view kSharedGroupState = R"sql(
   CASE WHEN (SELECT count(*) FROM (
                SELECT FROM pgq.job_rows g WHERE g.queue_id = $1 AND g.group_key = $7 AND g.state <> 'b'
+                LIMIT (SELECT q.group_concurrency FROM pgq.queues q WHERE q.queue_id = $1)) s)
+          + (SELECT count(*) FROM (
+               SELECT FROM pgq.group_holds h WHERE h.queue_id = $1 AND h.group_key = $7
                 LIMIT (SELECT q.group_concurrency FROM pgq.queues q WHERE q.queue_id = $1)) s)
             >= (SELECT q.group_concurrency FROM pgq.queues q WHERE q.queue_id = $1)
        THEN 'w' ELSE 'p' END)sql";
@@ -281,8 +285,11 @@ SELECT q.queue_id, q.max_attempts, q.group_concurrency, q.dedupe_periods,
 // Most jobs have neither a dedupe key nor a group: their row is built here
 // and inserted without an INSERT statement (pg/row_insert.h), which is a
 // third of what such an enqueue costs. The columns not set are NULL.
+// A job with no dedupe key or parents, as a row built without a statement:
+// pending (announced to the claim hints), or, `state` 'w', waiting behind
+// its group's head (the caller holds the group's lock and found no room).
 int64 InsertPlain(pg::SpiSession& spi, const Queue& queue, const NewJob& job,
-                  const Catalog& catalog) {
+                  const Catalog& catalog, char state = 'p') {
   pg::RequireInsertAllowed();  // before the id is drawn, as an INSERT would
   internal::JobRow row;
   row.id = pg::Guard([&] { return nextval_internal(catalog.job_id_seq, false); });
@@ -293,8 +300,12 @@ int64 InsertPlain(pg::SpiSession& spi, const Queue& queue, const NewJob& job,
   row.max_attempts = job.max_attempts;
   row.enqueued_at = GetCurrentTransactionStartTimestamp();
   row.payload = job.payload;
+  row.state = state;
+  row.group_key = job.group_key;
   internal::InsertJobRow(catalog, row);
-  internal::AnnounceJobs(spi, queue, core::ClaimKey{job.priority, job.run_at, row.id});
+  if (state == 'p') {
+    internal::AnnounceJobs(spi, queue, core::ClaimKey{job.priority, job.run_at, row.id});
+  }
   return row.id;
 }
 
@@ -369,6 +380,20 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
                                                       job.priority, job.run_at, &id)) {
       return id;
     }
+    // A grouped job whose group has room goes on the ring too, counted in
+    // its group by a hold (ADR 0028, "Groups on the rings"); one that must
+    // wait for its group waits in pgq.job_rows (so does one the ring did
+    // not take: pending there).
+    if (ring::TakesGrouped(queue, job, now) && internal::CanInsertJobRow(catalog)) {
+      pg::LockGroup(queue.id, job.group);
+      const bool room = internal::GroupHasRoom(spi, queue, job.group_key);
+      if (room && ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.priority,
+                                job.run_at, &id, job.group_key)) {
+        internal::HoldGroup(spi, queue.id, job.group_key, id);
+        return id;
+      }
+      return InsertPlain(spi, queue, job, catalog, room ? 'p' : 'w');
+    }
   }
   if (!has_dedupe && !has_group && internal::CanInsertJobRow(catalog)) {
     return InsertPlain(spi, queue, job, catalog);
@@ -432,7 +457,8 @@ bool CanInsertJobRow(const Catalog& catalog) {
   if (c.natts <= 0 || c.natts > kMaxJobColumns) return false;
   for (const AttrNumber column :
        {c.id, c.queue_id, c.state, c.priority, c.run_at, c.attempt, c.max_attempts, c.enqueued_at,
-        c.payload, c.last_error, c.has_dependents, c.claimed_at, c.claimed_by, c.lease_until}) {
+        c.payload, c.last_error, c.has_dependents, c.claimed_at, c.claimed_by, c.lease_until,
+        c.group_key}) {
     if (column <= 0 || column > c.natts) return false;
   }
   return true;
@@ -449,7 +475,7 @@ void InsertJobRow(const Catalog& catalog, const JobRow& row) {
   };
   set(c.id, Int64GetDatum(row.id));
   set(c.queue_id, Int32GetDatum(row.queue_id));
-  set(c.state, CharGetDatum('p'));
+  set(c.state, CharGetDatum(row.state));
   set(c.priority, Int32GetDatum(row.priority));
   set(c.run_at, TimestampTzGetDatum(row.run_at));
   set(c.attempt, Int32GetDatum(row.attempt));
@@ -461,6 +487,7 @@ void InsertJobRow(const Catalog& catalog, const JobRow& row) {
   if (row.claimed_at) set(c.claimed_at, TimestampTzGetDatum(*row.claimed_at));
   if (row.claimed_by != 0) set(c.claimed_by, Int32GetDatum(row.claimed_by));
   if (row.lease_until) set(c.lease_until, TimestampTzGetDatum(*row.lease_until));
+  if (row.group_key != 0) set(c.group_key, row.group_key);
   pg::InsertRow(catalog.jobs, values, nulls);
 }
 

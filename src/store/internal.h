@@ -30,6 +30,7 @@ std::string InsertJobsSql(std::string_view before, std::string_view rows,
 // a release or snooze, a lease that ended). Unset columns are NULL.
 struct JobRow {
   int64 id = 0;
+  char state = 'p';  // 'p' pending, 'w' waiting behind its group's head
   int32 queue_id = 0;
   int32 priority = 0;
   TimestampTz run_at = 0;
@@ -42,6 +43,7 @@ struct JobRow {
   std::optional<TimestampTz> claimed_at;
   int32 claimed_by = 0;  // 0: NULL
   std::optional<TimestampTz> lease_until;
+  Datum group_key = 0;  // 0: NULL
 };
 // Whether the installed pgq.job_rows has every column JobRow sets (the
 // catalog of the library's version has).
@@ -101,6 +103,16 @@ inline std::vector<GroupRef> GroupsOf(const pg::Result& rows, std::vector<GroupR
 // nothing pending or running. In (queue, key) order: no deadlock between two
 // callers.
 void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups);
+// Grouped jobs on rings (ADR 0028, "Groups on the rings"): whether the
+// group has room for a job of its own now (nothing of it waits, and its
+// pending and running jobs, rows and holds, are fewer than the queue's
+// group_concurrency); the caller holds the group's lock.
+bool GroupHasRoom(pg::SpiSession& spi, const Queue& queue, Datum group_key);
+// The hold that counts a grouped ring job in its group's room.
+void HoldGroup(pg::SpiSession& spi, int32 queue_id, Datum group_key, int64 job_id);
+// The holds of these jobs go (they left the ring); their groups, for one
+// MoveGroupsOn.
+std::vector<GroupRef> LetGroupsGo(pg::SpiSession& spi, const std::vector<int64>& job_ids);
 
 // Dedupe keys (keys.cpp). Jobs that left pgq.job_rows, as rows with columns
 // queue_id, id, dedupe_key and dedupe_for: a key with a period stays taken until `finished_at` plus

@@ -90,7 +90,7 @@ UNION ALL
 UNION ALL
 (SELECT g.id, q.name,)sql";
   sql += kRingState;
-  sql += R"sql(, g.attempt, g.max_attempts, g.priority, NULL, NULL, g.run_at,
+  sql += R"sql(, g.attempt, g.max_attempts, g.priority, g.group_key, NULL, g.run_at,
         g.enqueued_at, g.claimed_at, g.lease_until, NULL, NULL, NULL, NULL, NULL, g.payload,
         NULL, q.queue_id
    FROM pgq.queues q CROSS JOIN LATERAL pgq.queue_ring_ids(q.queue_id) r(ring_id)
@@ -207,9 +207,9 @@ SELECT rel.direction, rel.id, i.queue, i.state, i.queue_id
 }
 
 // $1 key, $2 now, $3 every queue, $4 queue ids (int4[]), $5 max. Live jobs
-// (and followers) whose dedupe or group key is $1, through jobs_dedupe_idx
-// and jobs_group_idx: each needs the queue id, so "every queue" is the
-// array of all of them.
+// (and followers) whose dedupe or group key is $1, through jobs_dedupe_idx,
+// jobs_group_idx and group_holds_group_idx: each needs the queue id, so
+// "every queue" is the array of all of them.
 constexpr std::string_view kInQueues =
     " = ANY (CASE WHEN $3 THEN ARRAY(SELECT a.queue_id FROM pgq.queues a) ELSE $4 END)";
 
@@ -219,8 +219,14 @@ pg::Statement& find_jobs() {
           JobInfoSql(
               "(j.dedupe_key = $1 OR j.group_key = $1) AND j.queue_id" + std::string(kInQueues),
               "(f.dedupe_key = $1 OR f.group_key = $1) AND f.queue_id" + std::string(kInQueues),
-              // A ring job has neither key.
-              "false", "false", "false", "\n  ORDER BY 1 DESC LIMIT $5") +
+              // A ring job has no dedupe key; one with the group key holds
+              // a row of pgq.group_holds: only those queues' rings are read.
+              "g.id = ANY (ARRAY(SELECT h.job_id FROM pgq.group_holds h WHERE h.group_key = $1"
+              " AND h.queue_id = q.queue_id))",
+              "false", "false", "\n  ORDER BY 1 DESC LIMIT $5",
+              "q.queue_id = ANY (ARRAY(SELECT h.queue_id FROM pgq.group_holds h"
+              " WHERE h.group_key = $1 AND h.queue_id" +
+                  std::string(kInQueues) + "))") +
           ") AS jobs ORDER BY id DESC LIMIT $5",
       {TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID, INT4OID}};
   return statement.get();

@@ -155,24 +155,24 @@ TupleDesc ClaimedDesc() {
 pg::Statement& move_job() {
   static internal::BuiltStatement statement{
       internal::InsertJobsSql("", R"sql(
-VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, NULL, NULL, NULL, $8, $9, $10, $11, $12))sql",
+VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, NULL, $13, NULL, $8, $9, $10, $11, $12))sql",
                               "", ", lease_until, claimed_at, has_dependents, claimed_by"),
       {INT8OID, INT4OID, INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID, TIMESTAMPTZOID, JSONBOID,
-       TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, INT4OID}};
+       TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, INT4OID, TEXTOID}};
   return statement.get();
 }
 
 // A ring job whose attempts are spent, into dead-letter (BurySql's columns
 // of a row): $1 id, $2 queue, $3 payload, $4 attempt, $5 priority, $6
-// max_attempts, $7 enqueued_at, $8 last_error, $9 now; the reason a
+// max_attempts, $7 enqueued_at, $8 last_error, $9 now, $10 group_key; the reason a
 // failure's ('exhausted'), an expiry's ('expired') or a cancel's.
 constexpr std::string_view kRingJobAsRow = R"sql(
 SELECT $1::int8 AS id, $2::int4 AS queue_id, $3::jsonb AS payload, $4::int4 AS attempt,
        $5::int4 AS priority, $6::int4 AS max_attempts, $7::timestamptz AS enqueued_at,
-       NULL::text AS dedupe_key, NULL::text AS group_key, NULL::jsonb AS progress,
+       NULL::text AS dedupe_key, $10::text AS group_key, NULL::jsonb AS progress,
        NULL::interval AS dedupe_for)sql";
-constexpr Oid kBuryTypes[] = {INT8OID, INT4OID,        JSONBOID, INT4OID,       INT4OID,
-                              INT4OID, TIMESTAMPTZOID, TEXTOID,  TIMESTAMPTZOID};
+constexpr Oid kBuryTypes[] = {INT8OID, INT4OID,        JSONBOID, INT4OID,        INT4OID,
+                              INT4OID, TIMESTAMPTZOID, TEXTOID,  TIMESTAMPTZOID, TEXTOID};
 enum class DeathOf { kExhausted, kExpired, kCancelled };
 pg::Statement& bury_job(DeathOf death) {
   static constexpr const char* kReasons[] = {"exhausted", "expired", "cancelled"};
@@ -200,7 +200,8 @@ void InsertRunning(pg::SpiSession& spi, int32 queue_id, const pg::job_ring::NewE
       .Set(8, TimestampTzGetDatum(lease_until))
       .Set(9, TimestampTzGetDatum(claimed_at))
       .SetOptional(10, !has_dependents, BoolGetDatum(true))
-      .SetOptional(11, claimed_by == 0, Int32GetDatum(claimed_by));
+      .SetOptional(11, claimed_by == 0, Int32GetDatum(claimed_by))
+      .SetOptional(12, entry.group_key == 0, entry.group_key);
   (void)spi.Execute(move_job(), params);
 }
 
@@ -238,7 +239,7 @@ void DropRings(pg::SpiSession& spi, int32 queue_id, int32 ring_id, TimestampTz n
 }
 
 bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
-             int32 max_attempts, int32 priority, TimestampTz run_at, int64* ids) {
+             int32 max_attempts, int32 priority, TimestampTz run_at, int64* ids, Datum group_key) {
   // Enqueued at the transaction's start, as a job of pgq.job_rows.
   const TimestampTz enqueued_at = GetCurrentTransactionStartTimestamp();
   const Known* rings = KnownOf(spi, queue.id);
@@ -262,8 +263,8 @@ bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
   pg::Guard([&] {
     for (int i = 0; i < count; ++i) {
       ids[i] = nextval_internal(sequence, false);
-      entries[i] =
-          pg::job_ring::NewEntry{ids[i], priority, max_attempts, run_at, enqueued_at, payloads[i]};
+      entries[i] = pg::job_ring::NewEntry{ids[i],      priority,    max_attempts, run_at,
+                                          enqueued_at, payloads[i], group_key};
     }
   });
   if (!pg::job_ring::Append(ring->place, entries.data(), count)) return false;
@@ -343,10 +344,16 @@ void Spill(pg::SpiSession& spi, const pg::job_ring::Place& place,
   for (const pg::job_ring::Claimed& job : claimed) {
     if (!job.spilled) continue;
     const bool has_dependents = std::find(parents.begin(), parents.end(), job.id) != parents.end();
-    const pg::job_ring::NewEntry entry{job.id,     job.priority,    job.max_attempts,
-                                       job.run_at, job.enqueued_at, job.payload};
+    const pg::job_ring::NewEntry entry{job.id,          job.priority, job.max_attempts, job.run_at,
+                                       job.enqueued_at, job.payload,  job.group_key};
     InsertRunning(spi, place.queue_id, entry, job.attempt, until, now, has_dependents, MyProcPid);
   }
+  // A grouped one's row counts it in its group from now on.
+  std::vector<int64> grouped;
+  for (const pg::job_ring::Claimed& job : claimed) {
+    if (job.spilled && job.group_key != 0) grouped.push_back(job.id);
+  }
+  (void)internal::LetGroupsGo(spi, grouped);
 }
 
 }  // namespace
@@ -544,6 +551,7 @@ bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, i
   }
   if (!CloseWaiting(place, id, attempt, 'd', now)) return false;
   internal::KeepRingHistory(spi, lease.queue_id, kept, result, now);
+  if (lease.grouped) internal::MoveGroupsOn(spi, internal::LetGroupsGo(spi, {id}));
   ReleaseChildren(spi, place, {id}, now);
   // Counted once (the counters' completions with it), as a table job's.
   internal::CountFinished(spi, lease.queue_id, 1);
@@ -586,6 +594,13 @@ int32 CompleteManyOnRing(pg::SpiSession& spi, int32 queue_id, const pg::job_ring
       if (closed[i] && entries[i].attempt != 0) kept.push_back(entries[i]);
     }
     internal::KeepRingHistory(spi, queue_id, kept, 0, now);
+  }
+  if (done > 0) {
+    std::vector<int64> grouped;
+    for (int i = 0; i < count; ++i) {
+      if (closed[i] && leases[i].grouped) grouped.push_back(ids[i]);
+    }
+    if (!grouped.empty()) internal::MoveGroupsOn(spi, internal::LetGroupsGo(spi, grouped));
   }
   if (done > 0 && pg::job_ring::MayHaveDependents(place)) {
     std::vector<int64> completed;
@@ -654,6 +669,8 @@ bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
   const bool has_dependents = !ParentsAmong(spi, place, {id}).empty();
   InsertRunning(spi, lease.queue_id, entry, attempt, lease.lease_until, lease.claimed_at,
                 has_dependents, lease.claimed_by);
+  // Its row counts it in its group from now on.
+  if (lease.grouped) (void)internal::LetGroupsGo(spi, {id});
   return true;
 }
 
@@ -668,6 +685,13 @@ struct Left {
   pg::job_ring::NewEntry entry;
   bool has_dependents;
 };
+// A grouped job that left the ring: its hold goes, and its group moves on
+// (a job requeued into pgq.job_rows counts there; the group then has no
+// room more than before, and none moves).
+void LeftGroup(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id) {
+  if (lease.grouped) internal::MoveGroupsOn(spi, internal::LetGroupsGo(spi, {id}));
+}
+
 bool Leave(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
            char outcome, TimestampTz now, Left* left) {
   pg::job_ring::Place place;
@@ -702,6 +726,7 @@ void Requeue(const pg::job_ring::Lease& lease, const Left& left, int32 spent, Ti
   row.claimed_at = lease.claimed_at;
   row.claimed_by = lease.claimed_by;
   if (keep_lease) row.lease_until = lease.lease_until;
+  row.group_key = left.entry.group_key;
   internal::InsertJobRow(catalog, row);
   pg::ledger::NotePending(lease.queue_id, core::ClaimKey{row.priority, row.run_at, row.id}, wake);
 }
@@ -718,7 +743,8 @@ void Bury(pg::SpiSession& spi, const pg::job_ring::Lease& lease, const Left& lef
       .Set(5, Int32GetDatum(left.entry.max_attempts))
       .Set(6, TimestampTzGetDatum(left.entry.enqueued_at))
       .SetOptional(7, error == 0, error)
-      .Set(8, TimestampTzGetDatum(now));
+      .Set(8, TimestampTzGetDatum(now))
+      .SetOptional(9, left.entry.group_key == 0, left.entry.group_key);
   (void)spi.Execute(bury_job(death), dead);
   pg::ledger::NoteCount(lease.queue_id, pg::kDeadLettered, 1);
   if (left.has_dependents) internal::ParentsDied(spi, std::vector<int64>{id}, now);
@@ -735,9 +761,11 @@ FailOutcome Fail(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
     // Due later: no wake-up now, but the claim hint must come back to it.
     Requeue(lease, left, attempt, pg::AddMicros(now, retry_in_us, "retry_in"), error,
             retry_in_us == 0);
+    LeftGroup(spi, lease, id);
     return FailOutcome::kRetry;
   }
   Bury(spi, lease, left, id, attempt, error, DeathOf::kExhausted, now);
+  LeftGroup(spi, lease, id);
   return FailOutcome::kDead;
 }
 
@@ -746,6 +774,7 @@ bool CancelRunning(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 
   Left left;
   if (!Leave(spi, lease, id, lease.attempt, 'x', now, &left)) return false;
   Bury(spi, lease, left, id, lease.attempt, 0, DeathOf::kCancelled, now);
+  LeftGroup(spi, lease, id);
   return true;
 }
 
@@ -755,6 +784,7 @@ bool GiveBack(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, i
   const TimestampTz now = pg::Now();
   if (!Leave(spi, lease, id, attempt, run_at ? 's' : 'r', now, &left)) return false;
   Requeue(lease, left, attempt - 1, run_at.value_or(left.entry.run_at), 0, wake);
+  LeftGroup(spi, lease, id);
   return true;
 }
 
@@ -800,6 +830,7 @@ Expired ExpireOnRings(pg::SpiSession& spi, TimestampTz now, int32 batch) {
       Bury(spi, lease, left, id, lease.attempt, error, DeathOf::kExpired, now);
       ++expired.dead;
     }
+    LeftGroup(spi, lease, id);
   }
   return expired;
 }

@@ -66,6 +66,15 @@ inline bool Takes(const Queue& queue, const NewJob& job, TimestampTz now) {
          pg::job_ring::Available();
 }
 
+// Whether a new grouped job may go on a ring of the queue if its group has
+// room (the caller asks under the group's lock): due now, no dedupe key or
+// parents.
+inline bool TakesGrouped(const Queue& queue, const NewJob& job, TimestampTz now) {
+  return queue.ring_id != 0 && job.group_key != 0 && DueOnRing(job.run_at, now) &&
+         job.dedupe_key == 0 && (job.parents == nullptr || job.parents->empty()) &&
+         pg::job_ring::Available();
+}
+
 // Appends the jobs' entries to the queue's ring of `priority`; their ids
 // from pgq.job_rows' sequence, into `ids`. False when the queue has no ring
 // of that priority yet (the maintenance is asked for one, if the queue has
@@ -74,8 +83,10 @@ inline bool Takes(const Queue& queue, const NewJob& job, TimestampTz now) {
 // `run_at`: the jobs' (due by now: a default run_at is the transaction's
 // start, as for a job of pgq.job_rows, which the merged claim order compares;
 // enqueued_at, the transaction's start too).
+// `group_key`: every job's group (text; 0: none).
 bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
-             int32 max_attempts, int32 priority, TimestampTz run_at, int64* ids);
+             int32 max_attempts, int32 priority, TimestampTz run_at, int64* ids,
+             Datum group_key = 0);
 
 // Up to `n` jobs of the queue's ring `ring_id`, leased until now +
 // `lease`: rows as store::Claim's (pgq.claimed_job's columns, then run_at).

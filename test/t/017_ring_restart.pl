@@ -259,5 +259,24 @@ is(sql("SELECT pgq.complete($prepared[0], 1)"), 't',
 is(sql("SELECT pgq.complete($prepared[1], 1)"), 'f', 'prepared, crash: after COMMIT PREPARED the job is done');
 is(sql("SELECT count(*) FROM pgq.claim('prepared', 10)"), '0', 'prepared, crash: neither is handed out again');
 
+# A grouped job on the ring running at a crash (ADR 0028 "Groups on the
+# rings"): the rebuild enters its lease as grouped, read from its entry, so
+# that its completion after the start drops its hold and lets its group's
+# next job go. Without it the group would wait for ever.
+sql(q{SELECT pgq.create_queue('grouped', lease => '1 hour');});
+my $head = sql("SELECT pgq.enqueue('grouped', '{}', group_key => 'g')");
+my $next = sql("SELECT pgq.enqueue('grouped', '{}', group_key => 'g')");
+is(sql("SELECT count(*) FROM pgq.group_holds WHERE job_id = $head"), '1',
+	'grouped: the head is on the ring, held');
+is(sql("SELECT id || ' ' || attempt FROM pgq.claim('grouped', 10, '1 hour')"), "$head 1",
+	'grouped: only the head is handed out');
+$node->stop('immediate');
+$node->start;
+is(sql("SELECT count(*) FROM pgq.claim('grouped', 10)"), '0',
+	'grouped, crash: the next job still waits behind the running head');
+is(sql("SELECT pgq.complete($head, 1)"), 't', 'grouped, crash: the head completes with its attempt');
+is(sql("SELECT count(*) FROM pgq.group_holds"), '0', 'grouped, crash: its hold went with it');
+is(sql("SELECT id FROM pgq.claim('grouped', 10)"), $next, 'grouped, crash: and the next job is handed out');
+
 $node->stop;
 done_testing();

@@ -31,7 +31,13 @@ sub lines { my ($out) = @_; return $out eq '' ? () : split /\n/, $out; }
 sql('src', q{
 CREATE EXTENSION pgq_cpp;
 SELECT pgq.create_queue('r', lease => '1 hour');
+SELECT pgq.create_queue('gq', lease => '1 hour');
 });
+# A FIFO group's head on the ring, running, held in pgq.group_holds; its
+# next job waiting as a row (ADR 0028 "Groups on the rings").
+my $ghead = sql('src', "SELECT pgq.enqueue('gq', '{}', group_key => 'g')");
+my $gnext = sql('src', "SELECT pgq.enqueue('gq', '{}', group_key => 'g')");
+is(sql('src', "SELECT id FROM pgq.claim('gq', 10)"), $ghead, 'src: a group\'s head runs, its next job waits');
 my @first = lines(sql('src', "SELECT id FROM pgq.enqueue_many('r', array_fill('{}'::jsonb, ARRAY[4])) AS id"));
 my ($done) = lines(sql('src', "SELECT id FROM pgq.claim('r', 1)"));
 is(sql('src', "SELECT pgq.complete($done, 1)"), 't', 'src: the first job completed');
@@ -89,6 +95,12 @@ is(sql('dst', q{SELECT count(*) FROM pgq.ring_segments s JOIN pgq.rings r USING 
 	'0', 'dst: the ring turned and its finished segments were truncated');
 is(sql('src', $rows), $src_rows + 2, 'src: as it was, with the two closures');
 is(sql('src', "SELECT count(*) FROM pgq.claim('r', 100)"), '4', 'src: its pending jobs are still its own');
+
+# The group in the restored database: its next job waits for the head's
+# completion, which lets it go (the hold came with the dump).
+is(sql('dst', "SELECT count(*) FROM pgq.claim('gq', 10)"), '0', 'dst: the group\'s next job still waits');
+is(sql('dst', "SELECT pgq.complete($ghead, 1)"), 't', 'dst: the group\'s head completes');
+is(sql('dst', "SELECT id FROM pgq.claim('gq', 10)"), $gnext, 'dst: then its next job is handed out');
 
 $node->stop;
 done_testing();
