@@ -18,7 +18,11 @@
 # -1 in turn: on three rings where a queue serves priorities on rings, ADR
 # 0028, the maintenance having given them theirs; rows of the table before),
 # and 1,000 claim+complete pairs, each its own transaction, of one FIFO
-# group with 20,000 jobs waiting (a tenant's import under one key).
+# group with 20,000 jobs waiting (a tenant's import under one key), and
+# enqueues and claim+complete pairs of 20,000 jobs each in a group of its
+# own (sparse groups: a conversation's message, a relay's key; each group
+# has room when its job comes; a commit every 1,000 enqueues: each holds
+# its group's lock to its commit, and 20,000 of them overflow the lock table).
 # Reinstalls this tree at the end.
 #
 #   git worktree add /tmp/old <rev> && make -C /tmp/old
@@ -55,7 +59,7 @@ for round in $(seq "$ROUNDS"); do
       -c "SELECT pgq.register_consumer('s', 'c')" \
       -c "SELECT pgq.create_queue('p')" -c "SELECT pgq.enqueue('p', '{}', priority => 1)" \
       -c "SELECT count(*) FROM pgq.maintain()" -c "SELECT pgq.enqueue('p', '{}', priority => -1)" \
-      -c "SELECT count(*) FROM pgq.maintain()" -c "SELECT pgq.create_queue('d')" \
+      -c "SELECT count(*) FROM pgq.maintain()" -c "SELECT pgq.create_queue('d')" -c "SELECT pgq.create_queue('sg')" \
       -c "DO \$\$ BEGIN FOR i IN 1..20000 LOOP PERFORM pgq.enqueue('d', '{}', group_key => 'tenant'); END LOOP; END \$\$" \
       >/dev/null
     out=$("${P[@]}" 2>&1 <<'SQL'
@@ -94,12 +98,19 @@ DO $$ DECLARE j record; BEGIN FOR i IN 1..1000 LOOP
   SELECT id, attempt INTO j FROM pgq.claim('d', 1); PERFORM pgq.complete(j.id, j.attempt);
   COMMIT;
 END LOOP; END $$;
+DO $$ BEGIN FOR i IN 1..20000 LOOP PERFORM pgq.enqueue('sg', '{"n": 1}', group_key => 'k' || i);
+  IF i % 1000 = 0 THEN COMMIT; END IF;
+END LOOP; END $$;
+DO $$ DECLARE j record; BEGIN FOR i IN 1..20000 LOOP
+  SELECT id, attempt INTO j FROM pgq.claim('sg', 1); PERFORM pgq.complete(j.id, j.attempt);
+  IF i % 1000 = 0 THEN COMMIT; END IF;
+END LOOP; END $$;
 SQL
 )
     # A loop that stopped on an error would be timed to the error.
     if grep -q ERROR <<<"$out"; then echo "$out" >&2; exit 1; fi
     times=$(grep -o 'Time: [0-9.]*' <<<"$out" | awk '{print $2}' | tr '\n' ' ')
-    echo "round $round $build: enqueue, claim+complete, dedupe enqueue, grouped enqueue, grouped claim+complete, append, next_batch+finish_batch, history claim+complete, claim+fail, priorities enqueue, priorities claim+complete (ms per 20,000), deep group claim+complete (ms per 1,000): $times"
+    echo "round $round $build: enqueue, claim+complete, dedupe enqueue, grouped enqueue, grouped claim+complete, append, next_batch+finish_batch, history claim+complete, claim+fail, priorities enqueue, priorities claim+complete (ms per 20,000), deep group claim+complete (ms per 1,000), sparse groups enqueue, sparse groups claim+complete (ms per 20,000): $times"
   done
 done
 stop_cluster "$DIR"; rm -rf "$DIR"
