@@ -153,6 +153,23 @@ SELECT * FROM pg_temp.claim('rgh', 1);
 SELECT pgq.complete(pg_temp.id('k1'), 1);
 SELECT state, group_key FROM pgq.job(pg_temp.id('k1'));
 
+-- A claim finds what its own transaction made pending, even after the
+-- queue's claim hint said nothing was (it learns of them at commit): a job
+-- enqueued as a row, and a group's next job its head's completion promoted.
+SELECT pgq.create_queue('own', lease => '1 hour');
+SELECT count(*) AS nothing_yet FROM pgq.claim('own', 1);
+BEGIN;
+INSERT INTO enq VALUES ('o0', pgq.enqueue('own', '{}', dedupe_key => 'once'));
+SELECT * FROM pg_temp.claim('own', 10);
+COMMIT;
+SELECT pg_temp.put('own', 'o1', 'O'), pg_temp.put('own', 'o2', 'O');
+SELECT * FROM pg_temp.claim('own', 10);
+BEGIN;
+SELECT pgq.complete(pg_temp.id('o1'), 1);
+SELECT * FROM pg_temp.claim('own', 10);
+COMMIT;
+SELECT pgq.complete(pg_temp.id('o0'), 1), pgq.complete(pg_temp.id('o2'), 1);
+
 -- Nothing left anywhere; dropping a queue drops its holds.
 SELECT * FROM pg_temp.where_jobs();
 SELECT * FROM pg_temp.holds();
