@@ -22,7 +22,7 @@ struct Entry {
   bool has_due;
   core::ClaimKey due;  // the earliest due job made pending
   // Where this transaction's own claims look for those jobs (OwnDue): `due`
-  // until a claim scanned past it (OwnScanned); `due` itself is kept for
+  // until a claim scanned past it (OwnScannedTo); `due` itself is kept for
   // the commit, a claim in a subtransaction that rolls back included.
   bool has_own_scan;
   core::ClaimKey own_scan;

@@ -282,12 +282,12 @@ SELECT q.queue_id, q.max_attempts, q.group_concurrency, q.dedupe_periods,
     {INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4ARRAYOID, TEXTOID},
     nullptr};
 
-// Most jobs have neither a dedupe key nor a group: their row is built here
+// Most jobs have neither a dedupe key nor parents: their row is built here
 // and inserted without an INSERT statement (pg/row_insert.h), which is a
-// third of what such an enqueue costs. The columns not set are NULL.
-// A job with no dedupe key or parents, as a row built without a statement:
-// pending (announced to the claim hints), or, `state` 'w', waiting behind
-// its group's head (the caller holds the group's lock and found no room).
+// third of what such an enqueue costs. The columns not set are NULL. The
+// row is pending (announced to the claim hints), or, `state` 'w', waiting
+// behind its group's head (the caller holds the group's lock and found no
+// room: Insert's grouped path).
 int64 InsertPlain(pg::SpiSession& spi, const Queue& queue, const NewJob& job,
                   const Catalog& catalog, char state = 'p') {
   pg::RequireInsertAllowed();  // before the id is drawn, as an INSERT would
