@@ -4,8 +4,17 @@
 -- maintenance gives once an enqueue of that priority asked for it. Until
 -- then, and for a fifth priority, the jobs wait in pgq.job_rows. A claim
 -- merges the rings and the table in SPEC order (priority, run_at, id).
+-- A priority ring asked for by a queue of an earlier install (the extension
+-- dropped before the maintenance took the wish) is not given to the queue
+-- that takes its id after CREATE EXTENSION again: 'pr' gets none for -7.
+CREATE EXTENSION pgq_cpp;
+SELECT pgq.create_queue('gone');
+SELECT pgq.enqueue('gone', '{}', priority => -7) > 0 AS asked_for_a_ring;
+DROP EXTENSION pgq_cpp;
 CREATE EXTENSION pgq_cpp;
 SELECT pgq.create_queue('pr', lease => '1 hour');
+SELECT count(*) AS maintained FROM pgq.maintain();
+SELECT count(*) AS rings_for_minus_7 FROM pgq.queue_rings WHERE priority = -7;
 CREATE TEMP TABLE enq (k text PRIMARY KEY, id bigint NOT NULL UNIQUE);
 CREATE FUNCTION pg_temp.job(bigint) RETURNS text LANGUAGE sql AS 'SELECT k FROM enq WHERE id = $1';
 -- Where a job is kept: a row, or the ring of which priority.

@@ -184,6 +184,9 @@ void ResetDatabaseSlots(bool buckets_too) {
       slot->last_flush_xid = InvalidTransactionId;
       slot->last_flush_amount = 0;
       for (pg_atomic_uint64& count : slot->counts) pg_atomic_write_u64(&count, 0);
+      // A priority ring the earlier install's queue of this id asked for
+      // is not this one's to have.
+      pg_atomic_write_u64(&slot->wants_ring, 0);
     }
     SpinLockRelease(&slot->mutex);
   }
