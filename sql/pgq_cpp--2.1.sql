@@ -1461,7 +1461,7 @@ COMMENT ON VIEW pgq.ring_jobs IS
 -- pgq.jobs' columns of 2.x — the rows of pgq.job_rows (the jobs kept as
 -- rows: scheduled, waiting, grouped, deduplicated, with parents, and those
 -- claimed from there) and the jobs on the queues' rings (pgq.ring_jobs:
--- no dedupe or group key, error, progress or parents; a running ring job's
+-- no dedupe key, error, progress or parents; a running ring job's
 -- claimed_by from its claim's receipt; has_dependents from its children's
 -- pairs). Read-only, not granted, as the
 -- table was: for an administrator's psql. Functions and views of pgq read
