@@ -71,7 +71,11 @@ bool GroupHasRoom(pg::SpiSession& spi, const Queue& queue, Datum group_key) {
   params.Set(0, Int32GetDatum(queue.id))
       .Set(1, group_key)
       .Set(2, Int32GetDatum(std::max(queue.group_concurrency, 1)));
-  const pg::Result room = spi.Execute(group_has_room, params);
+  // Under the group's lock, seeing every decision made before it (each held
+  // its lock to its commit), whatever this transaction's snapshot: a
+  // REPEATABLE READ one's would miss a job of the group committed since it
+  // began, and put a second one of the group on the ring.
+  const pg::Result room = spi.ExecuteSeeingLatest(group_has_room, params);
   return !room.empty() && room.Bool(0, "has_room");
 }
 
@@ -114,7 +118,10 @@ void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups) {
     pg::LockGroup(group.queue_id, group.group_key);
     pg::Params params;
     params.Set(0, Int32GetDatum(group.queue_id)).Set(1, pg::TextDatum(group.group_key));
-    const pg::Result promoted = spi.Execute(promote_next, params);
+    // Seeing what committed before the group's lock was ours, whatever this
+    // transaction's snapshot: a REPEATABLE READ one's would miss a job that
+    // joined the group after it began, and leave it waiting for ever.
+    const pg::Result promoted = spi.ExecuteSeeingLatest(promote_next, params);
     if (promoted.empty()) continue;
     // The first of them in claim order lowers the hint.
     const KeyColumns columns(promoted);
