@@ -685,11 +685,16 @@ struct Left {
   pg::job_ring::NewEntry entry;
   bool has_dependents;
 };
-// A grouped job that left the ring: its hold goes, and its group moves on
-// (a job requeued into pgq.job_rows counts there; the group then has no
-// room more than before, and none moves).
-void LeftGroup(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id) {
-  if (lease.grouped) internal::MoveGroupsOn(spi, internal::LetGroupsGo(spi, {id}));
+// A grouped job that left the ring: its hold goes, and, if it left the
+// group (done, dead, cancelled), its group moves on under the group's lock.
+// One requeued into pgq.job_rows is its group's head there: its row counts
+// it from the same commit as the hold goes, the group has no more room
+// than before, and no lock is taken (the maintenance's expiry never waits
+// for a producer's open transaction on the group).
+void LeftGroup(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, bool requeued) {
+  if (!lease.grouped) return;
+  std::vector<internal::GroupRef> groups = internal::LetGroupsGo(spi, {id});
+  if (!requeued) internal::MoveGroupsOn(spi, std::move(groups));
 }
 
 bool Leave(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
@@ -761,11 +766,11 @@ FailOutcome Fail(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
     // Due later: no wake-up now, but the claim hint must come back to it.
     Requeue(lease, left, attempt, pg::AddMicros(now, retry_in_us, "retry_in"), error,
             retry_in_us == 0);
-    LeftGroup(spi, lease, id);
+    LeftGroup(spi, lease, id, true);
     return FailOutcome::kRetry;
   }
   Bury(spi, lease, left, id, attempt, error, DeathOf::kExhausted, now);
-  LeftGroup(spi, lease, id);
+  LeftGroup(spi, lease, id, false);
   return FailOutcome::kDead;
 }
 
@@ -774,7 +779,7 @@ bool CancelRunning(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 
   Left left;
   if (!Leave(spi, lease, id, lease.attempt, 'x', now, &left)) return false;
   Bury(spi, lease, left, id, lease.attempt, 0, DeathOf::kCancelled, now);
-  LeftGroup(spi, lease, id);
+  LeftGroup(spi, lease, id, false);
   return true;
 }
 
@@ -784,7 +789,7 @@ bool GiveBack(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, i
   const TimestampTz now = pg::Now();
   if (!Leave(spi, lease, id, attempt, run_at ? 's' : 'r', now, &left)) return false;
   Requeue(lease, left, attempt - 1, run_at.value_or(left.entry.run_at), 0, wake);
-  LeftGroup(spi, lease, id);
+  LeftGroup(spi, lease, id, true);
   return true;
 }
 
@@ -821,7 +826,8 @@ Expired ExpireOnRings(pg::SpiSession& spi, TimestampTz now, int32 batch) {
     // Completed, failed or moved meanwhile by its holder: not expired.
     if (!Leave(spi, lease, id, lease.attempt, 'e', now, &left)) continue;
     pg::ledger::NoteCount(lease.queue_id, pg::kLeaseExpiries, 1);
-    if (lease.attempt < left.entry.max_attempts) {
+    const bool requeue = lease.attempt < left.entry.max_attempts;
+    if (requeue) {
       // In its old place in the claim order, at once; its lease_until kept
       // (the marker that lets a late completion of the expired claim land).
       Requeue(lease, left, lease.attempt, left.entry.run_at, error, true, true);
@@ -830,7 +836,7 @@ Expired ExpireOnRings(pg::SpiSession& spi, TimestampTz now, int32 batch) {
       Bury(spi, lease, left, id, lease.attempt, error, DeathOf::kExpired, now);
       ++expired.dead;
     }
-    LeftGroup(spi, lease, id);
+    LeftGroup(spi, lease, id, requeue);
   }
   return expired;
 }
