@@ -33,7 +33,9 @@ SELECT pgq.enqueue('orbits', '{}', dedupe_key => 'dies', dedupe_for => '1 hour')
 SELECT pgq.claim('orbits', 5) IS NOT NULL;
 SELECT pgq.fail(:x1, 1, 'boom');
 SELECT pgq.enqueue('orbits', '{}', dedupe_key => 'dies') = :x1 AS held_by_dead_job;
-SELECT dedupe_key, job_id = :x1 AS by_x1 FROM pgq.dedupe_holds ORDER BY dedupe_key;
+-- (pgq.dedupe_holds names every key's holder: 'free' is held by its live job.)
+SELECT dedupe_key, job_id = :x1 AS by_x1, held_until IS NULL AS live
+  FROM pgq.dedupe_holds ORDER BY dedupe_key;
 -- Maintenance drops holds once past.
 SET pgq.debug_clock_offset = '2h';
 SELECT 1 FROM pgq.maintain();

@@ -233,6 +233,11 @@ $segments$;
 -- id is drawn from the streams' sequence, so pgq.rings holds both without a
 -- clash.
 ALTER TABLE pgq.queues ADD COLUMN ring_id integer;
+-- dedupe_replaces: some enqueue of the queue had on_duplicate => 'replace'.
+-- Its jobs with a dedupe key then stay rows of pgq.job_rows, where a replace
+-- finds a pending holder through jobs_dedupe_idx (on a ring it would read
+-- the ring: ADR 0028, "Dedupe keys on the rings").
+ALTER TABLE pgq.queues ADD COLUMN dedupe_replaces boolean NOT NULL DEFAULT false;
 CREATE TABLE pgq.job_log (
     ring         integer     NOT NULL,
     segment      smallint    NOT NULL,
@@ -248,7 +253,9 @@ CREATE TABLE pgq.job_log (
     outcome      "char",                 -- closure: d done, f failed, e expired, r released, s snoozed, m moved to pgq.job_rows, x cancelled
     payload      jsonb,
     claimed_by   integer,                -- a claim's receipt: the claiming backend's pid
-    group_key    text                    -- entry: the job's group (a group's job on the ring holds a row of pgq.group_holds)
+    group_key    text,                   -- entry: the job's group (a group's job on the ring holds a row of pgq.group_holds)
+    dedupe_key   text,                   -- entry: the job's dedupe key (its row of pgq.dedupe_holds names it)
+    dedupe_for   interval                -- entry: how long the key stays taken after the job
 ) PARTITION BY LIST (ring);
 COMMENT ON TABLE pgq.job_log IS
     'jobs of the queues on rings (ADR 0028): a partition per queue (pgq.job_log_<ring>), each a ring of segments dropped by TRUNCATE';
@@ -266,6 +273,19 @@ CREATE INDEX group_holds_group_idx ON pgq.group_holds (queue_id, group_key);
 COMMENT ON TABLE pgq.group_holds IS
     'grouped jobs on the queues'' rings, each counted in its group''s room (ADR 0028)';
 SELECT pg_catalog.pg_extension_config_dump('pgq.group_holds', '');
+
+-- pgq.dedupe_holds becomes the one place a dedupe key is taken (ADR 0028,
+-- "Dedupe keys on the rings"): a live job's key too (held_until NULL), so
+-- that a job on a ring can hold one. The live jobs of 2.0.1 with a key are
+-- entered here (a live job wins over a period kept by a finished one).
+COMMENT ON TABLE pgq.dedupe_holds IS
+    'who holds each dedupe key: its live job (held_until NULL), or the job that finished with a dedupe_for, until held_until';
+ALTER TABLE pgq.dedupe_holds ALTER COLUMN held_until DROP NOT NULL;
+INSERT INTO pgq.dedupe_holds AS h (queue_id, dedupe_key, job_id, held_until)
+SELECT j.queue_id, j.dedupe_key, j.id, NULL
+  FROM pgq.job_rows j
+ WHERE j.dedupe_key IS NOT NULL
+ON CONFLICT (queue_id, dedupe_key) DO UPDATE SET job_id = excluded.job_id, held_until = NULL;
 
 -- The rings of dropped queues and streams whose tables are still there: a
 -- partition's DROP locks its root ACCESS EXCLUSIVE until the transaction
@@ -353,7 +373,9 @@ SELECT g.ring,
        g.payload,
        CASE WHEN g.claimed OPERATOR(pg_catalog.>) g.entered
             THEN pg_catalog.date_part('epoch', g.first_receipt[3])::integer END AS claimed_by,
-       g.group_key
+       g.group_key,
+       g.dedupe_key,
+       g.dedupe_for
   FROM (SELECT l.ring,
                l.id OPERATOR(pg_catalog.+) 0 AS id,
                pg_catalog.max(l.attempt) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS entered,
@@ -369,7 +391,9 @@ SELECT g.ring,
                pg_catalog.max(ARRAY[pg_catalog.to_timestamp(l.attempt), l.at, l.lease_until])
                    FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'r') AS last_receipt,
                (pg_catalog.array_agg(l.payload) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e'))[1] AS payload,
-               pg_catalog.max(l.group_key) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS group_key
+               pg_catalog.max(l.group_key) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS group_key,
+               pg_catalog.max(l.dedupe_key) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS dedupe_key,
+               pg_catalog.max(l.dedupe_for) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS dedupe_for
           FROM pgq.job_log l
          GROUP BY l.ring, l.id OPERATOR(pg_catalog.+) 0) g
  WHERE g.entered IS NOT NULL
@@ -381,7 +405,7 @@ COMMENT ON VIEW pgq.ring_jobs IS
 -- pgq.jobs' columns of 2.x — the rows of pgq.job_rows (the jobs kept as
 -- rows: scheduled, waiting, grouped, deduplicated, with parents, and those
 -- claimed from there) and the jobs on the queues' rings (pgq.ring_jobs:
--- no dedupe key, error, progress or parents; a running ring job's
+-- no error, progress or parents; a running ring job's
 -- claimed_by from its claim's receipt; has_dependents from its children's
 -- pairs). Read-only, not granted, as the
 -- table was: for an administrator's psql. Functions and views of pgq read
@@ -393,8 +417,8 @@ SELECT j.id, j.queue_id, j.state, j.priority, j.run_at, j.attempt, j.max_attempt
   FROM pgq.job_rows j
 UNION ALL
 SELECT r.id, q.queue_id, r.state, r.priority, r.run_at, r.attempt, r.max_attempts,
-       r.lease_until, r.enqueued_at, NULL::text, r.group_key, NULL::text, r.payload,
-       r.claimed_by, r.claimed_at, NULL::jsonb, NULL::interval, NULL::integer,
+       r.lease_until, r.enqueued_at, r.dedupe_key, r.group_key, NULL::text, r.payload,
+       r.claimed_by, r.claimed_at, NULL::jsonb, r.dedupe_for, NULL::integer,
        (SELECT true FROM pgq.job_dependencies d
          WHERE d.parent_id OPERATOR(pg_catalog.=) r.id LIMIT 1)
   FROM pgq.ring_jobs r JOIN pgq.queue_rings q ON q.ring_id OPERATOR(pg_catalog.=) r.ring;

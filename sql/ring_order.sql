@@ -1,8 +1,9 @@
 -- Claim order on a ring queue (issue 33, ADR 0028): the ring's entries
 -- (priority 0, in the order they were enqueued) and the jobs of the queue
--- that wait in pgq.job_rows (a dedupe key, a priority, a later run_at; a
--- grouped job only while its group has no room: g1's has, so it is an
--- entry, ring_groups.sql) are handed out merged in SPEC order: priority, then run_at, then id. A
+-- that wait in pgq.job_rows (a dedupe key in a queue that replaces
+-- holders, a priority, a later run_at; a grouped job only while its group
+-- has no room: g1's has, so it is an entry, ring_groups.sql) are handed out
+-- merged in SPEC order: priority, then run_at, then id. A
 -- claim of n takes them in that order across both; so does a run of
 -- claims of one.
 CREATE EXTENSION pgq_cpp;
@@ -12,15 +13,15 @@ CREATE TEMP TABLE enq (k text PRIMARY KEY, id bigint NOT NULL UNIQUE);
 CREATE FUNCTION pg_temp.job(bigint) RETURNS text LANGUAGE sql AS 'SELECT k FROM enq WHERE id = $1';
 
 -- For each queue: a job of priority -1 first, then ring entries (one of
--- them grouped) and a job of pgq.job_rows (deduplicated), then one of
--- priority 2.
+-- them grouped) and a job of pgq.job_rows (deduplicated with
+-- on_duplicate => 'replace': ring_dedupe.sql), then one of priority 2.
 CREATE FUNCTION pg_temp.fill(q text) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO enq VALUES (q || ':low', pgq.enqueue(q, '{}', priority => -1));
   INSERT INTO enq VALUES (q || ':r1', pgq.enqueue(q, '{}'));
   INSERT INTO enq VALUES (q || ':g1', pgq.enqueue(q, '{}', group_key => 'g'));
   INSERT INTO enq VALUES (q || ':r2', pgq.enqueue(q, '{}'));
-  INSERT INTO enq VALUES (q || ':d1', pgq.enqueue(q, '{}', dedupe_key => 'd'));
+  INSERT INTO enq VALUES (q || ':d1', pgq.enqueue(q, '{}', dedupe_key => 'd', on_duplicate => 'replace'));
   INSERT INTO enq VALUES (q || ':r3', pgq.enqueue(q, '{}'));
   INSERT INTO enq SELECT q || ':r' || (3 + o), id
     FROM pgq.enqueue_many(q, ARRAY['{}', '{}']::jsonb[]) WITH ORDINALITY AS e(id, o);

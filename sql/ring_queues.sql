@@ -49,7 +49,9 @@ CREATE TEMP TABLE enq (k text PRIMARY KEY, id bigint NOT NULL UNIQUE);
 CREATE FUNCTION pg_temp.job(bigint) RETURNS text LANGUAGE sql AS 'SELECT k FROM enq WHERE id = $1';
 
 -- Jobs that are not plain go to pgq.job_rows, as on any queue (but for a
--- grouped job whose group has room: on the ring, ring_groups.sql).
+-- grouped job whose group has room, ring_groups.sql, and a job with a
+-- dedupe key, its key's row in pgq.dedupe_holds, ring_dedupe.sql: on the
+-- ring).
 INSERT INTO enq VALUES ('later', pgq.enqueue('ring', '{"k": "later"}', run_at => pgq.clock() + interval '1 hour'));
 INSERT INTO enq VALUES ('grouped', pgq.enqueue('ring', '{"k": "grouped"}', group_key => 'g'));
 INSERT INTO enq VALUES ('deduped', pgq.enqueue('ring', '{"k": "deduped"}', dedupe_key => 'd'));

@@ -76,6 +76,14 @@ void MarkDedupePeriods(pg::SpiSession& spi, int32 queue_id) {
   pg::invalidation::Announce(pg::invalidation::kQueues);  // every backend's cached queue learns it
 }
 
+// The first enqueue with on_duplicate => 'replace' in a queue marks it: its
+// jobs with a dedupe key are rows from then on, where a replace finds a
+// pending holder by an index (store/ring_jobs.h TakesKeyed).
+void MarkDedupeReplaces(pg::SpiSession& spi, int32 queue_id) {
+  store::MarkDedupeReplaces(spi, queue_id);
+  pg::invalidation::Announce(pg::invalidation::kQueues);
+}
+
 // on_duplicate: 'ignore' (the holder's id, as in 1.1) or 'replace'.
 bool ReplacesDuplicate(FunctionCallInfo fcinfo, int index, bool has_dedupe) {
   const std::string_view value = pg::RequiredText(fcinfo, index, "on_duplicate");
@@ -236,20 +244,24 @@ PGQ_FUNCTION(pgq_enqueue) {
     }
     if (!has_max_attempts) job.max_attempts = queue.max_attempts;
     if (has_period && !queue.dedupe_periods) api::MarkDedupePeriods(spi, queue.id);
+    if (replace && !queue.dedupe_replaces) api::MarkDedupeReplaces(spi, queue.id);
     const store::Queue target{queue.id,
                               name,
                               queue.notify,
                               has_period || queue.dedupe_periods,
                               queue.group_concurrency,
                               queue.ring_id,
-                              queue.max_attempts};
+                              queue.max_attempts,
+                              replace || queue.dedupe_replaces};
     const std::optional<int64> id =
         replace ? store::Replace(spi, target, job) : store::Insert(spi, target, job);
     if (id) PG_RETURN_INT64(*id);
     // Nothing inserted: only a taken dedupe key skips the row.
     if (!has_dedupe) pg::Raise(ERRCODE_INTERNAL_ERROR, "enqueue inserted no row");
     // A live holder that appeared meanwhile is replaced on the next try.
-    if (replace && store::DedupeHolder(spi, queue.id, job.dedupe_key) != 0) continue;
+    if (replace && store::KeyHolder(spi, queue.id, job.dedupe_key, pg::Now(), true) != 0) {
+      continue;
+    }
     if (const int64 holder = store::KeyHolder(spi, queue.id, job.dedupe_key, pg::Now());
         holder != 0) {
       PG_RETURN_INT64(holder);

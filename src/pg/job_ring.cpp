@@ -708,6 +708,24 @@ Datum GroupKeyOf(HeapTupleData* tuple, TupleDesc desc) {
   const Datum key = heap_getattr(tuple, kGroupKey, desc, &is_null);
   return is_null ? 0 : key;
 }
+// Whether an entry has a dedupe key (a ring made before the column: none).
+bool KeyedOf(HeapTupleData* tuple, TupleDesc desc) {
+  if (desc->natts < kDedupeKey) return false;
+  return !heap_attisnull(tuple, kDedupeKey, desc);
+}
+// Its dedupe key (text) and period (interval), 0 for none.
+Datum DedupeKeyOf(HeapTupleData* tuple, TupleDesc desc) {
+  if (desc->natts < kDedupeKey) return 0;
+  bool is_null;
+  const Datum key = heap_getattr(tuple, kDedupeKey, desc, &is_null);
+  return is_null ? 0 : key;
+}
+Datum DedupeForOf(HeapTupleData* tuple, TupleDesc desc) {
+  if (desc->natts < kDedupeFor) return 0;
+  bool is_null;
+  const Datum period = heap_getattr(tuple, kDedupeFor, desc, &is_null);
+  return is_null ? 0 : period;
+}
 int32 AttemptOf(HeapTupleData* tuple, TupleDesc desc) {
   bool is_null;
   return DatumGetInt32(heap_getattr(tuple, kAttempt, desc, &is_null));
@@ -745,6 +763,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     TimestampTz newest_at = 0;   // its newest receipt (a claim's or an extension's)
     int32 claimed_by = 0;        // the attempt's first receipt's claimer
     bool grouped = false;        // its entry has a group key
+    bool keyed = false;          // its entry has a dedupe key
     uint64 order = 0;
   };
   std::unordered_map<int64, Job> jobs;
@@ -763,6 +782,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     TimestampTz at;
     int32 claimed_by;
     bool grouped;  // an entry with a group key
+    bool keyed;    // an entry with a dedupe key
     TransactionId xmin;
     ItemPointerData tid;
   };
@@ -805,6 +825,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
                             at,
                             claimed_by,
                             GroupedOf(&tuple, desc),
+                            KeyedOf(&tuple, desc),
                             HeapTupleHeaderGetRawXmin(tuple.t_data),
                             tuple.t_self};
         }
@@ -833,6 +854,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
           job.has_entry = true;
           job.base = row.attempt;
           job.grouped = row.grouped;
+          job.keyed = row.keyed;
           job.order = ++seen;
           order.push_back(row.id);
         } else if (row.kind == 'r') {
@@ -904,11 +926,13 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     if (job.closed && !(job.running && TransactionIdIsValid(job.closing))) continue;
     if (job.running) {
       // A committed claim: no claiming transaction to wait for.
-      const Lease lease{MyDatabaseId,   place.queue_id,       place.ring_id,
-                        job.attempt,    job.lease_until,      place.leaves[job.segment],
-                        job.entry,      InvalidTransactionId, index,
-                        job.claimed_at, job.closing,          job.claimed_by,
-                        job.grouped};
+      const Lease lease{MyDatabaseId,    place.queue_id,
+                        place.ring_id,   job.attempt,
+                        job.lease_until, place.leaves[job.segment],
+                        job.entry,       InvalidTransactionId,
+                        index,           job.claimed_at,
+                        job.closing,     job.claimed_by,
+                        job.grouped,     job.keyed};
       Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, id}, lease); });
       continue;
     }
@@ -1221,6 +1245,10 @@ bool Append(const Place& place, const NewEntry* entries, int count) {
         row.Set(kPayload, entries[i].payload);
         if (entries[i].group_key != 0 && desc->natts >= kGroupKey) {
           row.Set(kGroupKey, entries[i].group_key);
+        }
+        if (entries[i].dedupe_key != 0 && desc->natts >= kDedupeFor) {
+          row.Set(kDedupeKey, entries[i].dedupe_key);
+          if (entries[i].dedupe_for != 0) row.Set(kDedupeFor, entries[i].dedupe_for);
         }
         tuples[i] = heap_form_tuple(desc, row.values, row.nulls);
       }
@@ -1549,7 +1577,8 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                           now,
                           InvalidTransactionId,
                           MyProcPid,
-                          GroupedOf(t.tuple, desc)};
+                          GroupedOf(t.tuple, desc),
+                          KeyedOf(t.tuple, desc)};
         // (Its undo note, made when it was taken, gives it back if the
         // transaction aborts.) The map found full meanwhile: it spills too.
         const bool leased = spilled[i] == 0 && PutLease(LeaseKey{MyDatabaseId, id}, lease);
@@ -1577,7 +1606,8 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                   DatumGetInt32(heap_getattr(t.tuple, kPriority, desc, &is_null)),
                   DatumGetTimestampTz(heap_getattr(t.tuple, kRunAt, desc, &is_null)),
                   DatumGetTimestampTz(heap_getattr(t.tuple, kEnqueuedAt, desc, &is_null)),
-                  heap_getattr(t.tuple, kPayload, desc, &is_null), GroupKeyOf(t.tuple, desc)});
+                  heap_getattr(t.tuple, kPayload, desc, &is_null), GroupKeyOf(t.tuple, desc),
+                  DedupeKeyOf(t.tuple, desc), DedupeForOf(t.tuple, desc)});
     }
     for (Relation rel : rels) {
       if (rel != nullptr) table_close(rel, NoLock);
@@ -1929,6 +1959,8 @@ bool ReadEntry(const Lease& lease, NewEntry* entry) {
       entry->enqueued_at = DatumGetTimestampTz(heap_getattr(copy, kEnqueuedAt, desc, &is_null));
       entry->payload = heap_getattr(copy, kPayload, desc, &is_null);
       entry->group_key = GroupKeyOf(copy, desc);
+      entry->dedupe_key = DedupeKeyOf(copy, desc);
+      entry->dedupe_for = DedupeForOf(copy, desc);
       found = true;
     }
     UnlockReleaseBuffer(buffer);

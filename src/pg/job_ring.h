@@ -57,7 +57,9 @@ enum Column : int {
   kPayload,     // entry
   kClaimedBy,   // a claim's receipt: the claiming backend's pid
   kGroupKey,    // entry: the job's group key (NULL: none)
-  kColumns = kGroupKey
+  kDedupeKey,   // entry: the job's dedupe key (NULL: none; pgq.dedupe_holds names the job)
+  kDedupeFor,   // entry: how long the key stays taken after the job (NULL: not at all)
+  kColumns = kDedupeFor
 };
 
 // Requests the shared memory; from _PG_init while preloading.
@@ -86,7 +88,9 @@ struct NewEntry {
   TimestampTz run_at;
   TimestampTz enqueued_at;
   Datum payload;
-  Datum group_key = 0;  // text; 0: no group
+  Datum group_key = 0;   // text; 0: no group
+  Datum dedupe_key = 0;  // text; 0: none
+  Datum dedupe_for = 0;  // interval; 0: none
 };
 
 // Appends entries (one insert, under the insert lock). False, with nothing
@@ -107,8 +111,10 @@ struct Claimed {
   int32 priority;
   TimestampTz run_at;
   TimestampTz enqueued_at;
-  Datum payload;    // in the caller's memory context
-  Datum group_key;  // text in the caller's memory context; 0: no group
+  Datum payload;     // in the caller's memory context
+  Datum group_key;   // text in the caller's memory context; 0: no group
+  Datum dedupe_key;  // text in the caller's memory context; 0: none
+  Datum dedupe_for;  // interval in the caller's memory context; 0: none
 };
 
 // A position in claim order among a ring's entries (all of priority 0):
@@ -178,6 +184,7 @@ struct Lease {
   TransactionId closer_xid;
   int32 claimed_by;  // the claiming backend's pid (its receipt's), 0: not known
   bool grouped;      // its entry has a group key (a row of pgq.group_holds counts it)
+  bool keyed;        // its entry has a dedupe key (its row of pgq.dedupe_holds names it)
 };
 // The lease of `id`, if a ring job of this database runs with it: false
 // when there is none, or its closer committed or is this transaction.

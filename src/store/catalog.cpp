@@ -48,6 +48,8 @@ const Catalog& InstalledCatalog() {
       c.claimed_by = get_attnum(jobs, "claimed_by");
       c.lease_until = get_attnum(jobs, "lease_until");
       c.group_key = get_attnum(jobs, "group_key");
+      c.dedupe_key = get_attnum(jobs, "dedupe_key");
+      c.dedupe_for = get_attnum(jobs, "dedupe_for");
     }
     found.running_index = get_relname_relid("jobs_lease_idx", schema);
     found.ready_index = get_relname_relid("jobs_ready_idx", schema);

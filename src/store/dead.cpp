@@ -147,9 +147,18 @@ SELECT q.queue_id FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue
 // not brought back: its readers no longer show it. $3 now.
 constexpr std::string_view kDedupeFree = R"sql(
 (d.dedupe_key IS NULL OR NOT EXISTS (
-   SELECT 1 FROM pgq.job_rows j WHERE j.queue_id = $2 AND j.dedupe_key = d.dedupe_key))
+   SELECT 1 FROM pgq.dedupe_holds h WHERE h.queue_id = $2 AND h.dedupe_key = d.dedupe_key
+                                      AND h.held_until IS NULL))
 AND NOT EXISTS (SELECT 1 FROM pgq.queues k
                  WHERE k.queue_id = $2 AND d.died_at + k.keep_dead <= $3))sql";
+// A revived job's key is its own again (over a period a finished job kept
+// it for; a live holder that came meanwhile keeps it: CheckRevivedKeys).
+constexpr std::string_view kReviveKeys = R"sql(, keyed AS (
+  INSERT INTO pgq.dedupe_holds AS h (queue_id, dedupe_key, job_id)
+  SELECT $2, r.dedupe_key, r.id FROM revived r WHERE r.dedupe_key IS NOT NULL
+  ON CONFLICT (queue_id, dedupe_key) DO UPDATE SET job_id = excluded.job_id, held_until = NULL
+   WHERE h.held_until IS NOT NULL
+))sql";
 // With its dedupe period, which dead-letter kept.
 constexpr std::string_view kRevived = R"sql(
 SELECT r.id, $2, CASE WHEN r.group_key IS NULL THEN 'p' ELSE 'w' END, r.priority, $3, 0,
@@ -160,7 +169,7 @@ SELECT r.id, $2, CASE WHEN r.group_key IS NULL THEN 'p' ELSE 'w' END, r.priority
 const std::string& ReviveOne() {
   static const std::string sql =
       "WITH revived AS (DELETE FROM pgq.dead_jobs d WHERE d.id = $1 AND " +
-      std::string(kDedupeFree) + " RETURNING d.*)";
+      std::string(kDedupeFree) + " RETURNING d.*)" + std::string(kReviveKeys);
   return sql;
 }
 
@@ -182,7 +191,7 @@ WITH revived AS (
        AND NOT EXISTS (SELECT 1 FROM pgq.dead_jobs o WHERE o.queue = d.queue
                           AND o.dedupe_key = d.dedupe_key AND o.id < d.id)
      ORDER BY d.id LIMIT $4 FOR UPDATE SKIP LOCKED))
-  RETURNING dd.*))sql";
+  RETURNING dd.*))sql" + std::string(kReviveKeys);
   return sql;
 }
 
@@ -193,9 +202,36 @@ pg::Statement& revive_oldest() {
   return statement.get();
 }
 
+// Revived jobs whose dedupe key another live job took while they were
+// revived (kDedupeFree looked before): the statement cannot undo them, so
+// the transaction fails (it is retried whole).
+pg::Statement keys_lost = {R"sql(
+SELECT count(*) AS lost FROM pgq.job_rows j
+ WHERE j.id = ANY ($1) AND j.dedupe_key IS NOT NULL
+   AND NOT EXISTS (SELECT 1 FROM pgq.dedupe_holds h
+                    WHERE h.queue_id = j.queue_id AND h.dedupe_key = j.dedupe_key
+                      AND h.job_id = j.id AND h.held_until IS NULL))sql",
+                           1,
+                           {INT8ARRAYOID},
+                           nullptr};
+
+void CheckRevivedKeys(pg::SpiSession& spi, const pg::Result& revived) {
+  std::vector<int64> ids;
+  const int id_column = revived.ColumnNumber("id");
+  for (uint64 row = 0; row < revived.size(); ++row) ids.push_back(revived.Int64(row, id_column));
+  pg::Params params;
+  params.Set(0, internal::Int8Array(ids));
+  if (spi.Execute(keys_lost, params).Int64(0, "lost") == 0) return;
+  pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
+            "could not retry a dead job: its dedupe key was taken meanwhile",
+            "A job with its dedupe key was enqueued while it was being retried.",
+            "Retry the transaction: the dead job then stays dead (dedupe_key_taken).");
+}
+
 // Ungrouped revived jobs are pending (AfterInsert); grouped ones move their
 // group on.
 int32 AfterRevival(pg::SpiSession& spi, const Queue& queue, const pg::Result& revived) {
+  if (!revived.empty()) CheckRevivedKeys(spi, revived);
   internal::AfterInsert(spi, &queue, 1, revived);
   internal::MoveGroupsOn(spi, internal::GroupsOf(revived));
   return static_cast<int32>(revived.size());
@@ -225,17 +261,18 @@ pg::Statement& bury_ring_entry() {
   const auto sql = [] {
     std::string rows(kQueueNameOfD);
     rows += R"sql(, d.payload, d.attempt, NULL, 'cancelled', $2, d.priority, d.max_attempts,
-       d.enqueued_at, NULL, d.group_key, NULL, NULL,
+       d.enqueued_at, d.dedupe_key, d.group_key, NULL, d.dedupe_for,
        )sql";
     rows += DeadSegmentSql();
     rows += "\n  FROM d";
     return InsertDeadSql(R"sql(
 WITH d AS (
   SELECT r.id, q.queue_id, r.payload, r.attempt, r.priority, r.max_attempts, r.enqueued_at,
-         r.group_key
+         r.group_key, r.dedupe_key, r.dedupe_for
     FROM pgq.ring_jobs r JOIN pgq.queue_rings q ON q.ring_id = r.ring
    WHERE r.id = $1 AND r.ring = $3 AND r.state = 'p'))sql",
-                         rows);
+                         rows) +
+           std::string(kReturnQueueId) + ",\n          id, dedupe_key, dedupe_for";
   };
   static BuiltStatement statement{sql(), {INT8OID, TIMESTAMPTZOID, INT4OID}};
   return statement.get();
@@ -277,11 +314,16 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
       bury.Set(0, Int64GetDatum(id))
           .Set(1, TimestampTzGetDatum(now))
           .Set(2, Int32GetDatum(taken.ring_id));
-      (void)spi.Execute(bury_ring_entry(), bury);
+      const pg::Result buried = spi.Execute(bury_ring_entry(), bury);
       ring::CloseTakenOut(taken, id, now);
       pg::ledger::NoteCount(taken.queue_id, pg::kDeadLettered, 1);
-      // A grouped one's group moves on.
-      internal::MoveGroupsOn(spi, internal::LetGroupsGo(spi, {id}));
+      // A grouped one's group moves on; a keyed one's key goes (or stays
+      // for its period) and its follower, if any, takes it.
+      std::vector<internal::GroupRef> groups = internal::LetGroupsGo(spi, {id});
+      for (internal::GroupRef& group : internal::KeysReleased(spi, buried, now)) {
+        groups.push_back(std::move(group));
+      }
+      internal::MoveGroupsOn(spi, std::move(groups));
       // Its children die with it (dependency_failed), as a table job's.
       internal::ParentsDied(spi, ring::ParentsAmong(spi, taken.place, {id}), now);
       return true;

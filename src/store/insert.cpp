@@ -108,17 +108,11 @@ std::string OneJob(std::string_view state) {
 }
 
 // Enqueue's after: a job that waits for its parents ('b'), with how many
-// ($10), and its dedupe period ($8; $9 now, when `keyed`). It is in no
-// group's line until they are done (dependencies.cpp).
-std::string WaitingJob(bool keyed) {
-  constexpr std::string_view kColumns =
-      "pg_catalog.nextval('pgq.job_id_seq'), $1, 'b', $4, $3, 0, $6, pg_catalog.now(), $5, $7, "
-      "NULL, $2, $8, $10";
-  if (!keyed) return "VALUES (" + std::string(kColumns) + ")";
-  return "SELECT " + std::string(kColumns) + R"sql(
- WHERE NOT EXISTS (SELECT 1 FROM pgq.dedupe_holds h
-                    WHERE h.queue_id = $1 AND h.dedupe_key = $5 AND h.held_until > $9))sql";
-}
+// ($10), its dedupe period ($8) and its id ($11: drawn by the caller, with
+// its key's row when it has one). It is in no group's line until they are
+// done (dependencies.cpp).
+constexpr std::string_view kWaitingJob = R"sql(
+VALUES ($11, $1, 'b', $4, $3, 0, $6, pg_catalog.now(), $5, $7, NULL, $2, $8, $10))sql";
 
 // A job of a FIFO group waits ('w') while its group has any other job; the
 // caller of Insert holds the group's lock, so that check and the promotion
@@ -155,72 +149,47 @@ GroupKind GroupOf(const Queue& queue, const NewJob& job) {
 
 constexpr std::string_view kStateOf[] = {"'p'", kGroupState, kSharedGroupState};
 
-// With a dedupe key, a pending or running job holding it wins. Without one
-// the insert is plain: ON CONFLICT would cost a speculative insertion (and
-// its WAL) on every job.
-constexpr std::string_view kOnDedupe = R"sql(
-ON CONFLICT (queue_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING)sql";
-
 constexpr Oid kOneJobArgs[] = {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID,
                                TEXTOID, INT4OID,  TEXTOID};
 
-// [has dedupe key][GroupKind]
-pg::Statement& InsertOne(bool dedupe, GroupKind group) {
-  static BuiltStatement statements[2][3] = {
-      {{InsertJobsSql({}, OneJob(kStateOf[kNoGroup])), kOneJobArgs},
-       {InsertJobsSql({}, OneJob(kStateOf[kFifoGroup])), kOneJobArgs},
-       {InsertJobsSql({}, OneJob(kStateOf[kSharedGroup])), kOneJobArgs}},
-      {{InsertJobsSql({}, OneJob(kStateOf[kNoGroup]), kOnDedupe), kOneJobArgs},
-       {InsertJobsSql({}, OneJob(kStateOf[kFifoGroup]), kOnDedupe), kOneJobArgs},
-       {InsertJobsSql({}, OneJob(kStateOf[kSharedGroup]), kOnDedupe), kOneJobArgs}},
-  };
-  return statements[dedupe][group].get();
-}
-
-// 1.2: $8 dedupe_for, $9 now. The key may also be held by a job finished
-// within its period (pgq.dedupe_holds): then nothing is inserted either.
-std::string OneJobUnlessHeld(std::string_view state) {
-  return "SELECT pg_catalog.nextval('pgq.job_id_seq'), $1, " + std::string(state) +
-         ", $4, $3, 0, $6, pg_catalog.now(), $5, $7, NULL, $2, $8" + R"sql(
- WHERE NOT EXISTS (SELECT 1 FROM pgq.dedupe_holds h
-                    WHERE h.queue_id = $1 AND h.dedupe_key = $5 AND h.held_until > $9))sql";
-}
-
-constexpr Oid kKeyedJobArgs[] = {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID,       TEXTOID,
-                                 INT4OID, TEXTOID,  INTERVALOID,    TIMESTAMPTZOID};
-
 // [GroupKind]
-pg::Statement& InsertKeyed(GroupKind group) {
+pg::Statement& InsertOne(GroupKind group) {
   static BuiltStatement statements[3] = {
-      {InsertJobsSql({}, OneJobUnlessHeld(kStateOf[kNoGroup]), kOnDedupe, ", dedupe_for"),
-       kKeyedJobArgs},
-      {InsertJobsSql({}, OneJobUnlessHeld(kStateOf[kFifoGroup]), kOnDedupe, ", dedupe_for"),
-       kKeyedJobArgs},
-      {InsertJobsSql({}, OneJobUnlessHeld(kStateOf[kSharedGroup]), kOnDedupe, ", dedupe_for"),
-       kKeyedJobArgs},
+      {InsertJobsSql({}, OneJob(kStateOf[kNoGroup])), kOneJobArgs},
+      {InsertJobsSql({}, OneJob(kStateOf[kFifoGroup])), kOneJobArgs},
+      {InsertJobsSql({}, OneJob(kStateOf[kSharedGroup])), kOneJobArgs},
   };
   return statements[group].get();
 }
 
-constexpr Oid kWaitingJobArgs[] = {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID,        TEXTOID,
-                                   INT4OID, TEXTOID,  INTERVALOID,    TIMESTAMPTZOID, INT4OID};
-
-// [has dedupe key][keyed]
-pg::Statement& insert_waiting(bool dedupe, bool keyed) {
-  constexpr std::string_view kExtra = ", dedupe_for, open_parents";
-  static BuiltStatement statements[2][2] = {
-      {{InsertJobsSql({}, WaitingJob(false), {}, kExtra), kWaitingJobArgs},
-       {InsertJobsSql({}, WaitingJob(true), {}, kExtra), kWaitingJobArgs}},
-      {{InsertJobsSql({}, WaitingJob(false), kOnDedupe, kExtra), kWaitingJobArgs},
-       {InsertJobsSql({}, WaitingJob(true), kOnDedupe, kExtra), kWaitingJobArgs}},
-  };
-  return statements[dedupe][keyed].get();
+// A job with a dedupe key, whose key's row (TakeKey) drew its id: $8
+// dedupe_for, $9 the id.
+std::string KeyedJob(std::string_view state) {
+  return "VALUES ($9, $1, " + std::string(state) +
+         ", $4, $3, 0, $6, pg_catalog.now(), $5, $7, NULL, $2, $8)";
 }
 
-pg::Statement find_dedupe = {"SELECT id FROM pgq.job_rows WHERE queue_id = $1 AND dedupe_key = $2",
-                             2,
-                             {INT4OID, TEXTOID},
-                             nullptr};
+constexpr Oid kKeyedJobArgs[] = {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID,
+                                 INT4OID, TEXTOID,  INTERVALOID,    INT8OID};
+
+// [GroupKind]
+pg::Statement& InsertKeyed(GroupKind group) {
+  static BuiltStatement statements[3] = {
+      {InsertJobsSql({}, KeyedJob(kStateOf[kNoGroup]), {}, ", dedupe_for"), kKeyedJobArgs},
+      {InsertJobsSql({}, KeyedJob(kStateOf[kFifoGroup]), {}, ", dedupe_for"), kKeyedJobArgs},
+      {InsertJobsSql({}, KeyedJob(kStateOf[kSharedGroup]), {}, ", dedupe_for"), kKeyedJobArgs},
+  };
+  return statements[group].get();
+}
+
+constexpr Oid kWaitingJobArgs[] = {INT4OID, JSONBOID,    TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID,
+                                   TEXTOID, INTERVALOID, TIMESTAMPTZOID, INT4OID, INT8OID};
+
+pg::Statement& insert_waiting() {
+  static BuiltStatement statement{InsertJobsSql({}, kWaitingJob, {}, ", dedupe_for, open_parents"),
+                                  kWaitingJobArgs};
+  return statement.get();
+}
 
 // $1 queue id, $2 payloads, $3 run_at, $4 priority. Ids are drawn in input
 // order: volatile functions in the target list are evaluated after the
@@ -311,23 +280,49 @@ int64 InsertPlain(pg::SpiSession& spi, const Queue& queue, const NewJob& job,
 
 // A job with parents: waiting, then its rows in pgq.job_dependencies. Not
 // in its group's line yet, so no group lock; not pending, so nothing to
-// announce.
-std::optional<int64> InsertWaiting(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
-  const bool has_dedupe = job.dedupe_key != 0;
-  const bool keyed = has_dedupe && queue.dedupe_periods;
-  const TimestampTz now = pg::Now();
+// announce. `id`: drawn with its key's row (0: none, drawn here).
+int64 InsertWaiting(pg::SpiSession& spi, const Queue& queue, const NewJob& job, int64 id,
+                    const Catalog& catalog) {
+  if (id == 0) {
+    pg::RequireInsertAllowed();
+    id = pg::Guard([&] { return nextval_internal(catalog.job_id_seq, false); });
+  }
   pg::Params params;
   internal::SetJobParams(params, queue, job)
-      .Set(8, TimestampTzGetDatum(now))
-      .Set(9, Int32GetDatum(static_cast<int32>(job.parents->size())));
-  const pg::Result inserted = spi.Execute(insert_waiting(has_dedupe, keyed), params);
-  if (inserted.empty()) return std::nullopt;
-  const int64 id = inserted.Int64(0, "id");
-  if (keyed && internal::HeldKeyJob(spi, queue.id, job.dedupe_key, now, true) != 0) {
-    internal::DeleteJustInserted(spi, id);
-    return std::nullopt;
-  }
+      .Set(8, TimestampTzGetDatum(pg::Now()))
+      .Set(9, Int32GetDatum(static_cast<int32>(job.parents->size())))
+      .Set(10, Int64GetDatum(id));
+  (void)spi.Execute(insert_waiting(), params);
   internal::AddDependencies(spi, *job.parents, {id});
+  return id;
+}
+
+// A job with a dedupe key: the key's row first (pgq.dedupe_holds, the one
+// place a key is taken), which draws the job's id; then the job, on the
+// queue's ring when it is due now with no group or parents (ADR 0028,
+// "Dedupe keys on the rings"), else a row of pgq.job_rows. nullopt: the
+// key is taken.
+std::optional<int64> InsertKeyedJob(pg::SpiSession& spi, const Queue& queue, const NewJob& job,
+                                    const Catalog& catalog) {
+  const TimestampTz now = pg::Now();
+  pg::RequireInsertAllowed();
+  const int64 id = internal::TakeKey(spi, queue, job.dedupe_key, now);
+  if (id == 0) return std::nullopt;
+  if (job.parents != nullptr && !job.parents->empty()) {
+    return InsertWaiting(spi, queue, job, id, catalog);
+  }
+  if (ring::TakesKeyed(queue, job, now)) {
+    int64 placed = id;
+    if (ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.priority, job.run_at,
+                      &placed, 0, job.dedupe_key, job.dedupe_for)) {
+      return id;
+    }
+  }
+  if (job.group_key != 0) pg::LockGroup(queue.id, job.group);
+  pg::Params params;
+  internal::SetJobParams(params, queue, job).Set(8, Int64GetDatum(id));
+  const pg::Result inserted = spi.Execute(InsertKeyed(GroupOf(queue, job)), params);
+  internal::AfterInsert(spi, &queue, 1, inserted);
   return id;
 }
 
@@ -369,10 +364,12 @@ pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum paylo
 }  // namespace
 
 std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
-  const bool has_dedupe = job.dedupe_key != 0;
-  const bool has_group = job.group_key != 0;
   const Catalog& catalog = InstalledCatalog();
-  if (job.parents != nullptr && !job.parents->empty()) return InsertWaiting(spi, queue, job);
+  if (job.dedupe_key != 0) return InsertKeyedJob(spi, queue, job, catalog);
+  const bool has_group = job.group_key != 0;
+  if (job.parents != nullptr && !job.parents->empty()) {
+    return InsertWaiting(spi, queue, job, 0, catalog);
+  }
   if (queue.ring_id != 0) {
     const TimestampTz now = pg::Now();
     int64 id = 0;
@@ -395,33 +392,15 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
       return InsertPlain(spi, queue, job, catalog, room ? 'p' : 'w');
     }
   }
-  if (!has_dedupe && !has_group && internal::CanInsertJobRow(catalog)) {
+  if (!has_group && internal::CanInsertJobRow(catalog)) {
     return InsertPlain(spi, queue, job, catalog);
   }
-  // Only a queue that ever had a job with a dedupe period can hold a key
-  // past its job (the flag is committed before any such job can finish).
-  const bool keyed = has_dedupe && queue.dedupe_periods;
-  const TimestampTz now = pg::Now();
   if (has_group) pg::LockGroup(queue.id, job.group);
   pg::Params params;
-  internal::SetJobParams(params, queue, job).Set(8, TimestampTzGetDatum(now));
-  const GroupKind group = GroupOf(queue, job);
-  const pg::Result inserted =
-      spi.Execute(keyed ? InsertKeyed(group) : InsertOne(has_dedupe, group), params);
-  // Nothing inserted: the key is taken (ON CONFLICT on the dedupe index, or
-  // a hold).
-  if (inserted.empty()) return std::nullopt;
-  const int64 id = inserted.Int64(0, "id");
-  // The key's holder may have finished, with a period, after the statement
-  // took its snapshot and before its insert went in (the insert then found
-  // the holder's row gone, or waited for it to go): read the holds again,
-  // as committed now.
-  if (keyed && internal::HeldKeyJob(spi, queue.id, job.dedupe_key, now, true) != 0) {
-    internal::DeleteJustInserted(spi, id);
-    return std::nullopt;
-  }
+  internal::SetJobParams(params, queue, job);
+  const pg::Result inserted = spi.Execute(InsertOne(GroupOf(queue, job)), params);
   internal::AfterInsert(spi, &queue, 1, inserted);
-  return id;
+  return inserted.Int64(0, "id");
 }
 
 namespace internal {
@@ -433,6 +412,16 @@ Datum Int8Array(const std::vector<int64>& values) {
   return PointerGetDatum(pg::Guard([&] {
     return construct_array(datums.data(), static_cast<int>(datums.size()), INT8OID, sizeof(int64),
                            FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+  }));
+}
+
+Datum Int4Array(const std::vector<int32>& values) {
+  auto datums = pg::MakeSmallVector<Datum, 16>(CurrentMemoryContext);
+  datums.reserve(values.size());
+  for (const int32 value : values) datums.push_back(Int32GetDatum(value));
+  return PointerGetDatum(pg::Guard([&] {
+    return construct_array(datums.data(), static_cast<int>(datums.size()), INT4OID, sizeof(int32),
+                           true, TYPALIGN_INT);
   }));
 }
 
@@ -449,7 +438,7 @@ pg::Params& SetJobParams(pg::Params& params, const Queue& queue, const NewJob& j
 
 // The most columns pgq.job_rows may have (its own and dropped ones) for
 // InsertJobRow.
-constexpr int kMaxJobColumns = 32;
+constexpr int kMaxJobColumns = 48;
 
 bool CanInsertJobRow(const Catalog& catalog) {
   const JobColumns& c = catalog.job_columns;
@@ -458,7 +447,7 @@ bool CanInsertJobRow(const Catalog& catalog) {
   for (const AttrNumber column :
        {c.id, c.queue_id, c.state, c.priority, c.run_at, c.attempt, c.max_attempts, c.enqueued_at,
         c.payload, c.last_error, c.has_dependents, c.claimed_at, c.claimed_by, c.lease_until,
-        c.group_key}) {
+        c.group_key, c.dedupe_key, c.dedupe_for}) {
     if (column <= 0 || column > c.natts) return false;
   }
   return true;
@@ -488,17 +477,12 @@ void InsertJobRow(const Catalog& catalog, const JobRow& row) {
   if (row.claimed_by != 0) set(c.claimed_by, Int32GetDatum(row.claimed_by));
   if (row.lease_until) set(c.lease_until, TimestampTzGetDatum(*row.lease_until));
   if (row.group_key != 0) set(c.group_key, row.group_key);
+  if (row.dedupe_key != 0) set(c.dedupe_key, row.dedupe_key);
+  if (row.dedupe_for != 0) set(c.dedupe_for, row.dedupe_for);
   pg::InsertRow(catalog.jobs, values, nulls);
 }
 
 }  // namespace internal
-
-int64 DedupeHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key) {
-  pg::Params params;
-  params.Set(0, Int32GetDatum(queue_id)).Set(1, dedupe_key);
-  const pg::Result holder = spi.Execute(find_dedupe, params, 1);
-  return holder.empty() ? 0 : holder.Int64(0, "id");
-}
 
 pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, TimestampTz run_at,
                       int32 priority, const std::vector<int64>* parents) {

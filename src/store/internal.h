@@ -43,7 +43,9 @@ struct JobRow {
   std::optional<TimestampTz> claimed_at;
   int32 claimed_by = 0;  // 0: NULL
   std::optional<TimestampTz> lease_until;
-  Datum group_key = 0;  // 0: NULL
+  Datum group_key = 0;   // 0: NULL
+  Datum dedupe_key = 0;  // 0: NULL
+  Datum dedupe_for = 0;  // 0: NULL
 };
 // Whether the installed pgq.job_rows has every column JobRow sets (the
 // catalog of the library's version has).
@@ -114,26 +116,28 @@ void HoldGroup(pg::SpiSession& spi, int32 queue_id, Datum group_key, int64 job_i
 // MoveGroupsOn.
 std::vector<GroupRef> LetGroupsGo(pg::SpiSession& spi, const std::vector<int64>& job_ids);
 
-// Dedupe keys (keys.cpp). Jobs that left pgq.job_rows, as rows with columns
-// queue_id, id, dedupe_key and dedupe_for: a key with a period stays taken until `finished_at` plus
-// it (pgq.dedupe_holds), and a job following the key's holder (enqueued
-// with on_duplicate => 'replace' while it ran) takes the key over and is
-// pending.
+// Dedupe keys (keys.cpp; pgq.dedupe_holds, the one place a key is taken).
+// The key `key` of the queue for a new job: the job's id, drawn now, when
+// the key was free (or kept by a finished job for a period now past); 0
+// when it is taken.
+int64 TakeKey(pg::SpiSession& spi, const Queue& queue, Datum key, TimestampTz now);
+// Job `id` of `queue_id`, holding `key`, ended (done, dead or cancelled):
+// the key stays taken until `finished_at` plus `dedupe_for` (an interval;
+// 0: free at once), and a job following it (enqueued with on_duplicate =>
+// 'replace' while it ran) takes it over and is pending.
 // Returns the groups of the followers it brought in waiting: the caller
 // moves them on with the groups of the jobs that finished, in one call (one
 // lock order, groups.cpp).
+std::vector<GroupRef> KeyReleased(pg::SpiSession& spi, int32 queue_id, Datum key, int64 id,
+                                  Datum dedupe_for, TimestampTz finished_at);
+// The same for the jobs that left pgq.job_rows, as rows with columns
+// queue_id, id, dedupe_key and dedupe_for.
 std::vector<GroupRef> KeysReleased(pg::SpiSession& spi, const pg::Result& rows,
                                    TimestampTz finished_at);
-// The finished job whose key `key` of `queue_id` stays taken at `now`, or 0;
-// with `latest`, seeing holds committed after the transaction's snapshot.
-int64 HeldKeyJob(pg::SpiSession& spi, int32 queue_id, Datum key, TimestampTz now, bool latest);
 // The DELETE ... RETURNING f.* that takes a follower out of
 // pgq.dedupe_followers to be cancelled (dead.cpp buries it in the same
 // statement): $1 its id, $3 $4 the caller's scope (SetScope).
 std::string_view CancelledFollowerSql();
-// Takes back the job this transaction has just inserted (insert.cpp, when a
-// key turned out to be held).
-void DeleteJustInserted(pg::SpiSession& spi, int64 id);
 // $1 queue id, $2 payload, $3 run_at, $4 priority, $5 dedupe key, $6
 // max_attempts, $7 group key, $8 dedupe_for: the parameters of every
 // statement that inserts or replaces one job (insert.cpp, keys.cpp).
@@ -167,6 +171,7 @@ void MoveKeptDead(pg::SpiSession& spi, TimestampTz now, int32 max);
 
 // An int8[] of `values`, in the current memory context.
 Datum Int8Array(const std::vector<int64>& values);
+Datum Int4Array(const std::vector<int32>& values);
 
 // Where completions go (history.cpp). `variant`: 1 no queue keeps
 // completed jobs; 2 some do: `keeping`, an int4[] of their

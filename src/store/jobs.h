@@ -56,6 +56,10 @@ struct Queue {
   // Its plain jobs are on this ring (ADR 0028, store/ring_jobs.h); 0: none.
   int32 ring_id = 0;
   int32 max_attempts = 0;  // the queue's, for enqueue_many onto its ring
+  // Some enqueue of the queue had on_duplicate => 'replace' (pgq.queues.
+  // dedupe_replaces): its jobs with a dedupe key stay rows, where a replace
+  // finds its holder by an index (ADR 0028, "Dedupe keys on the rings").
+  bool dedupe_replaces = false;
 };
 
 // The queues a caller may touch by job id: `every`, or those in `ids` (an
@@ -92,10 +96,10 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
 // one gets the job as its follower, made pending when it finishes; with no
 // live holder, Insert. nullopt: taken meanwhile, or held for a period.
 std::optional<int64> Replace(pg::SpiSession& spi, const Queue& queue, const NewJob& job);
-// The live job of `queue_id` holding `dedupe_key`, or 0.
-int64 DedupeHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key);
-// The same, or else the finished job that keeps it taken at `now`, or 0.
-int64 KeyHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key, TimestampTz now);
+// The job of `queue_id` holding `dedupe_key` as committed now: live, or
+// (unless `live_only`) finished within its dedupe_for; 0 for none.
+int64 KeyHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key, TimestampTz now,
+                bool live_only = false);
 
 // ---- Dependencies (dependencies.cpp)
 

@@ -1,27 +1,31 @@
-// Dedupe keys past their job (SPEC §8): a key that stays taken for a period
-// after its job finished (enqueue's dedupe_for), and the job that follows a
-// running holder of its key (on_duplicate => 'replace').
-//
-// A live job holds its key through jobs_dedupe_idx, as in 1.1. When it
-// leaves pgq.job_rows (done, dead or cancelled), every statement that removed it
-// returns its key, and KeysReleased, in the same transaction:
-//   - records the period in pgq.dedupe_holds (one row per key, overwritten
-//     by the key's next job), which enqueue reads before and after its
-//     insert (insert.cpp);
-//   - moves the key's follower, if any, into pgq.job_rows: pending, under the
-//     key, with the id its enqueue returned.
-// A follower waits in pgq.dedupe_followers, outside the hot table, so that
-// the running holder and it can both exist and no index of pgq.job_rows costs
-// anyone more; the enqueue that adds it holds a KEY SHARE lock on the
-// holder's row, so the holder cannot leave before the follower is
-// committed and seen.
+// Dedupe keys (SPEC §3, §8; ADR 0028 "Dedupe keys on the rings"):
+// pgq.dedupe_holds is the one place a key is taken. An enqueue with a key
+// inserts the key's row first (TakeKey; ON CONFLICT: taken), with the id
+// its job will have, then puts the job on the queue's ring or into
+// pgq.job_rows; a live job's row has no held_until. When the job ends
+// (done, dead or cancelled, on its ring or as a row), KeyReleased, in the
+// same transaction:
+//   - deletes the row, or keeps it for the job's dedupe_for (held_until);
+//   - moves the key's follower, if any, into pgq.job_rows: pending, under
+//     the key, with the id its enqueue returned, the key's row now its.
+// A job requeued (a retry, a release, an expired lease) keeps its key.
+// A follower waits in pgq.dedupe_followers, outside the jobs' storage, so
+// that the running holder and it can both exist; the enqueue that adds it
+// holds a share lock on the key's row, so the holder's end (which deletes
+// or updates that row) waits for it to commit, and the statement after,
+// under a new snapshot, sees the follower and moves it.
 // A follower cancelled leaves in the statement that dead-letters it
 // (dead.cpp), through CancelledFollowerSql: this file alone writes
-// pgq.dedupe_followers.
+// pgq.dedupe_followers and pgq.dedupe_holds.
 #include "pg/args.h"
 #include "pg/ledger.h"
 #include "pg/settings.h"
 #include "store/internal.h"
+#include "store/ring_jobs.h"
+
+extern "C" {
+#include "access/xact.h"
+}
 
 namespace pgq::store {
 
@@ -37,41 +41,78 @@ SELECT m.id, m.queue_id, CASE WHEN m.group_key IS NULL THEN 'p' ELSE 'w' END, m.
        m.dedupe_for
   FROM moved m)sql";
 
-// $1 queue id, $2 key, $3 job id, $4 held until (NULL: no period); then the
-// key's follower, if any, becomes a pending job holding the key.
-pg::Statement& release_key() {
+// $1 queue id, $2 key: the key's follower, if any, becomes a pending job
+// holding the key (its row of pgq.dedupe_holds, which the holder's end has
+// just deleted or kept for a period, is the follower's from now on).
+pg::Statement& move_follower() {
   static internal::BuiltStatement statement{
       internal::InsertJobsSql(R"sql(
-WITH held AS (
-  INSERT INTO pgq.dedupe_holds AS h (queue_id, dedupe_key, job_id, held_until)
-  SELECT $1, $2, $3, $4 WHERE $4 IS NOT NULL
-  ON CONFLICT (queue_id, dedupe_key) DO UPDATE
-     SET job_id = excluded.job_id, held_until = excluded.held_until
-), moved AS (
+WITH moved AS (
   DELETE FROM pgq.dedupe_followers f WHERE f.queue_id = $1 AND f.dedupe_key = $2
   RETURNING f.*
+), held AS (
+  INSERT INTO pgq.dedupe_holds AS h (queue_id, dedupe_key, job_id)
+  SELECT m.queue_id, m.dedupe_key, m.id FROM moved m
+  ON CONFLICT (queue_id, dedupe_key) DO UPDATE SET job_id = excluded.job_id, held_until = NULL
 ))sql",
                               kFollowerJob, {}, ", dedupe_for"),
-      {INT4OID, TEXTOID, INT8OID, TIMESTAMPTZOID}};
+      {INT4OID, TEXTOID}};
   return statement.get();
 }
 
-// $1 queue id, $2 key, $3 now.
-pg::Statement held_key = {R"sql(
-SELECT job_id FROM pgq.dedupe_holds
- WHERE queue_id = $1 AND dedupe_key = $2 AND held_until > $3)sql",
+// $1 queue id, $2 key, $3 the job that leaves; $4 until when its key stays
+// taken (keep_key). Nothing if the key is not the job's.
+pg::Statement drop_key = {R"sql(
+DELETE FROM pgq.dedupe_holds WHERE queue_id = $1 AND dedupe_key = $2 AND job_id = $3
+RETURNING job_id)sql",
                           3,
-                          {INT4OID, TEXTOID, TIMESTAMPTZOID},
+                          {INT4OID, TEXTOID, INT8OID},
+                          nullptr};
+pg::Statement keep_key = {R"sql(
+UPDATE pgq.dedupe_holds SET held_until = $4
+ WHERE queue_id = $1 AND dedupe_key = $2 AND job_id = $3
+RETURNING job_id)sql",
+                          4,
+                          {INT4OID, TEXTOID, INT8OID, TIMESTAMPTZOID},
                           nullptr};
 
-// $1 queue id, $2 key. Locks the running holder against leaving (KEY SHARE
-// does not stop its heartbeat, which changes no key column).
-pg::Statement lock_running_holder = {R"sql(
-SELECT id FROM pgq.job_rows WHERE queue_id = $1 AND dedupe_key = $2 AND state = 'r'
-   FOR KEY SHARE)sql",
-                                     2,
-                                     {INT4OID, TEXTOID},
-                                     nullptr};
+// $1 queue id, $2 key: the key for a new job, whose id it draws.
+pg::Statement take_key = {R"sql(
+INSERT INTO pgq.dedupe_holds (queue_id, dedupe_key, job_id)
+VALUES ($1, $2, pg_catalog.nextval('pgq.job_id_seq'))
+ON CONFLICT (queue_id, dedupe_key) DO NOTHING
+RETURNING job_id)sql",
+                          2,
+                          {INT4OID, TEXTOID},
+                          nullptr};
+// The same, $3 now, over a finished job's period that is past.
+pg::Statement take_lapsed_key = {R"sql(
+UPDATE pgq.dedupe_holds SET job_id = pg_catalog.nextval('pgq.job_id_seq'), held_until = NULL
+ WHERE queue_id = $1 AND dedupe_key = $2 AND held_until <= $3
+RETURNING job_id)sql",
+                                 3,
+                                 {INT4OID, TEXTOID, TIMESTAMPTZOID},
+                                 nullptr};
+
+// $1 queue id, $2 key, $3 now: who holds it (live, or finished within its
+// period).
+pg::Statement key_holder = {R"sql(
+SELECT job_id, held_until IS NULL AS live FROM pgq.dedupe_holds
+ WHERE queue_id = $1 AND dedupe_key = $2 AND (held_until IS NULL OR held_until > $3))sql",
+                            3,
+                            {INT4OID, TEXTOID, TIMESTAMPTZOID},
+                            nullptr};
+
+// $1 queue id, $2 key: the live holder, its row locked against its end
+// until this transaction ends (a share lock: a row of the key's that is
+// only locked makes no REPEATABLE READ end fail).
+pg::Statement lock_live_holder = {R"sql(
+SELECT job_id FROM pgq.dedupe_holds
+ WHERE queue_id = $1 AND dedupe_key = $2 AND held_until IS NULL
+   FOR SHARE)sql",
+                                  2,
+                                  {INT4OID, TEXTOID},
+                                  nullptr};
 
 // $1 queue id, $2 payload, $3 run_at, $4 priority, $5 key: a holder that
 // has not started: pending, behind its group's head ('w'), or waiting for
@@ -106,19 +147,23 @@ RETURNING f.id)sql",
     {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID, INTERVALOID},
     nullptr};
 
-pg::Statement delete_job = {"DELETE FROM pgq.job_rows WHERE id = $1", 1, {INT8OID}, nullptr};
-
 // Followers whose holder is gone (it left in a transaction that could not
-// see them: a REPEATABLE READ one) become jobs all the same: a safety net
-// run by maintenance (a DELETE of no row takes no transaction id).
+// see them: a REPEATABLE READ one) become jobs all the same, their keys'
+// rows theirs: a safety net run by maintenance (a DELETE of no row takes no
+// transaction id).
 pg::Statement& promote_orphans() {
   static internal::BuiltStatement statement{
       internal::InsertJobsSql(R"sql(
 WITH moved AS (
   DELETE FROM pgq.dedupe_followers f
-   WHERE NOT EXISTS (SELECT 1 FROM pgq.job_rows h
-                      WHERE h.queue_id = f.queue_id AND h.dedupe_key = f.dedupe_key)
+   WHERE NOT EXISTS (SELECT 1 FROM pgq.dedupe_holds h
+                      WHERE h.queue_id = f.queue_id AND h.dedupe_key = f.dedupe_key
+                        AND h.held_until IS NULL)
   RETURNING f.*
+), held AS (
+  INSERT INTO pgq.dedupe_holds AS h (queue_id, dedupe_key, job_id)
+  SELECT m.queue_id, m.dedupe_key, m.id FROM moved m
+  ON CONFLICT (queue_id, dedupe_key) DO UPDATE SET job_id = excluded.job_id, held_until = NULL
 ))sql",
                               kFollowerJob, {}, ", dedupe_for"),
       {}};
@@ -143,6 +188,51 @@ std::string_view CancelledFollowerSql() {
 )sql";
 }
 
+int64 TakeKey(pg::SpiSession& spi, const Queue& queue, Datum key, TimestampTz now) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue.id)).Set(1, key);
+  // A REPEATABLE READ (or SERIALIZABLE) transaction's insert fails when
+  // the key's row was written after its snapshot (ON CONFLICT cannot decide
+  // on a row it does not see): looked at first as committed now, a key
+  // taken meanwhile is answered as taken, as under READ COMMITTED.
+  if (IsolationUsesXactSnapshot()) {
+    params.Set(2, TimestampTzGetDatum(now));
+    if (!spi.ExecuteSeeingLatest(key_holder, params, 1).empty()) return 0;
+  }
+  const pg::Result taken = spi.Execute(take_key, params, 1);
+  if (!taken.empty()) return taken.Int64(0, "job_id");
+  // Only a queue that ever had a job with a dedupe period keeps keys past
+  // their job (the flag is committed before any such job can finish).
+  if (!queue.dedupe_periods) return 0;
+  params.Set(2, TimestampTzGetDatum(now));
+  const pg::Result lapsed = spi.Execute(take_lapsed_key, params, 1);
+  return lapsed.empty() ? 0 : lapsed.Int64(0, "job_id");
+}
+
+std::vector<GroupRef> KeyReleased(pg::SpiSession& spi, int32 queue_id, Datum key, int64 id,
+                                  Datum dedupe_for, TimestampTz finished_at) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id)).Set(1, key).Set(2, Int64GetDatum(id));
+  // Waits for an enqueue adding a follower (its share lock on the row).
+  bool held = false;
+  if (dedupe_for == 0) {
+    held = !spi.Execute(drop_key, params, 1).empty();
+  } else {
+    const int64 period_us = pg::IntervalMicros(DatumGetIntervalP(dedupe_for), "dedupe_for");
+    params.Set(3, TimestampTzGetDatum(pg::AddMicros(finished_at, period_us, "dedupe_for")));
+    held = !spi.Execute(keep_key, params, 1).empty();
+  }
+  // Not its key (any more): a follower waits for its holder, not for it.
+  if (!held) return {};
+  // A new statement: it sees the follower an enqueue committed meanwhile.
+  pg::Params key_params;
+  key_params.Set(0, Int32GetDatum(queue_id)).Set(1, key);
+  const pg::Result moved = spi.Execute(move_follower(), key_params);
+  if (moved.empty()) return {};
+  if (moved.Bool(0, "pending")) NotePendingAgain(moved, true);
+  return GroupsOf(moved);
+}
+
 std::vector<GroupRef> KeysReleased(pg::SpiSession& spi, const pg::Result& rows,
                                    TimestampTz finished_at) {
   std::vector<GroupRef> groups;
@@ -158,42 +248,27 @@ std::vector<GroupRef> KeysReleased(pg::SpiSession& spi, const pg::Result& rows,
   for (uint64 row = first; row < rows.size(); ++row) {
     if (rows.IsNull(row, key_column)) continue;
     bool is_null = false;
-    pg::Params params;
-    params.Set(0, Int32GetDatum(rows.Int32(row, queue_column)))
-        .Set(1, rows.Value(row, key_column, &is_null))
-        .Set(2, Int64GetDatum(rows.Int64(row, id_column)));
-    if (rows.IsNull(row, period_column)) {
-      params.SetNull(3);
-    } else {
-      const Datum period = rows.Value(row, period_column, &is_null);
-      const int64 period_us = pg::IntervalMicros(DatumGetIntervalP(period), "dedupe_for");
-      params.Set(3, TimestampTzGetDatum(pg::AddMicros(finished_at, period_us, "dedupe_for")));
+    const Datum key = rows.Value(row, key_column, &is_null);
+    const Datum period =
+        rows.IsNull(row, period_column) ? 0 : rows.Value(row, period_column, &is_null);
+    for (GroupRef& group : KeyReleased(spi, rows.Int32(row, queue_column), key,
+                                       rows.Int64(row, id_column), period, finished_at)) {
+      groups.push_back(std::move(group));
     }
-    const pg::Result moved = spi.Execute(release_key(), params);
-    if (moved.empty()) continue;
-    if (moved.Bool(0, "pending")) NotePendingAgain(moved, true);
-    for (GroupRef& group : GroupsOf(moved)) groups.push_back(std::move(group));
   }
   return groups;
-}
-
-int64 HeldKeyJob(pg::SpiSession& spi, int32 queue_id, Datum key, TimestampTz now, bool latest) {
-  pg::Params params;
-  params.Set(0, Int32GetDatum(queue_id)).Set(1, key).Set(2, TimestampTzGetDatum(now));
-  const pg::Result held =
-      latest ? spi.ExecuteSeeingLatest(held_key, params, 1) : spi.Execute(held_key, params, 1);
-  return held.empty() ? 0 : held.Int64(0, "job_id");
-}
-
-void DeleteJustInserted(pg::SpiSession& spi, int64 id) {
-  pg::Params params;
-  params.Set(0, Int64GetDatum(id));
-  spi.Execute(delete_job, params);
 }
 
 }  // namespace internal
 
 std::optional<int64> Replace(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
+  // The live holder's row locked first: it cannot end (nor its key pass to
+  // another job) until this transaction does.
+  pg::Params holder_params;
+  holder_params.Set(0, Int32GetDatum(queue.id)).Set(1, job.dedupe_key);
+  const pg::Result live = spi.Execute(lock_live_holder, holder_params, 1);
+  if (live.empty()) return Insert(spi, queue, job);
+  const int64 holder = live.Int64(0, "job_id");
   pg::Params replace;
   const pg::Result replaced =
       spi.Execute(replace_holder, internal::SetJobParams(replace, queue, job));
@@ -203,17 +278,22 @@ std::optional<int64> Replace(pg::SpiSession& spi, const Queue& queue, const NewJ
     internal::AfterInsert(spi, &queue, 1, replaced);
     return replaced.Int64(0, "id");
   }
-  pg::Params holder;
-  holder.Set(0, Int32GetDatum(queue.id)).Set(1, job.dedupe_key);
-  if (spi.Execute(lock_running_holder, holder, 1).empty()) return Insert(spi, queue, job);
+  // Pending on the queue's ring: taken out, and a row of pgq.job_rows with
+  // the new work under its id (ring_jobs.cpp).
+  if (ring::ReplacePending(spi, queue, holder, job)) return holder;
   pg::Params follow;
   return spi.Execute(follow_holder, internal::SetJobParams(follow, queue, job)).Int64(0, "id");
 }
 
-int64 KeyHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key, TimestampTz now) {
-  if (const int64 live = DedupeHolder(spi, queue_id, dedupe_key); live != 0) return live;
-  // As committed now: the insert that found the key taken may have seen it so.
-  return internal::HeldKeyJob(spi, queue_id, dedupe_key, now, true);
+int64 KeyHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key, TimestampTz now,
+                bool live_only) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id)).Set(1, dedupe_key).Set(2, TimestampTzGetDatum(now));
+  // As committed now: the enqueue that found the key taken may have seen it
+  // so after its snapshot.
+  const pg::Result held = spi.ExecuteSeeingLatest(key_holder, params, 1);
+  if (held.empty() || (live_only && !held.Bool(0, "live"))) return 0;
+  return held.Int64(0, "job_id");
 }
 
 KeyUpkeep TendKeys(pg::SpiSession& spi, TimestampTz now, int32 batch) {

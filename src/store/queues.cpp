@@ -14,7 +14,8 @@ pg::Statement find_queue = {
     "SELECT queue_id, max_attempts, notify, paused, lease,"
     "       COALESCE(rate_limit, 0)::float8 AS rate_limit,"
     "       dedupe_periods, COALESCE(max_running, 0) AS max_running, group_concurrency,"
-    "       COALESCE(ring_id, 0) AS ring_id, keep_completed > '0' AS keeps_history"
+    "       COALESCE(ring_id, 0) AS ring_id, keep_completed > '0' AS keeps_history,"
+    "       dedupe_replaces"
     "  FROM pgq.queues WHERE name = $1",
     1,
     {TEXTOID},
@@ -92,6 +93,12 @@ pg::Statement set_paused = {
 // enqueues with a dedupe key look at the keys held past their jobs
 // (store/keys.cpp), which costs the others nothing until then. The mark
 // commits with that job, so before any such job can finish and hold a key.
+pg::Statement mark_dedupe_replaces = {
+    "UPDATE pgq.queues SET dedupe_replaces = true WHERE queue_id = $1 AND NOT dedupe_replaces",
+    1,
+    {INT4OID},
+    nullptr};
+
 pg::Statement mark_dedupe_periods = {
     "UPDATE pgq.queues SET dedupe_periods = true WHERE queue_id = $1 AND NOT dedupe_periods",
     1,
@@ -162,7 +169,8 @@ std::optional<pg::CachedQueue> FindQueue(pg::SpiSession& spi, std::string_view n
                          found.Int32(0, "max_running"),
                          found.Int32(0, "group_concurrency"),
                          found.Int32(0, "ring_id"),
-                         found.Bool(0, "keeps_history")};
+                         found.Bool(0, "keeps_history"),
+                         found.Bool(0, "dedupe_replaces")};
 }
 
 bool InsertQueue(pg::SpiSession& spi, std::string_view name, const QueueSettings& settings,
@@ -230,6 +238,12 @@ void GiveQueueRing(pg::SpiSession& spi, std::string_view name, TimestampTz now) 
   params.Set(0, pg::TextDatum(name));
   const pg::Result set = spi.Execute(set_ring, params);
   if (!set.empty()) ring::CreateRing(spi, set.Int32(0, "ring_id"), now);
+}
+
+void MarkDedupeReplaces(pg::SpiSession& spi, int32 queue_id) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id));
+  spi.Execute(mark_dedupe_replaces, params);
 }
 
 void MarkDedupePeriods(pg::SpiSession& spi, int32 queue_id) {

@@ -66,6 +66,9 @@ void GiveQueueRing(pg::SpiSession& spi, std::string_view name, TimestampTz now);
 // Some job of `queue_id` was enqueued with a dedupe_for: enqueues with a
 // dedupe key look at the keys held past their jobs from now on.
 void MarkDedupePeriods(pg::SpiSession& spi, int32 queue_id);
+// Some enqueue of `queue_id` had on_duplicate => 'replace': its jobs with a
+// dedupe key are rows of pgq.job_rows from now on.
+void MarkDedupeReplaces(pg::SpiSession& spi, int32 queue_id);
 
 // Queue `name`'s id and owner, its row locked (FOR KEY SHARE) until the end
 // of the transaction so that it cannot be dropped meanwhile.

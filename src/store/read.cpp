@@ -90,7 +90,7 @@ UNION ALL
 UNION ALL
 (SELECT g.id, q.name,)sql";
   sql += kRingState;
-  sql += R"sql(, g.attempt, g.max_attempts, g.priority, g.group_key, NULL, g.run_at,
+  sql += R"sql(, g.attempt, g.max_attempts, g.priority, g.group_key, g.dedupe_key, g.run_at,
         g.enqueued_at, g.claimed_at, g.lease_until, NULL, NULL, NULL, NULL, NULL, g.payload,
         NULL, q.queue_id
    FROM pgq.queues q CROSS JOIN LATERAL pgq.queue_ring_ids(q.queue_id) r(ring_id)
@@ -219,13 +219,19 @@ pg::Statement& find_jobs() {
           JobInfoSql(
               "(j.dedupe_key = $1 OR j.group_key = $1) AND j.queue_id" + std::string(kInQueues),
               "(f.dedupe_key = $1 OR f.group_key = $1) AND f.queue_id" + std::string(kInQueues),
-              // A ring job has no dedupe key; one with the group key holds
-              // a row of pgq.group_holds: only those queues' rings are read.
+              // A ring job with the group key holds a row of
+              // pgq.group_holds, one with the dedupe key is named by the
+              // key's row of pgq.dedupe_holds: only those queues' rings are
+              // read.
               "g.id = ANY (ARRAY(SELECT h.job_id FROM pgq.group_holds h WHERE h.group_key = $1"
-              " AND h.queue_id = q.queue_id))",
+              " AND h.queue_id = q.queue_id UNION ALL SELECT k.job_id FROM pgq.dedupe_holds k"
+              " WHERE k.dedupe_key = $1 AND k.queue_id = q.queue_id AND k.held_until IS NULL))",
               "false", "false", "\n  ORDER BY 1 DESC LIMIT $5",
               "q.queue_id = ANY (ARRAY(SELECT h.queue_id FROM pgq.group_holds h"
               " WHERE h.group_key = $1 AND h.queue_id" +
+                  std::string(kInQueues) +
+                  " UNION ALL SELECT k.queue_id FROM pgq.dedupe_holds k WHERE k.dedupe_key = $1"
+                  " AND k.held_until IS NULL AND k.queue_id" +
                   std::string(kInQueues) + "))") +
           ") AS jobs ORDER BY id DESC LIMIT $5",
       {TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4ARRAYOID, INT4OID}};

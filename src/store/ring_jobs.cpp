@@ -155,24 +155,27 @@ TupleDesc ClaimedDesc() {
 pg::Statement& move_job() {
   static internal::BuiltStatement statement{
       internal::InsertJobsSql("", R"sql(
-VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, NULL, $13, NULL, $8, $9, $10, $11, $12))sql",
-                              "", ", lease_until, claimed_at, has_dependents, claimed_by"),
+VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, $14, $13, NULL, $8, $9, $10, $11, $12, $15))sql",
+                              "",
+                              ", lease_until, claimed_at, has_dependents, claimed_by, dedupe_for"),
       {INT8OID, INT4OID, INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID, TIMESTAMPTZOID, JSONBOID,
-       TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, INT4OID, TEXTOID}};
+       TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, INT4OID, TEXTOID, TEXTOID, INTERVALOID}};
   return statement.get();
 }
 
 // A ring job whose attempts are spent, into dead-letter (BurySql's columns
 // of a row): $1 id, $2 queue, $3 payload, $4 attempt, $5 priority, $6
-// max_attempts, $7 enqueued_at, $8 last_error, $9 now, $10 group_key; the reason a
+// max_attempts, $7 enqueued_at, $8 last_error, $9 now, $10 group_key, $11
+// dedupe_key, $12 dedupe_for; the reason a
 // failure's ('exhausted'), an expiry's ('expired') or a cancel's.
 constexpr std::string_view kRingJobAsRow = R"sql(
 SELECT $1::int8 AS id, $2::int4 AS queue_id, $3::jsonb AS payload, $4::int4 AS attempt,
        $5::int4 AS priority, $6::int4 AS max_attempts, $7::timestamptz AS enqueued_at,
-       NULL::text AS dedupe_key, $10::text AS group_key, NULL::jsonb AS progress,
-       NULL::interval AS dedupe_for)sql";
-constexpr Oid kBuryTypes[] = {INT8OID, INT4OID,        JSONBOID, INT4OID,        INT4OID,
-                              INT4OID, TIMESTAMPTZOID, TEXTOID,  TIMESTAMPTZOID, TEXTOID};
+       $11::text AS dedupe_key, $10::text AS group_key, NULL::jsonb AS progress,
+       $12::interval AS dedupe_for)sql";
+constexpr Oid kBuryTypes[] = {INT8OID,        INT4OID, JSONBOID,       INT4OID,
+                              INT4OID,        INT4OID, TIMESTAMPTZOID, TEXTOID,
+                              TIMESTAMPTZOID, TEXTOID, TEXTOID,        INTERVALOID};
 enum class DeathOf { kExhausted, kExpired, kCancelled };
 pg::Statement& bury_job(DeathOf death) {
   static constexpr const char* kReasons[] = {"exhausted", "expired", "cancelled"};
@@ -201,7 +204,9 @@ void InsertRunning(pg::SpiSession& spi, int32 queue_id, const pg::job_ring::NewE
       .Set(9, TimestampTzGetDatum(claimed_at))
       .SetOptional(10, !has_dependents, BoolGetDatum(true))
       .SetOptional(11, claimed_by == 0, Int32GetDatum(claimed_by))
-      .SetOptional(12, entry.group_key == 0, entry.group_key);
+      .SetOptional(12, entry.group_key == 0, entry.group_key)
+      .SetOptional(13, entry.dedupe_key == 0, entry.dedupe_key)
+      .SetOptional(14, entry.dedupe_for == 0, entry.dedupe_for);
   (void)spi.Execute(move_job(), params);
 }
 
@@ -239,7 +244,8 @@ void DropRings(pg::SpiSession& spi, int32 queue_id, int32 ring_id, TimestampTz n
 }
 
 bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
-             int32 max_attempts, int32 priority, TimestampTz run_at, int64* ids, Datum group_key) {
+             int32 max_attempts, int32 priority, TimestampTz run_at, int64* ids, Datum group_key,
+             Datum dedupe_key, Datum dedupe_for) {
   // Enqueued at the transaction's start, as a job of pgq.job_rows.
   const TimestampTz enqueued_at = GetCurrentTransactionStartTimestamp();
   const Known* rings = KnownOf(spi, queue.id);
@@ -262,9 +268,11 @@ bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
   std::vector<pg::job_ring::NewEntry> entries(static_cast<size_t>(count));
   pg::Guard([&] {
     for (int i = 0; i < count; ++i) {
-      ids[i] = nextval_internal(sequence, false);
-      entries[i] = pg::job_ring::NewEntry{ids[i],      priority,    max_attempts, run_at,
-                                          enqueued_at, payloads[i], group_key};
+      // A keyed job's id was drawn with its key's row.
+      if (dedupe_key == 0) ids[i] = nextval_internal(sequence, false);
+      entries[i] =
+          pg::job_ring::NewEntry{ids[i],      priority,  max_attempts, run_at,    enqueued_at,
+                                 payloads[i], group_key, dedupe_key,   dedupe_for};
     }
   });
   if (!pg::job_ring::Append(ring->place, entries.data(), count)) return false;
@@ -344,8 +352,9 @@ void Spill(pg::SpiSession& spi, const pg::job_ring::Place& place,
   for (const pg::job_ring::Claimed& job : claimed) {
     if (!job.spilled) continue;
     const bool has_dependents = std::find(parents.begin(), parents.end(), job.id) != parents.end();
-    const pg::job_ring::NewEntry entry{job.id,          job.priority, job.max_attempts, job.run_at,
-                                       job.enqueued_at, job.payload,  job.group_key};
+    const pg::job_ring::NewEntry entry{job.id,        job.priority,    job.max_attempts,
+                                       job.run_at,    job.enqueued_at, job.payload,
+                                       job.group_key, job.dedupe_key,  job.dedupe_for};
     InsertRunning(spi, place.queue_id, entry, job.attempt, until, now, has_dependents, MyProcPid);
   }
   // A grouped one's row counts it in its group from now on.
@@ -520,6 +529,16 @@ void ReleaseChildren(pg::SpiSession& spi, const pg::job_ring::Place& place,
   internal::MoveGroupsOn(spi, internal::ParentsDone(spi, parents, now));
 }
 
+// A job with a dedupe key that ended on its ring (done; a dead one's key
+// goes with its dead-letter row, Bury): its key's row goes or stays for its
+// period, and a follower takes the key over (keys.cpp).
+void LeftKey(pg::SpiSession& spi, int32 queue_id, const pg::job_ring::NewEntry& entry,
+             TimestampTz now) {
+  if (entry.dedupe_key == 0) return;
+  internal::MoveGroupsOn(
+      spi, internal::KeyReleased(spi, queue_id, entry.dedupe_key, entry.id, entry.dedupe_for, now));
+}
+
 }  // namespace
 
 std::vector<int64> ParentsAmong(pg::SpiSession& spi, const pg::job_ring::Place& place,
@@ -542,16 +561,17 @@ bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, i
   bool keeps_history = false;
   if (!RingOfLease(spi, lease, &place, &keeps_history)) return false;
   std::vector<internal::RingCompletion> kept;
-  if (keeps_history) {
+  internal::RingCompletion job{{}, attempt, lease.claimed_at};
+  if (keeps_history || lease.keyed) {
     // Read while the lease holds (its segment cannot be truncated before
     // this transaction's closure of it ends).
-    internal::RingCompletion job{{}, attempt, lease.claimed_at};
     if (!pg::job_ring::ReadEntry(lease, &job.entry)) return false;
-    kept.push_back(job);
+    if (keeps_history) kept.push_back(job);
   }
   if (!CloseWaiting(place, id, attempt, 'd', now)) return false;
   internal::KeepRingHistory(spi, lease.queue_id, kept, result, now);
   if (lease.grouped) internal::MoveGroupsOn(spi, internal::LetGroupsGo(spi, {id}));
+  if (lease.keyed) LeftKey(spi, lease.queue_id, job.entry, now);
   ReleaseChildren(spi, place, {id}, now);
   // Counted once (the counters' completions with it), as a table job's.
   internal::CountFinished(spi, lease.queue_id, 1);
@@ -568,12 +588,16 @@ int32 CompleteManyOnRing(pg::SpiSession& spi, int32 queue_id, const pg::job_ring
   pg::job_ring::Place place;
   bool keeps_history = false;
   if (count == 0 || !RingOfLease(spi, first, &place, &keeps_history)) return 0;
-  // The entries of a queue that keeps history, read while the leases hold.
+  // The entries of a queue that keeps history, and of jobs with a dedupe
+  // key, read while the leases hold.
+  const bool any_keyed = std::any_of(leases, leases + count,
+                                     [](const pg::job_ring::Lease& lease) { return lease.keyed; });
   std::vector<internal::RingCompletion> entries;
-  if (keeps_history) {
+  if (keeps_history || any_keyed) {
     entries.resize(static_cast<size_t>(count));
     for (int i = 0; i < count; ++i) {
       entries[i] = internal::RingCompletion{{}, attempts[i], leases[i].claimed_at};
+      if (!keeps_history && !leases[i].keyed) continue;
       if (!pg::job_ring::ReadEntry(leases[i], &entries[i].entry)) entries[i].attempt = 0;
     }
   }
@@ -587,6 +611,13 @@ int32 CompleteManyOnRing(pg::SpiSession& spi, int32 queue_id, const pg::job_ring
     pg::job_ring::WaitForCloser(closers[i]);
     closed[i] = CloseWaiting(place, ids[i], attempts[i], 'd', now);
     done += closed[i];
+  }
+  if (done > 0 && any_keyed) {
+    for (int i = 0; i < count; ++i) {
+      if (closed[i] && leases[i].keyed && entries[i].attempt != 0) {
+        LeftKey(spi, queue_id, entries[i].entry, now);
+      }
+    }
   }
   if (done > 0 && keeps_history) {
     std::vector<internal::RingCompletion> kept;
@@ -732,6 +763,8 @@ void Requeue(const pg::job_ring::Lease& lease, const Left& left, int32 spent, Ti
   row.claimed_by = lease.claimed_by;
   if (keep_lease) row.lease_until = lease.lease_until;
   row.group_key = left.entry.group_key;
+  row.dedupe_key = left.entry.dedupe_key;
+  row.dedupe_for = left.entry.dedupe_for;
   internal::InsertJobRow(catalog, row);
   pg::ledger::NotePending(lease.queue_id, core::ClaimKey{row.priority, row.run_at, row.id}, wake);
 }
@@ -749,8 +782,13 @@ void Bury(pg::SpiSession& spi, const pg::job_ring::Lease& lease, const Left& lef
       .Set(6, TimestampTzGetDatum(left.entry.enqueued_at))
       .SetOptional(7, error == 0, error)
       .Set(8, TimestampTzGetDatum(now))
-      .SetOptional(9, left.entry.group_key == 0, left.entry.group_key);
-  (void)spi.Execute(bury_job(death), dead);
+      .SetOptional(9, left.entry.group_key == 0, left.entry.group_key)
+      .SetOptional(10, left.entry.dedupe_key == 0, left.entry.dedupe_key)
+      .SetOptional(11, left.entry.dedupe_for == 0, left.entry.dedupe_for);
+  const pg::Result buried = spi.Execute(bury_job(death), dead);
+  // Its key goes with it (or stays for its period; a follower takes it).
+  if (left.entry.dedupe_key != 0)
+    internal::MoveGroupsOn(spi, internal::KeysReleased(spi, buried, now));
   pg::ledger::NoteCount(lease.queue_id, pg::kDeadLettered, 1);
   if (left.has_dependents) internal::ParentsDied(spi, std::vector<int64>{id}, now);
 }
@@ -927,6 +965,8 @@ bool FindPending(pg::SpiSession& spi, const Scope& scope, int64 id, TakenOut* ou
   if (at == leaves.end()) return false;
   out->segment = static_cast<int>(at - leaves.begin());
   out->place = ring->place;
+  out->relid = relid;
+  out->entry = *entry;
   return true;
 }
 
@@ -1031,9 +1071,59 @@ bool WaitForClaim(pg::SpiSession& spi, const Scope& scope, int64 id) {
   });
 }
 
-void CloseTakenOut(const TakenOut& taken, int64 id, TimestampTz now) {
+void CloseTakenOut(const TakenOut& taken, int64 id, TimestampTz now, char outcome) {
   // The attempt it would have had: the readers take it as finished.
-  pg::job_ring::CloseEntry(taken.place, taken.segment, id, taken.attempts + 1, 'x', now);
+  pg::job_ring::CloseEntry(taken.place, taken.segment, id, taken.attempts + 1, outcome, now);
+}
+
+bool ReplacePending(pg::SpiSession& spi, const Queue& queue, int64 id, const NewJob& job) {
+  if (queue.ring_id == 0 || !pg::job_ring::Available()) return false;
+  const Scope scope{false, internal::Int4Array({queue.id})};
+  // As Cancel does (dead.cpp): a claim or cancel of it in progress is waited
+  // for, then it is looked for again.
+  for (int round = 0; round < 4; ++round) {
+    TakenOut taken;
+    TransactionId other = InvalidTransactionId;
+    const auto outcome = TakeOutPending(spi, scope, id, &taken, &other);
+    if (outcome == pg::job_ring::TombstoneOutcome::kWait) {
+      WaitFor(other);
+      continue;
+    }
+    if (outcome == pg::job_ring::TombstoneOutcome::kTombstoned) {
+      pg::job_ring::Lease at{};
+      at.entry_relid = taken.relid;
+      at.entry = taken.entry;
+      pg::job_ring::NewEntry entry;
+      if (!pg::job_ring::ReadEntry(at, &entry)) {
+        pg::Raise(ERRCODE_INTERNAL_ERROR,
+                  "the ring entry of job " + std::to_string(id) + " could not be read");
+      }
+      const Catalog& catalog = InstalledCatalog();
+      if (!internal::CanInsertJobRow(catalog)) {
+        pg::Raise(ERRCODE_INTERNAL_ERROR, "pgq.job_rows lacks a column of this version");
+      }
+      // As replace_holder leaves a pending row (keys.cpp): the new work,
+      // run_at and priority; its attempts, limit, enqueue time and key kept.
+      internal::JobRow row;
+      row.id = id;
+      row.queue_id = queue.id;
+      row.priority = job.priority;
+      row.run_at = job.run_at;
+      row.attempt = taken.attempts;
+      row.max_attempts = entry.max_attempts;
+      row.enqueued_at = entry.enqueued_at;
+      row.payload = job.payload;
+      row.dedupe_key = entry.dedupe_key;
+      row.dedupe_for = entry.dedupe_for;
+      internal::InsertJobRow(catalog, row);
+      CloseTakenOut(taken, id, pg::Now(), 'm');
+      internal::AnnounceJobs(spi, queue, core::ClaimKey{row.priority, row.run_at, row.id});
+      return true;
+    }
+    // Running, or its claim in progress: waited for, then running.
+    if (!WaitForClaim(spi, scope, id)) return false;
+  }
+  return false;
 }
 
 namespace {

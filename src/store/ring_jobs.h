@@ -1,5 +1,6 @@
 // The queues' rings (ADR 0028): every queue keeps its plain jobs — due at
-// once, no group, dedupe key or parents — on rings of its own
+// once, no parents; a grouped one while its group has room (TakesGrouped),
+// one with a dedupe key unless grouped (TakesKeyed) — on rings of its own
 // (pgq.job_log_<ring>), written by pg/job_ring.h: one per priority it
 // serves on rings (pgq.queue_rings: priority 0's, pgq.queues.ring_id, and up
 // to kMaxPriorities - 1 others, each given by the maintenance once an
@@ -75,6 +76,15 @@ inline bool TakesGrouped(const Queue& queue, const NewJob& job, TimestampTz now)
          pg::job_ring::Available();
 }
 
+// Whether a new job with a dedupe key may go on a ring of the queue (its
+// key's row taken first): due now, no group or parents, in a queue that
+// has had no on_duplicate => 'replace' (whose jobs with a key stay rows).
+inline bool TakesKeyed(const Queue& queue, const NewJob& job, TimestampTz now) {
+  return queue.ring_id != 0 && job.dedupe_key != 0 && !queue.dedupe_replaces &&
+         DueOnRing(job.run_at, now) && job.group_key == 0 &&
+         (job.parents == nullptr || job.parents->empty()) && pg::job_ring::Available();
+}
+
 // Appends the jobs' entries to the queue's ring of `priority`; their ids
 // from pgq.job_rows' sequence, into `ids`. False when the queue has no ring
 // of that priority yet (the maintenance is asked for one, if the queue has
@@ -84,9 +94,17 @@ inline bool TakesGrouped(const Queue& queue, const NewJob& job, TimestampTz now)
 // start, as for a job of pgq.job_rows, which the merged claim order compares;
 // enqueued_at, the transaction's start too).
 // `group_key`: every job's group (text; 0: none).
+// `dedupe_key` (text; 0: none), `dedupe_for` (interval; 0: none): one job,
+// whose id its key's row drew (in ids[0]).
 bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
              int32 max_attempts, int32 priority, TimestampTz run_at, int64* ids,
-             Datum group_key = 0);
+             Datum group_key = 0, Datum dedupe_key = 0, Datum dedupe_for = 0);
+// on_duplicate => 'replace' of the key's holder `id` while it is pending on
+// a ring of `queue`: taken out (a tombstone and a closure 'm') and put in
+// pgq.job_rows under its id with `job`'s payload, run_at and priority (its
+// attempts, max_attempts and enqueued_at kept), as a pending row's replace
+// leaves it. False: not pending on a ring (running, or a row).
+bool ReplacePending(pg::SpiSession& spi, const Queue& queue, int64 id, const NewJob& job);
 
 // Up to `n` jobs of the queue's ring `ring_id`, leased until now +
 // `lease`: rows as store::Claim's (pgq.claimed_job's columns, then run_at).
@@ -195,13 +213,16 @@ struct TakenOut {
   int segment;
   int32 attempts;  // spent
   pg::job_ring::Place place;
+  Oid relid;              // its entry's segment
+  ItemPointerData entry;  // and place there
 };
 // kWait: another transaction's cancel of the job is in progress, whose
 // end WaitFor waits for (then look again).
 pg::job_ring::TombstoneOutcome TakeOutPending(pg::SpiSession& spi, const Scope& scope, int64 id,
                                               TakenOut* out, TransactionId* wait_for);
 void WaitFor(TransactionId xid);
-void CloseTakenOut(const TakenOut& taken, int64 id, TimestampTz now);
+// `outcome`: 'x' cancelled, 'm' moved into pgq.job_rows (ReplacePending).
+void CloseTakenOut(const TakenOut& taken, int64 id, TimestampTz now, char outcome = 'x');
 // Waits for the transaction whose claim holds `id`'s lease while it is in
 // progress, for a job of a queue in `scope`; false if there is none
 // (nothing to wait for).
