@@ -345,6 +345,10 @@ $node->safe_psql('old11', 'ALTER EXTENSION pgq_cpp UPDATE');
 is($node->safe_psql('old11', $catalog), $fresh_catalog,
 	'1.1 updated: exactly the catalog of a fresh install');
 is($node->safe_psql('old11', $life_sql), $life_before, '1.1 updated: every live job keeps its state and attempt');
+is( $node->safe_psql(
+		'old11',
+		q{SELECT pgq.enqueue('life', '{}', dedupe_key => 'k') = (SELECT id FROM pgq.jobs WHERE payload->>'n' = 'ready')}),
+	't', '1.1 updated: the ready job still holds its dedupe key (its row of pgq.dedupe_holds)');
 is($node->safe_psql('old11', $dead_sql), $dead_before, '1.1 updated: every dead job is kept');
 is( $node->safe_psql(
 		'old11',

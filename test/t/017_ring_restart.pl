@@ -278,5 +278,26 @@ is(sql("SELECT pgq.complete($head, 1)"), 't', 'grouped, crash: the head complete
 is(sql("SELECT count(*) FROM pgq.group_holds"), '0', 'grouped, crash: its hold went with it');
 is(sql("SELECT id FROM pgq.claim('grouped', 10)"), $next, 'grouped, crash: and the next job is handed out');
 
+# A job with a dedupe key on the ring running at a crash (ADR 0028 "Dedupe
+# keys on the rings"), with a follower behind it: the rebuild enters its
+# lease as keyed, read from its entry, so that its completion after the
+# start lets the key go to the follower. Without it the key would stay
+# taken by a finished job and the follower would wait for the maintenance.
+sql(q{SELECT pgq.create_queue('keyed', lease => '1 hour');});
+my $holder = sql("SELECT pgq.enqueue('keyed', '{}', dedupe_key => 'k')");
+is(sql("SELECT count(*) FROM pgq.job_rows WHERE id = $holder"), '0', 'keyed: the holder is on the ring');
+is(sql("SELECT id || ' ' || attempt FROM pgq.claim('keyed', 10, '1 hour')"), "$holder 1",
+	'keyed: the holder is handed out');
+my $follower = sql("SELECT pgq.enqueue('keyed', '{\"v\": 2}', dedupe_key => 'k', on_duplicate => 'replace')");
+isnt($follower, $holder, 'keyed: a replace behind the running holder follows it');
+$node->stop('immediate');
+$node->start;
+is(sql("SELECT pgq.enqueue('keyed', '{}', dedupe_key => 'k')"), $holder,
+	'keyed, crash: the running holder still holds its key');
+is(sql("SELECT pgq.complete($holder, 1)"), 't', 'keyed, crash: the holder completes with its attempt');
+is(sql("SELECT job_id FROM pgq.dedupe_holds WHERE dedupe_key = 'k' AND held_until IS NULL"), $follower,
+	'keyed, crash: its completion gave the key to the follower');
+is(sql("SELECT id FROM pgq.claim('keyed', 10)"), $follower, 'keyed, crash: which is handed out');
+
 $node->stop;
 done_testing();
