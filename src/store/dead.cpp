@@ -151,14 +151,6 @@ constexpr std::string_view kDedupeFree = R"sql(
                                       AND h.held_until IS NULL))
 AND NOT EXISTS (SELECT 1 FROM pgq.queues k
                  WHERE k.queue_id = $2 AND d.died_at + k.keep_dead <= $3))sql";
-// A revived job's key is its own again (over a period a finished job kept
-// it for; a live holder that came meanwhile keeps it: CheckRevivedKeys).
-constexpr std::string_view kReviveKeys = R"sql(, keyed AS (
-  INSERT INTO pgq.dedupe_holds AS h (queue_id, dedupe_key, job_id)
-  SELECT $2, r.dedupe_key, r.id FROM revived r WHERE r.dedupe_key IS NOT NULL
-  ON CONFLICT (queue_id, dedupe_key) DO UPDATE SET job_id = excluded.job_id, held_until = NULL
-   WHERE h.held_until IS NOT NULL
-))sql";
 // With its dedupe period, which dead-letter kept.
 constexpr std::string_view kRevived = R"sql(
 SELECT r.id, $2, CASE WHEN r.group_key IS NULL THEN 'p' ELSE 'w' END, r.priority, $3, 0,
@@ -169,7 +161,7 @@ SELECT r.id, $2, CASE WHEN r.group_key IS NULL THEN 'p' ELSE 'w' END, r.priority
 const std::string& ReviveOne() {
   static const std::string sql =
       "WITH revived AS (DELETE FROM pgq.dead_jobs d WHERE d.id = $1 AND " +
-      std::string(kDedupeFree) + " RETURNING d.*)" + std::string(kReviveKeys);
+      std::string(kDedupeFree) + " RETURNING d.*)" + std::string(internal::RevivedKeysSql());
   return sql;
 }
 
@@ -191,7 +183,7 @@ WITH revived AS (
        AND NOT EXISTS (SELECT 1 FROM pgq.dead_jobs o WHERE o.queue = d.queue
                           AND o.dedupe_key = d.dedupe_key AND o.id < d.id)
      ORDER BY d.id LIMIT $4 FOR UPDATE SKIP LOCKED))
-  RETURNING dd.*))sql" + std::string(kReviveKeys);
+  RETURNING dd.*))sql" + std::string(internal::RevivedKeysSql());
   return sql;
 }
 

@@ -134,6 +134,11 @@ std::vector<GroupRef> KeyReleased(pg::SpiSession& spi, int32 queue_id, Datum key
 // queue_id, id, dedupe_key and dedupe_for.
 std::vector<GroupRef> KeysReleased(pg::SpiSession& spi, const pg::Result& rows,
                                    TimestampTz finished_at);
+// A WITH item that makes each revived dead job (`revived`, rows of
+// pgq.dead_jobs; $2 their queue) its dedupe key's live holder, over a
+// period a finished job kept it for (dead.cpp's retry_dead; a live holder
+// that came meanwhile keeps it, which dead.cpp checks after).
+std::string_view RevivedKeysSql();
 // The DELETE ... RETURNING f.* that takes a follower out of
 // pgq.dedupe_followers to be cancelled (dead.cpp buries it in the same
 // statement): $1 its id, $3 $4 the caller's scope (SetScope).

@@ -188,6 +188,15 @@ std::string_view CancelledFollowerSql() {
 )sql";
 }
 
+std::string_view RevivedKeysSql() {
+  return R"sql(, keyed AS (
+  INSERT INTO pgq.dedupe_holds AS h (queue_id, dedupe_key, job_id)
+  SELECT $2, r.dedupe_key, r.id FROM revived r WHERE r.dedupe_key IS NOT NULL
+  ON CONFLICT (queue_id, dedupe_key) DO UPDATE SET job_id = excluded.job_id, held_until = NULL
+   WHERE h.held_until IS NOT NULL
+))sql";
+}
+
 int64 TakeKey(pg::SpiSession& spi, const Queue& queue, Datum key, TimestampTz now) {
   pg::Params params;
   params.Set(0, Int32GetDatum(queue.id)).Set(1, key);
