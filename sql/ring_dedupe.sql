@@ -134,16 +134,22 @@ SELECT id = (SELECT id FROM enq WHERE k = 'v1') AS same_job, payload FROM pgq.cl
 SELECT dedupe_replaces FROM pgq.queues WHERE name = 'kr';
 INSERT INTO enq VALUES ('v3', pgq.enqueue('kr', '{"v": 3}', dedupe_key => 'other'));
 SELECT pg_temp.where_is(id) AS kept FROM enq WHERE k = 'v3';
+-- Its row holder running: a replace makes a follower (the ring not read).
+SELECT id = (SELECT id FROM enq WHERE k = 'v3') AS claimed_v3 FROM pgq.claim('kr');
+INSERT INTO enq VALUES ('v4', pgq.enqueue('kr', '{"v": 4}', dedupe_key => 'other',
+                                          on_duplicate => 'replace'));
+SELECT pg_temp.holder('other') AS key_holder,
+       (SELECT count(*) FROM pgq.dedupe_followers WHERE dedupe_key = 'other') AS followers;
 -- Its holder running on the ring: the new job follows it, and takes the
 -- key when it completes.
 INSERT INTO enq VALUES ('f0', pgq.enqueue('kd', '{"n": "f0"}', dedupe_key => 'kf'));
 SELECT id = (SELECT id FROM enq WHERE k = 'f0') AS claimed_f0 FROM pgq.claim('kd');
 INSERT INTO enq VALUES ('f1', pgq.enqueue('kd', '{"n": "f1"}', dedupe_key => 'kf', on_duplicate => 'replace'));
 SELECT pg_temp.holder('kf') AS key_holder,
-       (SELECT count(*) FROM pgq.dedupe_followers) AS followers;
+       (SELECT count(*) FROM pgq.dedupe_followers WHERE dedupe_key = 'kf') AS followers;
 SELECT pgq.complete(id, 1) AS done FROM enq WHERE k = 'f0';
 SELECT pg_temp.holder('kf') AS key_holder, pg_temp.where_is(id) AS kept,
-       (SELECT count(*) FROM pgq.dedupe_followers) AS followers
+       (SELECT count(*) FROM pgq.dedupe_followers WHERE dedupe_key = 'kf') AS followers
   FROM enq WHERE k = 'f1';
 
 -- ---- drop_queue drops its keys --------------------------------------------

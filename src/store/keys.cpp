@@ -131,6 +131,9 @@ RETURNING j.queue_id, j.id, j.priority, j.run_at, j.state = 'p' AS pending, j.gr
                                 {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID},
                                 nullptr};
 
+// $1 a job id: whether it is a row of pgq.job_rows.
+pg::Statement holder_row = {"SELECT 1 FROM pgq.job_rows WHERE id = $1", 1, {INT8OID}, nullptr};
+
 // The same parameters, then $6 max_attempts, $7 group key, $8 dedupe_for:
 // the key's follower, new or replaced (a later event replaces the one
 // waiting).
@@ -288,8 +291,14 @@ std::optional<int64> Replace(pg::SpiSession& spi, const Queue& queue, const NewJ
     return replaced.Int64(0, "id");
   }
   // Pending on the queue's ring: taken out, and a row of pgq.job_rows with
-  // the new work under its id (ring_jobs.cpp).
-  if (ring::ReplacePending(spi, queue, holder, job)) return holder;
+  // the new work under its id (ring_jobs.cpp). A row holder not replaced
+  // above runs: the ring is not read for it.
+  pg::Params row_params;
+  row_params.Set(0, Int64GetDatum(holder));
+  if (spi.Execute(holder_row, row_params, 1).empty() &&
+      ring::ReplacePending(spi, queue, holder, job)) {
+    return holder;
+  }
   pg::Params follow;
   return spi.Execute(follow_holder, internal::SetJobParams(follow, queue, job)).Int64(0, "id");
 }

@@ -1080,8 +1080,11 @@ bool ReplacePending(pg::SpiSession& spi, const Queue& queue, int64 id, const New
   if (queue.ring_id == 0 || !pg::job_ring::Available()) return false;
   const Scope scope{false, internal::Int4Array({queue.id})};
   // As Cancel does (dead.cpp): a claim or cancel of it in progress is waited
-  // for, then it is looked for again.
+  // for, then it is looked for again. Running (its lease in the map, read
+  // without reading the ring): a follower's, not a replace.
   for (int round = 0; round < 4; ++round) {
+    if (WaitForClaim(spi, scope, id)) continue;
+    if (pg::job_ring::Lease lease; Running(spi, scope, id, &lease)) return false;
     TakenOut taken;
     TransactionId other = InvalidTransactionId;
     const auto outcome = TakeOutPending(spi, scope, id, &taken, &other);
@@ -1120,7 +1123,8 @@ bool ReplacePending(pg::SpiSession& spi, const Queue& queue, int64 id, const New
       internal::AnnounceJobs(spi, queue, core::ClaimKey{row.priority, row.run_at, row.id});
       return true;
     }
-    // Running, or its claim in progress: waited for, then running.
+    // Not pending on a ring: claimed meanwhile (waited for, then looked at
+    // again), else a row, or gone.
     if (!WaitForClaim(spi, scope, id)) return false;
   }
   return false;
