@@ -40,6 +40,24 @@ SELECT payload->>'n' AS n, state FROM pgq.find_jobs('ka');
 -- (The grouped one, a row, would be claimed first below: cancelled.)
 SELECT pgq.cancel(id) AS cancelled, pg_temp.holder('kg') AS key_holder FROM enq WHERE k = 'grouped';
 
+-- ---- A key and a group ------------------------------------------------------
+-- On the ring while its group has room, held by its key's row and its
+-- group's hold; the group's next job waits as a row with its key, and is
+-- handed out when the first completes.
+SELECT pgq.create_queue('kgq');
+INSERT INTO enq VALUES ('g1', pgq.enqueue('kgq', '{"n": "g1"}', dedupe_key => 'kg1', group_key => 'conv'));
+INSERT INTO enq VALUES ('g2', pgq.enqueue('kgq', '{"n": "g2"}', dedupe_key => 'kg2', group_key => 'conv'));
+SELECT k, pg_temp.where_is(id) AS kept, pg_temp.holder('k' || k) AS key_holder,
+       (SELECT count(*) FROM pgq.group_holds h WHERE h.job_id = e.id) AS group_holds
+  FROM enq e WHERE k IN ('g1', 'g2') ORDER BY id;
+SELECT pgq.enqueue('kgq', '{"n": "dup"}', dedupe_key => 'kg1', group_key => 'conv') = id AS same_holder
+  FROM enq WHERE k = 'g1';
+SELECT payload->>'n' AS claimed FROM pgq.claim('kgq', 5);
+SELECT pgq.complete(id, 1) AS done FROM enq WHERE k = 'g1';
+SELECT pg_temp.holder('kg1') AS g1_key, (SELECT count(*) FROM pgq.group_holds) AS group_holds;
+SELECT payload->>'n' AS claimed FROM pgq.claim('kgq', 5);
+SELECT pgq.complete(id, 1) AS done, pg_temp.holder('kg2') AS g2_key FROM enq WHERE k = 'g2';
+
 -- ---- Running on the ring: still the holder; complete frees the key --------
 SELECT pgq.complete(id, attempt) AS completed FROM pgq.claim('kd');
 SELECT pg_temp.holder('ka') AS key_holder;
@@ -129,6 +147,17 @@ SELECT pgq.enqueue('kr', '{"v": 2}', dedupe_key => 'sat', on_duplicate => 'repla
 SELECT pg_temp.where_is(id) AS kept, pg_temp.holder('sat') AS key_holder FROM enq WHERE k = 'v1';
 SELECT outcome FROM pgq.job_log l JOIN enq e ON e.id = l.id WHERE e.k = 'v1' AND l.kind = 'c';
 SELECT id = (SELECT id FROM enq WHERE k = 'v1') AS same_job, payload FROM pgq.claim('kr', 5);
+-- A replaced ring holder with a child: the row it became has the child's
+-- mark, and its completion lets the child go.
+SELECT pgq.create_queue('kx');
+INSERT INTO enq VALUES ('x1', pgq.enqueue('kx', '{"v": 1}', dedupe_key => 'x'));
+INSERT INTO enq VALUES ('xc', pgq.enqueue('kx', '{"v": "child"}',
+                                          after => ARRAY[(SELECT id FROM enq WHERE k = 'x1')]));
+SELECT pgq.enqueue('kx', '{"v": 2}', dedupe_key => 'x', on_duplicate => 'replace') = id AS replaced
+  FROM enq WHERE k = 'x1';
+SELECT j.has_dependents FROM pgq.job_rows j JOIN enq e ON e.id = j.id WHERE e.k = 'x1';
+SELECT pgq.complete(id, attempt) AS done, payload FROM pgq.claim('kx');
+SELECT state FROM pgq.job((SELECT id FROM enq WHERE k = 'xc'));
 -- The queue replaces holders now: its new jobs with a key stay rows, where
 -- a replace finds a pending holder by its index.
 SELECT dedupe_replaces FROM pgq.queues WHERE name = 'kr';

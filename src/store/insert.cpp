@@ -257,11 +257,12 @@ SELECT q.queue_id, q.max_attempts, q.group_concurrency, q.dedupe_periods,
 // row is pending (announced to the claim hints), or, `state` 'w', waiting
 // behind its group's head (the caller holds the group's lock and found no
 // room: Insert's grouped path).
+// `id`: drawn with its dedupe key's row (0: none, drawn here).
 int64 InsertPlain(pg::SpiSession& spi, const Queue& queue, const NewJob& job,
-                  const Catalog& catalog, char state = 'p') {
+                  const Catalog& catalog, char state = 'p', int64 id = 0) {
   pg::RequireInsertAllowed();  // before the id is drawn, as an INSERT would
   internal::JobRow row;
-  row.id = pg::Guard([&] { return nextval_internal(catalog.job_id_seq, false); });
+  row.id = id != 0 ? id : pg::Guard([&] { return nextval_internal(catalog.job_id_seq, false); });
   row.queue_id = queue.id;
   row.priority = job.priority;
   row.run_at = job.run_at;
@@ -271,6 +272,8 @@ int64 InsertPlain(pg::SpiSession& spi, const Queue& queue, const NewJob& job,
   row.payload = job.payload;
   row.state = state;
   row.group_key = job.group_key;
+  row.dedupe_key = job.dedupe_key;
+  row.dedupe_for = job.dedupe_for;
   internal::InsertJobRow(catalog, row);
   if (state == 'p') {
     internal::AnnounceJobs(spi, queue, core::ClaimKey{job.priority, job.run_at, row.id});
@@ -299,7 +302,8 @@ int64 InsertWaiting(pg::SpiSession& spi, const Queue& queue, const NewJob& job, 
 
 // A job with a dedupe key: the key's row first (pgq.dedupe_holds, the one
 // place a key is taken), which draws the job's id; then the job, on the
-// queue's ring when it is due now with no group or parents (ADR 0028,
+// queue's ring when it is due now with no parents (a grouped one if its
+// group has room, held in it as Insert's grouped jobs are; ADR 0028,
 // "Dedupe keys on the rings"), else a row of pgq.job_rows. nullopt: the
 // key is taken.
 std::optional<int64> InsertKeyedJob(pg::SpiSession& spi, const Queue& queue, const NewJob& job,
@@ -311,12 +315,22 @@ std::optional<int64> InsertKeyedJob(pg::SpiSession& spi, const Queue& queue, con
   if (job.parents != nullptr && !job.parents->empty()) {
     return InsertWaiting(spi, queue, job, id, catalog);
   }
-  if (ring::TakesKeyed(queue, job, now)) {
+  if (ring::TakesKeyed(queue, job, now) && job.group_key == 0) {
     int64 placed = id;
     if (ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.priority, job.run_at,
                       &placed, 0, job.dedupe_key, job.dedupe_for)) {
       return id;
     }
+  } else if (ring::TakesKeyed(queue, job, now) && internal::CanInsertJobRow(catalog)) {
+    pg::LockGroup(queue.id, job.group);
+    const bool room = internal::GroupHasRoom(spi, queue, job.group_key);
+    int64 placed = id;
+    if (room && ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.priority,
+                              job.run_at, &placed, job.group_key, job.dedupe_key, job.dedupe_for)) {
+      internal::HoldGroup(spi, queue.id, job.group_key, id);
+      return id;
+    }
+    return InsertPlain(spi, queue, job, catalog, room ? 'p' : 'w', id);
   }
   if (job.group_key != 0) pg::LockGroup(queue.id, job.group);
   pg::Params params;

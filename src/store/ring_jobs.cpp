@@ -531,12 +531,16 @@ void ReleaseChildren(pg::SpiSession& spi, const pg::job_ring::Place& place,
 
 // A job with a dedupe key that ended on its ring (done; a dead one's key
 // goes with its dead-letter row, Bury): its key's row goes or stays for its
-// period, and a follower takes the key over (keys.cpp).
+// period, and a follower takes the key over (keys.cpp). Appends the
+// follower's group, if any, to `groups`: moved on with the job's own in one
+// call (one lock order).
 void LeftKey(pg::SpiSession& spi, int32 queue_id, const pg::job_ring::NewEntry& entry,
-             TimestampTz now) {
+             TimestampTz now, std::vector<internal::GroupRef>* groups) {
   if (entry.dedupe_key == 0) return;
-  internal::MoveGroupsOn(
-      spi, internal::KeyReleased(spi, queue_id, entry.dedupe_key, entry.id, entry.dedupe_for, now));
+  for (internal::GroupRef& group :
+       internal::KeyReleased(spi, queue_id, entry.dedupe_key, entry.id, entry.dedupe_for, now)) {
+    groups->push_back(std::move(group));
+  }
 }
 
 }  // namespace
@@ -570,8 +574,12 @@ bool Complete(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, i
   }
   if (!CloseWaiting(place, id, attempt, 'd', now)) return false;
   internal::KeepRingHistory(spi, lease.queue_id, kept, result, now);
-  if (lease.grouped) internal::MoveGroupsOn(spi, internal::LetGroupsGo(spi, {id}));
-  if (lease.keyed) LeftKey(spi, lease.queue_id, job.entry, now);
+  if (lease.grouped || lease.keyed) {
+    std::vector<internal::GroupRef> groups;
+    if (lease.grouped) groups = internal::LetGroupsGo(spi, {id});
+    if (lease.keyed) LeftKey(spi, lease.queue_id, job.entry, now, &groups);
+    internal::MoveGroupsOn(spi, std::move(groups));
+  }
   ReleaseChildren(spi, place, {id}, now);
   // Counted once (the counters' completions with it), as a table job's.
   internal::CountFinished(spi, lease.queue_id, 1);
@@ -612,13 +620,6 @@ int32 CompleteManyOnRing(pg::SpiSession& spi, int32 queue_id, const pg::job_ring
     closed[i] = CloseWaiting(place, ids[i], attempts[i], 'd', now);
     done += closed[i];
   }
-  if (done > 0 && any_keyed) {
-    for (int i = 0; i < count; ++i) {
-      if (closed[i] && leases[i].keyed && entries[i].attempt != 0) {
-        LeftKey(spi, queue_id, entries[i].entry, now);
-      }
-    }
-  }
   if (done > 0 && keeps_history) {
     std::vector<internal::RingCompletion> kept;
     for (int i = 0; i < count; ++i) {
@@ -627,11 +628,20 @@ int32 CompleteManyOnRing(pg::SpiSession& spi, int32 queue_id, const pg::job_ring
     internal::KeepRingHistory(spi, queue_id, kept, 0, now);
   }
   if (done > 0) {
+    // Groups let go, keys let go (their followers' groups): moved on in one
+    // call.
     std::vector<int64> grouped;
     for (int i = 0; i < count; ++i) {
       if (closed[i] && leases[i].grouped) grouped.push_back(ids[i]);
     }
-    if (!grouped.empty()) internal::MoveGroupsOn(spi, internal::LetGroupsGo(spi, grouped));
+    std::vector<internal::GroupRef> groups;
+    if (!grouped.empty()) groups = internal::LetGroupsGo(spi, grouped);
+    for (int i = 0; any_keyed && i < count; ++i) {
+      if (closed[i] && leases[i].keyed && entries[i].attempt != 0) {
+        LeftKey(spi, queue_id, entries[i].entry, now, &groups);
+      }
+    }
+    if (!groups.empty()) internal::MoveGroupsOn(spi, std::move(groups));
   }
   if (done > 0 && pg::job_ring::MayHaveDependents(place)) {
     std::vector<int64> completed;
@@ -722,10 +732,15 @@ struct Left {
 // it from the same commit as the hold goes, the group has no more room
 // than before, and no lock is taken (the maintenance's expiry never waits
 // for a producer's open transaction on the group).
-void LeftGroup(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, bool requeued) {
-  if (!lease.grouped) return;
-  std::vector<internal::GroupRef> groups = internal::LetGroupsGo(spi, {id});
-  if (!requeued) internal::MoveGroupsOn(spi, std::move(groups));
+// `joining`: the groups of followers its key let in (Bury), moved on in the
+// same call.
+void LeftGroup(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, bool requeued,
+               std::vector<internal::GroupRef> joining = {}) {
+  std::vector<internal::GroupRef> groups;
+  if (lease.grouped) groups = internal::LetGroupsGo(spi, {id});
+  if (requeued) return;
+  for (internal::GroupRef& group : joining) groups.push_back(std::move(group));
+  if (!groups.empty()) internal::MoveGroupsOn(spi, std::move(groups));
 }
 
 bool Leave(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,
@@ -769,9 +784,11 @@ void Requeue(const pg::job_ring::Lease& lease, const Left& left, int32 spent, Ti
   pg::ledger::NotePending(lease.queue_id, core::ClaimKey{row.priority, row.run_at, row.id}, wake);
 }
 
-// Its dead-letter row, its dependents failed with it.
-void Bury(pg::SpiSession& spi, const pg::job_ring::Lease& lease, const Left& left, int64 id,
-          int32 attempt, Datum error, DeathOf death, TimestampTz now) {
+// Its dead-letter row, its dependents failed with it; the groups of the
+// followers its key let in (for LeftGroup).
+std::vector<internal::GroupRef> Bury(pg::SpiSession& spi, const pg::job_ring::Lease& lease,
+                                     const Left& left, int64 id, int32 attempt, Datum error,
+                                     DeathOf death, TimestampTz now) {
   pg::Params dead;
   dead.Set(0, Int64GetDatum(id))
       .Set(1, Int32GetDatum(lease.queue_id))
@@ -787,10 +804,11 @@ void Bury(pg::SpiSession& spi, const pg::job_ring::Lease& lease, const Left& lef
       .SetOptional(11, left.entry.dedupe_for == 0, left.entry.dedupe_for);
   const pg::Result buried = spi.Execute(bury_job(death), dead);
   // Its key goes with it (or stays for its period; a follower takes it).
-  if (left.entry.dedupe_key != 0)
-    internal::MoveGroupsOn(spi, internal::KeysReleased(spi, buried, now));
+  std::vector<internal::GroupRef> joining;
+  if (left.entry.dedupe_key != 0) joining = internal::KeysReleased(spi, buried, now);
   pg::ledger::NoteCount(lease.queue_id, pg::kDeadLettered, 1);
   if (left.has_dependents) internal::ParentsDied(spi, std::vector<int64>{id}, now);
+  return joining;
 }
 
 }  // namespace
@@ -807,8 +825,8 @@ FailOutcome Fail(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id
     LeftGroup(spi, lease, id, true);
     return FailOutcome::kRetry;
   }
-  Bury(spi, lease, left, id, attempt, error, DeathOf::kExhausted, now);
-  LeftGroup(spi, lease, id, false);
+  LeftGroup(spi, lease, id, false,
+            Bury(spi, lease, left, id, attempt, error, DeathOf::kExhausted, now));
   return FailOutcome::kDead;
 }
 
@@ -816,8 +834,8 @@ bool CancelRunning(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 
                    TimestampTz now) {
   Left left;
   if (!Leave(spi, lease, id, lease.attempt, 'x', now, &left)) return false;
-  Bury(spi, lease, left, id, lease.attempt, 0, DeathOf::kCancelled, now);
-  LeftGroup(spi, lease, id, false);
+  LeftGroup(spi, lease, id, false,
+            Bury(spi, lease, left, id, lease.attempt, 0, DeathOf::kCancelled, now));
   return true;
 }
 
@@ -865,16 +883,17 @@ Expired ExpireOnRings(pg::SpiSession& spi, TimestampTz now, int32 batch) {
     if (!Leave(spi, lease, id, lease.attempt, 'e', now, &left)) continue;
     pg::ledger::NoteCount(lease.queue_id, pg::kLeaseExpiries, 1);
     const bool requeue = lease.attempt < left.entry.max_attempts;
+    std::vector<internal::GroupRef> joining;
     if (requeue) {
       // In its old place in the claim order, at once; its lease_until kept
       // (the marker that lets a late completion of the expired claim land).
       Requeue(lease, left, lease.attempt, left.entry.run_at, error, true, true);
       ++expired.requeued;
     } else {
-      Bury(spi, lease, left, id, lease.attempt, error, DeathOf::kExpired, now);
+      joining = Bury(spi, lease, left, id, lease.attempt, error, DeathOf::kExpired, now);
       ++expired.dead;
     }
-    LeftGroup(spi, lease, id, requeue);
+    LeftGroup(spi, lease, id, requeue, std::move(joining));
   }
   return expired;
 }
@@ -1118,6 +1137,8 @@ bool ReplacePending(pg::SpiSession& spi, const Queue& queue, int64 id, const New
       row.payload = job.payload;
       row.dedupe_key = entry.dedupe_key;
       row.dedupe_for = entry.dedupe_for;
+      // Children named it on the ring: the row's end settles them.
+      row.has_dependents = !ParentsAmong(spi, taken.place, {id}).empty();
       internal::InsertJobRow(catalog, row);
       CloseTakenOut(taken, id, pg::Now(), 'm');
       internal::AnnounceJobs(spi, queue, core::ClaimKey{row.priority, row.run_at, row.id});

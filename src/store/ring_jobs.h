@@ -1,6 +1,6 @@
 // The queues' rings (ADR 0028): every queue keeps its plain jobs — due at
 // once, no parents; a grouped one while its group has room (TakesGrouped),
-// one with a dedupe key unless grouped (TakesKeyed) — on rings of its own
+// one with a dedupe key (TakesKeyed) — on rings of its own
 // (pgq.job_log_<ring>), written by pg/job_ring.h: one per priority it
 // serves on rings (pgq.queue_rings: priority 0's, pgq.queues.ring_id, and up
 // to kMaxPriorities - 1 others, each given by the maintenance once an
@@ -77,12 +77,13 @@ inline bool TakesGrouped(const Queue& queue, const NewJob& job, TimestampTz now)
 }
 
 // Whether a new job with a dedupe key may go on a ring of the queue (its
-// key's row taken first): due now, no group or parents, in a queue that
-// has had no on_duplicate => 'replace' (whose jobs with a key stay rows).
+// key's row taken first; a grouped one if its group has room, asked under
+// the group's lock): due now, no parents, in a queue that has had no
+// on_duplicate => 'replace' (whose jobs with a key stay rows).
 inline bool TakesKeyed(const Queue& queue, const NewJob& job, TimestampTz now) {
   return queue.ring_id != 0 && job.dedupe_key != 0 && !queue.dedupe_replaces &&
-         DueOnRing(job.run_at, now) && job.group_key == 0 &&
-         (job.parents == nullptr || job.parents->empty()) && pg::job_ring::Available();
+         DueOnRing(job.run_at, now) && (job.parents == nullptr || job.parents->empty()) &&
+         pg::job_ring::Available();
 }
 
 // Appends the jobs' entries to the queue's ring of `priority`; their ids
