@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# WAL per job with a dedupe key, A/B of two builds (issue 33, ADR 0028
+# "Dedupe keys on the rings"): each build installed in turn into a fresh
+# durable cluster, ROUNDS rounds; JOBS jobs, each with a key of its own,
+# (1) enqueued one per transaction, then claimed one and completed one per
+# transaction; (2) enqueued 100 per transaction, then claimed 100 and
+# completed with complete_many per transaction. A CHECKPOINT before each
+# measured loop; WAL measured as the insert position's move
+# (pg_current_wal_insert_lsn), divided by JOBS: bytes per job for the
+# enqueue and for the claim+complete, and their sum.
+# Reinstalls this tree at the end.
+#
+#   git worktree add /tmp/old <rev> && make -C /tmp/old
+#   OLD=/tmp/old bash bench/wal_keyed.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../scripts/lib.sh"
+
+OLD="${OLD:?set OLD to the built tree of the other revision}"
+ROUNDS="${ROUNDS:-2}"
+JOBS="${JOBS:-10000}"
+DIR="${PGQ_WAL_DIR:-/tmp/pgq_wal_keyed}"
+PORT="${PGQ_WAL_PORT:-55973}"
+PGLIB=$("$PG_CONFIG" --pkglibdir)
+P=("$PG_BIN/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d t)
+
+install_from() {
+  rm -f "$PGLIB/pgq_cpp.so"
+  rm -f "$("$PG_CONFIG" --sharedir)"/extension/pgq_cpp--*.sql
+  make -C "$1" -s install >/dev/null
+}
+
+# The WAL bytes per job that `sql` (a DO block) writes, after a checkpoint.
+wal_per_job() {
+  "${P[@]}" -c "CHECKPOINT" >/dev/null
+  local before after
+  before=$("${P[@]}" -c "SELECT pg_current_wal_insert_lsn()")
+  "${P[@]}" -c "$1" >/dev/null
+  after=$("${P[@]}" -c "SELECT pg_current_wal_insert_lsn()")
+  "${P[@]}" -c "SELECT round(pg_wal_lsn_diff('$after', '$before') / $JOBS)"
+}
+
+for round in $(seq "$ROUNDS"); do
+  for build in "$OLD" "$PGQ_ROOT"; do
+    install_from "$build"
+    stop_cluster "$DIR"; rm -rf "$DIR"
+    start_cluster "$DIR" "$PORT" "${BENCH_DURABLE_CONF[@]}"
+    "$PG_BIN/createdb" -h "$DIR" -p "$PORT" -U postgres t
+    "${P[@]}" -c "CREATE EXTENSION pgq_cpp" -c "SELECT pgq.create_queue('one')" \
+      -c "SELECT pgq.create_queue('batch')" >/dev/null
+    e1=$(wal_per_job "DO \$\$ BEGIN FOR i IN 1..$JOBS LOOP
+      PERFORM pgq.enqueue('one', '{\"n\": 1}', dedupe_key => 'k' || i); COMMIT; END LOOP; END \$\$")
+    c1=$(wal_per_job "DO \$\$ DECLARE j record; BEGIN FOR i IN 1..$JOBS LOOP
+      SELECT id, attempt INTO j FROM pgq.claim('one', 1); PERFORM pgq.complete(j.id, j.attempt);
+      COMMIT; END LOOP; END \$\$")
+    e100=$(wal_per_job "DO \$\$ BEGIN FOR i IN 1..$JOBS LOOP
+      PERFORM pgq.enqueue('batch', '{\"n\": 1}', dedupe_key => 'k' || i);
+      IF i % 100 = 0 THEN COMMIT; END IF; END LOOP; END \$\$")
+    c100=$(wal_per_job "DO \$\$ BEGIN FOR i IN 1..$JOBS / 100 LOOP
+      PERFORM pgq.complete_many(array_agg(id), array_agg(attempt)) FROM pgq.claim('batch', 100);
+      COMMIT; END LOOP; END \$\$")
+    left=$("${P[@]}" -c "SELECT count(*) FROM pgq.jobs")
+    echo "round $round $build: bytes/job one at a time enqueue $e1 + claim+complete $c1 = $((e1 + c1)); batches of 100 enqueue $e100 + claim+complete_many $c100 = $((e100 + c100)); jobs left $left"
+  done
+done
+stop_cluster "$DIR"; rm -rf "$DIR"
+install_from "$PGQ_ROOT"
