@@ -35,20 +35,11 @@ OLD="${OLD:?set OLD to the built tree of the other revision}"
 ROUNDS="${ROUNDS:-3}"
 DIR="${PGQ_AB_DIR:-/tmp/pgq_ab_builds}"
 PORT="${PGQ_AB_PORT:-55971}"
-PGLIB=$("$PG_CONFIG" --pkglibdir)
 P=("$PG_BIN/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d t)
-
-install_from() {
-  rm -f "$PGLIB/pgq_cpp.so"  # unlink first: a running server keeps the old inode
-  # And the other build's scripts: a full install script one build has and
-  # the other has not (pgq_cpp--2.1.sql) would be picked by CREATE EXTENSION.
-  rm -f "$("$PG_CONFIG" --sharedir)"/extension/pgq_cpp--*.sql
-  make -C "$1" -s install >/dev/null
-}
 
 for round in $(seq "$ROUNDS"); do
   for build in "$OLD" "$PGQ_ROOT"; do
-    install_from "$build"
+    install_build "$build"
     stop_cluster "$DIR"; rm -rf "$DIR"
     start_cluster "$DIR" "$PORT" "${BENCH_DURABLE_CONF[@]}"
     "$PG_BIN/createdb" -h "$DIR" -p "$PORT" -U postgres t
@@ -120,4 +111,4 @@ SQL
   done
 done
 stop_cluster "$DIR"; rm -rf "$DIR"
-install_from "$PGQ_ROOT"
+install_build "$PGQ_ROOT"

@@ -22,15 +22,6 @@ fi
 OLD="${OLD:?set OLD to the built tree of the other revision}"
 N="${N:-2000}"
 DIR="${PGQ_AB_DIR:-/tmp/pgq_ab_instructions}"
-PGLIB=$("$PG_CONFIG" --pkglibdir)
-
-install_from() {
-  rm -f "$PGLIB/pgq_cpp.so"  # unlink first: a running server keeps the old inode
-  # And the other build's scripts: a full install script one build has and
-  # the other has not (pgq_cpp--2.1.sql) would be picked by CREATE EXTENSION.
-  rm -f "$("$PG_CONFIG" --sharedir)"/extension/pgq_cpp--*.sql
-  make -C "$1" -s install >/dev/null
-}
 
 # Runs SQL $1 in a single-user backend of database t, the command $2
 # (postgres, or valgrind ... postgres); prints the instructions counted.
@@ -49,7 +40,7 @@ counted() {  # sql: instructions per call above an idle run
 }
 
 for build in "$OLD" "$PGQ_ROOT"; do
-  install_from "$build"
+  install_build "$build"
   rm -rf "$DIR"; mkdir -p "$DIR"; chown postgres "$DIR"
   as_pg "$PG_BIN/initdb" -D "$DIR/data" -U postgres --auth=trust --no-sync >/dev/null
   as_pg bash -c "printf 'CREATE DATABASE t;\n' | '$PG_BIN/postgres' --single -D '$DIR/data' postgres >/dev/null 2>&1"
@@ -76,4 +67,4 @@ END LOOP; END \$\$;")
   echo "$build: instructions per call (N=$N): enqueue $enqueue, claim+complete $claim, history claim+complete $history, append $append, next_batch+finish_batch $read"
 done
 rm -rf "$DIR"
-install_from "$PGQ_ROOT"
+install_build "$PGQ_ROOT"

@@ -19,14 +19,7 @@ ROUNDS="${ROUNDS:-2}"
 JOBS="${JOBS:-10000}"
 DIR="${PGQ_WAL_DIR:-/tmp/pgq_wal_keyed}"
 PORT="${PGQ_WAL_PORT:-55973}"
-PGLIB=$("$PG_CONFIG" --pkglibdir)
 P=("$PG_BIN/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d t)
-
-install_from() {
-  rm -f "$PGLIB/pgq_cpp.so"
-  rm -f "$("$PG_CONFIG" --sharedir)"/extension/pgq_cpp--*.sql
-  make -C "$1" -s install >/dev/null
-}
 
 # The WAL bytes per job that `sql` (a DO block) writes, after a checkpoint.
 wal_per_job() {
@@ -40,7 +33,7 @@ wal_per_job() {
 
 for round in $(seq "$ROUNDS"); do
   for build in "$OLD" "$PGQ_ROOT"; do
-    install_from "$build"
+    install_build "$build"
     stop_cluster "$DIR"; rm -rf "$DIR"
     start_cluster "$DIR" "$PORT" "${BENCH_DURABLE_CONF[@]}"
     "$PG_BIN/createdb" -h "$DIR" -p "$PORT" -U postgres t
@@ -62,4 +55,4 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 stop_cluster "$DIR"; rm -rf "$DIR"
-install_from "$PGQ_ROOT"
+install_build "$PGQ_ROOT"

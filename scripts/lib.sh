@@ -152,5 +152,15 @@ stop_cluster() {
   [[ -d "$dir/data" ]] && as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
 }
 
+# install_build TREE: installs the built tree TREE (an A/B's builds, in
+# turn): the library unlinked first (a running server keeps the old
+# inode), and the other build's scripts too (a full install script one
+# build has and the other has not would be picked by CREATE EXTENSION).
+install_build() {
+  rm -f "$("$PG_CONFIG" --pkglibdir)/pgq_cpp.so"
+  rm -f "$("$PG_CONFIG" --sharedir)"/extension/pgq_cpp--*.sql
+  make -C "$1" -s install >/dev/null
+}
+
 # The throwaway brokers of the relay's tests, and their packages.
 source "$PGQ_ROOT/scripts/brokers.sh"

@@ -696,35 +696,24 @@ int64 IdOf(HeapTupleData* tuple, TupleDesc desc) {
   bool is_null;
   return DatumGetInt64(heap_getattr(tuple, kId, desc, &is_null));
 }
-// Whether an entry has a group key (a ring made before the column: none).
-bool GroupedOf(HeapTupleData* tuple, TupleDesc desc) {
-  if (desc->natts < kGroupKey) return false;
-  return !heap_attisnull(tuple, kGroupKey, desc);
+// An entry's column that a ring made before it lacks (a group key, a
+// dedupe key and period): its value, 0 for none (NULL, or no such column).
+Datum OptionalOf(HeapTupleData* tuple, TupleDesc desc, int column) {
+  if (desc->natts < column) return 0;
+  bool is_null;
+  const Datum value = heap_getattr(tuple, column, desc, &is_null);
+  return is_null ? 0 : value;
 }
-// Its group key (text), 0 for none.
 Datum GroupKeyOf(HeapTupleData* tuple, TupleDesc desc) {
-  if (desc->natts < kGroupKey) return 0;
-  bool is_null;
-  const Datum key = heap_getattr(tuple, kGroupKey, desc, &is_null);
-  return is_null ? 0 : key;
+  return OptionalOf(tuple, desc, kGroupKey);
 }
-// Whether an entry has a dedupe key (a ring made before the column: none).
-bool KeyedOf(HeapTupleData* tuple, TupleDesc desc) {
-  if (desc->natts < kDedupeKey) return false;
-  return !heap_attisnull(tuple, kDedupeKey, desc);
-}
-// Its dedupe key (text) and period (interval), 0 for none.
+bool GroupedOf(HeapTupleData* tuple, TupleDesc desc) { return GroupKeyOf(tuple, desc) != 0; }
 Datum DedupeKeyOf(HeapTupleData* tuple, TupleDesc desc) {
-  if (desc->natts < kDedupeKey) return 0;
-  bool is_null;
-  const Datum key = heap_getattr(tuple, kDedupeKey, desc, &is_null);
-  return is_null ? 0 : key;
+  return OptionalOf(tuple, desc, kDedupeKey);
 }
+bool KeyedOf(HeapTupleData* tuple, TupleDesc desc) { return DedupeKeyOf(tuple, desc) != 0; }
 Datum DedupeForOf(HeapTupleData* tuple, TupleDesc desc) {
-  if (desc->natts < kDedupeFor) return 0;
-  bool is_null;
-  const Datum period = heap_getattr(tuple, kDedupeFor, desc, &is_null);
-  return is_null ? 0 : period;
+  return OptionalOf(tuple, desc, kDedupeFor);
 }
 int32 AttemptOf(HeapTupleData* tuple, TupleDesc desc) {
   bool is_null;
