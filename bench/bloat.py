@@ -45,10 +45,14 @@ BASE_CLAIM = """UPDATE bench_jobs
                FOR UPDATE SKIP LOCKED)
 RETURNING id, attempts"""
 BASE_DONE = "DELETE FROM bench_jobs WHERE id = %s"
-PGQ_ENQ = "SELECT pgq.enqueue('bench', '{\"k\":1}')"
+# PGQ_ENQ_ARGS: more arguments of pgq.enqueue, e.g. ", dedupe_key =>
+# gen_random_uuid()::text" (a job with a key of its own: its key's row in
+# pgq.dedupe_holds, ADR 0028).
+PGQ_ENQ_ARGS = os.environ.get("PGQ_ENQ_ARGS", "")
+PGQ_ENQ = "SELECT pgq.enqueue('bench', '{\"k\":1}'" + PGQ_ENQ_ARGS + ")"
 PGQ_CLAIM = "SELECT id, attempt FROM pgq.claim('bench', 1)"
 PGQ_DONE = "SELECT pgq.complete(%s, %s)"
-PGQR_ENQ = f"SELECT pgq.enqueue('{RING_QUEUE}', '{{\"k\":1}}')"
+PGQR_ENQ = f"SELECT pgq.enqueue('{RING_QUEUE}', '{{\"k\":1}}'" + PGQ_ENQ_ARGS + ")"
 PGQR_CLAIM = f"SELECT id, attempt FROM pgq.claim('{RING_QUEUE}', 1)"
 ENQ = {"baseline": BASE_ENQ, "pgq": PGQ_ENQ, "pgqr": PGQR_ENQ}
 CLAIM_DONE = {"baseline": (BASE_CLAIM, BASE_DONE), "pgq": (PGQ_CLAIM, PGQ_DONE),
@@ -91,7 +95,9 @@ SIZE_SQL = {
            "coalesce(pg_total_relation_size(to_regclass('pgq.finished')), 0), "
            "(SELECT count(*) FROM pgq.jobs), "
            "(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'pgq.job_rows'::regclass) "
-           f"  + (SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables WHERE relid IN (SELECT oid FROM ({RING_SEGMENTS}) r)), "
+           f"  + (SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables WHERE relid IN (SELECT oid FROM ({RING_SEGMENTS}) r)) "
+           "  + (SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables "
+           "      WHERE relid IN ('pgq.dedupe_holds'::regclass, 'pgq.group_holds'::regclass)), "
            "0::bigint",
     "pgqr": f"SELECT {PGQ_TABLES_SIZE} + (SELECT coalesce(sum(pg_total_relation_size(oid)), 0)::bigint FROM ({RING_SEGMENTS}) r), "
             f"(SELECT coalesce(sum(pg_total_relation_size(oid)), 0)::bigint FROM ({RING_SEGMENTS}) r), "

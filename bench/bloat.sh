@@ -27,6 +27,10 @@
 #   PARTS       subset of: held readers drain (default all three)
 #   SYSTEMS     the systems measured, in order (default "baseline pgq pgqr";
 #               the report needs baseline and pgq)
+#   PGQ_ENQ_ARGS more arguments of pgq's enqueue (default none), e.g.
+#               ", dedupe_key => gen_random_uuid()::text": every job with a key
+#               of its own (the key's rows in pgq.dedupe_holds count among
+#               the job storage's dead tuples, as pgq.group_holds' do)
 #   RING_TURN   pgq.ring_turn in the cluster's configuration (default 10s: the
 #               maintenance turns a ring once its segment took entries that
 #               long, and truncates a segment whose jobs are all finished)
@@ -74,7 +78,7 @@ OUTDIR="${OUT_DIR:-/tmp/pgq_bloat_out}"
 OUT_MD="$OUTDIR/bloat-latest.md"
 CHART_TO="${CHART_TO-$BENCH_HOME/held-xmin.png}"
 PY=/usr/bin/python3
-CMDLINE="HOLD=$HOLD READ=$READ PRE=$PRE POST=$POST INTERVAL=$INTERVAL RATE=$RATE READERS=$READERS READ_XACT=$READ_XACT READ_EVERY=$READ_EVERY DRAIN_JOBS=$DRAIN_JOBS DRAIN_MAX=$DRAIN_MAX PARTS=\"$PARTS\" SYSTEMS=\"$SYSTEMS\" RING_TURN=$RING_TURN bash bench/bloat.sh"
+CMDLINE="HOLD=$HOLD READ=$READ PRE=$PRE POST=$POST INTERVAL=$INTERVAL RATE=$RATE READERS=$READERS READ_XACT=$READ_XACT READ_EVERY=$READ_EVERY DRAIN_JOBS=$DRAIN_JOBS DRAIN_MAX=$DRAIN_MAX PARTS=\"$PARTS\" SYSTEMS=\"$SYSTEMS\" RING_TURN=$RING_TURN PGQ_ENQ_ARGS=\"${PGQ_ENQ_ARGS:-}\" bash bench/bloat.sh"
 
 # Packages only this benchmark needs, on top of scripts/lib.sh's: gnuplot
 # draws the charts.

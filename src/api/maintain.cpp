@@ -22,7 +22,10 @@ PGQ_FUNCTION(pgq_maintain) {
   for (bool more = true; more;) counts += service::RunMaintenanceBatch(now, &more);
   // Compacting holds pgq.job_rows exclusively until the caller commits: only
   // when that is the end of this statement, and never from an old snapshot.
-  if (!IsTransactionBlock() && !IsolationUsesXactSnapshot()) service::MaybeCompactJobs();
+  if (!IsTransactionBlock() && !IsolationUsesXactSnapshot()) {
+    service::MaybeCompactJobs();
+    service::MaybeCompactHolds();
+  }
   TupleDesc desc = nullptr;
   pg::Guard([&] {
     if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) {

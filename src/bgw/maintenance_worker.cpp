@@ -135,6 +135,18 @@ void RunCompactionTransaction(const char* database_name) {
     pg::AtBoundary([&] { result = service::MaybeCompactJobs(); });
   }
   CommitWorkerTransaction();
+  // The rings' key tables, in a transaction of their own (pgq.job_rows'
+  // lock is not held meanwhile).
+  int holds = 0;
+  if (BeginWorkerTransaction("pgq compaction check") &&
+      pg::CatalogIsCurrent("pgq maintenance worker")) {
+    pg::AtBoundary([&] { holds = service::MaybeCompactHolds(); });
+  }
+  CommitWorkerTransaction();
+  if (holds > 0) {
+    ereport(DEBUG1, (errmsg("pgq compacted %d key table(s) of the rings in database \"%s\"", holds,
+                            database_name)));
+  }
   if (result.outcome == service::CompactOutcome::kCompacted) {
     ereport(LOG, (errmsg("pgq compacted pgq.job_rows in database \"%s\": %lld live jobs kept, "
                          "%lld kB -> %lld kB",

@@ -100,4 +100,32 @@ CompactResult MaybeCompactJobs() {
   return CompactJobs(kAutoLockTimeoutMillis, kAutoMaxJobs, kAutoMaxBytes);
 }
 
+int MaybeCompactHolds() {
+  // A hold's row with its primary key's entry (and the group index's) is
+  // well under this.
+  constexpr int64 kLiveHoldBytes = 256;
+  const int64 min_bytes = pg::CompactMinBytes();
+  if (min_bytes < 0) return 0;
+  int rewritten = 0;
+  for (const char* name : {"dedupe_holds", "group_holds"}) {
+    const Oid relid =
+        pg::Guard([&] { return get_relname_relid(name, get_namespace_oid("pgq", false)); });
+    if (!OidIsValid(relid) || !pg::Guard([&] { return pg_class_ownercheck(relid, GetUserId()); })) {
+      continue;
+    }
+    int64 live = 0;
+    int64 bytes = 0;
+    {
+      pg::SpiSession spi;
+      bytes = JobsBytes(spi, relid, &live);
+    }
+    if (bytes < min_bytes || live * kLiveHoldBytes * kWorthRatio > bytes) continue;
+    const std::string qualified = std::string("pgq.") + name;
+    const int64 kept = pg::RewriteTableFrozen(relid, qualified.c_str(), kAutoLockTimeoutMillis,
+                                              kAutoMaxJobs, kAutoMaxBytes);
+    if (kept >= 0) ++rewritten;
+  }
+  return rewritten;
+}
+
 }  // namespace pgq::service

@@ -43,4 +43,12 @@ CompactResult CompactJobs(int lock_timeout_ms, int64 max_jobs, int64 max_bytes);
 // small caps of an automatic rewrite, when JobsWantCompaction. Same rules.
 CompactResult MaybeCompactJobs();
 
+// The same for the rings' key tables (ADR 0028): pgq.dedupe_holds (a row
+// per dedupe key taken, deleted or updated at the job's end) and
+// pgq.group_holds (a row per grouped ring job), whose dead rows a held
+// xmin pins as it pins pgq.job_rows': each rewritten when it is at least
+// pgq.compact_min_size and mostly dead space (its live rows at 256 bytes
+// each fill at most an eighth of it). How many were rewritten.
+int MaybeCompactHolds();
+
 }  // namespace pgq::service

@@ -248,6 +248,42 @@ class CompactTests(JobRowsTestCase):
         self.assertNotEqual(self.filenode(), node)
         holder.rollback()
 
+    def test_maintain_compacts_the_rings_key_tables(self):
+        """pgq.dedupe_holds (a row per dedupe key taken) and pgq.group_holds
+        (a row per grouped ring job) hold dead rows a held transaction pins,
+        as pgq.job_rows does (ADR 0028): pgq.maintain() rewrites them too,
+        the keys still taken and the groups still held."""
+        holder = self.connect(autocommit=False)
+        holder.execute("SELECT txid_current()")
+        self.admin.execute("SELECT pgq.create_queue('keys')")
+        for batch in range(4):
+            self.admin.execute(
+                "DO $$ BEGIN FOR i IN 1..500 LOOP PERFORM pgq.enqueue('keys', '{}',"
+                f" dedupe_key => 'k{batch}-' || i, group_key => 'g{batch}-' || i); END LOOP; END $$"
+            )
+            done = self.scalar(
+                "SELECT pgq.complete_many(array_agg(id), array_agg(attempt)) FROM pgq.claim('keys', 500)"
+            )
+            self.assertEqual(done, 500)
+        # One of each left live: it must come through the rewrite.
+        held = self.scalar("SELECT pgq.enqueue('keys', '{}', dedupe_key => 'live', group_key => 'live')")
+        self.admin.execute("SELECT pg_stat_force_next_flush()")
+        tables = ("pgq.dedupe_holds", "pgq.group_holds")
+        nodes = [self.scalar("SELECT pg_relation_filenode(%s::regclass)", (t,)) for t in tables]
+        sizes = [self.scalar("SELECT pg_total_relation_size(%s::regclass)", (t,)) for t in tables]
+        self.admin.execute("SET pgq.compact_min_size = '64kB'")
+        self.admin.execute("SELECT pgq.maintain()")
+        for table, node, size in zip(tables, nodes, sizes):
+            self.assertNotEqual(self.scalar("SELECT pg_relation_filenode(%s::regclass)", (table,)),
+                                node, f"{table} was not rewritten")
+            after = self.scalar("SELECT pg_total_relation_size(%s::regclass)", (table,))
+            self.assertLess(after * 4, size, f"{table}: {size} -> {after} bytes")
+        self.assertEqual(
+            self.scalar("SELECT pgq.enqueue('keys', '{}', dedupe_key => 'live')"), held,
+            "the live key is still held")
+        self.assertEqual(self.scalar("SELECT count(*) FROM pgq.group_holds WHERE job_id = %s", (held,)), 1)
+        holder.rollback()
+
     def test_concurrent_workers_lose_and_repeat_nothing(self):
         """4 workers claim and complete while 2 producers enqueue and a
         third session compacts over and over: every job is completed exactly
