@@ -24,7 +24,10 @@
 # has room when its job comes; a commit every 1,000 enqueues: each holds
 # its group's lock to its commit, and 20,000 of them overflow the lock table),
 # and claim+complete pairs of the 20,000 jobs with a dedupe key enqueued
-# above (each key's row taken at the enqueue and let go at the completion).
+# above (each key's row taken at the enqueue and let go at the completion),
+# and claim+complete pairs of the 20,000 jobs failed above, due two hours
+# later (pgq.debug_clock_offset): retries waiting as rows of pgq.job_rows,
+# claimed in place before 3.0's "Rows claimed onto the rings".
 # Reinstalls this tree at the end.
 #
 #   git worktree add /tmp/old <rev> && make -C /tmp/old
@@ -102,12 +105,17 @@ DO $$ DECLARE j record; BEGIN FOR i IN 1..20000 LOOP
   SELECT id, attempt INTO j FROM pgq.claim('q', 1); PERFORM pgq.complete(j.id, j.attempt);
   IF i % 1000 = 0 THEN COMMIT; END IF;
 END LOOP; END $$;
+DO $$ DECLARE j record; BEGIN PERFORM set_config('pgq.debug_clock_offset', '2 hours', false);
+  FOR i IN 1..20000 LOOP
+  SELECT id, attempt INTO j FROM pgq.claim('f', 1); PERFORM pgq.complete(j.id, j.attempt);
+  IF i % 1000 = 0 THEN COMMIT; END IF;
+END LOOP; END $$;
 SQL
 )
     # A loop that stopped on an error would be timed to the error.
     if grep -q ERROR <<<"$out"; then echo "$out" >&2; exit 1; fi
     times=$(grep -o 'Time: [0-9.]*' <<<"$out" | awk '{print $2}' | tr '\n' ' ')
-    echo "round $round $build: enqueue, claim+complete, dedupe enqueue, grouped enqueue, grouped claim+complete, append, next_batch+finish_batch, history claim+complete, claim+fail, priorities enqueue, priorities claim+complete (ms per 20,000), deep group claim+complete (ms per 1,000), sparse groups enqueue, sparse groups claim+complete, dedupe claim+complete (ms per 20,000): $times"
+    echo "round $round $build: enqueue, claim+complete, dedupe enqueue, grouped enqueue, grouped claim+complete, append, next_batch+finish_batch, history claim+complete, claim+fail, priorities enqueue, priorities claim+complete (ms per 20,000), deep group claim+complete (ms per 1,000), sparse groups enqueue, sparse groups claim+complete, dedupe claim+complete, retried claim+complete (ms per 20,000): $times"
   done
 done
 stop_cluster "$DIR"; rm -rf "$DIR"

@@ -241,7 +241,7 @@ ALTER TABLE pgq.queues ADD COLUMN dedupe_replaces boolean NOT NULL DEFAULT false
 CREATE TABLE pgq.job_log (
     ring         integer     NOT NULL,
     segment      smallint    NOT NULL,
-    kind         "char"      NOT NULL,   -- e entry, r receipt, c closure
+    kind         "char"      NOT NULL,   -- e entry, a entry claimed as it was written, r receipt, c closure
     id           bigint      NOT NULL,
     attempt      integer     NOT NULL,   -- entry: attempts spent; receipt, closure: the attempt
     priority     integer,
@@ -255,7 +255,9 @@ CREATE TABLE pgq.job_log (
     claimed_by   integer,                -- a claim's receipt: the claiming backend's pid
     group_key    text,                   -- entry: the job's group (a group's job on the ring holds a row of pgq.group_holds)
     dedupe_key   text,                   -- entry: the job's dedupe key (its row of pgq.dedupe_holds names it)
-    dedupe_for   interval                -- entry: how long the key stays taken after the job
+    dedupe_for   interval,               -- entry: how long the key stays taken after the job
+    last_error   text,                   -- a claimed entry's: the error of its attempt before
+    entry        tid                     -- a receipt or closure of a claimed entry: that entry's row
 ) PARTITION BY LIST (ring);
 COMMENT ON TABLE pgq.job_log IS
     'jobs of the queues on rings (ADR 0028): a partition per queue (pgq.job_log_<ring>), each a ring of segments dropped by TRUNCATE';
@@ -375,7 +377,8 @@ SELECT g.ring,
             THEN pg_catalog.date_part('epoch', g.first_receipt[3])::integer END AS claimed_by,
        g.group_key,
        g.dedupe_key,
-       g.dedupe_for
+       g.dedupe_for,
+       NULL::text AS last_error
   FROM (SELECT l.ring,
                l.id OPERATOR(pg_catalog.+) 0 AS id,
                pg_catalog.max(l.attempt) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS entered,
@@ -395,9 +398,48 @@ SELECT g.ring,
                pg_catalog.max(l.dedupe_key) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS dedupe_key,
                pg_catalog.max(l.dedupe_for) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS dedupe_for
           FROM pgq.job_log l
+         WHERE l.entry IS NULL
          GROUP BY l.ring, l.id OPERATOR(pg_catalog.+) 0) g
  WHERE g.entered IS NOT NULL
-   AND (g.closed IS NULL OR g.closed OPERATOR(pg_catalog.<=) g.entered);
+   AND (g.closed IS NULL OR g.closed OPERATOR(pg_catalog.<=) g.entered)
+UNION ALL
+SELECT a.ring,
+       a.id,
+       'r'::pg_catalog."char",
+       a.attempt,
+       a.max_attempts,
+       a.priority,
+       a.run_at,
+       a.enqueued_at,
+       a.claimed_at,
+       a.newest[2],
+       a.payload,
+       a.claimed_by,
+       a.group_key,
+       a.dedupe_key,
+       a.dedupe_for,
+       a.last_error
+  FROM (SELECT l.ring,
+               pg_catalog.max(l.id) OPERATOR(pg_catalog.+) 0 AS id,
+               pg_catalog.bool_or(l.kind OPERATOR(pg_catalog.=) 'c') AS closed,
+               pg_catalog.max(l.attempt) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS attempt,
+               pg_catalog.max(l.max_attempts) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS max_attempts,
+               pg_catalog.max(l.priority) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS priority,
+               pg_catalog.max(l.run_at) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS run_at,
+               pg_catalog.max(l.enqueued_at) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS enqueued_at,
+               pg_catalog.max(l.at) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS claimed_at,
+               pg_catalog.max(ARRAY[l.at, l.lease_until])
+                   FILTER (WHERE l.kind OPERATOR(pg_catalog.=) ANY (ARRAY['a', 'r']::pg_catalog."char"[])) AS newest,
+               (pg_catalog.array_agg(l.payload) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a'))[1] AS payload,
+               pg_catalog.max(l.claimed_by) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS claimed_by,
+               pg_catalog.max(l.group_key) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS group_key,
+               pg_catalog.max(l.dedupe_key) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS dedupe_key,
+               pg_catalog.max(l.dedupe_for) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS dedupe_for,
+               pg_catalog.max(l.last_error) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS last_error
+          FROM pgq.job_log l
+         WHERE l.kind OPERATOR(pg_catalog.=) 'a' OR l.entry IS NOT NULL
+         GROUP BY l.ring, l.tableoid, COALESCE(l.entry, l.ctid)) a
+ WHERE a.attempt IS NOT NULL AND NOT a.closed;
 COMMENT ON VIEW pgq.ring_jobs IS
     'the unfinished jobs of the queues'' rings (ADR 0028): pending or running, from their rows; internal, read by pgq''s readers';
 
@@ -417,7 +459,7 @@ SELECT j.id, j.queue_id, j.state, j.priority, j.run_at, j.attempt, j.max_attempt
   FROM pgq.job_rows j
 UNION ALL
 SELECT r.id, q.queue_id, r.state, r.priority, r.run_at, r.attempt, r.max_attempts,
-       r.lease_until, r.enqueued_at, r.dedupe_key, r.group_key, NULL::text, r.payload,
+       r.lease_until, r.enqueued_at, r.dedupe_key, r.group_key, r.last_error, r.payload,
        r.claimed_by, r.claimed_at, NULL::jsonb, r.dedupe_for, NULL::integer,
        (SELECT true FROM pgq.job_dependencies d
          WHERE d.parent_id OPERATOR(pg_catalog.=) r.id LIMIT 1)

@@ -262,6 +262,7 @@ enum class UndoKind : uint8 {
   kGiveBack,      // a claim (or a cancel that took an entry out of the given-back list)
   kUncancel,      // a tombstone noted in the lane: take it out
   kUntake,        // a tombstone of an entry taken out of the given-back list
+  kDropLease,     // a claimed entry's lease (AppendClaimed): its row is gone with the claim
 };
 struct Undo {
   SubTransactionId subxact;
@@ -421,6 +422,10 @@ void UndoOne(const Undo& u) {
     WithSlot(u.key, [&](LeaseSlot* slot, uint32) {
       if (slot != nullptr) slot->lease.lease_until = u.lease.lease_until;
     });
+    return;
+  }
+  if (u.kind == UndoKind::kDropLease) {
+    DropLease(u.key);
     return;
   }
   if (u.kind == UndoKind::kGiveBack) DropLease(u.key);
@@ -712,6 +717,16 @@ Datum DedupeKeyOf(HeapTupleData* tuple, TupleDesc desc) {
   return OptionalOf(tuple, desc, kDedupeKey);
 }
 bool KeyedOf(HeapTupleData* tuple, TupleDesc desc) { return DedupeKeyOf(tuple, desc) != 0; }
+Datum LastErrorOf(HeapTupleData* tuple, TupleDesc desc) {
+  return OptionalOf(tuple, desc, kLastError);
+}
+// The claimed entry a receipt or closure names (kEntry); false if none.
+bool EntryNamed(HeapTupleData* tuple, TupleDesc desc, ItemPointerData* entry) {
+  const Datum value = OptionalOf(tuple, desc, kEntry);
+  if (value == 0) return false;
+  *entry = *reinterpret_cast<ItemPointer>(DatumGetPointer(value));
+  return true;
+}
 Datum DedupeForOf(HeapTupleData* tuple, TupleDesc desc) {
   return OptionalOf(tuple, desc, kDedupeFor);
 }
@@ -757,6 +772,31 @@ void Rebuild(Lane& lane, int index, const Place& place) {
   };
   std::unordered_map<int64, Job> jobs;
   std::vector<int64> order;  // entries in ring order
+  // Claimed entries ('a', AppendClaimed) by their place (segment, tid):
+  // each with its receipts and closure, which name it (kEntry). They run
+  // unless closed; they never move the cursor.
+  struct ClaimedJob {
+    int64 id = 0;
+    int segment = 0;
+    ItemPointerData entry;
+    bool has_entry = false;
+    bool closed = false;
+    TransactionId closing = InvalidTransactionId;   // a prepared transaction's closure
+    TransactionId claiming = InvalidTransactionId;  // a prepared transaction's claim
+    int32 attempt = 0;
+    TimestampTz lease_until = 0;
+    TimestampTz claimed_at = 0;
+    TimestampTz newest_at = 0;
+    int32 claimed_by = 0;
+    bool grouped = false;
+    bool keyed = false;
+  };
+  std::unordered_map<uint64, ClaimedJob> claimed_entries;
+  const auto place_key = [](int segment, const ItemPointerData& tid) {
+    return (static_cast<uint64>(segment) << 48) |
+           (static_cast<uint64>(ItemPointerGetBlockNumberNoCheck(&tid)) << 16) |
+           ItemPointerGetOffsetNumberNoCheck(&tid);
+  };
   std::vector<Passed> in_progress;
   std::vector<uint64> in_progress_order;  // their places among the entries
   uint64 seen = 0;
@@ -774,6 +814,8 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     bool keyed;    // an entry with a dedupe key
     TransactionId xmin;
     ItemPointerData tid;
+    bool names_entry;  // a receipt or closure of a claimed entry
+    ItemPointerData entry;
   };
   Seen1 rows[MaxHeapTuplesPerPage];
   const int segments = static_cast<int>(place.leaves.size());
@@ -806,6 +848,9 @@ void Rebuild(Lane& lane, int index, const Place& place) {
                                     ? heap_getattr(&tuple, kClaimedBy, desc, &is_null)
                                     : (is_null = true, Datum{0});
           const int32 claimed_by = is_null ? 0 : DatumGetInt32(claimer);
+          ItemPointerData entry;
+          ItemPointerSetInvalid(&entry);
+          const bool names_entry = EntryNamed(&tuple, desc, &entry);
           rows[n++] = Seen1{seen_as == Seen::kInProgress,
                             KindOf(&tuple, desc),
                             IdOf(&tuple, desc),
@@ -816,7 +861,9 @@ void Rebuild(Lane& lane, int index, const Place& place) {
                             GroupedOf(&tuple, desc),
                             KeyedOf(&tuple, desc),
                             HeapTupleHeaderGetRawXmin(tuple.t_data),
-                            tuple.t_self};
+                            tuple.t_self,
+                            names_entry,
+                            entry};
         }
         UnlockReleaseBuffer(buffer);
         return n;
@@ -831,6 +878,33 @@ void Rebuild(Lane& lane, int index, const Place& place) {
         // as it does any entry in progress. Its receipts hold their jobs as
         // running.
         if (row.kind == 'e' && first_with_entries < 0) first_with_entries = segment;
+        if (row.kind == 'a' || row.names_entry) {
+          // A claimed entry, or a row of one (a receipt's lease, a
+          // closure; a prepared transaction's claim or closure holds the
+          // lease as its claimer or closer).
+          ClaimedJob& job =
+              claimed_entries[place_key(segment, row.kind == 'a' ? row.tid : row.entry)];
+          if (row.kind == 'a') {
+            job.id = row.id;
+            job.segment = segment;
+            job.entry = row.tid;
+            job.has_entry = true;
+            job.attempt = row.attempt;
+            job.claimed_at = row.at;
+            job.claimed_by = row.claimed_by;
+            job.grouped = row.grouped;
+            job.keyed = row.keyed;
+            if (row.in_progress) job.claiming = row.xmin;
+          } else if (row.kind == 'c') {
+            job.closed = true;
+            if (row.in_progress) job.closing = row.xmin;
+          }
+          if ((row.kind == 'a' || row.kind == 'r') && row.at >= job.newest_at) {
+            job.newest_at = row.at;
+            job.lease_until = row.lease_until;
+          }
+          continue;
+        }
         if (row.in_progress && row.kind == 'e') {
           in_progress.push_back(Passed{row.xmin, row.tid, static_cast<int16>(segment)});
           in_progress_order.push_back(++seen);
@@ -933,6 +1007,18 @@ void Rebuild(Lane& lane, int index, const Place& place) {
       lane.returned[lane.returned_count++] =
           Offer{job.entry, job.base + 1, static_cast<int16>(job.segment)};
     }
+  }
+  // Claimed entries not closed run (one closing by a prepared transaction
+  // holds its lease as closing).
+  for (const auto& [key, job] : claimed_entries) {
+    if (!job.has_entry || (job.closed && !TransactionIdIsValid(job.closing))) continue;
+    Lease lease{MyDatabaseId,   place.queue_id,  place.ring_id,
+                job.attempt,    job.lease_until, place.leaves[job.segment],
+                job.entry,      job.claiming,    index,
+                job.claimed_at, job.closing,     job.claimed_by,
+                job.grouped,    job.keyed};
+    lease.claimed_entry = true;
+    Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, job.id}, lease); });
   }
   // The cursor: just after the last entry named by a receipt or closure.
   for (const int64 id : order) {
@@ -1196,70 +1282,160 @@ void RequestShmem() {
 
 bool Available() { return shared != nullptr; }
 
+namespace {
+
+// The operator's sign that the lanes are too few (nothing is refused: the
+// jobs wait, or run, in pgq.job_rows).
+void LogNoLane(const Place& place) {
+  if (!TimeToLog(&shared->no_lane_logged_at)) return;
+  Guard([&] {
+    ereport(LOG, (errmsg("pgq: queue %d found no lane free: its new jobs wait in "
+                         "pgq.job_rows until its queues in use leave it one",
+                         place.queue_id),
+                  errdetail("Queues finding no lane in the next minute are not logged."),
+                  errhint("Raise pgq.max_ring_queues_per_database (ALTER DATABASE ... SET) or "
+                          "pgq.max_ring_queues (a restart).")));
+  });
+}
+
+// The columns of an entry ('e' or 'a') that its job's NewEntry gives.
+void SetEntry(Row& row, const NewEntry& entry, TupleDesc desc) {
+  row.Set(kPriority, Int32GetDatum(entry.priority));
+  row.Set(kMaxAttempts, Int32GetDatum(entry.max_attempts));
+  row.Set(kRunAt, TimestampTzGetDatum(entry.run_at));
+  row.Set(kEnqueuedAt, TimestampTzGetDatum(entry.enqueued_at));
+  row.Set(kPayload, entry.payload);
+  if (entry.group_key != 0 && desc->natts >= kGroupKey) row.Set(kGroupKey, entry.group_key);
+  if (entry.dedupe_key != 0 && desc->natts >= kDedupeFor) {
+    row.Set(kDedupeKey, entry.dedupe_key);
+    if (entry.dedupe_for != 0) row.Set(kDedupeFor, entry.dedupe_for);
+  }
+  if (entry.last_error != 0 && desc->natts >= kLastError) row.Set(kLastError, entry.last_error);
+}
+
+// Inserts `count` rows, row i formed by form(i, segment, desc), at the
+// lane's insert place: the current segment of the newest turn known, this
+// backend's or the lane's (read again under the insert lock; the rows go
+// to the lane's segment if a turn or a truncation moved it on meanwhile).
+// The rows are formed before the lock, which covers their placing (a
+// payload past the TOAST threshold is still toasted under it). Their
+// segment; `tuples` holds them, placed. In Guard.
+template <typename Form>
+int InsertAtLane(const Place& place, Lane& lane, int count, Form&& form, HeapTuple* tuples) {
+  int segment = place.generation >= lane.insert_generation ? place.current : lane.insert_segment;
+  for (;;) {
+    Relation rel = table_open(place.leaves[segment], RowExclusiveLock);
+    TupleDesc desc = DescOf(rel);
+    for (int i = 0; i < count; ++i) tuples[i] = form(i, segment, desc);
+    LWLockAcquire(lane.insert_lock, LW_EXCLUSIVE);
+    // A turn this backend has read and the lane not yet: entries go to
+    // its segment from now on.
+    FollowTurn(lane, place);
+    if (lane.insert_segment != segment) {
+      segment = lane.insert_segment;
+      LWLockRelease(lane.insert_lock);
+      table_close(rel, NoLock);
+      continue;
+    }
+    RelationSetTargetBlock(rel, lane.insert_block);
+    InsertRows(rel, tuples, count, HEAP_INSERT_SKIP_FSM);
+    lane.insert_block = ItemPointerGetBlockNumber(&tuples[count - 1]->t_self);
+    LWLockRelease(lane.insert_lock);
+    table_close(rel, NoLock);
+    return segment;
+  }
+}
+
+}  // namespace
+
 bool Append(const Place& place, const NewEntry* entries, int count) {
+  if (count == 0) return true;
+  const CallPin pin{LaneOf(place, true)};
+  if (pin.index < 0) {
+    LogNoLane(place);
+    return false;
+  }
+  Guard([&] {
+    HeapTuple* tuples = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
+    (void)InsertAtLane(
+        place, shared->lanes[pin.index], count,
+        [&](int i, int segment, TupleDesc desc) {
+          Row row(place, segment, 'e', entries[i].id, 0);
+          SetEntry(row, entries[i], desc);
+          return heap_form_tuple(desc, row.values, row.nulls);
+        },
+        tuples);
+  });
+  return true;
+}
+
+bool AppendClaimed(const Place& place, const NewEntry* entries, const int32* attempts, int count,
+                   TimestampTz now, TimestampTz lease_until, bool* leased) {
   if (count == 0) return true;
   const CallPin pin{LaneOf(place, true)};
   const int index = pin.index;
   if (index < 0) {
-    // The operator's sign that the lanes are too few (the enqueue is not
-    // refused: its jobs wait in pgq.job_rows).
-    if (TimeToLog(&shared->no_lane_logged_at)) {
-      Guard([&] {
-        ereport(LOG, (errmsg("pgq: queue %d found no lane free: its new jobs wait in "
-                             "pgq.job_rows until its queues in use leave it one",
-                             place.queue_id),
-                      errdetail("Queues finding no lane in the next minute are not logged."),
-                      errhint("Raise pgq.max_ring_queues_per_database (ALTER DATABASE ... SET) or "
-                              "pgq.max_ring_queues (a restart).")));
-      });
-    }
+    LogNoLane(place);
     return false;
   }
-  Lane& lane = shared->lanes[index];
+  ReserveUndo(static_cast<size_t>(count));
+  const SubTransactionId sub = GetCurrentSubTransactionId();
   Guard([&] {
-    // The current segment of the newest turn known, this backend's or the
-    // lane's: read again under the lock, and the rows go to the lane's
-    // segment if a turn or a truncation moved it on meanwhile.
-    int segment = place.generation >= lane.insert_generation ? place.current : lane.insert_segment;
-    for (;;) {
-      Relation rel = table_open(place.leaves[segment], RowExclusiveLock);
-      TupleDesc desc = DescOf(rel);
-      HeapTuple* tuples = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
-      for (int i = 0; i < count; ++i) {
-        Row row(place, segment, 'e', entries[i].id, 0);
-        row.Set(kPriority, Int32GetDatum(entries[i].priority));
-        row.Set(kMaxAttempts, Int32GetDatum(entries[i].max_attempts));
-        row.Set(kRunAt, TimestampTzGetDatum(entries[i].run_at));
-        row.Set(kEnqueuedAt, TimestampTzGetDatum(entries[i].enqueued_at));
-        row.Set(kPayload, entries[i].payload);
-        if (entries[i].group_key != 0 && desc->natts >= kGroupKey) {
-          row.Set(kGroupKey, entries[i].group_key);
-        }
-        if (entries[i].dedupe_key != 0 && desc->natts >= kDedupeFor) {
-          row.Set(kDedupeKey, entries[i].dedupe_key);
-          if (entries[i].dedupe_for != 0) row.Set(kDedupeFor, entries[i].dedupe_for);
-        }
-        tuples[i] = heap_form_tuple(desc, row.values, row.nulls);
-      }
-      // Formed before the lock, which covers the placing of the rows (a
-      // payload past the TOAST threshold is still toasted under it).
-      LWLockAcquire(lane.insert_lock, LW_EXCLUSIVE);
-      // A turn this backend has read and the lane not yet: entries go to
-      // its segment from now on.
-      FollowTurn(lane, place);
-      if (lane.insert_segment != segment) {
-        segment = lane.insert_segment;
-        LWLockRelease(lane.insert_lock);
-        table_close(rel, NoLock);
-        continue;
-      }
-      RelationSetTargetBlock(rel, lane.insert_block);
-      InsertRows(rel, tuples, count, HEAP_INSERT_SKIP_FSM);
-      lane.insert_block = ItemPointerGetBlockNumber(&tuples[count - 1]->t_self);
-      LWLockRelease(lane.insert_lock);
-      table_close(rel, NoLock);
-      return;
+    const TransactionId xid = GetCurrentTransactionId();  // the rows are written below
+    HeapTuple* tuples = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
+    // In claim order, as one claim's: an entry and its receipt in one row.
+    const int segment = InsertAtLane(
+        place, shared->lanes[index], count,
+        [&](int i, int at_segment, TupleDesc desc) {
+          Row row(place, at_segment, 'a', entries[i].id, attempts[i]);
+          SetEntry(row, entries[i], desc);
+          row.Set(kLeaseUntil, TimestampTzGetDatum(lease_until));
+          row.Set(kAt, TimestampTzGetDatum(now));
+          row.Set(kClaimedBy, Int32GetDatum(MyProcPid));
+          return heap_form_tuple(desc, row.values, row.nulls);
+        },
+        tuples);
+    bool any = false, all = true;
+    for (int i = 0; i < count; ++i) {
+      Lease lease{MyDatabaseId,
+                  place.queue_id,
+                  place.ring_id,
+                  attempts[i],
+                  lease_until,
+                  place.leaves[segment],
+                  tuples[i]->t_self,
+                  xid,
+                  index,
+                  now,
+                  InvalidTransactionId,
+                  MyProcPid,
+                  entries[i].group_key != 0,
+                  entries[i].dedupe_key != 0};
+      lease.claimed_entry = true;
+      const LeaseKey key{MyDatabaseId, entries[i].id};
+      leased[i] = PutLease(key, lease);
+      if (leased[i]) undo->push_back(Undo{sub, UndoKind::kDropLease, key, lease, index, {}});
+      any = any || leased[i];
+      all = all && leased[i];
     }
+    if (any) Keep(index);
+    if (all) return;
+    // No room in the lease map for some: their rows closed at once ('m':
+    // the caller keeps them running rows of pgq.job_rows).
+    Relation rel = table_open(place.leaves[segment], RowExclusiveLock);
+    TupleDesc desc = DescOf(rel);
+    HeapTuple* closures = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
+    int closed = 0;
+    for (int i = 0; i < count; ++i) {
+      if (leased[i]) continue;
+      Row row(place, segment, 'c', entries[i].id, attempts[i]);
+      row.Set(kAt, TimestampTzGetDatum(now));
+      row.Set(kOutcome, CharGetDatum('m'));
+      if (desc->natts >= kEntry) row.Set(kEntry, PointerGetDatum(&tuples[i]->t_self));
+      closures[closed++] = heap_form_tuple(desc, row.values, row.nulls);
+    }
+    InsertRows(rel, closures, closed, 0);
+    table_close(rel, NoLock);
   });
   return true;
 }
@@ -1673,7 +1849,8 @@ bool HoldsNow(LeaseSlot* slot, uint32 hash, TransactionId* wait_for) {
 // at `place` (the fence): it stays in the map, closing by this
 // transaction, until the transaction ends; `segment`: its entry's.
 // `wait_for`: another transaction's take-out in progress.
-bool TakeLease(const Place& place, int64 id, int32 attempt, int* segment, TransactionId* wait_for) {
+bool TakeLease(const Place& place, int64 id, int32 attempt, int* segment, TransactionId* wait_for,
+               Lease* taken_lease = nullptr) {
   const TransactionId xid = GetCurrentTransactionId();
   return WithLease(id, LW_EXCLUSIVE, [&](LeaseSlot* slot, const LeaseKey& key, uint32 hash) {
     if (slot == nullptr || !HoldsNow(slot, hash, wait_for)) return false;
@@ -1682,6 +1859,7 @@ bool TakeLease(const Place& place, int64 id, int32 attempt, int* segment, Transa
     // while the server ran, its ids drawn again) holds nothing here.
     *segment = SegmentOf(place, slot->lease.entry_relid);
     if (*segment < 0) return false;
+    if (taken_lease != nullptr) *taken_lease = slot->lease;
     Undo taken{GetCurrentSubTransactionId(), UndoKind::kReturnLease, key, slot->lease, -1, {}};
     taken.xid = xid;
     undo->push_back(taken);
@@ -1852,9 +2030,10 @@ int Close(const Place& place, const int64* ids, const int32* attempts, int count
     (void)GetCurrentTransactionId();
     // Each closure goes to its entry's segment: one insert per segment.
     std::vector<int> segment_of(static_cast<size_t>(count), -1);
+    std::vector<Lease> taken(static_cast<size_t>(count));
     for (int i = 0; i < count; ++i) {
       closed[i] = TakeLease(place, ids[i], attempts[i], &segment_of[i],
-                            wait_for == nullptr ? nullptr : &wait_for[i]);
+                            wait_for == nullptr ? nullptr : &wait_for[i], &taken[i]);
       done += closed[i];
     }
     HeapTuple* rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * count));
@@ -1867,6 +2046,7 @@ int Close(const Place& place, const int64* ids, const int32* attempts, int count
         Row row(place, segment, 'c', ids[i], attempts[i]);
         row.Set(kAt, TimestampTzGetDatum(now));
         row.Set(kOutcome, CharGetDatum(outcome));
+        if (taken[i].claimed_entry) row.Set(kEntry, PointerGetDatum(&taken[i].entry));
         rows[row_count++] = heap_form_tuple(RelationGetDescr(rel), row.values, row.nulls);
       }
       if (rel != nullptr) {
@@ -1905,6 +2085,7 @@ bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, Timest
   bool extended = false;
   Guard([&] {
     int segment = -1;
+    Lease was{};
     extended = WithLease(id, LW_EXCLUSIVE, [&](LeaseSlot* slot, const LeaseKey& key, uint32 hash) {
       if (slot == nullptr || !HoldsNow(slot, hash, nullptr)) return false;
       if (slot->lease.attempt != attempt || !Held(slot->lease)) return false;
@@ -1912,6 +2093,7 @@ bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, Timest
       if (segment < 0) return false;  // a lease of an earlier ring (TakeLease)
       undo->push_back(
           Undo{GetCurrentSubTransactionId(), UndoKind::kRestoreLease, key, slot->lease, -1, {}});
+      was = slot->lease;
       slot->lease.lease_until = lease_until;
       return true;
     });
@@ -1921,6 +2103,7 @@ bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, Timest
     Row row(place, segment, 'r', id, attempt);
     row.Set(kLeaseUntil, TimestampTzGetDatum(lease_until));
     row.Set(kAt, TimestampTzGetDatum(now));
+    if (was.claimed_entry) row.Set(kEntry, PointerGetDatum(&was.entry));
     HeapTuple tuple = heap_form_tuple(RelationGetDescr(rel), row.values, row.nulls);
     InsertRows(rel, &tuple, 1, 0);
     table_close(rel, NoLock);
@@ -1950,6 +2133,7 @@ bool ReadEntry(const Lease& lease, NewEntry* entry) {
       entry->group_key = GroupKeyOf(copy, desc);
       entry->dedupe_key = DedupeKeyOf(copy, desc);
       entry->dedupe_for = DedupeForOf(copy, desc);
+      entry->last_error = LastErrorOf(copy, desc);
       found = true;
     }
     UnlockReleaseBuffer(buffer);
@@ -2345,7 +2529,8 @@ std::vector<RunningJob> RunningJobs(const std::function<bool(int32)>& of_queue) 
       if (rel == nullptr || ItemPointerGetBlockNumber(&job.lease.entry) >= blocks) continue;
       VisitRow(rel, job.lease.entry, [&](HeapTupleData* tuple, Buffer buffer) {
         TupleDesc desc = RelationGetDescr(rel);
-        if (Look(tuple->t_data, buffer) != Seen::kCommitted || KindOf(tuple, desc) != 'e' ||
+        const char kind = KindOf(tuple, desc);
+        if (Look(tuple->t_data, buffer) != Seen::kCommitted || (kind != 'e' && kind != 'a') ||
             IdOf(tuple, desc) != job.id) {
           return;
         }
@@ -2508,7 +2693,7 @@ bool AllClosed(Oid relid) {
         hash_create("pgq ring segment entries", 1024, &info, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
     bool in_progress = false;
     const BlockNumber blocks = RelationGetNumberOfBlocks(rel);
-    // Per id, entries count +1 and closures -1: closed when none is left
+    // Per id, entries (e, and a claimed entry a) count +1 and closures -1: closed when none is left
     // above 0 (a closure may lie before its entry's page: no order here).
     for (BlockNumber block = 0; block < blocks && !in_progress; ++block) {
       Buffer buffer = ReadBuffer(rel, block);
@@ -2525,13 +2710,13 @@ bool AllClosed(Oid relid) {
         }
         if (seen == Seen::kGone) continue;
         const char kind = KindOf(&tuple, desc);
-        if (kind != 'e' && kind != 'c') continue;
+        if (kind != 'e' && kind != 'a' && kind != 'c') continue;
         const int64 id = IdOf(&tuple, desc);
         bool found;
         char* slot = static_cast<char*>(hash_search(open, &id, HASH_ENTER, &found));
         int32* balance = reinterpret_cast<int32*>(slot + sizeof(int64));
         if (!found) *balance = 0;
-        *balance += kind == 'e' ? 1 : -1;
+        *balance += kind == 'c' ? -1 : 1;
       }
       UnlockReleaseBuffer(buffer);
     }

@@ -44,9 +44,10 @@ namespace pgq::pg::job_ring {
 enum Column : int {
   kRing = 1,  // the queue's ring id (pgq.queues.ring_id)
   kSegment,
-  kKind,  // 'e' entry, 'r' receipt, 'c' closure
+  kKind,  // 'e' entry, 'a' entry claimed as it was written (AppendClaimed), 'r' receipt,
+          // 'c' closure
   kId,
-  kAttempt,  // entry: attempts already spent; receipt/closure: the attempt
+  kAttempt,  // entry: attempts already spent; claimed entry, receipt, closure: the attempt
   kPriority,
   kMaxAttempts,
   kRunAt,
@@ -59,7 +60,9 @@ enum Column : int {
   kGroupKey,    // entry: the job's group key (NULL: none)
   kDedupeKey,   // entry: the job's dedupe key (NULL: none; pgq.dedupe_holds names the job)
   kDedupeFor,   // entry: how long the key stays taken after the job (NULL: not at all)
-  kColumns = kDedupeFor
+  kLastError,   // claimed entry: the error of the attempt before (NULL: none)
+  kEntry,       // receipt or closure of a claimed entry: that entry's tid in its segment
+  kColumns = kEntry
 };
 
 // Requests the shared memory; from _PG_init while preloading.
@@ -91,6 +94,7 @@ struct NewEntry {
   Datum group_key = 0;   // text; 0: no group
   Datum dedupe_key = 0;  // text; 0: none
   Datum dedupe_for = 0;  // interval; 0: none
+  Datum last_error = 0;  // text; 0: none (a claimed entry's, AppendClaimed)
 };
 
 // Appends entries (one insert, under the insert lock). False, with nothing
@@ -98,6 +102,21 @@ struct NewEntry {
 // use): the caller puts the jobs in pgq.job_rows, so an enqueue is never
 // refused for the lanes' sizing.
 bool Append(const Place& place, const NewEntry* entries, int count);
+
+// A due row of pgq.job_rows taken by a claim (store/claim.cpp) goes onto
+// its ring already handed out: one row of kind 'a' per job — its entry and
+// its claim's receipt at once (attempt `attempts[i]`, the claim's) — and
+// its lease entered, dropped again if the transaction rolls back. No
+// cursor ever hands out an 'a' (they take 'e' only), and an 'a' never
+// moves the rebuild's cursor: the row was claimed in claim order from the
+// table, not from the ring. Its receipts and closure name it (kEntry):
+// its id and attempt alone may repeat in a ring (a job retried from the
+// dead-letter table starts its attempts again). leased[i]: false where
+// the lease map had no room — that job's row is closed ('m') at once and
+// the caller keeps it a running row of pgq.job_rows. False, with nothing
+// written, when no lane is to be had.
+bool AppendClaimed(const Place& place, const NewEntry* entries, const int32* attempts, int count,
+                   TimestampTz now, TimestampTz lease_until, bool* leased);
 
 // A job handed out by Claim.
 struct Claimed {
@@ -182,9 +201,10 @@ struct Lease {
   // commits (then it goes) or rolls back (then it holds again), so that
   // whoever asks meanwhile waits for it, as for a table job's row lock.
   TransactionId closer_xid;
-  int32 claimed_by;  // the claiming backend's pid (its receipt's), 0: not known
-  bool grouped;      // its entry has a group key (a row of pgq.group_holds counts it)
-  bool keyed;        // its entry has a dedupe key (its row of pgq.dedupe_holds names it)
+  int32 claimed_by;    // the claiming backend's pid (its receipt's), 0: not known
+  bool grouped;        // its entry has a group key (a row of pgq.group_holds counts it)
+  bool keyed;          // its entry has a dedupe key (its row of pgq.dedupe_holds names it)
+  bool claimed_entry;  // its entry is an 'a' (AppendClaimed): its rows name it (kEntry)
 };
 // The lease of `id`, if a ring job of this database runs with it: false
 // when there is none, or its closer committed or is this transaction.

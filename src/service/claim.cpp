@@ -66,6 +66,13 @@ int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 
   // nothing is pending there).
   const std::vector<store::ring::QueueRing> rings = store::ring::RingsOf(spi_, queue.id);
   std::vector<char> ring_done(rings.size(), 0);
+  // The due rows of pgq.job_rows a claim takes go onto their priority's
+  // ring as they are taken (ADR 0028 "Rows claimed onto the rings").
+  std::vector<int32> onto;
+  if (pg::job_ring::Available()) {
+    for (const store::ring::QueueRing& ring : rings) onto.push_back(ring.priority);
+  }
+  const std::vector<int32>* onto_rings = onto.empty() ? nullptr : &onto;
   int32 got = 0;
   bool table_done = false;
   auto add = [&](pg::Result rows) {
@@ -85,7 +92,7 @@ int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 
     if (!table) {
       if (!table_done && pending) {
         add(store::ClaimBefore(spi_, queue.id, name_datums_[index], want - got, lease, now, slot,
-                               nullptr));
+                               nullptr, onto_rings));
       }
       table_done = true;
       for (size_t i = 0; i < rings.size() && got < want; ++i) {
@@ -113,7 +120,7 @@ int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 
     if (!first || core::ClaimsBefore(*table, *first_key)) {
       // pgq.job_rows' jobs that come before the rings' next entry.
       if (add(store::ClaimBefore(spi_, queue.id, name_datums_[index], want - got, lease, now, slot,
-                                 first_key ? &*first_key : nullptr)) == 0) {
+                                 first_key ? &*first_key : nullptr, onto_rings)) == 0) {
         table_done = true;  // its next job was taken or locked meanwhile
       }
       continue;

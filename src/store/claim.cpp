@@ -16,6 +16,7 @@
 #include "pg/settings.h"
 #include "store/catalog.h"
 #include "store/internal.h"
+#include "store/ring_jobs.h"
 
 namespace pgq::store {
 
@@ -55,6 +56,61 @@ WITH claimed AS (
 SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priority, run_at
   FROM claimed ORDER BY priority DESC, run_at, id)sql";
   return sql;
+}
+
+// A ring queue's claim of pgq.job_rows (ClaimSql's choice, bounded by
+// $10..$12): a job taken that its queue serves on a ring ($13, the
+// priorities of its rings) is deleted, its claim's attempt and lease
+// returned, and goes onto the ring already handed out (ring::TakeOnto,
+// the caller); the rest are claimed in place, as ClaimSql does: a job
+// with progress reported (a ring entry keeps none) and the last firing
+// of a schedule (pgq.schedules and the no-overlap rule find a running
+// firing by its row). Both return the columns TakeOnto reads, `moved`
+// telling them apart, in claim order.
+std::string ClaimOntoRingSql() {
+  constexpr std::string_view kMoves =
+      "j.progress IS NULL AND j.priority = ANY ($13)"
+      " AND j.id NOT IN (SELECT r.last_job_id FROM pgq.recurring r"
+      " WHERE r.queue_id = $1 AND r.last_job_id IS NOT NULL)";
+  std::string sql = R"sql(
+WITH picked AS MATERIALIZED (
+  SELECT p.id FROM pgq.job_rows p
+   WHERE p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4
+     AND (- p.priority, p.run_at, p.id) >= ($6, $7, $8)
+     AND (- p.priority, p.run_at, p.id) < ($10, $11, $12)
+   ORDER BY - p.priority, p.run_at, p.id
+   LIMIT $2 FOR UPDATE OF p SKIP LOCKED),
+moved AS (
+  DELETE FROM pgq.job_rows j
+   WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) AND )sql";
+  sql += kMoves;
+  sql += R"sql(
+  RETURNING j.id, j.payload, j.attempt + 1 AS attempt, j.max_attempts, $4 + $3 AS lease_until,
+            j.enqueued_at, j.priority, j.run_at, true AS moved, j.group_key, j.dedupe_key,
+            j.dedupe_for, j.last_error, j.has_dependents),
+kept AS (
+  UPDATE pgq.job_rows j
+     SET state = 'r', attempt = j.attempt + 1, lease_until = $4 + $3, claimed_by = $9,
+         claimed_at = $4
+   WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) AND NOT ()sql";
+  sql += kMoves;
+  sql += R"sql()
+  RETURNING j.id, j.payload, j.attempt, j.max_attempts, j.lease_until, j.enqueued_at,
+            j.priority, j.run_at, false AS moved, j.group_key, j.dedupe_key, j.dedupe_for,
+            j.last_error, j.has_dependents)
+SELECT id, $5 AS queue, payload, attempt, max_attempts, lease_until, enqueued_at, priority, run_at,
+       moved, group_key, dedupe_key, dedupe_for, last_error, has_dependents
+  FROM (SELECT * FROM moved UNION ALL SELECT * FROM kept) c
+ ORDER BY priority DESC, run_at, id)sql";
+  return sql;
+}
+
+pg::Statement& claim_jobs_onto_ring() {
+  static BuiltStatement statement{
+      ClaimOntoRingSql(),
+      {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID,
+       INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT4ARRAYOID}};
+  return statement.get();
 }
 
 pg::Statement& claim_jobs() {
@@ -131,9 +187,11 @@ core::ScanPlan PlanClaim(int32 queue_id, pg::QueueSlot* slot, TimestampTz now,
   return plan;
 }
 
+// `onto`: the priorities the queue serves on rings, whose jobs a claim
+// moves onto them (ClaimOntoRingSql; nullptr: none, claimed in place).
 pg::Result ClaimReady(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
-                      TimestampTz now, pg::QueueSlot* slot,
-                      const core::ClaimKey* before = nullptr) {
+                      TimestampTz now, pg::QueueSlot* slot, const core::ClaimKey* before = nullptr,
+                      const std::vector<int32>* onto = nullptr) {
   bool own = false;
   const core::ScanPlan plan = PlanClaim(queue_id, slot, now, &own);
   if (plan.skip_scan) return pg::Result();  // nothing pending: no statement at all
@@ -163,8 +221,18 @@ pg::Result ClaimReady(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, 
     params.Set(9, Int32GetDatum(-before->priority))
         .Set(10, TimestampTzGetDatum(before->run_at))
         .Set(11, Int64GetDatum(before->id));
+  } else if (onto != nullptr) {
+    // No bound: past every key.
+    params.Set(9, Int32GetDatum(PG_INT32_MAX))
+        .Set(10, TimestampTzGetDatum(DT_NOEND))
+        .Set(11, Int64GetDatum(PG_INT64_MAX));
   }
-  pg::Result jobs = spi.Execute(before != nullptr ? claim_jobs_before() : claim_jobs(), params);
+  if (onto != nullptr) params.Set(12, internal::Int4Array(*onto));
+  pg::Result jobs = spi.Execute(onto != nullptr     ? claim_jobs_onto_ring()
+                                : before != nullptr ? claim_jobs_before()
+                                                    : claim_jobs(),
+                                params);
+  if (onto != nullptr) ring::TakeOnto(spi, queue_id, jobs, now);
   const uint64 claimed = jobs.size();
   pg::ledger::NoteCount(queue_id, pg::kClaims, claimed);
   // Started at this transaction's own pending jobs: its next claim starts
@@ -254,8 +322,9 @@ std::optional<core::ClaimKey> PeekReady(int32 queue_id, pg::QueueSlot* slot, Tim
 }
 
 pg::Result ClaimBefore(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
-                       TimestampTz now, pg::QueueSlot* slot, const core::ClaimKey* before) {
-  return ClaimReady(spi, queue_id, name, n, lease, now, slot, before);
+                       TimestampTz now, pg::QueueSlot* slot, const core::ClaimKey* before,
+                       const std::vector<int32>* onto) {
+  return ClaimReady(spi, queue_id, name, n, lease, now, slot, before, onto);
 }
 
 int64 CountRunning(int32 queue_id, int64 at_most) {

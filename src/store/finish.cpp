@@ -398,6 +398,7 @@ void KeepRingHistory(pg::SpiSession& spi, int32 queue_id, const std::vector<Ring
     set(kHistoryPayload, job.entry.payload);
     if (job.entry.group_key != 0) set(kHistoryGroupKey, job.entry.group_key);
     if (job.entry.dedupe_key != 0) set(kHistoryDedupeKey, job.entry.dedupe_key);
+    if (job.entry.last_error != 0) set(kHistoryLastError, job.entry.last_error);
     set(kHistorySegment, Int16GetDatum(*segment));
     inserter.Insert(values.data(), nulls.get());
   }

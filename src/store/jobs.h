@@ -162,11 +162,14 @@ inline constexpr int kClaimedColumns = 8;
 // `pending` false when the hint says the queue has no pending job at all
 // (then no claim of pgq.job_rows is needed to keep its hint and alarm).
 // ClaimBefore: Claim without a cap, of the jobs before `before` only
-// (nullptr: all).
+// (nullptr: all); those of the priorities in `onto` (the queue's rings')
+// go onto their rings, already handed out (ring::TakeOnto, ADR 0028
+// "Rows claimed onto the rings"), but for what must stay a row.
 std::optional<core::ClaimKey> PeekReady(int32 queue_id, pg::QueueSlot* slot, TimestampTz now,
                                         bool* pending);
 pg::Result ClaimBefore(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
-                       TimestampTz now, pg::QueueSlot* slot, const core::ClaimKey* before);
+                       TimestampTz now, pg::QueueSlot* slot, const core::ClaimKey* before,
+                       const std::vector<int32>* onto = nullptr);
 // The queue's running jobs of pgq.job_rows as a cap counts them (pg/dirty_count.h:
 // claims and completions not yet committed included), up to `at_most`.
 int64 CountRunning(int32 queue_id, int64 at_most);

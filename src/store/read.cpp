@@ -91,7 +91,7 @@ UNION ALL
 (SELECT g.id, q.name,)sql";
   sql += kRingState;
   sql += R"sql(, g.attempt, g.max_attempts, g.priority, g.group_key, g.dedupe_key, g.run_at,
-        g.enqueued_at, g.claimed_at, g.lease_until, NULL, NULL, NULL, NULL, NULL, g.payload,
+        g.enqueued_at, g.claimed_at, g.lease_until, NULL, NULL, NULL, g.last_error, NULL, g.payload,
         NULL, q.queue_id
    FROM pgq.queues q CROSS JOIN LATERAL pgq.queue_ring_ids(q.queue_id) r(ring_id)
         CROSS JOIN LATERAL (SELECT * FROM pgq.ring_jobs g WHERE g.ring = r.ring_id AND )sql";

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <memory>
 
 #include "pg/args.h"
 #include "pg/invalidation.h"
@@ -155,11 +156,11 @@ TupleDesc ClaimedDesc() {
 pg::Statement& move_job() {
   static internal::BuiltStatement statement{
       internal::InsertJobsSql("", R"sql(
-VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, $14, $13, NULL, $8, $9, $10, $11, $12, $15))sql",
+VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, $14, $13, $16, $8, $9, $10, $11, $12, $15))sql",
                               "",
                               ", lease_until, claimed_at, has_dependents, claimed_by, dedupe_for"),
       {INT8OID, INT4OID, INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID, TIMESTAMPTZOID, JSONBOID,
-       TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, INT4OID, TEXTOID, TEXTOID, INTERVALOID}};
+       TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, INT4OID, TEXTOID, TEXTOID, INTERVALOID, TEXTOID}};
   return statement.get();
 }
 
@@ -206,7 +207,8 @@ void InsertRunning(pg::SpiSession& spi, int32 queue_id, const pg::job_ring::NewE
       .SetOptional(11, claimed_by == 0, Int32GetDatum(claimed_by))
       .SetOptional(12, entry.group_key == 0, entry.group_key)
       .SetOptional(13, entry.dedupe_key == 0, entry.dedupe_key)
-      .SetOptional(14, entry.dedupe_for == 0, entry.dedupe_for);
+      .SetOptional(14, entry.dedupe_for == 0, entry.dedupe_for)
+      .SetOptional(15, entry.last_error == 0, entry.last_error);
   (void)spi.Execute(move_job(), params);
 }
 
@@ -367,6 +369,87 @@ void Spill(pg::SpiSession& spi, const pg::job_ring::Place& place,
 
 }  // namespace
 
+void TakeOnto(pg::SpiSession& spi, int32 queue_id, const pg::Result& jobs, TimestampTz now) {
+  const int moved = jobs.ColumnNumber("moved");
+  std::vector<uint64> rows;
+  for (uint64 row = 0; row < jobs.size(); ++row) {
+    if (jobs.Bool(row, moved)) rows.push_back(row);
+  }
+  if (rows.empty()) return;
+  const int id = jobs.ColumnNumber("id"), priority = jobs.ColumnNumber("priority"),
+            attempt = jobs.ColumnNumber("attempt"),
+            max_attempts = jobs.ColumnNumber("max_attempts"), run_at = jobs.ColumnNumber("run_at"),
+            enqueued_at = jobs.ColumnNumber("enqueued_at"), payload = jobs.ColumnNumber("payload"),
+            group_key = jobs.ColumnNumber("group_key"),
+            dedupe_key = jobs.ColumnNumber("dedupe_key"),
+            dedupe_for = jobs.ColumnNumber("dedupe_for"),
+            last_error = jobs.ColumnNumber("last_error"),
+            has_dependents = jobs.ColumnNumber("has_dependents"),
+            lease_until = jobs.ColumnNumber("lease_until");
+  const auto optional = [&](uint64 row, int column) {
+    bool is_null = false;
+    const Datum value = jobs.Value(row, column, &is_null);
+    return is_null ? Datum{0} : value;
+  };
+  const auto timestamp = [&](uint64 row, int column) {
+    bool is_null = false;
+    return DatumGetTimestampTz(jobs.Value(row, column, &is_null));
+  };
+  // One lease end for the claim (the statement's $4 + $3).
+  const TimestampTz until = timestamp(rows.front(), lease_until);
+  // The rows of one priority at a time, onto its ring (they come in claim
+  // order, a priority's together).
+  for (size_t from = 0; from < rows.size();) {
+    const int32 level = jobs.Int32(rows[from], priority);
+    size_t to = from;
+    while (to < rows.size() && jobs.Int32(rows[to], priority) == level) ++to;
+    const size_t count = to - from;
+    std::vector<pg::job_ring::NewEntry> entries(count);
+    std::vector<int32> attempts(count);
+    std::vector<char> dependents(count);
+    for (size_t i = 0; i < count; ++i) {
+      const uint64 row = rows[from + i];
+      entries[i] = pg::job_ring::NewEntry{jobs.Int64(row, id),           level,
+                                          jobs.Int32(row, max_attempts), timestamp(row, run_at),
+                                          timestamp(row, enqueued_at),   optional(row, payload),
+                                          optional(row, group_key),      optional(row, dedupe_key),
+                                          optional(row, dedupe_for),     optional(row, last_error)};
+      attempts[i] = jobs.Int32(row, attempt);
+      bool is_null = false;
+      const Datum marked = jobs.Value(row, has_dependents, &is_null);
+      dependents[i] = !is_null && DatumGetBool(marked);
+    }
+    const Known* rings = KnownOf(spi, queue_id);
+    const KnownRing* ring = rings == nullptr ? nullptr : rings->Of(level);
+    std::unique_ptr<bool[]> leased(new bool[count]());
+    if (ring != nullptr) {
+      const pg::job_ring::Place place = ring->place;  // KnownOf's map may change below
+      if (pg::job_ring::AppendClaimed(place, entries.data(), attempts.data(),
+                                      static_cast<int>(count), now, until, leased.get())) {
+        // Children wait for some: the lane told before this commits, so
+        // that whoever ends them looks for their pairs (ParentsAmong).
+        if (std::find(dependents.begin(), dependents.end(), 1) != dependents.end()) {
+          pg::job_ring::NoteDependents(place);
+        }
+      }
+    }
+    for (size_t i = 0; i < count; ++i) {
+      if (leased[i]) {
+        // Its group counted by a hold from this commit on, as its row
+        // counted it until now.
+        if (entries[i].group_key != 0) {
+          internal::HoldGroup(spi, queue_id, entries[i].group_key, entries[i].id);
+        }
+        continue;
+      }
+      // No ring, lane or lease for it: a running row again, as a spill.
+      InsertRunning(spi, queue_id, entries[i], attempts[i], until, now, dependents[i] != 0,
+                    MyProcPid);
+    }
+    from = to;
+  }
+}
+
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
                  Datum lease, TimestampTz now, const pg::job_ring::Bound* before) {
   // Without shared memory (the server started without preloading us) a
@@ -484,8 +567,22 @@ bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Le
     // Another transaction is completing or moving it: its end says what the
     // job is (as a table job's row lock would). Only for a job of the
     // caller's queues: another team's is not told that it exists.
-    if (!TransactionIdIsValid(closer)) break;
-    pg::job_ring::WaitForCloser(closer);
+    if (TransactionIdIsValid(closer)) {
+      pg::job_ring::WaitForCloser(closer);
+      continue;
+    }
+    // A row of pgq.job_rows that a claim in progress is taking onto the
+    // ring (AppendClaimed): its claim's end says which attempt holds it,
+    // as the row's lock would (a late completion of the attempt before
+    // lands if that claim rolls back, ADR 0003).
+    const TransactionId claim = lease->claim_xid;
+    if (!lease->claimed_entry || !pg::Guard([&] {
+          return TransactionIdIsValid(claim) && !TransactionIdIsCurrentTransactionId(claim) &&
+                 TransactionIdIsInProgress(claim);
+        })) {
+      break;
+    }
+    pg::job_ring::WaitForCloser(claim);
   }
   // A lease of the queue's ring, not of an earlier one of the same ids (the
   // extension dropped and created again while the server ran).
@@ -844,20 +941,17 @@ bool GiveBack(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, i
   Left left;
   const TimestampTz now = pg::Now();
   if (!Leave(spi, lease, id, attempt, run_at ? 's' : 'r', now, &left)) return false;
-  Requeue(lease, left, attempt - 1, run_at.value_or(left.entry.run_at), 0, wake);
+  Requeue(lease, left, attempt - 1, run_at.value_or(left.entry.run_at), left.entry.last_error,
+          wake);
   LeftGroup(spi, lease, id, true);
   return true;
 }
 
 namespace {
-// An entry without a closure (a job moved into pgq.job_rows is closed: counted
-// there).
+// The ring's unfinished jobs, pending or running, as every reader counts
+// them (a job moved into pgq.job_rows is closed: counted there).
 pg::Statement unfinished_on_ring = {
-    "SELECT count(*) AS jobs FROM (SELECT id FROM pgq.job_log WHERE ring = $1 GROUP BY id"
-    " HAVING bool_or(kind = 'e') AND NOT bool_or(kind = 'c')) open",
-    1,
-    {INT4OID},
-    nullptr};
+    "SELECT count(*) AS jobs FROM pgq.ring_jobs WHERE ring = $1", 1, {INT4OID}, nullptr};
 }  // namespace
 
 int64 Unfinished(pg::SpiSession& spi, int32 queue_id) {

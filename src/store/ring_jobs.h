@@ -107,6 +107,15 @@ bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
 // leaves it. False: not pending on a ring (running, or a row).
 bool ReplacePending(pg::SpiSession& spi, const Queue& queue, int64 id, const NewJob& job);
 
+// The rows of pgq.job_rows a claim of a ring queue deleted (`jobs`, store/
+// claim.cpp ClaimOntoRingSql: those with `moved`), put onto their
+// priority's ring already handed out (pg/job_ring.h AppendClaimed) with
+// what the row carried: its attempt and lease, group (a hold, as a grouped
+// ring job's), dedupe key and period, last_error, its children's mark (the
+// lane told). A job with no ring, lane or lease to take it is inserted
+// back as a running row, with the same lease.
+void TakeOnto(pg::SpiSession& spi, int32 queue_id, const pg::Result& jobs, TimestampTz now);
+
 // Up to `n` jobs of the queue's ring `ring_id`, leased until now +
 // `lease`: rows as store::Claim's (pgq.claimed_job's columns, then run_at).
 // With `before`, only the entries before it in claim order (the ring's

@@ -299,5 +299,54 @@ is(sql("SELECT job_id FROM pgq.dedupe_holds WHERE dedupe_key = 'k' AND held_unti
 	'keyed, crash: its completion gave the key to the follower');
 is(sql("SELECT id FROM pgq.claim('keyed', 10)"), $follower, 'keyed, crash: which is handed out');
 
+# Rows of pgq.job_rows claimed onto the ring (ADR 0028 "Rows claimed onto
+# the rings") at a crash: a committed claim's entry 'a' runs after the
+# start (the rebuild enters its lease from the entry itself, with its
+# group, and never takes it for pending: the cursor hands out 'e' only),
+# its completion lands once and lets its group go; an extension's receipt
+# names it and gives the lease; a claim still open at the crash never
+# happened (its row is pending, claimed again as the same attempt). The
+# retried jobs sit behind a pending entry on the ring, which the rebuild
+# neither hands out twice nor skips.
+sql(q{SELECT pgq.create_queue('retried', lease => '1 hour');});
+my @tries = lines(sql("SELECT id FROM pgq.enqueue_many('retried', array_fill('{}'::jsonb, ARRAY[2])) AS id"));
+my $grouped_try = sql("SELECT pgq.enqueue('retried', '{}', group_key => 'rg')");
+my $behind = sql("SELECT pgq.enqueue('retried', '{}', group_key => 'rg')");
+is(sql("SELECT count(*) FROM pgq.claim('retried', 3, '1 hour')"), '3', 'claimed rows: three claimed');
+for my $id (@tries, $grouped_try) {
+	is(sql("SELECT pgq.fail($id, 1, 'try again', retry_in => '0 seconds')"), 'retry',
+		"claimed rows: $id failed once");
+}
+my $pending_entry = sql("SELECT pgq.enqueue('retried', '{}')");
+is(sql("SELECT string_agg(id || ' ' || attempt, ',' ORDER BY id) FROM pgq.claim('retried', 2, '1 hour')"),
+	"$tries[0] 2,$tries[1] 2", 'claimed rows: two retries claimed again, as attempt 2');
+is(sql("SELECT count(*) FROM pgq.job_rows WHERE id IN ($tries[0], $tries[1])"), '0',
+	'claimed rows: they left pgq.job_rows');
+is(sql("SELECT string_agg(kind::text, '' ORDER BY kind) FROM pgq.job_log l JOIN pgq.queues q ON q.ring_id = l.ring "
+	  . "WHERE q.name = 'retried' AND l.id = $tries[0]"), 'acer',
+	'claimed rows: an entry, its receipt and failure, and its entry claimed as it was written');
+ok(defined sql("SELECT pgq.extend($tries[1], 2, '2 hours')"), 'claimed rows: one lease extended');
+my $open_claim = $node->background_psql('postgres');
+$open_claim->query_safe('BEGIN');
+is($open_claim->query_safe("SELECT id || ' ' || attempt FROM pgq.claim('retried', 1, '1 hour')"),
+	"$grouped_try 2", 'claimed rows: the grouped retry claimed in a transaction left open');
+$node->stop('immediate');
+eval { $open_claim->quit; };
+$node->start;
+is(sql("SELECT string_agg(id || ' ' || attempt, ',' ORDER BY id) FROM pgq.claim('retried', 10, '1 hour')"),
+	"$grouped_try 2,$pending_entry 1",
+	'claimed rows, crash: the open claim never happened and the pending entry is handed out; the running ones are not');
+is(sql(q{SELECT string_agg(state::text || ' ' || attempt, ',' ORDER BY id) FROM pgq.jobs j JOIN pgq.queues q USING (queue_id) WHERE q.name = 'retried'}),
+	'r 2,r 2,r 2,w 0,r 1', 'claimed rows, crash: every job where it was');
+ok(sql("SELECT lease_until > now() + interval '90 minutes' FROM pgq.jobs WHERE id = $tries[1]") eq 't',
+	'claimed rows, crash: the extension\'s receipt gave the lease');
+is(sql("SELECT pgq.complete($tries[0], 1)"), 'f', 'claimed rows, crash: the attempt before is fenced');
+is(sql("SELECT pgq.complete_many(ARRAY[$tries[0], $tries[1]], ARRAY[2, 2])"), '2',
+	'claimed rows, crash: both complete with their attempt');
+is(sql("SELECT pgq.complete($tries[0], 2)"), 'f', 'claimed rows, crash: once');
+is(sql("SELECT pgq.complete($grouped_try, 2)"), 't', 'claimed rows, crash: the grouped one too');
+is(sql("SELECT id FROM pgq.claim('retried', 10)"), $behind,
+	'claimed rows, crash: and its group lets the next job go');
+
 $node->stop;
 done_testing();
