@@ -105,7 +105,7 @@ DO $$ DECLARE j record; BEGIN FOR i IN 1..20000 LOOP
   SELECT id, attempt INTO j FROM pgq.claim('q', 1); PERFORM pgq.complete(j.id, j.attempt);
   IF i % 1000 = 0 THEN COMMIT; END IF;
 END LOOP; END $$;
-DO $$ DECLARE j record; BEGIN PERFORM set_config('pgq.debug_clock_offset', '2 hours', false);
+DO $$ DECLARE j record; BEGIN PERFORM set_config('pgq.debug_clock_offset', '2h', false);
   FOR i IN 1..20000 LOOP
   SELECT id, attempt INTO j FROM pgq.claim('f', 1); PERFORM pgq.complete(j.id, j.attempt);
   IF i % 1000 = 0 THEN COMMIT; END IF;

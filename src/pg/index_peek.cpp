@@ -53,8 +53,15 @@ std::vector<OrderKey> PeekIndex(Oid relation, Oid index, int32 prefix, const Ord
       if (is_null) continue;
       const Datum id = slot_getattr(slot, columns.id, &is_null);
       if (is_null) continue;
+      bool plain = true;
+      for (const AttrNumber column : columns.unset) {
+        if (column != 0) {
+          (void)slot_getattr(slot, column, &is_null);
+          plain = plain && is_null;
+        }
+      }
       keys.push_back(
-          OrderKey{-DatumGetInt32(negated), DatumGetTimestampTz(time), DatumGetInt64(id)});
+          OrderKey{-DatumGetInt32(negated), DatumGetTimestampTz(time), DatumGetInt64(id), plain});
     }
     ExecDropSingleTupleTableSlot(slot);
     index_endscan(scan);

@@ -17,6 +17,7 @@ struct OrderKey {
   int32 second;
   TimestampTz third;
   int64 fourth;
+  bool plain = true;  // the row's PeekColumns::unset columns are all NULL
 };
 
 // The columns of `relation` whose values make a row's key: the int4 whose
@@ -24,6 +25,7 @@ struct OrderKey {
 // a "char" state.
 struct PeekColumns {
   AttrNumber negated, time, id, state;
+  AttrNumber unset[2] = {0, 0};  // columns OrderKey::plain looks at (0: none)
 };
 
 // Up to `limit` keys of the rows of `relation` reached through `index` whose

@@ -50,6 +50,7 @@ const Catalog& InstalledCatalog() {
       c.group_key = get_attnum(jobs, "group_key");
       c.dedupe_key = get_attnum(jobs, "dedupe_key");
       c.dedupe_for = get_attnum(jobs, "dedupe_for");
+      c.progress = get_attnum(jobs, "progress");
     }
     found.running_index = get_relname_relid("jobs_lease_idx", schema);
     found.ready_index = get_relname_relid("jobs_ready_idx", schema);

@@ -160,13 +160,15 @@ inline constexpr int kClaimedColumns = 8;
 // claim order. PeekReady: the key of the first due pending job of pgq.job_rows
 // from the claim hint on (an index read, no statement; nullopt if none);
 // `pending` false when the hint says the queue has no pending job at all
-// (then no claim of pgq.job_rows is needed to keep its hint and alarm).
+// (then no claim of pgq.job_rows is needed to keep its hint and alarm);
+// `plain`: that job has no group and no progress (one a claim may take
+// onto its ring: ClaimBefore's `onto`).
 // ClaimBefore: Claim without a cap, of the jobs before `before` only
 // (nullptr: all); those of the priorities in `onto` (the queue's rings')
 // go onto their rings, already handed out (ring::TakeOnto, ADR 0028
 // "Rows claimed onto the rings"), but for what must stay a row.
 std::optional<core::ClaimKey> PeekReady(int32 queue_id, pg::QueueSlot* slot, TimestampTz now,
-                                        bool* pending);
+                                        bool* pending, bool* plain = nullptr);
 pg::Result ClaimBefore(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
                        TimestampTz now, pg::QueueSlot* slot, const core::ClaimKey* before,
                        const std::vector<int32>* onto = nullptr);

@@ -433,18 +433,12 @@ void TakeOnto(pg::SpiSession& spi, int32 queue_id, const pg::Result& jobs, Times
         }
       }
     }
+    // No ring, lane or lease for it: a running row again, as a spill.
     for (size_t i = 0; i < count; ++i) {
-      if (leased[i]) {
-        // Its group counted by a hold from this commit on, as its row
-        // counted it until now.
-        if (entries[i].group_key != 0) {
-          internal::HoldGroup(spi, queue_id, entries[i].group_key, entries[i].id);
-        }
-        continue;
+      if (!leased[i]) {
+        InsertRunning(spi, queue_id, entries[i], attempts[i], until, now, dependents[i] != 0,
+                      MyProcPid);
       }
-      // No ring, lane or lease for it: a running row again, as a spill.
-      InsertRunning(spi, queue_id, entries[i], attempts[i], until, now, dependents[i] != 0,
-                    MyProcPid);
     }
     from = to;
   }

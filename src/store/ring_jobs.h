@@ -110,9 +110,9 @@ bool ReplacePending(pg::SpiSession& spi, const Queue& queue, int64 id, const New
 // The rows of pgq.job_rows a claim of a ring queue deleted (`jobs`, store/
 // claim.cpp ClaimOntoRingSql: those with `moved`), put onto their
 // priority's ring already handed out (pg/job_ring.h AppendClaimed) with
-// what the row carried: its attempt and lease, group (a hold, as a grouped
-// ring job's), dedupe key and period, last_error, its children's mark (the
-// lane told). A job with no ring, lane or lease to take it is inserted
+// what the row carried: its attempt and lease, dedupe key and period,
+// last_error, its children's mark (the lane told). (A grouped row stays a
+// row: ClaimOntoRingSql.) A job with no ring, lane or lease to take it is inserted
 // back as a running row, with the same lease.
 void TakeOnto(pg::SpiSession& spi, int32 queue_id, const pg::Result& jobs, TimestampTz now);
 

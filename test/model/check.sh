@@ -24,10 +24,10 @@ trap 'rm -rf "$work"' EXIT
 jobs_max="${PGQ_MODEL_JOBS:-2}"
 checks=0
 
-verify() {  # label expect(pass|fail) [-DMACRO...]
-  local label=$1 expect=$2 out
-  shift 2
-  spin -a "$@" queue_rings.pml >/dev/null
+verify() {  # model label expect(pass|fail) [-DMACRO...]
+  local model=$1 label=$2 expect=$3 out
+  shift 3
+  spin -a "$@" "$model" >/dev/null
   # -DSAFETY: assertions and end states; -DCOLLAPSE: the state vectors
   # compressed losslessly (the search stays exhaustive and fits in memory);
   # -DMEMLIM: a search that outgrows 6 GB stops ("Search not completed").
@@ -50,12 +50,13 @@ verify() {  # label expect(pass|fail) [-DMACRO...]
 }
 
 # verify, in the background, in its own directory; at most jobs_max at once.
+# The model is queue_rings.pml, or $model while it is set (below).
 check() {
   checks=$((checks + 1))
-  local dir="$work/$checks"
+  local dir="$work/$checks" file="${model:-queue_rings.pml}"
   mkdir "$dir"
-  cp "$here/queue_rings.pml" "$dir/"
-  (cd "$dir" && verify "$@" >"$dir/result" 2>&1) &
+  cp "$here/$file" "$dir/"
+  (cd "$dir" && verify "$file" "$@" >"$dir/result" 2>&1) &
   while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
 }
 
@@ -73,6 +74,18 @@ check "planted: a carry appends its rows after it read the job, unlocked" fail -
 check "planted (as built): receipts in the current segment" fail -DROWS_WITH_ENTRY -DMAXCARRY=0 -DBUG_ROWS_IN_CURRENT
 check "planted (as built): a segment truncated once the cursor passed it" fail -DROWS_WITH_ENTRY -DMAXCARRY=0 -DBUG_TRUNCATE_EARLY
 check "planted (as built): a lane built again passes entries ahead of its cursor" fail -DROWS_WITH_ENTRY -DMAXCARRY=0 -DTAKEBACK -DBUG_REBUILD_PASSES_AHEAD
+
+# Rows claimed onto the rings (claimed_rows.pml, ADR 0028 "Rows claimed
+# onto the rings"): 2 jobs waiting as rows, claims of 2 and 1, 3 segments.
+model=claimed_rows.pml
+check "rows claimed onto the ring (entries 'a')" pass
+check "rows claimed onto the ring, 3 jobs, two claims each" pass -DJ=3 -DR1=2 -DR2=2
+check "planted: the claim keeps the row beside its entry" fail -DBUG_KEEP_ROW
+check "planted: a truncation counts no 'a'" fail -DBUG_TRUNCATE_IGNORES_A
+check "planted: the rebuild enters no lease for an 'a'" fail -DBUG_REBUILD_SKIPS_A
+check "planted: the cursor hands out an 'a'" fail -DBUG_CURSOR_TAKES_A
+check "planted: a completion of a claimed row does not check its attempt" fail -DBUG_NO_FENCE
+unset model
 
 wait
 for ((i = 1; i <= checks; i++)); do cat "$work/$i/result"; done >"$work/results"

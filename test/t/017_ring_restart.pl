@@ -301,13 +301,13 @@ is(sql("SELECT id FROM pgq.claim('keyed', 10)"), $follower, 'keyed, crash: which
 
 # Rows of pgq.job_rows claimed onto the ring (ADR 0028 "Rows claimed onto
 # the rings") at a crash: a committed claim's entry 'a' runs after the
-# start (the rebuild enters its lease from the entry itself, with its
-# group, and never takes it for pending: the cursor hands out 'e' only),
-# its completion lands once and lets its group go; an extension's receipt
-# names it and gives the lease; a claim still open at the crash never
-# happened (its row is pending, claimed again as the same attempt). The
-# retried jobs sit behind a pending entry on the ring, which the rebuild
-# neither hands out twice nor skips.
+# start (the rebuild enters its lease from the entry itself and never
+# takes it for pending: the cursor hands out 'e' only), its completion
+# lands once; an extension's receipt names it and gives the lease; a claim
+# still open at the crash never happened (its row is pending, claimed again
+# as the same attempt; a grouped retry, which stays a row, lets its group
+# go at its completion). The retried jobs sit behind a pending entry on the
+# ring, which the rebuild neither hands out twice nor skips.
 sql(q{SELECT pgq.create_queue('retried', lease => '1 hour');});
 my @tries = lines(sql("SELECT id FROM pgq.enqueue_many('retried', array_fill('{}'::jsonb, ARRAY[2])) AS id"));
 my $grouped_try = sql("SELECT pgq.enqueue('retried', '{}', group_key => 'rg')");
