@@ -118,7 +118,10 @@ proctype Claimer(byte me; byte rounds) {
   :: crashed || done == rounds -> break
   :: !crashed && done < rounds ->
      done++;
-     atomic { !crashed -> claim_row(me, pos); if :: pos != 255 -> my = lease[pos] :: else -> skip fi }
+     if
+     :: atomic { !crashed -> claim_row(me, pos); if :: pos != 255 -> my = lease[pos] :: else -> skip fi }
+     :: crashed -> break
+     fi;
      if
      :: pos == 255 -> break
      :: else -> skip
@@ -130,8 +133,9 @@ proctype Claimer(byte me; byte rounds) {
           row[pos] = false;
 #endif
           row_lock[pos] = 0; a_st[pos] = COMMITTED; lease_st[pos] = LIVE }
-     :: atomic { !crashed ->
-          row_lock[pos] = 0; a_st[pos] = ABORTED; lease[pos] = 0; lease_st[pos] = NONE }
+     :: atomic { !crashed ->   /* the attempt it drew was never committed */
+          row_lock[pos] = 0; a_st[pos] = ABORTED; lease[pos] = 0; lease_st[pos] = NONE;
+          attempts[pos] = row_att[pos] }
         goto next
      :: crashed -> break
      fi;
@@ -242,7 +246,7 @@ proctype Crash() {
        do
        :: i < J ->
           if
-          :: a_st[i] == INPROG -> a_st[i] = ABORTED
+          :: a_st[i] == INPROG -> a_st[i] = ABORTED; attempts[i] = row_att[i]
           :: else -> skip
           fi;
           row_lock[i] = 0;
