@@ -1,4 +1,4 @@
--- What a role may read about its own queues (2.1, issue 31): job_info's
+-- What a role may read about its own queues (3.0, issue 31): job_info's
 -- dead_reason and list_jobs' reason filter, cancel_job and retry_dead_job
 -- (why nothing happened), queue_settings, queue_workers,
 -- list_schedule_runs, the coordination readers, job_dependencies,

@@ -200,7 +200,7 @@ SELECT pg_temp.error_of($$SET pgq.max_batch_bytes = '1GB'$$);
 RESET ROLE;
 
 ------------------------------------------------------------------------------
--- What one look at every consumer counts in all (2.1, issue 31, ADR 0023):
+-- What one look at every consumer counts in all (3.0, issue 31, ADR 0023):
 -- past 30 consumers each is counted up to the limit x 30 / their number, at
 -- least 10, so a scrape's work does not grow as consumers x limit.
 SET pgq.monitoring_count_limit = 20;

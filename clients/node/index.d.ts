@@ -128,7 +128,7 @@ export interface JobInfo<Payload = unknown> {
   openParents: number | null;
   /** null for a role with only the admin right on the queue. */
   payload: Payload | null;
-  /** Why a dead (or cancelled) job is dead; null in any other state (pgq_cpp 2.1). */
+  /** Why a dead (or cancelled) job is dead; null in any other state (pgq_cpp 3.0). */
   deadReason: 'exhausted' | 'expired' | 'cancelled' | 'dependency_failed' | null;
 }
 

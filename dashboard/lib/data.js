@@ -5,9 +5,9 @@
 // The statements run as the dashboard's own database role, so pgq's queue
 // rights decide what each one returns or refuses (42501).
 //
-// They need the 2.1 catalog (ALTER EXTENSION pgq_cpp UPDATE): the queues'
+// They need the 3.0 catalog (ALTER EXTENSION pgq_cpp UPDATE): the queues'
 // settings, the claiming sessions, the coordination readers, a job's dead
-// reason and the actions' outcome words are 2.1's read surfaces (ADR 0022).
+// reason and the actions' outcome words are 3.0's read surfaces (ADR 0022).
 // A 2.0.1 catalog answers 42883 (no such function) on the pages that use
 // them, shown as the database's error.
 //
@@ -61,7 +61,7 @@ async function overview(db) {
 // What the role may read beyond what its queue rights show: the monitoring
 // counters (pg_monitor). Asked once per sample: a grant may come or go
 // meanwhile. (The rate limits come from pgq.queue_settings(), which shows
-// every queue the role holds a right on: no grant needed since 2.1.)
+// every queue the role holds a right on: no grant needed since 3.0.)
 const CAPABILITIES_SQL = `
 SELECT true                                                          AS rate_limits,
        has_function_privilege('pgq.queue_counters()', 'EXECUTE')      AS counters,
@@ -150,7 +150,7 @@ async function job(db, id) {
 // ---- Search -----------------------------------------------------------------
 
 // The live jobs (pending, running, waiting) whose dedupe or group key is the
-// text come from pgq.find_jobs (2.1: through the key indexes, across every
+// text come from pgq.find_jobs (3.0: through the key indexes, across every
 // queue the role holds a right on, redacted as list_jobs). It does not look
 // at completed and dead jobs (no index on their keys): those are looked for
 // among the newest SEARCH_WINDOW jobs of each queue the role holds a right
@@ -184,7 +184,7 @@ async function searchKeys(db, key, { max = 100, queue = null } = {}) {
 
 // ---- Workflow (dependencies, SPEC §8) ----------------------------------------
 
-// pgq.job_dependencies (2.1): the job's parents not yet settled, its
+// pgq.job_dependencies (3.0): the job's parents not yet settled, its
 // children waiting for it and, once it is dead or cancelled, the dependents
 // it took with it, at most `max` of each, of the queues the role holds a
 // right on only (no row for a job of another queue). pgq.job adds each one's
@@ -222,7 +222,7 @@ async function streamStats(db, max) {
 }
 
 // The rings (rotation, truncation, segment sizes): pgq.stream_segments()
-// (2.1), the streams the role holds a right on.
+// (3.0), the streams the role holds a right on.
 const SEGMENTS_SQL = `
 SELECT stream_name AS stream, rotation::text AS rotation, segments, current_segment AS current,
        rotations AS generation, rotated_at, segment, state = 'current' AS is_current,
@@ -250,7 +250,7 @@ const resume = (db, queue) => scalar(db, 'SELECT pgq.resume($1) AS value', [queu
 const retryDeadJobs = async (db, queue, max) =>
   num(await scalar(db, 'SELECT pgq.retry_dead($1::text, $2::integer) AS value', [queue, max]));
 const purgeDead = async (db, queue) => num(await scalar(db, 'SELECT pgq.purge_dead($1::text) AS value', [queue]));
-// One job each, answering an outcome word (2.1): cancelled / retried /
+// One job each, answering an outcome word (3.0): cancelled / retried /
 // purged, or why nothing happened (not_found, already_completed,
 // already_dead, already_cancelled, not_dead, dedupe_key_taken). A job of a
 // queue the role holds no right on is not_found, as an unknown id.
@@ -271,7 +271,7 @@ async function schedules(db) {
 }
 
 // Each firing of the schedules, newest first: pgq.list_schedule_runs() shows
-// those of the queues the role administers (2.1), nothing of the others.
+// those of the queues the role administers (3.0), nothing of the others.
 const SCHEDULE_RUNS_SQL = `
 SELECT schedule_name, queue_name AS queue, slot, fired_at, job_id
   FROM pgq.list_schedule_runs(NULL, NULL, $1)`;
@@ -305,7 +305,7 @@ async function runningJobs(db, max) {
 }
 
 // The sessions holding claims, per queue: pgq.queue_workers() shows the
-// queues the role administers (2.1; pgq.workers, pg_monitor's, shows pgq's
+// queues the role administers (3.0; pgq.workers, pg_monitor's, shows pgq's
 // own background workers only).
 const CLAIMERS_SQL = `
 SELECT queue_name AS queue, claimer_pid, claimer_role, claimer_application,
@@ -323,7 +323,7 @@ async function claimers(db, max) {
   }));
 }
 
-// Coordination is not about queues: its readers (2.1) are EXECUTE-granted
+// Coordination is not about queues: its readers (3.0) are EXECUTE-granted
 // as its other functions are (42501 otherwise).
 const TEAMS_SQL = `
 SELECT name, turn, created_at, active_members, inactive_members, last_member, assignments

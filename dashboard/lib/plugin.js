@@ -394,7 +394,7 @@ async function dashboardPlugin(fastify, options) {
   fastify.get('/jobs/:id', (request, reply) => renderJob(request, reply));
 
   // Its parents and children (SPEC §8) and, once it is dead or cancelled,
-  // the dependents it took with it: pgq.job_dependencies (2.1), which shows
+  // the dependents it took with it: pgq.job_dependencies (3.0), which shows
   // the jobs of the role's queues only.
   async function jobWorkflow(job) {
     const failedParent = /^parent job ([0-9]+) did not complete$/.exec(job.last_error || '');

@@ -229,7 +229,7 @@ const NOTICES = {
 };
 
 // What pgq.cancel_job, retry_dead_job and purge_dead_job answer when nothing
-// happened (2.1), per action: "not <verb>: <why>".
+// happened (3.0), per action: "not <verb>: <why>".
 const NOT_DONE = {
   cancel: 'not cancelled',
   retry: 'not requeued',

@@ -266,7 +266,7 @@ test.before(async () => {
   await q('SELECT pgq.fail($1, $2, $3)', [x.id, x.attempt, `failed: ${XSS_SCRIPT} ${XSS_IMG}`]);
   await q("SELECT pgq.schedule('nightly', 'xss', '0 3 * * *', $1)", [{ html: XSS_SCRIPT, img: XSS_IMG }]);
 
-  // On call (2.1): keyed jobs, a workflow with a dead parent, dead jobs to
+  // On call (3.0): keyed jobs, a workflow with a dead parent, dead jobs to
   // select, a stream with a consumer behind. 'flow' is the ops role's;
   // 'hidden' is not: its jobs (a keyed one, a child of each parent) must never show.
   await q("SELECT pgq.create_queue('flow', max_attempts => 1)");
@@ -625,7 +625,7 @@ test('a POST from the page without the CSRF token is refused (403)', { timeout: 
   assertClean(tab);
 });
 
-// ---- On call (2.1): search, workflow, dead reasons, bulk actions, streams, database unavailable ----
+// ---- On call (3.0): search, workflow, dead reasons, bulk actions, streams, database unavailable ----
 
 const texts = (page, selector) => page.$$eval(selector, (els) => els.map((el) => el.textContent.trim()));
 

@@ -1,6 +1,6 @@
 'use strict';
 
-// What the person on call uses (2.1): find a job by id, dedupe key or group
+// What the person on call uses (3.0): find a job by id, dedupe key or group
 // key; a job's workflow (its parents, its children, what a dead parent took
 // with it); a queue's jobs filtered by dead reason; bulk retry, cancel and
 // purge of selected jobs (bounded, confirmed, CSRF-protected, decided per
@@ -42,7 +42,7 @@ test.before(async () => {
   await db.admin.query("SELECT pgq.create_queue('a', max_attempts => 1), pgq.create_queue('b', max_attempts => 1)");
   await db.admin.query("SELECT pgq.grant($1, 'a', 'admin'), pgq.grant($1, 'a', 'produce')", [teamA]);
   await db.admin.query("SELECT pgq.grant($1, 'a', 'produce')", [plainA]);
-  // No table grant: pgq.find_jobs and pgq.job_dependencies (2.1) need none.
+  // No table grant: pgq.find_jobs and pgq.job_dependencies (3.0) need none.
 
   ids.keyedA = await enqueue('a', { dedupe: 'order-42', group: 'cust-7' });
   ids.groupedA = await enqueue('a', { group: 'cust-7' });

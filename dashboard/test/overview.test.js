@@ -21,7 +21,7 @@ test.before(async () => {
   await q("SELECT pgq.pause('capped')");
   for (const queue of ['emails', 'capped']) await q('SELECT pgq.grant($1, $2, $3)', [role, queue, 'admin']);
   // Counters through pg_monitor; rate limits through pgq.queue_settings()
-  // (2.1): no grant beyond the queue rights.
+  // (3.0): no grant beyond the queue rights.
   await q(`GRANT pg_monitor TO ${role}`);
 
   // emails: 6 ready, 2 scheduled; 3 claimed: 1 completed, 1 failed (dead), 1 running;

@@ -2,7 +2,7 @@
 
 // The "database unavailable" page: the dashboard pointed at each kind of bad
 // database answers a 503 page saying which kind and what to check, never a
-// stack trace or the DSN's password (before 2.1 a socket path that did not
+// stack trace or the DSN's password (before 3.0 a socket path that did not
 // exist gave a generic 500, an unknown database or a refused role too).
 //
 // Real servers where one can be made to fail that way (no socket, nothing

@@ -100,7 +100,7 @@ PGQ_FUNCTION(pgq_job) {
 }
 
 // list_jobs(queue, state, max, before_id, reason) returns SETOF
-// pgq.job_info; reason (2.1) keeps the dead and cancelled jobs that died
+// pgq.job_info; reason (3.0) keeps the dead and cancelled jobs that died
 // for it.
 PGQ_FUNCTION(pgq_list_jobs) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
@@ -124,7 +124,7 @@ PGQ_FUNCTION(pgq_list_jobs) {
   return static_cast<Datum>(0);
 }
 
-// find_jobs(key, max) returns SETOF pgq.job_info (2.1): the live jobs
+// find_jobs(key, max) returns SETOF pgq.job_info (3.0): the live jobs
 // (pending, running, waiting) whose dedupe or group key is `key`, of every
 // queue the caller holds a right on, newest first; rights and redaction as
 // list_jobs. Completed and dead jobs are not looked for: pgq.job_history
@@ -146,7 +146,7 @@ PGQ_FUNCTION(pgq_find_jobs) {
 }
 
 // job_dependencies(id, max) returns SETOF (direction, id, queue, state)
-// (2.1): the job's parents not yet settled, its children waiting for it
+// (3.0): the job's parents not yet settled, its children waiting for it
 // and, once it is dead or cancelled, the dependents it took with it; at
 // most max of each. Rights as pgq.job: a job of a queue the caller holds
 // no right on has none, as an unknown id; related jobs of such queues are

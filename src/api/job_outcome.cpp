@@ -1,4 +1,4 @@
-// cancel_job and retry_dead_job (2.1): cancel and retry_dead that say why
+// cancel_job and retry_dead_job (3.0): cancel and retry_dead that say why
 // nothing happened, for the dashboard's buttons and for scripts; and
 // purge_dead_job, which deletes one dead job (the dashboard's bulk purge). The
 // boolean cancel and retry_dead keep their contract; these do the same

@@ -145,7 +145,7 @@ void StreamMetrics(core::MetricsText& text, std::string_view database) {
   }
   // Bounded per object (2.0.1, M1): at most pgq.max_consumers_per_stream
   // consumers a stream, each counted up to pgq.monitoring_count_limit; and
-  // in all (2.1, ADR 0023): past 30 consumers, each is counted up to less.
+  // in all (3.0, ADR 0023): past 30 consumers, each is counted up to less.
   const int64 count_limit = pg::MonitoringCountLimit();
   const std::vector<store::streams::ConsumerStats> consumers =
       store::streams::Stats(spi, GetCurrentTimestamp(), count_limit, [](int32) { return true; });

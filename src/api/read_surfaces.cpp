@@ -1,5 +1,5 @@
-// What a role may read about its own queues (2.1, issue 31): a queue's
-// settings, the sessions working on it, its schedules' runs. Before 2.1 a
+// What a role may read about its own queues (3.0, issue 31): a queue's
+// settings, the sessions working on it, its schedules' runs. Before 3.0 a
 // dashboard read these through a column grant on pgq.queues, pg_monitor
 // (pgq.workers) or a grant on pgq.schedule_runs; each is now a function
 // filtered by the queue rights of SPEC §7.
@@ -188,7 +188,7 @@ PGQ_FUNCTION(pgq_list_ladders) {
 
 // stream_segments(stream) returns SETOF (stream_name, rotation, segments,
 // current_segment, rotations, rotated_at, segment, state, bytes, opened_at,
-// sealed_at, truncated_at) (2.1): any right on the stream. Named, the
+// sealed_at, truncated_at) (3.0): any right on the stream. Named, the
 // stream must exist (undefined_object) and the caller must hold a right on
 // it; NULL, the streams it holds a right on, as pgq.stream_stats.
 PGQ_FUNCTION(pgq_stream_segments) {

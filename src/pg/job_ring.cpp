@@ -843,7 +843,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
           const TimestampTz lease_until = is_null ? 0 : DatumGetTimestampTz(lease);
           const Datum at_datum = heap_getattr(&tuple, kAt, desc, &is_null);
           const TimestampTz at = is_null ? 0 : DatumGetTimestampTz(at_datum);
-          // (A ring made by a development catalog of 2.1 has no claimer.)
+          // (A ring made by a development catalog of 3.0 has no claimer.)
           const Datum claimer = desc->natts >= kClaimedBy
                                     ? heap_getattr(&tuple, kClaimedBy, desc, &is_null)
                                     : (is_null = true, Datum{0});

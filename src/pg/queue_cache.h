@@ -27,9 +27,9 @@ struct CachedQueue {
   bool dedupe_periods;           // 1.2: some job was enqueued with a dedupe_for
   int32 max_running;             // 1.2: 0: no cap
   int32 group_concurrency;       // 1.2: jobs of one FIFO group running at once (1 before)
-  int32 ring_id = 0;             // 2.1: its plain jobs are on this ring (ADR 0028); 0: none
+  int32 ring_id = 0;             // 3.0: its plain jobs are on this ring (ADR 0028); 0: none
   bool keeps_history = false;    // keep_completed > 0
-  bool dedupe_replaces = false;  // 2.1: some enqueue had on_duplicate => 'replace'
+  bool dedupe_replaces = false;  // 3.0: some enqueue had on_duplicate => 'replace'
 };
 
 class QueueCache {

@@ -260,7 +260,7 @@ int TurnRings(pg::SpiSession& spi, TimestampTz now);
 
 // ---- Reading jobs (read.cpp)
 
-// Rows of pgq.job_info's columns (1-19; 19, dead_reason, is 2.1's), then queue_id: job `id`
+// Rows of pgq.job_info's columns (1-19; 19, dead_reason, is 3.0's), then queue_id: job `id`
 // wherever it is (live, completed and kept, dead), or none. Of the queues'
 // rings, only those of `rings`' queues are read (the caller's: a lookup
 // costs one team its own rings, not everyone's).

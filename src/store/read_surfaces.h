@@ -1,4 +1,4 @@
-// The read surfaces (2.1, issue 31): what a role may read about its own
+// The read surfaces (3.0, issue 31): what a role may read about its own
 // queues, and the coordination readers. Each returns its rows in the order
 // of the SQL function's result columns (api/read_surfaces.cpp copies them
 // into the result set as they are); the caller has checked the rights and

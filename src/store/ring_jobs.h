@@ -242,7 +242,7 @@ bool WaitForClaim(pg::SpiSession& spi, const Scope& scope, int64 id);
 // taken entries for pgq.ring_turn and truncates the segments whose jobs
 // have all finished (pg/job_ring.h: MayTruncate, AllClosed, LetGo).
 // Gives the queues without a ring theirs (a queue of 2.x after the update,
-// or one made by a server of 2.1's development), up to 100 a call; how many.
+// or one made by a server of 3.0's development), up to 100 a call; how many.
 // Their jobs stay in pgq.job_rows, claimed from there as before.
 int GiveRings(pg::SpiSession& spi, TimestampTz now);
 

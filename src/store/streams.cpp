@@ -242,7 +242,7 @@ SELECT NOT EXISTS (
 // payload) and counted, at most $2 a range, and the append time of the
 // first of them in (txid, id) order -- the event the consumer reads next --
 // read by its key. One statement for all of a stream's consumers, so its
-// scans are set up once and rescanned per consumer (2.1: issue 31, what a
+// scans are set up once and rescanned per consumer (3.0: issue 31, what a
 // scrape costs).
 std::string ConsumerStatsSql(const std::string& table) {
   const std::string ranges[] = {

@@ -122,7 +122,7 @@ struct ConsumerStats {
 };
 
 // A look at every consumer counts at most this many times `count_limit`
-// unfinished events in all (2.1, issue 31: a scrape costs O(consumers)
+// unfinished events in all (3.0, issue 31: a scrape costs O(consumers)
 // with a small constant, not consumers x limit).
 inline constexpr int64 kCountBudgetLimits = 30;
 // But each consumer is counted up to this many at least.
@@ -150,7 +150,7 @@ struct StreamSize {
 };
 std::vector<StreamSize> Sizes(pg::SpiSession& spi);
 
-// Rows of pgq.stream_segments (2.1), then a column stream_id: the ring and
+// Rows of pgq.stream_segments (3.0), then a column stream_id: the ring and
 // segments of stream `stream_id`, or of every stream; by name, segment.
 inline constexpr int kRingSegmentsColumns = 12;
 pg::Result RingSegments(pg::SpiSession& spi, std::optional<int32> stream_id);

@@ -128,7 +128,7 @@ BY_NAME = {
     "state": STATES, "on_duplicate": ON_DUPLICATES, "queues": QUEUE_ARRAYS,
     "stream": STREAM_NAMES, "consumer": CONSUMERS, "batch_id": BATCH_IDS,
     "max_events": MAX_EVENTS, "rotation": ROTATIONS, "payloads": PAYLOAD_ARRAYS,
-    # 2.1 read surfaces (list_jobs' reason, list_schedule_runs, the
+    # 3.0 read surfaces (list_jobs' reason, list_schedule_runs, the
     # coordination readers).
     "reason": REASONS, "schedule": NAMES, "switch": NAMES, "ladder": NAMES,
 }
@@ -252,7 +252,7 @@ class FuzzTest(PgqTestCase):
                 admin.execute("SELECT pgq.enqueue('fz', '{}') FROM generate_series(1, 3)")
                 admin.execute("SELECT pgq.claim('fz', 1)")
                 # And a dead one, the newest job, for retry_dead_job and
-                # purge_dead_job (2.1) to find.
+                # purge_dead_job (3.0) to find.
                 admin.execute("SELECT pgq.cancel(pgq.enqueue('fz', '{}'))")
                 batches = stream_fixture(admin)
             fname, argnames, argtypes = functions[rng.randrange(len(functions))]

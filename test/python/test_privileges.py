@@ -47,14 +47,14 @@ PUBLIC_FUNCTIONS = {
     "grant_stream", "revoke_stream", "stream_consumer_stats",
     # 2.0.1 (issue 30 R1): the relay's single-active guard; consume right.
     "acquire_consumer", "release_consumer",
-    # 2.1 (issue 31): read surfaces, each checking a queue right itself.
+    # 3.0 (issue 31): read surfaces, each checking a queue right itself.
     "cancel_job", "retry_dead_job", "queue_settings", "queue_workers", "list_schedule_runs",
     "purge_dead_job", "job_dependencies", "find_jobs",
-    # 2.1: a stream's ring, checking a stream right itself.
+    # 3.0: a stream's ring, checking a stream right itself.
     "stream_segments",
-    # 2.1 (issue 33): behind pgq.running_jobs, the caller's queues only.
+    # 3.0 (issue 33): behind pgq.running_jobs, the caller's queues only.
     "ring_running_jobs",
-    # 2.1 (issue 33): behind pgq.queue_stats, a queue's rings if the caller
+    # 3.0 (issue 33): behind pgq.queue_stats, a queue's rings if the caller
     # holds a right on it.
     "queue_ring_ids",
 }
@@ -69,7 +69,7 @@ COORDINATION_FUNCTIONS = {
     "switch": "SELECT pgq.switch('s')",
     "advance": "SELECT pgq.advance('l', 1)",
     "once": "SELECT pgq.once('k')",
-    # 2.1: their readers, EXECUTE-granted the same way.
+    # 3.0: their readers, EXECUTE-granted the same way.
     "list_teams": "SELECT * FROM pgq.list_teams()",
     "list_switches": "SELECT * FROM pgq.list_switches()",
     "list_ladders": "SELECT * FROM pgq.list_ladders()",
@@ -128,7 +128,7 @@ REFUSED_CALLS = {
     "revoke_stream": "SELECT pgq.revoke_stream('pgq_t_nobody', 'st', 'consume')",
     "acquire_consumer": "SELECT pgq.acquire_consumer('st', 'reader')",
     "release_consumer": "SELECT pgq.release_consumer('st', 'reader')",
-    # 2.1: named, a queue the caller has no right on is refused; unnamed,
+    # 3.0: named, a queue the caller has no right on is refused; unnamed,
     # they show nothing (checked below).
     "cancel_job": "SELECT pgq.cancel_job(%(job)s)",
     "retry_dead_job": "SELECT pgq.retry_dead_job(%(job)s)",
@@ -267,7 +267,7 @@ class CatalogAuditTest(PrivilegeTestCase):
             "SELECT count(*) FROM pgq.queue_ring_ids(%s)", (q_id,)).fetchone()[0], 1)
         self.assertEqual(nobody.execute(
             "SELECT count(*) FROM pgq.queue_ring_ids(%s)", (q_id,)).fetchone()[0], 0)
-        # The 2.1 readers, unnamed, show nothing of queues without a right;
+        # The 3.0 readers, unnamed, show nothing of queues without a right;
         # the superuser sees the running claim and the queue.
         for reader in ("queue_settings", "queue_workers", "list_schedule_runs"):
             with self.subTest(reader=reader):
@@ -428,7 +428,7 @@ class RightsTest(PrivilegeTestCase):
                                        (doomed, never)).fetchone(), (False, False))
         self.assertEqual(admin.execute("SELECT pgq.unschedule('s2'), pgq.unschedule('none')")
                          .fetchone(), (False, False))
-        # 2.1: the outcome words say not_found for both, and purge_dead_job
+        # 3.0: the outcome words say not_found for both, and purge_dead_job
         # leaves the other queue's dead job where it is.
         self.assertEqual(admin.execute(
             "SELECT pgq.purge_dead_job(%s), pgq.purge_dead_job(%s), pgq.retry_dead_job(%s)",

@@ -165,7 +165,7 @@ class SearchPathTest(PgqTestCase):
         later = run("SELECT pgq.enqueue('mail', '{}', run_at => pg_catalog.now() + '1 hour'::interval)")[0][0]
         run("SELECT pgq.cancel(%s)", later)
         run("SELECT pgq.retry_dead('mail', 10)")
-        # 2.1's read surfaces: the job, why it is dead, the outcome of
+        # 3.0's read surfaces: the job, why it is dead, the outcome of
         # cancel and retry, the queue's settings, workers and schedule runs.
         run("SELECT * FROM pgq.list_jobs('mail', 'cancelled', reason => 'cancelled')")
         run("SELECT pgq.retry_dead_job(%s), pgq.cancel_job(%s)", later, later)

@@ -338,7 +338,7 @@ class StreamRelayTest(unittest.TestCase):
         self.assertEqual(end(second), 0, log_text(second_log))
 
     def test_stream_relay_on_a_database_updated_from_2_0_takes_the_guard(self):
-        # The 2.1 library refuses a 2.0 catalog (ADR 0024: 55000, hint
+        # The 3.0 library refuses a 2.0 catalog (ADR 0024: 55000, hint
         # ALTER EXTENSION pgq_cpp UPDATE), so the relay's fallback for a 2.0
         # server (2.0's advisory lock, with a warning) cannot be reached
         # with this library; once updated, the relay takes the guard of

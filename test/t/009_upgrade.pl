@@ -127,7 +127,7 @@ SELECT string_agg(line, E'\n' ORDER BY line) FROM (
   SELECT format('dumped %s %s', cfg.rel::regclass, coalesce(cfg.cond, '-'))
     FROM pg_extension e, ext, unnest(e.extconfig, e.extcondition) AS cfg(rel, cond)
    WHERE e.oid = ext.oid
-  -- (No rows of the ring ledger pgq.rings: an install makes none since 2.1;
+  -- (No rows of the ring ledger pgq.rings: an install makes none since 3.0;
   -- streams' rings are data, and the history and dead-letter rings are
   -- adopted by the maintenance worker whenever it first runs.)
 ) lines};
@@ -210,7 +210,7 @@ INSERT INTO pgq.team_members (team_id, name) SELECT team_id, 'ann' FROM pgq.team
 my ($run_id, $run_attempt) = split /\|/,
   $node->safe_psql('old', "SELECT id, attempt FROM pgq.jobs WHERE state = 'r'");
 my $doomed = $node->safe_psql('old', 'SELECT id FROM pgq.dead_jobs');
-refused('old', "SELECT pgq.enqueue('mail', '{}')", '1.0 catalog, 2.1 library: enqueue');
+refused('old', "SELECT pgq.enqueue('mail', '{}')", '1.0 catalog, 3.0 library: enqueue');
 refused('old', 'SELECT * FROM pgq.queue_stats', '1.0 catalog: a view calling our functions');
 refused('old', 'SELECT * FROM pgq.maintain()', '1.0 catalog: maintain');
 
@@ -474,8 +474,8 @@ INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, die
 VALUES (nextval('pgq.job_id_seq'), 'mail', '{"n": "dead"}', 1, 'boom', 'exhausted', now(), 0, 1, now(),
         (SELECT current FROM pgq.segment_rings WHERE ring = 'dead_7'));
 });
-refused('old201', "SELECT count(*) FROM pgq.list_jobs('mail')", '2.0.1 catalog, 2.1 library: list_jobs');
-refused('old201', "SELECT count(*) FROM pgq.job(1)", '2.0.1 catalog, 2.1 library: job');
+refused('old201', "SELECT count(*) FROM pgq.list_jobs('mail')", '2.0.1 catalog, 3.0 library: list_jobs');
+refused('old201', "SELECT count(*) FROM pgq.job(1)", '2.0.1 catalog, 3.0 library: job');
 $node->safe_psql('old201', 'ALTER EXTENSION pgq_cpp UPDATE');
 is($node->safe_psql('old201', $catalog), $fresh_catalog,
 	'2.0.1 updated: exactly the catalog of a fresh install');

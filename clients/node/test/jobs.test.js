@@ -64,7 +64,7 @@ test('getJob: one job with camelCase fields, or null', async () => {
   for (const time of [runAt, enqueuedAt, claimedAt, leaseUntil]) assert.ok(time instanceof Date, String(time));
   assert.ok(leaseUntil > claimedAt);
 
-  // A cancelled job says why it is dead (server 2.1).
+  // A cancelled job says why it is dead (server 3.0).
   await db.admin.query('SELECT pgq.cancel($1)', [id]);
   const cancelled = await getJob(db.admin, id);
   assert.equal(cancelled.state, 'cancelled');

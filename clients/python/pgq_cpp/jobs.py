@@ -42,7 +42,7 @@ class JobInfo:
     open_parents: int | None  # parents not yet done; None unless waiting for them
     payload: Any
     # 'exhausted', 'expired', 'cancelled' or 'dependency_failed' for a dead
-    # (or cancelled) job, else None (pgq_cpp 2.1)
+    # (or cancelled) job, else None (pgq_cpp 3.0)
     dead_reason: str | None
 
 

@@ -1,11 +1,11 @@
--- pgq_cpp 2.0.1 -> 2.1, run by ALTER EXTENSION pgq_cpp UPDATE. A fresh
--- CREATE EXTENSION runs the full script pgq_cpp--2.1.sql instead (ADR
+-- pgq_cpp 2.0.1 -> 3.0, run by ALTER EXTENSION pgq_cpp UPDATE. A fresh
+-- CREATE EXTENSION runs the full script pgq_cpp--3.0.sql instead (ADR
 -- 0024): every change here goes into that file too, as the objects' final
 -- form; test/t/009_upgrade.pl proves the two agree. The rules of
 -- pgq_cpp--1.0--1.1.sql hold: search_path pg_catalog only, every object of
 -- ours qualified with pgq. and every operator with OPERATOR(pg_catalog.x).
 --
--- Release 2.1 (issue 31): for the person on call and the team wiring it in.
+-- Release 3.0 (issue 31): for the person on call and the team wiring it in.
 
 \echo Use "ALTER EXTENSION pgq_cpp UPDATE" to load this file. \quit
 
@@ -32,7 +32,7 @@ CREATE INDEX jobs_group_live_idx ON pgq.job_rows (queue_id, group_key)
 
 -- Why a job is dead (pgq.dead_jobs.reason: exhausted, cancelled, expired,
 -- dependency_failed), NULL unless it is dead or cancelled. A new last
--- column: the 2.1 library fills as many columns as the installed type has,
+-- column: the 3.0 library fills as many columns as the installed type has,
 -- so it also serves a 2.0.1 catalog. pgq.job_info is only returned as rows
 -- (pgq.job, pgq.list_jobs), never tested as a whole row (ADR 0019's
 -- `claim(...) IS NOT NULL`), and every client names its columns.

@@ -1,4 +1,4 @@
--- pgq_cpp 2.1: a durable job queue inside PostgreSQL. The full install
+-- pgq_cpp 3.0: a durable job queue inside PostgreSQL. The full install
 -- script of the current release (issue 32, ADR 0024): CREATE EXTENSION
 -- pgq_cpp runs this file alone. The update scripts (pgq_cpp--1.0.sql and
 -- pgq_cpp--A--B.sql) are kept for databases that installed an earlier
