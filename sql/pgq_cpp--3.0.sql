@@ -1433,8 +1433,13 @@ COMMENT ON FUNCTION pgq.queue_ring_ids(integer) IS
 -- timestamp), then the time. The id is read as id + 0, so that no filter
 -- on it is ever answered through an index of the segments: they have none
 -- (pg/job_ring appends without index inserts, so none could be kept
--- right). Not granted: read through the functions and views that check
--- queue rights.
+-- right). A row of pgq.job_rows claimed onto the ring (an entry 'a': its
+-- entry and its claim's receipt in one row) is read apart, by its place
+-- (the second branch: its receipts and closure name it in `entry`, since
+-- its id and attempt may repeat in a ring): running until a closure names
+-- it, with its newest receipt's lease and its last_error (NULL for the
+-- entries 'e', which keep none). Not granted: read through the functions
+-- and views that check queue rights.
 CREATE VIEW pgq.ring_jobs AS
 SELECT g.ring,
        g.id,

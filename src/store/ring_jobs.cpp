@@ -2,8 +2,8 @@
 #include "store/ring_jobs.h"
 
 #include <algorithm>
-#include <unordered_map>
 #include <memory>
+#include <unordered_map>
 
 #include "pg/args.h"
 #include "pg/invalidation.h"
