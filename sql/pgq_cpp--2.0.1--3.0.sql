@@ -257,10 +257,17 @@ CREATE TABLE pgq.job_log (
     dedupe_key   text,                   -- entry: the job's dedupe key (its row of pgq.dedupe_holds names it)
     dedupe_for   interval,               -- entry: how long the key stays taken after the job
     last_error   text,                   -- a claimed entry's: the error of its attempt before
-    entry        tid                     -- a receipt or closure of a claimed entry: that entry's row
+    entry        bigint                  -- a claimed entry ('a'), its receipts and closure: its claim's number (pgq.claim_seq)
 ) PARTITION BY LIST (ring);
 COMMENT ON TABLE pgq.job_log IS
     'jobs of the queues on rings (ADR 0028): a partition per queue (pgq.job_log_<ring>), each a ring of segments dropped by TRUNCATE';
+
+-- The numbers of the entries claimed as they are written (kind 'a'): the
+-- one thing that ties such an entry to its receipts and closure, whatever
+-- a dump and restore does to the rows' places (3.0, ADR 0028 "Rows claimed
+-- onto the rings").
+CREATE SEQUENCE pgq.claim_seq AS bigint;
+SELECT pg_catalog.pg_extension_config_dump('pgq.claim_seq', '');
 
 -- A grouped job on a queue's ring (enqueued while its group had room): the
 -- row that counts it in its group's room until it leaves the ring (done,
@@ -360,11 +367,11 @@ COMMENT ON FUNCTION pgq.queue_ring_ids(integer) IS
 -- on it is ever answered through an index of the segments: they have none
 -- (pg/job_ring appends without index inserts, so none could be kept
 -- right). A row of pgq.job_rows claimed onto the ring (an entry 'a': its
--- entry and its claim's receipt in one row) is read apart, by its place
--- (the second branch: its receipts and closure name it in `entry`, since
--- its id and attempt may repeat in a ring): running until a closure names
--- it, with its newest receipt's lease and its last_error (NULL for the
--- entries 'e', which keep none). Not granted: read through the functions
+-- entry and its claim's receipt in one row) is read apart, by its claim's
+-- number (the second branch: it and its receipts and closure carry it in
+-- `entry`, since its id and attempt may repeat in a ring): running until
+-- a closure names it, with its newest receipt's lease and its last_error
+-- (NULL for the entries 'e', which keep none). Not granted: read through the functions
 -- and views that check queue rights.
 CREATE VIEW pgq.ring_jobs AS
 SELECT g.ring,
@@ -442,8 +449,8 @@ SELECT a.ring,
                pg_catalog.max(l.dedupe_for) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS dedupe_for,
                pg_catalog.max(l.last_error) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS last_error
           FROM pgq.job_log l
-         WHERE l.kind OPERATOR(pg_catalog.=) 'a' OR l.entry IS NOT NULL
-         GROUP BY l.ring, l.tableoid, COALESCE(l.entry, l.ctid)) a
+         WHERE l.entry IS NOT NULL
+         GROUP BY l.ring, l.entry) a
  WHERE a.attempt IS NOT NULL AND NOT a.closed;
 COMMENT ON VIEW pgq.ring_jobs IS
     'the unfinished jobs of the queues'' rings (ADR 0028): pending or running, from their rows; internal, read by pgq''s readers';

@@ -232,7 +232,8 @@ SELECT count(*) AS completed_twice FROM enq WHERE k ~ '^k[234]_ring' AND pgq.com
 -- dead-letter row; it is never moved into pgq.job_rows running first (a
 -- closure 'm', a row inserted and then updated or deleted). Its next
 -- attempt's claim takes the row back onto the ring, already handed out
--- (an entry 'a' with its error; its closure names it), so its failure is
+-- (an entry 'a' with its error and its claim's number, which its closure
+-- carries), so its failure is
 -- a closure there too.
 SELECT pgq.create_queue('ring_fail', max_attempts => 2);
 SELECT pgq.enqueue('ring_fail', '{"n": "f1"}') AS fail_id \gset
@@ -246,7 +247,7 @@ SELECT count(*) AS rows_of_it FROM pgq.job_rows WHERE id = :fail_id;
 SELECT pgq.fail(:fail_id, 2, 'boom 2') AS outcome;
 SELECT state, attempt, last_error, dead_reason FROM pgq.job(:fail_id);
 SELECT pgq.fail(:fail_id, 2, 'late') AS outcome_of_a_late_failure;
-SELECT l.kind, l.attempt, l.outcome, l.last_error, l.entry IS NOT NULL AS names_its_entry
+SELECT l.kind, l.attempt, l.outcome, l.last_error, l.entry IS NOT NULL AS claim_numbered
   FROM pgq.job_log l WHERE l.id = :fail_id ORDER BY l.kind DESC, l.attempt, l.entry IS NOT NULL;
 -- A job of one attempt dies from its ring: its dead-letter row at once.
 SELECT pgq.enqueue('ring_fail', '{"n": "f2"}', max_attempts => 1) AS once_id \gset

@@ -720,12 +720,12 @@ bool KeyedOf(HeapTupleData* tuple, TupleDesc desc) { return DedupeKeyOf(tuple, d
 Datum LastErrorOf(HeapTupleData* tuple, TupleDesc desc) {
   return OptionalOf(tuple, desc, kLastError);
 }
-// The claimed entry a receipt or closure names (kEntry); false if none.
-bool EntryNamed(HeapTupleData* tuple, TupleDesc desc, ItemPointerData* entry) {
-  const Datum value = OptionalOf(tuple, desc, kEntry);
-  if (value == 0) return false;
-  *entry = *reinterpret_cast<ItemPointer>(DatumGetPointer(value));
-  return true;
+// The claim's number a claimed entry and its rows carry (kEntry); 0: none.
+int64 ClaimNoOf(HeapTupleData* tuple, TupleDesc desc) {
+  if (desc->natts < kEntry) return 0;
+  bool is_null;
+  const Datum value = heap_getattr(tuple, kEntry, desc, &is_null);
+  return is_null ? 0 : DatumGetInt64(value);
 }
 Datum DedupeForOf(HeapTupleData* tuple, TupleDesc desc) {
   return OptionalOf(tuple, desc, kDedupeFor);
@@ -772,8 +772,8 @@ void Rebuild(Lane& lane, int index, const Place& place) {
   };
   std::unordered_map<int64, Job> jobs;
   std::vector<int64> order;  // entries in ring order
-  // Claimed entries ('a', AppendClaimed) by their place (segment, tid):
-  // each with its receipts and closure, which name it (kEntry). They run
+  // Claimed entries ('a', AppendClaimed) by their claim's number: each
+  // with its receipts and closure, which carry it (kEntry). They run
   // unless closed; they never move the cursor.
   struct ClaimedJob {
     int64 id = 0;
@@ -791,12 +791,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     bool grouped = false;
     bool keyed = false;
   };
-  std::unordered_map<uint64, ClaimedJob> claimed_entries;
-  const auto place_key = [](int segment, const ItemPointerData& tid) {
-    return (static_cast<uint64>(segment) << 48) |
-           (static_cast<uint64>(ItemPointerGetBlockNumberNoCheck(&tid)) << 16) |
-           ItemPointerGetOffsetNumberNoCheck(&tid);
-  };
+  std::unordered_map<int64, ClaimedJob> claimed_entries;
   std::vector<Passed> in_progress;
   std::vector<uint64> in_progress_order;  // their places among the entries
   uint64 seen = 0;
@@ -814,8 +809,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     bool keyed;    // an entry with a dedupe key
     TransactionId xmin;
     ItemPointerData tid;
-    bool names_entry;  // a receipt or closure of a claimed entry
-    ItemPointerData entry;
+    int64 claim_no;  // a claimed entry or a row of one: its claim's number
   };
   Seen1 rows[MaxHeapTuplesPerPage];
   const int segments = static_cast<int>(place.leaves.size());
@@ -848,9 +842,6 @@ void Rebuild(Lane& lane, int index, const Place& place) {
                                     ? heap_getattr(&tuple, kClaimedBy, desc, &is_null)
                                     : (is_null = true, Datum{0});
           const int32 claimed_by = is_null ? 0 : DatumGetInt32(claimer);
-          ItemPointerData entry;
-          ItemPointerSetInvalid(&entry);
-          const bool names_entry = EntryNamed(&tuple, desc, &entry);
           rows[n++] = Seen1{seen_as == Seen::kInProgress,
                             KindOf(&tuple, desc),
                             IdOf(&tuple, desc),
@@ -862,8 +853,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
                             KeyedOf(&tuple, desc),
                             HeapTupleHeaderGetRawXmin(tuple.t_data),
                             tuple.t_self,
-                            names_entry,
-                            entry};
+                            ClaimNoOf(&tuple, desc)};
         }
         UnlockReleaseBuffer(buffer);
         return n;
@@ -878,12 +868,11 @@ void Rebuild(Lane& lane, int index, const Place& place) {
         // as it does any entry in progress. Its receipts hold their jobs as
         // running.
         if (row.kind == 'e' && first_with_entries < 0) first_with_entries = segment;
-        if (row.kind == 'a' || row.names_entry) {
+        if (row.claim_no != 0) {
           // A claimed entry, or a row of one (a receipt's lease, a
           // closure; a prepared transaction's claim or closure holds the
           // lease as its claimer or closer).
-          ClaimedJob& job =
-              claimed_entries[place_key(segment, row.kind == 'a' ? row.tid : row.entry)];
+          ClaimedJob& job = claimed_entries[row.claim_no];
           if (row.kind == 'a') {
             job.id = row.id;
             job.segment = segment;
@@ -1016,8 +1005,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
                 job.attempt,    job.lease_until, place.leaves[job.segment],
                 job.entry,      job.claiming,    index,
                 job.claimed_at, job.closing,     job.claimed_by,
-                job.grouped,    job.keyed};
-    lease.claimed_entry = true;
+                job.grouped,    job.keyed,       key};
     Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, job.id}, lease); });
   }
   // The cursor: just after the last entry named by a receipt or closure.
@@ -1389,6 +1377,7 @@ bool AppendClaimed(const Place& place, const NewEntry* entries, const int32* att
         [&](int i, int at_segment, TupleDesc desc) {
           Row row(place, at_segment, 'a', entries[i].id, attempts[i]);
           SetEntry(row, entries[i], desc);
+          row.Set(kEntry, Int64GetDatum(entries[i].claim_no));
           row.Set(kLeaseUntil, TimestampTzGetDatum(lease_until));
           row.Set(kAt, TimestampTzGetDatum(now));
           row.Set(kClaimedBy, Int32GetDatum(MyProcPid));
@@ -1410,8 +1399,8 @@ bool AppendClaimed(const Place& place, const NewEntry* entries, const int32* att
                   InvalidTransactionId,
                   MyProcPid,
                   entries[i].group_key != 0,
-                  entries[i].dedupe_key != 0};
-      lease.claimed_entry = true;
+                  entries[i].dedupe_key != 0,
+                  entries[i].claim_no};
       const LeaseKey key{MyDatabaseId, entries[i].id};
       leased[i] = PutLease(key, lease);
       if (leased[i]) undo->push_back(Undo{sub, UndoKind::kDropLease, key, lease, index, {}});
@@ -1431,7 +1420,7 @@ bool AppendClaimed(const Place& place, const NewEntry* entries, const int32* att
       Row row(place, segment, 'c', entries[i].id, attempts[i]);
       row.Set(kAt, TimestampTzGetDatum(now));
       row.Set(kOutcome, CharGetDatum('m'));
-      if (desc->natts >= kEntry) row.Set(kEntry, PointerGetDatum(&tuples[i]->t_self));
+      row.Set(kEntry, Int64GetDatum(entries[i].claim_no));
       closures[closed++] = heap_form_tuple(desc, row.values, row.nulls);
     }
     InsertRows(rel, closures, closed, 0);
@@ -2046,7 +2035,7 @@ int Close(const Place& place, const int64* ids, const int32* attempts, int count
         Row row(place, segment, 'c', ids[i], attempts[i]);
         row.Set(kAt, TimestampTzGetDatum(now));
         row.Set(kOutcome, CharGetDatum(outcome));
-        if (taken[i].claimed_entry) row.Set(kEntry, PointerGetDatum(&taken[i].entry));
+        if (taken[i].claim_no != 0) row.Set(kEntry, Int64GetDatum(taken[i].claim_no));
         rows[row_count++] = heap_form_tuple(RelationGetDescr(rel), row.values, row.nulls);
       }
       if (rel != nullptr) {
@@ -2103,7 +2092,7 @@ bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, Timest
     Row row(place, segment, 'r', id, attempt);
     row.Set(kLeaseUntil, TimestampTzGetDatum(lease_until));
     row.Set(kAt, TimestampTzGetDatum(now));
-    if (was.claimed_entry) row.Set(kEntry, PointerGetDatum(&was.entry));
+    if (was.claim_no != 0) row.Set(kEntry, Int64GetDatum(was.claim_no));
     HeapTuple tuple = heap_form_tuple(RelationGetDescr(rel), row.values, row.nulls);
     InsertRows(rel, &tuple, 1, 0);
     table_close(rel, NoLock);

@@ -61,7 +61,7 @@ enum Column : int {
   kDedupeKey,   // entry: the job's dedupe key (NULL: none; pgq.dedupe_holds names the job)
   kDedupeFor,   // entry: how long the key stays taken after the job (NULL: not at all)
   kLastError,   // claimed entry: the error of the attempt before (NULL: none)
-  kEntry,       // receipt or closure of a claimed entry: that entry's tid in its segment
+  kEntry,       // claimed entry, its receipts and closure: its claim's number (pgq.claim_seq)
   kColumns = kEntry
 };
 
@@ -95,6 +95,7 @@ struct NewEntry {
   Datum dedupe_key = 0;  // text; 0: none
   Datum dedupe_for = 0;  // interval; 0: none
   Datum last_error = 0;  // text; 0: none (a claimed entry's, AppendClaimed)
+  int64 claim_no = 0;    // a claimed entry's number (AppendClaimed); 0: an entry 'e'
 };
 
 // Appends entries (one insert, under the insert lock). False, with nothing
@@ -109,9 +110,11 @@ bool Append(const Place& place, const NewEntry* entries, int count);
 // its lease entered, dropped again if the transaction rolls back. No
 // cursor ever hands out an 'a' (they take 'e' only), and an 'a' never
 // moves the rebuild's cursor: the row was claimed in claim order from the
-// table, not from the ring. Its receipts and closure name it (kEntry):
-// its id and attempt alone may repeat in a ring (a job retried from the
-// dead-letter table starts its attempts again). leased[i]: false where
+// table, not from the ring. It and its receipts and closure carry its
+// claim's number (NewEntry::claim_no, kEntry, drawn by the caller from a
+// sequence): its id and attempt alone may repeat in a ring (a job retried
+// from the dead-letter table starts its attempts again), and a row's
+// place changes in a dump and restore. leased[i]: false where
 // the lease map had no room — that job's row is closed ('m') at once and
 // the caller keeps it a running row of pgq.job_rows. False, with nothing
 // written, when no lane is to be had.
@@ -201,10 +204,10 @@ struct Lease {
   // commits (then it goes) or rolls back (then it holds again), so that
   // whoever asks meanwhile waits for it, as for a table job's row lock.
   TransactionId closer_xid;
-  int32 claimed_by;    // the claiming backend's pid (its receipt's), 0: not known
-  bool grouped;        // its entry has a group key (a row of pgq.group_holds counts it)
-  bool keyed;          // its entry has a dedupe key (its row of pgq.dedupe_holds names it)
-  bool claimed_entry;  // its entry is an 'a' (AppendClaimed): its rows name it (kEntry)
+  int32 claimed_by;  // the claiming backend's pid (its receipt's), 0: not known
+  bool grouped;      // its entry has a group key (a row of pgq.group_holds counts it)
+  bool keyed;        // its entry has a dedupe key (its row of pgq.dedupe_holds names it)
+  int64 claim_no;    // its entry is an 'a' (AppendClaimed) of this number (kEntry); 0: an 'e'
 };
 // The lease of `id`, if a ring job of this database runs with it: false
 // when there is none, or its closer committed or is this transaction.

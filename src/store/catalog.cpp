@@ -26,6 +26,7 @@ const Catalog& InstalledCatalog() {
     const Oid jobs = get_relname_relid("job_rows", schema);
     found.jobs = jobs;
     found.job_id_seq = get_relname_relid("job_id_seq", schema);
+    found.claim_seq = get_relname_relid("claim_seq", schema);
     if (OidIsValid(jobs)) {
       JobColumns& c = found.job_columns;
       HeapTuple relation = SearchSysCache1(RELOID, ObjectIdGetDatum(jobs));

@@ -20,6 +20,7 @@ struct JobColumns {
 struct Catalog {
   Oid jobs;           // pgq.job_rows, InvalidOid while not installed
   Oid job_id_seq;     // pgq.job_id_seq
+  Oid claim_seq;      // pgq.claim_seq (3.0): the numbers of entries claimed as written
   Oid running_index;  // jobs_lease_idx: (queue_id, lease_until) of running jobs
   Oid ready_index;    // jobs_ready_idx: (queue_id, - priority, run_at, id) of pending jobs
   Oid dead_jobs;      // pgq.dead_jobs (partitioned since 1.2)

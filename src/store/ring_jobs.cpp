@@ -422,7 +422,14 @@ void TakeOnto(pg::SpiSession& spi, int32 queue_id, const pg::Result& jobs, Times
     const Known* rings = KnownOf(spi, queue_id);
     const KnownRing* ring = rings == nullptr ? nullptr : rings->Of(level);
     std::unique_ptr<bool[]> leased(new bool[count]());
-    if (ring != nullptr) {
+    const Oid numbers = InstalledCatalog().claim_seq;
+    if (ring != nullptr && OidIsValid(numbers)) {
+      // Each entry's claim number, which its receipts and closure carry.
+      pg::Guard([&] {
+        for (pg::job_ring::NewEntry& entry : entries) {
+          entry.claim_no = nextval_internal(numbers, false);
+        }
+      });
       const pg::job_ring::Place place = ring->place;  // KnownOf's map may change below
       if (pg::job_ring::AppendClaimed(place, entries.data(), attempts.data(),
                                       static_cast<int>(count), now, until, leased.get())) {
@@ -570,7 +577,7 @@ bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Le
     // as the row's lock would (a late completion of the attempt before
     // lands if that claim rolls back, ADR 0003).
     const TransactionId claim = lease->claim_xid;
-    if (!lease->claimed_entry || !pg::Guard([&] {
+    if (lease->claim_no == 0 || !pg::Guard([&] {
           return TransactionIdIsValid(claim) && !TransactionIdIsCurrentTransactionId(claim) &&
                  TransactionIdIsInProgress(claim);
         })) {

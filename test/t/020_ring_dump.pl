@@ -102,5 +102,36 @@ is(sql('dst', "SELECT count(*) FROM pgq.claim('gq', 10)"), '0', 'dst: the group\
 is(sql('dst', "SELECT pgq.complete($ghead, 1)"), 't', 'dst: the group\'s head completes');
 is(sql('dst', "SELECT id FROM pgq.claim('gq', 10)"), $gnext, 'dst: then its next job is handed out');
 
+# Rows claimed onto the ring (entries 'a', ADR 0028 "Rows claimed onto the
+# rings") through a dump: a restore writes the rows again, densely (a
+# rolled-back claim's dead row leaves no place behind), so an entry 'a' and
+# its receipts and closure are tied by the claim's number they carry, not
+# by a place. A retry completed before the dump stays completed, one
+# running at the dump completes with its attempt once, one pending is
+# handed out once.
+sql('src', q{SELECT pgq.create_queue('cr', lease => '1 hour');});
+my @retries = lines(sql('src', "SELECT id FROM pgq.enqueue_many('cr', array_fill('{}'::jsonb, ARRAY[3])) AS id"));
+is(sql('src', "SELECT count(*) FROM pgq.claim('cr', 3)"), '3', 'claimed rows: three claimed');
+is(sql('src', "SELECT string_agg(pgq.fail(id, 1, 'again', retry_in => '0 seconds')::text, ',' ORDER BY id) "
+	  . "FROM unnest(ARRAY[" . join(',', @retries) . "]::bigint[]) id"), 'retry,retry,retry',
+	'claimed rows: each failed once, a retry waiting as a row');
+sql('src', "BEGIN; SELECT count(*) FROM pgq.claim('cr', 3); ROLLBACK");
+my ($cr_done, $cr_running) = lines(sql('src', "SELECT id FROM pgq.claim('cr', 2) ORDER BY id"));
+is(sql('src', "SELECT pgq.complete($cr_done, 2)"), 't', 'claimed rows: one retry completed');
+is(sql('src', "SELECT count(*) FROM pgq.job_log WHERE kind = 'a' AND id IN ($cr_done, $cr_running)"), '2',
+	'claimed rows: both are entries claimed as written');
+$node->command_ok([ 'pg_dump', '-Fc', '-d', $node->connstr('src'), '-f', $dump ], 'claimed rows: pg_dump -Fc');
+sql('postgres', 'CREATE DATABASE dst2');
+$node->command_ok([ 'pg_restore', '--exit-on-error', '-d', $node->connstr('dst2'), $dump ],
+	'claimed rows: pg_restore');
+is(sql('src', "SELECT pgq.complete($cr_running, 2)"), 't', 'claimed rows: src completes its running one');
+is(sql('dst2', "SELECT string_agg(id::text, ',') FROM pgq.jobs WHERE id IN ($cr_done, $cr_running)"),
+	$cr_running, 'claimed rows, dst: the completed one is not unfinished, the running one is');
+is(sql('dst2', "SELECT id || ' ' || attempt FROM pgq.claim('cr', 10)"), "$retries[2] 2",
+	'claimed rows, dst: only the pending retry is handed out');
+is(sql('dst2', "SELECT pgq.complete($cr_done, 2)"), 'f', 'claimed rows, dst: the completed one stays completed');
+is(sql('dst2', "SELECT pgq.complete($cr_running, 2)"), 't', 'claimed rows, dst: the running one completes');
+is(sql('dst2', "SELECT pgq.complete($cr_running, 2)"), 'f', 'claimed rows, dst: once');
+
 $node->stop;
 done_testing();
