@@ -67,6 +67,11 @@ class CompactTests(JobRowsTestCase):
         big = {"kind": "toast", "blob": "x" * 300_000}
         self.enqueue(self.admin, "q", big)
         running = self.admin.execute("SELECT id, attempt FROM pgq.claim('q', 1)").fetchone()
+        # Progress reported keeps the running job a row of pgq.job_rows
+        # wherever its claim put it: once the maintenance has given priority
+        # 5 a ring of its own, the claim takes the row onto it (ADR 0028,
+        # "Rows claimed onto the rings"), and progress moves it back.
+        self.assertTrue(self.scalar("SELECT pgq.progress(%s, %s, '{\"step\": 1}')", running))
         self.churn(2000)
         before, node = self.jobs(), self.filenode()
         self.assertEqual(len(before), 6)
