@@ -425,7 +425,12 @@ void UndoOne(const Undo& u) {
     return;
   }
   if (u.kind == UndoKind::kDropLease) {
-    DropLease(u.key);
+    // Only this claim's: its row is pending again as soon as the abort is
+    // in the commit log (before this callback), and another claim may have
+    // taken it and put its own lease under the same key meanwhile.
+    WithSlot(u.key, [&](LeaseSlot* slot, uint32 hash) {
+      if (slot != nullptr && slot->lease.claim_xid == u.lease.claim_xid) RemoveSlot(slot, hash);
+    });
     return;
   }
   if (u.kind == UndoKind::kGiveBack) DropLease(u.key);
