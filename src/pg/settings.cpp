@@ -29,6 +29,7 @@ int compact_min_size_kb = 2048;
 int max_consumers_per_stream = 100;
 int monitoring_count_limit = 1000;
 int max_batch_bytes = 64 * 1024 * 1024;
+bool claim_rows_onto_rings = false;
 
 }  // namespace
 
@@ -130,6 +131,12 @@ void DefineSettings() {
       "next_batch holds at most about this much; it always has at least one event.",
       &max_batch_bytes, 64 * 1024 * 1024, 1, INT_MAX, PGC_SUSET, GUC_UNIT_BYTE, nullptr, nullptr,
       nullptr);
+  DefineCustomBoolVariable(
+      "pgq.claim_rows_onto_rings", "Whether a claim takes due rows of pgq.job_rows onto rings.",
+      "On: a retry or scheduled job claimed by a queue on rings runs as an entry of its ring "
+      "(ADR 0028, \"Rows claimed onto the rings\"); off (the default until a race a stress test "
+      "found is understood): it is claimed in place and runs as a row.",
+      &claim_rows_onto_rings, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   DefineCustomStringVariable(
       "pgq.databases", "Databases where the background workers run.",
       "A comma-separated list of database names. Empty: every database with pgq_cpp installed.",
@@ -140,6 +147,8 @@ void DefineSettings() {
 int MaintenanceIntervalMillis() { return maintenance_interval_ms; }
 
 int WaitRecheckMillis() { return wait_recheck_ms; }
+
+bool ClaimRowsOntoRings() { return claim_rows_onto_rings; }
 
 int64 RingTurnMicros() { return static_cast<int64>(ring_turn_ms) * 1000; }
 

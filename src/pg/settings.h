@@ -24,6 +24,9 @@ int MaintenanceIntervalMillis();
 // nothing will wake it sooner, before it looks again (api/claim.cpp,
 // api/stream_batches.cpp).
 int WaitRecheckMillis();
+// pgq.claim_rows_onto_rings: whether a claim of a ring queue takes its due
+// rows onto the rings (service/claim.cpp; ADR 0028).
+bool ClaimRowsOntoRings();
 // pgq.ring_turn: how long a segment of a queue's ring is current at least.
 int64 RingTurnMicros();
 // The queues' rings in shared memory (pg/job_ring.h): lanes and leases, for

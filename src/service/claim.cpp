@@ -71,7 +71,7 @@ int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 
   // claim that PeekReady found nothing due for takes none: it is made to
   // keep the claim hint and its alarm.)
   std::vector<int32> onto;
-  if (pg::job_ring::Available()) {
+  if (pg::job_ring::Available() && pg::ClaimRowsOntoRings()) {
     for (const store::ring::QueueRing& ring : rings) onto.push_back(ring.priority);
   }
   const std::vector<int32>* onto_rings = onto.empty() ? nullptr : &onto;
