@@ -2073,7 +2073,9 @@ bool Close(const Place& place, int64 id, int32 attempt, char outcome, TimestampT
   return closed;
 }
 
-bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, TimestampTz lease_until) {
+bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, TimestampTz lease_until,
+            TransactionId* wait_for) {
+  if (wait_for != nullptr) *wait_for = InvalidTransactionId;
   if (leases == nullptr) return false;
   ReserveUndo(1);
   bool extended = false;
@@ -2081,7 +2083,7 @@ bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, Timest
     int segment = -1;
     Lease was{};
     extended = WithLease(id, LW_EXCLUSIVE, [&](LeaseSlot* slot, const LeaseKey& key, uint32 hash) {
-      if (slot == nullptr || !HoldsNow(slot, hash, nullptr)) return false;
+      if (slot == nullptr || !HoldsNow(slot, hash, wait_for)) return false;
       if (slot->lease.attempt != attempt || !Held(slot->lease)) return false;
       segment = SegmentOf(place, slot->lease.entry_relid);
       if (segment < 0) return false;  // a lease of an earlier ring (TakeLease)

@@ -229,7 +229,8 @@ bool Close(const Place& place, int64 id, int32 attempt, char outcome, TimestampT
            TransactionId* wait_for = nullptr);
 int Close(const Place& place, const int64* ids, const int32* attempts, int count, char outcome,
           TimestampTz now, bool* closed, TransactionId* wait_for = nullptr);
-bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, TimestampTz lease_until);
+bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, TimestampTz lease_until,
+            TransactionId* wait_for = nullptr);
 
 // The entry of a running ring job (its payload and the rest), read by its
 // lease: for moving it to pgq.job_rows.

@@ -409,7 +409,9 @@ void KeepRingHistory(pg::SpiSession& spi, int32 queue_id, const std::vector<Ring
 bool Complete(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum result,
               TimestampTz now) {
   if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
-    return ring::Complete(spi, lease, id, attempt, result, now);
+    // Not held on the ring: maybe moved into pgq.job_rows meanwhile
+    // (ring_jobs.h Running).
+    if (ring::Complete(spi, lease, id, attempt, result, now)) return true;
   }
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(attempt));
@@ -484,7 +486,10 @@ int32 CompleteMany(pg::SpiSession& spi, const Scope& scope, Datum ids, Datum att
                                      queue_leases.data(), static_cast<int>(queue_ids.size()), now);
       from = to;
     }
-    if (all_on_rings) return on_rings;
+    // One not held on its ring may have been moved into pgq.job_rows
+    // meanwhile (ring_jobs.h Running): the statement below looks there (the
+    // jobs completed on the rings have no row).
+    if (all_on_rings && on_rings == static_cast<int32>(ring_jobs.size())) return on_rings;
   }
   pg::Params params;
   params.Set(0, ids).Set(1, attempts);
@@ -527,7 +532,9 @@ FailOutcome Fail(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attemp
   if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
     const int64 delay_us =
         retry_in_us ? *retry_in_us : RetryDelayOfQueue(spi, lease.queue_id, attempt);
-    return ring::Fail(spi, lease, id, attempt, error, delay_us, now);
+    const FailOutcome outcome = ring::Fail(spi, lease, id, attempt, error, delay_us, now);
+    if (outcome != FailOutcome::kLost) return outcome;
+    // Not held on the ring: maybe moved into pgq.job_rows meanwhile.
   }
   const int64 delay_us = retry_in_us ? *retry_in_us : NextRetryDelay(spi, id, attempt);
   pg::Params retry;

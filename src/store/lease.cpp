@@ -50,7 +50,9 @@ UPDATE pgq.job_rows SET progress = $3
 std::optional<TimestampTz> Extend(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt,
                                   TimestampTz lease_until) {
   if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
-    return ring::Extend(spi, lease, id, attempt, lease_until);
+    // Not held on the ring: maybe moved into pgq.job_rows meanwhile
+    // (ring_jobs.h Running).
+    if (auto extended = ring::Extend(spi, lease, id, attempt, lease_until)) return extended;
   }
   pg::Params params;
   params.Set(0, Int64GetDatum(id))
@@ -65,7 +67,8 @@ std::optional<TimestampTz> Extend(pg::SpiSession& spi, const Scope& scope, int64
 
 bool Release(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt) {
   if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
-    return ring::GiveBack(spi, lease, id, attempt, std::nullopt, true);
+    // Not held on the ring: maybe moved into pgq.job_rows meanwhile.
+    if (ring::GiveBack(spi, lease, id, attempt, std::nullopt, true)) return true;
   }
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(attempt));
@@ -79,7 +82,8 @@ bool Release(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt) {
 bool Snooze(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, TimestampTz run_at,
             bool due_now) {
   if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
-    return ring::GiveBack(spi, lease, id, attempt, run_at, due_now);
+    // Not held on the ring: maybe moved into pgq.job_rows meanwhile.
+    if (ring::GiveBack(spi, lease, id, attempt, run_at, due_now)) return true;
   }
   pg::Params params;
   params.Set(0, Int64GetDatum(id))
@@ -96,8 +100,11 @@ bool Snooze(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Ti
 }
 
 bool SetProgress(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attempt, Datum progress) {
+  // Moved into pgq.job_rows first, where progress is kept; not held on
+  // the ring, it may have been moved there meanwhile: the statement finds
+  // it or nothing.
   if (pg::job_ring::Lease lease; ring::Running(spi, scope, id, &lease)) {
-    if (!ring::MoveToTable(spi, lease, id, attempt, pg::Now())) return false;
+    (void)ring::MoveToTable(spi, lease, id, attempt, pg::Now());
   }
   pg::Params params;
   params.Set(0, Int64GetDatum(id)).Set(1, Int32GetDatum(attempt)).Set(2, progress);

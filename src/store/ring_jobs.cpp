@@ -792,8 +792,16 @@ std::optional<TimestampTz> Extend(pg::SpiSession& spi, const pg::job_ring::Lease
                                   int32 attempt, TimestampTz lease_until) {
   pg::job_ring::Place place;
   if (!RingOfLease(spi, lease, &place)) return std::nullopt;
-  if (!pg::job_ring::Extend(place, id, attempt, pg::Now(), lease_until)) return std::nullopt;
-  return lease_until;
+  // Another transaction's close of it in progress (it took the lease out
+  // after Running's look): its end says whether the lease holds again.
+  for (;;) {
+    TransactionId closer = InvalidTransactionId;
+    if (pg::job_ring::Extend(place, id, attempt, pg::Now(), lease_until, &closer)) {
+      return lease_until;
+    }
+    if (!TransactionIdIsValid(closer)) return std::nullopt;
+    pg::job_ring::WaitForCloser(closer);
+  }
 }
 
 bool MoveToTable(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id, int32 attempt,

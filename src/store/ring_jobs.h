@@ -146,6 +146,15 @@ int64 RunningCount(pg::SpiSession& spi, int32 queue_id);
 // The lease of `id` if it is a running ring job of a queue in `scope`;
 // while another transaction's completion or move of it is in progress,
 // waits for that transaction first (pg/job_ring.h Lease::closer_xid).
+//
+// The ends below (Complete, Fail, GiveBack, Extend, MoveToTable,
+// CompleteMany) take the lease out after this look, and another
+// transaction may take it out in between: they wait for that one's end,
+// and when it committed they find no lease and say "not held". The job may
+// then be a running row of pgq.job_rows (a progress report or a turn's
+// carry moved it, its attempt and lease kept), so every caller that got
+// "not held" from the ring goes on to the table's statement, which ends it
+// there or finds nothing (another attempt holds it, or it ended).
 bool Running(pg::SpiSession& spi, const Scope& scope, int64 id, pg::job_ring::Lease* lease);
 
 // Completes (id, attempt) on its ring: false if another attempt holds it.

@@ -162,6 +162,8 @@ class RingStressTest(PgqTestCase):
         self.assertEqual(self.scalar("SELECT count(*) FROM produced"), JOBS)
         # Every committed job completed or cancelled exactly once (the
         # primary key), nothing else.
+        if completed + cancelled != JOBS:
+            self.print_unfinished()
         self.assertEqual(completed + cancelled, JOBS, (completed, cancelled))
         self.assertEqual(
             self.scalar(
@@ -279,3 +281,23 @@ class RingGivenTest(PgqTestCase):
         maintainer.execute("SELECT pgq.maintain()")
         reader.execute("SELECT 1")  # still open, the pass did not wait for it
         self.assertIsNotNone(self.scalar(ring_of_old), "the next pass gave the queue its ring")
+
+    def print_unfinished(self):
+        """Where each unfinished job is, for whoever reads the failure: its
+        ring rows that the truncations left, its row, its dead-letter row,
+        what pgq.jobs says."""
+        where = {
+            "ring rows": "SELECT tableoid::regclass, ctid, kind, attempt, lease_until, at, outcome,"
+            " claimed_by, entry FROM pgq.job_log WHERE id = %s ORDER BY tableoid, ctid",
+            "pgq.job_rows": "SELECT * FROM pgq.job_rows WHERE id = %s",
+            "pgq.dead_jobs": "SELECT * FROM pgq.dead_jobs WHERE id = %s",
+            "pgq.jobs": "SELECT * FROM pgq.jobs WHERE id = %s",
+        }
+        unfinished = self.admin.execute(
+            "SELECT p.job FROM produced p LEFT JOIN outcome o USING (job) WHERE o.job IS NULL"
+        ).fetchall()
+        for (job,) in unfinished:
+            print(f"unfinished job {job}:")
+            for name, sql in where.items():
+                for row in self.admin.execute(sql, (job,)).fetchall():
+                    print(f"  {name}: {row}")
