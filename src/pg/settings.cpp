@@ -29,7 +29,7 @@ int compact_min_size_kb = 2048;
 int max_consumers_per_stream = 100;
 int monitoring_count_limit = 1000;
 int max_batch_bytes = 64 * 1024 * 1024;
-bool claim_rows_onto_rings = false;
+bool claim_rows_onto_rings = true;
 
 }  // namespace
 
@@ -134,9 +134,9 @@ void DefineSettings() {
   DefineCustomBoolVariable(
       "pgq.claim_rows_onto_rings", "Whether a claim takes due rows of pgq.job_rows onto rings.",
       "On: a retry or scheduled job claimed by a queue on rings runs as an entry of its ring "
-      "(ADR 0028, \"Rows claimed onto the rings\"); off (the default until a race a stress test "
-      "found is understood): it is claimed in place and runs as a row.",
-      &claim_rows_onto_rings, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+      "(ADR 0028, \"Rows claimed onto the rings\"); off: it is claimed in place and runs as a "
+      "row, as in 2.x.",
+      &claim_rows_onto_rings, true, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   DefineCustomStringVariable(
       "pgq.databases", "Databases where the background workers run.",
       "A comma-separated list of database names. Empty: every database with pgq_cpp installed.",

@@ -25,8 +25,6 @@ use Test::More;
 use PgqTap;
 
 my $node = pgq_node('ring_restart');
-# Rows claimed onto the rings (ADR 0028), off by default: on here.
-$node->append_conf('postgresql.conf', "pgq.claim_rows_onto_rings = on\n");
 $node->append_conf('postgresql.conf', "max_prepared_transactions = 4\n");
 $node->start;
 

@@ -20,8 +20,6 @@ use Test::More;
 use PgqTap;
 
 my $node = pgq_node('ring_dump');
-# Rows claimed onto the rings (ADR 0028), off by default: on here.
-$node->append_conf('postgresql.conf', "pgq.claim_rows_onto_rings = on\n");
 # No maintenance worker in either database (it would turn the rings).
 $node->append_conf('postgresql.conf', "pgq.databases = 'postgres'");
 $node->start;
