@@ -3,7 +3,7 @@
 
 EXTENSION  = pgq_cpp
 MODULE_big = pgq_cpp
-# The full install script of the current version (pgq_cpp--3.0.sql), and
+# The full install script of the current version (pgq_cpp--3.1.sql), and
 # release 1.0's with the update scripts from each release to the next (for
 # ALTER EXTENSION pgq_cpp UPDATE): every sql/pgq_cpp--*.sql.
 DATA       = $(sort $(wildcard sql/pgq_cpp--*.sql))

@@ -74,6 +74,12 @@ SELECT s AS statement, pg_temp.error_of(s) AS error FROM (VALUES
   ($$SELECT pgq.enqueue_many('q', NULL)$$),
   ($$SELECT pgq.enqueue_many('q', ARRAY['{}', NULL]::jsonb[])$$),
   ($$SELECT pgq.enqueue_many('q', ARRAY[['{}'], ['{}']]::jsonb[])$$),
+  -- enqueue_many's keys: one for all or one per payload, each 1 to 512 bytes
+  ($$SELECT pgq.enqueue_many('q', ARRAY['{}', '{}', '{}']::jsonb[], group_keys => ARRAY['a', 'b'])$$),
+  ($$SELECT pgq.enqueue_many('q', ARRAY['{}']::jsonb[], group_keys => '{}')$$),
+  ($$SELECT pgq.enqueue_many('q', ARRAY['{}', '{}']::jsonb[], dedupe_keys => ARRAY['k', ''])$$),
+  ($$SELECT pgq.enqueue_many('q', ARRAY['{}']::jsonb[], group_keys => ARRAY[repeat('g', 513)])$$),
+  ($$SELECT pgq.enqueue_many('q', ARRAY['{}']::jsonb[], dedupe_keys => ARRAY[['k'], ['l']])$$),
   -- infinite times mean nothing for a job
   ($$SELECT pgq.enqueue('q', '{}', run_at => '-infinity')$$),
   ($$SELECT pgq.enqueue('q', '{}', run_at => 'infinity')$$),

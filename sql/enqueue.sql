@@ -35,6 +35,36 @@ SELECT j.payload, j.priority, j.id = (:'many_ids'::bigint[])[(j.payload->>'i')::
   FROM pgq.jobs j WHERE j.payload ? 'i' ORDER BY j.id;
 SELECT count(*) AS empty_batch FROM pgq.enqueue_many('signup', '{}'::jsonb[]);
 
+-- enqueue_many with keys (3.1): a key for every payload or one per
+-- payload, NULL for none. A taken dedupe key answers with its holder's id
+-- in its payload's place, an earlier payload of the same call included;
+-- ids stay in input order.
+SELECT pgq.create_queue('import', group_concurrency => 1);
+SELECT pgq.enqueue('import', '{"seen": 0}', dedupe_key => 'row-0') AS held \gset
+SELECT array_agg(id ORDER BY n) AS keyed_ids
+  FROM pgq.enqueue_many('import',
+                        ARRAY['{"r": 1}', '{"r": 2}', '{"r": 3}', '{"r": 4}', '{"r": 5}']::jsonb[],
+                        group_keys => ARRAY['tenant-a', 'tenant-a', NULL, 'tenant-b', 'tenant-a'],
+                        dedupe_keys => ARRAY['row-1', 'row-2', 'row-1', 'row-0', NULL])
+       WITH ORDINALITY AS t(id, n) \gset
+SELECT (:'keyed_ids'::bigint[])[3] = (:'keyed_ids'::bigint[])[1] AS duplicate_in_call_gets_first,
+       (:'keyed_ids'::bigint[])[4] = :held AS held_key_gets_holder,
+       cardinality(:'keyed_ids'::bigint[]) AS ids;
+SELECT payload->>'r' AS r, group_key, dedupe_key, state
+  FROM pgq.jobs WHERE queue_id = (SELECT queue_id FROM pgq.queues WHERE name = 'import')
+ ORDER BY id;
+-- One key for every payload: the group's first job is claimable, the others
+-- wait behind it (group_concurrency 1).
+SELECT count(*) AS in_group_c
+  FROM pgq.enqueue_many('import', ARRAY['{"c": 1}', '{"c": 2}', '{"c": 3}']::jsonb[],
+                        group_keys => ARRAY['tenant-c']);
+SELECT group_key, count(*) FILTER (WHERE state = 'p') AS ready,
+       count(*) FILTER (WHERE state = 'w') AS waiting
+  FROM pgq.jobs WHERE group_key = 'tenant-c' GROUP BY group_key;
+-- One dedupe key for every payload: one job, every id its.
+SELECT count(DISTINCT id) AS one_job
+  FROM pgq.enqueue_many('import', ARRAY['{"d": 1}', '{"d": 2}']::jsonb[], dedupe_keys => ARRAY['once']) AS id;
+
 -- Large payloads are refused, with the limit in a setting.
 SET pgq.max_payload_bytes = 64;
 SELECT pgq.enqueue('signup', jsonb_build_object('blob', repeat('x', 100)));

@@ -24,9 +24,19 @@ export interface EnqueueManyOptions {
    * job is dead-lettered with reason 'dependency_failed'. An id the server does not know rejects (23503).
    */
   after?: readonly (JobId | number | bigint)[] | null;
+  /**
+   * Group keys (pgq_cpp 3.1): one for every job (a string) or one per job (an array; null: that job has
+   * none). The queue's group_concurrency applies to each key.
+   */
+  groupKeys?: string | readonly (string | null)[] | null;
+  /**
+   * Dedupe keys (pgq_cpp 3.1): one for every job or one per job. A taken key gives its holder's id in
+   * that job's place (an earlier job of the same call included), as enqueue does.
+   */
+  dedupeKeys?: string | readonly (string | null)[] | null;
 }
 
-export interface EnqueueOptions extends EnqueueManyOptions {
+export interface EnqueueOptions extends Omit<EnqueueManyOptions, 'groupKeys' | 'dedupeKeys'> {
   /** While a pending or running job of the queue holds this key, enqueue returns its id and adds nothing. */
   dedupeKey?: string | null;
   /**

@@ -169,6 +169,63 @@ std::vector<int64> LockedParents(pg::SpiSession& spi, const std::vector<int64>& 
   return std::move(parents.live);
 }
 
+// How enqueue treats a job, decided once per call.
+struct EnqueueHow {
+  bool has_max_attempts;  // else the queue's max_attempts
+  bool has_period;        // a dedupe_for was given
+  bool replace;           // on_duplicate => 'replace'
+};
+
+// One job into queue `name`: its id, or, its dedupe key taken, the key's
+// holder's. `after` (nullptr: none): the parents, locked into `parents`
+// (job.parents set to them) once the queue's lock and the right are
+// taken, in that order, on the first try; already locked: `after` nullptr
+// and job.parents set by the caller.
+int64 EnqueueOne(pg::SpiSession& spi, std::string_view name, store::NewJob& job,
+                 const EnqueueHow& how, const std::vector<int64>* after,
+                 std::vector<int64>* parents) {
+  const bool has_dedupe = job.dedupe_key != 0;
+  for (int tries = 0; tries < kDedupeTries; ++tries) {
+    // Locked on every try: a try that found the key's holder gone may mean
+    // the queue was dropped meanwhile, and then this raises undefined_object.
+    const pg::CachedQueue queue = LockQueueForEnqueue(spi, name);
+    service::RequireRight(spi, queue.id, name, core::kProduce);
+    if (after != nullptr && tries == 0) {
+      *parents = LockedParents(spi, *after);
+      job.parents = parents;
+    }
+    if (!how.has_max_attempts) job.max_attempts = queue.max_attempts;
+    if (how.has_period && !queue.dedupe_periods) MarkDedupePeriods(spi, queue.id);
+    if (how.replace && !queue.dedupe_replaces) MarkDedupeReplaces(spi, queue.id);
+    const store::Queue target{queue.id,
+                              name,
+                              queue.notify,
+                              how.has_period || queue.dedupe_periods,
+                              queue.group_concurrency,
+                              queue.ring_id,
+                              queue.max_attempts,
+                              how.replace || queue.dedupe_replaces};
+    const std::optional<int64> id =
+        how.replace ? store::Replace(spi, target, job) : store::Insert(spi, target, job);
+    if (id) return *id;
+    // Nothing inserted: only a taken dedupe key skips the row.
+    if (!has_dedupe) pg::Raise(ERRCODE_INTERNAL_ERROR, "enqueue inserted no row");
+    // A live holder that appeared meanwhile is replaced on the next try.
+    if (how.replace && store::KeyHolder(spi, queue.id, job.dedupe_key, pg::Now(), true) != 0) {
+      continue;
+    }
+    if (const int64 holder = store::KeyHolder(spi, queue.id, job.dedupe_key, pg::Now());
+        holder != 0) {
+      return holder;
+    }
+  }
+  pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
+            "could not enqueue with dedupe_key: its holder kept changing",
+            "The job holding the key finished between our insert and our lookup " +
+                std::to_string(kDedupeTries) + " times.",
+            "Retry the transaction.");
+}
+
 }  // namespace
 
 }  // namespace pgq::api
@@ -233,48 +290,12 @@ PGQ_FUNCTION(pgq_enqueue) {
                     group,
                     has_period ? PG_GETARG_DATUM(7) : static_cast<Datum>(0)};
   std::vector<int64> parents;
-  for (int tries = 0; tries < api::kDedupeTries; ++tries) {
-    // Locked on every try: a try that found the key's holder gone may mean
-    // the queue was dropped meanwhile, and then this raises undefined_object.
-    const pg::CachedQueue queue = api::LockQueueForEnqueue(spi, name);
-    service::RequireRight(spi, queue.id, name, core::kProduce);
-    if (after && tries == 0) {
-      parents = api::LockedParents(spi, *after);
-      job.parents = &parents;
-    }
-    if (!has_max_attempts) job.max_attempts = queue.max_attempts;
-    if (has_period && !queue.dedupe_periods) api::MarkDedupePeriods(spi, queue.id);
-    if (replace && !queue.dedupe_replaces) api::MarkDedupeReplaces(spi, queue.id);
-    const store::Queue target{queue.id,
-                              name,
-                              queue.notify,
-                              has_period || queue.dedupe_periods,
-                              queue.group_concurrency,
-                              queue.ring_id,
-                              queue.max_attempts,
-                              replace || queue.dedupe_replaces};
-    const std::optional<int64> id =
-        replace ? store::Replace(spi, target, job) : store::Insert(spi, target, job);
-    if (id) PG_RETURN_INT64(*id);
-    // Nothing inserted: only a taken dedupe key skips the row.
-    if (!has_dedupe) pg::Raise(ERRCODE_INTERNAL_ERROR, "enqueue inserted no row");
-    // A live holder that appeared meanwhile is replaced on the next try.
-    if (replace && store::KeyHolder(spi, queue.id, job.dedupe_key, pg::Now(), true) != 0) {
-      continue;
-    }
-    if (const int64 holder = store::KeyHolder(spi, queue.id, job.dedupe_key, pg::Now());
-        holder != 0) {
-      PG_RETURN_INT64(holder);
-    }
-  }
-  pg::Raise(ERRCODE_T_R_SERIALIZATION_FAILURE,
-            "could not enqueue with dedupe_key: its holder kept changing",
-            "The job holding the key finished between our insert and our lookup " +
-                std::to_string(api::kDedupeTries) + " times.",
-            "Retry the transaction.");
+  PG_RETURN_INT64(api::EnqueueOne(spi, name, job, {has_max_attempts, has_period, replace},
+                                  after ? &*after : nullptr, &parents));
 }
 
-// enqueue_many(queue, payloads, run_at, priority, after): ids in input order.
+// enqueue_many(queue, payloads, run_at, priority, after, group_keys,
+// dedupe_keys): ids in input order.
 PGQ_FUNCTION(pgq_enqueue_many) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   if (pg::ArgIsNull(fcinfo, 1)) {
@@ -286,11 +307,15 @@ PGQ_FUNCTION(pgq_enqueue_many) {
   const pg::PayloadArray payload_array = pg::PayloadsArg(fcinfo, 1);
   ArrayType* payloads = payload_array.array;
   const int count = payload_array.count;
+  const std::vector<Datum> group_keys =
+      pg::KeysForJobsArg(fcinfo, 5, count, "group_keys", core::kMaxKeyBytes);
+  const std::vector<Datum> dedupe_keys =
+      pg::KeysForJobsArg(fcinfo, 6, count, "dedupe_keys", core::kMaxDedupeKeyBytes);
 
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
   // Ids are copied out of SPI's memory into the per-query context before
-  // SPI_finish, then sorted: that is input order.
+  // SPI_finish, in input order.
   auto ids = pg::MakeSmallVector<int64, 128>(rsinfo->econtext->ecxt_per_query_memory);
   {
     pg::SpiSession spi;
@@ -299,16 +324,42 @@ PGQ_FUNCTION(pgq_enqueue_many) {
     pg::LockQueueShared(queue.id);
     std::vector<int64> parents;
     if (after) parents = api::LockedParents(spi, *after);
-    const pg::Result inserted = store::InsertMany(
-        spi, {queue.id, name, queue.notify, false, 1, queue.ring_id, queue.max_attempts},
-        PointerGetDatum(payloads), run_at, priority, &parents);
-    if (inserted.empty()) service::RaiseUnknownQueue(name);
-    ids.reserve(inserted.size());
-    const int id_column = inserted.ColumnNumber("id");
-    for (uint64 row = 0; row < inserted.size(); ++row)
-      ids.push_back(inserted.Int64(row, id_column));
+    if (!group_keys.empty() || !dedupe_keys.empty()) {
+      // Jobs with keys, one at a time as enqueue makes them (a group's
+      // room under its lock, a taken key answered with its holder's id),
+      // in input order; ids in that order, a holder's where its key was
+      // taken (by an earlier payload of the same call too).
+      for (int i = 0; i < count; ++i) {
+        const Datum group_key = group_keys.empty() ? 0 : group_keys[static_cast<size_t>(i)];
+        std::string_view group;
+        if (group_key != 0) {
+          const text* key = reinterpret_cast<const text*>(DatumGetPointer(group_key));
+          group = std::string_view(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+        }
+        store::NewJob job{payload_array.elements[i],
+                          run_at,
+                          priority,
+                          0,
+                          dedupe_keys.empty() ? 0 : dedupe_keys[static_cast<size_t>(i)],
+                          group_key,
+                          group,
+                          0};
+        if (after) job.parents = &parents;
+        ids.push_back(api::EnqueueOne(spi, name, job, {false, false, false}, nullptr, nullptr));
+      }
+    } else {
+      const pg::Result inserted = store::InsertMany(
+          spi, {queue.id, name, queue.notify, false, 1, queue.ring_id, queue.max_attempts},
+          PointerGetDatum(payloads), run_at, priority, &parents);
+      if (inserted.empty()) service::RaiseUnknownQueue(name);
+      ids.reserve(inserted.size());
+      const int id_column = inserted.ColumnNumber("id");
+      for (uint64 row = 0; row < inserted.size(); ++row)
+        ids.push_back(inserted.Int64(row, id_column));
+      // Drawn in input order from one sequence: sorted, they are in it.
+      std::sort(ids.begin(), ids.end());
+    }
   }
-  std::sort(ids.begin(), ids.end());
   for (const int64 id : ids) {
     Datum value = Int64GetDatum(id);
     bool is_null = false;

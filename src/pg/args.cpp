@@ -216,6 +216,48 @@ PayloadArray PayloadsArg(FunctionCallInfo fcinfo, int index) {
   return payloads;
 }
 
+std::vector<Datum> KeysForJobsArg(FunctionCallInfo fcinfo, int index, int count, const char* what,
+                                  std::size_t max_bytes) {
+  std::vector<Datum> keys;
+  if (ArgIsNull(fcinfo, index)) return keys;
+  ArrayType* array = Guard([&] { return PG_GETARG_ARRAYTYPE_P(index); });
+  if (ARR_NDIM(array) > 1) {
+    Raise(ERRCODE_ARRAY_SUBSCRIPT_ERROR, std::string(what) + " must be a one-dimensional array");
+  }
+  Datum* elements = nullptr;
+  bool* nulls = nullptr;
+  int given = 0;
+  Guard([&] {
+    deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elements, &nulls, &given);
+  });
+  if (given != 1 && given != count) {
+    Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+          std::string(what) + " must have one element, or one per payload (" +
+              std::to_string(count) + ")",
+          "It has " + std::to_string(given) + ".",
+          "One element applies to every payload; a NULL element gives its payload none.");
+  }
+  keys.reserve(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    const int at = given == 1 ? 0 : i;
+    if (nulls[at]) {
+      keys.push_back(0);
+      continue;
+    }
+    const text* element = reinterpret_cast<const text*>(DatumGetPointer(elements[at]));
+    const std::size_t bytes = VARSIZE_ANY_EXHDR(element);
+    if (bytes == 0 || bytes > max_bytes) {
+      Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+            std::string(what) + " at position " + std::to_string(at + 1) + " must be 1 to " +
+                std::to_string(max_bytes) + " bytes",
+            "It is " + std::to_string(bytes) + " bytes.",
+            "Use a hash of a longer key, for example md5(key).");
+    }
+    keys.push_back(elements[at]);
+  }
+  return keys;
+}
+
 void CheckPayloadSize(Datum payload, int64 position) {
   // The uncompressed size, read from the varlena header without detoasting.
   const Size bytes = Guard([&] { return toast_raw_datum_size(payload); }) - VARHDRSZ;

@@ -75,6 +75,14 @@ struct PayloadArray {
   int count;
 };
 PayloadArray PayloadsArg(FunctionCallInfo fcinfo, int index);
+// A text[] of keys for `count` jobs (enqueue_many's group_keys and
+// dedupe_keys, named `what`): NULL gives none (an empty vector); else one
+// element for every job or one per job (22023 otherwise), one dimension
+// (2202E), each element 1 to `max_bytes` bytes (22023, naming its
+// position) or NULL (that job has no key: 0). `count` Datums, pointing into
+// the (detoasted) array, valid for the call.
+std::vector<Datum> KeysForJobsArg(FunctionCallInfo fcinfo, int index, int count, const char* what,
+                                  std::size_t max_bytes);
 
 // A text argument cut to at most `max_bytes` (at a character boundary, the
 // cut marked with core::kTruncatedMarker); NULL stays NULL (0).

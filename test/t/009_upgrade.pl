@@ -1,7 +1,7 @@
 
 # The upgrade path (ADR 0024). A fresh CREATE EXTENSION runs the full
 # install script of the default version; a database that installed an
-# earlier release (1.0, 1.1, 1.2, 2.0, 2.0.1) and holds live jobs is updated
+# earlier release (1.0, 1.1, 1.2, 2.0, 2.0.1, 3.0) and holds live jobs is updated
 # with ALTER EXTENSION pgq_cpp UPDATE through the update scripts. Each ends
 # with the same catalog as the fresh install (every member of the extension
 # with its definition, privileges and comment, every column in its place,
@@ -35,7 +35,7 @@ my $node = pgq_node('main');
 # launcher and the handler workers of the last section.
 $node->append_conf('postgresql.conf', "max_worker_processes = 16\n");
 $node->start;
-for my $db (qw(fresh old old11 old12 old20 old201))
+for my $db (qw(fresh old old11 old12 old20 old201 old30))
 {
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
 }
@@ -46,8 +46,8 @@ is( $node->safe_psql(
 		'postgres',
 		"SELECT string_agg(version, ',' ORDER BY version) FROM pg_available_extension_versions "
 		  . "WHERE name = 'pgq_cpp'"),
-	"1.0,1.1,1.2,2.0,2.0.1,$default",
-	"releases 1.0, 1.1, 1.2, 2.0 and 2.0.1 and the default version $default are installable");
+	"1.0,1.1,1.2,2.0,2.0.1,3.0,$default",
+	"releases 1.0, 1.1, 1.2, 2.0, 2.0.1 and 3.0 and the default version $default are installable");
 
 $node->safe_psql('fresh', 'CREATE EXTENSION pgq_cpp');
 is($node->safe_psql('fresh', "SELECT extversion FROM pg_extension WHERE extname = 'pgq_cpp'"),
@@ -210,7 +210,7 @@ INSERT INTO pgq.team_members (team_id, name) SELECT team_id, 'ann' FROM pgq.team
 my ($run_id, $run_attempt) = split /\|/,
   $node->safe_psql('old', "SELECT id, attempt FROM pgq.jobs WHERE state = 'r'");
 my $doomed = $node->safe_psql('old', 'SELECT id FROM pgq.dead_jobs');
-refused('old', "SELECT pgq.enqueue('mail', '{}')", '1.0 catalog, 3.0 library: enqueue');
+refused('old', "SELECT pgq.enqueue('mail', '{}')", '1.0 catalog, newer library: enqueue');
 refused('old', 'SELECT * FROM pgq.queue_stats', '1.0 catalog: a view calling our functions');
 refused('old', 'SELECT * FROM pgq.maintain()', '1.0 catalog: maintain');
 
@@ -474,8 +474,8 @@ INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, die
 VALUES (nextval('pgq.job_id_seq'), 'mail', '{"n": "dead"}', 1, 'boom', 'exhausted', now(), 0, 1, now(),
         (SELECT current FROM pgq.segment_rings WHERE ring = 'dead_7'));
 });
-refused('old201', "SELECT count(*) FROM pgq.list_jobs('mail')", '2.0.1 catalog, 3.0 library: list_jobs');
-refused('old201', "SELECT count(*) FROM pgq.job(1)", '2.0.1 catalog, 3.0 library: job');
+refused('old201', "SELECT count(*) FROM pgq.list_jobs('mail')", '2.0.1 catalog, newer library: list_jobs');
+refused('old201', "SELECT count(*) FROM pgq.job(1)", '2.0.1 catalog, newer library: job');
 $node->safe_psql('old201', 'ALTER EXTENSION pgq_cpp UPDATE');
 is($node->safe_psql('old201', $catalog), $fresh_catalog,
 	'2.0.1 updated: exactly the catalog of a fresh install');
@@ -498,6 +498,39 @@ is( $node->safe_psql(
 		  . "SELECT count(*) FROM pgq.rings WHERE ring_id < 0; "
 		  . "SELECT to_regclass('pgq.segment_rings') IS NULL"),
 	"done,dead\n22\nt", '2.0.1 updated: after a pass, the rings are adopted and the kept jobs are there');
+
+# --- release 3.0, in use -> the default version ----------------------------------
+# A queue with a pending job and a running one (rows of pgq.job_rows, as a
+# 3.0 database holds its retries and scheduled jobs; its rings are rebuilt
+# from their own rows after the update as after any start). 3.1 changes
+# enqueue_many's signature (group and dedupe keys): the old one is gone.
+$node->safe_psql(
+	'old30', q{
+CREATE EXTENSION pgq_cpp VERSION '3.0';
+INSERT INTO pgq.queues (name, max_attempts, lease, backoff_base, backoff_max, retention, notify)
+VALUES ('mail', 3, '2 minutes', '1 second', '1 hour', '1 day', false);
+INSERT INTO pgq.job_rows (id, queue_id, state, priority, run_at, attempt, max_attempts, enqueued_at,
+                          payload, lease_until, claimed_at)
+SELECT nextval('pgq.job_id_seq'), queue_id, s.state, 0, now(), s.attempt, 3, now(), s.payload,
+       s.lease_until, s.claimed_at
+  FROM pgq.queues,
+       (VALUES ('p'::"char", 0, '{"n": "pending"}'::jsonb, NULL::timestamptz, NULL::timestamptz),
+               ('r', 1, '{"n": "running"}', now() + interval '1 hour', now())) AS s(state, attempt, payload, lease_until, claimed_at);
+});
+refused('old30', "SELECT pgq.enqueue('mail', '{}')", '3.0 catalog, newer library: enqueue');
+$node->safe_psql('old30', 'ALTER EXTENSION pgq_cpp UPDATE');
+is($node->safe_psql('old30', $catalog), $fresh_catalog,
+	'3.0 updated: exactly the catalog of a fresh install');
+is( $node->safe_psql(
+		'old30', q{
+SELECT pgq.complete(id, 1) FROM pgq.job_rows WHERE state = 'r';
+SELECT payload->>'n', attempt FROM pgq.claim('mail');
+SELECT count(*) FROM pgq.enqueue_many('mail', ARRAY['{}', '{}']::jsonb[], group_keys => ARRAY['g']);
+}),
+	"t
+pending|1
+2",
+	'3.0 updated: the running job completes with its attempt, the pending one is claimed, enqueue_many takes keys');
 
 # --- handler workers on an older catalog (ADR 0024) ---------------------------------
 # The maintenance worker starts a database's handler workers once its pass

@@ -6,7 +6,7 @@ namespace pgq::core {
 namespace {
 
 TEST(CompareVersions, OrdersTheReleasesAsTheUpdateChain) {
-  const char* chain[] = {"1.0", "1.1", "1.2", "2.0", "2.0.1", "2.1", "2.10", "3.0"};
+  const char* chain[] = {"1.0", "1.1", "1.2", "2.0", "2.0.1", "2.1", "2.10", "3.0", "3.1"};
   for (std::size_t i = 0; i < sizeof(chain) / sizeof(chain[0]); ++i) {
     EXPECT_EQ(CompareVersions(chain[i], chain[i]), 0) << chain[i];
     for (std::size_t j = i + 1; j < sizeof(chain) / sizeof(chain[0]); ++j) {

@@ -1,6 +1,6 @@
 'use strict';
 
-const { interval, jobIds, pgqCall } = require('./sql');
+const { interval, jobIds, keysOfJobs, pgqCall } = require('./sql');
 
 // The options of enqueue and enqueueMany and the pgq arguments they fill. An
 // option left out (or null) keeps the server's default, and is not sent:
@@ -16,7 +16,14 @@ const ENQUEUE_OPTIONS = {
   onDuplicate: 'on_duplicate',
   after: AFTER,
 };
-const ENQUEUE_MANY_OPTIONS = { runAt: 'run_at', priority: 'priority', after: AFTER };
+// groupKeys and dedupeKeys (pgq_cpp 3.1): one key for every job, or one each.
+const ENQUEUE_MANY_OPTIONS = {
+  runAt: 'run_at',
+  priority: 'priority',
+  after: AFTER,
+  groupKeys: ['group_keys', keysOfJobs, 'text[]'],
+  dedupeKeys: ['dedupe_keys', keysOfJobs, 'text[]'],
+};
 
 /** A queue to send jobs to, on the caller's connection and in its transaction. */
 class Queue {
@@ -41,6 +48,9 @@ class Queue {
   /**
    * Enqueues many jobs in one statement; resolves to their ids in input
    * order. With `after`, every one of them waits for the same jobs.
+   * `groupKeys` / `dedupeKeys`: a key for every job (a string) or one per
+   * job (an array, null for none); a taken dedupe key gives its holder's id
+   * in that job's place, as enqueue does.
    */
   async enqueueMany(client, payloads, options = {}) {
     const values = [this.name, payloads.map((payload) => JSON.stringify(payload))];

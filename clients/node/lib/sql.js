@@ -47,4 +47,15 @@ function jobIds(value) {
   return value.map((id) => (id == null ? null : String(id)));
 }
 
-module.exports = { pgqCall, interval, jobIds };
+/**
+ * Keys for enqueueMany's jobs as a text[] parameter: a string is one key
+ * for every job, an array one per job (a null element: that job has none).
+ * The server checks the count and each key (22023).
+ */
+function keysOfJobs(value) {
+  if (typeof value === 'string') return [value];
+  if (!Array.isArray(value)) throw new TypeError(`keys are a string or an array of them, not ${String(value)}`);
+  return value.map((key) => (key == null ? null : String(key)));
+}
+
+module.exports = { pgqCall, interval, jobIds, keysOfJobs };

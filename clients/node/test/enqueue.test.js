@@ -127,6 +127,35 @@ test('enqueueMany returns the ids in input order', async () => {
   assert.ok(claimed.every((job) => job.priority === 2));
 });
 
+test('enqueueMany takes group and dedupe keys: one for every job or one each', async () => {
+  const held = await queue.enqueue(db.admin, { row: 0 }, { dedupeKey: 'row-0' });
+  const ids = await queue.enqueueMany(db.admin, [{ row: 1 }, { row: 2 }, { row: 1 }, { row: 0 }], {
+    groupKeys: 'tenant-a',
+    dedupeKeys: ['row-1', 'row-2', 'row-1', 'row-0'],
+  });
+  // A key taken by an earlier job of the call, or before it: its holder's id.
+  assert.equal(ids[2], ids[0]);
+  assert.equal(ids[3], held);
+  const { rows } = await db.admin.query(
+    'SELECT id, group_key, dedupe_key FROM pgq.jobs WHERE id = ANY ($1::bigint[]) ORDER BY id',
+    [ids.slice(0, 2)],
+  );
+  assert.deepEqual(rows, [
+    { id: ids[0], group_key: 'tenant-a', dedupe_key: 'row-1' },
+    { id: ids[1], group_key: 'tenant-a', dedupe_key: 'row-2' },
+  ]);
+  const oneEach = await queue.enqueueMany(db.admin, [{}, {}], { groupKeys: ['tenant-b', null] });
+  const groups = await db.admin.query('SELECT group_key FROM pgq.jobs WHERE id = ANY ($1::bigint[]) ORDER BY id', [
+    oneEach,
+  ]);
+  assert.deepEqual(
+    groups.rows.map((row) => row.group_key),
+    ['tenant-b', null],
+  );
+  await assert.rejects(queue.enqueueMany(db.admin, [{}, {}, {}], { dedupeKeys: ['a', 'b'] }), { code: '22023' });
+  await assert.rejects(queue.enqueueMany(db.admin, [{}], { groupKeys: 7 }), TypeError);
+});
+
 test('server errors carry their SQLSTATE; an unknown option sends nothing', async () => {
   await assert.rejects(new Queue('no_such_queue').enqueue(db.admin, {}), (err) => {
     assert.ok(err instanceof pg.DatabaseError);

@@ -54,8 +54,15 @@ export async function misuse(pool: Pool): Promise<void> {
   const ids: string[] = await welcome.enqueueMany(pool, [{ userId: 1, email: 'a@example.com' }], { priority: 2 });
   // @ts-expect-error the payload has the queue's type
   await welcome.enqueue(pool, { userId: 'one', email: 'b@example.com' });
-  // @ts-expect-error enqueueMany takes only runAt and priority
+  // @ts-expect-error enqueueMany takes keys for its jobs (dedupeKeys), not one dedupeKey
   await welcome.enqueueMany(pool, [], { dedupeKey: 'k' });
+  await welcome.enqueueMany(pool, [{ userId: 2, email: 'b@example.com' }], {
+    groupKeys: 'tenant-a',
+    dedupeKeys: ['signup:2'],
+  });
+  await welcome.enqueueMany(pool, [], { groupKeys: ['tenant-a', null] });
+  // @ts-expect-error enqueue takes one groupKey, not groupKeys
+  await welcome.enqueue(pool, { userId: 3, email: 'c@example.com' }, { groupKeys: 'tenant-a' });
   // @ts-expect-error job ids are strings (bigint)
   const id: number = await welcome.enqueue(pool, { userId: 1, email: 'c@example.com' });
   // @ts-expect-error a worker needs a handler

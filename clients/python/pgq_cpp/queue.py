@@ -24,8 +24,15 @@ _ENQUEUE = f"SELECT pgq.enqueue(%s, %s, {_RUN_AT}, %s, %s, %s, %s"
 _DEDUPE_FOR = ", dedupe_for => %s::interval"
 _ON_DUPLICATE = ", on_duplicate => %s::text"
 _AFTER = ", after => %s::bigint[]"
+_GROUP_KEYS = ", group_keys => %s::text[]"
+_DEDUPE_KEYS = ", dedupe_keys => %s::text[]"
 _ENQUEUE_MANY = f"SELECT e.id FROM pgq.enqueue_many(%s, %s, {_RUN_AT}, %s"
 _ENQUEUE_MANY_END = ") WITH ORDINALITY AS e(id, n) ORDER BY e.n"
+
+
+def _keys(keys: str | Iterable[str | None]) -> list[str | None]:
+    """Keys of enqueue_many's jobs: a string is one for every job."""
+    return [keys] if isinstance(keys, str) else list(keys)
 
 
 def _parents(after: Iterable[int]) -> list[int]:
@@ -124,13 +131,24 @@ class Queue:
         run_at: datetime | None = None,
         priority: int = 0,
         after: Iterable[int] | None = None,
+        group_keys: str | Iterable[str | None] | None = None,
+        dedupe_keys: str | Iterable[str | None] | None = None,
     ) -> list[int]:
         """Adds one job per payload in one statement (``pgq.enqueue_many``);
         returns their ids in the payloads' order. ``after``: as for
-        ``enqueue``; every job waits for the same parents."""
+        ``enqueue``; every job waits for the same parents. ``group_keys``,
+        ``dedupe_keys`` (pgq_cpp 3.1): one key (a string) for every job, or
+        one per job (``None``: that job has none); a taken dedupe key gives
+        its holder's id in that job's place, as ``enqueue`` does."""
         sql = _ENQUEUE_MANY
         params: list[Any] = [self.name, [Jsonb(p) for p in payloads], run_at, priority]
         if after is not None:
             sql += _AFTER
             params.append(_parents(after))
+        if group_keys is not None:
+            sql += _GROUP_KEYS
+            params.append(_keys(group_keys))
+        if dedupe_keys is not None:
+            sql += _DEDUPE_KEYS
+            params.append(_keys(dedupe_keys))
         return [int(r[0]) for r in execute(conn, sql + _ENQUEUE_MANY_END, params, tuple_row)]

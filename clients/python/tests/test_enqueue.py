@@ -132,6 +132,37 @@ class EnqueueTest(PgqTestCase):
         self.assertEqual([stored[i] for i in ids], [(p, later, 7) for p in payloads])
         self.assertEqual(EMAILS.enqueue_many(conn, []), [])
 
+    def test_enqueue_many_takes_group_and_dedupe_keys(self) -> None:
+        conn = self.connect(autocommit=True)
+        held = EMAILS.enqueue(conn, {"row": 0}, dedupe_key="row-0")
+        ids = EMAILS.enqueue_many(
+            conn,
+            [{"row": 1}, {"row": 2}, {"row": 1}, {"row": 0}],
+            group_keys="tenant-a",
+            dedupe_keys=["row-1", "row-2", "row-1", "row-0"],
+        )
+        # A key taken by an earlier payload, or by a job before the call:
+        # its holder's id in that place.
+        self.assertEqual(ids[2], ids[0])
+        self.assertEqual(ids[3], held)
+        self.assertEqual(
+            self.admin.execute(
+                "SELECT id, group_key, dedupe_key FROM pgq.jobs WHERE id = ANY (%s) ORDER BY id",
+                (ids[:2],),
+            ).fetchall(),
+            [(ids[0], "tenant-a", "row-1"), (ids[1], "tenant-a", "row-2")],
+        )
+        # One key per payload, None for none; a count that fits neither is 22023.
+        one_each = EMAILS.enqueue_many(conn, [{}, {}], group_keys=["tenant-b", None])
+        self.assertEqual(
+            self.admin.execute(
+                "SELECT group_key FROM pgq.jobs WHERE id = ANY (%s) ORDER BY id", (one_each,)
+            ).fetchall(),
+            [("tenant-b",), (None,)],
+        )
+        with self.assertRaises(errors.InvalidParameterValue):
+            EMAILS.enqueue_many(conn, [{}, {}, {}], dedupe_keys=["a", "b"])
+
     def test_server_errors_are_psycopg_errors_with_their_sqlstate(self) -> None:
         conn = self.connect()
         with self.assertRaises(errors.UndefinedObject) as unknown:

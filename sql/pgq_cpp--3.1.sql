@@ -1,4 +1,4 @@
--- pgq_cpp 3.0: a durable job queue inside PostgreSQL. The full install
+-- pgq_cpp 3.1: a durable job queue inside PostgreSQL. The full install
 -- script of the current release (issue 32, ADR 0024): CREATE EXTENSION
 -- pgq_cpp runs this file alone. The update scripts (pgq_cpp--1.0.sql and
 -- pgq_cpp--A--B.sql) are kept for databases that installed an earlier
@@ -857,14 +857,16 @@ COMMENT ON FUNCTION pgq.enqueue(text, jsonb, timestamp with time zone, integer, 
     'adds a job in the caller''s transaction and returns its id; a dedupe_key held by a live job (or finished within its dedupe_for) returns the holder''s id, or with on_duplicate => ''replace'' updates a holder that has not started; with after, the job waits until those jobs are done (dead-lettered with dependency_failed if one dies); produce right (and a right on each parent''s queue)';
 
 CREATE FUNCTION pgq.enqueue_many(
-    queue    text,
-    payloads jsonb[],
-    run_at   timestamptz DEFAULT pg_catalog.now(),
-    priority integer     DEFAULT 0,
-    after    bigint[]    DEFAULT NULL)
+    queue       text,
+    payloads    jsonb[],
+    run_at      timestamptz DEFAULT pg_catalog.now(),
+    priority    integer     DEFAULT 0,
+    after       bigint[]    DEFAULT NULL,
+    group_keys  text[]      DEFAULT NULL,
+    dedupe_keys text[]      DEFAULT NULL)
 RETURNS SETOF bigint AS 'MODULE_PATHNAME', 'pgq_enqueue_many' LANGUAGE C VOLATILE ROWS 100;
-COMMENT ON FUNCTION pgq.enqueue_many(text, jsonb[], timestamp with time zone, integer, bigint[]) IS
-    'adds one job per payload in one statement and returns their ids in input order; with after, each waits for those jobs (a fan-out behind one parent, or many children behind the same parents); produce right';
+COMMENT ON FUNCTION pgq.enqueue_many(text, jsonb[], timestamp with time zone, integer, bigint[], text[], text[]) IS
+    'adds one job per payload in one statement and returns their ids in input order; with after, each waits for those jobs (a fan-out behind one parent, or many children behind the same parents); group_keys and dedupe_keys: one key for every payload or one per payload (NULL: none), a taken dedupe key answered with its holder''s id as enqueue does; produce right';
 
 CREATE FUNCTION pgq.claim(
     queue text,
