@@ -1,0 +1,461 @@
+#include "core/fair_order.h"
+
+#include <algorithm>
+#include <new>
+
+namespace pgq::core {
+
+// The block: the header, then the key slots, the offer cells and the heap
+// of active keys (slot numbers), each array aligned as its first member.
+struct FairOrder::Header {
+  FairSizes sizes;
+  int32_t filed;        // offers in the keys' FIFOs
+  int32_t skipping;     // keys skipping
+  int32_t keys_in_use;  // slots holding a key
+  int32_t free_head;    // the free cells, linked by Cell::next
+  int32_t free_count;
+  int32_t heap_size;
+  bool low_skipping;    // a skipping key went down to half its room since the last sweep
+  bool pool_bound;      // a key skipped for want of a cell since the last sweep
+  int32_t targets;      // the sweep's keys (targets(), by mark)
+  int32_t next_target;  // the first of them the sweep has not reached
+  int32_t active;       // reached, with room still
+  uint64_t now;         // V: the start of the turn served last
+  uint64_t turns;       // a number for each activation, the ties' order
+};
+
+struct FairOrder::Key {
+  uint64_t hash;
+  uint64_t finish;  // F: where the key's next turn ends
+  uint64_t seq;     // when it entered the heap (ties)
+  FairPlace mark;   // skipping: its first entry not filed
+  uint32_t weight;
+  int32_t head;  // its FIFO of cells, -1 when empty
+  int32_t tail;
+  int32_t count;
+  int32_t heap_index;   // -1 when not in the heap
+  int32_t next_parked;  // Take: the keys passed over, linked
+  bool used;
+  bool skipping;
+  bool target;  // one of the sweep's keys, not yet full
+  bool active;  // the sweep has read on from its mark
+};
+
+struct FairOrder::Cell {
+  FairPlace place;
+  int32_t next;
+};
+
+namespace {
+
+std::size_t AlignUp(std::size_t n) { return (n + 7) & ~std::size_t{7}; }
+
+}  // namespace
+
+std::size_t FairOrder::BytesFor(const FairSizes& sizes) {
+  return AlignUp(sizeof(Header)) + AlignUp(sizeof(Key) * static_cast<std::size_t>(sizes.keys)) +
+         AlignUp(sizeof(Cell) * static_cast<std::size_t>(sizes.offers)) +
+         2 * AlignUp(sizeof(int32_t) * static_cast<std::size_t>(sizes.keys));
+}
+
+FairOrder::Header& FairOrder::header() { return *reinterpret_cast<Header*>(this); }
+const FairOrder::Header& FairOrder::header() const {
+  return *reinterpret_cast<const Header*>(this);
+}
+FairOrder::Key* FairOrder::keys() {
+  return reinterpret_cast<Key*>(reinterpret_cast<char*>(this) + AlignUp(sizeof(Header)));
+}
+const FairOrder::Key* FairOrder::keys() const {
+  return reinterpret_cast<const Key*>(reinterpret_cast<const char*>(this) +
+                                      AlignUp(sizeof(Header)));
+}
+FairOrder::Cell* FairOrder::cells() {
+  return reinterpret_cast<Cell*>(
+      reinterpret_cast<char*>(keys()) +
+      AlignUp(sizeof(Key) * static_cast<std::size_t>(header().sizes.keys)));
+}
+int32_t* FairOrder::heap() {
+  return reinterpret_cast<int32_t*>(
+      reinterpret_cast<char*>(cells()) +
+      AlignUp(sizeof(Cell) * static_cast<std::size_t>(header().sizes.offers)));
+}
+
+int32_t* FairOrder::targets() {
+  return heap() +
+         AlignUp(sizeof(int32_t) * static_cast<std::size_t>(header().sizes.keys)) / sizeof(int32_t);
+}
+
+FairOrder* FairOrder::Make(void* memory, const FairSizes& sizes) {
+  FairOrder* order = static_cast<FairOrder*>(memory);
+  Header& h = *new (memory) Header{};
+  h.sizes = sizes;
+  Key* key = order->keys();
+  for (int32_t i = 0; i < sizes.keys; ++i) new (&key[i]) Key{};
+  Cell* cell = order->cells();
+  for (int32_t i = 0; i < sizes.offers; ++i)
+    new (&cell[i]) Cell{0, i + 1 < sizes.offers ? i + 1 : -1};
+  h.free_head = sizes.offers > 0 ? 0 : -1;
+  h.free_count = sizes.offers;
+  return order;
+}
+
+int32_t FairOrder::FiledCount() const { return header().filed; }
+int32_t FairOrder::SkippingKeys() const { return header().skipping; }
+int32_t FairOrder::KeysInUse() const { return header().keys_in_use; }
+
+bool FairOrder::SweepWanted() const {
+  const Header& h = header();
+  if (h.skipping == 0 || !h.low_skipping) return false;
+  // A batch's worth of room: a key's, or, when the cells ran out, a
+  // quarter of them (each sweep reads from the least mark: it must file
+  // enough to pay for that).
+  const int32_t usable = h.free_count - h.sizes.reserve;
+  const int32_t batch =
+      h.pool_bound ? std::max<int32_t>(h.sizes.per_key, (h.sizes.offers - h.sizes.reserve) / 4)
+                   : h.sizes.per_key / 2 + 1;
+  return usable >= std::min(batch, h.sizes.offers - h.sizes.reserve);
+}
+
+// Linear probing over every slot; `make`: a free slot is taken for a key
+// not found (-1 when none is left).
+int32_t FairOrder::SlotOf(uint64_t key, bool make) {
+  Header& h = header();
+  Key* slots = keys();
+  const int32_t n = h.sizes.keys;
+  int32_t at = static_cast<int32_t>(key % static_cast<uint64_t>(n));
+  for (int32_t probes = 0; probes < n; ++probes, at = at + 1 == n ? 0 : at + 1) {
+    if (!slots[at].used) {
+      if (!make) return -1;
+      slots[at] = Key{};
+      slots[at].used = true;
+      slots[at].hash = key;
+      slots[at].head = slots[at].tail = -1;
+      slots[at].heap_index = -1;
+      slots[at].weight = 1;
+      ++h.keys_in_use;
+      return at;
+    }
+    if (slots[at].hash == key) return at;
+  }
+  return -1;
+}
+
+// Backward-shift deletion: the keys after it in its probe run move up, so
+// that a lookup never stops early at the hole.
+void FairOrder::FreeSlot(int32_t slot) {
+  Header& h = header();
+  Key* slots = keys();
+  int32_t* order = heap();
+  const int32_t n = h.sizes.keys;
+  slots[slot].used = false;
+  --h.keys_in_use;
+  int32_t hole = slot;
+  for (int32_t at = hole + 1 == n ? 0 : hole + 1; slots[at].used; at = at + 1 == n ? 0 : at + 1) {
+    const int32_t home = static_cast<int32_t>(slots[at].hash % static_cast<uint64_t>(n));
+    // Stays if its home lies cyclically in (hole, at].
+    const bool stays = hole < at ? (home > hole && home <= at) : (home > hole || home <= at);
+    if (stays) continue;
+    slots[hole] = slots[at];
+    if (slots[hole].heap_index >= 0) order[slots[hole].heap_index] = hole;
+    slots[at].used = false;
+    hole = at;
+  }
+}
+
+bool FairOrder::Before(int32_t a, int32_t b) {
+  const Key* slots = keys();
+  if (slots[a].finish != slots[b].finish) return slots[a].finish < slots[b].finish;
+  return slots[a].seq < slots[b].seq;
+}
+
+void FairOrder::HeapSiftUp(int32_t at) {
+  int32_t* order = heap();
+  Key* slots = keys();
+  while (at > 0) {
+    const int32_t parent = (at - 1) / 2;
+    if (!Before(order[at], order[parent])) break;
+    std::swap(order[at], order[parent]);
+    slots[order[at]].heap_index = at;
+    slots[order[parent]].heap_index = parent;
+    at = parent;
+  }
+}
+
+void FairOrder::HeapSiftDown(int32_t at) {
+  int32_t* order = heap();
+  Key* slots = keys();
+  const int32_t size = header().heap_size;
+  for (;;) {
+    int32_t least = at;
+    const int32_t left = 2 * at + 1, right = left + 1;
+    if (left < size && Before(order[left], order[least])) least = left;
+    if (right < size && Before(order[right], order[least])) least = right;
+    if (least == at) break;
+    std::swap(order[at], order[least]);
+    slots[order[at]].heap_index = at;
+    slots[order[least]].heap_index = least;
+    at = least;
+  }
+}
+
+void FairOrder::HeapPush(int32_t slot) {
+  Header& h = header();
+  Key& key = keys()[slot];
+  key.seq = ++h.turns;
+  const int32_t at = h.heap_size++;
+  heap()[at] = slot;
+  key.heap_index = at;
+  HeapSiftUp(at);
+}
+
+int32_t FairOrder::HeapPop() {
+  Header& h = header();
+  int32_t* order = heap();
+  Key* slots = keys();
+  const int32_t top = order[0];
+  slots[top].heap_index = -1;
+  if (--h.heap_size > 0) {
+    order[0] = order[h.heap_size];
+    slots[order[0]].heap_index = 0;
+    HeapSiftDown(0);
+  }
+  return top;
+}
+
+// A key that had no offer gets one: it starts no earlier than V.
+void FairOrder::Activate(int32_t slot) {
+  Key& key = keys()[slot];
+  key.finish = std::max(key.finish, header().now);
+  HeapPush(slot);
+}
+
+bool FairOrder::HasRoom(int32_t slot) const {
+  const Header& h = header();
+  return keys()[slot].count < h.sizes.per_key && h.free_count > h.sizes.reserve;
+}
+
+// Links a free cell (the caller saw one) holding `place` at the tail of the
+// key's FIFO.
+void FairOrder::Link(int32_t slot, uint32_t weight, FairPlace place) {
+  Header& h = header();
+  Key& key = keys()[slot];
+  key.weight = std::clamp<uint32_t>(weight, 1, kMaxFairWeight);
+  Cell* all = cells();
+  const int32_t cell = h.free_head;
+  h.free_head = all[cell].next;
+  --h.free_count;
+  all[cell] = Cell{place, -1};
+  if (key.tail >= 0) {
+    all[key.tail].next = cell;
+  } else {
+    key.head = cell;
+  }
+  key.tail = cell;
+  ++key.count;
+  ++h.filed;
+  if (key.heap_index < 0) Activate(slot);
+}
+
+FairFiled FairOrder::File(uint64_t key, uint32_t weight, FairPlace place) {
+  const int32_t slot = SlotOf(key, true);
+  if (slot < 0) return FairFiled::kNoSlot;
+  Key& k = keys()[slot];
+  if (k.skipping) return FairFiled::kSkipped;
+  if (!HasRoom(slot)) {
+    // From here on its entries are the sweeps' to file, in order.
+    Header& h = header();
+    k.skipping = true;
+    k.mark = place;
+    ++h.skipping;
+    if (k.count < h.sizes.per_key) h.pool_bound = true;
+    if (k.count <= h.sizes.per_key / 2) h.low_skipping = true;
+    return FairFiled::kSkipped;
+  }
+  Link(slot, weight, place);
+  return FairFiled::kFiled;
+}
+
+FairFiled FairOrder::FileLate(uint64_t key, uint32_t weight, FairPlace place) {
+  Header& h = header();
+  const int32_t slot = SlotOf(key, true);
+  if (slot < 0) return FairFiled::kNoSlot;
+  Key& k = keys()[slot];
+  // At or past a skipping key's mark, a sweep reads it (filing it here too
+  // would file it twice); before the mark no sweep goes back to it.
+  if (k.skipping && place >= k.mark) return FairFiled::kSkipped;
+  if (h.free_count > 0) {
+    Link(slot, weight, place);
+    return FairFiled::kFiled;
+  }
+  // No cell at all: a key made for it and left empty goes again.
+  if (k.count == 0 && !k.skipping && k.heap_index < 0) FreeSlot(slot);
+  return FairFiled::kNoSlot;
+}
+
+std::optional<FairOrder::Taken> FairOrder::Take(bool (*eligible)(void*, uint64_t), void* context) {
+  Header& h = header();
+  Key* slots = keys();
+  // The keys passed over, linked until one is chosen.
+  int32_t parked = -1;
+  int32_t chosen = -1;
+  while (h.heap_size > 0) {
+    const int32_t slot = HeapPop();
+    if (eligible == nullptr || eligible(context, slots[slot].hash)) {
+      chosen = slot;
+      break;
+    }
+    slots[slot].next_parked = parked;
+    parked = slot;
+  }
+  // V: the start of the turn served now.
+  if (chosen >= 0) h.now = std::max(h.now, slots[chosen].finish);
+  // A key passed over keeps its place in line, not credit: it is served
+  // first once eligible, at V, as a key that became active then would be.
+  // Back in the heap before TakeFrom may free a slot (which moves keys).
+  while (parked >= 0) {
+    const int32_t next = slots[parked].next_parked;
+    const uint64_t seq = slots[parked].seq;
+    slots[parked].finish = std::max(slots[parked].finish, h.now);
+    HeapPush(parked);
+    slots[parked].seq = seq;  // its place among equals kept
+    HeapSiftUp(slots[parked].heap_index);
+    parked = next;
+  }
+  if (chosen < 0) return std::nullopt;
+  return TakeFrom(chosen);
+}
+
+FairOrder::Taken FairOrder::TakeFrom(int32_t chosen) {
+  Header& h = header();
+  Key& key = keys()[chosen];
+  Cell* all = cells();
+  const int32_t cell = key.head;
+  const Taken taken{all[cell].place, key.hash};
+  key.head = all[cell].next;
+  if (key.head < 0) key.tail = -1;
+  --key.count;
+  --h.filed;
+  all[cell].next = h.free_head;
+  h.free_head = cell;
+  ++h.free_count;
+  key.finish = h.now + kFairQuantum / key.weight;
+  if (key.skipping && key.count <= h.sizes.per_key / 2) h.low_skipping = true;
+  if (key.count > 0) {
+    HeapPush(chosen);
+  } else if (!key.skipping) {
+    FreeSlot(chosen);
+  }
+  return taken;
+}
+
+std::optional<FairPlace> FairOrder::BeginSweep() {
+  Header& h = header();
+  Key* slots = keys();
+  int32_t* order = targets();
+  // The keys down to half their room (none low: every skipping key with
+  // room, as when nothing else is left to take).
+  h.targets = 0;
+  for (int pass = 0; pass < 2 && h.targets == 0; ++pass) {
+    for (int32_t i = 0; i < h.sizes.keys; ++i) {
+      const Key& k = slots[i];
+      if (!k.used || !k.skipping) continue;
+      if (pass == 0 ? k.count <= h.sizes.per_key / 2 : k.count < h.sizes.per_key) {
+        order[h.targets++] = i;
+      }
+    }
+  }
+  std::sort(order, order + h.targets,
+            [&](int32_t a, int32_t b) { return slots[a].mark < slots[b].mark; });
+  for (int32_t t = 0; t < h.targets; ++t) slots[order[t]].target = true;
+  h.next_target = 0;
+  h.active = 0;
+  if (h.targets == 0) return std::nullopt;
+  return slots[order[0]].mark;
+}
+
+FairFiled FairOrder::Sweep(uint64_t key, uint32_t weight, FairPlace place) {
+  Header& h = header();
+  const int32_t slot = SlotOf(key, false);
+  if (slot < 0) return FairFiled::kIgnored;  // not skipping: every entry of it was filed
+  Key& k = keys()[slot];
+  if (!k.target || place < k.mark) return FairFiled::kIgnored;
+  // Read on from its mark without a gap (SweepNext jumps only to a mark,
+  // and never while a key reads on).
+  if (!k.active) {
+    k.active = true;
+    ++h.active;
+  }
+  if (!HasRoom(slot)) {
+    // Its first entry not filed: the next sweep starts there.
+    k.mark = place;
+    k.target = k.active = false;
+    --h.active;
+    return FairFiled::kSkipped;
+  }
+  Link(slot, weight, place);
+  k.mark = place + 1;
+  return FairFiled::kFiled;
+}
+
+std::optional<FairPlace> FairOrder::SweepNext(FairPlace place) {
+  Header& h = header();
+  if (h.free_count <= h.sizes.reserve) return std::nullopt;  // nothing more can be filed
+  Key* slots = keys();
+  const int32_t* order = targets();
+  // A key whose mark the sweep has reached reads on from it (whether or not
+  // an entry of it came yet): no jump until it is full.
+  for (; h.next_target < h.targets && slots[order[h.next_target]].mark <= place; ++h.next_target) {
+    Key& k = slots[order[h.next_target]];
+    if (k.target && !k.active) {
+      k.active = true;
+      ++h.active;
+    }
+  }
+  if (h.active > 0) return place + 1;
+  // Nobody reading on: to the next target's mark, over what none needs.
+  while (h.next_target < h.targets && !slots[order[h.next_target]].target) ++h.next_target;
+  if (h.next_target == h.targets) return std::nullopt;
+  return std::max(place + 1, slots[order[h.next_target]].mark);
+}
+
+void FairOrder::EndSweep(FairPlace reached, bool at_cursor) {
+  Header& h = header();
+  Key* slots = keys();
+  const int32_t* order = targets();
+  for (int32_t t = 0; t < h.targets; ++t) {
+    Key& k = slots[order[t]];
+    if (k.target && at_cursor) {
+      // Not full: every entry of it from its mark to the cursor was read
+      // and filed (the sweep reads on from each mark it reaches, and jumps
+      // only to marks), none if its mark is the cursor: the cursor files
+      // the rest.
+      k.mark = reached;
+      k.skipping = false;
+      --h.skipping;
+    } else if (k.target && k.active) {
+      // Stopped on the way: filed up to `reached`, the next sweep goes on there.
+      k.mark = std::max(k.mark, reached);
+    }
+    k.target = k.active = false;
+  }
+  h.targets = h.active = h.next_target = 0;
+  h.low_skipping = h.pool_bound = false;
+  for (int32_t i = 0; i < h.sizes.keys; ++i) {
+    const Key& k = slots[i];
+    if (!k.used || !k.skipping) continue;
+    if (k.count <= h.sizes.per_key / 2) h.low_skipping = true;
+    if (k.count < h.sizes.per_key) h.pool_bound = true;
+  }
+  // Emptied keys that stopped skipping give their slots back (after the
+  // scans: a freed slot moves keys of its probe run into earlier slots).
+  for (int32_t i = 0; i < h.sizes.keys;) {
+    Key& k = slots[i];
+    if (k.used && !k.skipping && k.count == 0 && k.heap_index < 0) {
+      FreeSlot(i);  // slot i may now hold another key: looked at again
+      continue;
+    }
+    ++i;
+  }
+}
+
+}  // namespace pgq::core

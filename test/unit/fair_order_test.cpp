@@ -1,0 +1,310 @@
+#include "core/fair_order.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <vector>
+
+namespace pgq::core {
+namespace {
+
+// A ring's entries in the cursor's order (place = index), and a lane that
+// files them, takes in fair order and sweeps as pg/job_ring.cpp is to.
+struct Entry {
+  uint64_t key;
+  uint32_t weight = 1;
+};
+
+class Lane {
+ public:
+  explicit Lane(FairSizes sizes) : memory_(FairOrder::BytesFor(sizes) / 8 + 1) {
+    order_ = FairOrder::Make(memory_.data(), sizes);
+  }
+
+  void Append(uint64_t key, uint32_t weight = 1) { ring_.push_back({key, weight}); }
+  void AppendMany(uint64_t key, int n, uint32_t weight = 1) {
+    for (int i = 0; i < n; ++i) Append(key, weight);
+  }
+
+  // The cursor: files every entry up to the end of the ring (stops at one
+  // whose key finds no slot).
+  void Advance() {
+    while (cursor_ < ring_.size()) {
+      const Entry& e = ring_[cursor_];
+      if (order_->File(e.key, e.weight, cursor_) == FairFiled::kNoSlot) return;
+      ++cursor_;
+    }
+  }
+
+  // A sweep from the least mark up to the cursor.
+  void Sweep() {
+    std::optional<FairPlace> place = order_->BeginSweep();
+    if (!place) return;
+    ++sweeps_;
+    FairPlace reached = *place;
+    while (place && *place < cursor_) {
+      ++swept_reads_;
+      (void)order_->Sweep(ring_[*place].key, ring_[*place].weight, *place);
+      reached = *place + 1;
+      place = order_->SweepNext(*place);
+    }
+    const bool at_cursor = place.has_value();  // stopped by the cursor, not by SweepNext
+    order_->EndSweep(at_cursor ? cursor_ : reached, at_cursor);
+  }
+
+  // One claim, as fair_order.h says a lane makes it.
+  std::optional<FairOrder::Taken> Claim(bool (*eligible)(void*, uint64_t) = nullptr,
+                                        void* context = nullptr) {
+    Advance();
+    if (order_->SweepWanted()) {
+      Sweep();
+      Advance();
+    }
+    std::optional<FairOrder::Taken> taken = order_->Take(eligible, context);
+    if (!taken && order_->SkippingKeys() > 0) {
+      Sweep();
+      Advance();
+      taken = order_->Take(eligible, context);
+    }
+    if (taken) {
+      EXPECT_LT(taken->place, ring_.size());
+      EXPECT_EQ(ring_[taken->place].key, taken->key);
+      served_.push_back(taken->place);
+    }
+    return taken;
+  }
+
+  // Claims until nothing is left; every entry exactly once, and each key's
+  // entries in ring order.
+  void Drain() {
+    while (Claim()) {
+    }
+    Advance();
+    EXPECT_EQ(cursor_, ring_.size());
+    CheckServed();
+  }
+
+  void CheckServed() const {
+    std::vector<int> times(ring_.size(), 0);
+    std::map<uint64_t, FairPlace> last;
+    for (const FairPlace place : served_) {
+      ++times[place];
+      const uint64_t key = ring_[place].key;
+      if (last.count(key)) {
+        EXPECT_LT(last[key], place) << "key " << key << " out of its order";
+      }
+      last[key] = place;
+    }
+    for (size_t i = 0; i < served_.size() && i < times.size(); ++i) {
+      if (i < ring_.size() && times[i] > 1) ADD_FAILURE() << "entry " << i << " served twice";
+    }
+    EXPECT_EQ(static_cast<size_t>(std::count(times.begin(), times.end(), 1)), served_.size());
+  }
+
+  FairOrder& order() { return *order_; }
+  const std::vector<FairPlace>& served() const { return served_; }
+  uint64_t KeyOf(FairPlace place) const { return ring_[place].key; }
+  size_t size() const { return ring_.size(); }
+  int sweeps() const { return sweeps_; }
+  int64_t swept_reads() const { return swept_reads_; }
+
+ private:
+  std::vector<uint64_t> memory_;
+  FairOrder* order_;
+  std::vector<Entry> ring_;
+  FairPlace cursor_ = 0;
+  std::vector<FairPlace> served_;
+  int sweeps_ = 0;
+  int64_t swept_reads_ = 0;
+};
+
+constexpr FairSizes kRoomy{64, 4096, 64, 16};
+
+// Counts of each key in the served window [from, from + width).
+std::map<uint64_t, int> Window(const Lane& lane, size_t from, size_t width) {
+  std::map<uint64_t, int> counts;
+  for (size_t i = from; i < from + width; ++i) ++counts[lane.KeyOf(lane.served()[i])];
+  return counts;
+}
+
+TEST(FairOrder, ThreeKeysOfEqualWeightShareEveryWindowOfThirty) {
+  // The case: 100,000 / 1,000 / 10 ready (scaled: 3,000 / 300 /
+  // 10), the noisy import appended first.
+  Lane lane(kRoomy);
+  lane.AppendMany(1, 3000);
+  lane.AppendMany(2, 300);
+  lane.AppendMany(3, 10);
+  lane.Drain();
+  // While all three have work (the first 30 claims), and for the two
+  // while they have: exactly in turn.
+  for (size_t from = 0; from + 30 <= 30; ++from) {
+    const std::map<uint64_t, int> w = Window(lane, from, 30);
+    for (uint64_t key : {1, 2, 3}) EXPECT_NEAR(w.at(key), 10, 1) << "key " << key;
+  }
+  for (size_t from = 30; from + 30 <= 600; ++from) {
+    const std::map<uint64_t, int> w = Window(lane, from, 30);
+    EXPECT_NEAR(w.at(1), 15, 1);
+    EXPECT_NEAR(w.at(2), 15, 1);
+  }
+}
+
+TEST(FairOrder, WeightsThreeOneOneGiveEighteenSixSix) {
+  Lane lane(kRoomy);
+  lane.AppendMany(1, 600, 3);
+  lane.AppendMany(2, 200, 1);
+  lane.AppendMany(3, 200, 1);
+  lane.Drain();
+  for (size_t from = 0; from + 30 <= 900; from += 7) {
+    const std::map<uint64_t, int> w = Window(lane, from, 30);
+    EXPECT_NEAR(w.at(1), 18, 1) << "window at " << from;
+    EXPECT_NEAR(w.at(2), 6, 1) << "window at " << from;
+    EXPECT_NEAR(w.at(3), 6, 1) << "window at " << from;
+  }
+}
+
+TEST(FairOrder, AJobOfAnIdleKeyIsServedWithinOneRound) {
+  Lane lane(kRoomy);
+  lane.AppendMany(1, 500);
+  lane.AppendMany(2, 500);
+  for (int i = 0; i < 101; ++i) ASSERT_TRUE(lane.Claim());
+  // Key 3 was idle; its job is appended behind 898 others.
+  lane.Append(3);
+  const size_t before = lane.served().size();
+  std::map<uint64_t, int> ahead;
+  for (;;) {
+    const std::optional<FairOrder::Taken> taken = lane.Claim();
+    ASSERT_TRUE(taken);
+    if (taken->key == 3) break;
+    ++ahead[taken->key];
+  }
+  // At most one claim of each active key before it.
+  EXPECT_LE(lane.served().size() - before - 1, 2u);
+  for (const auto& [key, n] : ahead) EXPECT_LE(n, 1) << "key " << key;
+  lane.Drain();
+}
+
+TEST(FairOrder, AKeyPassedOverKeepsItsTurn) {
+  Lane lane(kRoomy);
+  lane.AppendMany(1, 10);
+  lane.AppendMany(2, 10);
+  bool key1_allowed = false;
+  auto allow = [](void* context, uint64_t key) { return key != 1 || *static_cast<bool*>(context); };
+  // Key 1 is at its cap: key 2 is served meanwhile.
+  for (int i = 0; i < 3; ++i) {
+    const std::optional<FairOrder::Taken> taken = lane.Claim(allow, &key1_allowed);
+    ASSERT_TRUE(taken);
+    EXPECT_EQ(taken->key, 2u);
+  }
+  // Room again: key 1 is owed its turns (its F did not move), so it comes first.
+  key1_allowed = true;
+  const std::optional<FairOrder::Taken> next = lane.Claim(allow, &key1_allowed);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->key, 1u);
+  // Nothing eligible: none, and nothing is lost.
+  key1_allowed = false;
+  auto none = [](void*, uint64_t) { return false; };
+  EXPECT_FALSE(lane.order().Take(none, nullptr));
+  lane.Drain();
+}
+
+TEST(FairOrder, SkippingKeepsEachKeysOrderAndServesEveryEntryOnce) {
+  // Four offers a key, 24 cells: the noisy key skips, sweeps refill it.
+  Lane lane(FairSizes{16, 24, 4, 4});
+  lane.AppendMany(1, 400);
+  lane.AppendMany(2, 40);
+  lane.AppendMany(3, 5);
+  lane.AppendMany(1, 100);
+  lane.Append(4);
+  lane.Drain();
+  EXPECT_GT(lane.sweeps(), 0);
+  EXPECT_EQ(lane.served().size(), lane.size());
+  // A sweep stops once the noisy key is full: about two reads a claim.
+  EXPECT_LT(static_cast<double>(lane.swept_reads()) / static_cast<double>(lane.size()), 2.5);
+  // The late key 4 still came early: the cursor reached it at once.
+  const auto at = std::find_if(lane.served().begin(), lane.served().end(),
+                               [&](FairPlace p) { return lane.KeyOf(p) == 4; });
+  EXPECT_LT(at - lane.served().begin(), 8);
+}
+
+TEST(FairOrder, MoreKeysThanSlotsWaitForASlotAndLoseNothing) {
+  Lane lane(FairSizes{4, 64, 8, 4});
+  for (uint64_t key = 1; key <= 20; ++key) lane.AppendMany(key, 3);
+  lane.Drain();
+  EXPECT_EQ(lane.served().size(), 60u);
+  EXPECT_EQ(lane.order().KeysInUse(), 0);
+}
+
+TEST(FairOrder, ALateEntryIsFiledPastItsKeysRoomOrLeftToTheSweep) {
+  std::vector<uint64_t> memory(FairOrder::BytesFor({8, 8, 2, 2}) / 8 + 1);
+  FairOrder& order = *FairOrder::Make(memory.data(), {8, 8, 2, 2});
+  EXPECT_EQ(order.File(7, 1, 10), FairFiled::kFiled);
+  EXPECT_EQ(order.File(7, 1, 11), FairFiled::kFiled);
+  EXPECT_EQ(order.File(7, 1, 12), FairFiled::kSkipped);  // its room is 2
+  // Behind the mark (passed by the cursor while in progress): filed anyway.
+  EXPECT_EQ(order.FileLate(7, 1, 5), FairFiled::kFiled);
+  // At or past the mark: the sweep's.
+  EXPECT_EQ(order.FileLate(7, 1, 12), FairFiled::kSkipped);
+  // Another key, no limit reached: filed.
+  EXPECT_EQ(order.FileLate(8, 1, 6), FairFiled::kFiled);
+  EXPECT_EQ(order.FiledCount(), 4);
+  // Key 7 holds 3 offers (10, 11 and the late 5): after two of them are
+  // taken (between key 8's) it is down to half its room, and the sweep
+  // files it from its mark up to its room of 2.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(order.Take());
+  ASSERT_EQ(order.BeginSweep(), std::optional<FairPlace>(12));
+  EXPECT_EQ(order.Sweep(7, 1, 11), FairFiled::kIgnored);  // before its mark
+  EXPECT_EQ(order.Sweep(7, 1, 12), FairFiled::kFiled);
+  EXPECT_EQ(order.SweepNext(12), std::optional<FairPlace>(13));
+  EXPECT_EQ(order.Sweep(9, 1, 13), FairFiled::kIgnored);  // no sweep key
+  EXPECT_EQ(order.Sweep(7, 1, 14), FairFiled::kSkipped);  // full again: its mark is 14
+  EXPECT_EQ(order.SweepNext(14), std::nullopt);
+  order.EndSweep(15, false);
+  EXPECT_EQ(order.SkippingKeys(), 1);
+}
+
+TEST(FairOrder, ManyKeysCostFewSweptReadsPerClaim) {
+  // 2,000 keys with a deep backlog each, 8 offers a key, 4,096 cells.
+  Lane lane(FairSizes{4096, 4096, 8, 64});
+  for (int round = 0; round < 20; ++round) {
+    for (uint64_t key = 1; key <= 2000; ++key) lane.Append(key);
+  }
+  lane.Drain();
+  EXPECT_EQ(lane.served().size(), 40000u);
+  // A window of 2,000 claims serves every key, none more than twice (a
+  // key waiting for a sweep falls behind by a turn and catches up).
+  for (size_t from = 0; from + 2000 <= 38000; from += 1000) {
+    const std::map<uint64_t, int> w = Window(lane, from, 2000);
+    EXPECT_EQ(w.size(), 2000u) << "window at " << from;
+    for (const auto& [key, n] : w) EXPECT_LE(n, 2) << "key " << key << " window at " << from;
+  }
+  // The sweeps read the skipped region again, amortized over what they file.
+  EXPECT_LT(static_cast<double>(lane.swept_reads()) / 40000, 4.0);
+}
+
+TEST(FairOrder, RandomRingsServeEveryEntryOnceInEachKeysOrder) {
+  std::mt19937_64 random(42);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int32_t keys = 2 + static_cast<int32_t>(random() % 12);
+    const int32_t per_key = 1 + static_cast<int32_t>(random() % 6);
+    const int32_t reserve = static_cast<int32_t>(random() % 3);
+    const int32_t offers = reserve + 1 + static_cast<int32_t>(random() % 40);
+    Lane lane(FairSizes{keys, offers, per_key, reserve});
+    const int distinct = 1 + static_cast<int>(random() % 20);
+    for (int step = 0; step < 600; ++step) {
+      if (random() % 3 != 0) {
+        lane.Append(1 + random() % static_cast<uint64_t>(distinct),
+                    1 + static_cast<uint32_t>(random() % 5));
+      } else {
+        (void)lane.Claim();
+      }
+    }
+    lane.Drain();
+    EXPECT_EQ(lane.served().size(), lane.size()) << "trial " << trial;
+  }
+}
+
+}  // namespace
+}  // namespace pgq::core
