@@ -2138,12 +2138,14 @@ bool ReadEntry(const Lease& lease, NewEntry* entry) {
   return found;
 }
 
-std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
+std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max,
+                                             std::vector<std::pair<int64, Lease>>* abandoned) {
   std::vector<std::pair<int64, Lease>> out;
   // Every database's maintenance asks each pass: nothing to walk while no
   // ring job runs anywhere.
   if (!AnyLeases()) return out;
   out.reserve(static_cast<size_t>(max));  // nothing thrown while the locks are held
+  abandoned->reserve(static_cast<size_t>(max));
   // Leases whose closer ended: settled below (a prepared transaction's, or
   // one whose backend has not reached its end-of-transaction callback).
   std::vector<LeaseKey> ended;
@@ -2165,6 +2167,17 @@ std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
         }
         continue;  // a closer's to end; expired, if still so, at the next pass
       }
+      // A claim that rolled back and left its lease: a prepared one's
+      // (its backend's callback ran at PREPARE, nothing runs at ROLLBACK
+      // PREPARED). The lease fences nothing and counts against a cap.
+      const TransactionId claim = slot->lease.claim_xid;
+      if (TransactionIdIsValid(claim) && !TransactionIdIsCurrentTransactionId(claim) &&
+          !TransactionIdIsInProgress(claim) && !TransactionIdDidCommit(claim)) {
+        if (static_cast<int>(abandoned->size()) < max) {
+          abandoned->emplace_back(slot->key.id, slot->lease);
+        }
+        continue;
+      }
       // A lease whose claim has not committed is not the maintenance's yet.
       if (slot->lease.lease_until >= now || !Held(slot->lease)) continue;
       if (static_cast<int>(out.size()) >= max) {
@@ -2183,6 +2196,41 @@ std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max) {
     });
   }
   return out;
+}
+
+bool GiveUpClaim(const Place& place, int64 id, const Lease& lease, int segment) {
+  bool dropped = false;
+  Guard([&] {
+    WithSlot(LeaseKey{MyDatabaseId, id}, [&](LeaseSlot* slot, uint32 hash) {
+      // Still that claim's, and nobody is closing it (a claim replaced it,
+      // or a closer took it out, meanwhile: theirs now).
+      if (slot == nullptr || slot->lease.claim_xid != lease.claim_xid ||
+          TransactionIdIsValid(slot->lease.closer_xid)) {
+        return;
+      }
+      RemoveSlot(slot, hash);
+      dropped = true;
+    });
+  });
+  // An 'a' entry was a row of pgq.job_rows, pending again with the
+  // rollback; an entry taken from the ring goes back to its lane, as the
+  // claim's own rollback gives it back (UndoOne).
+  if (!dropped || lease.claim_no != 0 || segment < 0) return dropped;
+  const CallPin pin{LaneOf(place, true)};
+  if (pin.index < 0) return dropped;  // no lane now: the next build finds it pending
+  Lane& lane = shared->lanes[pin.index];
+  LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
+  const bool room = lane.returned_count < kReturnedMax;
+  if (room) {
+    lane.returned[lane.returned_count++] =
+        Offer{lease.entry, lease.attempt, static_cast<int16>(segment)};
+  }
+  LWLockRelease(lane.claim_lock);
+  if (!room) {
+    // As UndoOne's: it comes back at the queue's next rebuild.
+    Guard([&] { elog(WARNING, "pgq: queue %d has too many jobs to give back", place.queue_id); });
+  }
+  return dropped;
 }
 
 std::vector<std::pair<int64, Lease>> RunningIn(Oid segment_relid, int max) {

@@ -237,8 +237,17 @@ bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, Timest
 bool ReadEntry(const Lease& lease, NewEntry* entry);
 
 // Running ring jobs of this database whose lease ended before `now`, at
-// most `max`.
-std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max);
+// most `max`. `abandoned` (at most `max` too): leases whose claim rolled
+// back without its backend's end-of-transaction callback (a prepared
+// transaction's claim, then ROLLBACK PREPARED), which nothing else drops:
+// give each up (GiveUpClaim).
+std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max,
+                                             std::vector<std::pair<int64, Lease>>* abandoned);
+// Drops the lease of `id` if it is still `lease`'s abandoned claim's, and
+// gives an entry claimed from the ring (not an 'a') back to the lane, to be
+// handed out again as the claim's rollback would have; `segment`: its
+// entry's segment in `place`. Whether it was dropped.
+bool GiveUpClaim(const Place& place, int64 id, const Lease& lease, int segment);
 
 // Running ring jobs of this database whose entry is in the segment
 // `segment_relid` (claims committed, nothing closing them), at most `max`:

@@ -976,8 +976,21 @@ int64 Unfinished(pg::SpiSession& spi, int32 queue_id) {
 Expired ExpireOnRings(pg::SpiSession& spi, TimestampTz now, int32 batch) {
   EnsureLanes(spi);
   Expired expired{0, 0};
+  std::vector<std::pair<int64, pg::job_ring::Lease>> abandoned;
   const std::vector<std::pair<int64, pg::job_ring::Lease>> leases =
-      pg::job_ring::Expired(now, batch);
+      pg::job_ring::Expired(now, batch, &abandoned);
+  // Claims of prepared transactions rolled back (ROLLBACK PREPARED): their
+  // leases go, their entries are handed out again.
+  for (const auto& [id, lease] : abandoned) {
+    pg::job_ring::Place place;
+    if (!RingOfLease(spi, lease, &place)) continue;
+    const auto at = std::find(place.leaves.begin(), place.leaves.end(), lease.entry_relid);
+    const int segment = at == place.leaves.end() ? -1 : static_cast<int>(at - place.leaves.begin());
+    if (pg::job_ring::GiveUpClaim(place, id, lease, segment)) {
+      pg::ledger::NoteLeftRunning(lease.queue_id);  // a capped queue has room again
+      pg::ledger::NoteReady(lease.queue_id);        // its waiting claims look again
+    }
+  }
   if (leases.empty()) return expired;
   const Datum error = pg::TextDatum("lease expired");
   for (const auto& [id, lease] : leases) {
