@@ -484,6 +484,16 @@ void EndUndo(XactEvent event) {
         // them after its COMMIT or ROLLBACK PREPARED settles them (Settle;
         // the maintenance's pass does, at the latest).
         if (u.kind == UndoKind::kReturnLease && event != XACT_EVENT_PREPARE) EndTakeOut(u, true);
+        if (event == XACT_EVENT_PREPARE &&
+            (u.kind == UndoKind::kGiveBack || u.kind == UndoKind::kDropLease)) {
+          // A claim's lease: marked, so that a ROLLBACK PREPARED, which no
+          // callback of ours sees, is found by the maintenance (Expired).
+          WithSlot(u.key, [&](LeaseSlot* slot, uint32) {
+            if (slot != nullptr && slot->lease.claim_xid == u.lease.claim_xid) {
+              slot->lease.prepared = true;
+            }
+          });
+        }
         if (u.kind == UndoKind::kGiveBack) Unreserve(shared->lanes[u.lane]);
         if (u.kind == UndoKind::kUntake) {
           Unreserve(shared->lanes[u.lane]);
@@ -1011,6 +1021,8 @@ void Rebuild(Lane& lane, int index, const Place& place) {
                 job.entry,      job.claiming,    index,
                 job.claimed_at, job.closing,     job.claimed_by,
                 job.grouped,    job.keyed,       key};
+    // A claim in progress after a start is a prepared transaction's.
+    lease.prepared = TransactionIdIsValid(job.claiming);
     Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, job.id}, lease); });
   }
   // The cursor: just after the last entry named by a receipt or closure.
@@ -1691,6 +1703,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
         lease.ring_id = place.ring_id;
         lease.attempt = t.attempt;
         lease.lane = index;
+        lease.claim_xid = GetCurrentTransactionId();  // assigned above
         undo->push_back(Undo{sub, UndoKind::kGiveBack, LeaseKey{MyDatabaseId, id}, lease, index,
                              Offer{t.tuple->t_self, t.attempt, static_cast<int16>(t.segment)}});
         pg_atomic_fetch_add_u32(&lane.reserved, 1);
@@ -2167,11 +2180,14 @@ std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max,
         }
         continue;  // a closer's to end; expired, if still so, at the next pass
       }
-      // A claim that rolled back and left its lease: a prepared one's
-      // (its backend's callback ran at PREPARE, nothing runs at ROLLBACK
-      // PREPARED). The lease fences nothing and counts against a cap.
+      // A prepared claim that rolled back (its backend's callback ran at
+      // PREPARE, nothing of ours runs at ROLLBACK PREPARED): the lease fences
+      // nothing and counts against a cap. Only a prepared one: an ordinary
+      // claim's rollback is in the commit log before its own callback drops
+      // the lease and gives the entry back, and giving it back here too
+      // would hand it out twice.
       const TransactionId claim = slot->lease.claim_xid;
-      if (TransactionIdIsValid(claim) && !TransactionIdIsCurrentTransactionId(claim) &&
+      if (slot->lease.prepared && TransactionIdIsValid(claim) &&
           !TransactionIdIsInProgress(claim) && !TransactionIdDidCommit(claim)) {
         if (static_cast<int>(abandoned->size()) < max) {
           abandoned->emplace_back(slot->key.id, slot->lease);
@@ -2202,9 +2218,9 @@ bool GiveUpClaim(const Place& place, int64 id, const Lease& lease, int segment) 
   bool dropped = false;
   Guard([&] {
     WithSlot(LeaseKey{MyDatabaseId, id}, [&](LeaseSlot* slot, uint32 hash) {
-      // Still that claim's, and nobody is closing it (a claim replaced it,
-      // or a closer took it out, meanwhile: theirs now).
-      if (slot == nullptr || slot->lease.claim_xid != lease.claim_xid ||
+      // Still that prepared claim's, and nobody is closing it (a claim
+      // replaced it, or a closer took it out, meanwhile: theirs now).
+      if (slot == nullptr || !slot->lease.prepared || slot->lease.claim_xid != lease.claim_xid ||
           TransactionIdIsValid(slot->lease.closer_xid)) {
         return;
       }

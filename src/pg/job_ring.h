@@ -208,6 +208,11 @@ struct Lease {
   bool grouped;      // its entry has a group key (a row of pgq.group_holds counts it)
   bool keyed;        // its entry has a dedupe key (its row of pgq.dedupe_holds names it)
   int64 claim_no;    // its entry is an 'a' (AppendClaimed) of this number (kEntry); 0: an 'e'
+  // Its claim was prepared (PREPARE TRANSACTION): if that rolls back, no
+  // callback of ours runs, and the maintenance gives the claim up
+  // (Expired, GiveUpClaim). Only such a claim: an ordinary one's own
+  // rollback drops the lease and gives its entry back.
+  bool prepared = false;
 };
 // The lease of `id`, if a ring job of this database runs with it: false
 // when there is none, or its closer committed or is this transaction.
@@ -237,10 +242,9 @@ bool Extend(const Place& place, int64 id, int32 attempt, TimestampTz now, Timest
 bool ReadEntry(const Lease& lease, NewEntry* entry);
 
 // Running ring jobs of this database whose lease ended before `now`, at
-// most `max`. `abandoned` (at most `max` too): leases whose claim rolled
-// back without its backend's end-of-transaction callback (a prepared
-// transaction's claim, then ROLLBACK PREPARED), which nothing else drops:
-// give each up (GiveUpClaim).
+// most `max`. `abandoned` (at most `max` too): leases whose claim was
+// prepared and rolled back (ROLLBACK PREPARED: no callback of ours runs),
+// which nothing else drops: give each up (GiveUpClaim).
 std::vector<std::pair<int64, Lease>> Expired(TimestampTz now, int max,
                                              std::vector<std::pair<int64, Lease>>* abandoned);
 // Drops the lease of `id` if it is still `lease`'s abandoned claim's, and
