@@ -348,5 +348,28 @@ is(sql("SELECT pgq.complete($grouped_try, 2)"), 't', 'claimed rows, crash: the g
 is(sql("SELECT id FROM pgq.claim('retried', 10)"), $behind,
 	'claimed rows, crash: and its group lets the next job go');
 
+# A retry's row claimed onto the ring (an entry 'a') by a prepared
+# transaction at a crash: the rebuild enters its lease with the prepared
+# claim as claimer, marked prepared, and it fills the queue's one running
+# place; after ROLLBACK PREPARED (which no callback of ours sees) the
+# maintenance's pass gives the claim up, and the row, pending again, is
+# handed out (before 3.1 the lease stayed and the queue was stuck).
+sql(q{SELECT pgq.create_queue('prepclaim', lease => '1 hour', max_running => 1);});
+my $prepared_job = sql("SELECT pgq.enqueue('prepclaim', '{}')");
+is(sql("SELECT id || ' ' || attempt FROM pgq.claim('prepclaim')"), "$prepared_job 1",
+	'prepared claim: claimed');
+is(sql("SELECT pgq.fail($prepared_job, 1, 'again', retry_in => '0 seconds')"), 'retry',
+	'prepared claim: failed once, a row again');
+sql("BEGIN; SELECT count(*) FROM pgq.claim('prepclaim'); PREPARE TRANSACTION 'claim_a'");
+$node->stop('immediate');
+$node->start;
+is(sql("SELECT count(*) FROM pgq.claim('prepclaim')"), '0',
+	'prepared claim, crash: the prepared claim holds the job');
+sql("ROLLBACK PREPARED 'claim_a'");
+sql("SELECT count(*) FROM pgq.maintain()");
+is(sql("SELECT id || ' ' || attempt FROM pgq.claim('prepclaim')"), "$prepared_job 2",
+	'prepared claim, crash, rolled back: given up by the pass, the job is handed out again');
+is(sql("SELECT pgq.complete($prepared_job, 2)"), 't', 'prepared claim: and completes');
+
 $node->stop;
 done_testing();
