@@ -2235,13 +2235,17 @@ bool GiveUpClaim(const Place& place, int64 id, const Lease& lease, int segment) 
   const CallPin pin{LaneOf(place, true)};
   if (pin.index < 0) return dropped;  // no lane now: the next build finds it pending
   Lane& lane = shared->lanes[pin.index];
-  LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
-  const bool room = lane.returned_count < kReturnedMax;
-  if (room) {
-    lane.returned[lane.returned_count++] =
-        Offer{lease.entry, lease.attempt, static_cast<int16>(segment)};
-  }
-  LWLockRelease(lane.claim_lock);
+  // In Guard: the pin's destructor must run whatever the lock does.
+  const bool room = Guard([&] {
+    LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
+    const bool has_room = lane.returned_count < kReturnedMax;
+    if (has_room) {
+      lane.returned[lane.returned_count++] =
+          Offer{lease.entry, lease.attempt, static_cast<int16>(segment)};
+    }
+    LWLockRelease(lane.claim_lock);
+    return has_room;
+  });
   if (!room) {
     // As UndoOne's: it comes back at the queue's next rebuild.
     Guard([&] { elog(WARNING, "pgq: queue %d has too many jobs to give back", place.queue_id); });
