@@ -74,9 +74,20 @@ FairOrder::Cell* FairOrder::cells() {
       reinterpret_cast<char*>(keys()) +
       AlignUp(sizeof(Key) * static_cast<std::size_t>(header().sizes.keys)));
 }
+const FairOrder::Cell* FairOrder::cells() const {
+  return reinterpret_cast<const Cell*>(
+      reinterpret_cast<const char*>(keys()) +
+      AlignUp(sizeof(Key) * static_cast<std::size_t>(header().sizes.keys)));
+}
+
 int32_t* FairOrder::heap() {
   return reinterpret_cast<int32_t*>(
       reinterpret_cast<char*>(cells()) +
+      AlignUp(sizeof(Cell) * static_cast<std::size_t>(header().sizes.offers)));
+}
+const int32_t* FairOrder::heap() const {
+  return reinterpret_cast<const int32_t*>(
+      reinterpret_cast<const char*>(cells()) +
       AlignUp(sizeof(Cell) * static_cast<std::size_t>(header().sizes.offers)));
 }
 
@@ -162,6 +173,17 @@ void FairOrder::FreeSlot(int32_t slot) {
   }
 }
 
+int32_t FairOrder::FindSlot(uint64_t key) const {
+  const Header& h = header();
+  const Key* slots = keys();
+  const int32_t n = h.sizes.keys;
+  int32_t at = static_cast<int32_t>(key % static_cast<uint64_t>(n));
+  for (int32_t probes = 0; probes < n && slots[at].used; ++probes, at = at + 1 == n ? 0 : at + 1) {
+    if (slots[at].hash == key) return at;
+  }
+  return -1;
+}
+
 bool FairOrder::Before(int32_t a, int32_t b) {
   const Key* slots = keys();
   if (slots[a].finish != slots[b].finish) return slots[a].finish < slots[b].finish;
@@ -220,6 +242,21 @@ int32_t FairOrder::HeapPop() {
     HeapSiftDown(0);
   }
   return top;
+}
+
+// Takes `slot` out of the heap wherever it is.
+void FairOrder::HeapRemove(int32_t slot) {
+  Header& h = header();
+  int32_t* order = heap();
+  Key* slots = keys();
+  const int32_t at = slots[slot].heap_index;
+  slots[slot].heap_index = -1;
+  if (--h.heap_size == at) return;
+  const int32_t moved = order[h.heap_size];
+  order[at] = moved;
+  slots[moved].heap_index = at;
+  HeapSiftDown(at);
+  HeapSiftUp(slots[moved].heap_index);
 }
 
 // A key that had no offer gets one: it starts no earlier than V.
@@ -348,6 +385,78 @@ FairOrder::Taken FairOrder::TakeFrom(int32_t chosen) {
   return taken;
 }
 
+bool FairOrder::Skipping(uint64_t key) const {
+  const int32_t slot = FindSlot(key);
+  return slot >= 0 && keys()[slot].skipping;
+}
+
+std::optional<FairOrder::Taken> FairOrder::Next() const {
+  const Header& h = header();
+  if (h.heap_size == 0) return std::nullopt;
+  const Key& key = keys()[heap()[0]];
+  return Taken{cells()[key.head].place, key.hash};
+}
+
+FairFiled FairOrder::Remove(uint64_t key, FairPlace place) {
+  Header& h = header();
+  const int32_t slot = FindSlot(key);
+  if (slot < 0) return FairFiled::kIgnored;
+  Key& k = keys()[slot];
+  Cell* all = cells();
+  for (int32_t cell = k.head, before = -1; cell >= 0; before = cell, cell = all[cell].next) {
+    if (all[cell].place != place) continue;
+    const int32_t next = all[cell].next;
+    if (before >= 0) {
+      all[before].next = next;
+    } else {
+      k.head = next;
+    }
+    if (k.tail == cell) k.tail = before;
+    all[cell].next = h.free_head;
+    h.free_head = cell;
+    ++h.free_count;
+    --k.count;
+    --h.filed;
+    if (k.skipping && k.count <= h.sizes.per_key / 2) h.low_skipping = true;
+    if (k.count == 0) {
+      HeapRemove(slot);
+      if (!k.skipping) FreeSlot(slot);
+    }
+    return FairFiled::kFiled;
+  }
+  return k.skipping && place >= k.mark ? FairFiled::kSkipped : FairFiled::kIgnored;
+}
+
+std::optional<FairPlace> FairOrder::Least() const {
+  const Header& h = header();
+  const Key* slots = keys();
+  const Cell* all = cells();
+  std::optional<FairPlace> least;
+  auto see = [&](FairPlace place) {
+    if (!least || place < *least) least = place;
+  };
+  for (int32_t i = 0; i < h.sizes.keys; ++i) {
+    const Key& k = slots[i];
+    if (!k.used) continue;
+    // (A FIFO is in ring order but for late entries: every offer looked at.)
+    for (int32_t cell = k.head; cell >= 0; cell = all[cell].next) see(all[cell].place);
+    if (k.skipping) see(k.mark);
+  }
+  return least;
+}
+
+void FairOrder::Rebase(FairPlace delta) {
+  Header& h = header();
+  Key* slots = keys();
+  Cell* all = cells();
+  for (int32_t i = 0; i < h.sizes.keys; ++i) {
+    Key& k = slots[i];
+    if (!k.used) continue;
+    for (int32_t cell = k.head; cell >= 0; cell = all[cell].next) all[cell].place -= delta;
+    if (k.skipping) k.mark -= delta;
+  }
+}
+
 std::optional<FairPlace> FairOrder::BeginSweep() {
   Header& h = header();
   Key* slots = keys();
@@ -395,6 +504,20 @@ FairFiled FairOrder::Sweep(uint64_t key, uint32_t weight, FairPlace place) {
   Link(slot, weight, place);
   k.mark = place + 1;
   return FairFiled::kFiled;
+}
+
+bool FairOrder::Pass(uint64_t key, FairPlace place) {
+  Header& h = header();
+  const int32_t slot = FindSlot(key);
+  if (slot < 0) return false;
+  Key& k = keys()[slot];
+  if (!k.target || place < k.mark) return false;
+  if (!k.active) {
+    k.active = true;
+    ++h.active;
+  }
+  k.mark = place + 1;  // it takes no room
+  return true;
 }
 
 std::optional<FairPlace> FairOrder::SweepNext(FairPlace place) {

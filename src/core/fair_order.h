@@ -118,6 +118,10 @@ class FairOrder {
   // The entry the sweep read at `place` (committed, not cancelled, not in
   // the passed set).
   FairFiled Sweep(uint64_t key, uint32_t weight, FairPlace place);
+  // The entry the sweep read at `place` is cancelled (noted by the lane):
+  // true if a key of the sweep read past it (its mark moves on: the note
+  // may go), false if no sweep key needs it yet (keep the note).
+  bool Pass(uint64_t key, FairPlace place);
   // The place to read after `place`: the next one while a key of the sweep
   // reads on from its mark, else the next such mark (the entries between
   // are no sweep key's); nullopt when every key is full or no cell is left.
@@ -126,6 +130,24 @@ class FairOrder {
   // `at_cursor`, it went up to the cursor (a key that had room for all of
   // its entries stops skipping); else it stopped (SweepNext said so).
   void EndSweep(FairPlace reached, bool at_cursor);
+
+  // Whether `key` is skipping: a cancelled entry of it the cursor passes
+  // over lies past its mark, and a sweep will read it again (the lane keeps
+  // its note until Pass says a sweep read past it).
+  bool Skipping(uint64_t key) const;
+  // The offer the next Take() without a filter would take (nothing taken).
+  std::optional<Taken> Next() const;
+  // A cancel of the entry of `key` at `place`: kFiled, it was an offer and
+  // is taken out of its key's FIFO; kSkipped, its key is skipping and it
+  // lies at or past the mark (a sweep would file it: the lane notes it
+  // cancelled); kIgnored, neither (handed out, or never seen).
+  FairFiled Remove(uint64_t key, FairPlace place);
+  // The least place the order still holds (an offer, a skipping key's
+  // mark): no entry before it is needed again. nullopt: none.
+  std::optional<FairPlace> Least() const;
+  // Every place held moves `delta` earlier (the lane renumbers its places:
+  // each held one is at least `delta`).
+  void Rebase(FairPlace delta);
 
   int32_t FiledCount() const;
   int32_t SkippingKeys() const;
@@ -140,7 +162,10 @@ class FairOrder {
   Key* keys();
   const Key* keys() const;
   Cell* cells();
+  const Cell* cells() const;
+  int32_t FindSlot(uint64_t key) const;
   int32_t* heap();
+  const int32_t* heap() const;
   int32_t* targets();
 
   int32_t SlotOf(uint64_t key, bool make);
@@ -152,6 +177,7 @@ class FairOrder {
   bool Before(int32_t a, int32_t b);
   void HeapPush(int32_t slot);
   int32_t HeapPop();
+  void HeapRemove(int32_t slot);
   void HeapSiftUp(int32_t at);
   void HeapSiftDown(int32_t at);
 };

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <set>
 #include <vector>
 
 namespace pgq::core {
@@ -34,8 +35,35 @@ class Lane {
   void Advance() {
     while (cursor_ < ring_.size()) {
       const Entry& e = ring_[cursor_];
-      if (order_->File(e.key, e.weight, cursor_) == FairFiled::kNoSlot) return;
+      // A cancelled entry: passed over; its note kept while its key skips
+      // (a sweep reads it again).
+      if (noted_.count(cursor_) > 0) {
+        if (!order_->Skipping(e.key)) noted_.erase(cursor_);
+      } else if (order_->File(e.key, e.weight, cursor_) == FairFiled::kNoSlot) {
+        return;
+      }
       ++cursor_;
+    }
+  }
+
+  // A cancel of the entry at `place`, as the lane's tombstone makes it: an
+  // offer is taken out; an entry a sweep or the cursor has still to read is
+  // noted, and passed over when read; one handed out is not cancelled.
+  // Whether it was.
+  bool Cancel(FairPlace place) {
+    if (place >= cursor_) {
+      cancelled_.insert(place);
+      return noted_.insert(place).second;
+    }
+    switch (order_->Remove(ring_[place].key, place)) {
+      case FairFiled::kFiled:
+        cancelled_.insert(place);
+        return true;
+      case FairFiled::kSkipped:
+        cancelled_.insert(place);
+        return noted_.insert(place).second;
+      default:
+        return false;
     }
   }
 
@@ -47,7 +75,11 @@ class Lane {
     FairPlace reached = *place;
     while (place && *place < cursor_) {
       ++swept_reads_;
-      (void)order_->Sweep(ring_[*place].key, ring_[*place].weight, *place);
+      if (noted_.count(*place) == 0) {
+        (void)order_->Sweep(ring_[*place].key, ring_[*place].weight, *place);
+      } else if (order_->Pass(ring_[*place].key, *place)) {
+        noted_.erase(*place);  // its key's mark went past it: never read again
+      }
       reached = *place + 1;
       place = order_->SweepNext(*place);
     }
@@ -63,11 +95,22 @@ class Lane {
       Sweep();
       Advance();
     }
+    const std::optional<FairOrder::Taken> next = order_->Next();
+    const std::optional<FairPlace> least = order_->Least();
     std::optional<FairOrder::Taken> taken = order_->Take(eligible, context);
+    if (eligible == nullptr) {
+      EXPECT_EQ(next.has_value(), taken.has_value());
+      if (next && taken) {
+        EXPECT_EQ(next->place, taken->place);
+      }
+    }
     if (!taken && order_->SkippingKeys() > 0) {
       Sweep();
       Advance();
       taken = order_->Take(eligible, context);
+    }
+    if (least && taken) {
+      EXPECT_LE(*least, taken->place);
     }
     if (taken) {
       EXPECT_LT(taken->place, ring_.size());
@@ -98,8 +141,9 @@ class Lane {
       }
       last[key] = place;
     }
-    for (size_t i = 0; i < served_.size() && i < times.size(); ++i) {
-      if (i < ring_.size() && times[i] > 1) ADD_FAILURE() << "entry " << i << " served twice";
+    for (size_t i = 0; i < times.size(); ++i) {
+      if (times[i] > 1) ADD_FAILURE() << "entry " << i << " served twice";
+      if (times[i] > 0 && cancelled_.count(i) > 0) ADD_FAILURE() << "entry " << i << " cancelled";
     }
     EXPECT_EQ(static_cast<size_t>(std::count(times.begin(), times.end(), 1)), served_.size());
   }
@@ -108,6 +152,7 @@ class Lane {
   const std::vector<FairPlace>& served() const { return served_; }
   uint64_t KeyOf(FairPlace place) const { return ring_[place].key; }
   size_t size() const { return ring_.size(); }
+  size_t CancelledCount() const { return cancelled_.size(); }
   int sweeps() const { return sweeps_; }
   int64_t swept_reads() const { return swept_reads_; }
 
@@ -117,6 +162,8 @@ class Lane {
   std::vector<Entry> ring_;
   FairPlace cursor_ = 0;
   std::vector<FairPlace> served_;
+  std::set<FairPlace> noted_;      // cancelled, for the cursor or a sweep to pass over
+  std::set<FairPlace> cancelled_;  // taken out or noted: never to be served
   int sweeps_ = 0;
   int64_t swept_reads_ = 0;
 };
@@ -286,7 +333,8 @@ TEST(FairOrder, ManyKeysCostFewSweptReadsPerClaim) {
 
 TEST(FairOrder, RandomRingsServeEveryEntryOnceInEachKeysOrder) {
   std::mt19937_64 random(42);
-  for (int trial = 0; trial < 400; ++trial) {
+  for (int trial = 0; trial < 800; ++trial) {
+    const bool cancels = trial % 2 == 1;
     const int32_t keys = 2 + static_cast<int32_t>(random() % 12);
     const int32_t per_key = 1 + static_cast<int32_t>(random() % 6);
     const int32_t reserve = static_cast<int32_t>(random() % 3);
@@ -297,13 +345,50 @@ TEST(FairOrder, RandomRingsServeEveryEntryOnceInEachKeysOrder) {
       if (random() % 3 != 0) {
         lane.Append(1 + random() % static_cast<uint64_t>(distinct),
                     1 + static_cast<uint32_t>(random() % 5));
+      } else if (cancels && random() % 4 == 0 && lane.size() > 0) {
+        (void)lane.Cancel(random() % lane.size());
       } else {
         (void)lane.Claim();
       }
     }
     lane.Drain();
-    EXPECT_EQ(lane.served().size(), lane.size()) << "trial " << trial;
+    EXPECT_EQ(lane.served().size() + lane.CancelledCount(), lane.size()) << "trial " << trial;
   }
+}
+
+TEST(FairOrder, ACancelTakesAnOfferOutOrIsNotedForTheSweep) {
+  Lane lane(FairSizes{8, 64, 2, 0});
+  lane.AppendMany(1, 6);  // 0-5: key 1 files 0 and 1, skips from 2
+  lane.Append(2);         // 6
+  lane.Advance();
+  EXPECT_TRUE(lane.Cancel(1));  // an offer: out of key 1's FIFO
+  EXPECT_TRUE(lane.Cancel(3));  // past key 1's mark: noted
+  EXPECT_EQ(lane.order().FiledCount(), 2);
+  ASSERT_TRUE(lane.order().Least().has_value());
+  EXPECT_EQ(*lane.order().Least(), 0u);
+  lane.Drain();
+  std::vector<FairPlace> served = lane.served();
+  std::sort(served.begin(), served.end());
+  EXPECT_EQ(served, (std::vector<FairPlace>{0, 2, 4, 5, 6}));
+  EXPECT_FALSE(lane.Cancel(0));  // handed out: no cancel
+  EXPECT_FALSE(lane.order().Least().has_value());
+}
+
+TEST(FairOrder, RebaseMovesEveryPlaceHeld) {
+  Lane lane(FairSizes{8, 64, 2, 0});
+  lane.AppendMany(1, 4);
+  lane.Advance();  // offers 0, 1; key 1 skipping at 2
+  lane.order().Rebase(0);
+  EXPECT_EQ(*lane.order().Least(), 0u);
+  std::vector<uint64_t> memory(FairOrder::BytesFor(FairSizes{8, 64, 2, 0}) / 8 + 1);
+  FairOrder* order = FairOrder::Make(memory.data(), FairSizes{8, 64, 2, 0});
+  for (FairPlace place = 100; place < 104; ++place) (void)order->File(7, 1, place);
+  order->Rebase(100);
+  EXPECT_EQ(*order->Least(), 0u);
+  EXPECT_EQ(order->Take()->place, 0u);
+  EXPECT_EQ(order->Take()->place, 1u);
+  ASSERT_TRUE(order->BeginSweep().has_value());
+  EXPECT_EQ(order->Sweep(7, 1, 2), FairFiled::kFiled);  // its mark moved with the rest
 }
 
 }  // namespace
