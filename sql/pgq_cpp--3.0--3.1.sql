@@ -24,3 +24,61 @@ CREATE FUNCTION pgq.enqueue_many(
 RETURNS SETOF bigint AS 'MODULE_PATHNAME', 'pgq_enqueue_many' LANGUAGE C VOLATILE ROWS 100;
 COMMENT ON FUNCTION pgq.enqueue_many(text, jsonb[], timestamp with time zone, integer, bigint[], text[], text[]) IS
     'adds one job per payload in one statement and returns their ids in input order; with after, each waits for those jobs (a fan-out behind one parent, or many children behind the same parents); group_keys and dedupe_keys: one key for every payload or one per payload (NULL: none), a taken dedupe key answered with its holder''s id as enqueue does; produce right';
+
+-- Fairness across group keys (ADR 0029): a queue setting, create_queue's
+-- and alter_queue's new last argument, queue_settings' new last column.
+ALTER TABLE pgq.queues ADD COLUMN fairness text CHECK (fairness OPERATOR(pg_catalog.=) 'group');
+
+DROP FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean, interval, interval, integer, integer);
+CREATE FUNCTION pgq.create_queue(
+    queue          text,
+    max_attempts   integer     DEFAULT 5,
+    lease          interval    DEFAULT '2 minutes',
+    backoff_base   interval    DEFAULT '1 second',
+    backoff_max    interval    DEFAULT '1 hour',
+    retention      interval    DEFAULT '1 day',
+    notify         boolean     DEFAULT false,
+    rate_limit     real        DEFAULT NULL,
+    handler        regprocedure DEFAULT NULL,
+    if_not_exists  boolean     DEFAULT false,
+    keep_completed interval    DEFAULT '0',
+    keep_dead      interval    DEFAULT NULL,
+    max_running    integer     DEFAULT NULL,
+    group_concurrency integer  DEFAULT 1,
+    fairness       text        DEFAULT NULL)
+RETURNS void AS 'MODULE_PATHNAME', 'pgq_create_queue' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean, interval, interval, integer, integer, text) IS
+    'creates a queue owned by the calling role (the admin right on every queue): its default max_attempts, lease, backoff, retention, NOTIFY, rate limit, in-database handler, how long completed and dead jobs are kept, its concurrency caps and its fairness across group keys';
+
+DROP FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, interval, interval, integer, integer);
+CREATE FUNCTION pgq.alter_queue(
+    queue          text,
+    max_attempts   integer     DEFAULT NULL,
+    lease          interval    DEFAULT NULL,
+    backoff_base   interval    DEFAULT NULL,
+    backoff_max    interval    DEFAULT NULL,
+    retention      interval    DEFAULT NULL,
+    notify         boolean     DEFAULT NULL,
+    rate_limit     real        DEFAULT NULL,
+    handler        regprocedure DEFAULT NULL,
+    keep_completed interval    DEFAULT NULL,
+    keep_dead      interval    DEFAULT NULL,
+    max_running    integer     DEFAULT NULL,
+    group_concurrency integer  DEFAULT NULL,
+    fairness       text        DEFAULT NULL)
+RETURNS void AS 'MODULE_PATHNAME', 'pgq_alter_queue' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, interval, interval, integer, integer, text) IS
+    'changes the settings given (NULL: unchanged; rate_limit => 0 and max_running => 0 remove the limit, fairness => ''none'' the fairness); the handler only by the queue''s owner; admin right';
+
+DROP FUNCTION pgq.queue_settings(text);
+CREATE FUNCTION pgq.queue_settings(
+    queue text DEFAULT NULL,
+    OUT queue_name text, OUT max_attempts integer, OUT lease interval,
+    OUT backoff_base interval, OUT backoff_max interval, OUT retention interval,
+    OUT keep_completed interval, OUT keep_dead interval, OUT notify boolean,
+    OUT rate_limit real, OUT max_running integer, OUT group_concurrency integer,
+    OUT handler text, OUT owner name, OUT paused boolean, OUT created_at timestamptz,
+    OUT fairness text)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_queue_settings' LANGUAGE C STABLE ROWS 10;
+COMMENT ON FUNCTION pgq.queue_settings(text) IS
+    'the settings of a queue (NULL: of every queue the caller holds a right on); any right';

@@ -129,6 +129,21 @@ CapsArgs ReadCaps(FunctionCallInfo fcinfo, int first, bool zero_removes) {
   return caps;
 }
 
+// The fairness argument `arg` (ADR 0029): "group"; "" for none ('none',
+// or NULL where NULL means none); nullopt: NULL where it means unchanged.
+std::optional<std::string> FairnessArg(FunctionCallInfo fcinfo, int arg, bool null_keeps) {
+  if (pg::ArgIsNull(fcinfo, arg)) {
+    if (null_keeps) return std::nullopt;
+    return std::string();
+  }
+  const std::string_view value = pg::RequiredText(fcinfo, arg, "fairness");
+  if (value == "group") return std::string(value);
+  if (value == "none") return std::string();
+  pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "fairness must be 'group' or 'none'",
+            "It is '" + std::string(value.substr(0, 64)) + "'.",
+            "'group' hands out a queue's ready jobs across their group keys in turn.");
+}
+
 void StoreCaps(pg::SpiSession& spi, const CapsArgs& caps, std::string_view name) {
   if (!caps.has_max && !caps.has_group) return;
   store::StoreCaps(spi, name, caps.has_max, caps.max_running, caps.has_group,
@@ -154,7 +169,8 @@ using namespace pgq;
 
 // create_queue(queue, max_attempts, lease, backoff_base, backoff_max,
 //              retention, notify, rate_limit, handler, if_not_exists,
-//              keep_completed, keep_dead, max_running, group_concurrency)
+//              keep_completed, keep_dead, max_running, group_concurrency,
+//              fairness)
 PGQ_FUNCTION(pgq_create_queue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   api::QueueSettings settings{pg::RequiredInt32(fcinfo, 1, "max_attempts"),
@@ -167,6 +183,7 @@ PGQ_FUNCTION(pgq_create_queue) {
   const bool if_not_exists = !pg::ArgIsNull(fcinfo, 9) && PG_GETARG_BOOL(9);
   api::Validate(settings);
   const api::CapsArgs caps = api::ReadCaps(fcinfo, 12, false);
+  const std::string fairness = *api::FairnessArg(fcinfo, 14, false);
   pg::SpiSession spi;
   service::RequireRightOnEveryQueue(spi, core::kAdmin, "create queues");
   // The creating role owns the queue; its handler runs as that role.
@@ -179,6 +196,7 @@ PGQ_FUNCTION(pgq_create_queue) {
   if (created == 1) {
     api::StoreKeep(spi, fcinfo, 10, name);
     api::StoreCaps(spi, caps, name);
+    if (!fairness.empty()) store::StoreFairness(spi, name, fairness);
     // Its ring (ADR 0028): its ready jobs' entries. Made without the
     // library preloaded too (the jobs then go to pgq.job_rows until it is).
     store::GiveQueueRing(spi, name, pg::Now());
@@ -200,12 +218,14 @@ PGQ_FUNCTION(pgq_create_queue) {
 
 // alter_queue(queue, max_attempts, lease, backoff_base, backoff_max,
 //             retention, notify, rate_limit, handler, keep_completed,
-//             keep_dead, max_running, group_concurrency): NULL = unchanged.
+//             keep_dead, max_running, group_concurrency, fairness): NULL =
+//             unchanged.
 PGQ_FUNCTION(pgq_alter_queue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   const bool new_rate = !pg::ArgIsNull(fcinfo, 7);
   const double rate = new_rate ? api::RateLimitArg(fcinfo, 7, true) : 0.0;
   const api::CapsArgs caps = api::ReadCaps(fcinfo, 11, true);
+  const std::optional<std::string> fairness = api::FairnessArg(fcinfo, 13, true);
 
   pg::SpiSession spi;
   // A locked read-modify-write: the row lock makes concurrent alters queue up,
@@ -243,6 +263,7 @@ PGQ_FUNCTION(pgq_alter_queue) {
   store::UpdateQueue(spi, name, settings, handler);
   api::StoreKeep(spi, fcinfo, 9, name);
   api::StoreCaps(spi, caps, name);
+  if (fairness) store::StoreFairness(spi, name, *fairness);
   pg::invalidation::Announce(pg::invalidation::kQueues);
   PG_RETURN_VOID();
 }

@@ -51,7 +51,7 @@ Filter QueueFilter(pg::SpiSession& spi, FunctionCallInfo fcinfo, uint8 wanted) {
 void ReturnRows(FunctionCallInfo fcinfo, const pg::Result& rows) {
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   const int columns = rsinfo->setDesc->natts;
-  constexpr int kMaxColumns = 16;
+  constexpr int kMaxColumns = 24;
   if (columns > kMaxColumns || columns != rows.columns()) {
     pg::Raise(ERRCODE_INTERNAL_ERROR, "result has an unexpected shape");
   }

@@ -34,6 +34,7 @@ struct FairOrder::Key {
   int32_t tail;
   int32_t count;
   int32_t heap_index;   // -1 when not in the heap
+  int32_t skip_index;   // skipping: its place in the skipping list, else -1
   int32_t next_parked;  // Take: the keys passed over, linked
   bool used;
   bool skipping;
@@ -53,9 +54,10 @@ std::size_t AlignUp(std::size_t n) { return (n + 7) & ~std::size_t{7}; }
 }  // namespace
 
 std::size_t FairOrder::BytesFor(const FairSizes& sizes) {
-  return AlignUp(sizeof(Header)) + AlignUp(sizeof(Key) * static_cast<std::size_t>(sizes.keys)) +
+  const std::size_t keys = static_cast<std::size_t>(sizes.keys);
+  return AlignUp(sizeof(Header)) + AlignUp(sizeof(Key) * keys) +
          AlignUp(sizeof(Cell) * static_cast<std::size_t>(sizes.offers)) +
-         2 * AlignUp(sizeof(int32_t) * static_cast<std::size_t>(sizes.keys));
+         3 * AlignUp(sizeof(int32_t) * keys) + sizeof(uint64_t) * keys;
 }
 
 FairOrder::Header& FairOrder::header() { return *reinterpret_cast<Header*>(this); }
@@ -94,6 +96,36 @@ const int32_t* FairOrder::heap() const {
 int32_t* FairOrder::targets() {
   return heap() +
          AlignUp(sizeof(int32_t) * static_cast<std::size_t>(header().sizes.keys)) / sizeof(int32_t);
+}
+int32_t* FairOrder::skip_list() {
+  return targets() +
+         AlignUp(sizeof(int32_t) * static_cast<std::size_t>(header().sizes.keys)) / sizeof(int32_t);
+}
+uint64_t* FairOrder::scratch() {
+  return reinterpret_cast<uint64_t*>(
+      skip_list() +
+      AlignUp(sizeof(int32_t) * static_cast<std::size_t>(header().sizes.keys)) / sizeof(int32_t));
+}
+
+// The key starts skipping, or stops: the skipping list (the sweeps' keys
+// to choose from) holds exactly the skipping keys' slots.
+void FairOrder::StartSkipping(int32_t slot) {
+  Header& h = header();
+  Key& k = keys()[slot];
+  k.skipping = true;
+  k.skip_index = h.skipping;
+  skip_list()[h.skipping++] = slot;
+}
+void FairOrder::StopSkipping(int32_t slot) {
+  Header& h = header();
+  Key* slots = keys();
+  int32_t* list = skip_list();
+  Key& k = slots[slot];
+  const int32_t last = list[--h.skipping];
+  list[k.skip_index] = last;
+  slots[last].skip_index = k.skip_index;
+  k.skipping = false;
+  k.skip_index = -1;
 }
 
 FairOrder* FairOrder::Make(void* memory, const FairSizes& sizes) {
@@ -142,6 +174,7 @@ int32_t FairOrder::SlotOf(uint64_t key, bool make) {
       slots[at].hash = key;
       slots[at].head = slots[at].tail = -1;
       slots[at].heap_index = -1;
+      slots[at].skip_index = -1;
       slots[at].weight = 1;
       ++h.keys_in_use;
       return at;
@@ -168,6 +201,7 @@ void FairOrder::FreeSlot(int32_t slot) {
     if (stays) continue;
     slots[hole] = slots[at];
     if (slots[hole].heap_index >= 0) order[slots[hole].heap_index] = hole;
+    if (slots[hole].skipping) skip_list()[slots[hole].skip_index] = hole;
     slots[at].used = false;
     hole = at;
   }
@@ -301,9 +335,8 @@ FairFiled FairOrder::File(uint64_t key, uint32_t weight, FairPlace place) {
   if (!HasRoom(slot)) {
     // From here on its entries are the sweeps' to file, in order.
     Header& h = header();
-    k.skipping = true;
+    StartSkipping(slot);
     k.mark = place;
-    ++h.skipping;
     if (k.count < h.sizes.per_key) h.pool_bound = true;
     if (k.count <= h.sizes.per_key / 2) h.low_skipping = true;
     return FairFiled::kSkipped;
@@ -464,12 +497,12 @@ std::optional<FairPlace> FairOrder::BeginSweep() {
   // The keys down to half their room (none low: every skipping key with
   // room, as when nothing else is left to take).
   h.targets = 0;
+  const int32_t* list = skip_list();
   for (int pass = 0; pass < 2 && h.targets == 0; ++pass) {
-    for (int32_t i = 0; i < h.sizes.keys; ++i) {
-      const Key& k = slots[i];
-      if (!k.used || !k.skipping) continue;
+    for (int32_t s = 0; s < h.skipping; ++s) {
+      const Key& k = slots[list[s]];
       if (pass == 0 ? k.count <= h.sizes.per_key / 2 : k.count < h.sizes.per_key) {
-        order[h.targets++] = i;
+        order[h.targets++] = list[s];
       }
     }
   }
@@ -545,6 +578,8 @@ void FairOrder::EndSweep(FairPlace reached, bool at_cursor) {
   Header& h = header();
   Key* slots = keys();
   const int32_t* order = targets();
+  uint64_t* emptied = scratch();
+  int32_t emptied_count = 0;
   for (int32_t t = 0; t < h.targets; ++t) {
     Key& k = slots[order[t]];
     if (k.target && at_cursor) {
@@ -553,8 +588,8 @@ void FairOrder::EndSweep(FairPlace reached, bool at_cursor) {
       // only to marks), none if its mark is the cursor: the cursor files
       // the rest.
       k.mark = reached;
-      k.skipping = false;
-      --h.skipping;
+      StopSkipping(order[t]);
+      if (k.count == 0 && k.heap_index < 0) emptied[emptied_count++] = k.hash;
     } else if (k.target && k.active) {
       // Stopped on the way: filed up to `reached`, the next sweep goes on there.
       k.mark = std::max(k.mark, reached);
@@ -563,21 +598,20 @@ void FairOrder::EndSweep(FairPlace reached, bool at_cursor) {
   }
   h.targets = h.active = h.next_target = 0;
   h.low_skipping = h.pool_bound = false;
-  for (int32_t i = 0; i < h.sizes.keys; ++i) {
-    const Key& k = slots[i];
-    if (!k.used || !k.skipping) continue;
+  const int32_t* list = skip_list();
+  for (int32_t s = 0; s < h.skipping; ++s) {
+    const Key& k = slots[list[s]];
     if (k.count <= h.sizes.per_key / 2) h.low_skipping = true;
     if (k.count < h.sizes.per_key) h.pool_bound = true;
   }
-  // Emptied keys that stopped skipping give their slots back (after the
-  // scans: a freed slot moves keys of its probe run into earlier slots).
-  for (int32_t i = 0; i < h.sizes.keys;) {
-    Key& k = slots[i];
-    if (k.used && !k.skipping && k.count == 0 && k.heap_index < 0) {
-      FreeSlot(i);  // slot i may now hold another key: looked at again
-      continue;
+  // Emptied keys that stopped skipping give their slots back (found again
+  // by their keys: a freed slot moves keys of its probe run).
+  for (int32_t e = 0; e < emptied_count; ++e) {
+    const int32_t slot = FindSlot(emptied[e]);
+    if (slot >= 0 && !slots[slot].skipping && slots[slot].count == 0 &&
+        slots[slot].heap_index < 0) {
+      FreeSlot(slot);
     }
-    ++i;
   }
 }
 

@@ -166,6 +166,10 @@ class FairOrder {
   int32_t FindSlot(uint64_t key) const;
   int32_t* heap();
   const int32_t* heap() const;
+  int32_t* skip_list();
+  uint64_t* scratch();
+  void StartSkipping(int32_t slot);
+  void StopSkipping(int32_t slot);
   int32_t* targets();
 
   int32_t SlotOf(uint64_t key, bool make);

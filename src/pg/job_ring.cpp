@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "core/fair_order.h"
 #include "pg/boundary.h"
 #include "pg/settings.h"
 
@@ -11,6 +12,7 @@ extern "C" {
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "common/hashfn.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
@@ -83,9 +85,18 @@ struct Lane {
   volatile int insert_segment;
   int64 insert_generation;
   BlockNumber insert_block;
-  // Under the claim lock: the segment the cursor walks and where in it.
+  // Under the claim lock: the segment the cursor walks and where in it,
+  // and how many times it moved to the next segment since the lane was
+  // built (its lap: the places of a fair order count laps, so that they
+  // grow across the ring's turns; cursor_lap % segments == cursor_segment).
   int cursor_segment;
   ItemPointerData cursor;
+  int64 cursor_lap;
+  // Under the claim lock: the lane's fair order (ADR 0029; index into
+  // Shared::fair_owner), -1: none, and its entries skipped and not yet
+  // swept (monitoring's pending count).
+  int32 fair;
+  int64 fair_skipped;
   // Leases of the queue's running jobs in the map: held, and closing (taken
   // out by a transaction that has not ended: a completion that may roll
   // back). A cap counts both, as a table job counts as running until its
@@ -148,6 +159,7 @@ struct Shared {
   // logged (TimestampTz): each once a minute at most, for the whole server.
   pg_atomic_uint64 spill_logged_at;
   pg_atomic_uint64 no_lane_logged_at;
+  pg_atomic_uint64 fair_logged_at;  // a fair queue found no fair order free
   // Under lanes_lock: rings whose lanes went with dependents noted
   // (ring_id -1: every ring of the database), noted again when their
   // lanes are taken. A database that finds the list full has its notes
@@ -175,6 +187,13 @@ struct Shared {
   pg_atomic_uint64* pins;
   int pin_words;
   int pin_slots;
+  // Fair orders (ADR 0029): fair_count of fair_bytes each from fair_base,
+  // fair_owner[i] the index + 1 of the lane that uses order i (0: free).
+  int fair_count;
+  Size fair_bytes;
+  core::FairSizes fair_sizes;
+  pg_atomic_uint32* fair_owner;
+  char* fair_base;
   // Sizes read from the settings at the start (pg/settings.h).
   int lane_count;
   long lease_capacity;
@@ -186,12 +205,27 @@ Size LanesSize(int lanes) {
       add_size(offsetof(Shared, lanes), mul_size(sizeof(Lane), static_cast<Size>(lanes))));
 }
 int PinWords(int lanes) { return (lanes + 63) / 64; }
+Size PinsSize(int lanes) {
+  return MAXALIGN(
+      mul_size(mul_size(static_cast<Size>(MaxBackends), PinWords(lanes)), sizeof(uint64)));
+}
+// A fair order's sizes from the settings: a key holds at most 64 offers
+// (fewer when the cells are few), a sixteenth of the cells is kept for
+// late entries.
+core::FairSizes FairSizesOf() {
+  const int32 offers = FairOffers();
+  return core::FairSizes{FairKeys(), offers, std::clamp<int32>(offers / 16, 1, 64),
+                         std::max<int32>(1, offers / 16)};
+}
+Size FairBytes() { return MAXALIGN(core::FairOrder::BytesFor(FairSizesOf())); }
+Size FairSize() {
+  return add_size(MAXALIGN(mul_size(static_cast<Size>(MaxFairQueues()), sizeof(pg_atomic_uint32))),
+                  mul_size(static_cast<Size>(MaxFairQueues()), FairBytes()));
+}
 // Regular backends and background workers have PGPROC numbers below
 // MaxBackends (auxiliary processes and prepared transactions come after).
 Size SharedSize(int lanes) {
-  return add_size(
-      LanesSize(lanes),
-      mul_size(mul_size(static_cast<Size>(MaxBackends), PinWords(lanes)), sizeof(uint64)));
+  return add_size(add_size(LanesSize(lanes), PinsSize(lanes)), FairSize());
 }
 
 Shared* shared = nullptr;
@@ -224,6 +258,7 @@ void Startup() {
     pg_atomic_init_u32(&shared->any_dependents, 0);
     pg_atomic_init_u64(&shared->spill_logged_at, 0);
     pg_atomic_init_u64(&shared->no_lane_logged_at, 0);
+    pg_atomic_init_u64(&shared->fair_logged_at, 0);
     shared->lane_count = lane_count;
     shared->lease_capacity = capacity;
     shared->pins = reinterpret_cast<pg_atomic_uint64*>(reinterpret_cast<char*>(shared) +
@@ -233,6 +268,14 @@ void Startup() {
     for (int w = 0; w < shared->pin_slots * shared->pin_words; ++w) {
       pg_atomic_init_u64(&shared->pins[w], 0);
     }
+    char* fair = reinterpret_cast<char*>(shared) + LanesSize(lane_count) + PinsSize(lane_count);
+    shared->fair_count = MaxFairQueues();
+    shared->fair_bytes = FairBytes();
+    shared->fair_sizes = FairSizesOf();
+    shared->fair_owner = reinterpret_cast<pg_atomic_uint32*>(fair);
+    shared->fair_base =
+        fair + MAXALIGN(static_cast<Size>(shared->fair_count) * sizeof(pg_atomic_uint32));
+    for (int i = 0; i < shared->fair_count; ++i) pg_atomic_init_u32(&shared->fair_owner[i], 0);
     for (int i = 0; i < lane_count; ++i) {
       shared->lanes[i].insert_lock = &locks[1 + 2 * i].lock;
       shared->lanes[i].claim_lock = &locks[2 + 2 * i].lock;
@@ -241,6 +284,7 @@ void Startup() {
       pg_atomic_init_u32(&shared->lanes[i].dependents, 0);
       pg_atomic_init_u64(&shared->lanes[i].used, 0);
       pg_atomic_init_u32(&shared->lanes[i].reserved, 0);
+      shared->lanes[i].fair = -1;
     }
   }
   lease_locks = locks + 1 + 2 * lane_count;
@@ -750,6 +794,144 @@ int32 AttemptOf(HeapTupleData* tuple, TupleDesc desc) {
   return DatumGetInt32(heap_getattr(tuple, kAttempt, desc, &is_null));
 }
 
+// Calls `visit(&tuple, buffer)` for each row of `block` of `rel` from
+// offset `first` on, the buffer share-locked, until it answers false.
+template <typename Visit>
+void VisitBlock(Relation rel, BlockNumber block, OffsetNumber first, Visit&& visit) {
+  Buffer buffer = ReadBuffer(rel, block);
+  LockBuffer(buffer, BUFFER_LOCK_SHARE);
+  Page page = BufferGetPage(buffer);
+  const OffsetNumber max = PageGetMaxOffsetNumber(page);
+  for (OffsetNumber offset = first; offset <= max; ++offset) {
+    HeapTupleData tuple;
+    if (RowAt(page, block, offset, RelationGetRelid(rel), &tuple) && !visit(&tuple, buffer)) break;
+  }
+  UnlockReleaseBuffer(buffer);
+}
+
+// Calls `visit(&tuple, buffer)` for the row at `tid` of `rel`, if any.
+template <typename Visit>
+void VisitRow(Relation rel, ItemPointerData tid, Visit&& visit) {
+  Buffer buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(&tid));
+  LockBuffer(buffer, BUFFER_LOCK_SHARE);
+  HeapTupleData tuple;
+  if (RowAt(BufferGetPage(buffer), ItemPointerGetBlockNumber(&tid),
+            ItemPointerGetOffsetNumber(&tid), RelationGetRelid(rel), &tuple)) {
+    visit(&tuple, buffer);
+  }
+  UnlockReleaseBuffer(buffer);
+}
+
+// ---- fair lanes (ADR 0029)
+
+// A fair order's place of an entry: its lap (the cursor's count of
+// segments entered, so places grow across the ring's turns), block and
+// offset, packed so that a later entry has a larger place.
+constexpr int kFairOffsetBits = 11;  // MaxHeapTuplesPerPage is 1,165 at 32 kB pages
+constexpr int kFairBlockBits = 29;   // 4 TB segments at 8 kB pages
+constexpr int kFairLapShift = kFairOffsetBits + kFairBlockBits;
+// Laps are renumbered (Rebase) long before they would need more than the
+// 24 bits left to them.
+constexpr int64 kFairLapRebase = int64{1} << 22;
+// Every key weighs 1 until weights are read (pgq.set_group_weight).
+constexpr uint32 kFairWeight = 1;
+
+core::FairPlace FairPlaceOf(int64 lap, BlockNumber block, OffsetNumber offset) {
+  if (block >= (BlockNumber{1} << kFairBlockBits)) {
+    Raise(ERRCODE_PROGRAM_LIMIT_EXCEEDED, "a segment of a fair queue's ring is too large",
+          "It has more than " + std::to_string(BlockNumber{1} << kFairBlockBits) + " blocks.");
+  }
+  return (static_cast<uint64>(lap) << kFairLapShift) |
+         (static_cast<uint64>(block) << kFairOffsetBits) | static_cast<uint64>(offset);
+}
+core::FairPlace FairPlaceOf(int64 lap, ItemPointerData tid) {
+  return FairPlaceOf(lap, ItemPointerGetBlockNumber(&tid), ItemPointerGetOffsetNumber(&tid));
+}
+struct FairAt {
+  int64 lap;
+  BlockNumber block;
+  OffsetNumber offset;
+};
+FairAt FairAtOf(core::FairPlace place) {
+  return FairAt{
+      static_cast<int64>(place >> kFairLapShift),
+      static_cast<BlockNumber>((place >> kFairOffsetBits) & ((uint64{1} << kFairBlockBits) - 1)),
+      static_cast<OffsetNumber>(place & ((uint64{1} << kFairOffsetBits) - 1))};
+}
+// The lap of `segment` at or behind the cursor: entries behind the cursor
+// lie in the last `segments` laps (a segment is reused only once every
+// entry of it is closed, and then none is held).
+int64 LapBehind(const Lane& lane, int segment, int segments) {
+  return lane.cursor_lap - (lane.cursor_segment - segment + segments) % segments;
+}
+
+// The key an entry is filed under: a hash of its group key (0: none).
+// Keys of equal hash share a turn (a 64-bit hash: in practice never).
+uint64 FairKeyOf(HeapTupleData* tuple, TupleDesc desc) {
+  const Datum key = GroupKeyOf(tuple, desc);
+  if (key == 0) return 0;
+  text* value = DatumGetTextPP(key);
+  const uint64 hash =
+      hash_bytes_extended(reinterpret_cast<const unsigned char*>(VARDATA_ANY(value)),
+                          static_cast<int>(VARSIZE_ANY_EXHDR(value)), 0);
+  return hash == 0 ? 1 : hash;
+}
+
+core::FairOrder* FairOf(const Lane& lane) {
+  if (lane.fair < 0) return nullptr;
+  return reinterpret_cast<core::FairOrder*>(shared->fair_base +
+                                            static_cast<Size>(lane.fair) * shared->fair_bytes);
+}
+
+// Gives lane `index` an empty fair order (its claim lock held, or the lane
+// being built); false if none is free. Whatever lies behind the cursor is
+// handed out, given back or passed: the cursor files from where it is.
+bool AttachFair(Lane& lane, int index) {
+  for (int i = 0; i < shared->fair_count; ++i) {
+    uint32 expected = 0;
+    if (!pg_atomic_compare_exchange_u32(&shared->fair_owner[i], &expected,
+                                        static_cast<uint32>(index) + 1)) {
+      continue;
+    }
+    lane.fair = i;
+    (void)core::FairOrder::Make(FairOf(lane), shared->fair_sizes);
+    lane.fair_skipped = 0;
+    return true;
+  }
+  return false;
+}
+
+void DetachFair(Lane& lane) {
+  if (lane.fair < 0) return;
+  pg_atomic_write_u32(&shared->fair_owner[lane.fair], 0);
+  lane.fair = -1;
+  lane.fair_skipped = 0;
+}
+
+// The cursor enters the next segment (the claim lock held).
+void NextCursorSegment(Lane& lane, int segments) {
+  lane.cursor_segment = (lane.cursor_segment + 1) % segments;
+  ItemPointerSet(&lane.cursor, 0, FirstOffsetNumber);
+  ++lane.cursor_lap;
+  if (lane.cursor_lap < kFairLapRebase) return;
+  // Every place held is in the last `segments` laps: renumbered from 0 by
+  // whole turns of the ring (a lap's segment stays lap % segments).
+  const int64 by = (lane.cursor_lap - segments) / segments * segments;
+  if (core::FairOrder* order = FairOf(lane))
+    order->Rebase(static_cast<uint64>(by) << kFairLapShift);
+  lane.cursor_lap -= by;
+}
+
+bool InPassed(const Lane& lane, int segment, ItemPointerData tid) {
+  for (int i = 0; i < lane.passed_count; ++i) {
+    ItemPointerData passed = lane.passed[i].tid;
+    if (lane.passed[i].segment == segment && ItemPointerEquals(&passed, &tid)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // ---- lanes
 
 // Rebuilds a lane from the ring's rows (both lane locks held), read in
@@ -784,6 +966,8 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     bool grouped = false;        // its entry has a group key
     bool keyed = false;          // its entry has a dedupe key
     uint64 order = 0;
+    uint64 key = 0;          // its entry's fair key (FairKeyOf)
+    bool cancelled = false;  // its closure says 'x' (a cancel, not an end of a claim)
   };
   std::unordered_map<int64, Job> jobs;
   std::vector<int64> order;  // entries in ring order
@@ -825,10 +1009,15 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     TransactionId xmin;
     ItemPointerData tid;
     int64 claim_no;  // a claimed entry or a row of one: its claim's number
+    uint64 key;      // an entry's fair key
+    char outcome;    // a closure's
   };
   Seen1 rows[MaxHeapTuplesPerPage];
   const int segments = static_cast<int>(place.leaves.size());
   int first_with_entries = -1;
+  // Each segment's lap as the cursor meets them (read in ring order): a
+  // fair order's places (FairPlaceOf).
+  std::vector<int64> lap_of(static_cast<size_t>(segments), 0);
   for (int k = 1; k <= segments; ++k) {
     const int segment = (place.current + k) % segments;
     const Oid relid = place.leaves[segment];
@@ -868,7 +1057,13 @@ void Rebuild(Lane& lane, int index, const Place& place) {
                             KeyedOf(&tuple, desc),
                             HeapTupleHeaderGetRawXmin(tuple.t_data),
                             tuple.t_self,
-                            ClaimNoOf(&tuple, desc)};
+                            ClaimNoOf(&tuple, desc),
+                            KindOf(&tuple, desc) == 'e' ? FairKeyOf(&tuple, desc) : 0,
+                            '\0'};
+          if (rows[n - 1].kind == 'c') {
+            const Datum outcome = heap_getattr(&tuple, kOutcome, desc, &is_null);
+            rows[n - 1].outcome = is_null ? '\0' : DatumGetChar(outcome);
+          }
         }
         UnlockReleaseBuffer(buffer);
         return n;
@@ -923,6 +1118,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
           job.grouped = row.grouped;
           job.keyed = row.keyed;
           job.order = ++seen;
+          job.key = row.key;
           order.push_back(row.id);
         } else if (row.kind == 'r') {
           // The newest receipt of the newest attempt gives the lease (an
@@ -947,11 +1143,13 @@ void Rebuild(Lane& lane, int index, const Place& place) {
           }
         } else if (row.kind == 'c') {
           job.closed = true;
+          job.cancelled = row.outcome == 'x';
           if (row.in_progress) job.closing = row.xmin;
         }
       }
     }
     Guard([&] { table_close(rel, AccessShareLock); });
+    lap_of[segment] = place.current + k;
   }
   // Leases of an earlier ring of this queue (the extension dropped and
   // created again) go.
@@ -988,8 +1186,45 @@ void Rebuild(Lane& lane, int index, const Place& place) {
   lane.cancelled_count = 0;  // a cancel's closure is a row: its entry is closed above
   lane.cursor_segment = first_with_entries >= 0 ? first_with_entries : place.current;
   ItemPointerSet(&lane.cursor, 0, FirstOffsetNumber);
+  // Pending entries behind the cursor. A queue handing out in ring order
+  // has few (claims rolled back, late commits): given back. A fair one
+  // (ADR 0029) handed its keys' entries out of ring order: each key's
+  // pending entries after its last claimed one are filed again in a fair
+  // order (its own claims go in its order: those before are the few
+  // exceptions, given back).
+  DetachFair(lane);
+  size_t behind = 0;
   for (const int64 id : order) {
     const Job& job = jobs[id];
+    behind += !job.closed && !job.running && job.order <= last_named;
+  }
+  core::FairOrder* fair = nullptr;
+  std::unordered_map<uint64, uint64> last_claimed;  // a fair key's last entry claimed
+  if ((place.fair || behind > static_cast<size_t>(kReturnedMax)) && AttachFair(lane, index)) {
+    fair = FairOf(lane);
+    for (const auto& [id, job] : jobs) {
+      if (job.has_entry && (job.running || (job.closed && !job.cancelled))) {
+        uint64& last = last_claimed[job.key];
+        last = std::max(last, job.order);
+      }
+    }
+  }
+  lane.cursor_lap = lap_of[lane.cursor_segment];
+  for (const int64 id : order) {
+    const Job& job = jobs[id];
+    if (fair != nullptr && job.cancelled && !job.running && job.order <= last_named &&
+        fair->Skipping(job.key)) {
+      // Cancelled while pending, past its key's mark: a sweep passes it over.
+      if (lane.cancelled_count == kCancelledMax) {
+        Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+              "queue " + std::to_string(place.queue_id) + " has too many cancelled jobs to note");
+      }
+      lane.cancelled[lane.cancelled_count++] =
+          Tomb{job.entry, static_cast<int16>(job.segment),
+               TransactionIdIsValid(job.closing) ? job.closing : FrozenTransactionId};
+      ++lane.fair_skipped;
+      continue;
+    }
     if (job.closed && !(job.running && TransactionIdIsValid(job.closing))) continue;
     if (job.running) {
       // A committed claim: no claiming transaction to wait for.
@@ -1003,10 +1238,21 @@ void Rebuild(Lane& lane, int index, const Place& place) {
       Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, id}, lease); });
       continue;
     }
+    if (job.order <= last_named && fair != nullptr && job.order > last_claimed[job.key]) {
+      const core::FairFiled filed =
+          fair->File(job.key, kFairWeight, FairPlaceOf(lap_of[job.segment], job.entry));
+      if (filed == core::FairFiled::kSkipped) ++lane.fair_skipped;
+      if (filed != core::FairFiled::kNoSlot) continue;
+    }
     if (job.order <= last_named) {
       if (lane.returned_count == kReturnedMax) {
         Raise(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
-              "queue " + std::to_string(place.queue_id) + " has too many jobs to give back");
+              "queue " + std::to_string(place.queue_id) + " has too many jobs to give back",
+              "More than " + std::to_string(kReturnedMax) +
+                  " of its pending jobs lie before jobs it handed out (a fair queue's "
+                  "keys, ADR 0029), and no fair order is free to file them.",
+              "Raise pgq.max_fair_queues (a restart); its jobs are handed out again once a "
+              "fair order is free.");
       }
       lane.returned[lane.returned_count++] =
           Offer{job.entry, job.base + 1, static_cast<int16>(job.segment)};
@@ -1034,6 +1280,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
                      ItemPointerGetOffsetNumber(&job.entry) + 1);
     }
   }
+  lane.cursor_lap = lap_of[lane.cursor_segment];
   lane.insert_segment = place.current;
   lane.insert_generation = place.generation;
   lane.insert_block = InvalidBlockNumber;
@@ -1068,7 +1315,12 @@ Idleness IdlenessOf(int index) {
   }
   if (!LWLockConditionalAcquire(lane.claim_lock, LW_SHARED)) return Idleness::kBusy;
   Idleness idleness = Idleness::kIdle;
-  if (lane.passed_count == 0 && lane.returned_count == 0 && lane.cancelled_count == 0) {
+  const core::FairOrder* fair = FairOf(lane);
+  if (fair != nullptr && (fair->FiledCount() > 0 || fair->SkippingKeys() > 0)) {
+    // Its keys' entries: a rebuild would need a fair order again, which
+    // another queue may have taken meanwhile.
+    idleness = Idleness::kBusy;
+  } else if (lane.passed_count == 0 && lane.returned_count == 0 && lane.cancelled_count == 0) {
     idleness = Idleness::kClean;
   } else if (lane.returned_count + lane.passed_count > kReturnedMax) {
     idleness = Idleness::kBusy;  // more than the rebuild could give back
@@ -1144,6 +1396,7 @@ int TakeBack(Oid database) {
   if (pg_atomic_read_u32(&lane.dependents) != 0) NoteLater(lane.database, lane.ring_id);
   lane.database = InvalidOid;
   lane.built = false;
+  DetachFair(lane);  // its rebuild files its keys' entries again
   pg_atomic_write_u32(&lane.dependents, 0);
   return best;
 }
@@ -1484,6 +1737,284 @@ bool Precedes(HeapTupleData* tuple, TupleDesc desc, const Bound* bound) {
   return IdOf(tuple, desc) < bound->id;
 }
 
+// What the cursor does with a committed entry it meets (WalkCursor).
+enum class Step {
+  kNext,  // on to the next row
+  kStop,  // the cursor moves past it and stops
+  kStay,  // the cursor stays at it and stops
+};
+
+// Walks the claim cursor (the claim lock held) through its segment, and on
+// into the next once entries have left it for good, offering visit(tuple,
+// desc, segment) each committed entry; an entry in progress goes to the
+// passed set (the cursor waits at it while the set is full). Stops at the
+// last entry placed, or as visit says. False when the cursor is in a
+// segment not open (`need` says so: the caller opens it and comes back).
+template <typename Visit>
+bool WalkCursor(Lane& lane, const std::vector<Relation>& rels, std::vector<char>* need,
+                int segments, Visit&& visit) {
+  for (;;) {
+    const int segment = lane.cursor_segment;
+    Relation rel = rels[segment];
+    if (rel == nullptr) {
+      (*need)[segment] = 1;
+      return false;
+    }
+    // Whether entries have left this segment: read before its length,
+    // which is then final (the turn was made under the insert lock,
+    // after the last entry placed here).
+    const bool left = lane.insert_segment != segment;
+    pg_read_barrier();
+    BlockNumber last = left ? InvalidBlockNumber : lane.insert_block;
+    if (last == InvalidBlockNumber) {
+      const BlockNumber blocks = RelationGetNumberOfBlocks(rel);
+      last = blocks == 0 ? InvalidBlockNumber : blocks - 1;
+    }
+    TupleDesc desc = RelationGetDescr(rel);
+    bool at_end = last == InvalidBlockNumber || ItemPointerGetBlockNumber(&lane.cursor) > last;
+    bool stop = false;
+    while (!at_end && !stop) {
+      const BlockNumber block = ItemPointerGetBlockNumber(&lane.cursor);
+      Buffer buffer = ReadBuffer(rel, block);
+      LockBuffer(buffer, BUFFER_LOCK_SHARE);
+      Page page = BufferGetPage(buffer);
+      const OffsetNumber max = PageGetMaxOffsetNumber(page);
+      OffsetNumber offset = ItemPointerGetOffsetNumber(&lane.cursor);
+      bool stalled = false;
+      for (; offset <= max && !stop && !stalled; ++offset) {
+        HeapTupleData tuple;
+        if (!RowAt(page, block, offset, RelationGetRelid(rel), &tuple)) continue;
+        switch (Look(tuple.t_data, buffer)) {
+          case Seen::kCommitted:
+            if (KindOf(&tuple, desc) != 'e') break;
+            switch (visit(&tuple, desc, segment)) {
+              case Step::kNext:
+                break;
+              case Step::kStop:
+                stop = true;
+                break;
+              case Step::kStay:
+                stalled = stop = true;  // the cursor stays at it
+                --offset;
+                break;
+            }
+            break;
+          case Seen::kInProgress:
+            if (KindOf(&tuple, desc) != 'e') break;
+            if (lane.passed_count == kPassedMax) {
+              stalled = stop = true;  // the cursor waits here until the set has room
+              --offset;
+              break;
+            }
+            lane.passed[lane.passed_count++] = Passed{HeapTupleHeaderGetRawXmin(tuple.t_data),
+                                                      tuple.t_self, static_cast<int16>(segment)};
+            break;
+          case Seen::kGone:
+            break;
+        }
+      }
+      UnlockReleaseBuffer(buffer);
+      if (stalled || offset <= max || block == last) {
+        ItemPointerSet(&lane.cursor, block, offset);
+        at_end = !stalled && offset > max && block == last;
+        break;
+      }
+      ItemPointerSet(&lane.cursor, block + 1, FirstOffsetNumber);
+    }
+    if (!at_end || !left) return true;
+    // Every entry of the segment seen: on to the next one.
+    NextCursorSegment(lane, segments);
+  }
+}
+
+// A fair lane's work under its claim lock (ADR 0029, core/fair_order.h):
+// the passed set's committed entries and the cursor's file into the fair
+// order, sweeps refill its skipping keys, claims take in its order. Every
+// segment of the ring is open (`rels`).
+class FairLane {
+ public:
+  FairLane(Lane& lane, core::FairOrder& order, const std::vector<Relation>& rels)
+      : lane_(lane), order_(order), rels_(rels), segments_(static_cast<int>(rels.size())) {}
+
+  // What a claim does before it takes: the passed set, the cursor, and a
+  // sweep if one is due (then the cursor again: a sweep may end the
+  // skipping that held it).
+  void Prepare() {
+    FilePassed();
+    FileCursor();
+    if (order_.SweepWanted()) {
+      Sweep();
+      FileCursor();
+    }
+  }
+
+  // The next entry in fair order (its segment and place), taken (`take`)
+  // or only looked at; nullopt when none is left. Nothing found while keys
+  // skip: one sweep, the cursor, and a look again.
+  std::optional<std::pair<int, ItemPointerData>> Next(bool take) {
+    std::optional<core::FairOrder::Taken> next = take ? order_.Take() : order_.Next();
+    if (!next && !swept_ && order_.SkippingKeys() > 0) {
+      swept_ = true;
+      Sweep();
+      FileCursor();
+      next = take ? order_.Take() : order_.Next();
+    }
+    if (!next) return std::nullopt;
+    const FairAt at = FairAtOf(next->place);
+    ItemPointerData tid;
+    ItemPointerSet(&tid, at.block, at.offset);
+    return std::make_pair(static_cast<int>(at.lap % segments_), tid);
+  }
+
+ private:
+  Offer EntryAt(int segment, ItemPointerData tid) const {
+    return Offer{tid, 0, static_cast<int16>(segment)};
+  }
+
+  // Committed entries the cursor passed in progress: filed past their
+  // key's room (FileLate), or left to a sweep; kept while no slot is free.
+  void FilePassed() {
+    for (int i = 0; i < lane_.passed_count;) {
+      const Passed passed = lane_.passed[i];
+      if (TransactionIdIsInProgress(passed.xid)) {
+        ++i;
+        continue;
+      }
+      if (TransactionIdDidCommit(passed.xid)) {
+        uint64 key = 0;
+        VisitRow(rels_[passed.segment], passed.tid, [&](HeapTupleData* tuple, Buffer) {
+          key = FairKeyOf(tuple, RelationGetDescr(rels_[passed.segment]));
+        });
+        const core::FairPlace at =
+            FairPlaceOf(LapBehind(lane_, passed.segment, segments_), passed.tid);
+        const Offer entry = EntryAt(passed.segment, passed.tid);
+        if (lane_.cancelled_count > 0 && Cancelled(lane_, entry, false)) {
+          // Its note stays while a sweep has still to pass it.
+          if (order_.Remove(key, at) == core::FairFiled::kSkipped) {
+            ++lane_.fair_skipped;
+          } else {
+            (void)Cancelled(lane_, entry, true);
+          }
+        } else {
+          const core::FairFiled filed = order_.FileLate(key, kFairWeight, at);
+          if (filed == core::FairFiled::kNoSlot) {
+            ++i;
+            continue;
+          }
+          if (filed == core::FairFiled::kSkipped) ++lane_.fair_skipped;
+        }
+      }
+      memmove(lane_.passed + i, lane_.passed + i + 1,
+              sizeof(Passed) * static_cast<size_t>(lane_.passed_count - i - 1));
+      --lane_.passed_count;
+    }
+  }
+
+  // The cursor files every committed entry up to the last one placed (it
+  // stays at one whose key finds no slot).
+  void FileCursor() {
+    std::vector<char> need(static_cast<size_t>(segments_), 0);  // every segment is open
+    (void)WalkCursor(
+        lane_, rels_, &need, segments_, [&](HeapTupleData* tuple, TupleDesc desc, int segment) {
+          const uint64 key = FairKeyOf(tuple, desc);
+          const Offer entry = EntryAt(segment, tuple->t_self);
+          if (lane_.cancelled_count > 0 && Cancelled(lane_, entry, false)) {
+            // Past a skipping key's mark a sweep meets it again.
+            if (order_.Skipping(key)) {
+              ++lane_.fair_skipped;
+            } else {
+              (void)Cancelled(lane_, entry, true);
+            }
+            return Step::kNext;
+          }
+          switch (order_.File(key, kFairWeight, FairPlaceOf(lane_.cursor_lap, tuple->t_self))) {
+            case core::FairFiled::kSkipped:
+              ++lane_.fair_skipped;
+              break;
+            case core::FairFiled::kNoSlot:
+              return Step::kStay;
+            default:
+              break;
+          }
+          return Step::kNext;
+        });
+  }
+
+  // A sweep (core/fair_order.h): reads behind the cursor from the skipping
+  // keys' marks, filing their entries while they have room.
+  void Sweep() {
+    const core::FairPlace cursor = FairPlaceOf(lane_.cursor_lap, lane_.cursor);
+    std::optional<core::FairPlace> place = order_.BeginSweep();
+    if (!place) {
+      order_.EndSweep(cursor, false);  // nothing to sweep: its flags read again
+      return;
+    }
+    std::vector<BlockNumber> blocks(static_cast<size_t>(segments_), InvalidBlockNumber);
+    Buffer buffer = InvalidBuffer;
+    int buffer_segment = -1;
+    BlockNumber buffer_block = InvalidBlockNumber;
+    core::FairPlace reached = *place;
+    bool at_cursor = false;
+    for (;;) {
+      if (*place >= cursor) {
+        at_cursor = true;
+        break;
+      }
+      const FairAt at = FairAtOf(*place);
+      const int segment = static_cast<int>(at.lap % segments_);
+      Relation rel = rels_[segment];
+      if (blocks[segment] == InvalidBlockNumber) blocks[segment] = RelationGetNumberOfBlocks(rel);
+      if (at.block >= blocks[segment]) {  // on to the next lap's segment
+        place = FairPlaceOf(at.lap + 1, 0, FirstOffsetNumber);
+        continue;
+      }
+      if (at.offset < FirstOffsetNumber) {
+        place = FairPlaceOf(at.lap, at.block, FirstOffsetNumber);
+        continue;
+      }
+      if (buffer_segment != segment || buffer_block != at.block) {
+        if (BufferIsValid(buffer)) UnlockReleaseBuffer(buffer);
+        buffer = ReadBuffer(rel, at.block);
+        LockBuffer(buffer, BUFFER_LOCK_SHARE);
+        buffer_segment = segment;
+        buffer_block = at.block;
+      }
+      Page page = BufferGetPage(buffer);
+      if (at.offset > PageGetMaxOffsetNumber(page)) {
+        place = FairPlaceOf(at.lap, at.block + 1, FirstOffsetNumber);
+        continue;
+      }
+      HeapTupleData tuple;
+      TupleDesc desc = RelationGetDescr(rel);
+      if (RowAt(page, at.block, at.offset, RelationGetRelid(rel), &tuple) &&
+          KindOf(&tuple, desc) == 'e' && Look(tuple.t_data, buffer) == Seen::kCommitted &&
+          !(lane_.passed_count > 0 && InPassed(lane_, segment, tuple.t_self))) {
+        const uint64 key = FairKeyOf(&tuple, desc);
+        const Offer entry = EntryAt(segment, tuple.t_self);
+        if (lane_.cancelled_count > 0 && Cancelled(lane_, entry, false)) {
+          if (order_.Pass(key, *place)) {
+            (void)Cancelled(lane_, entry, true);
+            --lane_.fair_skipped;
+          }
+        } else if (order_.Sweep(key, kFairWeight, *place) == core::FairFiled::kFiled) {
+          --lane_.fair_skipped;
+        }
+      }
+      reached = *place + 1;
+      place = order_.SweepNext(*place);
+      if (!place) break;
+    }
+    if (BufferIsValid(buffer)) UnlockReleaseBuffer(buffer);
+    order_.EndSweep(at_cursor ? cursor : reached, at_cursor);
+  }
+
+  Lane& lane_;
+  core::FairOrder& order_;
+  const std::vector<Relation>& rels_;
+  const int segments_;
+  bool swept_ = false;
+};
+
 }  // namespace
 
 std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until,
@@ -1527,12 +2058,13 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
   std::vector<char> need(static_cast<size_t>(segments), 0);
   size_t wanted = static_cast<size_t>(n);
   const SubTransactionId sub = GetCurrentSubTransactionId();
-  size_t noted = 0;  // the first of `taken` without its undo note
+  size_t noted = 0;            // the first of `taken` without its undo note
+  bool fair_unserved = false;  // a fair queue found no fair order free
   Guard([&] {
     (void)GetCurrentTransactionId();  // the receipts are written below
     // attempt < 0: the entry's attempts spent + 1.
     // Taken if it comes before `before`; false (and nothing taken) if not.
-    auto fetch = [&](int segment, ItemPointerData tid, int32 attempt) {
+    auto fetch = [&](int segment, ItemPointerData tid, int32 attempt, const Bound* bound) {
       Relation rel = rels[segment];
       Buffer buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(&tid));
       LockBuffer(buffer, BUFFER_LOCK_SHARE);
@@ -1542,7 +2074,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       // stays until the segment is truncated.
       if (!RowAt(page, ItemPointerGetBlockNumber(&tid), ItemPointerGetOffsetNumber(&tid),
                  RelationGetRelid(rel), &tuple) ||
-          !Precedes(&tuple, RelationGetDescr(rel), before)) {
+          !Precedes(&tuple, RelationGetDescr(rel), bound)) {
         UnlockReleaseBuffer(buffer);
         return false;
       }
@@ -1553,6 +2085,11 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       return true;
     };
     bool bounded = false;  // stopped at an entry that does not come before `before`
+    // A fair lane (ADR 0029) opens every segment first: its sweeps read
+    // behind the cursor, and its claims take from any segment. (Read here
+    // without the lock, again under it.)
+    const bool fair_hint = place.fair || lane.fair >= 0;
+    if (fair_hint) std::fill(need.begin(), need.end(), 1);
     // Rounds: a segment is opened before the lock is taken (an open may
     // wait), so a claim that finds an entry in a segment it has not opened
     // lets the lock go, opens it and comes back. At most one round per
@@ -1565,6 +2102,17 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       }
       bool blocked = false;  // an entry waits in a segment not yet open
       LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
+      if (place.fair && lane.fair < 0 && !AttachFair(lane, index) &&
+          TimeToLog(&shared->fair_logged_at)) {
+        fair_unserved = true;  // logged below, outside the lock
+      }
+      core::FairOrder* fair = FairOf(lane);
+      if (fair != nullptr && std::find(rels.begin(), rels.end(), nullptr) != rels.end()) {
+        std::fill(need.begin(), need.end(), 1);  // it became fair meanwhile: every segment
+        LWLockRelease(lane.claim_lock);
+        continue;
+      }
+      const Bound* bound = fair != nullptr ? nullptr : before;  // fair order is no ring order
       // Given back first, oldest first.
       int from = 0;
       while (taken.size() < wanted && from < lane.returned_count && !bounded) {
@@ -1574,7 +2122,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
           blocked = true;
           break;
         }
-        if (!fetch(offer.segment, offer.tid, offer.attempt)) {
+        if (!fetch(offer.segment, offer.tid, offer.attempt, bound)) {
           bounded = true;
           break;
         }
@@ -1592,7 +2140,24 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                         static_cast<int64>(taken.size() - noted);
       const int64 room = kReturnedMax - lane.returned_count - out;
       wanted = std::min(wanted, taken.size() + static_cast<size_t>(std::max<int64>(room, 0)));
-      for (int i = 0; !blocked && !bounded && i < lane.passed_count && taken.size() < wanted;) {
+      if (fair != nullptr && !blocked) {
+        // In fair order: what the passed set and the cursor file, then the
+        // head of the key whose turn it is, each time.
+        FairLane fair_lane(lane, *fair, rels);
+        fair_lane.Prepare();
+        while (taken.size() < wanted) {
+          const std::optional<std::pair<int, ItemPointerData>> next = fair_lane.Next(true);
+          if (!next) break;
+          (void)fetch(next->first, next->second, -1, nullptr);
+        }
+        // Its queue is fair no more: the order serves what it holds, then
+        // goes (the cursor hands out in ring order from where it is).
+        if (!place.fair && fair->FiledCount() == 0 && fair->SkippingKeys() == 0) {
+          DetachFair(lane);
+        }
+      }
+      for (int i = 0; fair == nullptr && !blocked && !bounded && i < lane.passed_count &&
+                      taken.size() < wanted;) {
         const Passed passed = lane.passed[i];
         if (TransactionIdIsInProgress(passed.xid)) {
           ++i;
@@ -1606,7 +2171,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
             blocked = true;
             break;
           }
-          if (!fetch(passed.segment, passed.tid, -1)) {
+          if (!fetch(passed.segment, passed.tid, -1, bound)) {
             bounded = true;  // kept in the set
             break;
           }
@@ -1618,78 +2183,20 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       }
       // The cursor, through its segment and on into the next one once
       // entries have left it for good.
-      while (!blocked && !bounded && taken.size() < wanted) {
-        const int segment = lane.cursor_segment;
-        Relation rel = rels[segment];
-        if (rel == nullptr) {
-          need[segment] = 1;
-          blocked = true;
-          break;
-        }
-        // Whether entries have left this segment: read before its length,
-        // which is then final (the turn was made under the insert lock,
-        // after the last entry placed here).
-        const bool left = lane.insert_segment != segment;
-        pg_read_barrier();
-        BlockNumber last = left ? InvalidBlockNumber : lane.insert_block;
-        if (last == InvalidBlockNumber) {
-          const BlockNumber blocks = RelationGetNumberOfBlocks(rel);
-          last = blocks == 0 ? InvalidBlockNumber : blocks - 1;
-        }
-        TupleDesc desc = RelationGetDescr(rel);
-        bool at_end = last == InvalidBlockNumber || ItemPointerGetBlockNumber(&lane.cursor) > last;
-        while (!at_end && taken.size() < wanted) {
-          const BlockNumber block = ItemPointerGetBlockNumber(&lane.cursor);
-          Buffer buffer = ReadBuffer(rel, block);
-          LockBuffer(buffer, BUFFER_LOCK_SHARE);
-          Page page = BufferGetPage(buffer);
-          const OffsetNumber max = PageGetMaxOffsetNumber(page);
-          OffsetNumber offset = ItemPointerGetOffsetNumber(&lane.cursor);
-          bool stalled = false;
-          for (; offset <= max && taken.size() < wanted && !stalled; ++offset) {
-            HeapTupleData tuple;
-            if (!RowAt(page, block, offset, RelationGetRelid(rel), &tuple)) continue;
-            switch (Look(tuple.t_data, buffer)) {
-              case Seen::kCommitted:
-                if (KindOf(&tuple, desc) == 'e' &&
-                    !(lane.cancelled_count > 0 &&
-                      Cancelled(lane, Offer{tuple.t_self, 0, static_cast<int16>(segment)}, true))) {
-                  if (!Precedes(&tuple, desc, before)) {
-                    stalled = bounded = true;  // the cursor stays at it
-                    --offset;
-                    break;
-                  }
-                  taken.push_back(
-                      Taken{heap_copytuple(&tuple), AttemptOf(&tuple, desc) + 1, segment});
-                }
-                break;
-              case Seen::kInProgress:
-                if (KindOf(&tuple, desc) != 'e') break;
-                if (lane.passed_count == kPassedMax) {
-                  stalled = true;  // the cursor waits here until the set has room
-                  --offset;
-                  break;
-                }
-                lane.passed[lane.passed_count++] =
-                    Passed{HeapTupleHeaderGetRawXmin(tuple.t_data), tuple.t_self,
-                           static_cast<int16>(segment)};
-                break;
-              case Seen::kGone:
-                break;
-            }
-          }
-          UnlockReleaseBuffer(buffer);
-          if (stalled || offset <= max || block == last) {
-            ItemPointerSet(&lane.cursor, block, offset);
-            at_end = !stalled && offset > max && block == last;
-            break;
-          }
-          ItemPointerSet(&lane.cursor, block + 1, FirstOffsetNumber);
-        }
-        if (!at_end || !left) break;
-        // Every entry of the segment seen: on to the next one.
-        lane.cursor_segment = (segment + 1) % segments;
-        ItemPointerSet(&lane.cursor, 0, FirstOffsetNumber);
+      if (fair == nullptr && !blocked && !bounded && taken.size() < wanted) {
+        blocked = !WalkCursor(
+            lane, rels, &need, segments, [&](HeapTupleData* tuple, TupleDesc desc, int segment) {
+              if (lane.cancelled_count > 0 &&
+                  Cancelled(lane, Offer{tuple->t_self, 0, static_cast<int16>(segment)}, true)) {
+                return Step::kNext;
+              }
+              if (!Precedes(tuple, desc, bound)) {
+                bounded = true;
+                return Step::kStay;
+              }
+              taken.push_back(Taken{heap_copytuple(tuple), AttemptOf(tuple, desc) + 1, segment});
+              return taken.size() < wanted ? Step::kNext : Step::kStop;
+            });
       }
       // What this round took, noted before the lock goes (an open of a
       // segment in the next round may fail: a rollback gives these back),
@@ -1785,6 +2292,15 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       if (rel != nullptr) table_close(rel, NoLock);
     }
   });
+  if (fair_unserved) {
+    Guard([&] {
+      ereport(LOG, (errmsg("pgq: queue %d found no fair order free: its jobs are handed out in "
+                           "the order they came until one is",
+                           place.queue_id),
+                    errdetail("Queues finding none in the next minute are not logged."),
+                    errhint("Raise pgq.max_fair_queues (a restart).")));
+    });
+  }
   // An operator's sign that the share is too small (the jobs are not
   // refused, so nothing else tells).
   const int spilled_count = static_cast<int>(std::count(spilled.begin(), spilled.end(), 1));
@@ -2279,38 +2795,6 @@ std::vector<std::pair<int64, Lease>> RunningIn(Oid segment_relid, int max) {
   return out;
 }
 
-namespace {
-
-// Calls `visit(&tuple, buffer)` for each row of `block` of `rel` from
-// offset `first` on, the buffer share-locked, until it answers false.
-template <typename Visit>
-void VisitBlock(Relation rel, BlockNumber block, OffsetNumber first, Visit&& visit) {
-  Buffer buffer = ReadBuffer(rel, block);
-  LockBuffer(buffer, BUFFER_LOCK_SHARE);
-  Page page = BufferGetPage(buffer);
-  const OffsetNumber max = PageGetMaxOffsetNumber(page);
-  for (OffsetNumber offset = first; offset <= max; ++offset) {
-    HeapTupleData tuple;
-    if (RowAt(page, block, offset, RelationGetRelid(rel), &tuple) && !visit(&tuple, buffer)) break;
-  }
-  UnlockReleaseBuffer(buffer);
-}
-
-// Calls `visit(&tuple, buffer)` for the row at `tid` of `rel`, if any.
-template <typename Visit>
-void VisitRow(Relation rel, ItemPointerData tid, Visit&& visit) {
-  Buffer buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(&tid));
-  LockBuffer(buffer, BUFFER_LOCK_SHARE);
-  HeapTupleData tuple;
-  if (RowAt(BufferGetPage(buffer), ItemPointerGetBlockNumber(&tid),
-            ItemPointerGetOffsetNumber(&tid), RelationGetRelid(rel), &tuple)) {
-    visit(&tuple, buffer);
-  }
-  UnlockReleaseBuffer(buffer);
-}
-
-}  // namespace
-
 int Peek(const Place& place, Bound* next, int max_keys) {
   if (shared == nullptr || max_keys <= 0) return 0;
   const CallPin pin{LaneOf(place, true)};
@@ -2351,6 +2835,18 @@ int Peek(const Place& place, Bound* next, int max_keys) {
     // then the cursor's next entry (in its segment, then on).
     for (int i = 0; !full() && i < lane.returned_count; ++i) {
       look_at(lane.returned[i].segment, lane.returned[i].tid);
+    }
+    if (core::FairOrder* fair = FairOf(lane)) {
+      // A fair lane's next entry in fair order (one: the ones after it
+      // depend on the keys' turns), after what its claim files first.
+      if (!full()) {
+        FairLane fair_lane(lane, *fair, rels);
+        fair_lane.Prepare();
+        if (const auto first = fair_lane.Next(false)) look_at(first->first, first->second);
+      }
+      LWLockRelease(lane.claim_lock);
+      for (Relation rel : rels) table_close(rel, NoLock);
+      return;
     }
     for (int i = 0; !full() && i < lane.passed_count; ++i) {
       const Passed& passed = lane.passed[i];
@@ -2427,6 +2923,7 @@ Pending CountPending(const Place& place, int64 limit) {
   ItemPointerData cursor;
   int insert_segment = 0;
   int cancelled = 0;
+  int64 fair_held = 0;  // a fair order's offers and skipped entries (ADR 0029)
   // Room made before the lock (and outside Guard, whose frame must not see
   // an exception): the copies below allocate nothing.
   returned.reserve(kReturnedMax);
@@ -2439,12 +2936,15 @@ Pending CountPending(const Place& place, int64 limit) {
     cursor = lane.cursor;
     insert_segment = lane.insert_segment;
     cancelled = lane.cancelled_count;
+    if (const core::FairOrder* fair = FairOf(lane)) {
+      fair_held = fair->FiledCount() + std::max<int64>(lane.fair_skipped, 0);
+    }
     LWLockRelease(lane.claim_lock);
   });
   // Taken by claims not yet committed: pending still to every other
   // session, as a table job whose claim has not committed (their leases
   // count as running once it has).
-  out.count = pg_atomic_read_u32(&lane.reserved);
+  out.count = pg_atomic_read_u32(&lane.reserved) + fair_held;
   std::vector<Relation> rels(static_cast<size_t>(segments), nullptr);
   Guard([&] {
     for (int k = 0; k < segments; ++k) rels[k] = table_open(place.leaves[k], AccessShareLock);
@@ -2620,6 +3120,16 @@ TombstoneOutcome Tombstone(const Place& place, int64 id, int segment, ItemPointe
   ReserveUndo(1);
   const TransactionId me = Guard([] { return GetCurrentTransactionId(); });
   const Offer offer{entry, attempt, static_cast<int16>(segment)};
+  // Its fair key: behind the cursor of a fair lane it may be an offer, or
+  // lie past its key's mark (ADR 0029).
+  const uint64 key = Guard([&] {
+    uint64 of = 0;
+    Relation rel = table_open(place.leaves[segment], AccessShareLock);
+    VisitRow(rel, entry,
+             [&](HeapTupleData* tuple, Buffer) { of = FairKeyOf(tuple, RelationGetDescr(rel)); });
+    table_close(rel, NoLock);
+    return of;
+  });
   enum { kUndecided, kHandedOut, kTakenBack, kNoted, kFull, kAlready, kWait } outcome = kUndecided;
   bool noted = false;
   // Under the claim lock, and inside the guard: the transaction status
@@ -2660,14 +3170,38 @@ TombstoneOutcome Tombstone(const Place& place, int64 id, int segment, ItemPointe
         waiting =
             lane.passed[i].segment == segment && ItemPointerEquals(&lane.passed[i].tid, &entry);
       }
+      bool behind = false;
       if (!waiting && segment == lane.cursor_segment) {
         waiting = ItemPointerCompare(&entry, &lane.cursor) >= 0;
+        behind = !waiting;
       } else if (!waiting) {
         const int to_entry = (segment - lane.cursor_segment + segments) % segments;
         const int to_insert = (lane.insert_segment - lane.cursor_segment + segments) % segments;
         waiting = to_entry <= to_insert;
+        behind = !waiting;
       }
       outcome = waiting ? kNoted : kHandedOut;
+      core::FairOrder* fair = FairOf(lane);
+      if (behind && fair != nullptr) {
+        // A fair lane's: an offer is taken out (given back if this rolls
+        // back); past a skipping key's mark, noted for the sweep; else it
+        // was handed out.
+        if (lane.cancelled_count == kCancelledMax) {
+          outcome = kFull;
+        } else {
+          switch (fair->Remove(key, FairPlaceOf(LapBehind(lane, segment, segments), entry))) {
+            case core::FairFiled::kFiled:
+              outcome = kTakenBack;
+              kind = UndoKind::kUntake;
+              break;
+            case core::FairFiled::kSkipped:
+              outcome = kNoted;
+              break;
+            default:
+              break;
+          }
+        }
+      }
     }
     if ((outcome == kNoted || outcome == kTakenBack) && lane.cancelled_count == kCancelledMax) {
       // No room for the note: an entry taken out goes back.
@@ -2718,6 +3252,15 @@ bool MayTruncate(const Place& place, int segment) {
       const Passed& passed = lane.passed[i];
       may = passed.segment != segment ||
             (!TransactionIdIsInProgress(passed.xid) && !TransactionIdDidCommit(passed.xid));
+    }
+    // A fair order's places (offers, skipping keys' marks) from the least
+    // of them to the cursor: a segment among them is read again by a sweep
+    // (whose marks may lie past entries that are all closed).
+    if (const core::FairOrder* fair = FairOf(lane); may && fair != nullptr) {
+      if (const std::optional<core::FairPlace> least = fair->Least()) {
+        const int segments = static_cast<int>(place.leaves.size());
+        may = LapBehind(lane, segment, segments) < FairAtOf(*least).lap;
+      }
     }
     LWLockRelease(lane.claim_lock);
   });
@@ -2819,10 +3362,7 @@ bool LetGo(const Place& place, int segment) {
     // Every entry of the segment is closed: the cursor has nothing left
     // in it (and must not stay in it: entries placed after a later turn
     // onto it would lie behind the cursor).
-    if (lane.cursor_segment == segment) {
-      lane.cursor_segment = (segment + 1) % segments;
-      ItemPointerSet(&lane.cursor, 0, FirstOffsetNumber);
-    }
+    if (lane.cursor_segment == segment) NextCursorSegment(lane, segments);
     // What is left of the segment in the lists is of aborted inserters, and
     // tombstones of entries that are closed (a later turn onto the emptied
     // segment must not find them on its new rows).
@@ -2884,6 +3424,7 @@ void FreeLanes(Match&& match) {
         Lane& lane = shared->lanes[i];
         lane.database = InvalidOid;
         lane.built = false;
+        DetachFair(lane);
         pg_atomic_write_u32(&lane.leases, 0);
         pg_atomic_write_u32(&lane.closing, 0);
         pg_atomic_write_u32(&lane.dependents, 0);

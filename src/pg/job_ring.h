@@ -82,6 +82,9 @@ struct Place {
   int current;              // the segment that takes new entries, 0 .. leaves.size() - 1
   int64 generation;         // the ledger's turn count when it was read
   std::vector<Oid> leaves;  // the ring's segment tables, segment 0 first
+  // Its queue hands out in fair order across group keys (fairness =>
+  // 'group', ADR 0029): its lane keeps a fair order while one is free.
+  bool fair = false;
 };
 
 struct NewEntry {

@@ -23,6 +23,9 @@ int max_ring_queues = 128;
 int max_ring_queues_per_database = 64;
 int max_running_ring_jobs = 65536;
 int max_running_ring_jobs_per_database = 32768;
+int max_fair_queues = 4;
+int fair_keys = 16384;
+int fair_offers = 65536;
 int handler_workers = 2;
 char* databases = nullptr;
 int compact_min_size_kb = 2048;
@@ -92,6 +95,22 @@ void DefineSettings() {
         "jobs a claim takes past it run as rows of pgq.job_rows.",
         &max_running_ring_jobs, 65536, 64, 16 * 1024 * 1024, PGC_POSTMASTER, 0, nullptr, nullptr,
         nullptr);
+    DefineCustomIntVariable(
+        "pgq.max_fair_queues", "Queues with fairness that hand out jobs at once, in the server.",
+        "A queue with fairness => 'group' in use holds a fair order in shared memory (its size "
+        "set by pgq.fair_keys and pgq.fair_offers, about 2 MB at the defaults) beside its lane; "
+        "one that finds none hands out its jobs in the order they came until one is free (logged).",
+        &max_fair_queues, 4, 0, 1024, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable(
+        "pgq.fair_keys", "Group keys with ready jobs a fair queue serves at once.",
+        "Each takes about 80 B of a fair order; a job of one more key waits until a key's jobs "
+        "are all handed out.",
+        &fair_keys, 16384, 16, 1024 * 1024, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable(
+        "pgq.fair_offers", "Ready jobs a fair queue keeps sorted by key at once.",
+        "Each takes 16 B of a fair order; a key's later jobs are read again from its ring when its "
+        "earlier ones are handed out.",
+        &fair_offers, 65536, 64, 16 * 1024 * 1024, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
   }
   DefineCustomIntVariable(
       "pgq.max_ring_queues_per_database", "Queues in use at once in one database.",
@@ -156,6 +175,9 @@ int MaxRingQueues() { return max_ring_queues; }
 int MaxRingQueuesPerDatabase() { return max_ring_queues_per_database; }
 int MaxRunningRingJobs() { return max_running_ring_jobs; }
 int MaxRunningRingJobsPerDatabase() { return max_running_ring_jobs_per_database; }
+int MaxFairQueues() { return max_fair_queues; }
+int FairKeys() { return fair_keys; }
+int FairOffers() { return fair_offers; }
 
 int HandlerWorkers() { return handler_workers; }
 

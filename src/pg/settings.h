@@ -35,6 +35,12 @@ int MaxRingQueues();
 int MaxRingQueuesPerDatabase();
 int MaxRunningRingJobs();
 int MaxRunningRingJobsPerDatabase();
+// Fair lanes (ADR 0029): how many rings at once may hand out their jobs in
+// fair order (fairness => 'group'), and each one's room for active keys
+// and filed offers (read once at the start).
+int MaxFairQueues();
+int FairKeys();
+int FairOffers();
 int HandlerWorkers();
 // pgq.compact_min_size in bytes; -1: never compact (service/compact.h).
 int64 CompactMinBytes();

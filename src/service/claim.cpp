@@ -87,7 +87,31 @@ int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 
     return add(store::ring::Claim(spi_, queue.id, rings[i].ring_id, name_datums_[index], want - got,
                                   lease, now, before));
   };
-  while (got < want) {
+  if (!rings.empty() && rings.front().fair) {
+    // A fair queue (ADR 0029): each ring hands out in fair order, which is
+    // no claim order to merge by. The due rows of pgq.job_rows (retries,
+    // scheduled jobs) go first, each priority's before its ring's entries.
+    // (A row is looked for only when the index says one is due: the
+    // claim hint may say "pending" for rows due later.)
+    bool pending = false, plain = false;
+    const std::optional<core::ClaimKey> table =
+        store::PeekReady(queue.id, slot, now, &pending, &plain);
+    for (size_t i = 0; i < rings.size() && got < want; ++i) {
+      if (table && table->priority >= rings[i].priority) {
+        const core::ClaimKey through{rings[i].priority, DT_NOEND, PG_INT64_MAX};
+        add(store::ClaimBefore(spi_, queue.id, name_datums_[index], want - got, lease, now, slot,
+                               &through, plain ? onto_rings : nullptr));
+      }
+      if (got < want) claim_ring(i, nullptr);
+    }
+    // The rest of them, unbounded (one that finds none says so to the hint).
+    if (got < want && (table || pending)) {
+      add(store::ClaimBefore(spi_, queue.id, name_datums_[index], want - got, lease, now, slot,
+                             nullptr, plain ? onto_rings : nullptr));
+    }
+    table_done = true;
+  }
+  while (!table_done && got < want) {
     bool pending = false, plain = false;
     const std::optional<core::ClaimKey> table =
         table_done ? std::nullopt : store::PeekReady(queue.id, slot, now, &pending, &plain);

@@ -8,7 +8,9 @@
 #include "pg/args.h"
 #include "pg/ledger.h"
 #include "pg/queue_lock.h"
+#include "pg/settings.h"
 #include "store/internal.h"
+#include "store/ring_jobs.h"
 
 namespace pgq::store::internal {
 
@@ -18,12 +20,18 @@ namespace {
 // the queue's group_concurrency jobs of the group may be pending or
 // running; as many waiting ones as there is room for become pending, in
 // enqueue (id) order. Jobs waiting for their parents ('b') are not in line.
+// The room is counted only when some job waits (an index probe): a group
+// whose jobs are all on the ring has none, and its count would cost as
+// much as the group is deep at each of its completions.
 pg::Statement promote_next = {R"sql(
 UPDATE pgq.job_rows j SET state = 'p'
  WHERE j.id = ANY (ARRAY(
    SELECT w.id FROM pgq.job_rows w WHERE w.queue_id = $1 AND w.group_key = $2 AND w.state = 'w'
     ORDER BY w.id
-    LIMIT GREATEST(0, (SELECT q.group_concurrency FROM pgq.queues q WHERE q.queue_id = $1)
+    LIMIT CASE WHEN NOT EXISTS (SELECT FROM pgq.job_rows x
+                                 WHERE x.queue_id = $1 AND x.group_key = $2 AND x.state = 'w')
+               THEN 0 ELSE
+          GREATEST(0, (SELECT q.group_concurrency FROM pgq.queues q WHERE q.queue_id = $1)
                       - (SELECT count(*) FROM (
                            SELECT FROM pgq.job_rows h
                             WHERE h.queue_id = $1 AND h.group_key = $2 AND h.state IN ('p', 'r')
@@ -33,7 +41,7 @@ UPDATE pgq.job_rows j SET state = 'p'
                            SELECT FROM pgq.group_holds g
                             WHERE g.queue_id = $1 AND g.group_key = $2
                             LIMIT (SELECT q.group_concurrency FROM pgq.queues q
-                                    WHERE q.queue_id = $1)) b))))
+                                    WHERE q.queue_id = $1)) b)) END))
 RETURNING j.priority, j.run_at, j.id)sql",
                               2,
                               {INT4OID, TEXTOID},
@@ -123,6 +131,14 @@ void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups) {
     // joined the group after it began, and leave it waiting for ever.
     const pg::Result promoted = spi.ExecuteSeeingLatest(promote_next, params);
     if (promoted.empty()) continue;
+    // A fair queue's (ADR 0029): onto the ring, where its turns are taken
+    // (a pending row would be claimed before every tenant's jobs there).
+    if (ring::IsFair(spi, group.queue_id)) {
+      std::vector<int64> ids;
+      const int id_column = promoted.ColumnNumber("id");
+      for (uint64 row = 0; row < promoted.size(); ++row) ids.push_back(promoted.Int64(row, id_column));
+      if (ring::MovePendingOnto(spi, group.queue_id, ids, pg::Now()).size() == ids.size()) continue;
+    }
     // The first of them in claim order lowers the hint.
     const KeyColumns columns(promoted);
     core::ClaimKey first = columns.Of(promoted, 0);

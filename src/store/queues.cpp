@@ -68,6 +68,10 @@ pg::Statement store_caps = {
     {TEXTOID, INT4OID, INT4OID},
     nullptr};
 
+// 3.1: $2 the fairness ('group'), NULL for none.
+pg::Statement store_fairness = {
+    "UPDATE pgq.queues SET fairness = $2 WHERE name = $1", 2, {TEXTOID, TEXTOID}, nullptr};
+
 pg::Statement delete_queue = {
     "DELETE FROM pgq.queues WHERE queue_id = $1 RETURNING COALESCE(ring_id, 0) AS ring_id",
     1,
@@ -215,6 +219,13 @@ void StoreCaps(pg::SpiSession& spi, std::string_view name, bool has_max, Datum m
       .SetOptional(1, !has_max, max_running)
       .SetOptional(2, !has_group, group_concurrency);
   spi.Execute(store_caps, params);
+}
+
+void StoreFairness(pg::SpiSession& spi, std::string_view name, std::string_view fairness) {
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name))
+      .SetOptional(1, fairness.empty(), fairness.empty() ? Datum{0} : pg::TextDatum(fairness));
+  spi.Execute(store_fairness, params);
 }
 
 std::optional<int32> SetPaused(pg::SpiSession& spi, std::string_view name, bool paused) {

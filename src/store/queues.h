@@ -53,6 +53,9 @@ void StoreKeep(pg::SpiSession& spi, std::string_view name, Datum keep_completed,
 // group_concurrency; `has_*` false leaves a value as it is.
 void StoreCaps(pg::SpiSession& spi, std::string_view name, bool has_max, Datum max_running,
                bool has_group, Datum group_concurrency);
+// 3.1: how the queue hands out its ready jobs across group keys (ADR
+// 0029): "group", or "" for the order they came.
+void StoreFairness(pg::SpiSession& spi, std::string_view name, std::string_view fairness);
 // Pauses or resumes queue `name`: its id, nullopt when there is none.
 std::optional<int32> SetPaused(pg::SpiSession& spi, std::string_view name, bool paused);
 // Deletes queue `queue_id`'s row (its jobs and counts are gone already).

@@ -66,7 +66,8 @@ std::unordered_map<int32, Known>* known = nullptr;
 pg::CacheEpoch known_epoch{pg::invalidation::kQueues | pg::invalidation::kRings};
 
 pg::Statement rings_of_queue = {
-    "SELECT r.priority, r.ring_id, q.keep_completed > '0' AS keeps_history"
+    "SELECT r.priority, r.ring_id, q.keep_completed > '0' AS keeps_history,"
+    "       q.fairness IS NOT NULL AS fair"
     "  FROM pgq.queue_rings r JOIN pgq.queues q ON q.queue_id = r.queue_id"
     " WHERE r.queue_id = $1 ORDER BY r.priority DESC",
     1,
@@ -99,6 +100,7 @@ const Known* KnownOf(pg::SpiSession& spi, int32 queue_id) {
   pg::Result rows = spi.Execute(rings_of_queue, params);
   if (rows.empty()) return nullptr;
   Known entry{{}, rows.Bool(0, "keeps_history")};
+  const bool fair = rows.Bool(0, "fair");
   std::vector<std::pair<int32, int32>> rings;
   for (uint64 row = 0; row < rows.size(); ++row) {
     rings.emplace_back(rows.Int32(row, "priority"), rows.Int32(row, "ring_id"));
@@ -106,7 +108,10 @@ const Known* KnownOf(pg::SpiSession& spi, int32 queue_id) {
   rows.Free();
   for (const auto& [priority, ring_id] : rings) {
     KnownRing ring{priority, {}};
-    if (PlaceOf(spi, queue_id, ring_id, &ring.place)) entry.rings.push_back(std::move(ring));
+    if (PlaceOf(spi, queue_id, ring_id, &ring.place)) {
+      ring.place.fair = fair;
+      entry.rings.push_back(std::move(ring));
+    }
   }
   if (entry.rings.empty()) return nullptr;
   auto [it, added] = known->insert_or_assign(queue_id, std::move(entry));
@@ -284,6 +289,73 @@ bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
   return true;
 }
 
+namespace {
+
+// $1 ids, $2 now, $3 the priorities served on rings: the rows that may move
+// onto a ring (MovePendingOnto), locked, in id order.
+pg::Statement movable_rows = {
+    "SELECT j.id, j.payload, j.max_attempts, j.run_at, j.enqueued_at, j.priority, j.group_key"
+    "  FROM pgq.job_rows j"
+    " WHERE j.id = ANY ($1) AND j.state = 'p' AND j.attempt = 0 AND j.run_at <= $2"
+    "   AND j.dedupe_key IS NULL AND j.has_dependents IS NOT TRUE AND j.progress IS NULL"
+    "   AND j.priority = ANY ($3)"
+    " ORDER BY j.id FOR UPDATE",
+    3,
+    {INT8ARRAYOID, TIMESTAMPTZOID, INT4ARRAYOID},
+    nullptr};
+
+pg::Statement delete_rows = {
+    "DELETE FROM pgq.job_rows WHERE id = ANY ($1)", 1, {INT8ARRAYOID}, nullptr};
+
+}  // namespace
+
+bool IsFair(pg::SpiSession& spi, int32 queue_id) {
+  const Known* rings = KnownOf(spi, queue_id);
+  return rings != nullptr && !rings->rings.empty() && rings->rings.front().place.fair;
+}
+
+std::vector<int64> MovePendingOnto(pg::SpiSession& spi, int32 queue_id,
+                                   const std::vector<int64>& ids, TimestampTz now) {
+  std::vector<int64> moved;
+  const Known* rings = pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;
+  if (rings == nullptr || ids.empty()) return moved;
+  const std::vector<KnownRing> each = rings->rings;  // KnownOf's map may change below
+  std::vector<int32> priorities;
+  for (const KnownRing& ring : each) priorities.push_back(ring.priority);
+  pg::Params params;
+  params.Set(0, internal::Int8Array(ids))
+      .Set(1, TimestampTzGetDatum(now))
+      .Set(2, internal::Int4Array(priorities));
+  const pg::Result rows = spi.Execute(movable_rows, params);
+  for (const KnownRing& ring : each) {
+    std::vector<pg::job_ring::NewEntry> entries;
+    for (uint64 row = 0; row < rows.size(); ++row) {
+      if (rows.Int32(row, "priority") != ring.priority) continue;
+      bool is_null = false;
+      entries.push_back(pg::job_ring::NewEntry{
+          rows.Int64(row, "id"), ring.priority, rows.Int32(row, "max_attempts"),
+          DatumGetTimestampTz(rows.Value(row, rows.ColumnNumber("run_at"), &is_null)),
+          DatumGetTimestampTz(rows.Value(row, rows.ColumnNumber("enqueued_at"), &is_null)),
+          rows.Value(row, rows.ColumnNumber("payload"), &is_null),
+          rows.Value(row, rows.ColumnNumber("group_key"), &is_null)});
+    }
+    if (entries.empty()) continue;
+    // No lane to be had: they stay pending rows (claimed from there).
+    if (!pg::job_ring::Append(ring.place, entries.data(), static_cast<int>(entries.size()))) {
+      continue;
+    }
+    for (const pg::job_ring::NewEntry& entry : entries) {
+      moved.push_back(entry.id);
+      internal::HoldGroup(spi, queue_id, entry.group_key, entry.id);
+    }
+  }
+  if (moved.empty()) return moved;
+  pg::Params gone;
+  gone.Set(0, internal::Int8Array(moved));
+  spi.Execute(delete_rows, gone);
+  return moved;
+}
+
 pg::job_ring::Pending CountPending(pg::SpiSession& spi, int32 queue_id, int64 limit) {
   const Known* rings = pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;
   if (rings == nullptr) return {};
@@ -306,7 +378,7 @@ std::vector<QueueRing> RingsOf(pg::SpiSession& spi, int32 queue_id) {
   const Known* rings = KnownOf(spi, queue_id);
   if (rings == nullptr) return out;
   for (const KnownRing& ring : rings->rings) {
-    out.push_back(QueueRing{queue_id, ring.priority, ring.place.ring_id});
+    out.push_back(QueueRing{queue_id, ring.priority, ring.place.ring_id, ring.place.fair});
   }
   return out;
 }
@@ -1411,7 +1483,11 @@ MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
   for (const auto& [queue_id, ring_id] : queues) {
     pg::segments::Ring ring;
     if (!pg::segments::LoadRing(spi, kRoot, ring_id, &ring)) continue;
-    const pg::job_ring::Place place = PlaceFrom(queue_id, ring_id, ring);
+    pg::job_ring::Place place = PlaceFrom(queue_id, ring_id, ring);
+    // Built here after a start, its lane is fair if its queue is.
+    const Known* known_queue = KnownOf(spi, queue_id);
+    const KnownRing* known_ring = known_queue == nullptr ? nullptr : known_queue->WithId(ring_id);
+    place.fair = known_ring != nullptr && known_ring->place.fair;
     // Due to turn onto a segment still holding running jobs (a lease
     // extended past the ring's turns): they are carried into pgq.job_rows
     // (their attempt and lease kept; a closure 'm' in the segment), so that
@@ -1439,7 +1515,9 @@ MaintainCounts Maintain(pg::SpiSession& spi, TimestampTz now) {
             if (!pg::job_ring::AllClosed(relid)) return false;
             // The ledger row is locked by Reclaim: its turn is the newest.
             pg::job_ring::Place locked;
-            return PlaceOf(spi, queue_id, ring_id, &locked) && pg::job_ring::LetGo(locked, segment);
+            if (!PlaceOf(spi, queue_id, ring_id, &locked)) return false;
+            locked.fair = place.fair;
+            return pg::job_ring::LetGo(locked, segment);
           });
     }
     // Turned when the current segment has taken entries for a turn's time

@@ -1,0 +1,89 @@
+-- Fair share across group keys (issue 34, SPEC §12, ADR 0029): a queue
+-- with fairness => 'group' hands out its ready jobs across the group keys
+-- that have some, one turn each, in the order of each key's jobs.
+CREATE EXTENSION pgq_cpp;
+SELECT pgq.create_queue('fq', lease => '1 hour', group_concurrency => 10000, fairness => 'group');
+SELECT queue_name, fairness FROM pgq.queue_settings('fq');
+
+-- Bad values: 22023, nothing changed.
+\set VERBOSITY sqlstate
+SELECT pgq.create_queue('fx', fairness => 'round-robin');
+SELECT pgq.alter_queue('fq', fairness => 'bogus');
+SELECT pgq.alter_queue('fq', fairness => '');
+\set VERBOSITY default
+SELECT queue_name, fairness FROM pgq.queue_settings('fq');
+SELECT count(*) AS fx FROM pgq.queue_settings() WHERE queue_name = 'fx';
+
+-- n jobs of key k, payloads {"k": k, "i": 1..n}, in one call.
+CREATE FUNCTION pg_temp.put(q text, k text, n int) RETURNS bigint LANGUAGE sql AS $$
+  SELECT count(*) FROM pgq.enqueue_many($1,
+    (SELECT array_agg(jsonb_build_object('k', $2, 'i', i) ORDER BY i) FROM generate_series(1, $3) i),
+    group_keys => ARRAY[$2])$$;
+-- The claims made so far, in order.
+CREATE TEMP TABLE served (n serial PRIMARY KEY, k text, i int, id bigint);
+-- `rounds` claims of n jobs, each completed before the next claim; the keys
+-- taken, in order.
+CREATE FUNCTION pg_temp.take(q text, n int, rounds int) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+  keys text := '';
+BEGIN
+  FOR round IN 1 .. rounds LOOP
+    FOR r IN SELECT * FROM pgq.claim(q, n) LOOP
+      INSERT INTO served (k, i, id) VALUES (r.payload->>'k', (r.payload->>'i')::int, r.id);
+      keys := keys || (r.payload->>'k');
+      PERFORM pgq.complete(r.id, r.attempt);
+    END LOOP;
+  END LOOP;
+  RETURN keys;
+END $$;
+
+-- The issue's shape, scaled: a tenant's import of 300 jobs, then 30 and 5
+-- of two others. Each key in turn while it has jobs; within a key, in
+-- enqueue order.
+SELECT pg_temp.put('fq', 'A', 300), pg_temp.put('fq', 'B', 30), pg_temp.put('fq', 'C', 5);
+SELECT pg_temp.take('fq', 1, 45) AS keys;
+-- A claim of ten takes ten turns.
+SELECT pg_temp.take('fq', 10, 2) AS keys;
+
+-- A job of an idle key is claimed within one round: before any key that
+-- has jobs is served twice.
+SELECT pg_temp.put('fq', 'D', 1);
+SELECT pg_temp.take('fq', 1, 2) AS keys;
+
+-- Cancelled while pending: an early job of A (among its filed offers) and
+-- a late one (past what the lane keeps of A: read again by a sweep) are
+-- never handed out.
+SELECT pgq.cancel(id) AS early FROM pgq.jobs
+ WHERE queue_id = (SELECT queue_id FROM pgq.queues WHERE name = 'fq') AND (payload->>'i')::int = 60
+   AND group_key = 'A';
+SELECT pgq.cancel(id) AS late FROM pgq.jobs
+ WHERE queue_id = (SELECT queue_id FROM pgq.queues WHERE name = 'fq') AND (payload->>'i')::int = 250
+   AND group_key = 'A';
+
+-- A claim that rolls back gives its job back: the next claim takes it.
+BEGIN;
+SELECT id AS rolled_id FROM pgq.claim('fq', 1) \gset
+ROLLBACK;
+SELECT pg_temp.take('fq', 1, 1) AS keys;
+SELECT id = :rolled_id AS same_job FROM served ORDER BY n DESC LIMIT 1;
+
+-- Fairness off while jobs wait: what the lane holds is handed out, then
+-- the rest in the order they came; every job once.
+SELECT pgq.alter_queue('fq', fairness => 'none');
+SELECT queue_name, fairness FROM pgq.queue_settings('fq');
+SELECT length(pg_temp.take('fq', 50, 10)) AS taken;
+SELECT count(*) AS left_over FROM pgq.jobs
+ WHERE queue_id = (SELECT queue_id FROM pgq.queues WHERE name = 'fq');
+-- Every job served once, in its key's order, but the two cancelled.
+SELECT k, count(*) AS served, count(DISTINCT i) AS distinct_jobs,
+       bool_and(i > prev OR prev IS NULL) AS in_order,
+       count(*) FILTER (WHERE i IN (60, 250)) AS cancelled_served
+  FROM (SELECT k, i, lag(i) OVER (PARTITION BY k ORDER BY n) AS prev FROM served) s
+ GROUP BY k ORDER BY k;
+
+-- On again, on a queue with jobs already waiting behind the cursor's
+-- place: the lane files from where its cursor is.
+SELECT pgq.alter_queue('fq', fairness => 'group');
+SELECT pg_temp.put('fq', 'E', 4), pg_temp.put('fq', 'F', 2);
+SELECT pg_temp.take('fq', 1, 6) AS keys;
