@@ -136,7 +136,8 @@ void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups) {
     if (ring::IsFair(spi, group.queue_id)) {
       std::vector<int64> ids;
       const int id_column = promoted.ColumnNumber("id");
-      for (uint64 row = 0; row < promoted.size(); ++row) ids.push_back(promoted.Int64(row, id_column));
+      for (uint64 row = 0; row < promoted.size(); ++row)
+        ids.push_back(promoted.Int64(row, id_column));
       if (ring::MovePendingOnto(spi, group.queue_id, ids, pg::Now()).size() == ids.size()) continue;
     }
     // The first of them in claim order lowers the hint.
