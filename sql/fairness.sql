@@ -87,3 +87,25 @@ SELECT k, count(*) AS served, count(DISTINCT i) AS distinct_jobs,
 SELECT pgq.alter_queue('fq', fairness => 'group');
 SELECT pg_temp.put('fq', 'E', 4), pg_temp.put('fq', 'F', 2);
 SELECT pg_temp.take('fq', 1, 6) AS keys;
+
+-- Weights (pgq.set_group_weight): a key of weight 3 gets three turns for
+-- each turn of a key of weight 1; readable by the queue's roles.
+SELECT pgq.create_queue('wq', lease => '1 hour', group_concurrency => 10000, fairness => 'group');
+SELECT pgq.set_group_weight('wq', 'W', 3);
+SELECT pgq.set_group_weight('wq', 'X', 1);  -- the default: nothing kept
+SELECT * FROM pgq.group_weights('wq');
+SELECT pg_temp.put('wq', 'W', 100), pg_temp.put('wq', 'X', 100), pg_temp.put('wq', 'Y', 100);
+SELECT pg_temp.take('wq', 1, 30) AS keys;
+SELECT k, count(*) FROM (SELECT k FROM served ORDER BY n DESC LIMIT 30) s GROUP BY k ORDER BY k;
+-- Changed while jobs wait: the next turns follow it.
+SELECT pgq.set_group_weight('wq', 'W', NULL);
+SELECT * FROM pgq.group_weights('wq');
+SELECT pg_temp.take('wq', 1, 12) AS keys;
+\set VERBOSITY sqlstate
+SELECT pgq.set_group_weight('wq', 'W', 0);
+SELECT pgq.set_group_weight('wq', 'W', 1001);
+SELECT pgq.set_group_weight('wq', '', 2);
+SELECT pgq.set_group_weight('wq', NULL, 2);
+SELECT pgq.set_group_weight('nosuch', 'W', 2);
+SELECT * FROM pgq.group_weights('nosuch');
+\set VERBOSITY default

@@ -82,3 +82,27 @@ CREATE FUNCTION pgq.queue_settings(
 RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_queue_settings' LANGUAGE C STABLE ROWS 10;
 COMMENT ON FUNCTION pgq.queue_settings(text) IS
     'the settings of a queue (NULL: of every queue the caller holds a right on); any right';
+
+-- Weights of a fair queue's group keys (issue 34, ADR 0029): a key with
+-- weight w gets w turns for each turn of a key of weight 1; a key without
+-- a row weighs 1. Written by pgq.set_group_weight, read by the claims'
+-- lanes (through the invalidation of pgq.queues, ADR 0027).
+CREATE TABLE pgq.group_weights (
+    queue_id  integer NOT NULL REFERENCES pgq.queues ON DELETE CASCADE,
+    group_key text    NOT NULL,
+    weight    integer NOT NULL CHECK (weight OPERATOR(pg_catalog.>=) 1 AND weight OPERATOR(pg_catalog.<=) 1000),
+    PRIMARY KEY (queue_id, group_key)
+);
+COMMENT ON TABLE pgq.group_weights IS
+    'weights of a fair queue''s group keys other than 1 (pgq.set_group_weight)';
+SELECT pg_catalog.pg_extension_config_dump('pgq.group_weights', '');
+
+CREATE FUNCTION pgq.set_group_weight(queue text, group_key text, weight integer)
+RETURNS void AS 'MODULE_PATHNAME', 'pgq_set_group_weight' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.set_group_weight(text, text, integer) IS
+    'sets how many turns a group key of a fair queue gets for each turn of a key of weight 1 (1-1000; 1 or NULL: the default); admin right';
+
+CREATE FUNCTION pgq.group_weights(queue text, OUT group_key text, OUT weight integer)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_group_weights' LANGUAGE C STABLE ROWS 10;
+COMMENT ON FUNCTION pgq.group_weights(text) IS
+    'the group keys of a queue whose weight is not 1, with their weights; any right';

@@ -4,6 +4,7 @@
 #include "service/handlers.h"
 #include "service/queue_ref.h"
 #include "service/rights.h"
+#include "core/fair_order.h"
 #include "core/rate_limit.h"
 #include "core/validate.h"
 #include "pg/ledger.h"
@@ -294,6 +295,31 @@ PGQ_FUNCTION(pgq_drop_queue) {
   store::PurgeQueueJobs(spi, queue.id, name_datum, now);
   store::ForgetFinished(spi, queue.id);
   store::DeleteQueue(spi, queue.id, now);
+  pg::invalidation::Announce(pg::invalidation::kQueues);
+  PG_RETURN_VOID();
+}
+
+// set_group_weight(queue, group_key, weight): admin right. A weight of 1
+// (or NULL) is the default: the key's row goes.
+PGQ_FUNCTION(pgq_set_group_weight) {
+  const std::string_view name = pg::QueueNameArg(fcinfo, 0);
+  const std::string_view key = pg::RequiredText(fcinfo, 1, "group_key");
+  if (key.empty() || key.size() > core::kMaxKeyBytes) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              "group_key must be 1 to " + std::to_string(core::kMaxKeyBytes) + " bytes",
+              "It is " + std::to_string(key.size()) + " bytes.");
+  }
+  const int32 weight = pg::ArgIsNull(fcinfo, 2) ? 1 : PG_GETARG_INT32(2);
+  if (weight < 1 || weight > static_cast<int32>(core::kMaxFairWeight)) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              "weight must be between 1 and " + std::to_string(core::kMaxFairWeight),
+              "It is " + std::to_string(weight) + ".",
+              "A key of weight w gets w turns for each turn of a key of weight 1.");
+  }
+  pg::SpiSession spi;
+  const service::QueueRef queue = service::FindQueueWithRight(spi, name, core::kAdmin);
+  store::SetGroupWeight(spi, queue.id, PG_GETARG_DATUM(1), weight);
+  // The lanes read weights with the queue's rings (store/ring_jobs.cpp).
   pg::invalidation::Announce(pg::invalidation::kQueues);
   PG_RETURN_VOID();
 }

@@ -21,6 +21,7 @@
 #include "core/validate.h"
 #include "pg/args.h"
 #include "pg/settings.h"
+#include "store/queues.h"
 #include "store/read_surfaces.h"
 #include "store/ring_jobs.h"
 
@@ -90,6 +91,16 @@ PGQ_FUNCTION(pgq_queue_settings) {
   pg::SpiSession spi;
   const api::Filter filter = api::QueueFilter(spi, fcinfo, core::kAllRights);
   api::ReturnRows(fcinfo, store::ReadQueueSettings(spi, filter.scope, filter.queue_id));
+  return static_cast<Datum>(0);
+}
+
+// group_weights(queue) returns SETOF (group_key, weight): any right.
+PGQ_FUNCTION(pgq_group_weights) {
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+  const std::string_view name = pg::QueueNameArg(fcinfo, 0);
+  pg::SpiSession spi;
+  const service::QueueRef queue = service::FindQueueWithRight(spi, name, core::kAllRights);
+  api::ReturnRows(fcinfo, store::ReadGroupWeights(spi, queue.id));
   return static_cast<Datum>(0);
 }
 

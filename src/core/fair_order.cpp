@@ -418,6 +418,15 @@ FairOrder::Taken FairOrder::TakeFrom(int32_t chosen) {
   return taken;
 }
 
+void FairOrder::Reweigh(uint32_t (*weight_of)(void*, uint64_t), void* context) {
+  Key* slots = keys();
+  for (int32_t i = 0; i < header().sizes.keys; ++i) {
+    if (slots[i].used) {
+      slots[i].weight = std::clamp<uint32_t>(weight_of(context, slots[i].hash), 1, kMaxFairWeight);
+    }
+  }
+}
+
 bool FairOrder::Skipping(uint64_t key) const {
   const int32_t slot = FindSlot(key);
   return slot >= 0 && keys()[slot].skipping;

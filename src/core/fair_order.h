@@ -28,12 +28,14 @@
 // cursor stops skipping. A sweep reads what it files, the other keys'
 // entries among them, and nothing between keys that need none.
 //
-// A claim, under the lane's claim lock: the cursor files what it can;
-// if SweepWanted(), a sweep, then the cursor again (a sweep that ends a
-// key's skipping may free the slot the cursor stopped for); Take(); if
-// nothing is taken while keys skip, a sweep, the cursor, Take() again. A
-// claim so made returns nothing only when no entry up to the cursor's is
-// left unserved (test/unit/fair_order_test.cpp checks it on random rings).
+// A claim, under the lane's claim lock: the late entries (FileLate) and
+// the cursor file what they can; if SweepWanted(), a sweep, then both
+// again (a sweep that ends a key's skipping may free the slot they stopped
+// for); Take(); if nothing is taken while keys skip, a sweep, both, Take()
+// again. A claim so made returns nothing only when no committed entry up
+// to the cursor's is left unserved (test/unit/fair_order_test.cpp checks
+// it on random rings, with late entries and cancels; it caught the late
+// entries not filed again after a sweep).
 //
 // A late-committing entry (the cursor passed it while its insert was in
 // progress, the lane's passed set) is filed by FileLate, past any limit,
@@ -131,6 +133,9 @@ class FairOrder {
   // its entries stops skipping); else it stopped (SweepNext said so).
   void EndSweep(FairPlace reached, bool at_cursor);
 
+  // Every key's weight as `weight_of(context, key)` says now (its turns
+  // from the next one on): after a change of the queue's weights.
+  void Reweigh(uint32_t (*weight_of)(void* context, uint64_t key), void* context);
   // Whether `key` is skipping: a cancelled entry of it the cursor passes
   // over lies past its mark, and a sweep will read it again (the lane keeps
   // its note until Pass says a sweep read past it).

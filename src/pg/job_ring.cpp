@@ -97,6 +97,7 @@ struct Lane {
   // swept (monitoring's pending count).
   int32 fair;
   int64 fair_skipped;
+  uint64 fair_weights_stamp;  // the Place::weights_stamp its keys are weighed by
   // Leases of the queue's running jobs in the map: held, and closing (taken
   // out by a transaction that has not ended: a completion that may roll
   // back). A cap counts both, as a table job counts as running until its
@@ -833,8 +834,6 @@ constexpr int kFairLapShift = kFairOffsetBits + kFairBlockBits;
 // Laps are renumbered (Rebase) long before they would need more than the
 // 24 bits left to them.
 constexpr int64 kFairLapRebase = int64{1} << 22;
-// Every key weighs 1 until weights are read (pgq.set_group_weight).
-constexpr uint32 kFairWeight = 1;
 
 core::FairPlace FairPlaceOf(int64 lap, BlockNumber block, OffsetNumber offset) {
   if (block >= (BlockNumber{1} << kFairBlockBits)) {
@@ -865,16 +864,26 @@ int64 LapBehind(const Lane& lane, int segment, int segments) {
   return lane.cursor_lap - (lane.cursor_segment - segment + segments) % segments;
 }
 
+uint64 FairKeyOfBytes(const char* data, size_t length) {
+  const uint64 hash = hash_bytes_extended(reinterpret_cast<const unsigned char*>(data),
+                                          static_cast<int>(length), 0);
+  return hash == 0 ? 1 : hash;
+}
+
 // The key an entry is filed under: a hash of its group key (0: none).
 // Keys of equal hash share a turn (a 64-bit hash: in practice never).
 uint64 FairKeyOf(HeapTupleData* tuple, TupleDesc desc) {
   const Datum key = GroupKeyOf(tuple, desc);
   if (key == 0) return 0;
   text* value = DatumGetTextPP(key);
-  const uint64 hash =
-      hash_bytes_extended(reinterpret_cast<const unsigned char*>(VARDATA_ANY(value)),
-                          static_cast<int>(VARSIZE_ANY_EXHDR(value)), 0);
-  return hash == 0 ? 1 : hash;
+  return FairKeyOfBytes(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
+}
+
+// A key's weight in `place`'s queue (pgq.set_group_weight; 1 by default).
+uint32 WeightOf(const Place& place, uint64 key) {
+  if (!place.weights) return 1;
+  const auto it = place.weights->find(key);
+  return it == place.weights->end() ? 1 : it->second;
 }
 
 core::FairOrder* FairOf(const Lane& lane) {
@@ -896,6 +905,7 @@ bool AttachFair(Lane& lane, int index) {
     lane.fair = i;
     (void)core::FairOrder::Make(FairOf(lane), shared->fair_sizes);
     lane.fair_skipped = 0;
+    lane.fair_weights_stamp = 0;
     return true;
   }
   return false;
@@ -1202,6 +1212,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
   std::unordered_map<uint64, uint64> last_claimed;  // a fair key's last entry claimed
   if ((place.fair || behind > static_cast<size_t>(kReturnedMax)) && AttachFair(lane, index)) {
     fair = FairOf(lane);
+    lane.fair_weights_stamp = place.weights_stamp;
     for (const auto& [id, job] : jobs) {
       if (job.has_entry && (job.running || (job.closed && !job.cancelled))) {
         uint64& last = last_claimed[job.key];
@@ -1239,8 +1250,8 @@ void Rebuild(Lane& lane, int index, const Place& place) {
       continue;
     }
     if (job.order <= last_named && fair != nullptr && job.order > last_claimed[job.key]) {
-      const core::FairFiled filed =
-          fair->File(job.key, kFairWeight, FairPlaceOf(lap_of[job.segment], job.entry));
+      const core::FairFiled filed = fair->File(job.key, WeightOf(place, job.key),
+                                               FairPlaceOf(lap_of[job.segment], job.entry));
       if (filed == core::FairFiled::kSkipped) ++lane.fair_skipped;
       if (filed != core::FairFiled::kNoSlot) continue;
     }
@@ -1540,6 +1551,10 @@ void RequestShmem() {
 
 bool Available() { return shared != nullptr; }
 
+uint64 FairKey(std::string_view group_key) {
+  return FairKeyOfBytes(group_key.data(), group_key.size());
+}
+
 namespace {
 
 // The operator's sign that the lanes are too few (nothing is refused: the
@@ -1833,17 +1848,30 @@ bool WalkCursor(Lane& lane, const std::vector<Relation>& rels, std::vector<char>
 // segment of the ring is open (`rels`).
 class FairLane {
  public:
-  FairLane(Lane& lane, core::FairOrder& order, const std::vector<Relation>& rels)
-      : lane_(lane), order_(order), rels_(rels), segments_(static_cast<int>(rels.size())) {}
+  FairLane(Lane& lane, core::FairOrder& order, const std::vector<Relation>& rels,
+           const Place& place)
+      : lane_(lane),
+        order_(order),
+        rels_(rels),
+        place_(place),
+        segments_(static_cast<int>(rels.size())) {}
 
   // What a claim does before it takes: the passed set, the cursor, and a
-  // sweep if one is due (then the cursor again: a sweep may end the
-  // skipping that held it).
+  // sweep if one is due (then both again: a sweep that ends a key's
+  // skipping may free the slot one of them waits for).
   void Prepare() {
+    if (lane_.fair_weights_stamp != place_.weights_stamp) {
+      // The queue's weights changed: every key's from its next turn.
+      order_.Reweigh([](void* place,
+                        uint64_t key) { return WeightOf(*static_cast<const Place*>(place), key); },
+                     const_cast<Place*>(&place_));
+      lane_.fair_weights_stamp = place_.weights_stamp;
+    }
     FilePassed();
     FileCursor();
     if (order_.SweepWanted()) {
       Sweep();
+      FilePassed();
       FileCursor();
     }
   }
@@ -1856,6 +1884,7 @@ class FairLane {
     if (!next && !swept_ && order_.SkippingKeys() > 0) {
       swept_ = true;
       Sweep();
+      FilePassed();
       FileCursor();
       next = take ? order_.Take() : order_.Next();
     }
@@ -1896,7 +1925,7 @@ class FairLane {
             (void)Cancelled(lane_, entry, true);
           }
         } else {
-          const core::FairFiled filed = order_.FileLate(key, kFairWeight, at);
+          const core::FairFiled filed = order_.FileLate(key, WeightOf(place_, key), at);
           if (filed == core::FairFiled::kNoSlot) {
             ++i;
             continue;
@@ -1914,30 +1943,31 @@ class FairLane {
   // stays at one whose key finds no slot).
   void FileCursor() {
     std::vector<char> need(static_cast<size_t>(segments_), 0);  // every segment is open
-    (void)WalkCursor(
-        lane_, rels_, &need, segments_, [&](HeapTupleData* tuple, TupleDesc desc, int segment) {
-          const uint64 key = FairKeyOf(tuple, desc);
-          const Offer entry = EntryAt(segment, tuple->t_self);
-          if (lane_.cancelled_count > 0 && Cancelled(lane_, entry, false)) {
-            // Past a skipping key's mark a sweep meets it again.
-            if (order_.Skipping(key)) {
-              ++lane_.fair_skipped;
-            } else {
-              (void)Cancelled(lane_, entry, true);
-            }
-            return Step::kNext;
-          }
-          switch (order_.File(key, kFairWeight, FairPlaceOf(lane_.cursor_lap, tuple->t_self))) {
-            case core::FairFiled::kSkipped:
-              ++lane_.fair_skipped;
-              break;
-            case core::FairFiled::kNoSlot:
-              return Step::kStay;
-            default:
-              break;
-          }
-          return Step::kNext;
-        });
+    (void)WalkCursor(lane_, rels_, &need, segments_,
+                     [&](HeapTupleData* tuple, TupleDesc desc, int segment) {
+                       const uint64 key = FairKeyOf(tuple, desc);
+                       const Offer entry = EntryAt(segment, tuple->t_self);
+                       if (lane_.cancelled_count > 0 && Cancelled(lane_, entry, false)) {
+                         // Past a skipping key's mark a sweep meets it again.
+                         if (order_.Skipping(key)) {
+                           ++lane_.fair_skipped;
+                         } else {
+                           (void)Cancelled(lane_, entry, true);
+                         }
+                         return Step::kNext;
+                       }
+                       switch (order_.File(key, WeightOf(place_, key),
+                                           FairPlaceOf(lane_.cursor_lap, tuple->t_self))) {
+                         case core::FairFiled::kSkipped:
+                           ++lane_.fair_skipped;
+                           break;
+                         case core::FairFiled::kNoSlot:
+                           return Step::kStay;
+                         default:
+                           break;
+                       }
+                       return Step::kNext;
+                     });
   }
 
   // A sweep (core/fair_order.h): reads behind the cursor from the skipping
@@ -1996,7 +2026,7 @@ class FairLane {
             (void)Cancelled(lane_, entry, true);
             --lane_.fair_skipped;
           }
-        } else if (order_.Sweep(key, kFairWeight, *place) == core::FairFiled::kFiled) {
+        } else if (order_.Sweep(key, WeightOf(place_, key), *place) == core::FairFiled::kFiled) {
           --lane_.fair_skipped;
         }
       }
@@ -2011,6 +2041,7 @@ class FairLane {
   Lane& lane_;
   core::FairOrder& order_;
   const std::vector<Relation>& rels_;
+  const Place& place_;
   const int segments_;
   bool swept_ = false;
 };
@@ -2143,7 +2174,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       if (fair != nullptr && !blocked) {
         // In fair order: what the passed set and the cursor file, then the
         // head of the key whose turn it is, each time.
-        FairLane fair_lane(lane, *fair, rels);
+        FairLane fair_lane(lane, *fair, rels, place);
         fair_lane.Prepare();
         while (taken.size() < wanted) {
           const std::optional<std::pair<int, ItemPointerData>> next = fair_lane.Next(true);
@@ -2840,7 +2871,7 @@ int Peek(const Place& place, Bound* next, int max_keys) {
       // A fair lane's next entry in fair order (one: the ones after it
       // depend on the keys' turns), after what its claim files first.
       if (!full()) {
-        FairLane fair_lane(lane, *fair, rels);
+        FairLane fair_lane(lane, *fair, rels, place);
         fair_lane.Prepare();
         if (const auto first = fair_lane.Next(false)) look_at(first->first, first->second);
       }

@@ -33,7 +33,9 @@
 #pragma once
 
 #include <functional>
-
+#include <memory>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "pg/pg.h"
@@ -85,7 +87,16 @@ struct Place {
   // Its queue hands out in fair order across group keys (fairness =>
   // 'group', ADR 0029): its lane keeps a fair order while one is free.
   bool fair = false;
+  // The weights of its keys other than 1, by FairKey (pgq.group_weights);
+  // nullptr: every key weighs 1.
+  std::shared_ptr<const std::unordered_map<uint64, uint32>> weights;
+  // A digest of `weights` (0: none): a lane whose fair order was weighed
+  // by other weights weighs its keys again.
+  uint64 weights_stamp = 0;
 };
+
+// The key a fair lane files a job under: a hash of its group key.
+uint64 FairKey(std::string_view group_key);
 
 struct NewEntry {
   int64 id;

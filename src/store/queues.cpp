@@ -72,6 +72,22 @@ pg::Statement store_caps = {
 pg::Statement store_fairness = {
     "UPDATE pgq.queues SET fairness = $2 WHERE name = $1", 2, {TEXTOID, TEXTOID}, nullptr};
 
+// 3.1: $1 queue id, $2 group key, $3 weight (1: none kept).
+pg::Statement set_group_weight = {R"sql(
+WITH gone AS (DELETE FROM pgq.group_weights WHERE queue_id = $1 AND group_key = $2 AND $3 = 1)
+INSERT INTO pgq.group_weights (queue_id, group_key, weight)
+SELECT $1, $2, $3 WHERE $3 <> 1
+ON CONFLICT (queue_id, group_key) DO UPDATE SET weight = EXCLUDED.weight)sql",
+                                  3,
+                                  {INT4OID, TEXTOID, INT4OID},
+                                  nullptr};
+
+pg::Statement read_group_weights = {
+    "SELECT group_key, weight FROM pgq.group_weights WHERE queue_id = $1 ORDER BY group_key",
+    1,
+    {INT4OID},
+    nullptr};
+
 pg::Statement delete_queue = {
     "DELETE FROM pgq.queues WHERE queue_id = $1 RETURNING COALESCE(ring_id, 0) AS ring_id",
     1,
@@ -226,6 +242,18 @@ void StoreFairness(pg::SpiSession& spi, std::string_view name, std::string_view 
   params.Set(0, pg::TextDatum(name))
       .SetOptional(1, fairness.empty(), fairness.empty() ? Datum{0} : pg::TextDatum(fairness));
   spi.Execute(store_fairness, params);
+}
+
+void SetGroupWeight(pg::SpiSession& spi, int32 queue_id, Datum group_key, int32 weight) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id)).Set(1, group_key).Set(2, Int32GetDatum(weight));
+  spi.Execute(set_group_weight, params);
+}
+
+pg::Result ReadGroupWeights(pg::SpiSession& spi, int32 queue_id) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id));
+  return spi.Execute(read_group_weights, params);
 }
 
 std::optional<int32> SetPaused(pg::SpiSession& spi, std::string_view name, bool paused) {

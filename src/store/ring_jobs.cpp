@@ -65,6 +65,10 @@ struct Known {
 std::unordered_map<int32, Known>* known = nullptr;
 pg::CacheEpoch known_epoch{pg::invalidation::kQueues | pg::invalidation::kRings};
 
+// A fair queue's weights other than 1 (pgq.set_group_weight).
+pg::Statement weights_of_queue = {
+    "SELECT group_key, weight FROM pgq.group_weights WHERE queue_id = $1", 1, {INT4OID}, nullptr};
+
 pg::Statement rings_of_queue = {
     "SELECT r.priority, r.ring_id, q.keep_completed > '0' AS keeps_history,"
     "       q.fairness IS NOT NULL AS fair"
@@ -112,6 +116,27 @@ const Known* KnownOf(pg::SpiSession& spi, int32 queue_id) {
       ring.place.fair = fair;
       entry.rings.push_back(std::move(ring));
     }
+  }
+  if (fair) {
+    // Its keys' weights, by the key its lane files a job under.
+    pg::Result weights = spi.Execute(weights_of_queue, params);
+    if (!weights.empty()) {
+      auto by_key = std::make_shared<std::unordered_map<uint64, uint32>>();
+      // An order-free digest of the weights, never 0.
+      uint64 stamp = 1;
+      for (uint64 row = 0; row < weights.size(); ++row) {
+        const uint64 key = pg::job_ring::FairKey(weights.Text(row, "group_key"));
+        const uint32 weight = static_cast<uint32>(weights.Int32(row, "weight"));
+        (*by_key)[key] = weight;
+        stamp += (key ^ (uint64{weight} * 0x9E3779B97F4A7C15ULL)) * 0xBF58476D1CE4E5B9ULL;
+      }
+      if (stamp == 0) stamp = 1;
+      for (KnownRing& ring : entry.rings) {
+        ring.place.weights = by_key;
+        ring.place.weights_stamp = stamp;
+      }
+    }
+    weights.Free();
   }
   if (entry.rings.empty()) return nullptr;
   auto [it, added] = known->insert_or_assign(queue_id, std::move(entry));

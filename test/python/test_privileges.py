@@ -57,6 +57,9 @@ PUBLIC_FUNCTIONS = {
     # 3.0 (issue 33): behind pgq.queue_stats, a queue's rings if the caller
     # holds a right on it.
     "queue_ring_ids",
+    # 3.1 (issue 34): a fair queue's weights: set by its admin, read with
+    # any right.
+    "set_group_weight", "group_weights",
 }
 # Not about queues: nobody's until GRANT EXECUTE.
 COORDINATION_FUNCTIONS = {
@@ -134,6 +137,8 @@ REFUSED_CALLS = {
     "retry_dead_job": "SELECT pgq.retry_dead_job(%(job)s)",
     "purge_dead_job": "SELECT pgq.purge_dead_job(%(job)s)",
     "queue_settings": "SELECT * FROM pgq.queue_settings('q')",
+    "set_group_weight": "SELECT pgq.set_group_weight('q', 'tenant', 3)",
+    "group_weights": "SELECT * FROM pgq.group_weights('q')",
     "queue_workers": "SELECT * FROM pgq.queue_workers('q')",
     "list_schedule_runs": "SELECT * FROM pgq.list_schedule_runs('q')",
     # As pgq.job: no right on any queue is refused.

@@ -1,0 +1,77 @@
+"""Fair share across group keys (issue 34, ADR 0029) with real concurrency:
+four workers, each with its own connection, claim one job at a time from a
+queue with fairness => 'group' while a noisy tenant's import fills it.
+
+The claims of a ring are one sequence (its lane's claim lock); a worker
+records each claim with a number drawn right after it (nextval in the same
+statement), so the recorded order is the claim order up to the claims in
+flight at once (at most the four workers'): the windows are checked within
+that slack. sql/fairness.sql and test/isolation/specs/fair_claimers.spec
+check the exact order."""
+import threading
+
+from test_concurrency import PgqTestCase
+
+WORKERS = 4
+SLACK = WORKERS - 1  # claims that may be recorded out of their order
+
+
+class FairnessTest(PgqTestCase):
+    def test_four_workers_take_the_keys_in_turn_and_every_job_once(self):
+        a = self.admin
+        a.execute("SELECT pgq.create_queue('tenants', lease => '1 hour', group_concurrency => 10000,"
+                  " fairness => 'group')")
+        a.execute("CREATE SEQUENCE claim_order")
+        a.execute("CREATE TABLE seen (n bigint PRIMARY KEY, id bigint NOT NULL, k text NOT NULL,"
+                  " i int NOT NULL)")
+        sizes = {"A": 1500, "B": 150, "C": 10}
+        for key, size in sizes.items():
+            a.execute("SELECT count(*) FROM pgq.enqueue_many('tenants',"
+                      " (SELECT array_agg(jsonb_build_object('k', %s::text, 'i', i) ORDER BY i)"
+                      "    FROM generate_series(1, %s) i), group_keys => ARRAY[%s])",
+                      (key, size, key))
+        start = threading.Barrier(WORKERS)
+
+        def work():
+            conn = self.connect(autocommit=False)
+            start.wait()
+            while not self.stop.is_set():
+                row = conn.execute(
+                    "SELECT nextval('claim_order'), c.id, c.attempt, c.payload->>'k',"
+                    "       (c.payload->>'i')::int FROM pgq.claim('tenants', 1) c").fetchone()
+                if row is None:
+                    conn.commit()
+                    return
+                n, job, attempt, key, i = row
+                conn.execute("INSERT INTO seen VALUES (%s, %s, %s, %s)", (n, job, key, i))
+                conn.execute("SELECT pgq.complete(%s, %s)", (job, attempt))
+                conn.commit()
+
+        tasks = [self.spawn(work, name=f"worker-{w}") for w in range(WORKERS)]
+        for task in tasks:
+            task.value(timeout=120)
+        rows = a.execute("SELECT k, i, id FROM seen ORDER BY n").fetchall()
+        # Every job once.
+        self.assertEqual(len(rows), sum(sizes.values()))
+        self.assertEqual(len({r[2] for r in rows}), len(rows))
+        self.assertEqual(self.scalar("SELECT count(*) FROM pgq.jobs"), 0)
+        keys = [r[0] for r in rows]
+        # While all three have jobs (C's ten take the first ten rounds): the
+        # first 30 claims hold 10 of each, within the claims in flight.
+        for key in "ABC":
+            self.assertLessEqual(abs(keys[:30].count(key) - 10), 1 + SLACK, "".join(keys[:30]))
+        last_c = max(n for n, key in enumerate(keys) if key == "C")
+        self.assertLess(last_c, 30 + SLACK, "C's ten jobs are taken in the first ten rounds")
+        # Then A and B alternate until B's 150 are done: B's last claim comes
+        # at about 10 + 2 * 150.
+        last_b = max(n for n, key in enumerate(keys) if key == "B")
+        self.assertLess(abs(last_b - (2 * 150 + 10)), 2 + SLACK, "A and B alternate")
+        for key in "AB":
+            window = keys[30:300]
+            self.assertLessEqual(abs(window.count(key) - 135), 1 + SLACK)
+        # Each key's jobs in their order (up to the claims in flight).
+        for key, size in sizes.items():
+            order = [r[1] for r in rows if r[0] == key]
+            self.assertEqual(sorted(order), list(range(1, size + 1)))
+            late = sum(1 for x, y in zip(order, order[1:]) if y < x)
+            self.assertLessEqual(late, len(order) // 10, f"{key} out of its order")
