@@ -109,3 +109,30 @@ SELECT pgq.set_group_weight('wq', NULL, 2);
 SELECT pgq.set_group_weight('nosuch', 'W', 2);
 SELECT * FROM pgq.group_weights('nosuch');
 \set VERBOSITY default
+
+-- rate_limit_per_key: at most that many jobs a second start per key,
+-- across every worker (a start not made is never saved up). The clock is
+-- moved by pgq.debug_clock_offset.
+SELECT pgq.create_queue('rq', lease => '1 hour', group_concurrency => 10000,
+                        rate_limit_per_key => 0.1);
+SELECT queue_name, fairness, rate_limit_per_key FROM pgq.queue_settings('rq');
+SELECT pg_temp.put('rq', 'R', 10), pg_temp.put('rq', 'S', 10);
+-- One start each now (R, S), none more in the next ten seconds.
+SELECT pg_temp.take('rq', 10, 3) AS keys;
+SET pgq.debug_clock_offset = '5s';
+SELECT pg_temp.take('rq', 10, 1) AS keys;
+SET pgq.debug_clock_offset = '10s';
+SELECT pg_temp.take('rq', 10, 1) AS keys;
+-- A minute later: one start each, not five (none saved up).
+SET pgq.debug_clock_offset = '70s';
+SELECT pg_temp.take('rq', 10, 2) AS keys;
+RESET pgq.debug_clock_offset;
+-- Removed: the rest at once (the jobs' turns still fair).
+SELECT pgq.alter_queue('rq', rate_limit_per_key => 0);
+SELECT pg_temp.take('rq', 100, 1) AS keys;
+\set VERBOSITY sqlstate
+SELECT pgq.alter_queue('rq', rate_limit_per_key => -1);
+SELECT pgq.create_queue('rx', rate_limit_per_key => 'NaN');
+\set VERBOSITY default
+
+DROP EXTENSION pgq_cpp;

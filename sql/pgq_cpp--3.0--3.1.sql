@@ -28,6 +28,10 @@ COMMENT ON FUNCTION pgq.enqueue_many(text, jsonb[], timestamp with time zone, in
 -- Fairness across group keys (ADR 0029): a queue setting, create_queue's
 -- and alter_queue's new last argument, queue_settings' new last column.
 ALTER TABLE pgq.queues ADD COLUMN fairness text CHECK (fairness OPERATOR(pg_catalog.=) 'group');
+-- rate_limit_per_key (3.1): at most that many of its jobs start per second
+-- per group key, across every worker (NULL: no limit); its lanes hand out
+-- in fair order to keep it.
+ALTER TABLE pgq.queues ADD COLUMN rate_limit_per_key real;
 
 DROP FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean, interval, interval, integer, integer);
 CREATE FUNCTION pgq.create_queue(
@@ -45,10 +49,11 @@ CREATE FUNCTION pgq.create_queue(
     keep_dead      interval    DEFAULT NULL,
     max_running    integer     DEFAULT NULL,
     group_concurrency integer  DEFAULT 1,
-    fairness       text        DEFAULT NULL)
+    fairness       text        DEFAULT NULL,
+    rate_limit_per_key real    DEFAULT NULL)
 RETURNS void AS 'MODULE_PATHNAME', 'pgq_create_queue' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean, interval, interval, integer, integer, text) IS
-    'creates a queue owned by the calling role (the admin right on every queue): its default max_attempts, lease, backoff, retention, NOTIFY, rate limit, in-database handler, how long completed and dead jobs are kept, its concurrency caps and its fairness across group keys';
+COMMENT ON FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean, interval, interval, integer, integer, text, real) IS
+    'creates a queue owned by the calling role (the admin right on every queue): its default max_attempts, lease, backoff, retention, NOTIFY, rate limits, in-database handler, how long completed and dead jobs are kept, its concurrency caps and its fairness across group keys';
 
 DROP FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, interval, interval, integer, integer);
 CREATE FUNCTION pgq.alter_queue(
@@ -65,10 +70,11 @@ CREATE FUNCTION pgq.alter_queue(
     keep_dead      interval    DEFAULT NULL,
     max_running    integer     DEFAULT NULL,
     group_concurrency integer  DEFAULT NULL,
-    fairness       text        DEFAULT NULL)
+    fairness       text        DEFAULT NULL,
+    rate_limit_per_key real    DEFAULT NULL)
 RETURNS void AS 'MODULE_PATHNAME', 'pgq_alter_queue' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, interval, interval, integer, integer, text) IS
-    'changes the settings given (NULL: unchanged; rate_limit => 0 and max_running => 0 remove the limit, fairness => ''none'' the fairness); the handler only by the queue''s owner; admin right';
+COMMENT ON FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, interval, interval, integer, integer, text, real) IS
+    'changes the settings given (NULL: unchanged; rate_limit => 0, rate_limit_per_key => 0 and max_running => 0 remove the limit, fairness => ''none'' the fairness); the handler only by the queue''s owner; admin right';
 
 DROP FUNCTION pgq.queue_settings(text);
 CREATE FUNCTION pgq.queue_settings(
@@ -78,7 +84,7 @@ CREATE FUNCTION pgq.queue_settings(
     OUT keep_completed interval, OUT keep_dead interval, OUT notify boolean,
     OUT rate_limit real, OUT max_running integer, OUT group_concurrency integer,
     OUT handler text, OUT owner name, OUT paused boolean, OUT created_at timestamptz,
-    OUT fairness text)
+    OUT fairness text, OUT rate_limit_per_key real)
 RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_queue_settings' LANGUAGE C STABLE ROWS 10;
 COMMENT ON FUNCTION pgq.queue_settings(text) IS
     'the settings of a queue (NULL: of every queue the caller holds a right on); any right';

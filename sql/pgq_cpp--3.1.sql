@@ -789,10 +789,11 @@ CREATE FUNCTION pgq.create_queue(
     keep_dead      interval    DEFAULT NULL,
     max_running    integer     DEFAULT NULL,
     group_concurrency integer  DEFAULT 1,
-    fairness       text        DEFAULT NULL)
+    fairness       text        DEFAULT NULL,
+    rate_limit_per_key real    DEFAULT NULL)
 RETURNS void AS 'MODULE_PATHNAME', 'pgq_create_queue' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean, interval, interval, integer, integer, text) IS
-    'creates a queue owned by the calling role (the admin right on every queue): its default max_attempts, lease, backoff, retention, NOTIFY, rate limit, in-database handler, how long completed and dead jobs are kept, its concurrency caps and its fairness across group keys';
+COMMENT ON FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean, interval, interval, integer, integer, text, real) IS
+    'creates a queue owned by the calling role (the admin right on every queue): its default max_attempts, lease, backoff, retention, NOTIFY, rate limits, in-database handler, how long completed and dead jobs are kept, its concurrency caps and its fairness across group keys';
 
 CREATE FUNCTION pgq.alter_queue(
     queue          text,
@@ -808,10 +809,11 @@ CREATE FUNCTION pgq.alter_queue(
     keep_dead      interval    DEFAULT NULL,
     max_running    integer     DEFAULT NULL,
     group_concurrency integer  DEFAULT NULL,
-    fairness       text        DEFAULT NULL)
+    fairness       text        DEFAULT NULL,
+    rate_limit_per_key real    DEFAULT NULL)
 RETURNS void AS 'MODULE_PATHNAME', 'pgq_alter_queue' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, interval, interval, integer, integer, text) IS
-    'changes the settings given (NULL: unchanged; rate_limit => 0 and max_running => 0 remove the limit, fairness => ''none'' the fairness); the handler only by the queue''s owner; admin right';
+COMMENT ON FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, interval, interval, integer, integer, text, real) IS
+    'changes the settings given (NULL: unchanged; rate_limit => 0, rate_limit_per_key => 0 and max_running => 0 remove the limit, fairness => ''none'' the fairness); the handler only by the queue''s owner; admin right';
 
 CREATE FUNCTION pgq.drop_queue(queue text, force boolean DEFAULT false)
 RETURNS void AS 'MODULE_PATHNAME', 'pgq_drop_queue' LANGUAGE C VOLATILE;
@@ -837,7 +839,7 @@ CREATE FUNCTION pgq.queue_settings(
     OUT keep_completed interval, OUT keep_dead interval, OUT notify boolean,
     OUT rate_limit real, OUT max_running integer, OUT group_concurrency integer,
     OUT handler text, OUT owner name, OUT paused boolean, OUT created_at timestamptz,
-    OUT fairness text)
+    OUT fairness text, OUT rate_limit_per_key real)
 RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_queue_settings' LANGUAGE C STABLE ROWS 10;
 COMMENT ON FUNCTION pgq.queue_settings(text) IS
     'the settings of a queue (NULL: of every queue the caller holds a right on); any right';
@@ -1333,6 +1335,10 @@ ALTER TABLE pgq.queues ADD COLUMN dedupe_replaces boolean NOT NULL DEFAULT false
 -- fairness (3.1): 'group', its ready jobs are handed out across their group
 -- keys in turn (ADR 0029, docs/fairness.md); NULL, in the order they came.
 ALTER TABLE pgq.queues ADD COLUMN fairness text CHECK (fairness OPERATOR(pg_catalog.=) 'group');
+-- rate_limit_per_key (3.1): at most that many of its jobs start per second
+-- per group key, across every worker (NULL: no limit); its lanes hand out
+-- in fair order to keep it.
+ALTER TABLE pgq.queues ADD COLUMN rate_limit_per_key real;
 CREATE TABLE pgq.job_log (
     ring         integer     NOT NULL,
     segment      smallint    NOT NULL,

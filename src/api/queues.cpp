@@ -50,15 +50,16 @@ void Validate(const QueueSettings& s) {
 
 // A rate_limit argument that is not NULL: a number of claims per second,
 // finite and > 0; alter_queue also takes 0, which removes the limit.
-double RateLimitArg(FunctionCallInfo fcinfo, int index, bool zero_removes) {
+double RateLimitArg(FunctionCallInfo fcinfo, int index, bool zero_removes,
+                    const std::string& what = "rate_limit") {
   const double rate = PG_GETARG_FLOAT4(index);
   if (zero_removes && rate == 0) return 0;
   if (!core::IsValidRateLimit(rate)) {
-    pg::Raise(
-        ERRCODE_INVALID_PARAMETER_VALUE,
-        "rate_limit must be a finite number of claims per second greater than 0",
-        "It is " + std::to_string(rate) + ".",
-        zero_removes ? "Use rate_limit => 0 to remove the limit." : "Leave it NULL for no limit.");
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
+              what + " must be a finite number of claims per second greater than 0",
+              "It is " + std::to_string(rate) + ".",
+              zero_removes ? "Use " + what + " => 0 to remove the limit."
+                           : std::string("Leave it NULL for no limit."));
   }
   return rate;
 }
@@ -171,7 +172,7 @@ using namespace pgq;
 // create_queue(queue, max_attempts, lease, backoff_base, backoff_max,
 //              retention, notify, rate_limit, handler, if_not_exists,
 //              keep_completed, keep_dead, max_running, group_concurrency,
-//              fairness)
+//              fairness, rate_limit_per_key)
 PGQ_FUNCTION(pgq_create_queue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   api::QueueSettings settings{pg::RequiredInt32(fcinfo, 1, "max_attempts"),
@@ -185,6 +186,8 @@ PGQ_FUNCTION(pgq_create_queue) {
   api::Validate(settings);
   const api::CapsArgs caps = api::ReadCaps(fcinfo, 12, false);
   const std::string fairness = *api::FairnessArg(fcinfo, 14, false);
+  const double key_rate =
+      pg::ArgIsNull(fcinfo, 15) ? 0.0 : api::RateLimitArg(fcinfo, 15, false, "rate_limit_per_key");
   pg::SpiSession spi;
   service::RequireRightOnEveryQueue(spi, core::kAdmin, "create queues");
   // The creating role owns the queue; its handler runs as that role.
@@ -198,6 +201,7 @@ PGQ_FUNCTION(pgq_create_queue) {
     api::StoreKeep(spi, fcinfo, 10, name);
     api::StoreCaps(spi, caps, name);
     if (!fairness.empty()) store::StoreFairness(spi, name, fairness);
+    if (key_rate > 0) store::StoreKeyRate(spi, name, key_rate);
     // Its ring (ADR 0028): its ready jobs' entries. Made without the
     // library preloaded too (the jobs then go to pgq.job_rows until it is).
     store::GiveQueueRing(spi, name, pg::Now());
@@ -219,14 +223,17 @@ PGQ_FUNCTION(pgq_create_queue) {
 
 // alter_queue(queue, max_attempts, lease, backoff_base, backoff_max,
 //             retention, notify, rate_limit, handler, keep_completed,
-//             keep_dead, max_running, group_concurrency, fairness): NULL =
-//             unchanged.
+//             keep_dead, max_running, group_concurrency, fairness,
+//             rate_limit_per_key): NULL = unchanged.
 PGQ_FUNCTION(pgq_alter_queue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   const bool new_rate = !pg::ArgIsNull(fcinfo, 7);
   const double rate = new_rate ? api::RateLimitArg(fcinfo, 7, true) : 0.0;
   const api::CapsArgs caps = api::ReadCaps(fcinfo, 11, true);
   const std::optional<std::string> fairness = api::FairnessArg(fcinfo, 13, true);
+  const bool new_key_rate = !pg::ArgIsNull(fcinfo, 14);
+  const double key_rate =
+      new_key_rate ? api::RateLimitArg(fcinfo, 14, true, "rate_limit_per_key") : 0.0;
 
   pg::SpiSession spi;
   // A locked read-modify-write: the row lock makes concurrent alters queue up,
@@ -265,6 +272,7 @@ PGQ_FUNCTION(pgq_alter_queue) {
   api::StoreKeep(spi, fcinfo, 9, name);
   api::StoreCaps(spi, caps, name);
   if (fairness) store::StoreFairness(spi, name, *fairness);
+  if (new_key_rate) store::StoreKeyRate(spi, name, key_rate);
   pg::invalidation::Announce(pg::invalidation::kQueues);
   PG_RETURN_VOID();
 }

@@ -22,6 +22,8 @@ struct FairOrder::Header {
   int32_t active;       // reached, with room still
   uint64_t now;         // V: the start of the turn served last
   uint64_t turns;       // a number for each activation, the ties' order
+  int64_t interval;     // SetClock: microseconds between a key's starts (0: no limit)
+  int64_t clock;        // SetClock: now, in microseconds
 };
 
 struct FairOrder::Key {
@@ -36,6 +38,7 @@ struct FairOrder::Key {
   int32_t heap_index;   // -1 when not in the heap
   int32_t skip_index;   // skipping: its place in the skipping list, else -1
   int32_t next_parked;  // Take: the keys passed over, linked
+  int64_t ready_at;     // its next start may be made from then on (rate limit)
   bool used;
   bool skipping;
   bool target;  // one of the sweep's keys, not yet full
@@ -162,6 +165,48 @@ bool FairOrder::SweepWanted() const {
 // Linear probing over every slot; `make`: a free slot is taken for a key
 // not found (-1 when none is left).
 int32_t FairOrder::SlotOf(uint64_t key, bool make) {
+  const int32_t slot = ProbeSlot(key, make);
+  if (slot >= 0 || !make || header().keys_in_use < header().sizes.keys) return slot;
+  // Full: the keys that only kept their slots for their buckets go first
+  // (a full bucket is a new key's).
+  Key* slots = keys();
+  for (int32_t i = 0; i < header().sizes.keys;) {
+    if (slots[i].used && Idle(i) && Ready(i)) {
+      FreeSlot(i);  // slot i may now hold another key: looked at again
+      continue;
+    }
+    ++i;
+  }
+  return ProbeSlot(key, make);
+}
+
+// A key with no offer that is not skipping (it keeps its slot only while
+// its bucket is not full).
+bool FairOrder::Idle(int32_t slot) const {
+  const Key& k = keys()[slot];
+  return k.count == 0 && !k.skipping && k.heap_index < 0;
+}
+
+// Whether the key may start a job now (its rate limit: one start every
+// interval, a start not made never saved up: the generic cell rate
+// algorithm with no burst).
+bool FairOrder::Ready(int32_t slot) const {
+  const Header& h = header();
+  return h.interval <= 0 || keys()[slot].ready_at <= h.clock;
+}
+
+// Frees an idle key's slot unless its bucket still needs it.
+void FairOrder::FreeIfDone(int32_t slot) {
+  if (Idle(slot) && Ready(slot)) FreeSlot(slot);
+}
+
+void FairOrder::SetClock(int64_t now_us, double rate) {
+  Header& h = header();
+  h.clock = now_us;
+  h.interval = rate > 0 ? std::max<int64_t>(1, static_cast<int64_t>(1e6 / rate + 0.5)) : 0;
+}
+
+int32_t FairOrder::ProbeSlot(uint64_t key, bool make) {
   Header& h = header();
   Key* slots = keys();
   const int32_t n = h.sizes.keys;
@@ -176,6 +221,7 @@ int32_t FairOrder::SlotOf(uint64_t key, bool make) {
       slots[at].heap_index = -1;
       slots[at].skip_index = -1;
       slots[at].weight = 1;
+      slots[at].ready_at = h.clock;
       ++h.keys_in_use;
       return at;
     }
@@ -358,7 +404,7 @@ FairFiled FairOrder::FileLate(uint64_t key, uint32_t weight, FairPlace place) {
     return FairFiled::kFiled;
   }
   // No cell at all: a key made for it and left empty goes again.
-  if (k.count == 0 && !k.skipping && k.heap_index < 0) FreeSlot(slot);
+  FreeIfDone(slot);
   return FairFiled::kNoSlot;
 }
 
@@ -370,15 +416,20 @@ std::optional<FairOrder::Taken> FairOrder::Take(bool (*eligible)(void*, uint64_t
   int32_t chosen = -1;
   while (h.heap_size > 0) {
     const int32_t slot = HeapPop();
-    if (eligible == nullptr || eligible(context, slots[slot].hash)) {
+    if ((eligible == nullptr || eligible(context, slots[slot].hash)) && Ready(slot)) {
       chosen = slot;
       break;
     }
     slots[slot].next_parked = parked;
     parked = slot;
   }
-  // V: the start of the turn served now.
-  if (chosen >= 0) h.now = std::max(h.now, slots[chosen].finish);
+  // V: the start of the turn served now; the start takes a token.
+  if (chosen >= 0) {
+    h.now = std::max(h.now, slots[chosen].finish);
+    if (h.interval > 0) {
+      slots[chosen].ready_at = std::max(slots[chosen].ready_at, h.clock) + h.interval;
+    }
+  }
   // A key passed over keeps its place in line, not credit: it is served
   // first once eligible, at V, as a key that became active then would be.
   // Back in the heap before TakeFrom may free a slot (which moves keys).
@@ -412,8 +463,8 @@ FairOrder::Taken FairOrder::TakeFrom(int32_t chosen) {
   if (key.skipping && key.count <= h.sizes.per_key / 2) h.low_skipping = true;
   if (key.count > 0) {
     HeapPush(chosen);
-  } else if (!key.skipping) {
-    FreeSlot(chosen);
+  } else {
+    FreeIfDone(chosen);
   }
   return taken;
 }
@@ -462,7 +513,7 @@ FairFiled FairOrder::Remove(uint64_t key, FairPlace place) {
     if (k.skipping && k.count <= h.sizes.per_key / 2) h.low_skipping = true;
     if (k.count == 0) {
       HeapRemove(slot);
-      if (!k.skipping) FreeSlot(slot);
+      FreeIfDone(slot);
     }
     return FairFiled::kFiled;
   }
@@ -617,10 +668,7 @@ void FairOrder::EndSweep(FairPlace reached, bool at_cursor) {
   // by their keys: a freed slot moves keys of its probe run).
   for (int32_t e = 0; e < emptied_count; ++e) {
     const int32_t slot = FindSlot(emptied[e]);
-    if (slot >= 0 && !slots[slot].skipping && slots[slot].count == 0 &&
-        slots[slot].heap_index < 0) {
-      FreeSlot(slot);
-    }
+    if (slot >= 0) FreeIfDone(slot);
   }
 }
 

@@ -102,9 +102,17 @@ class FairOrder {
     FairPlace place;
     uint64_t key;
   };
+  // The clock of the claims to come (microseconds) and the queue's
+  // rate_limit_per_key (jobs a second; 0: none): a key starts a job at
+  // most every 1/rate seconds, a start not made never saved up (so in any
+  // window of T seconds a key starts at most rate * T + 1 jobs), and Take
+  // passes over a key whose next start is not due. A key keeps its slot,
+  // with no offer, until its next start is due.
+  void SetClock(int64_t now_us, double rate);
+
   // The next offer in fair order among the keys `eligible(context, key)`
-  // allows now (a group's cap, a key's rate limit); nullopt when none has
-  // one. A key passed over keeps its turn.
+  // allows now (a group's cap) that have a start in their bucket; nullopt
+  // when none has one. A key passed over keeps its turn.
   std::optional<Taken> Take(bool (*eligible)(void* context, uint64_t key), void* context);
   std::optional<Taken> Take() { return Take(nullptr, nullptr); }
 
@@ -178,6 +186,10 @@ class FairOrder {
   int32_t* targets();
 
   int32_t SlotOf(uint64_t key, bool make);
+  int32_t ProbeSlot(uint64_t key, bool make);
+  bool Idle(int32_t slot) const;
+  bool Ready(int32_t slot) const;
+  void FreeIfDone(int32_t slot);
   void FreeSlot(int32_t slot);
   bool HasRoom(int32_t slot) const;
   void Link(int32_t slot, uint32_t weight, FairPlace place);

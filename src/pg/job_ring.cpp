@@ -2176,6 +2176,8 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
         // head of the key whose turn it is, each time.
         FairLane fair_lane(lane, *fair, rels, place);
         fair_lane.Prepare();
+        // Read under the lock: the claims' clock never goes back.
+        fair->SetClock(Now(), place.key_rate);
         while (taken.size() < wanted) {
           const std::optional<std::pair<int, ItemPointerData>> next = fair_lane.Next(true);
           if (!next) break;

@@ -93,6 +93,9 @@ struct Place {
   // A digest of `weights` (0: none): a lane whose fair order was weighed
   // by other weights weighs its keys again.
   uint64 weights_stamp = 0;
+  // rate_limit_per_key: jobs a second that start per key (0: no limit);
+  // kept by the fair order's token bucket of each key.
+  double key_rate = 0;
 };
 
 // The key a fair lane files a job under: a hash of its group key.

@@ -8,9 +8,7 @@
 #include "pg/args.h"
 #include "pg/ledger.h"
 #include "pg/queue_lock.h"
-#include "pg/settings.h"
 #include "store/internal.h"
-#include "store/ring_jobs.h"
 
 namespace pgq::store::internal {
 
@@ -131,15 +129,6 @@ void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups) {
     // joined the group after it began, and leave it waiting for ever.
     const pg::Result promoted = spi.ExecuteSeeingLatest(promote_next, params);
     if (promoted.empty()) continue;
-    // A fair queue's (ADR 0029): onto the ring, where its turns are taken
-    // (a pending row would be claimed before every tenant's jobs there).
-    if (ring::IsFair(spi, group.queue_id)) {
-      std::vector<int64> ids;
-      const int id_column = promoted.ColumnNumber("id");
-      for (uint64 row = 0; row < promoted.size(); ++row)
-        ids.push_back(promoted.Int64(row, id_column));
-      if (ring::MovePendingOnto(spi, group.queue_id, ids, pg::Now()).size() == ids.size()) continue;
-    }
     // The first of them in claim order lowers the hint.
     const KeyColumns columns(promoted);
     core::ClaimKey first = columns.Of(promoted, 0);

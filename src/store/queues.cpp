@@ -88,6 +88,12 @@ pg::Statement read_group_weights = {
     {INT4OID},
     nullptr};
 
+// 3.1: $2 jobs a second per group key, NULL for no limit.
+pg::Statement store_key_rate = {"UPDATE pgq.queues SET rate_limit_per_key = $2 WHERE name = $1",
+                                2,
+                                {TEXTOID, FLOAT4OID},
+                                nullptr};
+
 pg::Statement delete_queue = {
     "DELETE FROM pgq.queues WHERE queue_id = $1 RETURNING COALESCE(ring_id, 0) AS ring_id",
     1,
@@ -242,6 +248,13 @@ void StoreFairness(pg::SpiSession& spi, std::string_view name, std::string_view 
   params.Set(0, pg::TextDatum(name))
       .SetOptional(1, fairness.empty(), fairness.empty() ? Datum{0} : pg::TextDatum(fairness));
   spi.Execute(store_fairness, params);
+}
+
+void StoreKeyRate(pg::SpiSession& spi, std::string_view name, double rate) {
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name))
+      .SetOptional(1, rate <= 0, Float4GetDatum(static_cast<float4>(rate)));
+  spi.Execute(store_key_rate, params);
 }
 
 void SetGroupWeight(pg::SpiSession& spi, int32 queue_id, Datum group_key, int32 weight) {

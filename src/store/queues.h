@@ -56,6 +56,8 @@ void StoreCaps(pg::SpiSession& spi, std::string_view name, bool has_max, Datum m
 // 3.1: how the queue hands out its ready jobs across group keys (ADR
 // 0029): "group", or "" for the order they came.
 void StoreFairness(pg::SpiSession& spi, std::string_view name, std::string_view fairness);
+// 3.1: jobs a second per group key (0: no limit).
+void StoreKeyRate(pg::SpiSession& spi, std::string_view name, double rate);
 // 3.1: a group key's weight in a fair queue (1: the row goes).
 void SetGroupWeight(pg::SpiSession& spi, int32 queue_id, Datum group_key, int32 weight);
 // 3.1: the queue's group keys whose weight is not 1: (group_key, weight), by key.

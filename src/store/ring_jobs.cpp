@@ -71,7 +71,8 @@ pg::Statement weights_of_queue = {
 
 pg::Statement rings_of_queue = {
     "SELECT r.priority, r.ring_id, q.keep_completed > '0' AS keeps_history,"
-    "       q.fairness IS NOT NULL AS fair"
+    "       q.fairness IS NOT NULL OR q.rate_limit_per_key IS NOT NULL AS fair,"
+    "       COALESCE(q.rate_limit_per_key, 0)::float8 AS key_rate"
     "  FROM pgq.queue_rings r JOIN pgq.queues q ON q.queue_id = r.queue_id"
     " WHERE r.queue_id = $1 ORDER BY r.priority DESC",
     1,
@@ -105,6 +106,8 @@ const Known* KnownOf(pg::SpiSession& spi, int32 queue_id) {
   if (rows.empty()) return nullptr;
   Known entry{{}, rows.Bool(0, "keeps_history")};
   const bool fair = rows.Bool(0, "fair");
+  bool is_null = false;
+  const double key_rate = DatumGetFloat8(rows.Value(0, rows.ColumnNumber("key_rate"), &is_null));
   std::vector<std::pair<int32, int32>> rings;
   for (uint64 row = 0; row < rows.size(); ++row) {
     rings.emplace_back(rows.Int32(row, "priority"), rows.Int32(row, "ring_id"));
@@ -114,6 +117,7 @@ const Known* KnownOf(pg::SpiSession& spi, int32 queue_id) {
     KnownRing ring{priority, {}};
     if (PlaceOf(spi, queue_id, ring_id, &ring.place)) {
       ring.place.fair = fair;
+      ring.place.key_rate = key_rate;
       entry.rings.push_back(std::move(ring));
     }
   }
@@ -312,73 +316,6 @@ bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
   // Waiting claims look again at commit (the claim hint is pgq.job_rows').
   pg::ledger::NoteReady(queue.id);
   return true;
-}
-
-namespace {
-
-// $1 ids, $2 now, $3 the priorities served on rings: the rows that may move
-// onto a ring (MovePendingOnto), locked, in id order.
-pg::Statement movable_rows = {
-    "SELECT j.id, j.payload, j.max_attempts, j.run_at, j.enqueued_at, j.priority, j.group_key"
-    "  FROM pgq.job_rows j"
-    " WHERE j.id = ANY ($1) AND j.state = 'p' AND j.attempt = 0 AND j.run_at <= $2"
-    "   AND j.dedupe_key IS NULL AND j.has_dependents IS NOT TRUE AND j.progress IS NULL"
-    "   AND j.priority = ANY ($3)"
-    " ORDER BY j.id FOR UPDATE",
-    3,
-    {INT8ARRAYOID, TIMESTAMPTZOID, INT4ARRAYOID},
-    nullptr};
-
-pg::Statement delete_rows = {
-    "DELETE FROM pgq.job_rows WHERE id = ANY ($1)", 1, {INT8ARRAYOID}, nullptr};
-
-}  // namespace
-
-bool IsFair(pg::SpiSession& spi, int32 queue_id) {
-  const Known* rings = KnownOf(spi, queue_id);
-  return rings != nullptr && !rings->rings.empty() && rings->rings.front().place.fair;
-}
-
-std::vector<int64> MovePendingOnto(pg::SpiSession& spi, int32 queue_id,
-                                   const std::vector<int64>& ids, TimestampTz now) {
-  std::vector<int64> moved;
-  const Known* rings = pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;
-  if (rings == nullptr || ids.empty()) return moved;
-  const std::vector<KnownRing> each = rings->rings;  // KnownOf's map may change below
-  std::vector<int32> priorities;
-  for (const KnownRing& ring : each) priorities.push_back(ring.priority);
-  pg::Params params;
-  params.Set(0, internal::Int8Array(ids))
-      .Set(1, TimestampTzGetDatum(now))
-      .Set(2, internal::Int4Array(priorities));
-  const pg::Result rows = spi.Execute(movable_rows, params);
-  for (const KnownRing& ring : each) {
-    std::vector<pg::job_ring::NewEntry> entries;
-    for (uint64 row = 0; row < rows.size(); ++row) {
-      if (rows.Int32(row, "priority") != ring.priority) continue;
-      bool is_null = false;
-      entries.push_back(pg::job_ring::NewEntry{
-          rows.Int64(row, "id"), ring.priority, rows.Int32(row, "max_attempts"),
-          DatumGetTimestampTz(rows.Value(row, rows.ColumnNumber("run_at"), &is_null)),
-          DatumGetTimestampTz(rows.Value(row, rows.ColumnNumber("enqueued_at"), &is_null)),
-          rows.Value(row, rows.ColumnNumber("payload"), &is_null),
-          rows.Value(row, rows.ColumnNumber("group_key"), &is_null)});
-    }
-    if (entries.empty()) continue;
-    // No lane to be had: they stay pending rows (claimed from there).
-    if (!pg::job_ring::Append(ring.place, entries.data(), static_cast<int>(entries.size()))) {
-      continue;
-    }
-    for (const pg::job_ring::NewEntry& entry : entries) {
-      moved.push_back(entry.id);
-      internal::HoldGroup(spi, queue_id, entry.group_key, entry.id);
-    }
-  }
-  if (moved.empty()) return moved;
-  pg::Params gone;
-  gone.Set(0, internal::Int8Array(moved));
-  spi.Execute(delete_rows, gone);
-  return moved;
 }
 
 pg::job_ring::Pending CountPending(pg::SpiSession& spi, int32 queue_id, int64 limit) {

@@ -108,19 +108,6 @@ bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
 // leaves it. False: not pending on a ring (running, or a row).
 bool ReplacePending(pg::SpiSession& spi, const Queue& queue, int64 id, const NewJob& job);
 
-// Whether the queue hands out its ring's jobs in fair order (fairness =>
-// 'group', ADR 0029).
-bool IsFair(pg::SpiSession& spi, int32 queue_id);
-// The pending rows `ids` of pgq.job_rows of a fair queue (a group's jobs
-// just promoted from waiting, store/groups.cpp) moved onto their priority's
-// ring as entries, so that they take their turns with the ring's jobs (a
-// row is claimed before the ring's entries of its priority). Only plain
-// ones move: due, never run, no dedupe key, no children, no progress, of
-// a priority with a ring. Each moved one's group counts it by a hold (the
-// caller's group lock held). The ids moved.
-std::vector<int64> MovePendingOnto(pg::SpiSession& spi, int32 queue_id,
-                                   const std::vector<int64>& ids, TimestampTz now);
-
 // The rows of pgq.job_rows a claim of a ring queue deleted (`jobs`, store/
 // claim.cpp ClaimOntoRingSql: those with `moved`), put onto their
 // priority's ring already handed out (pg/job_ring.h AppendClaimed) with

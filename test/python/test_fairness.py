@@ -9,6 +9,7 @@ flight at once (at most the four workers'): the windows are checked within
 that slack. sql/fairness.sql and test/isolation/specs/fair_claimers.spec
 check the exact order."""
 import threading
+import time
 
 from test_concurrency import PgqTestCase
 
@@ -75,3 +76,48 @@ class FairnessTest(PgqTestCase):
             self.assertEqual(sorted(order), list(range(1, size + 1)))
             late = sum(1 for x, y in zip(order, order[1:]) if y < x)
             self.assertLessEqual(late, len(order) // 10, f"{key} out of its order")
+
+    def test_a_rate_limit_per_key_holds_across_eight_workers(self):
+        # 5 starts a second per key, three keys with plenty of jobs, eight
+        # workers claiming as fast as they can for 12 s: in any 10 s window
+        # each key starts at most 5 * 10 + 1 jobs (the claims of a ring are
+        # one sequence: the limit is kept where the turns are taken), and
+        # about that many (the limit is reached, not starved).
+        a = self.admin
+        a.execute("SELECT pgq.create_queue('limited', lease => '1 hour', group_concurrency => 10000,"
+                  " rate_limit_per_key => 5)")
+        for key in "ABC":
+            a.execute("SELECT count(*) FROM pgq.enqueue_many('limited', array_fill(jsonb_build_object("
+                      "'k', %s::text), ARRAY[300]), group_keys => ARRAY[%s])", (key, key))
+        start = threading.Barrier(8)
+        began = []
+
+        def work():
+            conn = self.connect(autocommit=False)
+            start.wait()
+            starts = []
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 12:
+                row = conn.execute("SELECT c.id, c.attempt, c.payload->>'k' FROM"
+                                   " pgq.claim('limited', 1) c").fetchone()
+                if row is None:
+                    conn.commit()
+                    time.sleep(0.005)
+                    continue
+                starts.append((time.monotonic(), row[2]))
+                conn.execute("SELECT pgq.complete(%s, %s)", (row[0], row[1]))
+                conn.commit()
+            return starts
+
+        tasks = [self.spawn(work, name=f"worker-{w}") for w in range(8)]
+        for task in tasks:
+            began.extend(task.value(timeout=60))
+        first = min(at for at, _ in began)
+        for key in "ABC":
+            times = sorted(at - first for at, k in began if k == key)
+            self.assertGreater(len(times), 40, key)
+            for i, t in enumerate(times):
+                in_window = sum(1 for u in times[i:] if u < t + 10)
+                self.assertLessEqual(in_window, 51, f"{key}: {in_window} starts in 10 s from {t:.2f}")
+            full = [sum(1 for u in times if t <= u < t + 10) for t in times if t + 10 <= times[-1]]
+            self.assertGreaterEqual(min(full), 45, f"{key}: the limit is reached")

@@ -30,3 +30,4 @@ class FairnessDocTest(PgqTestCase):
         self.assertEqual(results["fair_claim"], "acme globex initech")
         self.assertEqual(results["acme_weight"], 3)
         self.assertEqual(results["fairness"], "group")
+        self.assertEqual(results["rate_limit_per_key"], 80)

@@ -142,7 +142,7 @@ class Lane {
     const std::optional<FairOrder::Taken> next = order_->Next();
     const std::optional<FairPlace> least = order_->Least();
     std::optional<FairOrder::Taken> taken = order_->Take(eligible, context);
-    if (eligible == nullptr) {
+    if (eligible == nullptr && !limited_) {
       EXPECT_EQ(next.has_value(), taken.has_value());
       if (next && taken) {
         EXPECT_EQ(next->place, taken->place);
@@ -198,6 +198,10 @@ class Lane {
   const std::vector<FairPlace>& served() const { return served_; }
   uint64_t KeyOf(FairPlace place) const { return ring_[place].key; }
   size_t size() const { return ring_.size(); }
+  void Limit(int64_t now, double rate) {
+    limited_ = true;
+    order_->SetClock(now, rate);
+  }
   size_t CancelledCount() const { return cancelled_.size(); }
   int sweeps() const { return sweeps_; }
   int64_t swept_reads() const { return swept_reads_; }
@@ -211,6 +215,7 @@ class Lane {
   std::set<FairPlace> noted_;      // cancelled, for the cursor or a sweep to pass over
   std::set<FairPlace> passed_;     // passed by the cursor in progress
   std::set<FairPlace> late_;       // filed late: after its key's later entries
+  bool limited_ = false;           // a rate limit: Take may pass over Next's key
   std::set<FairPlace> cancelled_;  // taken out or noted: never to be served
   int sweeps_ = 0;
   int64_t swept_reads_ = 0;
@@ -446,6 +451,33 @@ TEST(FairOrder, RebaseMovesEveryPlaceHeld) {
   EXPECT_EQ(order->Take()->place, 1u);
   ASSERT_TRUE(order->BeginSweep().has_value());
   EXPECT_EQ(order->Sweep(7, 1, 2), FairFiled::kFiled);  // its mark moved with the rest
+}
+
+TEST(FairOrder, ARateLimitPerKeyHoldsInEveryWindowAndAcrossEmptyingKeys) {
+  // 2 starts a second per key; key 1 has a backlog, key 2 gets one job at a
+  // time (it empties after each start: its bucket must outlive its offers).
+  Lane lane(FairSizes{8, 256, 64, 4});
+  lane.AppendMany(1, 500);
+  std::vector<std::pair<int64_t, uint64_t>> starts;       // (time, key)
+  for (int64_t now = 0; now <= 20000000; now += 50000) {  // 20 s in 50 ms steps
+    lane.Append(2);
+    lane.Limit(now, 2.0);
+    while (const std::optional<FairOrder::Taken> taken = lane.Claim()) {
+      starts.emplace_back(now, taken->key);
+    }
+  }
+  for (uint64_t key : {uint64_t{1}, uint64_t{2}}) {
+    int64_t total = 0;
+    for (int64_t from = 0; from <= 10000000; from += 50000) {
+      int in_window = 0;
+      for (const auto& [at, k] : starts)
+        in_window += k == key && at >= from && at < from + 10000000;
+      EXPECT_LE(in_window, 21) << "key " << key << " window from " << from;
+      EXPECT_GE(in_window, 19) << "key " << key << " window from " << from;
+    }
+    for (const auto& [at, k] : starts) total += k == key;
+    EXPECT_GE(total, 40);
+  }
 }
 
 }  // namespace
