@@ -135,4 +135,19 @@ SELECT pgq.alter_queue('rq', rate_limit_per_key => -1);
 SELECT pgq.create_queue('rx', rate_limit_per_key => 'NaN');
 \set VERBOSITY default
 
+-- What the lane holds of the busiest keys (pgq.fair_keys): U's import of
+-- 100 beside V's 3, after 4 claims.
+SELECT pgq.create_queue('mq', lease => '1 hour', group_concurrency => 10000, fairness => 'group');
+SELECT pgq.set_group_weight('mq', 'U', 2);
+SELECT pg_temp.put('mq', 'U', 100), pg_temp.put('mq', 'V', 3);
+SELECT pg_temp.take('mq', 1, 4) AS keys;
+SELECT group_key, weight, held, more, served, waiting >= '0' AS waiting
+  FROM pgq.fair_keys('mq');
+SELECT group_key FROM pgq.fair_keys('mq', 1);
+SELECT count(*) AS unfair_keys FROM pgq.fair_keys('rq');
+\set VERBOSITY sqlstate
+SELECT * FROM pgq.fair_keys('mq', 0);
+SELECT * FROM pgq.fair_keys('nosuch');
+\set VERBOSITY default
+
 DROP EXTENSION pgq_cpp;

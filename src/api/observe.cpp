@@ -18,9 +18,11 @@
 #include "pg/queue_slots.h"
 #include "pg/settings.h"
 #include "pg/shared.h"
+#include "pg/job_ring.h"
 #include "pg/spi.h"
 #include "store/jobs.h"
 #include "store/queues.h"
+#include "store/ring_jobs.h"
 #include "store/streams.h"
 
 extern "C" {
@@ -133,6 +135,44 @@ constexpr CounterFamily kCounterFamilies[] = {
 
 // The streams' families (2.0): every stream and consumer, as metrics()
 // shows every queue (it is pg_monitor's).
+// The ten busiest keys of each fair queue (ADR 0029): bounded by the fair
+// queues in use (pgq.max_fair_queues) times ten.
+void FairKeyMetrics(core::MetricsText& metrics, std::string_view database) {
+  if (!pg::job_ring::Available()) return;
+  pg::SpiSession spi;
+  struct Row {
+    std::string queue;
+    pg::job_ring::FairKeyStat key;
+  };
+  std::vector<Row> rows;
+  for (const store::QueueName& queue : store::FairQueueNames(spi)) {
+    const char* text_name = pg::Guard([&] { return text_to_cstring(DatumGetTextPP(queue.name)); });
+    const std::string name(text_name);
+    for (pg::job_ring::FairKeyStat& key : store::ring::BusiestFairKeys(spi, queue.id, 10)) {
+      rows.push_back(Row{name, std::move(key)});
+    }
+  }
+  if (rows.empty()) return;
+  const TimestampTz now = pg::Now();
+  metrics.Family("pgq_fair_key_served", "gauge",
+                 "Claims of a group key since it became active, for the ten busiest keys of each "
+                 "queue with fairness.");
+  for (const Row& row : rows) {
+    metrics.Sample("pgq_fair_key_served",
+                   {{"database", database}, {"queue", row.queue}, {"group_key", row.key.group_key}},
+                   static_cast<double>(row.key.served));
+  }
+  metrics.Family("pgq_fair_key_wait_seconds", "gauge",
+                 "How long the key's next job has been ready (its wait behind the other keys), for "
+                 "the same keys.");
+  for (const Row& row : rows) {
+    metrics.Sample(
+        "pgq_fair_key_wait_seconds",
+        {{"database", database}, {"queue", row.queue}, {"group_key", row.key.group_key}},
+        static_cast<double>(std::max<int64>(now - row.key.ready_since, 0)) / USECS_PER_SEC);
+  }
+}
+
 void StreamMetrics(core::MetricsText& text, std::string_view database) {
   pg::SpiSession spi;
   const std::vector<store::streams::StreamSize> sizes = store::streams::Sizes(spi);
@@ -252,6 +292,7 @@ std::string MetricsText(const std::vector<QueueMetrics>& queues, const WorkerSum
                   UnixSeconds(workers.last_pass));
     }
   }
+  FairKeyMetrics(text, database);
   StreamMetrics(text, database);
   return text.text();
 }

@@ -27,6 +27,7 @@
 
 extern "C" {
 #include "funcapi.h"
+#include "utils/timestamp.h"
 }
 
 namespace pgq::api {
@@ -101,6 +102,39 @@ PGQ_FUNCTION(pgq_group_weights) {
   pg::SpiSession spi;
   const service::QueueRef queue = service::FindQueueWithRight(spi, name, core::kAllRights);
   api::ReturnRows(fcinfo, store::ReadGroupWeights(spi, queue.id));
+  return static_cast<Datum>(0);
+}
+
+// fair_keys(queue, max_keys) returns SETOF (group_key, weight, held, more,
+// served, waiting): the busiest keys of a fair queue's lanes; any right.
+PGQ_FUNCTION(pgq_fair_keys) {
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
+  const std::string_view name = pg::QueueNameArg(fcinfo, 0);
+  const int32 max_keys = pg::ArgIsNull(fcinfo, 1) ? 20 : PG_GETARG_INT32(1);
+  if (max_keys < 1 || max_keys > 10000) {
+    pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE, "max_keys must be between 1 and 10000",
+              "It is " + std::to_string(max_keys) + ".");
+  }
+  pg::SpiSession spi;
+  const service::QueueRef queue = service::FindQueueWithRight(spi, name, core::kAllRights);
+  const TimestampTz now = pg::Now();
+  for (const pg::job_ring::FairKeyStat& key :
+       store::ring::BusiestFairKeys(spi, queue.id, max_keys)) {
+    Datum values[6];
+    bool nulls[6] = {};
+    values[0] = pg::TextDatum(key.group_key);
+    nulls[0] = key.group_key.empty();
+    values[1] = Int32GetDatum(static_cast<int32>(key.weight));
+    values[2] = Int32GetDatum(key.held);
+    values[3] = BoolGetDatum(key.more);
+    values[4] = Int64GetDatum(static_cast<int64>(key.served));
+    values[5] = pg::Guard([&] {
+      return DirectFunctionCall2(timestamp_mi, TimestampTzGetDatum(now),
+                                 TimestampTzGetDatum(std::min(now, key.ready_since)));
+    });
+    pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
+  }
   return static_cast<Datum>(0);
 }
 

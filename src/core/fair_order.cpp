@@ -39,6 +39,7 @@ struct FairOrder::Key {
   int32_t skip_index;   // skipping: its place in the skipping list, else -1
   int32_t next_parked;  // Take: the keys passed over, linked
   int64_t ready_at;     // its next start may be made from then on (rate limit)
+  uint64_t served;      // claims since it took its slot
   bool used;
   bool skipping;
   bool target;  // one of the sweep's keys, not yet full
@@ -146,6 +147,25 @@ FairOrder* FairOrder::Make(void* memory, const FairSizes& sizes) {
 }
 
 int32_t FairOrder::FiledCount() const { return header().filed; }
+
+int32_t FairOrder::Keys(KeyView* out, int32_t max) const {
+  const Key* slots = keys();
+  const Cell* all = cells();
+  int32_t n = 0;
+  for (int32_t i = 0; i < header().sizes.keys && n < max; ++i) {
+    const Key& k = slots[i];
+    if (!k.used) continue;
+    const bool has_offer = k.head >= 0;
+    out[n++] = KeyView{k.hash,
+                       k.weight,
+                       k.count,
+                       k.skipping,
+                       k.served,
+                       has_offer ? all[k.head].place : k.mark,
+                       has_offer || k.skipping};
+  }
+  return n;
+}
 int32_t FairOrder::SkippingKeys() const { return header().skipping; }
 int32_t FairOrder::KeysInUse() const { return header().keys_in_use; }
 
@@ -456,6 +476,7 @@ FairOrder::Taken FairOrder::TakeFrom(int32_t chosen) {
   if (key.head < 0) key.tail = -1;
   --key.count;
   --h.filed;
+  ++key.served;
   all[cell].next = h.free_head;
   h.free_head = cell;
   ++h.free_count;

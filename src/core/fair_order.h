@@ -162,6 +162,19 @@ class FairOrder {
   // each held one is at least `delta`).
   void Rebase(FairPlace delta);
 
+  // What monitoring shows of a key (pgq.fair_keys).
+  struct KeyView {
+    uint64_t key;
+    uint32_t weight;
+    int32_t filed;    // offers it holds
+    bool skipping;    // more of its entries wait on the ring
+    uint64_t served;  // claims since it became active
+    FairPlace at;     // its next offer's place, else its mark (has_place)
+    bool has_place;
+  };
+  // Up to `max` of the keys in use (in slot order); how many.
+  int32_t Keys(KeyView* out, int32_t max) const;
+
   int32_t FiledCount() const;
   int32_t SkippingKeys() const;
   int32_t KeysInUse() const;

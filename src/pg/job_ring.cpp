@@ -2937,6 +2937,73 @@ int Peek(const Place& place, Bound* next, int max_keys) {
   return found;
 }
 
+std::vector<FairKeyStat> BusiestFairKeys(const Place& place, int max_keys) {
+  std::vector<FairKeyStat> out;
+  if (shared == nullptr || max_keys <= 0 || shared->fair_count == 0) return out;
+  const CallPin pin{LaneOf(place, true, false)};
+  if (pin.index < 0) return out;
+  Lane& lane = shared->lanes[pin.index];
+  const int segments = static_cast<int>(place.leaves.size());
+  // Room made before the lock: nothing allocated under it.
+  std::vector<core::FairOrder::KeyView> views(static_cast<size_t>(shared->fair_sizes.keys));
+  int32 count = 0;
+  int64 cursor_lap = 0;
+  Guard([&] {
+    LWLockAcquire(lane.claim_lock, LW_SHARED);
+    if (const core::FairOrder* fair = FairOf(lane)) {
+      count = fair->Keys(views.data(), static_cast<int32>(views.size()));
+      cursor_lap = lane.cursor_lap;
+    }
+    LWLockRelease(lane.claim_lock);
+  });
+  views.resize(static_cast<size_t>(count));
+  std::sort(views.begin(), views.end(), [](const auto& a, const auto& b) {
+    return a.served != b.served ? a.served > b.served : a.filed > b.filed;
+  });
+  std::vector<Relation> rels(static_cast<size_t>(segments), nullptr);
+  // Filled inside Guard, made strings after it (no container crosses it).
+  struct Found {
+    const core::FairOrder::KeyView* view;
+    char* group_key;  // palloc'd; nullptr: none
+    TimestampTz run_at;
+  };
+  std::vector<Found> found;
+  found.reserve(static_cast<size_t>(max_keys));
+  Guard([&] {
+    for (int k = 0; k < segments; ++k) rels[k] = table_open(place.leaves[k], AccessShareLock);
+    for (const core::FairOrder::KeyView& view : views) {
+      if (static_cast<int>(found.size()) >= max_keys) break;
+      if (!view.has_place) continue;
+      const FairAt at = FairAtOf(view.at);
+      // Only places the lane could still hold (a segment is reused once
+      // its jobs are closed): else the key is left out.
+      if (at.lap > cursor_lap || at.lap <= cursor_lap - segments || at.offset < FirstOffsetNumber) {
+        continue;
+      }
+      const int segment = static_cast<int>(at.lap % segments);
+      if (at.block >= RelationGetNumberOfBlocks(rels[segment])) continue;
+      ItemPointerData tid;
+      ItemPointerSet(&tid, at.block, at.offset);
+      VisitRow(rels[segment], tid, [&](HeapTupleData* tuple, Buffer) {
+        TupleDesc desc = RelationGetDescr(rels[segment]);
+        if (KindOf(tuple, desc) != 'e' || FairKeyOf(tuple, desc) != view.key) return;
+        const Datum key = GroupKeyOf(tuple, desc);
+        bool is_null;
+        found.push_back(Found{&view, key == 0 ? nullptr : TextDatumGetCString(key),
+                              DatumGetTimestampTz(heap_getattr(tuple, kRunAt, desc, &is_null))});
+      });
+    }
+    for (Relation rel : rels) table_close(rel, NoLock);
+  });
+  out.reserve(found.size());
+  for (const Found& f : found) {
+    out.push_back(FairKeyStat{f.group_key == nullptr ? std::string() : std::string(f.group_key),
+                              f.view->weight, f.view->filed, f.view->skipping, f.view->served,
+                              f.run_at});
+  }
+  return out;
+}
+
 Pending CountPending(const Place& place, int64 limit) {
   Pending out;
   if (shared == nullptr) return out;

@@ -34,6 +34,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -345,6 +346,20 @@ struct Pending {
   bool no_lane = false;
 };
 Pending CountPending(const Place& place, int64 limit);
+// What a fair lane holds of its busiest keys (pgq.fair_keys, metrics()):
+// up to `max_keys` of the keys with ready jobs, the most served first.
+// Read from a copy of the fair order, each key's group key from its next
+// job's entry (a key whose entry is gone meanwhile is left out).
+struct FairKeyStat {
+  std::string group_key;  // "" for jobs without a group key
+  uint32 weight;
+  int32 held;               // its ready jobs the lane holds sorted
+  bool more;                // more of its ready jobs wait on the ring
+  uint64 served;            // claims since it became active
+  TimestampTz ready_since;  // its next job's run_at
+};
+std::vector<FairKeyStat> BusiestFairKeys(const Place& place, int max_keys);
+
 // The running ring jobs of this database per queue (claims committed,
 // completions not), and how many of them have a lease past `now`: one walk
 // of the lease map.

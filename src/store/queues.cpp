@@ -346,9 +346,17 @@ bool HasHandlerQueues(pg::SpiSession& spi) {
   return spi.Execute(has_handler_queues, none).Bool(0, "has_handlers");
 }
 
-std::vector<QueueName> QueueNames(pg::SpiSession& spi) {
+namespace {
+pg::Statement fair_queue_names = {
+    "SELECT queue_id, name FROM pgq.queues"
+    " WHERE fairness IS NOT NULL OR rate_limit_per_key IS NOT NULL ORDER BY name",
+    0,
+    {},
+    nullptr};
+
+std::vector<QueueName> NamesOf(pg::SpiSession& spi, pg::Statement& statement) {
   pg::Params none;
-  const pg::Result rows = spi.Execute(queue_names, none);
+  const pg::Result rows = spi.Execute(statement, none);
   std::vector<QueueName> names;
   if (rows.empty()) return names;
   const int id = rows.ColumnNumber("queue_id"), name = rows.ColumnNumber("name");
@@ -358,6 +366,13 @@ std::vector<QueueName> QueueNames(pg::SpiSession& spi) {
     names.push_back(QueueName{rows.Int32(row, id), rows.Value(row, name, &is_null)});
   }
   return names;
+}
+}  // namespace
+
+std::vector<QueueName> QueueNames(pg::SpiSession& spi) { return NamesOf(spi, queue_names); }
+
+std::vector<QueueName> FairQueueNames(pg::SpiSession& spi) {
+  return NamesOf(spi, fair_queue_names);
 }
 
 }  // namespace pgq::store

@@ -101,6 +101,9 @@ struct QueueName {
   Datum name;
 };
 std::vector<QueueName> QueueNames(pg::SpiSession& spi);
+// 3.1: the queues with fairness or rate_limit_per_key (their lanes keep a
+// fair order, ADR 0029), by name.
+std::vector<QueueName> FairQueueNames(pg::SpiSession& spi);
 
 // The queues with a handler that are not paused, by id (the handler
 // workers, bgw/handler_worker.cpp).

@@ -318,6 +318,24 @@ bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
   return true;
 }
 
+std::vector<pg::job_ring::FairKeyStat> BusiestFairKeys(pg::SpiSession& spi, int32 queue_id,
+                                                       int max_keys) {
+  std::vector<pg::job_ring::FairKeyStat> keys;
+  const Known* rings = pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;
+  if (rings == nullptr) return keys;
+  const std::vector<KnownRing> each = rings->rings;  // KnownOf's map may change below
+  for (const KnownRing& ring : each) {
+    std::vector<pg::job_ring::FairKeyStat> of_ring =
+        pg::job_ring::BusiestFairKeys(ring.place, max_keys);
+    keys.insert(keys.end(), std::make_move_iterator(of_ring.begin()),
+                std::make_move_iterator(of_ring.end()));
+  }
+  std::stable_sort(keys.begin(), keys.end(),
+                   [](const auto& a, const auto& b) { return a.served > b.served; });
+  if (static_cast<int>(keys.size()) > max_keys) keys.resize(static_cast<size_t>(max_keys));
+  return keys;
+}
+
 pg::job_ring::Pending CountPending(pg::SpiSession& spi, int32 queue_id, int64 limit) {
   const Known* rings = pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;
   if (rings == nullptr) return {};

@@ -108,6 +108,11 @@ bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
 // leaves it. False: not pending on a ring (running, or a row).
 bool ReplacePending(pg::SpiSession& spi, const Queue& queue, int64 id, const NewJob& job);
 
+// The busiest keys of a fair queue's lanes (pg/job_ring.h BusiestFairKeys),
+// the most served first, up to `max_keys` in all.
+std::vector<pg::job_ring::FairKeyStat> BusiestFairKeys(pg::SpiSession& spi, int32 queue_id,
+                                                       int max_keys);
+
 // The rows of pgq.job_rows a claim of a ring queue deleted (`jobs`, store/
 // claim.cpp ClaimOntoRingSql: those with `moved`), put onto their
 // priority's ring already handed out (pg/job_ring.h AppendClaimed) with

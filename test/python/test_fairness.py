@@ -121,3 +121,24 @@ class FairnessTest(PgqTestCase):
                 self.assertLessEqual(in_window, 51, f"{key}: {in_window} starts in 10 s from {t:.2f}")
             full = [sum(1 for u in times if t <= u < t + 10) for t in times if t + 10 <= times[-1]]
             self.assertGreaterEqual(min(full), 45, f"{key}: the limit is reached")
+
+    def test_metrics_show_the_busiest_keys_and_their_wait(self):
+        a = self.admin
+        a.execute("SELECT pgq.create_queue('shown', lease => '1 hour', group_concurrency => 100,"
+                  " fairness => 'group')")
+        for key, n in (("big \"tenant\"", 6), ("small", 2)):
+            a.execute("SELECT count(*) FROM pgq.enqueue_many('shown', array_fill('{}'::jsonb,"
+                      " ARRAY[%s]), group_keys => ARRAY[%s])", (n, key))
+        self.assertEqual(self.scalar("SELECT count(*) FROM pgq.claim('shown', 3)"), 3)
+        text = self.scalar("SELECT pgq.metrics()")
+        served = {line.split("{", 1)[1].split("}")[0]: float(line.rsplit(" ", 1)[1])
+                  for line in text.splitlines() if line.startswith("pgq_fair_key_served{")}
+        db = self.scalar("SELECT current_database()")
+        self.assertEqual(served, {
+            f'database="{db}",queue="shown",group_key="big \\"tenant\\""': 2.0,
+            f'database="{db}",queue="shown",group_key="small"': 1.0,
+        })
+        waits = [line for line in text.splitlines() if line.startswith("pgq_fair_key_wait_seconds{")]
+        self.assertEqual(len(waits), 2)
+        self.assertTrue(all(float(w.rsplit(" ", 1)[1]) >= 0 for w in waits))
+        self.assertEqual(self.scalar("SELECT served FROM pgq.fair_keys('shown') WHERE group_key = 'small'"), 1)

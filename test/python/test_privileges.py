@@ -59,7 +59,7 @@ PUBLIC_FUNCTIONS = {
     "queue_ring_ids",
     # 3.1 (issue 34): a fair queue's weights: set by its admin, read with
     # any right.
-    "set_group_weight", "group_weights",
+    "set_group_weight", "group_weights", "fair_keys",
 }
 # Not about queues: nobody's until GRANT EXECUTE.
 COORDINATION_FUNCTIONS = {
@@ -139,6 +139,7 @@ REFUSED_CALLS = {
     "queue_settings": "SELECT * FROM pgq.queue_settings('q')",
     "set_group_weight": "SELECT pgq.set_group_weight('q', 'tenant', 3)",
     "group_weights": "SELECT * FROM pgq.group_weights('q')",
+    "fair_keys": "SELECT * FROM pgq.fair_keys('q')",
     "queue_workers": "SELECT * FROM pgq.queue_workers('q')",
     "list_schedule_runs": "SELECT * FROM pgq.list_schedule_runs('q')",
     # As pgq.job: no right on any queue is refused.
