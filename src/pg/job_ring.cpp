@@ -2174,10 +2174,10 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
       if (fair != nullptr && !blocked) {
         // In fair order: what the passed set and the cursor file, then the
         // head of the key whose turn it is, each time.
-        FairLane fair_lane(lane, *fair, rels, place);
-        fair_lane.Prepare();
         // Read under the lock: the claims' clock never goes back.
         fair->SetClock(Now(), place.key_rate);
+        FairLane fair_lane(lane, *fair, rels, place);
+        fair_lane.Prepare();
         while (taken.size() < wanted) {
           const std::optional<std::pair<int, ItemPointerData>> next = fair_lane.Next(true);
           if (!next) break;

@@ -2,8 +2,8 @@
 installation: run every block of it, statement by statement, and check
 that what the page says happens does."""
 import os
-import re
 
+import doc_sql
 from test_concurrency import PgqTestCase
 
 PAGE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "fairness.md")
@@ -11,21 +11,15 @@ PAGE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "fairness.md"
 
 class FairnessDocTest(PgqTestCase):
     def test_every_block_runs_and_does_what_the_page_says(self):
-        with open(PAGE, encoding="utf-8") as f:
-            blocks = re.findall(r"```sql\n(.*?)```", f.read(), re.S)
-        self.assertGreaterEqual(len(blocks), 3)
+        blocks, statements = doc_sql.statements(PAGE)
+        self.assertGreaterEqual(blocks, 5)
         results = {}
-        for block in blocks:
-            # Statements end at a semicolon at the end of a line.
-            for statement in re.split(r";\s*\n", block):
-                code = [l for l in statement.splitlines() if l.strip() and not l.strip().startswith("--")]
-                if not code:
-                    continue
-                cur = self.admin.execute(statement)
-                if cur.description is not None:
-                    row = cur.fetchone()
-                    for column, value in zip(cur.description, row or ()):
-                        results[column.name] = value
+        for statement in statements:
+            cur = self.admin.execute(statement)
+            if cur.description is not None:
+                row = cur.fetchone()
+                for column, value in zip(cur.description, row or ()):
+                    results[column.name] = value
         # One job of each tenant, not three of acme's import.
         self.assertEqual(results["fair_claim"], "acme globex initech")
         self.assertEqual(results["acme_weight"], 3)

@@ -2,8 +2,8 @@
 installation: run every block of it, statement by statement, and check
 that what the page says happens does."""
 import os
-import re
 
+import doc_sql
 from test_concurrency import PgqTestCase
 
 PAGE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "workflows.md")
@@ -11,20 +11,13 @@ PAGE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "workflows.md
 
 class WorkflowsDocTest(PgqTestCase):
     def test_every_block_runs_and_does_what_the_page_says(self):
-        with open(PAGE, encoding="utf-8") as f:
-            blocks = re.findall(r"```sql\n(.*?)```", f.read(), re.S)
-        self.assertGreaterEqual(len(blocks), 7)
+        blocks, statements = doc_sql.statements(PAGE)
+        self.assertGreaterEqual(blocks, 7)
         claimed = []
-        for block in blocks:
-            # Statements end at a semicolon at the end of a line (the page
-            # has none inside its strings).
-            for statement in re.split(r";\s*\n", block):
-                code = [l for l in statement.splitlines() if l.strip() and not l.strip().startswith("--")]
-                if not code:
-                    continue
-                cur = self.admin.execute(statement)
-                if "AS claimed" in statement:
-                    claimed.append(cur.fetchone()[0])
+        for statement in statements:
+            cur = self.admin.execute(statement)
+            if "AS claimed" in statement:
+                claimed.append(cur.fetchone()[0])
         self.assertEqual(claimed, [5, 0], "the cap leaves room for 5, then none")
 
         def stats(queue):
