@@ -141,9 +141,12 @@ SELECT pgq.create_queue('mq', lease => '1 hour', group_concurrency => 10000, fai
 SELECT pgq.set_group_weight('mq', 'U', 2);
 SELECT pg_temp.put('mq', 'U', 100), pg_temp.put('mq', 'V', 3);
 SELECT pg_temp.take('mq', 1, 4) AS keys;
-SELECT group_key, weight, held, more, served, waiting >= '0' AS waiting
+SELECT group_key, weight, held, more, running, served, waiting >= '0' AS waiting
   FROM pgq.fair_keys('mq');
 SELECT group_key FROM pgq.fair_keys('mq', 1);
+-- Three more claimed, not completed: running per key.
+SELECT count(*) AS claimed FROM pgq.claim('mq', 3);
+SELECT group_key, running, served FROM pgq.fair_keys('mq');
 SELECT count(*) AS unfair_keys FROM pgq.fair_keys('rq');
 \set VERBOSITY sqlstate
 SELECT * FROM pgq.fair_keys('mq', 0);

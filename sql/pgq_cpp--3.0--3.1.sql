@@ -116,7 +116,7 @@ COMMENT ON FUNCTION pgq.group_weights(text) IS
 CREATE FUNCTION pgq.fair_keys(
     queue text, max_keys integer DEFAULT 20,
     OUT group_key text, OUT weight integer, OUT held integer, OUT more boolean,
-    OUT served bigint, OUT waiting interval)
+    OUT running integer, OUT served bigint, OUT waiting interval)
 RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_fair_keys' LANGUAGE C VOLATILE ROWS 20;
 COMMENT ON FUNCTION pgq.fair_keys(text, integer) IS
-    'the busiest group keys of a fair queue (the most claims since each became active first): weight, ready jobs its lane holds sorted, whether more wait, claims, how long its next job has been ready; any right';
+    'the busiest group keys of a fair queue (the most claims since each became active first): weight, ready jobs its lane holds sorted, whether more wait, jobs running, claims, how long its next job has been ready; any right';

@@ -337,6 +337,19 @@ const teams = async (db, max) => (await db.query(TEAMS_SQL, [max])).rows;
 const switches = async (db, max) => (await db.query(SWITCHES_SQL, [max])).rows;
 const ladders = async (db, max) => (await db.query(LADDERS_SQL, [max])).rows;
 
+// A fair queue's busiest group keys (issue 34, pgq.fair_keys: read from its
+// lanes and lease map in shared memory, bounded).
+const FAIR_KEYS_SQL = `
+SELECT k.group_key, k.weight, k.held, k.more, k.running, k.served,
+       extract(epoch FROM k.waiting)::float8 AS waiting_seconds
+  FROM pgq.fair_keys($1, $2) k`;
+
+/** The queue's busiest keys in fair order (none for a queue without fairness). */
+async function fairKeys(db, queue, max = 20) {
+  const { rows } = await db.query(FAIR_KEYS_SQL, [queue, max]);
+  return rows.map((r) => ({ ...r, served: num(r.served) }));
+}
+
 const WHOAMI_SQL = `SELECT current_user AS role, current_database() AS database`;
 
 async function whoami(db) {
@@ -345,6 +358,7 @@ async function whoami(db) {
 
 module.exports = {
   EXACT_UP_TO,
+  fairKeys,
   SEARCH_WINDOW,
   searchKeys,
   workflow,

@@ -295,6 +295,8 @@ async function dashboardPlugin(fastify, options) {
     };
     const rights = await data.queueRights(db, queue); // 42704: no such queue (404)
     const stats = await data.queueStats(db, queue);
+    // Any right shows them (pgq.fair_keys checks it too).
+    const keys = rights.produce || rights.consume || rights.admin ? await data.fairKeys(db, queue) : [];
     let jobs = null;
     let nextBeforeId = null;
     try {
@@ -322,6 +324,7 @@ async function dashboardPlugin(fastify, options) {
       nextBeforeId,
       error,
       notice: error ? null : views.notice(q),
+      keys,
     });
     return sendPage(reply, page, status);
   }

@@ -313,6 +313,20 @@ function queueStatsBlock(stats) {
 </dl>`;
 }
 
+// A fair queue's busiest keys (pgq.fair_keys): weight, ready jobs held in
+// fair order (+ when more wait), running, claims since active, and how long
+// the next one has waited.
+function fairKeysBlock(keys) {
+  if (!keys || keys.length === 0) return '';
+  const rows = keys.map(
+    (k) => html`<tr data-key="${k.group_key ?? ''}"><td>${k.group_key === null ? html`<i>none</i>` : k.group_key}</td><td>${k.weight}</td><td>${k.held}${k.more ? '+' : ''}</td><td>${k.running}</td><td>${k.served}</td><td>${seconds(k.waiting_seconds)}</td></tr>`,
+  );
+  return html`<h2>Group keys in fair order</h2>
+<table class="fair-keys"><thead><tr><th>Group key</th><th>Weight</th><th>Ready (held)</th><th>Running</th><th>Served</th><th>Next waited</th></tr></thead>
+<tbody>${rows}</tbody></table>
+<p class="meta">The busiest keys first (claims since each became active); “+”: more of its ready jobs wait on the ring.</p>`;
+}
+
 function queueActions(ctx, queue, stats) {
   const path = `/queues/${encodeURIComponent(queue)}`;
   return html`<div class="actions">
@@ -380,7 +394,7 @@ function bulkForm(ctx, queue, rights) {
 </form>`;
 }
 
-function queuePage(ctx, { queue, stats, rights, jobs, filter, nextBeforeId, error, notice: text }) {
+function queuePage(ctx, { queue, stats, rights, jobs, filter, nextBeforeId, error, notice: text, keys = [] }) {
   const base = `${ctx.base}/queues/${encodeURIComponent(queue)}`;
   const seesPayload = rights.produce || rights.consume;
   const pageLink = (params) => {
@@ -402,6 +416,7 @@ function queuePage(ctx, { queue, stats, rights, jobs, filter, nextBeforeId, erro
   }
   const body = html`<h1>Queue ${queue} ${stats?.paused ? html`<span class="badge warn">paused</span>` : ''}</h1>
 ${queueStatsBlock(stats)}
+${fairKeysBlock(keys)}
 <p class="meta">This role’s rights on the queue: <b>${rightsLine(rights)}</b>${seesPayload ? '' : ' — payloads, progress and results are not shown to it'}.</p>
 ${rights.admin && !ctx.readOnly ? queueActions(ctx, queue, stats) : ''}
 ${filterForm(base, filter)}

@@ -142,3 +142,27 @@ test('teams, switches and ladders: refused without a grant, shown read-only with
   assert.match(res.body, /<tr data-ladder="lead:42"><td>lead:42<\/td><td>3<\/td>/);
   assert.doesNotMatch(res.body, /method="post"[^>]*action="\/(?!logout)/, 'read-only: no forms');
 });
+
+test('a fair queue: its busiest group keys with weight, ready held, running, served and wait', async (t) => {
+  const q = (sql, params) => db.admin.query(sql, params);
+  await q("SELECT pgq.create_queue('tenants', lease => '10 minutes', group_concurrency => 100, fairness => 'group')");
+  await q("SELECT pgq.grant($1, 'tenants', 'consume')", [role]);
+  await q("SELECT pgq.set_group_weight('tenants', 'acme', 2)");
+  await q("SELECT count(*) FROM pgq.enqueue_many('tenants', array_fill('{}'::jsonb, ARRAY[5]), group_keys => ARRAY['acme'])");
+  await q("SELECT count(*) FROM pgq.enqueue_many('tenants', array_fill('{}'::jsonb, ARRAY[2]), group_keys => ARRAY['<globex>'])");
+  // acme, <globex>, acme: two of acme's and one of globex's running
+  assert.equal((await q("SELECT count(*)::int AS n FROM pgq.claim('tenants', 3)")).rows[0].n, 3);
+  const app = await startDashboard(t, db, { role });
+  const browser = new Browser(app);
+  const res = await browser.get('/queues/tenants');
+  assert.equal(res.statusCode, 200);
+  assert.match(res.body, /<h2>Group keys in fair order<\/h2>/);
+  const acme = /<tr data-key="acme">([\s\S]*?)<\/tr>/.exec(res.body)[1];
+  assert.deepEqual([...acme.matchAll(/<td>(.*?)<\/td>/g)].slice(0, 5).map((m) => m[1]), ['acme', '2', '3', '2', '2']);
+  const globex = /<tr data-key="&lt;globex&gt;">([\s\S]*?)<\/tr>/.exec(res.body)[1];
+  assert.deepEqual([...globex.matchAll(/<td>(.*?)<\/td>/g)].slice(0, 5).map((m) => m[1]), ['&lt;globex&gt;', '1', '1', '1', '1']);
+  assert.ok(res.body.indexOf('data-key="acme"') < res.body.indexOf('data-key="&lt;globex&gt;"'), 'the busiest first');
+  const plain = await browser.get('/queues/reports');
+  assert.equal(plain.statusCode, 200);
+  assert.doesNotMatch(plain.body, /fair-keys/, 'a queue without fairness shows no keys');
+});

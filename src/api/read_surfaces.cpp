@@ -106,7 +106,8 @@ PGQ_FUNCTION(pgq_group_weights) {
 }
 
 // fair_keys(queue, max_keys) returns SETOF (group_key, weight, held, more,
-// served, waiting): the busiest keys of a fair queue's lanes; any right.
+// running, served, waiting): the busiest keys of a fair queue's lanes; any
+// right.
 PGQ_FUNCTION(pgq_fair_keys) {
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
@@ -121,15 +122,16 @@ PGQ_FUNCTION(pgq_fair_keys) {
   const TimestampTz now = pg::Now();
   for (const pg::job_ring::FairKeyStat& key :
        store::ring::BusiestFairKeys(spi, queue.id, max_keys)) {
-    Datum values[6];
-    bool nulls[6] = {};
+    Datum values[7];
+    bool nulls[7] = {};
     values[0] = pg::TextDatum(key.group_key);
     nulls[0] = key.group_key.empty();
     values[1] = Int32GetDatum(static_cast<int32>(key.weight));
     values[2] = Int32GetDatum(key.held);
     values[3] = BoolGetDatum(key.more);
-    values[4] = Int64GetDatum(static_cast<int64>(key.served));
-    values[5] = pg::Guard([&] {
+    values[4] = Int32GetDatum(key.running);
+    values[5] = Int64GetDatum(static_cast<int64>(key.served));
+    values[6] = pg::Guard([&] {
       return DirectFunctionCall2(timestamp_mi, TimestampTzGetDatum(now),
                                  TimestampTzGetDatum(std::min(now, key.ready_since)));
     });

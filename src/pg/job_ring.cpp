@@ -999,6 +999,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     int32 claimed_by = 0;
     bool grouped = false;
     bool keyed = false;
+    uint64 key = 0;  // its fair key
   };
   std::unordered_map<int64, ClaimedJob> claimed_entries;
   std::vector<Passed> in_progress;
@@ -1068,7 +1069,9 @@ void Rebuild(Lane& lane, int index, const Place& place) {
                             HeapTupleHeaderGetRawXmin(tuple.t_data),
                             tuple.t_self,
                             ClaimNoOf(&tuple, desc),
-                            KindOf(&tuple, desc) == 'e' ? FairKeyOf(&tuple, desc) : 0,
+                            KindOf(&tuple, desc) == 'e' || KindOf(&tuple, desc) == 'a'
+                                ? FairKeyOf(&tuple, desc)
+                                : 0,
                             '\0'};
           if (rows[n - 1].kind == 'c') {
             const Datum outcome = heap_getattr(&tuple, kOutcome, desc, &is_null);
@@ -1103,6 +1106,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
             job.claimed_by = row.claimed_by;
             job.grouped = row.grouped;
             job.keyed = row.keyed;
+            job.key = row.key;
             if (row.in_progress) job.claiming = row.xmin;
           } else if (row.kind == 'c') {
             job.closed = true;
@@ -1239,13 +1243,14 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     if (job.closed && !(job.running && TransactionIdIsValid(job.closing))) continue;
     if (job.running) {
       // A committed claim: no claiming transaction to wait for.
-      const Lease lease{MyDatabaseId,    place.queue_id,
-                        place.ring_id,   job.attempt,
-                        job.lease_until, place.leaves[job.segment],
-                        job.entry,       InvalidTransactionId,
-                        index,           job.claimed_at,
-                        job.closing,     job.claimed_by,
-                        job.grouped,     job.keyed};
+      Lease lease{MyDatabaseId,    place.queue_id,
+                  place.ring_id,   job.attempt,
+                  job.lease_until, place.leaves[job.segment],
+                  job.entry,       InvalidTransactionId,
+                  index,           job.claimed_at,
+                  job.closing,     job.claimed_by,
+                  job.grouped,     job.keyed};
+      lease.fair_key = job.key;
       Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, id}, lease); });
       continue;
     }
@@ -1280,6 +1285,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
                 job.grouped,    job.keyed,       key};
     // A claim in progress after a start is a prepared transaction's.
     lease.prepared = TransactionIdIsValid(job.claiming);
+    lease.fair_key = job.key;
     Guard([&] { (void)PutLease(LeaseKey{MyDatabaseId, job.id}, lease); });
   }
   // The cursor: just after the last entry named by a receipt or closure.
@@ -1686,6 +1692,10 @@ bool AppendClaimed(const Place& place, const NewEntry* entries, const int32* att
                   entries[i].group_key != 0,
                   entries[i].dedupe_key != 0,
                   entries[i].claim_no};
+      if (entries[i].group_key != 0) {
+        text* group_key = DatumGetTextPP(entries[i].group_key);
+        lease.fair_key = FairKeyOfBytes(VARDATA_ANY(group_key), VARSIZE_ANY_EXHDR(group_key));
+      }
       const LeaseKey key{MyDatabaseId, entries[i].id};
       leased[i] = PutLease(key, lease);
       if (leased[i]) undo->push_back(Undo{sub, UndoKind::kDropLease, key, lease, index, {}});
@@ -2277,20 +2287,21 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
         const Taken& t = taken[i];
         if (t.segment != segment) continue;
         const int64 id = IdOf(t.tuple, desc);
-        const Lease lease{MyDatabaseId,
-                          place.queue_id,
-                          place.ring_id,
-                          t.attempt,
-                          lease_until,
-                          place.leaves[segment],
-                          t.tuple->t_self,
-                          GetCurrentTransactionId(),
-                          index,
-                          now,
-                          InvalidTransactionId,
-                          MyProcPid,
-                          GroupedOf(t.tuple, desc),
-                          KeyedOf(t.tuple, desc)};
+        Lease lease{MyDatabaseId,
+                    place.queue_id,
+                    place.ring_id,
+                    t.attempt,
+                    lease_until,
+                    place.leaves[segment],
+                    t.tuple->t_self,
+                    GetCurrentTransactionId(),
+                    index,
+                    now,
+                    InvalidTransactionId,
+                    MyProcPid,
+                    GroupedOf(t.tuple, desc),
+                    KeyedOf(t.tuple, desc)};
+        if (lease.grouped) lease.fair_key = FairKeyOf(t.tuple, desc);
         // (Its undo note, made when it was taken, gives it back if the
         // transaction aborts.) The map found full meanwhile: it spills too.
         const bool leased = spilled[i] == 0 && PutLease(LeaseKey{MyDatabaseId, id}, lease);
@@ -2995,11 +3006,32 @@ std::vector<FairKeyStat> BusiestFairKeys(const Place& place, int max_keys) {
     }
     for (Relation rel : rels) table_close(rel, NoLock);
   });
+  // Their running jobs: one walk of the lease map (this lane's leases).
+  std::vector<int32> running(found.size(), 0);
+  if (!found.empty() && AnyLeases()) {
+    Guard([&] {
+      for (int i = 0; i < kLeasePartitions; ++i) LWLockAcquire(&lease_locks[i].lock, LW_SHARED);
+      HASH_SEQ_STATUS scan;
+      hash_seq_init(&scan, leases);
+      while (LeaseSlot* slot = static_cast<LeaseSlot*>(hash_seq_search(&scan))) {
+        const Lease& lease = slot->lease;
+        if (slot->key.database != static_cast<int64>(MyDatabaseId) || lease.lane != pin.index ||
+            lease.fair_key == 0) {
+          continue;
+        }
+        for (size_t k = 0; k < found.size(); ++k) {
+          if (found[k].view->key == lease.fair_key) ++running[k];
+        }
+      }
+      for (int i = 0; i < kLeasePartitions; ++i) LWLockRelease(&lease_locks[i].lock);
+    });
+  }
   out.reserve(found.size());
-  for (const Found& f : found) {
+  for (size_t k = 0; k < found.size(); ++k) {
+    const Found& f = found[k];
     out.push_back(FairKeyStat{f.group_key == nullptr ? std::string() : std::string(f.group_key),
                               f.view->weight, f.view->filed, f.view->skipping, f.view->served,
-                              f.run_at});
+                              running[k], f.run_at});
   }
   return out;
 }

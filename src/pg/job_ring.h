@@ -231,6 +231,9 @@ struct Lease {
   // (Expired, GiveUpClaim). Only such a claim: an ordinary one's own
   // rollback drops the lease and gives its entry back.
   bool prepared = false;
+  // Its entry's fair key (a hash of its group key, 0: none): a fair queue's
+  // running jobs per key (BusiestFairKeys).
+  uint64 fair_key = 0;
 };
 // The lease of `id`, if a ring job of this database runs with it: false
 // when there is none, or its closer committed or is this transaction.
@@ -356,6 +359,7 @@ struct FairKeyStat {
   int32 held;               // its ready jobs the lane holds sorted
   bool more;                // more of its ready jobs wait on the ring
   uint64 served;            // claims since it became active
+  int32 running;            // its jobs running on the ring (leases held or closing)
   TimestampTz ready_since;  // its next job's run_at
 };
 std::vector<FairKeyStat> BusiestFairKeys(const Place& place, int max_keys);
