@@ -153,4 +153,20 @@ SELECT * FROM pgq.fair_keys('mq', 0);
 SELECT * FROM pgq.fair_keys('nosuch');
 \set VERBOSITY default
 
+-- A database's share of the server's fair orders
+-- (pgq.max_fair_queues_per_database): past it, a fair queue hands out its
+-- jobs in the order they came (and the server log says so), so that one
+-- team's fair queues cannot leave another database's unfair.
+SELECT count(pgq.drop_queue(name, force => true)) AS dropped FROM pgq.queues;
+SET pgq.max_fair_queues_per_database = 1;
+SELECT pgq.create_queue('f1', lease => '1 hour', group_concurrency => 100, fairness => 'group');
+SELECT pgq.create_queue('f2', lease => '1 hour', group_concurrency => 100, fairness => 'group');
+SELECT pg_temp.put('f1', 'A', 3), pg_temp.put('f1', 'B', 3);
+SELECT pg_temp.put('f2', 'A', 3), pg_temp.put('f2', 'B', 3);
+SELECT pg_temp.take('f1', 1, 2) AS f1_keys, pg_temp.take('f2', 1, 2) AS f2_keys;
+-- f1 drained and its order given back: f2's next claim takes it.
+SELECT length(pg_temp.take('f1', 10, 1)) AS f1_rest;
+SELECT pg_temp.take('f2', 1, 4) AS f2_keys;
+RESET pgq.max_fair_queues_per_database;
+
 DROP EXTENSION pgq_cpp;

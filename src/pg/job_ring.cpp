@@ -5,6 +5,7 @@
 
 #include "core/fair_order.h"
 #include "pg/boundary.h"
+#include "pg/segments.h"
 #include "pg/settings.h"
 
 extern "C" {
@@ -893,22 +894,72 @@ core::FairOrder* FairOf(const Lane& lane) {
 }
 
 // Gives lane `index` an empty fair order (its claim lock held, or the lane
-// being built); false if none is free. Whatever lies behind the cursor is
+// being built); false if none is free or its database holds its share
+// (pgq.max_fair_queues_per_database). Whatever lies behind the cursor is
 // handed out, given back or passed: the cursor files from where it is.
+// Under lanes_lock, so that a database's share is exact (taken under a
+// claim lock: every path that holds lanes_lock only tries claim locks).
 bool AttachFair(Lane& lane, int index) {
-  for (int i = 0; i < shared->fair_count; ++i) {
-    uint32 expected = 0;
-    if (!pg_atomic_compare_exchange_u32(&shared->fair_owner[i], &expected,
-                                        static_cast<uint32>(index) + 1)) {
-      continue;
+  LWLockAcquire(shared->lanes_lock, LW_EXCLUSIVE);
+  // An order whose lane holds nothing in it (no key: nothing filed, skipped
+  // or kept for its rate limit) is taken back from that lane, whose next
+  // fair claim asks for one again; its claim lock only tried (lanes_lock is
+  // held, and the caller holds its own lane's).
+  const auto take_back = [&](int i) {
+    const uint32 owner = pg_atomic_read_u32(&shared->fair_owner[i]);
+    if (owner == 0 || static_cast<int>(owner) - 1 == index) return false;
+    Lane& other = shared->lanes[owner - 1];
+    if (!LWLockConditionalAcquire(other.claim_lock, LW_EXCLUSIVE)) return false;
+    const bool empty = other.fair == i && FairOf(other)->KeysInUse() == 0;
+    if (empty) {
+      other.fair = -1;
+      other.fair_skipped = 0;
+      pg_atomic_write_u32(&shared->fair_owner[i], 0);
     }
-    lane.fair = i;
-    (void)core::FairOrder::Make(FairOf(lane), shared->fair_sizes);
-    lane.fair_skipped = 0;
-    lane.fair_weights_stamp = 0;
-    return true;
+    LWLockRelease(other.claim_lock);
+    return empty;
+  };
+  const auto ours_of = [&](int i) {
+    const uint32 owner = pg_atomic_read_u32(&shared->fair_owner[i]);
+    return owner != 0 && shared->lanes[owner - 1].database == lane.database;
+  };
+  int ours = 0, free_order = -1;
+  for (int i = 0; i < shared->fair_count; ++i) {
+    if (pg_atomic_read_u32(&shared->fair_owner[i]) == 0) {
+      if (free_order < 0) free_order = i;
+    } else if (ours_of(i)) {
+      ++ours;
+    }
   }
-  return false;
+  // At its share: one of its own orders left empty; none free: anyone's.
+  if (ours >= MaxFairQueuesPerDatabase()) {
+    free_order = -1;
+    for (int i = 0; i < shared->fair_count && free_order < 0; ++i) {
+      if (ours_of(i) && take_back(i)) {
+        free_order = i;
+        --ours;
+      }
+    }
+  } else if (free_order < 0) {
+    for (int i = 0; i < shared->fair_count && free_order < 0; ++i) {
+      const bool was_ours = ours_of(i);
+      if (take_back(i)) {
+        free_order = i;
+        if (was_ours) --ours;
+      }
+    }
+  }
+  const bool attached = free_order >= 0 && ours < MaxFairQueuesPerDatabase();
+  if (attached) {
+    pg_atomic_write_u32(&shared->fair_owner[free_order], static_cast<uint32>(index) + 1);
+    lane.fair = free_order;
+  }
+  LWLockRelease(shared->lanes_lock);
+  if (!attached) return false;
+  (void)core::FairOrder::Make(FairOf(lane), shared->fair_sizes);
+  lane.fair_skipped = 0;
+  lane.fair_weights_stamp = 0;
+  return true;
 }
 
 void DetachFair(Lane& lane) {
@@ -1267,8 +1318,8 @@ void Rebuild(Lane& lane, int index, const Place& place) {
               "More than " + std::to_string(kReturnedMax) +
                   " of its pending jobs lie before jobs it handed out (a fair queue's "
                   "keys, ADR 0029), and no fair order is free to file them.",
-              "Raise pgq.max_fair_queues (a restart); its jobs are handed out again once a "
-              "fair order is free.");
+              "Raise pgq.max_fair_queues_per_database or pgq.max_fair_queues (a restart); its "
+              "jobs are handed out again once a fair order is free.");
       }
       lane.returned[lane.returned_count++] =
           Offer{job.entry, job.base + 1, static_cast<int16>(job.segment)};
@@ -1692,7 +1743,7 @@ bool AppendClaimed(const Place& place, const NewEntry* entries, const int32* att
                   entries[i].group_key != 0,
                   entries[i].dedupe_key != 0,
                   entries[i].claim_no};
-      if (entries[i].group_key != 0) {
+      if (entries[i].group_key != 0 && place.fair) {
         text* group_key = DatumGetTextPP(entries[i].group_key);
         lease.fair_key = FairKeyOfBytes(VARDATA_ANY(group_key), VARSIZE_ANY_EXHDR(group_key));
       }
@@ -1774,7 +1825,8 @@ enum class Step {
 // desc, segment) each committed entry; an entry in progress goes to the
 // passed set (the cursor waits at it while the set is full). Stops at the
 // last entry placed, or as visit says. False when the cursor is in a
-// segment not open (`need` says so: the caller opens it and comes back).
+// segment not open (`need`, if given, says so: the caller opens it and
+// comes back).
 template <typename Visit>
 bool WalkCursor(Lane& lane, const std::vector<Relation>& rels, std::vector<char>* need,
                 int segments, Visit&& visit) {
@@ -1782,7 +1834,7 @@ bool WalkCursor(Lane& lane, const std::vector<Relation>& rels, std::vector<char>
     const int segment = lane.cursor_segment;
     Relation rel = rels[segment];
     if (rel == nullptr) {
-      (*need)[segment] = 1;
+      if (need != nullptr) (*need)[segment] = 1;
       return false;
     }
     // Whether entries have left this segment: read before its length,
@@ -1952,8 +2004,9 @@ class FairLane {
   // The cursor files every committed entry up to the last one placed (it
   // stays at one whose key finds no slot).
   void FileCursor() {
-    std::vector<char> need(static_cast<size_t>(segments_), 0);  // every segment is open
-    (void)WalkCursor(lane_, rels_, &need, segments_,
+    // (Every segment is open. Nothing here allocates: it runs inside the
+    // claim's Guard, whose error would skip a destructor.)
+    (void)WalkCursor(lane_, rels_, nullptr, segments_,
                      [&](HeapTupleData* tuple, TupleDesc desc, int segment) {
                        const uint64 key = FairKeyOf(tuple, desc);
                        const Offer entry = EntryAt(segment, tuple->t_self);
@@ -1989,7 +2042,8 @@ class FairLane {
       order_.EndSweep(cursor, false);  // nothing to sweep: its flags read again
       return;
     }
-    std::vector<BlockNumber> blocks(static_cast<size_t>(segments_), InvalidBlockNumber);
+    BlockNumber blocks[segments::kMaxSegments];
+    std::fill(blocks, blocks + segments::kMaxSegments, InvalidBlockNumber);
     Buffer buffer = InvalidBuffer;
     int buffer_segment = -1;
     BlockNumber buffer_block = InvalidBlockNumber;
@@ -2301,7 +2355,9 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                     MyProcPid,
                     GroupedOf(t.tuple, desc),
                     KeyedOf(t.tuple, desc)};
-        if (lease.grouped) lease.fair_key = FairKeyOf(t.tuple, desc);
+        // A fair queue's running jobs per key (BusiestFairKeys); no hash for
+        // the others' claims.
+        if (lease.grouped && place.fair) lease.fair_key = FairKeyOf(t.tuple, desc);
         // (Its undo note, made when it was taken, gives it back if the
         // transaction aborts.) The map found full meanwhile: it spills too.
         const bool leased = spilled[i] == 0 && PutLease(LeaseKey{MyDatabaseId, id}, lease);
@@ -2342,7 +2398,8 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
                            "the order they came until one is",
                            place.queue_id),
                     errdetail("Queues finding none in the next minute are not logged."),
-                    errhint("Raise pgq.max_fair_queues (a restart).")));
+                    errhint("Raise pgq.max_fair_queues_per_database (ALTER DATABASE ... SET) or "
+                            "pgq.max_fair_queues (a restart).")));
     });
   }
   // An operator's sign that the share is too small (the jobs are not

@@ -24,6 +24,7 @@ int max_ring_queues_per_database = 64;
 int max_running_ring_jobs = 65536;
 int max_running_ring_jobs_per_database = 32768;
 int max_fair_queues = 4;
+int max_fair_queues_per_database = 2;
 int fair_keys = 16384;
 int fair_offers = 65536;
 int handler_workers = 2;
@@ -117,6 +118,11 @@ void DefineSettings() {
       "A database's share of pgq.max_ring_queues, so that one cannot take every lane.",
       &max_ring_queues_per_database, 64, 1, 1024, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
+      "pgq.max_fair_queues_per_database", "Fair queues handing out jobs at once in one database.",
+      "A database's share of pgq.max_fair_queues, so that one database's fair queues cannot take "
+      "every fair order and leave another's queues unfair.",
+      &max_fair_queues_per_database, 2, 0, 1024, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
       "pgq.max_running_ring_jobs_per_database",
       "Jobs of queues on rings that run at once in one database.",
       "A database's share of pgq.max_running_ring_jobs: the jobs a claim takes past what is left "
@@ -176,6 +182,7 @@ int MaxRingQueuesPerDatabase() { return max_ring_queues_per_database; }
 int MaxRunningRingJobs() { return max_running_ring_jobs; }
 int MaxRunningRingJobsPerDatabase() { return max_running_ring_jobs_per_database; }
 int MaxFairQueues() { return max_fair_queues; }
+int MaxFairQueuesPerDatabase() { return max_fair_queues_per_database; }
 int FairKeys() { return fair_keys; }
 int FairOffers() { return fair_offers; }
 

@@ -39,6 +39,8 @@ int MaxRunningRingJobsPerDatabase();
 // fair order (fairness => 'group'), and each one's room for active keys
 // and filed offers (read once at the start).
 int MaxFairQueues();
+// A database's share of them (pgq.max_fair_queues_per_database).
+int MaxFairQueuesPerDatabase();
 int FairKeys();
 int FairOffers();
 int HandlerWorkers();
