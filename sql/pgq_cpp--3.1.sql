@@ -790,10 +790,11 @@ CREATE FUNCTION pgq.create_queue(
     max_running    integer     DEFAULT NULL,
     group_concurrency integer  DEFAULT 1,
     fairness       text        DEFAULT NULL,
-    rate_limit_per_key real    DEFAULT NULL)
+    rate_limit_per_key real    DEFAULT NULL,
+    max_pending    integer     DEFAULT NULL)
 RETURNS void AS 'MODULE_PATHNAME', 'pgq_create_queue' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean, interval, interval, integer, integer, text, real) IS
-    'creates a queue owned by the calling role (the admin right on every queue): its default max_attempts, lease, backoff, retention, NOTIFY, rate limits, in-database handler, how long completed and dead jobs are kept, its concurrency caps and its fairness across group keys';
+COMMENT ON FUNCTION pgq.create_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, boolean, interval, interval, integer, integer, text, real, integer) IS
+    'creates a queue owned by the calling role (the admin right on every queue): its default max_attempts, lease, backoff, retention, NOTIFY, rate limits, in-database handler, how long completed and dead jobs are kept, its concurrency caps, its fairness across group keys and its max_pending';
 
 CREATE FUNCTION pgq.alter_queue(
     queue          text,
@@ -810,10 +811,11 @@ CREATE FUNCTION pgq.alter_queue(
     max_running    integer     DEFAULT NULL,
     group_concurrency integer  DEFAULT NULL,
     fairness       text        DEFAULT NULL,
-    rate_limit_per_key real    DEFAULT NULL)
+    rate_limit_per_key real    DEFAULT NULL,
+    max_pending    integer     DEFAULT NULL)
 RETURNS void AS 'MODULE_PATHNAME', 'pgq_alter_queue' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, interval, interval, integer, integer, text, real) IS
-    'changes the settings given (NULL: unchanged; rate_limit => 0, rate_limit_per_key => 0 and max_running => 0 remove the limit, fairness => ''none'' the fairness); the handler only by the queue''s owner; admin right';
+COMMENT ON FUNCTION pgq.alter_queue(text, integer, interval, interval, interval, interval, boolean, real, regprocedure, interval, interval, integer, integer, text, real, integer) IS
+    'changes the settings given (NULL: unchanged; rate_limit => 0, rate_limit_per_key => 0, max_running => 0 and max_pending => 0 remove the limit, fairness => ''none'' the fairness); the handler only by the queue''s owner; admin right';
 
 CREATE FUNCTION pgq.drop_queue(queue text, force boolean DEFAULT false)
 RETURNS void AS 'MODULE_PATHNAME', 'pgq_drop_queue' LANGUAGE C VOLATILE;
@@ -839,7 +841,7 @@ CREATE FUNCTION pgq.queue_settings(
     OUT keep_completed interval, OUT keep_dead interval, OUT notify boolean,
     OUT rate_limit real, OUT max_running integer, OUT group_concurrency integer,
     OUT handler text, OUT owner name, OUT paused boolean, OUT created_at timestamptz,
-    OUT fairness text, OUT rate_limit_per_key real)
+    OUT fairness text, OUT rate_limit_per_key real, OUT max_pending integer)
 RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_queue_settings' LANGUAGE C STABLE ROWS 10;
 COMMENT ON FUNCTION pgq.queue_settings(text) IS
     'the settings of a queue (NULL: of every queue the caller holds a right on); any right';
@@ -1339,6 +1341,10 @@ ALTER TABLE pgq.queues ADD COLUMN fairness text CHECK (fairness OPERATOR(pg_cata
 -- per group key, across every worker (NULL: no limit); its lanes hand out
 -- in fair order to keep it.
 ALTER TABLE pgq.queues ADD COLUMN rate_limit_per_key real;
+-- max_pending (3.1): an enqueue, enqueue_many or publish that would take
+-- the queue's unfinished jobs past it is refused whole (53400); NULL: no
+-- limit (ADR 0029, "Backpressure, as built").
+ALTER TABLE pgq.queues ADD COLUMN max_pending integer CHECK (max_pending OPERATOR(pg_catalog.>) 0);
 CREATE TABLE pgq.job_log (
     ring         integer     NOT NULL,
     segment      smallint    NOT NULL,
@@ -1415,6 +1421,18 @@ CREATE FUNCTION pgq.fair_keys(
 RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_fair_keys' LANGUAGE C VOLATILE ROWS 20;
 COMMENT ON FUNCTION pgq.fair_keys(text, integer) IS
     'the busiest group keys of a fair queue (the most claims since each became active first): weight, ready jobs its lane holds sorted, whether more wait, jobs running, claims, how long its next job has been ready; any right';
+
+-- Backpressure (issue 34, ADR 0029): a producer waits here for the room
+-- max_pending refused it, woken by the commits that finish jobs.
+CREATE FUNCTION pgq.wait_for_room(queue text, wait interval DEFAULT '0')
+RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_wait_for_room' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.wait_for_room(text, interval) IS
+    'sleeps up to wait until the queue''s unfinished jobs are below its low-water mark (nine tenths of max_pending, rounded up), woken by the commits that finish its jobs; true if they are (at once without max_pending), false if the wait ran out; produce or admin right';
+
+CREATE FUNCTION pgq.check_pending(queue text, OUT kept bigint, OUT found bigint)
+RETURNS record AS 'MODULE_PATHNAME', 'pgq_check_pending' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION pgq.check_pending(text) IS
+    'counts the queue''s unfinished jobs (rows, ring entries, dedupe followers) and compares them with the count max_pending keeps: kept (NULL if it was not kept yet) and found, at the same instant; the kept count becomes what was found; admin right';
 
 -- The rings of dropped queues and streams whose tables are still there: a
 -- partition's DROP locks its root ACCESS EXCLUSIVE until the transaction

@@ -11,6 +11,7 @@
 #include "pg/args.h"
 #include "pg/invalidation.h"
 #include "pg/queue_cache.h"
+#include "service/backpressure.h"
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
 #include "store/jobs.h"
@@ -174,6 +175,7 @@ struct EnqueueHow {
   bool has_max_attempts;  // else the queue's max_attempts
   bool has_period;        // a dedupe_for was given
   bool replace;           // on_duplicate => 'replace'
+  bool reserved = false;  // the caller reserved its room under max_pending
 };
 
 // One job into queue `name`: its id, or, its dedupe key taken, the key's
@@ -190,6 +192,10 @@ int64 EnqueueOne(pg::SpiSession& spi, std::string_view name, store::NewJob& job,
     // the queue was dropped meanwhile, and then this raises undefined_object.
     const pg::CachedQueue queue = LockQueueForEnqueue(spi, name);
     service::RequireRight(spi, queue.id, name, core::kProduce);
+    // Room under max_pending, once: a dedupe key's holder returned instead
+    // keeps it until the end of the transaction (refused early, never late).
+    if (tries == 0 && !how.reserved)
+      service::ReserveRoom(spi, queue.id, name, queue.max_pending, 1);
     if (after != nullptr && tries == 0) {
       *parents = LockedParents(spi, *after);
       job.parents = parents;
@@ -322,6 +328,8 @@ PGQ_FUNCTION(pgq_enqueue_many) {
     const service::QueueRef queue = service::FindQueueWithRight(spi, name, core::kProduce);
     if (count == 0) return static_cast<Datum>(0);
     pg::LockQueueShared(queue.id);
+    // The whole call's room, or nothing of it (53400).
+    service::ReserveRoom(spi, queue.id, name, queue.max_pending, count);
     std::vector<int64> parents;
     if (after) parents = api::LockedParents(spi, *after);
     if (!group_keys.empty() || !dedupe_keys.empty()) {
@@ -345,7 +353,8 @@ PGQ_FUNCTION(pgq_enqueue_many) {
                           group,
                           0};
         if (after) job.parents = &parents;
-        ids.push_back(api::EnqueueOne(spi, name, job, {false, false, false}, nullptr, nullptr));
+        ids.push_back(
+            api::EnqueueOne(spi, name, job, {false, false, false, true}, nullptr, nullptr));
       }
     } else {
       const pg::Result inserted = store::InsertMany(

@@ -173,6 +173,32 @@ void FairKeyMetrics(core::MetricsText& metrics, std::string_view database) {
   }
 }
 
+// Queues with a max_pending (ADR 0029): the limit, the unfinished jobs it
+// keeps (once counted after a start) and the enqueues it refused.
+void MaxPendingMetrics(core::MetricsText& metrics, std::string_view database) {
+  pg::SpiSession spi;
+  const std::vector<std::pair<int32, std::string>> queues = store::QueuesWithMaxPending(spi);
+  if (queues.empty()) return;
+  metrics.Family("pgq_queue_unfinished", "gauge",
+                 "Unfinished jobs (scheduled, waiting, ready, running) of a queue with a "
+                 "max_pending, as kept for it; absent until counted after a start.");
+  for (const auto& [queue_id, name] : queues) {
+    pg::QueueSlot* slot = pg::FindQueueSlot(queue_id);
+    if (slot == nullptr) continue;
+    const core::PendingCount count = pg::ReadPendingCount(slot);
+    if (count.state != core::PendingCount::kKnown) continue;
+    metrics.Sample("pgq_queue_unfinished", {{"database", database}, {"queue", name}},
+                   static_cast<double>(count.committed));
+  }
+  metrics.Family("pgq_max_pending_refusals_total", "counter",
+                 "Enqueues, enqueue_many and publish calls refused by the queue's max_pending "
+                 "since the server started.");
+  for (const auto& [queue_id, name] : queues) {
+    metrics.Sample("pgq_max_pending_refusals_total", {{"database", database}, {"queue", name}},
+                   static_cast<double>(pg::Refusals(queue_id)));
+  }
+}
+
 void StreamMetrics(core::MetricsText& text, std::string_view database) {
   pg::SpiSession spi;
   const std::vector<store::streams::StreamSize> sizes = store::streams::Sizes(spi);
@@ -293,6 +319,7 @@ std::string MetricsText(const std::vector<QueueMetrics>& queues, const WorkerSum
     }
   }
   FairKeyMetrics(text, database);
+  MaxPendingMetrics(text, database);
   StreamMetrics(text, database);
   return text.text();
 }

@@ -12,6 +12,7 @@
 #include "pg/invalidation.h"
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
+#include "pg/shared.h"
 #include "store/jobs.h"
 #include "store/queues.h"
 
@@ -146,6 +147,31 @@ std::optional<std::string> FairnessArg(FunctionCallInfo fcinfo, int arg, bool nu
             "'group' hands out a queue's ready jobs across their group keys in turn.");
 }
 
+// The max_pending argument `arg` (ADR 0029): a count of jobs, 0 for none
+// (0 given where `zero_removes`, or NULL where NULL means none); nullopt:
+// NULL where it means unchanged. A limit needs the library preloaded: its
+// count lives in shared memory.
+std::optional<int32> MaxPendingArg(FunctionCallInfo fcinfo, int arg, bool zero_removes) {
+  if (pg::ArgIsNull(fcinfo, arg)) {
+    if (zero_removes) return std::nullopt;
+    return 0;
+  }
+  const int32 limit = PG_GETARG_INT32(arg);
+  if (limit < 0 || (limit == 0 && !zero_removes)) {
+    pg::Raise(
+        ERRCODE_INVALID_PARAMETER_VALUE,
+        std::string("max_pending must be at least 1") + (zero_removes ? ", or 0 to remove it" : ""),
+        "It is " + std::to_string(limit) + ".");
+  }
+  if (limit > 0 && pg::Shared() == nullptr) {
+    pg::Raise(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+              "max_pending needs pgq_cpp in shared_preload_libraries",
+              "The count of a queue's unfinished jobs that it limits is kept in shared memory.",
+              "Add pgq_cpp to shared_preload_libraries and restart the server.");
+  }
+  return limit;
+}
+
 void StoreCaps(pg::SpiSession& spi, const CapsArgs& caps, std::string_view name) {
   if (!caps.has_max && !caps.has_group) return;
   store::StoreCaps(spi, name, caps.has_max, caps.max_running, caps.has_group,
@@ -172,7 +198,7 @@ using namespace pgq;
 // create_queue(queue, max_attempts, lease, backoff_base, backoff_max,
 //              retention, notify, rate_limit, handler, if_not_exists,
 //              keep_completed, keep_dead, max_running, group_concurrency,
-//              fairness, rate_limit_per_key)
+//              fairness, rate_limit_per_key, max_pending)
 PGQ_FUNCTION(pgq_create_queue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   api::QueueSettings settings{pg::RequiredInt32(fcinfo, 1, "max_attempts"),
@@ -188,6 +214,7 @@ PGQ_FUNCTION(pgq_create_queue) {
   const std::string fairness = *api::FairnessArg(fcinfo, 14, false);
   const double key_rate =
       pg::ArgIsNull(fcinfo, 15) ? 0.0 : api::RateLimitArg(fcinfo, 15, false, "rate_limit_per_key");
+  const int32 max_pending = *api::MaxPendingArg(fcinfo, 16, false);
   pg::SpiSession spi;
   service::RequireRightOnEveryQueue(spi, core::kAdmin, "create queues");
   // The creating role owns the queue; its handler runs as that role.
@@ -202,6 +229,7 @@ PGQ_FUNCTION(pgq_create_queue) {
     api::StoreCaps(spi, caps, name);
     if (!fairness.empty()) store::StoreFairness(spi, name, fairness);
     if (key_rate > 0) store::StoreKeyRate(spi, name, key_rate);
+    if (max_pending > 0) store::StoreMaxPending(spi, name, max_pending);
     // Its ring (ADR 0028): its ready jobs' entries. Made without the
     // library preloaded too (the jobs then go to pgq.job_rows until it is).
     store::GiveQueueRing(spi, name, pg::Now());
@@ -224,7 +252,7 @@ PGQ_FUNCTION(pgq_create_queue) {
 // alter_queue(queue, max_attempts, lease, backoff_base, backoff_max,
 //             retention, notify, rate_limit, handler, keep_completed,
 //             keep_dead, max_running, group_concurrency, fairness,
-//             rate_limit_per_key): NULL = unchanged.
+//             rate_limit_per_key, max_pending): NULL = unchanged.
 PGQ_FUNCTION(pgq_alter_queue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   const bool new_rate = !pg::ArgIsNull(fcinfo, 7);
@@ -234,6 +262,7 @@ PGQ_FUNCTION(pgq_alter_queue) {
   const bool new_key_rate = !pg::ArgIsNull(fcinfo, 14);
   const double key_rate =
       new_key_rate ? api::RateLimitArg(fcinfo, 14, true, "rate_limit_per_key") : 0.0;
+  const std::optional<int32> max_pending = api::MaxPendingArg(fcinfo, 15, true);
 
   pg::SpiSession spi;
   // A locked read-modify-write: the row lock makes concurrent alters queue up,
@@ -273,6 +302,7 @@ PGQ_FUNCTION(pgq_alter_queue) {
   api::StoreCaps(spi, caps, name);
   if (fairness) store::StoreFairness(spi, name, *fairness);
   if (new_key_rate) store::StoreKeyRate(spi, name, key_rate);
+  if (max_pending) store::StoreMaxPending(spi, name, *max_pending);
   pg::invalidation::Announce(pg::invalidation::kQueues);
   PG_RETURN_VOID();
 }

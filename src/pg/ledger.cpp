@@ -2,9 +2,14 @@
 
 #include <algorithm>
 
+#include "pg/boundary.h"
 #include "pg/settings.h"
 #include "pg/shared.h"
 #include "pg/channel_wait.h"
+
+extern "C" {
+#include "access/xact.h"
+}
 
 namespace pgq::pg::ledger {
 
@@ -52,6 +57,94 @@ bool locked_overflow = false;
 constexpr int kMaxStreams = 16;
 int32 appended_streams[kMaxStreams];
 int appended_count = 0;
+
+// Unfinished jobs made or ended, and room reserved, per (subtransaction,
+// queue): a subtransaction's notes go with its rollback, or to its parent
+// at its commit.
+struct UnfinishedNote {
+  SubTransactionId sub;
+  int32 queue_id;
+  QueueSlot* slot;
+  int64 delta;
+  int64 reserved;
+};
+constexpr int kMaxUnfinishedNotes = 256;
+UnfinishedNote unfinished_notes[kMaxUnfinishedNotes];
+int unfinished_count = 0;
+// A delta did not fit: every count of the database is forgotten at commit
+// (counted again before the next reservation).
+bool unfinished_lost = false;
+
+UnfinishedNote* FindUnfinished(SubTransactionId sub, int32 queue_id) {
+  for (int i = 0; i < unfinished_count; ++i) {
+    UnfinishedNote& note = unfinished_notes[i];
+    if (note.sub == sub && note.queue_id == queue_id) return &note;
+  }
+  return nullptr;
+}
+
+UnfinishedNote* TouchUnfinished(int32 queue_id, QueueSlot* slot) {
+  const SubTransactionId sub = GetCurrentSubTransactionId();
+  if (UnfinishedNote* note = FindUnfinished(sub, queue_id)) return note;
+  if (unfinished_count == kMaxUnfinishedNotes) return nullptr;
+  UnfinishedNote* note = &unfinished_notes[unfinished_count++];
+  *note = UnfinishedNote{sub, queue_id, slot, 0, 0};
+  return note;
+}
+
+// A subtransaction rolled back: its reservations are given back now, its
+// deltas never happened.
+void DropUnfinished(SubTransactionId sub) {
+  int kept = 0;
+  for (int i = 0; i < unfinished_count; ++i) {
+    const UnfinishedNote& note = unfinished_notes[i];
+    if (note.sub == sub) {
+      if (note.reserved > 0) GiveBackPending(note.slot, note.reserved);
+      continue;
+    }
+    unfinished_notes[kept++] = note;
+  }
+  unfinished_count = kept;
+}
+
+// A subtransaction committed: its notes are its parent's.
+void LiftUnfinished(SubTransactionId sub, SubTransactionId parent) {
+  int kept = 0;
+  for (int i = 0; i < unfinished_count; ++i) {
+    UnfinishedNote note = unfinished_notes[i];
+    if (note.sub == sub) {
+      if (UnfinishedNote* into = FindUnfinished(parent, note.queue_id)) {
+        into->delta += note.delta;
+        into->reserved += note.reserved;
+        continue;
+      }
+      note.sub = parent;
+    }
+    unfinished_notes[kept++] = note;
+  }
+  unfinished_count = kept;
+}
+
+// Commit (or prepare): each queue's count learns its delta; reservations
+// end. After the commit is visible (a count's snapshot that did not see it
+// adds it from the window's log).
+void CommitUnfinished() {
+  if (unfinished_lost) ForgetPendingCounts();
+  const TransactionId xid = GetTopTransactionIdIfAny();
+  for (int i = 0; i < unfinished_count; ++i) {
+    const UnfinishedNote& note = unfinished_notes[i];
+    if (note.delta != 0 || note.reserved != 0) {
+      CommitPending(note.slot, unfinished_lost ? 0 : note.delta, note.reserved, xid);
+    }
+  }
+}
+
+void AbortUnfinished() {
+  for (int i = 0; i < unfinished_count; ++i) {
+    const UnfinishedNote& note = unfinished_notes[i];
+    if (note.reserved > 0) GiveBackPending(note.slot, note.reserved);
+  }
+}
 
 Entry* Find(int32 queue_id) {
   for (int i = 0; i < entry_count; ++i) {
@@ -127,28 +220,37 @@ void Wake() {
 
 void Forget() {
   entry_count = 0;
+  unfinished_count = 0;
+  unfinished_lost = false;
   appended_count = 0;
   whole_database = false;
   locked_overflow = false;
 }
 
-void OnSubTransactionEnd(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
-  // Rows the subtransaction (or one of its children) claimed or removed are
-  // pending again: reset the hint of every queue where this transaction
-  // locked pending jobs.
-  if (event == SUBXACT_EVENT_ABORT_SUB) ResetLockedHints();
+void OnSubTransactionEnd(SubXactEvent event, SubTransactionId sub, SubTransactionId parent, void*) {
+  if (event == SUBXACT_EVENT_ABORT_SUB) {
+    // Rows the subtransaction (or one of its children) claimed or removed
+    // are pending again: reset the hint of every queue where this
+    // transaction locked pending jobs.
+    ResetLockedHints();
+    DropUnfinished(sub);
+  } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
+    LiftUnfinished(sub, parent);
+  }
 }
 
 // Runs where nothing may raise an error.
 void OnTransactionEnd(XactEvent event, void*) {
   switch (event) {
     case XACT_EVENT_COMMIT:
+      CommitUnfinished();
       AddCounts();
       EndFlushes(true);
       LowerHints();
       Wake();
       break;
     case XACT_EVENT_ABORT:
+      AbortUnfinished();
       ResetLockedHints();
       EndFlushes(false);
       // A claim that raised while waiting (cancel, timeout) leaves its slot.
@@ -162,7 +264,11 @@ void OnTransactionEnd(XactEvent event, void*) {
       // moved past them: reset now.
       ResetLockedHints();
       // Its counts are taken as committed now (its pgq.finished rows too):
-      // statistics, off only if it is rolled back later.
+      // statistics, off only if it is rolled back later. So are its
+      // unfinished jobs (a count's snapshot does not see it until COMMIT
+      // PREPARED: logged, it is added): a ROLLBACK PREPARED leaves the
+      // count off until the maintenance's check corrects it.
+      CommitUnfinished();
       AddCounts();
       EndFlushes(true);
       break;
@@ -280,6 +386,32 @@ bool NoteFinished(int32 queue_id, uint64 jobs) {
   entry->finished += jobs;
   entry->counts.values[kCompletions] += jobs;
   return true;
+}
+
+void NoteUnfinished(int32 queue_id, int64 delta) {
+  if (delta == 0 || Shared() == nullptr) return;
+  QueueSlot* slot = FindQueueSlot(queue_id);
+  if (slot == nullptr) return;
+  if (UnfinishedNote* note = TouchUnfinished(queue_id, slot)) {
+    note->delta += delta;
+  } else {
+    unfinished_lost = true;
+  }
+}
+
+core::Room ReserveRoom(int32 queue_id, QueueSlot* slot, int64 jobs, int64 limit,
+                       int64* unfinished) {
+  // Noted before it is taken: an abort must find it to give it back.
+  UnfinishedNote* note = TouchUnfinished(queue_id, slot);
+  if (note == nullptr) {
+    Raise(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+          "a transaction can enqueue into at most " + std::to_string(kMaxUnfinishedNotes) +
+              " queues with max_pending",
+          {}, "Enqueue into fewer queues, or in fewer savepoints, per transaction.");
+  }
+  const core::Room room = ReservePending(slot, jobs, limit, unfinished);
+  if (room == core::Room::kReserved) note->reserved += jobs;
+  return room;
 }
 
 int MarkFinishedToFlush(FlushSlot* out) {

@@ -17,6 +17,11 @@
 //             to the queue's shared slot at commit (pg/queue_slots.h)
 //   flushing  completions this transaction writes to pgq.finished: they
 //             leave shared memory when it commits, and stay when it aborts
+//   unfinished jobs made (+) and finished (-), and room reserved for new
+//             ones under max_pending (core/pending_count.h): per
+//             subtransaction, so that one rolled back takes its notes and
+//             reservations with it; at commit the queue's count learns the
+//             rest, at abort the reservations are given back
 //
 // The jobs store (store/jobs.h) writes every note; nothing else needs to.
 // A transaction that touches more queues than the ledger holds falls back
@@ -29,6 +34,7 @@
 #include <optional>
 
 #include "core/claim_hint.h"
+#include "core/pending_count.h"
 #include "pg/pg.h"
 #include "pg/queue_slots.h"
 
@@ -82,6 +88,18 @@ void NoteCount(int32 queue_id, Counter counter, uint64 n);
 // done_recent and the completions counter. False without shared memory, a
 // slot or room: the caller records them in pgq.finished itself.
 bool NoteFinished(int32 queue_id, uint64 jobs);
+
+// Jobs of `queue_id` made (delta > 0: new jobs, revived ones) or finished
+// (delta < 0: completed, dead-lettered) by this (sub)transaction, for the
+// queue's count of unfinished jobs at commit. Every path that makes or
+// ends a job notes it (store/jobs.h); moves between a ring and a row do not.
+void NoteUnfinished(int32 queue_id, int64 delta);
+
+// Reserves room for `jobs` new jobs of `slot`'s queue under `limit` (its
+// max_pending) until this (sub)transaction ends. Raises 54000 when the
+// transaction reserved in too many queues to note. `*unfinished`: the
+// queue's count with every reservation, for the refusal's message.
+core::Room ReserveRoom(int32 queue_id, QueueSlot* slot, int64 jobs, int64 limit, int64* unfinished);
 
 // At most this many queues flushed per transaction; the rest wait for the
 // next pass.

@@ -30,6 +30,7 @@ struct CachedQueue {
   int32 ring_id = 0;             // 3.0: its plain jobs are on this ring (ADR 0028); 0: none
   bool keeps_history = false;    // keep_completed > 0
   bool dedupe_replaces = false;  // 3.0: some enqueue had on_duplicate => 'replace'
+  int32 max_pending = 0;         // 3.1: unfinished jobs producers may not pass; 0: none
 };
 
 class QueueCache {

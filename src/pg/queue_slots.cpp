@@ -1,6 +1,8 @@
 #include "pg/queue_slots.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "pg/boundary.h"
 #include "pg/shared.h"
@@ -8,8 +10,11 @@
 extern "C" {
 #include "access/transam.h"
 #include "access/xact.h"
+#include "miscadmin.h"
+#include "storage/condition_variable.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
+#include "utils/wait_event.h"
 #include "utils/hsearch.h"
 #include "utils/snapmgr.h"
 }
@@ -48,6 +53,12 @@ struct QueueSlot {
   // A priority an enqueue found no ring for (1 << 32 | the priority), or 0:
   // one at a time, until the maintenance takes it (WantPriorityRing).
   pg_atomic_uint64 wants_ring;
+  // Backpressure (core/pending_count.h): under `mutex`.
+  core::PendingCount pending;
+  // Waiters for room (pgq.wait_for_room), woken by a commit that lowers it.
+  ConditionVariable room;
+  // Enqueues refused by max_pending, counted at once (they roll back).
+  pg_atomic_uint64 refusals;
 };
 
 namespace {
@@ -123,6 +134,9 @@ QueueSlot* FindQueueSlot(int32 queue_id) {
         for (pg_atomic_uint64& count : entry->counts) pg_atomic_init_u64(&count, 0);
         pg_atomic_init_u32(&entry->capped, 0);
         pg_atomic_init_u64(&entry->wants_ring, 0);
+        entry->pending = core::PendingCount{};
+        ConditionVariableInit(&entry->room);
+        pg_atomic_init_u64(&entry->refusals, 0);
       }
       LWLockRelease(SlotsLock());
       return entry;
@@ -187,6 +201,8 @@ void ResetDatabaseSlots(bool buckets_too) {
       // A priority ring the earlier install's queue of this id asked for
       // is not this one's to have.
       pg_atomic_write_u64(&slot->wants_ring, 0);
+      core::ForgetCount(slot->pending);
+      pg_atomic_write_u64(&slot->refusals, 0);
     }
     SpinLockRelease(&slot->mutex);
   }
@@ -387,6 +403,138 @@ int64 MicrosUntilRateToken(QueueSlot* slot, double rate) {
   const int64 micros = core::MicrosUntilToken(slot->bucket, rate);
   SpinLockRelease(&slot->mutex);
   return micros;
+}
+
+// ---- Backpressure (core/pending_count.h)
+
+core::Room ReservePending(QueueSlot* slot, int64 jobs, int64 limit, int64* unfinished) {
+  SpinLockAcquire(&slot->mutex);
+  const core::Room room = core::Reserve(slot->pending, jobs, limit);
+  *unfinished = slot->pending.committed + slot->pending.reserved;
+  SpinLockRelease(&slot->mutex);
+  return room;
+}
+
+void GiveBackPending(QueueSlot* slot, int64 jobs) {
+  SpinLockAcquire(&slot->mutex);
+  core::GiveBack(slot->pending, jobs);
+  SpinLockRelease(&slot->mutex);
+  ConditionVariableBroadcast(&slot->room);
+}
+
+// Unguarded: runs in transaction callbacks; the slot's spinlock and the
+// condition variable's (neither raises).
+void CommitPending(QueueSlot* slot, int64 delta, int64 reserved, TransactionId xid) {
+  SpinLockAcquire(&slot->mutex);
+  const bool lower = core::Committed(slot->pending, delta, reserved, xid);
+  SpinLockRelease(&slot->mutex);
+  if (lower) ConditionVariableBroadcast(&slot->room);
+}
+
+void ForgetPendingCounts() {
+  if (Shared() == nullptr || slots == nullptr) return;
+  LWLockAcquire(SlotsLock(), LW_SHARED);
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, slots);
+  while (auto* slot = static_cast<QueueSlot*>(hash_seq_search(&scan))) {
+    if (slot->key.database != MyDatabaseId) continue;
+    SpinLockAcquire(&slot->mutex);
+    if (slot->pending.state == core::PendingCount::kKnown)
+      slot->pending.state = core::PendingCount::kUnknown;
+    SpinLockRelease(&slot->mutex);
+  }
+  LWLockRelease(SlotsLock());
+}
+
+bool BeginPendingCount(QueueSlot* slot) {
+  SpinLockAcquire(&slot->mutex);
+  const bool begun = core::BeginCount(slot->pending, MyProcPid);
+  SpinLockRelease(&slot->mutex);
+  return begun;
+}
+
+core::CountResult EndPendingCount(QueueSlot* slot, int64 counted, Snapshot snapshot) {
+  // Whether the snapshot saw each logged commit is decided outside the
+  // spinlock (a look-up may read pg_subtrans); the log only grows while the
+  // window is open, so what is decided stays decided.
+  std::vector<std::pair<uint32, bool>> seen;
+  for (;;) {
+    std::vector<uint32> more;
+    SpinLockAcquire(&slot->mutex);
+    const int used = slot->pending.window_used;
+    for (int i = static_cast<int>(seen.size()); i < used; ++i) {
+      more.push_back(slot->pending.window_xids[i]);
+    }
+    if (more.empty()) {
+      core::CountResult result = core::EndCount(slot->pending, MyProcPid, counted, [&](uint32 xid) {
+        for (const auto& [logged, saw] : seen) {
+          if (logged == xid) return saw;
+        }
+        return true;  // cannot happen: every logged xid was decided
+      });
+      SpinLockRelease(&slot->mutex);
+      ConditionVariableBroadcast(&slot->room);
+      return result;
+    }
+    SpinLockRelease(&slot->mutex);
+    for (const uint32 xid : more) {
+      // A commit without an xid wrote nothing a count reads: taken as seen.
+      const bool saw =
+          !TransactionIdIsValid(xid) || !Guard([&] { return XidInMVCCSnapshot(xid, snapshot); });
+      seen.emplace_back(xid, saw);
+    }
+  }
+}
+
+void AbandonPendingCount(QueueSlot* slot) {
+  SpinLockAcquire(&slot->mutex);
+  core::AbandonCount(slot->pending, MyProcPid);
+  SpinLockRelease(&slot->mutex);
+}
+
+core::PendingCount ReadPendingCount(QueueSlot* slot) {
+  SpinLockAcquire(&slot->mutex);
+  core::PendingCount copy;
+  copy.state = slot->pending.state;
+  copy.window = slot->pending.window;
+  copy.committed = slot->pending.committed;
+  copy.reserved = slot->pending.reserved;
+  SpinLockRelease(&slot->mutex);
+  return copy;
+}
+
+bool WaitForRoom(QueueSlot* slot, int64 limit, long millis) {
+  const TimestampTz until = GetCurrentTimestamp() + millis * 1000;
+  Guard([&] { ConditionVariablePrepareToSleep(&slot->room); });
+  for (;;) {
+    SpinLockAcquire(&slot->mutex);
+    const bool room = core::HasRoom(slot->pending, limit);
+    const bool known = slot->pending.state == core::PendingCount::kKnown;
+    SpinLockRelease(&slot->mutex);
+    const long left =
+        Guard([&] { return TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until); });
+    if (room || !known || left <= 0) {
+      Guard([] { ConditionVariableCancelSleep(); });
+      return room;
+    }
+    // Woken by a commit that lowered the count (CommitPending); a cancel or
+    // a termination raises here.
+    Guard([&] { (void)ConditionVariableTimedSleep(&slot->room, left, PG_WAIT_EXTENSION); });
+  }
+}
+
+void CountRefusal(QueueSlot* slot) { pg_atomic_fetch_add_u64(&slot->refusals, 1); }
+
+uint64 Refusals(int32 queue_id) {
+  if (Shared() == nullptr || slots == nullptr) return 0;
+  const SlotKey key = KeyOf(queue_id);
+  return Guard([&] {
+    LWLockAcquire(SlotsLock(), LW_SHARED);
+    auto* slot = static_cast<QueueSlot*>(hash_search(slots, &key, HASH_FIND, nullptr));
+    const uint64 refused = slot == nullptr ? 0 : pg_atomic_read_u64(&slot->refusals);
+    LWLockRelease(SlotsLock());
+    return refused;
+  });
 }
 
 }  // namespace pgq::pg

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "core/claim_hint.h"
+#include "core/pending_count.h"
 #include "core/rate_limit.h"
 #include "pg/pg.h"
 
@@ -111,5 +112,36 @@ bool ReadCounts(int32 queue_id, QueueCounts* counts);
 int32 TakeRateTokens(QueueSlot* slot, double rate, int64 now_us, int32 want);
 void ReturnRateTokens(QueueSlot* slot, double rate, int32 unused);
 int64 MicrosUntilRateToken(QueueSlot* slot, double rate);
+
+// ---- Backpressure: the queue's unfinished jobs for its max_pending
+// (core/pending_count.h, ADR 0029). The ledger reserves and commits
+// (pg/ledger.h); service/backpressure.h counts and waits.
+
+// Reserves `jobs` under `limit`; `*unfinished` the count with reservations.
+core::Room ReservePending(QueueSlot* slot, int64 jobs, int64 limit, int64* unfinished);
+void GiveBackPending(QueueSlot* slot, int64 jobs);
+// A transaction that noted `delta` and reserved `reserved` committed (or
+// prepared) as `xid`; wakes the waiters for room when the count went down.
+// Safe in a commit callback.
+void CommitPending(QueueSlot* slot, int64 delta, int64 reserved, TransactionId xid);
+// Every count of this database unknown again (a transaction whose notes
+// did not fit the ledger): counted again before the next reservation.
+// Safe in a commit callback.
+void ForgetPendingCounts();
+// The count's window: false while another backend counts.
+bool BeginPendingCount(QueueSlot* slot);
+// `counted` unfinished jobs at `snapshot`: brought to now by the commits
+// logged meanwhile that the snapshot did not see.
+core::CountResult EndPendingCount(QueueSlot* slot, int64 counted, Snapshot snapshot);
+void AbandonPendingCount(QueueSlot* slot);
+// State, committed and reserved, at one instant.
+core::PendingCount ReadPendingCount(QueueSlot* slot);
+// Sleeps until the count is known and below the low-water mark of `limit`
+// (true), it is unknown (false: count it, then wait again), or `millis`
+// passed (false). Raises on cancel and termination.
+bool WaitForRoom(QueueSlot* slot, int64 limit, long millis);
+// Enqueues refused by max_pending (pgq.metrics()).
+void CountRefusal(QueueSlot* slot);
+uint64 Refusals(int32 queue_id);
 
 }  // namespace pgq::pg

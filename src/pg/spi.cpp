@@ -110,14 +110,19 @@ SpiSession::~SpiSession() {
 }
 
 Result SpiSession::Execute(Statement& statement, Params& params, long limit) {
-  return Run(statement, params, limit, false);
+  return Run(statement, params, limit, InvalidSnapshot, false);
 }
 
 Result SpiSession::ExecuteSeeingLatest(Statement& statement, Params& params, long limit) {
-  return Run(statement, params, limit, true);
+  return Run(statement, params, limit, kLatestSnapshot, false);
 }
 
-Result SpiSession::Run(Statement& statement, Params& params, long limit, bool latest) {
+Result SpiSession::ExecuteAt(Statement& statement, Params& params, Snapshot snapshot) {
+  return Run(statement, params, 0, snapshot, true);
+}
+
+Result SpiSession::Run(Statement& statement, Params& params, long limit, Snapshot snapshot,
+                       bool read_only) {
   // Every statement of ours runs as the owner of pgq's tables, whoever
   // calls: the caller's rights were checked before (service/rights.h, ADR 0010),
   // and the statement's text holds no value of the caller's (INVARIANT of
@@ -147,9 +152,10 @@ Result SpiSession::Run(Statement& statement, Params& params, long limit, bool la
   }
   PlanWithIndexes(statement.plan);
   const int rc = Guard([&] {
-    if (latest) {
-      return SPI_execute_snapshot(statement.plan, params.values(), params.nulls(),
-                                  GetLatestSnapshot(), InvalidSnapshot, false, false, limit);
+    if (snapshot == kLatestSnapshot) snapshot = GetLatestSnapshot();
+    if (snapshot != InvalidSnapshot) {
+      return SPI_execute_snapshot(statement.plan, params.values(), params.nulls(), snapshot,
+                                  InvalidSnapshot, read_only, false, limit);
     }
     return SPI_execute_plan(statement.plan, params.values(), params.nulls(), false, limit);
   });

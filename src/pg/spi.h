@@ -162,12 +162,20 @@ class SpiSession {
   // transaction (as foreign-key checks do): for the check that must see a
   // change committed after the transaction's snapshot was taken.
   Result ExecuteSeeingLatest(Statement& statement, Params& params, long limit = 0);
+  // A read-only statement (a SELECT) at `snapshot` as it is: its command id
+  // too, so a snapshot whose curcid is 0 sees none of this transaction's
+  // own changes (a count of what committed, service/backpressure.h).
+  Result ExecuteAt(Statement& statement, Params& params, Snapshot snapshot);
   // Runs a utility statement of ours once, unprepared (DDL whose table
   // names are built from ids: INVARIANT of Statement, no user value).
   void ExecuteUtility(const std::string& sql);
 
  private:
-  Result Run(Statement& statement, Params& params, long limit, bool latest);
+  // `snapshot`: InvalidSnapshot for the transaction's, kLatestSnapshot for
+  // one taken as the statement starts; `read_only`: run at it as given,
+  // with no command counter increment.
+  static inline const Snapshot kLatestSnapshot = reinterpret_cast<Snapshot>(1);
+  Result Run(Statement& statement, Params& params, long limit, Snapshot snapshot, bool read_only);
   int uncaught_at_entry_;
 };
 

@@ -7,6 +7,7 @@
 #include "pg/segments.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
+#include "service/backpressure.h"
 #include "service/schedules.h"
 #include "store/grants.h"
 #include "store/jobs.h"
@@ -35,6 +36,33 @@ constexpr int32 kScheduleBatch = 100;
 constexpr int64 kHintRefreshMicros = 60 * USECS_PER_SEC;
 TimestampTz last_hint_reset = 0;
 
+// A queue with a max_pending is counted by the first pass after a start
+// (before its first producer has to), and its kept count is checked against
+// the tables this often (ADR 0029, "Backpressure, as built"): a drift
+// (a ROLLBACK PREPARED of a transaction that made or finished jobs, a
+// change pgq_cpp cannot see) is logged and corrected.
+constexpr int64 kPendingCheckMicros = 600 * USECS_PER_SEC;
+TimestampTz last_pending_check = 0;
+
+void TendPendingCounts(pg::SpiSession& spi) {
+  const TimestampTz wall = GetCurrentTimestamp();
+  const bool check = wall - last_pending_check >= kPendingCheckMicros || wall < last_pending_check;
+  if (check) last_pending_check = wall;
+  for (const auto& [queue_id, name] : store::QueuesWithMaxPending(spi)) {
+    pg::QueueSlot* slot = pg::FindQueueSlot(queue_id);
+    if (slot == nullptr) continue;
+    const core::PendingCount now = pg::ReadPendingCount(slot);
+    if (now.window || (now.state == core::PendingCount::kKnown && !check)) continue;
+    const std::optional<core::CountResult> counted = CountPending(spi, queue_id);
+    if (counted && counted->was_known && counted->kept != counted->found) {
+      const std::string message = "pgq: the unfinished jobs of queue \"" + name +
+                                  "\" were kept as " + std::to_string(counted->kept) +
+                                  " and counted " + std::to_string(counted->found) + "; corrected";
+      pg::Guard([&] { ereport(WARNING, (errmsg_internal("%s", message.c_str()))); });
+    }
+  }
+}
+
 }  // namespace
 
 PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
@@ -53,6 +81,8 @@ PassCounts RunMaintenanceBatch(TimestampTz now, bool* more) {
     store::DropOrphanTopicGrants(spi);
     store::streams::DropOrphanGrants(spi);
   }
+
+  TendPendingCounts(spi);
 
   pg::ledger::FlushFinishedCounts([&](int32 queue_id, uint64 jobs) {
     store::FlushFinished(spi, queue_id, now, static_cast<int64>(jobs));

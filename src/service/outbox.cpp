@@ -4,6 +4,7 @@
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/queue_lock.h"
+#include "service/backpressure.h"
 #include "store/jobs.h"
 #include "store/streams.h"
 
@@ -45,6 +46,11 @@ int64 Publish(pg::SpiSession& spi, std::string_view topic,
     return *earlier;
   }
   const int64 event_id = *inserted_event;
+  // Room in every subscribed queue with a max_pending, or nothing of the
+  // publish (53400 rolls it back whole: its event, its streams' events).
+  for (const store::Subscriber& q : queues) {
+    ReserveRoom(spi, q.queue_id, q.name, q.max_pending, 1);
+  }
   AppendToStreams(spi, topic, event_id, payload, group_key);
   if (queues.empty()) return event_id;
 

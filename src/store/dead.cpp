@@ -225,6 +225,7 @@ void CheckRevivedKeys(pg::SpiSession& spi, const pg::Result& revived) {
 int32 AfterRevival(pg::SpiSession& spi, const Queue& queue, const pg::Result& revived) {
   if (!revived.empty()) CheckRevivedKeys(spi, revived);
   internal::AfterInsert(spi, &queue, 1, revived);
+  pg::ledger::NoteUnfinished(queue.id, static_cast<int64>(revived.size()));
   internal::MoveGroupsOn(spi, internal::GroupsOf(revived));
   return static_cast<int32>(revived.size());
 }
@@ -238,7 +239,7 @@ namespace {
 bool AfterCancel(pg::SpiSession& spi, const pg::Result& cancelled, TimestampTz now) {
   const int32 queue_id = cancelled.Int32(0, "queue_id");
   pg::ledger::NoteLocked(queue_id);  // it may have locked a pending job
-  pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
+  internal::CountDead(queue_id);
   pg::ledger::NoteLeftRunning(queue_id);  // it may have been running
   internal::MoveGroupsOn(
       spi, internal::GroupsOf(cancelled, internal::KeysReleased(spi, cancelled, now)));
@@ -289,7 +290,7 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
     if (!cancelled.empty()) return AfterCancel(spi, cancelled, now);
     const pg::Result follower = spi.Execute(cancel_follower(), params);
     if (!follower.empty()) {
-      pg::ledger::NoteCount(follower.Int32(0, "queue_id"), pg::kDeadLettered, 1);
+      internal::CountDead(follower.Int32(0, "queue_id"));
       return true;
     }
     // A job still in its ring: a tombstone, then dead-letter, then its
@@ -308,7 +309,7 @@ bool Cancel(pg::SpiSession& spi, const Scope& scope, int64 id, TimestampTz now) 
           .Set(2, Int32GetDatum(taken.ring_id));
       const pg::Result buried = spi.Execute(bury_ring_entry(), bury);
       ring::CloseTakenOut(taken, id, now);
-      pg::ledger::NoteCount(taken.queue_id, pg::kDeadLettered, 1);
+      internal::CountDead(taken.queue_id);
       // A grouped one's group moves on; a keyed one's key goes (or stays
       // for its period) and its follower, if any, takes it.
       std::vector<internal::GroupRef> groups = internal::LetGroupsGo(spi, {id});

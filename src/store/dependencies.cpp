@@ -265,7 +265,7 @@ int64 Cascade(pg::SpiSession& spi, TimestampTz now, int64 budget) {
     if (!buried.empty()) {
       const int queue_column = buried.ColumnNumber("queue_id");
       for (uint64 row = 0; row < buried.size(); ++row) {
-        pg::ledger::NoteCount(buried.Int32(row, queue_column), pg::kDeadLettered, 1);
+        internal::CountDead(buried.Int32(row, queue_column));
       }
       // A waiting job holds no place in its group: only keys move on.
       internal::MoveGroupsOn(spi, internal::KeysReleased(spi, buried, now));

@@ -54,7 +54,7 @@ void CountExpiries(const pg::Result& expired, bool dead) {
   for (uint64 row = 0; row < expired.size(); ++row) {
     const int32 queue_id = expired.Int32(row, queue_column);
     pg::ledger::NoteCount(queue_id, pg::kLeaseExpiries, 1);
-    if (dead) pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
+    if (dead) internal::CountDead(queue_id);
     pg::ledger::NoteLeftRunning(queue_id);
   }
 }

@@ -563,7 +563,7 @@ FailOutcome Fail(pg::SpiSession& spi, const Scope& scope, int64 id, int32 attemp
   if (buried.size() != 1) return FailOutcome::kLost;
   const int32 queue_id = buried.Int32(0, "queue_id");
   pg::ledger::NoteCount(queue_id, pg::kFailures, 1);
-  pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
+  internal::CountDead(queue_id);
   pg::ledger::NoteLeftRunning(queue_id);
   internal::MoveGroupsOn(spi, internal::GroupsOf(buried, internal::KeysReleased(spi, buried, now)));
   internal::ParentsDied(spi, buried, now);

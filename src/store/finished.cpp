@@ -45,12 +45,18 @@ pg::Statement delete_queue_done = {
 namespace internal {
 
 void CountFinished(pg::SpiSession& spi, int32 queue_id, int32 jobs) {
+  pg::ledger::NoteUnfinished(queue_id, -static_cast<int64>(jobs));
   if (pg::ledger::NoteFinished(queue_id, static_cast<uint64>(jobs))) return;
   pg::Params params;
   params.Set(0, Int32GetDatum(queue_id))
       .Set(1, TimestampTzGetDatum(pg::Now()))
       .Set(2, Int32GetDatum(jobs));
   spi.Execute(insert_finished, params);
+}
+
+void CountDead(int32 queue_id) {
+  pg::ledger::NoteCount(queue_id, pg::kDeadLettered, 1);
+  pg::ledger::NoteUnfinished(queue_id, -1);
 }
 
 }  // namespace internal

@@ -375,9 +375,8 @@ pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum paylo
   return pg::Result::Rows(desc, tuples, static_cast<uint64>(count));
 }
 
-}  // namespace
-
-std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
+// Insert's job, not yet noted as unfinished.
+std::optional<int64> InsertJob(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
   const Catalog& catalog = InstalledCatalog();
   if (job.dedupe_key != 0) return InsertKeyedJob(spi, queue, job, catalog);
   const bool has_group = job.group_key != 0;
@@ -415,6 +414,14 @@ std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJo
   const pg::Result inserted = spi.Execute(InsertOne(GroupOf(queue, job)), params);
   internal::AfterInsert(spi, &queue, 1, inserted);
   return inserted.Int64(0, "id");
+}
+
+}  // namespace
+
+std::optional<int64> Insert(pg::SpiSession& spi, const Queue& queue, const NewJob& job) {
+  const std::optional<int64> id = InsertJob(spi, queue, job);
+  if (id) pg::ledger::NoteUnfinished(queue.id, 1);
+  return id;
 }
 
 namespace internal {
@@ -514,15 +521,20 @@ pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, T
     for (uint64 row = 0; row < inserted.size(); ++row)
       ids.push_back(inserted.Int64(row, id_column));
     if (!ids.empty()) internal::AddDependencies(spi, *parents, ids);
+    pg::ledger::NoteUnfinished(queue.id, static_cast<int64>(inserted.size()));
     return inserted;
   }
   if (queue.ring_id != 0 && ring::DueOnRing(run_at, pg::Now()) && pg::job_ring::Available()) {
     bool placed = false;
     pg::Result on_ring = InsertManyOnRing(spi, queue, payloads, priority, run_at, &placed);
-    if (placed) return on_ring;
+    if (placed) {
+      pg::ledger::NoteUnfinished(queue.id, static_cast<int64>(on_ring.size()));
+      return on_ring;
+    }
   }
   pg::Result inserted = spi.Execute(insert_many(), params);
   internal::AfterInsert(spi, &queue, 1, inserted);
+  pg::ledger::NoteUnfinished(queue.id, static_cast<int64>(inserted.size()));
   return inserted;
 }
 
@@ -543,6 +555,12 @@ void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 even
   if (group_key == 0) {
     const pg::Result inserted = spi.Execute(insert_event(), params);
     internal::AfterInsert(spi, queues, count, inserted);
+    if (!inserted.empty()) {
+      const int queue_column = inserted.ColumnNumber("queue_id");
+      for (uint64 row = 0; row < inserted.size(); ++row) {
+        pg::ledger::NoteUnfinished(inserted.Int32(row, queue_column), 1);
+      }
+    }
     return;
   }
   // Grouped: each queue's job through Insert, in queue id order (as the

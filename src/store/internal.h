@@ -206,6 +206,9 @@ void KeepRingHistory(pg::SpiSession& spi, int32 queue_id, const std::vector<Ring
 // counter: in shared memory when preloaded (flushed to pgq.finished by
 // maintenance, one row per queue and pass), else one pgq.finished row.
 void CountFinished(pg::SpiSession& spi, int32 queue_id, int32 jobs);
+// A job of `queue_id` dead-lettered (exhausted, expired, cancelled, its
+// parent dead): counted for pgq.metrics() and one fewer unfinished.
+void CountDead(int32 queue_id);
 
 // Sets parameters `first` (boolean) and `first` + 1 (int4[]) to `scope`, for
 // a WHERE clause `($first OR queue_id = ANY ($first + 1))`.

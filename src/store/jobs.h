@@ -289,6 +289,9 @@ inline constexpr int kJobInfoColumns = 19;
 
 // Live and dead jobs of the queue.
 int64 CountQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name);
+// The queue's unfinished jobs (pending, scheduled, waiting, running; rows,
+// ring jobs and dedupe followers) at `snapshot` (service/backpressure.h).
+int64 CountUnfinished(pg::SpiSession& spi, int32 queue_id, Snapshot snapshot);
 // pgq.job_rows' size on disk with its indexes and TOAST, and its live rows as the
 // statistics count them (compaction, service/compact.h): no scan.
 struct TableSize {

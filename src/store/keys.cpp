@@ -136,7 +136,8 @@ pg::Statement holder_row = {"SELECT 1 FROM pgq.job_rows WHERE id = $1", 1, {INT8
 
 // The same parameters, then $6 max_attempts, $7 group key, $8 dedupe_for:
 // the key's follower, new or replaced (a later event replaces the one
-// waiting).
+// waiting); `added`: a new one (its row version is the insert's own, no
+// xmax), one more unfinished job of the queue.
 pg::Statement follow_holder = {
     R"sql(
 INSERT INTO pgq.dedupe_followers AS f (queue_id, dedupe_key, id, priority, run_at, max_attempts,
@@ -145,7 +146,7 @@ VALUES ($1, $5, pg_catalog.nextval('pgq.job_id_seq'), $4, $3, $6, pg_catalog.now
 ON CONFLICT (queue_id, dedupe_key) DO UPDATE
    SET payload = excluded.payload, run_at = excluded.run_at, priority = excluded.priority,
        group_key = excluded.group_key
-RETURNING f.id)sql",
+RETURNING f.id, f.xmax = 0 AS added)sql",
     8,
     {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID, INTERVALOID},
     nullptr};
@@ -300,7 +301,10 @@ std::optional<int64> Replace(pg::SpiSession& spi, const Queue& queue, const NewJ
     return holder;
   }
   pg::Params follow;
-  return spi.Execute(follow_holder, internal::SetJobParams(follow, queue, job)).Int64(0, "id");
+  const pg::Result follower =
+      spi.Execute(follow_holder, internal::SetJobParams(follow, queue, job));
+  if (follower.Bool(0, "added")) pg::ledger::NoteUnfinished(queue.id, 1);
+  return follower.Int64(0, "id");
 }
 
 int64 KeyHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key, TimestampTz now,

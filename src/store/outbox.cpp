@@ -22,7 +22,8 @@ pg::Statement delete_subscription = {
     nullptr};
 
 pg::Statement subscribers = {
-    "SELECT s.queue_id, q.notify, q.name FROM pgq.subscriptions s"
+    "SELECT s.queue_id, q.notify, q.name, COALESCE(q.max_pending, 0) AS max_pending"
+    "  FROM pgq.subscriptions s"
     "  JOIN pgq.queues q ON q.queue_id = s.queue_id"
     " WHERE s.topic = $1 ORDER BY s.queue_id",
     1,
@@ -117,11 +118,11 @@ std::vector<Subscriber> Subscribers(pg::SpiSession& spi, std::string_view topic)
   std::vector<Subscriber> found;
   if (rows.empty()) return found;
   const int queue_id = rows.ColumnNumber("queue_id"), notify = rows.ColumnNumber("notify"),
-            name = rows.ColumnNumber("name");
+            name = rows.ColumnNumber("name"), max_pending = rows.ColumnNumber("max_pending");
   found.reserve(rows.size());
   for (uint64 row = 0; row < rows.size(); ++row) {
-    found.push_back(
-        Subscriber{rows.Int32(row, queue_id), rows.Bool(row, notify), rows.Text(row, name)});
+    found.push_back(Subscriber{rows.Int32(row, queue_id), rows.Bool(row, notify),
+                               rows.Text(row, name), rows.Int32(row, max_pending)});
   }
   return found;
 }

@@ -53,6 +53,7 @@ struct Subscriber {
   int32 queue_id;
   bool notify;
   std::string name;
+  int32 max_pending;  // 0: none
 };
 // The queues subscribed to `topic`, by id.
 std::vector<Subscriber> Subscribers(pg::SpiSession& spi, std::string_view topic);

@@ -208,7 +208,29 @@ pg::Statement jobs_size = {
     {OIDOID},
     nullptr};
 
+// $1 the queue: its unfinished jobs, what max_pending bounds (core/
+// pending_count.h): its rows, its rings' jobs and its dedupe followers, at
+// one snapshot. A job moving between a ring and a row is in one place or
+// the other at any snapshot (the move is one transaction).
+pg::Statement count_unfinished = {R"sql(
+SELECT (SELECT count(*) FROM pgq.job_rows j WHERE j.queue_id = $1)
+     + (SELECT count(*) FROM pgq.dedupe_followers f WHERE f.queue_id = $1)
+     + (SELECT count(*)
+          FROM pgq.queue_rings q
+               CROSS JOIN LATERAL (SELECT 1 FROM pgq.ring_jobs r
+                                    WHERE r.ring = q.ring_id OFFSET 0) r
+         WHERE q.queue_id = $1) AS unfinished)sql",
+                                  1,
+                                  {INT4OID},
+                                  nullptr};
+
 }  // namespace
+
+int64 CountUnfinished(pg::SpiSession& spi, int32 queue_id, Snapshot snapshot) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id));
+  return spi.ExecuteAt(count_unfinished, params, snapshot).Int64(0, "unfinished");
+}
 
 int64 CountQueueJobs(pg::SpiSession& spi, int32 queue_id, Datum name) {
   pg::Params params;

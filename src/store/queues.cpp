@@ -15,7 +15,7 @@ pg::Statement find_queue = {
     "       COALESCE(rate_limit, 0)::float8 AS rate_limit,"
     "       dedupe_periods, COALESCE(max_running, 0) AS max_running, group_concurrency,"
     "       COALESCE(ring_id, 0) AS ring_id, keep_completed > '0' AS keeps_history,"
-    "       dedupe_replaces"
+    "       dedupe_replaces, COALESCE(max_pending, 0) AS max_pending"
     "  FROM pgq.queues WHERE name = $1",
     1,
     {TEXTOID},
@@ -89,6 +89,15 @@ pg::Statement read_group_weights = {
     nullptr};
 
 // 3.1: $2 jobs a second per group key, NULL for no limit.
+pg::Statement store_max_pending = {
+    "UPDATE pgq.queues SET max_pending = $2 WHERE name = $1", 2, {TEXTOID, INT4OID}, nullptr};
+
+pg::Statement queues_with_max_pending = {
+    "SELECT queue_id, name FROM pgq.queues WHERE max_pending IS NOT NULL ORDER BY queue_id",
+    0,
+    {},
+    nullptr};
+
 pg::Statement store_key_rate = {"UPDATE pgq.queues SET rate_limit_per_key = $2 WHERE name = $1",
                                 2,
                                 {TEXTOID, FLOAT4OID},
@@ -196,7 +205,8 @@ std::optional<pg::CachedQueue> FindQueue(pg::SpiSession& spi, std::string_view n
                          found.Int32(0, "group_concurrency"),
                          found.Int32(0, "ring_id"),
                          found.Bool(0, "keeps_history"),
-                         found.Bool(0, "dedupe_replaces")};
+                         found.Bool(0, "dedupe_replaces"),
+                         found.Int32(0, "max_pending")};
 }
 
 bool InsertQueue(pg::SpiSession& spi, std::string_view name, const QueueSettings& settings,
@@ -255,6 +265,23 @@ void StoreKeyRate(pg::SpiSession& spi, std::string_view name, double rate) {
   params.Set(0, pg::TextDatum(name))
       .SetOptional(1, rate <= 0, Float4GetDatum(static_cast<float4>(rate)));
   spi.Execute(store_key_rate, params);
+}
+
+void StoreMaxPending(pg::SpiSession& spi, std::string_view name, int32 max_pending) {
+  pg::Params params;
+  params.Set(0, pg::TextDatum(name)).SetOptional(1, max_pending <= 0, Int32GetDatum(max_pending));
+  spi.Execute(store_max_pending, params);
+}
+
+std::vector<std::pair<int32, std::string>> QueuesWithMaxPending(pg::SpiSession& spi) {
+  pg::Params none;
+  const pg::Result rows = spi.Execute(queues_with_max_pending, none);
+  std::vector<std::pair<int32, std::string>> found;
+  found.reserve(rows.size());
+  for (uint64 row = 0; row < rows.size(); ++row) {
+    found.emplace_back(rows.Int32(row, "queue_id"), rows.Text(row, "name"));
+  }
+  return found;
 }
 
 void SetGroupWeight(pg::SpiSession& spi, int32 queue_id, Datum group_key, int32 weight) {

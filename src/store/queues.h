@@ -58,6 +58,10 @@ void StoreCaps(pg::SpiSession& spi, std::string_view name, bool has_max, Datum m
 void StoreFairness(pg::SpiSession& spi, std::string_view name, std::string_view fairness);
 // 3.1: jobs a second per group key (0: no limit).
 void StoreKeyRate(pg::SpiSession& spi, std::string_view name, double rate);
+// max_pending (3.1); 0: none.
+void StoreMaxPending(pg::SpiSession& spi, std::string_view name, int32 max_pending);
+// The queues with a max_pending: ids and names.
+std::vector<std::pair<int32, std::string>> QueuesWithMaxPending(pg::SpiSession& spi);
 // 3.1: a group key's weight in a fair queue (1: the row goes).
 void SetGroupWeight(pg::SpiSession& spi, int32 queue_id, Datum group_key, int32 weight);
 // 3.1: the queue's group keys whose weight is not 1: (group_key, weight), by key.

@@ -22,7 +22,7 @@ pg::Statement read_queue_settings = {
     "SELECT q.name, q.max_attempts, q.lease, q.backoff_base, q.backoff_max, q.retention,"
     "       q.keep_completed, q.keep_dead, q.notify, q.rate_limit, q.max_running,"
     "       q.group_concurrency, q.handler, q.owner, q.paused, q.created_at, q.fairness,"
-    "       q.rate_limit_per_key"
+    "       q.rate_limit_per_key, q.max_pending"
     "  FROM pgq.queues q"
     " WHERE ($1 OR q.queue_id = ANY ($2)) AND ($3 IS NULL OR q.queue_id = $3)"
     " ORDER BY q.name",

@@ -964,7 +964,7 @@ std::vector<internal::GroupRef> Bury(pg::SpiSession& spi, const pg::job_ring::Le
   // Its key goes with it (or stays for its period; a follower takes it).
   std::vector<internal::GroupRef> joining;
   if (left.entry.dedupe_key != 0) joining = internal::KeysReleased(spi, buried, now);
-  pg::ledger::NoteCount(lease.queue_id, pg::kDeadLettered, 1);
+  internal::CountDead(lease.queue_id);
   if (left.has_dependents) internal::ParentsDied(spi, std::vector<int64>{id}, now);
   return joining;
 }
