@@ -37,7 +37,7 @@ ISOLATION      = claim_skip_locked complete_fencing enqueue_dedupe lock_timeout 
                  stream_redeliver stream_rebase_inflight stream_consumer_guard stream_consumer_limit retention_ring_turn dependency_parent_lock \
                  cancel_job_outcome ring_claim_skip ring_late_commit ring_complete_fencing ring_complete_uncommitted \
                  ring_reads_uncommitted ring_turn ring_cancel_claim ring_cap ring_close_wait ring_carry_race ring_parent_race ring_ddl \
-                 ring_priority_give ring_group_room ring_dedupe_follow ring_claim_rows ring_move_race ring_prepared_claim retry_dead_key_race fair_claimers
+                 ring_priority_give ring_group_room ring_dedupe_follow ring_claim_rows ring_move_race ring_prepared_claim retry_dead_key_race fair_claimers max_pending_producers
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso \
                  --temp-instance=tmp_check_iso --temp-config=test/pgq_test.conf
 

@@ -302,7 +302,10 @@ PGQ_FUNCTION(pgq_alter_queue) {
   api::StoreCaps(spi, caps, name);
   if (fairness) store::StoreFairness(spi, name, *fairness);
   if (new_key_rate) store::StoreKeyRate(spi, name, key_rate);
-  if (max_pending) store::StoreMaxPending(spi, name, *max_pending);
+  if (max_pending) {
+    store::StoreMaxPending(spi, name, *max_pending);
+    pg::ledger::NoteRoomChanged(stored->id);  // its waiters read the new limit
+  }
   pg::invalidation::Announce(pg::invalidation::kQueues);
   PG_RETURN_VOID();
 }

@@ -36,6 +36,8 @@ struct Entry {
   bool locked;
   // left running
   bool left_running;
+  // max_pending changed (waiters for room look again)
+  bool room_changed;
   // counts
   uint64 finished;
   QueueCounts counts;
@@ -216,6 +218,9 @@ void Wake() {
   if (appended_count > 0) {
     WakeChannels(ChannelKind::kStream, appended_streams, appended_count, whole_database);
   }
+  for (int i = 0; i < entry_count; ++i) {
+    if (entries[i].room_changed && entries[i].slot != nullptr) WakeRoomWaiters(entries[i].slot);
+  }
 }
 
 void Forget() {
@@ -339,6 +344,11 @@ void NoteLeftRunning(int32 queue_id) {
   } else {
     whole_database = true;
   }
+}
+
+void NoteRoomChanged(int32 queue_id) {
+  if (Shared() == nullptr) return;
+  if (Entry* entry = Touch(queue_id)) entry->room_changed = true;
 }
 
 void NoteReadyInDatabase() {

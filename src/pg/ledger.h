@@ -101,6 +101,10 @@ void NoteUnfinished(int32 queue_id, int64 delta);
 // queue's count with every reservation, for the refusal's message.
 core::Room ReserveRoom(int32 queue_id, QueueSlot* slot, int64 jobs, int64 limit, int64* unfinished);
 
+// The queue's max_pending changed: its waiters for room look again at
+// commit.
+void NoteRoomChanged(int32 queue_id);
+
 // At most this many queues flushed per transaction; the rest wait for the
 // next pass.
 inline constexpr int kMaxFlushes = 64;

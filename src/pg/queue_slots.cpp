@@ -504,24 +504,26 @@ core::PendingCount ReadPendingCount(QueueSlot* slot) {
 }
 
 bool WaitForRoom(QueueSlot* slot, int64 limit, long millis) {
-  const TimestampTz until = GetCurrentTimestamp() + millis * 1000;
-  Guard([&] { ConditionVariablePrepareToSleep(&slot->room); });
-  for (;;) {
+  const auto room = [slot, limit](bool* known) {
     SpinLockAcquire(&slot->mutex);
-    const bool room = core::HasRoom(slot->pending, limit);
-    const bool known = slot->pending.state == core::PendingCount::kKnown;
+    const bool has = core::HasRoom(slot->pending, limit);
+    *known = slot->pending.state == core::PendingCount::kKnown;
     SpinLockRelease(&slot->mutex);
-    const long left =
-        Guard([&] { return TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until); });
-    if (room || !known || left <= 0) {
-      Guard([] { ConditionVariableCancelSleep(); });
-      return room;
-    }
-    // Woken by a commit that lowered the count (CommitPending); a cancel or
-    // a termination raises here.
-    Guard([&] { (void)ConditionVariableTimedSleep(&slot->room, left, PG_WAIT_EXTENSION); });
+    return has;
+  };
+  bool known = false;
+  // Prepared before the look: a broadcast after it is not lost.
+  Guard([&] { ConditionVariablePrepareToSleep(&slot->room); });
+  if (!room(&known) && known && millis > 0) {
+    // Woken by a commit that lowered the count or changed the limit
+    // (CommitPending, WakeRoomWaiters); a cancel or a termination raises.
+    Guard([&] { (void)ConditionVariableTimedSleep(&slot->room, millis, PG_WAIT_EXTENSION); });
   }
+  Guard([] { ConditionVariableCancelSleep(); });
+  return room(&known);
 }
+
+void WakeRoomWaiters(QueueSlot* slot) { ConditionVariableBroadcast(&slot->room); }
 
 void CountRefusal(QueueSlot* slot) { pg_atomic_fetch_add_u64(&slot->refusals, 1); }
 

@@ -136,10 +136,14 @@ core::CountResult EndPendingCount(QueueSlot* slot, int64 counted, Snapshot snaps
 void AbandonPendingCount(QueueSlot* slot);
 // State, committed and reserved, at one instant.
 core::PendingCount ReadPendingCount(QueueSlot* slot);
-// Sleeps until the count is known and below the low-water mark of `limit`
-// (true), it is unknown (false: count it, then wait again), or `millis`
-// passed (false). Raises on cancel and termination.
+// Whether the count is known and below the low-water mark of `limit`;
+// if not (and known), first sleeps up to `millis` or until a commit that
+// lowers the count or changes the limit wakes it. The caller loops (reading
+// the limit again). Raises on cancel and termination.
 bool WaitForRoom(QueueSlot* slot, int64 limit, long millis);
+// Wakes the slot's waiters for room (a changed max_pending). Safe in a
+// commit callback.
+void WakeRoomWaiters(QueueSlot* slot);
 // Enqueues refused by max_pending (pgq.metrics()).
 void CountRefusal(QueueSlot* slot);
 uint64 Refusals(int32 queue_id);

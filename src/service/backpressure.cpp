@@ -49,6 +49,10 @@ void AwaitOtherCount() {
   });
 }
 
+// A waiter for room looks again this often whatever wakes it (a safety
+// net: completions and alters wake it at their commit).
+constexpr long kRoomRecheckMillis = 10000;
+
 // The window of a count, closed if the count raises (its state as before).
 class CountWindow {
  public:
@@ -137,8 +141,9 @@ bool WaitForRoom(pg::SpiSession& spi, std::string_view name, long millis) {
   const auto now = [] { return pg::Guard([] { return GetCurrentTimestamp(); }); };
   const TimestampTz until = now() + static_cast<int64>(std::max<long>(millis, 0)) * 1000;
   for (;;) {
-    // Read again on every round: an alter that raised or removed the limit
-    // is seen within a second.
+    // Read again on every round: an alter that changes the limit wakes the
+    // waiters at its commit (pg/ledger.h NoteRoomChanged); a round ends
+    // after kRoomRecheckMillis anyway.
     const QueueRef queue = CurrentQueue(spi, name);
     RequireRight(spi, queue.id, name, core::kProduce | core::kAdmin);
     if (queue.max_pending <= 0) return true;
@@ -146,7 +151,9 @@ bool WaitForRoom(pg::SpiSession& spi, std::string_view name, long millis) {
     EnsureCounted(spi, queue.id, slot);
     const long left = pg::Guard(
         [until] { return TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until); });
-    if (pg::WaitForRoom(slot, queue.max_pending, std::min<long>(left, 1000))) return true;
+    if (pg::WaitForRoom(slot, queue.max_pending, std::min<long>(left, kRoomRecheckMillis))) {
+      return true;
+    }
     if (now() >= until) return false;
   }
 }

@@ -31,8 +31,8 @@ std::optional<core::CountResult> CountPending(pg::SpiSession& spi, int32 queue_i
 core::CountResult CheckPending(pg::SpiSession& spi, int32 queue_id, std::string_view name);
 
 // pgq.wait_for_room: true when the queue is below its low-water mark
-// within `millis` (at once without max_pending). Settings are read again
-// at least every second (an alter that raises the limit is seen).
+// within `millis` (at once without max_pending). Woken by the commits that
+// finish jobs or change the limit; it looks again every ten seconds anyway.
 bool WaitForRoom(pg::SpiSession& spi, std::string_view name, long millis);
 
 }  // namespace pgq::service

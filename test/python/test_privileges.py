@@ -60,6 +60,9 @@ PUBLIC_FUNCTIONS = {
     # 3.1 (issue 34): a fair queue's weights: set by its admin, read with
     # any right.
     "set_group_weight", "group_weights", "fair_keys",
+    # 3.1 (issue 34): backpressure; wait_for_room with the produce or admin
+    # right, check_pending with admin.
+    "wait_for_room", "check_pending",
 }
 # Not about queues: nobody's until GRANT EXECUTE.
 COORDINATION_FUNCTIONS = {
@@ -140,6 +143,8 @@ REFUSED_CALLS = {
     "set_group_weight": "SELECT pgq.set_group_weight('q', 'tenant', 3)",
     "group_weights": "SELECT * FROM pgq.group_weights('q')",
     "fair_keys": "SELECT * FROM pgq.fair_keys('q')",
+    "wait_for_room": "SELECT pgq.wait_for_room('q', '0')",
+    "check_pending": "SELECT * FROM pgq.check_pending('q')",
     "queue_workers": "SELECT * FROM pgq.queue_workers('q')",
     "list_schedule_runs": "SELECT * FROM pgq.list_schedule_runs('q')",
     # As pgq.job: no right on any queue is refused.
