@@ -7,6 +7,8 @@
 // cancelled job's signal is aborted with a CancelledError; getJob and listJobs
 // read jobs back. Streams (pgq_cpp 2.0): Stream appends in your transaction,
 // StreamConsumer reads batches (42704 also for an unknown stream or consumer).
+// A queue with max_pending (pgq_cpp 3.1) refuses producers with a
+// QueueFullError (53400) instead of a DatabaseError.
 import type { PoolConfig } from 'pg';
 
 /** Anything that runs a query: a pg.Client, a pg.PoolClient inside your transaction, or a pg.Pool. */
@@ -34,6 +36,14 @@ export interface EnqueueManyOptions {
    * that job's place (an earlier job of the same call included), as enqueue does.
    */
   dedupeKeys?: string | readonly (string | null)[] | null;
+  /**
+   * Milliseconds to wait for room when the queue is full (its max_pending, pgq_cpp 3.1): each refusal is
+   * followed by `queue.waitForRoom` and another try until this time has passed; then the QueueFullError.
+   * Only where the call is in no transaction of the caller's: a pg.Pool, or a client in no transaction
+   * block (the statement commits by itself). In the caller's transaction (after BEGIN) the refusal aborted
+   * it: the QueueFullError at once. Not sent to the server.
+   */
+  waitForRoomMs?: number | null;
 }
 
 export interface EnqueueOptions extends Omit<EnqueueManyOptions, 'groupKeys' | 'dedupeKeys'> {
@@ -61,10 +71,39 @@ export type JobId = string;
 export class Queue<Payload = unknown> {
   constructor(name: string);
   readonly name: string;
-  /** Runs `SELECT pgq.enqueue(...)` on `client`, in its open transaction if any; never commits. */
+  /**
+   * Runs `SELECT pgq.enqueue(...)` on `client`, in its open transaction if any; never commits. A full queue
+   * rejects with a QueueFullError (see `waitForRoomMs`).
+   */
   enqueue(client: Queryable, payload: Payload, options?: EnqueueOptions): Promise<JobId>;
-  /** One statement; the ids in input order. */
+  /** One statement; the ids in input order. A full queue refuses all of them (QueueFullError). */
   enqueueMany(client: Queryable, payloads: readonly Payload[], options?: EnqueueManyOptions): Promise<JobId[]>;
+  /**
+   * pgq.wait_for_room (pgq_cpp 3.1): true at once when the queue has no max_pending or holds fewer unfinished
+   * jobs than its low-water mark (nine tenths of max_pending, rounded up); otherwise the server sleeps until
+   * completions take it below the mark or `timeoutMs` (default 0) have passed, and answers whether it is
+   * below now. Holds the connection while it waits. Needs produce or admin on the queue (42501); 42704 for
+   * an unknown queue.
+   */
+  waitForRoom(client: Queryable, timeoutMs?: number): Promise<boolean>;
+}
+
+/**
+ * The queue is full (pgq_cpp 3.1): the call would take it past its max_pending, and the server refused all
+ * of it (nothing was kept); the transaction it ran in is aborted, as after any failed statement.
+ */
+export class QueueFullError extends Error {
+  constructor(queue: string, cause?: Error);
+  /** The queue's name. */
+  readonly queue: string;
+  /** The SQLSTATE: configuration_limit_exceeded. */
+  readonly code: '53400';
+  /** The server's detail: how many unfinished jobs the queue holds, of its max_pending, and how many the call adds. */
+  readonly detail: string | undefined;
+  /** The server's hint (pgq.wait_for_room). */
+  readonly hint: string | undefined;
+  /** pg's DatabaseError, as the server sent it. */
+  readonly cause: unknown;
 }
 
 export interface Job<Payload = unknown> {

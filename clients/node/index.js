@@ -2,9 +2,11 @@
 
 // pgq_cpp's Node client: enqueue in your transaction (Queue), run jobs
 // (Worker), read them back (getJob, listJobs); append to a stream in your
-// transaction (Stream) and read it batch by batch (StreamConsumer).
+// transaction (Stream) and read it batch by batch (StreamConsumer). A full
+// queue (max_pending, pgq_cpp 3.1) refuses producers with a QueueFullError.
 module.exports = {
   ...require('./lib/queue'),
+  QueueFullError: require('./lib/errors').QueueFullError,
   ...require('./lib/worker'),
   ...require('./lib/jobs'),
   ...require('./lib/outcomes'),

@@ -25,3 +25,9 @@ class FairnessDocTest(PgqTestCase):
         self.assertEqual(results["acme_weight"], 3)
         self.assertEqual(results["fairness"], "group")
         self.assertEqual(results["rate_limit_per_key"], 80)
+        # Backpressure: full, refused, room once 20 were sent.
+        self.assertEqual(results["queued"], 100)
+        self.assertIs(results["room_now"], False)
+        self.assertEqual(results["sent"], 20)
+        self.assertIs(results["room_after"], True)
+        self.assertEqual((results["kept"], results["found"]), (80, 80))

@@ -60,6 +60,7 @@ DOCUMENTED = {
     "22001",  # string_data_right_truncation: a result or progress over the payload limit
     "0A000",  # feature_not_supported: on_duplicate 'replace' with a group_key
     "23503",  # foreign_key_violation: after names a job that does not exist
+    "53400",  # configuration_limit_exceeded: a queue at its max_pending (3.1)
 }
 
 NAMES = [None, "", "q", "fz", "missing", "Upper", "a b", "x;drop table pgq.jobs",

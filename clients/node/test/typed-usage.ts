@@ -7,6 +7,7 @@ import {
   listJobs,
   OutcomeUnknown,
   Queue,
+  QueueFullError,
   Snooze,
   Stream,
   StreamConsumer,
@@ -230,4 +231,27 @@ export async function readAudit(): Promise<void> {
   new StreamConsumer({ stream: audit, handler() {} });
   // @ts-expect-error events are read-only
   (null as unknown as StreamEvent<Audit>).id = '1';
+}
+
+// Backpressure (pgq_cpp 3.1): a full queue refuses with a QueueFullError.
+export async function produceWithBackpressure(pool: Pool): Promise<string | null> {
+  const room: boolean = await welcome.waitForRoom(pool, 5_000);
+  await welcome.waitForRoom(pool);
+  // @ts-expect-error the timeout is milliseconds, a number
+  await welcome.waitForRoom(pool, '5 seconds');
+  const ids: string[] = await welcome.enqueueMany(pool, [{ userId: 5, email: 'e@example.com' }], { waitForRoomMs: 0 });
+  // @ts-expect-error waitForRoomMs is milliseconds, a number
+  await welcome.enqueue(pool, { userId: 6, email: 'f@example.com' }, { waitForRoomMs: '1 minute' });
+  try {
+    return await welcome.enqueue(pool, { userId: 6, email: 'f@example.com' }, { waitForRoomMs: 2_000, priority: 1 });
+  } catch (err) {
+    if (!(err instanceof QueueFullError)) throw err;
+    const queue: string = err.queue;
+    const code: '53400' = err.code;
+    const detail: string | undefined = err.detail;
+    // @ts-expect-error the error is read-only
+    err.queue = 'other';
+    (void room, ids, queue, code, detail, err.cause);
+    return null;
+  }
 }

@@ -1,6 +1,7 @@
 """A thin Python client for pgq_cpp, the job queue inside PostgreSQL.
 
     from pgq_cpp import Job, Queue, Stream, StreamBatch, StreamConsumer, Worker, job, list_jobs
+    from pgq_cpp import QueueFull
 
     emails = Queue("emails")
     with conn.transaction():                 # the caller's own transaction
@@ -15,6 +16,12 @@
     render = Queue("render").enqueue(conn, {"invoice": 7})
     Queue("send").enqueue(conn, {"invoice": 7}, after=[render])  # waits for render
     Worker("dbname=app", ["render", "send"], handle)  # several queues: see job.queue
+
+    try:                                     # a queue with max_pending (server 3.1)
+        emails.enqueue(autocommit_conn, {"to": "bob@example.com"}, wait_for_room=5.0)
+    except QueueFull as full:                # still full after 5 s: nothing was added
+        ...                                  # full.queue, str(full), full.detail
+    emails.wait_for_room(conn, 1.0)          # True: below nine tenths of max_pending
 
     job(conn, 42)                            # a JobInfo, or None
     list_jobs(conn, "emails", state="dead")  # newest first, paged with before_id
@@ -31,15 +38,16 @@
 
 Server errors are psycopg errors carrying the server's SQLSTATE
 (``psycopg.errors.InsufficientPrivilege`` 42501,
-``psycopg.errors.UndefinedObject`` 42704, ...). Logs go to the ``pgq_cpp``
-logger.
+``psycopg.errors.UndefinedObject`` 42704, ...), except a full queue's
+refusal (53400), raised as ``QueueFull`` with the psycopg error as its
+``__cause__``. Logs go to the ``pgq_cpp`` logger.
 """
 
 import logging
 
 from .consumer import StreamBatch, StreamConsumer, StreamEvent, StreamHandler
 from .jobs import JobInfo, job, list_jobs
-from .queue import Queue
+from .queue import Queue, QueueFull
 from .stream import Stream
 from .worker import Handler, Job, OutcomeUnknown, Snooze, Worker
 
@@ -49,6 +57,7 @@ __all__ = [
     "JobInfo",
     "OutcomeUnknown",
     "Queue",
+    "QueueFull",
     "Snooze",
     "Stream",
     "StreamBatch",
