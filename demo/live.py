@@ -16,8 +16,15 @@ nothing is drawn. Either way, when a scene ends one line sums it up per
 queue (completions, rate, deepest backlog, dead jobs), so the log keeps a
 record once the live table is gone.
 
+A scene can ask for series of its own, sampled with the queues: follow()
+takes a query whose rows are (series, done, unfinished), e.g. the jobs done
+and still unfinished per tenant of one queue, and returns a Track; note()
+marks a moment in it (a refused import). Each track gets one line in the
+live view and a panel in the chart.
+
 The scenario calls start() with the first scene's label, scene() at each
-boundary, and stop() at the end; chart.py draws `history` and `scenes`.
+boundary, and stop() at the end; chart.py draws `history`, `scenes` and
+`tracks`.
 """
 
 import threading
@@ -60,6 +67,36 @@ class Scene(NamedTuple):
     label: str          # e.g. "2 signups"
 
 
+class Track:
+    """A scene's own series, sampled with pgq.queue_stats: see follow()."""
+
+    def __init__(self, title, sql):
+        self.title = title      # e.g. "tenant_jobs by tenant"
+        self.sql = sql          # rows of (series, done, unfinished)
+        self.lock = threading.Lock()  # samples and notes: the scene reads them too
+        self.samples = {}       # series -> [(t, done, unfinished)], first seen first
+        self.notes = []         # (t, text): moments the scene marked
+
+    def record(self, t, rows):
+        with self.lock:
+            for series, done, unfinished in rows:
+                self.samples.setdefault(series, []).append((t, done, unfinished))
+
+    def note(self, t, text):
+        with self.lock:
+            self.notes.append((t, text))
+
+    def copy(self):
+        """(samples, notes), copied: safe to read while sampling goes on."""
+        with self.lock:
+            return {k: list(v) for k, v in self.samples.items()}, list(self.notes)
+
+    def latest(self):
+        """series -> (done, total) in the latest sample."""
+        samples, _notes = self.copy()
+        return {k: (v[-1][1], v[-1][1] + v[-1][2]) for k, v in samples.items()}
+
+
 class Monitor:
     """Samples pgq.queue_stats in a thread; see the module docstring."""
 
@@ -70,6 +107,7 @@ class Monitor:
         self.history = {}           # queue -> [Sample], queues in creation order
         self.current = []           # the queues in the latest sample
         self.scenes = []
+        self.tracks = []            # [Track], in the order the scenes asked for them
         self.samples = 0
         self.failed = False
         self.stopping = threading.Event()
@@ -93,6 +131,18 @@ class Monitor:
         self._summarize()
         self.scenes.append(Scene(self.elapsed(), label))
         self._draw()
+
+    def follow(self, title, sql):
+        """Samples sql with every sample from now on; returns the Track."""
+        track = Track(title, sql)
+        with self.lock:
+            self.tracks.append(track)
+        self._try_sample()
+        return track
+
+    def note(self, track, text):
+        """Marks this moment in track (the chart draws it)."""
+        track.note(self.elapsed(), text)
 
     def stop(self):
         """Takes a last sample, sums up the last scene and removes the view.
@@ -140,6 +190,8 @@ class Monitor:
             for queue, *counts in rows:
                 self._record(queue, t, *counts)
             self.current = [r[0] for r in rows]
+            for track in self.tracks:
+                track.record(t, self.conn.execute(track.sql).fetchall())
             self.samples += 1
 
     def _record(self, queue, t, ready, scheduled, running, expired, dead, done_recent):
@@ -212,6 +264,9 @@ class Monitor:
             lines.append(row[:width])
         if not self.current:
             lines.append("(no queues yet)")
+        for track in self.tracks:
+            done = "  ".join(f"{k} {d}/{n}" for k, (d, n) in track.latest().items())
+            lines.append(f"{track.title}, done: {done}"[:width])
         return lines
 
 

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""pgq_cpp demo: welcome emails for a signup form, the sales team's CRM, satellites.
+"""pgq_cpp demo: welcome emails for a signup form, a CRM, satellites, tenants sharing a queue.
 
 Run by `make demo` (scripts/demo.sh) against a throwaway cluster, with
 Debian's python3-psycopg (psycopg 3). This file is the entry point: it holds
-the welcome-email story (steps 1-3 below), the final report (step 6) and
+the welcome-email story (steps 1-3 below), the final report (step 7) and
 main(), and re-runs itself with --crash-worker as the worker that gets killed.
 The CRM scene (step 4) is in crm.py, the satellite scene (step 5) in
-satellites.py; the console, colours, connections and table printing that they
-all use are in common.py. While the scenes run, live.py samples
-pgq.queue_stats: a live table at the bottom of a terminal, one summary line
-per scene, and at the end chart.py draws the run as demo/out/run.png. The
+satellites.py, the tenants scene (step 6) in tenants.py; the console,
+colours, connections and table printing that they all use are in common.py.
+While the scenes run, live.py samples pgq.queue_stats (and the tenants'
+jobs done): a live table at the bottom of a terminal, one summary line per
+scene, and at the end chart.py draws the run as demo/out/run.png. The
 story:
 
   1. A worker process claims a job with a 3 second lease and is killed with
@@ -37,14 +38,24 @@ story:
      job); in-database handlers run by the server's own workers recompute
      the passes and page the operators, whose API times out once (retried
      after its back-off).
-  6. Final checks: every committed signup got exactly one welcome email, the
+  6. The same database runs a multi-tenant backend: one queue for every
+     tenant, with fair turns across tenants and max_pending. acme imports
+     1200 contacts in one enqueue_many; globex and initech sign up a few
+     users right after; with the turns their jobs are done while acme's
+     import has barely started. acme's next import would pass max_pending:
+     refused whole (SQLSTATE 53400), its importer waits in
+     pgq.wait_for_room and gets in once the workers made room.
+  7. Final checks: every committed signup got exactly one welcome email, the
      bounce is dead-lettered, nothing was lost or duplicated; every
      conversation has one owner and spent one turn, nobody got work at lunch,
      turns went by id, ladders ended at their top step, the switch holds the
      last committed write, each invitation was accepted once; the schedule
      never ran twice at once, every orbit change has one event and one
      recomputation, the rolled-back refresh left nothing, the flaky alert
-     succeeded on its retry. Exit status 1 otherwise.
+     succeeded on its retry; every tenant job was done once (the retried
+     import's too), globex's before acme's import reached 10%, the import
+     past max_pending was refused and then let in, and the count max_pending
+     keeps matches the tables. Exit status 1 otherwise.
 """
 
 import argparse
@@ -62,6 +73,7 @@ from common import BOLD, DIM, GREEN, RED, RESET, TERMINAL, connect, errors, out,
 from crm import crm_scene
 from live import Monitor
 from satellites import satellites_scene
+from tenants import tenants_scene
 
 QUEUE = "welcome_email"
 MAX_ATTEMPTS = 4
@@ -381,7 +393,7 @@ def crash_story(dsn, conn):
 # --- the report -------------------------------------------------------------
 
 def final_report(conn, shared, crash_job_id, scene_checks=()):
-    out.heading("5. Where the welcome emails ended up")
+    out.heading("6. Where the welcome emails ended up")
     out.line(f"{DIM}SELECT * FROM pgq.queue_stats;{RESET}")
     query_table(conn, "SELECT * FROM pgq.queue_stats")
     out.line()
@@ -550,17 +562,20 @@ def run(dsn, server_log):
             crm_checks = crm_scene(dsn, conn, shared)
             monitor.scene("4 satellites")
             satellite_checks = satellites_scene(dsn, conn, shared, server_log)
+            monitor.scene("5 tenants")
+            tenant_checks = tenants_scene(dsn, conn, shared, monitor)
         finally:
             monitor.stop()
-        chart = draw_chart(monitor.history, monitor.scenes)
-        ok = final_report(conn, shared, crash_job_id, crm_checks + satellite_checks) \
-            and not timed_out
+        chart = draw_chart(monitor.history, monitor.scenes, monitor.tracks)
+        ok = final_report(conn, shared, crash_job_id,
+                          crm_checks + satellite_checks + tenant_checks) and not timed_out
 
     explore(dsn, chart)
     out.line()
     if ok:
         out.line(f"{GREEN}{BOLD}demo OK{RESET}: nothing lost, nothing duplicated, "
-                 f"no race lost in the CRM, every orbit change recomputed once")
+                 f"no race lost in the CRM, every orbit change recomputed once, "
+                 f"every tenant served in turn")
         return 0
     out.line(f"{RED}{BOLD}demo FAILED{RESET}: see the checks above")
     return 1
@@ -581,6 +596,8 @@ def explore(dsn, chart):
              f"SELECT * FROM pgq.ladders; SELECT * FROM pgq.switches;{RESET}")
     out.line(f"{DIM}     SELECT * FROM pgq.schedules; SELECT * FROM pgq.schedule_runs; "
              f"SELECT * FROM passes_log; SELECT * FROM alerts;{RESET}")
+    out.line(f"{DIM}     SELECT * FROM pgq.queue_settings('tenant_jobs'); "
+             f"SELECT tenant, count(*) FROM tenant_work GROUP BY 1;{RESET}")
     for line in chart:
         out.line(line)
     out.line(f"stop the demo cluster: bash scripts/demo.sh stop   "

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `make demo`: installs what is missing, builds and installs pgq_cpp, starts a
 # throwaway cluster and runs demo/scenario.py: welcome emails through a pgq
-# queue (a crashing worker, a poisoned job), then a sales CRM (demo/crm.py)
-# and a satellite-pass backend with a schedule, an outbox and in-database
-# handlers (demo/satellites.py). The web dashboard (dashboard/) watches the
+# queue (a crashing worker, a poisoned job), then a sales CRM (demo/crm.py),
+# a satellite-pass backend with a schedule, an outbox and in-database
+# handlers (demo/satellites.py) and one queue shared by tenants, fair turns
+# and max_pending (demo/tenants.py). The web dashboard (dashboard/) watches the
 # demo database while the scenario runs, at http://127.0.0.1:55460/ without a
 # login (it listens on loopback only); at the end headless chromium saves
 # screenshots of its overview and of a dead job's page in demo/out/.
@@ -14,9 +15,9 @@
 #   bash scripts/demo.sh stop        stop the demo cluster and delete /tmp/pgq_demo
 #
 # Exits non-zero if the scenario sees something that must not happen (a lost
-# or duplicated job, a lost CRM race, a recomputation missed or doubled), or
-# if the dashboard does not start or its pages log an error: it doubles as an
-# end-to-end smoke test.
+# or duplicated job, a lost CRM race, a recomputation missed or doubled, a
+# tenant's jobs not served in turn), or if the dashboard does not start or its
+# pages log an error: it doubles as an end-to-end smoke test.
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -109,7 +110,7 @@ case "${1:-run}" in
     exit 0
     ;;
   -h|--help|help)
-    sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,20s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
     exit 0
     ;;
   *)

@@ -1,5 +1,6 @@
 // pgq.enqueue and pgq.enqueue_many: jobs are written in the caller's
 // transaction, so a job exists if and only if the business write committed.
+#include <unordered_map>
 #include <algorithm>
 #include <optional>
 #include <vector>
@@ -336,7 +337,10 @@ PGQ_FUNCTION(pgq_enqueue_many) {
       // Jobs with keys, one at a time as enqueue makes them (a group's
       // room under its lock, a taken key answered with its holder's id),
       // in input order; ids in that order, a holder's where its key was
-      // taken (by an earlier payload of the same call too).
+      // taken (by an earlier payload of the same call too). A group's room
+      // is counted once for the call (store::GroupRoom): a tenant's import
+      // of n jobs costs n inserts, not a count as deep as its group each.
+      std::unordered_map<std::string_view, store::GroupRoom> rooms;
       for (int i = 0; i < count; ++i) {
         const Datum group_key = group_keys.empty() ? 0 : group_keys[static_cast<size_t>(i)];
         std::string_view group;
@@ -353,6 +357,7 @@ PGQ_FUNCTION(pgq_enqueue_many) {
                           group,
                           0};
         if (after) job.parents = &parents;
+        if (group_key != 0) job.room = &rooms[group];
         ids.push_back(
             api::EnqueueOne(spi, name, job, {false, false, false, true}, nullptr, nullptr));
       }

@@ -17,39 +17,44 @@ void GiveBack(PendingCount& count, int64_t jobs) {
   count.reserved = std::max<int64_t>(count.reserved - jobs, 0);
 }
 
-bool Committed(PendingCount& count, int64_t delta, int64_t reserved, uint32_t xid) {
-  GiveBack(count, reserved);
-  const bool freed = reserved > 0;
-  if (delta == 0) return freed;
-  if (count.window) {
-    if (count.window_used == PendingCount::kWindow) {
-      count.window_lost = true;
-    } else {
-      count.window_xids[count.window_used] = xid;
-      count.window_deltas[count.window_used] = delta;
-      ++count.window_used;
-    }
-  }
-  if (count.state != PendingCount::kKnown) return freed;
-  count.committed += delta;
-  return delta < 0 || freed;
-}
-
 bool BeginCount(PendingCount& count, int32_t pid) {
   if (count.window) return false;
   count.window = true;
+  count.seeing = false;
   count.window_lost = false;
-  count.window_used = 0;
+  count.early_used = 0;
+  count.unseen = 0;
+  count.snapshot = -1;
   count.counter_pid = pid;
   if (count.state == PendingCount::kUnknown) count.state = PendingCount::kCounting;
   return true;
 }
 
+CountResult EndCount(PendingCount& count, int32_t pid, int64_t counted) {
+  CountResult result;
+  if (!count.window || !count.seeing || count.counter_pid != pid) return result;
+  result.counted = true;
+  result.was_known = count.state == PendingCount::kKnown;
+  result.kept = count.committed;
+  result.found = counted + count.unseen;
+  count.committed = result.found;
+  count.state = PendingCount::kKnown;
+  count.window = false;
+  count.seeing = false;
+  count.snapshot = -1;
+  count.unseen = 0;
+  count.counter_pid = 0;
+  return result;
+}
+
 void AbandonCount(PendingCount& count, int32_t pid) {
   if (!count.window || count.counter_pid != pid) return;
   count.window = false;
+  count.seeing = false;
   count.window_lost = false;
-  count.window_used = 0;
+  count.early_used = 0;
+  count.snapshot = -1;
+  count.unseen = 0;
   count.counter_pid = 0;
   if (count.state == PendingCount::kCounting) count.state = PendingCount::kUnknown;
 }

@@ -15,11 +15,16 @@
 // gives the reservation back.
 //
 // After a start the count is unknown. One backend counts it at a snapshot
-// while every commit that ends meanwhile is logged with its transaction
-// id (the window); at the end each logged delta the snapshot did not see is
-// added to what it counted, so the count is exact at the instant it ends,
-// with no lock held against producers, claims or completions. The same
-// window rechecks a known count (drift: what was kept less what was found).
+// while producers, claims and completions go on: it opens a *window*, takes
+// its snapshot, publishes it, counts, and closes the window. A commit that
+// ends while the window is open and the snapshot published asks the
+// snapshot whether it saw that commit, and adds its delta to `unseen` if
+// not; one that ends before the publication (the snapshot taken or not) is
+// logged, and the publication decides it. At the close the count is what
+// the snapshot found plus `unseen`: exact at that instant, with no lock
+// held against anyone and no bound on the commits of a long count. The
+// same window rechecks a known count (drift: what was kept less what was
+// found).
 #pragma once
 
 #include <cstdint>
@@ -28,17 +33,22 @@ namespace pgq::core {
 
 struct PendingCount {
   enum State : uint8_t { kUnknown = 0, kCounting, kKnown };
-  static constexpr int kWindow = 128;
+  // Commits that end between a window's opening and its snapshot's
+  // publication (a GetSnapshotData and a copy).
+  static constexpr int kEarly = 64;
 
   State state = kUnknown;
-  bool window = false;       // a count is in progress: commits are logged
-  bool window_lost = false;  // more commits ended in it than the log holds
+  bool window = false;       // a count is in progress
+  bool seeing = false;       // its snapshot is published: commits ask it
+  bool window_lost = false;  // more early commits than the log holds
   int32_t counter_pid = 0;   // the backend counting
+  int32_t snapshot = -1;     // the published snapshot (the caller's index)
   int64_t committed = 0;     // kKnown: unfinished jobs as committed
   int64_t reserved = 0;      // room held by producers in progress
-  int window_used = 0;
-  uint32_t window_xids[kWindow];
-  int64_t window_deltas[kWindow];
+  int64_t unseen = 0;        // deltas of the window's commits the snapshot missed
+  int early_used = 0;
+  uint32_t early_xids[kEarly];
+  int64_t early_deltas[kEarly];
 };
 
 enum class Room {
@@ -54,52 +64,68 @@ Room Reserve(PendingCount& count, int64_t jobs, int64_t limit);
 void GiveBack(PendingCount& count, int64_t jobs);
 
 // A transaction `xid` committed: `delta` jobs more (or fewer) unfinished,
-// its `reserved` room given back. Applied when known, logged in a window,
-// dropped when unknown (a count begun later sees the commit). True when
-// the count went down (waiters for room look again).
-bool Committed(PendingCount& count, int64_t delta, int64_t reserved, uint32_t xid);
+// its `reserved` room given back. In a window, `seen(xid)` (asked only
+// once the snapshot is published) says whether the count's snapshot saw
+// the commit; applied to a known count. True when the count went down or
+// room was given back (waiters for room look again).
+template <typename Seen>
+bool Committed(PendingCount& count, int64_t delta, int64_t reserved, uint32_t xid, Seen seen) {
+  GiveBack(count, reserved);
+  const bool freed = reserved > 0;
+  if (delta == 0) return freed;
+  if (count.window) {
+    if (count.seeing) {
+      if (!seen(xid)) count.unseen += delta;
+    } else if (count.early_used == PendingCount::kEarly) {
+      count.window_lost = true;
+    } else {
+      count.early_xids[count.early_used] = xid;
+      count.early_deltas[count.early_used] = delta;
+      ++count.early_used;
+    }
+  }
+  if (count.state != PendingCount::kKnown) return freed;
+  count.committed += delta;
+  return delta < 0 || freed;
+}
 
 // Begins a count (the state unknown) or a check (known) by backend `pid`;
 // false while another is in progress.
 bool BeginCount(PendingCount& count, int32_t pid);
 
+// A count that raised, or lost its window: the state as before it (if
+// still `pid`'s).
+void AbandonCount(PendingCount& count, int32_t pid);
+
+// The count's snapshot (`snapshot`, the caller's handle) is taken and
+// published: the commits logged since the window opened are decided by
+// `seen`, later ones ask it. False (the count abandoned: begin again) when
+// the window lost commits, or is not `pid`'s any more.
+template <typename Seen>
+bool SnapshotTaken(PendingCount& count, int32_t pid, int32_t snapshot, Seen seen) {
+  if (!count.window || count.counter_pid != pid) return false;
+  if (count.window_lost) {
+    AbandonCount(count, pid);
+    return false;
+  }
+  for (int i = 0; i < count.early_used; ++i) {
+    if (!seen(count.early_xids[i])) count.unseen += count.early_deltas[i];
+  }
+  count.early_used = 0;
+  count.seeing = true;
+  count.snapshot = snapshot;
+  return true;
+}
+
 struct CountResult {
-  bool counted = false;  // false: the window lost commits; try again later
+  bool counted = false;  // false: the window was not this backend's any more
   bool was_known = false;
   int64_t kept = 0;   // was_known: what was kept, brought to the same instant
   int64_t found = 0;  // the count now
 };
 
-// Ends the count backend `pid` began: `counted` jobs at a snapshot;
-// `seen(xid)` whether the snapshot saw transaction `xid`'s commit.
-template <typename Seen>
-CountResult EndCount(PendingCount& count, int32_t pid, int64_t counted, Seen seen) {
-  CountResult result;
-  if (!count.window || count.counter_pid != pid) return result;  // forgotten meanwhile
-  result.was_known = count.state == PendingCount::kKnown;
-  count.window = false;
-  count.counter_pid = 0;
-  if (count.window_lost) {
-    count.window_lost = false;
-    count.window_used = 0;
-    if (count.state == PendingCount::kCounting) count.state = PendingCount::kUnknown;
-    return result;
-  }
-  int64_t unseen = 0;
-  for (int i = 0; i < count.window_used; ++i) {
-    if (!seen(count.window_xids[i])) unseen += count.window_deltas[i];
-  }
-  count.window_used = 0;
-  result.counted = true;
-  result.kept = count.committed;
-  result.found = counted + unseen;
-  count.committed = result.found;
-  count.state = PendingCount::kKnown;
-  return result;
-}
-
-// A count that raised: the state as before it (if still `pid`'s).
-void AbandonCount(PendingCount& count, int32_t pid);
+// Ends the count backend `pid` began: `counted` jobs at its snapshot.
+CountResult EndCount(PendingCount& count, int32_t pid, int64_t counted);
 
 // Forgets the count (a new installation of the extension; a transaction
 // whose notes did not fit): unknown until counted again.

@@ -69,6 +69,7 @@ struct UnfinishedNote {
   QueueSlot* slot;
   int64 delta;
   int64 reserved;
+  int generation;  // entered at its pre-commit (EnterCommit); -1: not
 };
 constexpr int kMaxUnfinishedNotes = 256;
 UnfinishedNote unfinished_notes[kMaxUnfinishedNotes];
@@ -90,7 +91,7 @@ UnfinishedNote* TouchUnfinished(int32 queue_id, QueueSlot* slot) {
   if (UnfinishedNote* note = FindUnfinished(sub, queue_id)) return note;
   if (unfinished_count == kMaxUnfinishedNotes) return nullptr;
   UnfinishedNote* note = &unfinished_notes[unfinished_count++];
-  *note = UnfinishedNote{sub, queue_id, slot, 0, 0};
+  *note = UnfinishedNote{sub, queue_id, slot, 0, 0, -1};
   return note;
 }
 
@@ -127,6 +128,16 @@ void LiftUnfinished(SubTransactionId sub, SubTransactionId parent) {
   unfinished_count = kept;
 }
 
+// Pre-commit (or pre-prepare): nothing changes after it; each queue whose
+// count this transaction changes knows it is committing until its
+// callback has run (pg/queue_slots.h EnterCommit).
+void EnterCommits() {
+  for (int i = 0; i < unfinished_count; ++i) {
+    UnfinishedNote& note = unfinished_notes[i];
+    if (note.delta != 0 && note.generation < 0) note.generation = EnterCommit(note.slot);
+  }
+}
+
 // Commit (or prepare): each queue's count learns its delta; reservations
 // end. After the commit is visible (a count's snapshot that did not see it
 // adds it from the window's log).
@@ -138,6 +149,7 @@ void CommitUnfinished() {
     if (note.delta != 0 || note.reserved != 0) {
       CommitPending(note.slot, unfinished_lost ? 0 : note.delta, note.reserved, xid);
     }
+    LeaveCommit(note.slot, note.generation);
   }
 }
 
@@ -145,6 +157,7 @@ void AbortUnfinished() {
   for (int i = 0; i < unfinished_count; ++i) {
     const UnfinishedNote& note = unfinished_notes[i];
     if (note.reserved > 0) GiveBackPending(note.slot, note.reserved);
+    LeaveCommit(note.slot, note.generation);
   }
 }
 
@@ -247,6 +260,10 @@ void OnSubTransactionEnd(SubXactEvent event, SubTransactionId sub, SubTransactio
 // Runs where nothing may raise an error.
 void OnTransactionEnd(XactEvent event, void*) {
   switch (event) {
+    case XACT_EVENT_PRE_COMMIT:
+    case XACT_EVENT_PRE_PREPARE:
+      EnterCommits();
+      return;
     case XACT_EVENT_COMMIT:
       CommitUnfinished();
       AddCounts();

@@ -9,6 +9,7 @@
 
 extern "C" {
 #include "access/transam.h"
+#include "access/twophase.h"
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/condition_variable.h"
@@ -59,6 +60,14 @@ struct QueueSlot {
   ConditionVariable room;
   // Enqueues refused by max_pending, counted at once (they roll back).
   pg_atomic_uint64 refusals;
+  // Transactions with notes for the count between their pre-commit and
+  // their commit callback, in two generations (EnterCommit): a count
+  // switches generation once its snapshot is published and waits for the
+  // old one to drain before it ends, so that no commit its snapshot saw
+  // applies its delta after the count (it would count twice).
+  pg_atomic_uint32 committing[2];
+  uint32 commit_generation;  // under `mutex`
+  uint32 drain_generation;   // the generation the count in progress waits for
 };
 
 namespace {
@@ -88,7 +97,79 @@ SlotKey KeyOf(int32 queue_id) {
 
 }  // namespace
 
-Size QueueSlotsSize() { return hash_estimate_size(kMaxQueueSlots, sizeof(QueueSlot)); }
+// ---- The snapshots of counts in progress (backpressure): a few at once in
+// the whole server, each the xmin, xmax and running xids of one count's
+// snapshot, sorted, for the commits that end during the count to ask
+// whether it saw them (CommitPending). Written by the counter before it
+// publishes the index; read-only while a slot refers to it.
+namespace {
+
+constexpr int kCountSnapshots = 8;
+
+struct CountSnapshot {
+  pg_atomic_uint32 owner;  // the counting backend's pid, 0: free
+  TransactionId xmin;
+  TransactionId xmax;
+  int xcnt;
+  TransactionId xip[FLEXIBLE_ARRAY_MEMBER];
+};
+
+char* count_snapshots = nullptr;
+
+int MaxSnapshotXids() { return MaxBackends + max_prepared_xacts; }
+
+Size CountSnapshotStride() {
+  return MAXALIGN(offsetof(CountSnapshot, xip) + sizeof(TransactionId) * MaxSnapshotXids());
+}
+
+CountSnapshot* CountSnapshotAt(int index) {
+  return reinterpret_cast<CountSnapshot*>(count_snapshots + CountSnapshotStride() * index);
+}
+
+// A free entry filled with `snapshot`'s xids, or -1 (all in use: the count
+// waits for another time).
+int TakeCountSnapshot(Snapshot snapshot) {
+  for (int i = 0; i < kCountSnapshots; ++i) {
+    CountSnapshot* entry = CountSnapshotAt(i);
+    uint32 free = 0;
+    if (!pg_atomic_compare_exchange_u32(&entry->owner, &free, static_cast<uint32>(MyProcPid))) {
+      continue;
+    }
+    entry->xmin = snapshot->xmin;
+    entry->xmax = snapshot->xmax;
+    entry->xcnt = std::min<int>(snapshot->xcnt, MaxSnapshotXids());
+    std::copy(snapshot->xip, snapshot->xip + entry->xcnt, entry->xip);
+    std::sort(entry->xip, entry->xip + entry->xcnt,
+              [](TransactionId a, TransactionId b) { return TransactionIdPrecedes(a, b); });
+    pg_write_barrier();  // filled before a slot names it
+    return i;
+  }
+  return -1;
+}
+
+void ReleaseCountSnapshot(int index) {
+  if (index >= 0) pg_atomic_write_u32(&CountSnapshotAt(index)->owner, 0);
+}
+
+// Whether the count snapshot `index` saw the commit of top-level
+// transaction `xid` (committed by now): not running when it was taken.
+// Memory only, no lock: safe under the slot's spinlock.
+bool CountSnapshotSaw(int index, TransactionId xid) {
+  if (!TransactionIdIsValid(xid) || index < 0) return true;
+  const CountSnapshot* entry = CountSnapshotAt(index);
+  if (!TransactionIdPrecedes(xid, entry->xmax)) return false;
+  if (TransactionIdPrecedes(xid, entry->xmin)) return true;
+  return !std::binary_search(
+      entry->xip, entry->xip + entry->xcnt, xid,
+      [](TransactionId a, TransactionId b) { return TransactionIdPrecedes(a, b); });
+}
+
+}  // namespace
+
+Size QueueSlotsSize() {
+  return add_size(hash_estimate_size(kMaxQueueSlots, sizeof(QueueSlot)),
+                  mul_size(CountSnapshotStride(), kCountSnapshots));
+}
 
 void InitQueueSlots() {
   HASHCTL info;
@@ -97,6 +178,12 @@ void InitQueueSlots() {
   info.entrysize = sizeof(QueueSlot);
   slots = ShmemInitHash("pgq_cpp queue slots", kMaxQueueSlots, kMaxQueueSlots, &info,
                         HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+  bool found = false;
+  count_snapshots = static_cast<char*>(ShmemInitStruct(
+      "pgq_cpp count snapshots", mul_size(CountSnapshotStride(), kCountSnapshots), &found));
+  if (!found) {
+    for (int i = 0; i < kCountSnapshots; ++i) pg_atomic_init_u32(&CountSnapshotAt(i)->owner, 0);
+  }
 }
 
 QueueSlot* FindQueueSlot(int32 queue_id) {
@@ -135,6 +222,10 @@ QueueSlot* FindQueueSlot(int32 queue_id) {
         pg_atomic_init_u32(&entry->capped, 0);
         pg_atomic_init_u64(&entry->wants_ring, 0);
         entry->pending = core::PendingCount{};
+        pg_atomic_init_u32(&entry->committing[0], 0);
+        pg_atomic_init_u32(&entry->committing[1], 0);
+        entry->commit_generation = 0;
+        entry->drain_generation = 0;
         ConditionVariableInit(&entry->room);
         pg_atomic_init_u64(&entry->refusals, 0);
       }
@@ -201,6 +292,7 @@ void ResetDatabaseSlots(bool buckets_too) {
       // A priority ring the earlier install's queue of this id asked for
       // is not this one's to have.
       pg_atomic_write_u64(&slot->wants_ring, 0);
+      ReleaseCountSnapshot(slot->pending.window ? slot->pending.snapshot : -1);
       core::ForgetCount(slot->pending);
       pg_atomic_write_u64(&slot->refusals, 0);
     }
@@ -426,7 +518,10 @@ void GiveBackPending(QueueSlot* slot, int64 jobs) {
 // condition variable's (neither raises).
 void CommitPending(QueueSlot* slot, int64 delta, int64 reserved, TransactionId xid) {
   SpinLockAcquire(&slot->mutex);
-  const bool lower = core::Committed(slot->pending, delta, reserved, xid);
+  const int32 snapshot = slot->pending.snapshot;
+  const bool lower = core::Committed(slot->pending, delta, reserved, xid, [snapshot](uint32 x) {
+    return CountSnapshotSaw(snapshot, x);
+  });
   SpinLockRelease(&slot->mutex);
   if (lower) ConditionVariableBroadcast(&slot->room);
 }
@@ -453,43 +548,55 @@ bool BeginPendingCount(QueueSlot* slot) {
   return begun;
 }
 
-core::CountResult EndPendingCount(QueueSlot* slot, int64 counted, Snapshot snapshot) {
-  // Whether the snapshot saw each logged commit is decided outside the
-  // spinlock (a look-up may read pg_subtrans); the log only grows while the
-  // window is open, so what is decided stays decided.
-  std::vector<std::pair<uint32, bool>> seen;
-  for (;;) {
-    std::vector<uint32> more;
-    SpinLockAcquire(&slot->mutex);
-    const int used = slot->pending.window_used;
-    for (int i = static_cast<int>(seen.size()); i < used; ++i) {
-      more.push_back(slot->pending.window_xids[i]);
-    }
-    if (more.empty()) {
-      core::CountResult result = core::EndCount(slot->pending, MyProcPid, counted, [&](uint32 xid) {
-        for (const auto& [logged, saw] : seen) {
-          if (logged == xid) return saw;
-        }
-        return true;  // cannot happen: every logged xid was decided
+bool PublishPendingSnapshot(QueueSlot* slot, Snapshot snapshot) {
+  const int index = TakeCountSnapshot(snapshot);
+  SpinLockAcquire(&slot->mutex);
+  const bool published =
+      index >= 0 && core::SnapshotTaken(slot->pending, MyProcPid, index, [index](uint32 xid) {
+        return CountSnapshotSaw(index, xid);
       });
-      SpinLockRelease(&slot->mutex);
-      ConditionVariableBroadcast(&slot->room);
-      return result;
-    }
-    SpinLockRelease(&slot->mutex);
-    for (const uint32 xid : more) {
-      // A commit without an xid wrote nothing a count reads: taken as seen.
-      const bool saw =
-          !TransactionIdIsValid(xid) || !Guard([&] { return XidInMVCCSnapshot(xid, snapshot); });
-      seen.emplace_back(xid, saw);
-    }
+  if (!published) {
+    core::AbandonCount(slot->pending, MyProcPid);
+  } else {
+    // Who enters its commit from now on does so after the snapshot was
+    // taken (its commit is not in it): the count waits for the others.
+    slot->drain_generation = slot->commit_generation;
+    slot->commit_generation ^= 1;
   }
+  SpinLockRelease(&slot->mutex);
+  if (!published) ReleaseCountSnapshot(index);
+  return published;
+}
+
+core::CountResult EndPendingCount(QueueSlot* slot, int64 counted) {
+  // A commit its snapshot saw may not have reached its callback yet (it
+  // runs a moment after the commit is visible): wait for those, a few
+  // microseconds each, before the count becomes the kept one.
+  SpinLockAcquire(&slot->mutex);
+  const uint32 drain = slot->drain_generation;
+  SpinLockRelease(&slot->mutex);
+  while (pg_atomic_read_u32(&slot->committing[drain]) != 0) {
+    Guard([] {
+      pg_usleep(100);
+      CHECK_FOR_INTERRUPTS();
+    });
+  }
+  SpinLockAcquire(&slot->mutex);
+  const int32 snapshot = slot->pending.snapshot;
+  const core::CountResult result = core::EndCount(slot->pending, MyProcPid, counted);
+  SpinLockRelease(&slot->mutex);
+  if (result.counted) ReleaseCountSnapshot(snapshot);
+  ConditionVariableBroadcast(&slot->room);
+  return result;
 }
 
 void AbandonPendingCount(QueueSlot* slot) {
   SpinLockAcquire(&slot->mutex);
+  const bool mine = slot->pending.window && slot->pending.counter_pid == MyProcPid;
+  const int32 snapshot = mine ? slot->pending.snapshot : -1;
   core::AbandonCount(slot->pending, MyProcPid);
   SpinLockRelease(&slot->mutex);
+  ReleaseCountSnapshot(snapshot);
 }
 
 core::PendingCount ReadPendingCount(QueueSlot* slot) {
@@ -521,6 +628,18 @@ bool WaitForRoom(QueueSlot* slot, int64 limit, long millis) {
   }
   Guard([] { ConditionVariableCancelSleep(); });
   return room(&known);
+}
+
+int EnterCommit(QueueSlot* slot) {
+  SpinLockAcquire(&slot->mutex);
+  const uint32 generation = slot->commit_generation;
+  pg_atomic_fetch_add_u32(&slot->committing[generation], 1);
+  SpinLockRelease(&slot->mutex);
+  return static_cast<int>(generation);
+}
+
+void LeaveCommit(QueueSlot* slot, int generation) {
+  if (generation >= 0) pg_atomic_fetch_sub_u32(&slot->committing[generation], 1);
 }
 
 void WakeRoomWaiters(QueueSlot* slot) { ConditionVariableBroadcast(&slot->room); }

@@ -130,9 +130,13 @@ void CommitPending(QueueSlot* slot, int64 delta, int64 reserved, TransactionId x
 void ForgetPendingCounts();
 // The count's window: false while another backend counts.
 bool BeginPendingCount(QueueSlot* slot);
-// `counted` unfinished jobs at `snapshot`: brought to now by the commits
-// logged meanwhile that the snapshot did not see.
-core::CountResult EndPendingCount(QueueSlot* slot, int64 counted, Snapshot snapshot);
+// Publishes the count's `snapshot`, taken after BeginPendingCount: from
+// now on a commit that ends asks it whether it saw the commit. False (the
+// count abandoned) when no room is left for it or the window lost commits.
+bool PublishPendingSnapshot(QueueSlot* slot, Snapshot snapshot);
+// `counted` unfinished jobs at the published snapshot, brought to now by
+// the commits it did not see.
+core::CountResult EndPendingCount(QueueSlot* slot, int64 counted);
 void AbandonPendingCount(QueueSlot* slot);
 // State, committed and reserved, at one instant.
 core::PendingCount ReadPendingCount(QueueSlot* slot);
@@ -141,6 +145,11 @@ core::PendingCount ReadPendingCount(QueueSlot* slot);
 // lowers the count or changes the limit wakes it. The caller loops (reading
 // the limit again). Raises on cancel and termination.
 bool WaitForRoom(QueueSlot* slot, int64 limit, long millis);
+// A transaction with notes for the slot's count reached its pre-commit
+// (EnterCommit: its generation) or ended (LeaveCommit, in its commit or
+// abort callback, after its delta was applied). Safe in callbacks.
+int EnterCommit(QueueSlot* slot);
+void LeaveCommit(QueueSlot* slot, int generation);
 // Wakes the slot's waiters for room (a changed max_pending). Safe in a
 // commit callback.
 void WakeRoomWaiters(QueueSlot* slot);

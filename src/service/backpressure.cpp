@@ -85,8 +85,8 @@ std::optional<core::CountResult> CountPending(pg::SpiSession& spi, int32 queue_i
   pg::QueueSlot* slot = pg::FindQueueSlot(queue_id);
   if (slot == nullptr || !pg::BeginPendingCount(slot)) return std::nullopt;
   CountWindow window(slot);
-  // Taken after the window opened: every commit that ends from now on is
-  // logged, and one whose end was not logged is in this snapshot. Its
+  // Taken after the window opened: a commit that ended before is in it;
+  // one that ends from now on is decided by it (pg/queue_slots.h). Its
   // command id 0 hides this transaction's own changes: they reach the
   // count at its commit, through its notes.
   const Snapshot snapshot = pg::Guard([] {
@@ -94,8 +94,13 @@ std::optional<core::CountResult> CountPending(pg::SpiSession& spi, int32 queue_i
     taken->curcid = FirstCommandId;
     return taken;
   });
+  if (!pg::PublishPendingSnapshot(slot, snapshot)) {
+    window.Ended();
+    pg::Guard([snapshot] { UnregisterSnapshot(snapshot); });
+    return std::nullopt;
+  }
   const int64 counted = store::CountUnfinished(spi, queue_id, snapshot);
-  const core::CountResult result = pg::EndPendingCount(slot, counted, snapshot);
+  const core::CountResult result = pg::EndPendingCount(slot, counted);
   window.Ended();
   pg::Guard([snapshot] { UnregisterSnapshot(snapshot); });
   if (!result.counted) return std::nullopt;

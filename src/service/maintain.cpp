@@ -38,14 +38,17 @@ TimestampTz last_hint_reset = 0;
 
 // A queue with a max_pending is counted by the first pass after a start
 // (before its first producer has to), and its kept count is checked against
-// the tables this often (ADR 0029, "Backpressure, as built"): a drift
+// the tables every hour (ADR 0029, "Backpressure, as built"): a drift
 // (a ROLLBACK PREPARED of a transaction that made or finished jobs, a
 // change pgq_cpp cannot see) is logged and corrected.
-constexpr int64 kPendingCheckMicros = 600 * USECS_PER_SEC;
+constexpr int64 kPendingCheckMicros = 3600 * USECS_PER_SEC;
 TimestampTz last_pending_check = 0;
 
 void TendPendingCounts(pg::SpiSession& spi) {
   const TimestampTz wall = GetCurrentTimestamp();
+  // The first check an hour after this backend's first pass: a count not
+  // made since the start is made at once anyway (state unknown).
+  if (last_pending_check == 0) last_pending_check = wall;
   const bool check = wall - last_pending_check >= kPendingCheckMicros || wall < last_pending_check;
   if (check) last_pending_check = wall;
   for (const auto& [queue_id, name] : store::QueuesWithMaxPending(spi)) {

@@ -52,8 +52,8 @@ SELECT (SELECT count(*) FROM (SELECT FROM pgq.job_rows j
                                WHERE j.queue_id = $1 AND j.group_key = $2 AND j.state <> 'b'
                                LIMIT $3) a)
      + (SELECT count(*) FROM (SELECT FROM pgq.group_holds h
-                               WHERE h.queue_id = $1 AND h.group_key = $2 LIMIT $3) b) < $3
-       AS has_room)sql",
+                               WHERE h.queue_id = $1 AND h.group_key = $2 LIMIT $3) b)
+       AS taken)sql",
                                 3,
                                 {INT4OID, TEXTOID, INT4OID},
                                 nullptr};
@@ -82,7 +82,22 @@ bool GroupHasRoom(pg::SpiSession& spi, const Queue& queue, Datum group_key) {
   // REPEATABLE READ one's would miss a job of the group committed since it
   // began, and put a second one of the group on the ring.
   const pg::Result room = spi.ExecuteSeeingLatest(group_has_room, params);
-  return !room.empty() && room.Bool(0, "has_room");
+  return !room.empty() && room.Int64(0, "taken") < std::max(queue.group_concurrency, 1);
+}
+
+bool TakeGroupRoom(pg::SpiSession& spi, const Queue& queue, Datum group_key, GroupRoom* room) {
+  if (room == nullptr) return GroupHasRoom(spi, queue, group_key);
+  if (!room->counted) {
+    const int32 limit = std::max(queue.group_concurrency, 1);
+    pg::Params params;
+    params.Set(0, Int32GetDatum(queue.id)).Set(1, group_key).Set(2, Int32GetDatum(limit));
+    const pg::Result taken = spi.ExecuteSeeingLatest(group_has_room, params);
+    room->left = limit - (taken.empty() ? limit : taken.Int64(0, "taken"));
+    room->counted = true;
+  }
+  if (room->left <= 0) return false;
+  --room->left;
+  return true;
 }
 
 void HoldGroup(pg::SpiSession& spi, int32 queue_id, Datum group_key, int64 job_id) {

@@ -323,7 +323,7 @@ std::optional<int64> InsertKeyedJob(pg::SpiSession& spi, const Queue& queue, con
     }
   } else if (ring::TakesKeyed(queue, job, now) && internal::CanInsertJobRow(catalog)) {
     pg::LockGroup(queue.id, job.group);
-    const bool room = internal::GroupHasRoom(spi, queue, job.group_key);
+    const bool room = internal::TakeGroupRoom(spi, queue, job.group_key, job.room);
     int64 placed = id;
     if (room && ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.priority,
                               job.run_at, &placed, job.group_key, job.dedupe_key, job.dedupe_for)) {
@@ -396,7 +396,7 @@ std::optional<int64> InsertJob(pg::SpiSession& spi, const Queue& queue, const Ne
     // not take: pending there).
     if (ring::TakesGrouped(queue, job, now) && internal::CanInsertJobRow(catalog)) {
       pg::LockGroup(queue.id, job.group);
-      const bool room = internal::GroupHasRoom(spi, queue, job.group_key);
+      const bool room = internal::TakeGroupRoom(spi, queue, job.group_key, job.room);
       if (room && ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.priority,
                                 job.run_at, &id, job.group_key)) {
         internal::HoldGroup(spi, queue.id, job.group_key, id);

@@ -110,6 +110,10 @@ void MoveGroupsOn(pg::SpiSession& spi, std::vector<GroupRef> groups);
 // pending and running jobs, rows and holds, are fewer than the queue's
 // group_concurrency); the caller holds the group's lock.
 bool GroupHasRoom(pg::SpiSession& spi, const Queue& queue, Datum group_key);
+// The same for one job of a batch: counts once per group and batch
+// (`room`, nullptr: every time), and takes a place when there is one (the
+// caller then puts the job in the group's room: on the ring or pending).
+bool TakeGroupRoom(pg::SpiSession& spi, const Queue& queue, Datum group_key, GroupRoom* room);
 // The hold that counts a grouped ring job in its group's room.
 void HoldGroup(pg::SpiSession& spi, int32 queue_id, Datum group_key, int64 job_id);
 // The holds of these jobs go (they left the ring); their groups, for one

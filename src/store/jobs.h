@@ -85,6 +85,18 @@ struct NewJob {
   // Enqueue's after: the live parents (LockParents' `live`); nullptr or
   // empty: none, the job is ready as any other.
   const std::vector<int64>* parents = nullptr;
+  // A batch's jobs of one group (enqueue_many with group keys): the room
+  // its group had left when its first job counted it, kept for the next
+  // ones (nullptr: counted for this job alone). Valid within one call that
+  // holds the group's lock from its first job on: nobody else changes the
+  // group's count meanwhile, and the call itself only adds to it.
+  struct GroupRoom* room = nullptr;
+};
+
+// What a group has left of its group_concurrency, as a batch keeps it.
+struct GroupRoom {
+  bool counted = false;
+  int64 left = 0;
 };
 
 // One job. Its id; nullopt when `dedupe_key` is taken: by a live job of the
