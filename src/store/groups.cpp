@@ -18,10 +18,11 @@ namespace {
 // after the change: the queue's group_concurrency jobs of a group may be
 // pending or running; as many waiting ones as there is room for become
 // pending, in enqueue (id) order, group by group in one statement (a
-// claim of 100 jobs of 100 tenants moved them on by a statement each). Jobs waiting for their
-// parents ('b') are not in line. The room is counted only when some job waits (an index probe): a
-// group whose jobs are all on the ring has none, and its count would cost as much as the group is
-// deep at each of its completions.
+// claim of 100 jobs of 100 tenants moved them on by a statement each).
+// Jobs waiting for their parents ('b') are not in line. The room is
+// counted only when some job waits (an index probe): a group whose jobs
+// are all on the ring has none, and its count would cost as much as the
+// group is deep at each of its completions.
 pg::Statement promote_next = {R"sql(
 UPDATE pgq.job_rows j SET state = 'p'
  WHERE j.id = ANY (ARRAY(
