@@ -170,6 +170,27 @@ SELECT pg_temp.refused($$SELECT pgq.publish('signups', '{"user": 2}')$$);
 SELECT count(*) AS events FROM pgq.events WHERE topic = 'signups';
 SELECT pg_temp.count_of('bq'), pg_temp.count_of('tight');
 
+-- A transaction whose notes do not fit its ledger (256 (savepoint, queue)
+-- pairs: here 270 nested savepoints each making a job) forgets every count
+-- of the database at its commit; the next producer counts again, exactly.
+SELECT pgq.create_queue('free2');
+CREATE FUNCTION pg_temp.nest(n int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pgq.enqueue('free2', '{}');
+  IF n > 0 THEN PERFORM pg_temp.nest(n - 1); END IF;
+EXCEPTION WHEN division_by_zero THEN RAISE;
+END $$;
+SELECT pg_temp.count_of('bq');
+SELECT pg_temp.nest(270);
+SELECT kept IS NULL AS forgotten, found FROM pgq.check_pending('bq');
+SELECT pg_temp.count_of('bq');
+-- With a max_pending, the reservations must be noted: 54000 past them.
+SELECT pgq.alter_queue('free2', max_pending => 100000);
+\set VERBOSITY sqlstate
+SELECT pg_temp.nest(270);
+\set VERBOSITY default
+SELECT pg_temp.count_of('free2');
+
 -- Rights: wait_for_room needs produce or admin (42501), check_pending admin.
 CREATE ROLE bp_reader;
 SELECT pgq.grant('bp_reader', 'bq', 'consume');

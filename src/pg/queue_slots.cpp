@@ -272,15 +272,28 @@ void ResetQueueHint(QueueSlot* slot) {
   SpinLockRelease(&slot->mutex);
 }
 
-// Unguarded: it runs in commit callbacks and the utility hook, frames without
-// C++ objects; nothing in it raises (a lock we never nest, a full scan).
-void ResetDatabaseSlots(bool buckets_too) {
+namespace {
+
+// `visit(slot)` for each slot of this database, under the slots' lock
+// (shared). Unguarded, as its callers: a lock we never nest, a full scan.
+template <typename Visit>
+void ForEachSlotOfDatabase(Visit visit) {
   if (Shared() == nullptr || slots == nullptr) return;
   LWLockAcquire(SlotsLock(), LW_SHARED);
   HASH_SEQ_STATUS scan;
   hash_seq_init(&scan, slots);
   while (auto* slot = static_cast<QueueSlot*>(hash_seq_search(&scan))) {
-    if (slot->key.database != MyDatabaseId) continue;
+    if (slot->key.database == MyDatabaseId) visit(slot);
+  }
+  LWLockRelease(SlotsLock());
+}
+
+}  // namespace
+
+// Unguarded: it runs in commit callbacks and the utility hook, frames without
+// C++ objects; nothing in it raises (a lock we never nest, a full scan).
+void ResetDatabaseSlots(bool buckets_too) {
+  ForEachSlotOfDatabase([buckets_too](QueueSlot* slot) {
     SpinLockAcquire(&slot->mutex);
     core::ResetHint(slot->hint);
     if (buckets_too) {
@@ -297,8 +310,7 @@ void ResetDatabaseSlots(bool buckets_too) {
       pg_atomic_write_u64(&slot->refusals, 0);
     }
     SpinLockRelease(&slot->mutex);
-  }
-  LWLockRelease(SlotsLock());
+  });
 }
 
 void SetQueueCapped(QueueSlot* slot, bool capped) {
@@ -527,18 +539,14 @@ void CommitPending(QueueSlot* slot, int64 delta, int64 reserved, TransactionId x
 }
 
 void ForgetPendingCounts() {
-  if (Shared() == nullptr || slots == nullptr) return;
-  LWLockAcquire(SlotsLock(), LW_SHARED);
-  HASH_SEQ_STATUS scan;
-  hash_seq_init(&scan, slots);
-  while (auto* slot = static_cast<QueueSlot*>(hash_seq_search(&scan))) {
-    if (slot->key.database != MyDatabaseId) continue;
+  ForEachSlotOfDatabase([](QueueSlot* slot) {
     SpinLockAcquire(&slot->mutex);
-    if (slot->pending.state == core::PendingCount::kKnown)
-      slot->pending.state = core::PendingCount::kUnknown;
+    // A count in progress is dropped too: its window missed this commit.
+    const int32 snapshot = slot->pending.window ? slot->pending.snapshot : -1;
+    core::ForgetCount(slot->pending);  // keeps the producers' reservations
     SpinLockRelease(&slot->mutex);
-  }
-  LWLockRelease(SlotsLock());
+    ReleaseCountSnapshot(snapshot);
+  });
 }
 
 bool BeginPendingCount(QueueSlot* slot) {
