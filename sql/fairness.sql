@@ -169,4 +169,25 @@ SELECT length(pg_temp.take('f1', 10, 1)) AS f1_rest;
 SELECT pg_temp.take('f2', 1, 4) AS f2_keys;
 RESET pgq.max_fair_queues_per_database;
 
+-- capped: a noisy tenant capped by group_concurrency (3: its backlog waits
+-- in the table, let in one job at each of its completions) beside two quiet
+-- tenants under the cap (their jobs on the ring): the table's jobs take one
+-- turn a round of the keys, so the quiet tenants are served within the
+-- first rounds, not after the noisy tenant's 37 table jobs.
+SELECT pgq.create_queue('fc', lease => '1 hour', group_concurrency => 3, fairness => 'group');
+SELECT pg_temp.put('fc', 'N', 40);
+SELECT pg_temp.put('fc', 'Q', 3);
+SELECT pg_temp.put('fc', 'R', 3);
+SELECT COALESCE(max(n), 0) AS before_fc FROM served \gset
+SELECT pg_temp.take('fc', 1, 15) AS capped_keys;
+-- The rest, every job once; the quiet tenants' in their order. The noisy
+-- tenant's jobs let in from the table may start before its earlier ones
+-- still on the ring (in_order f): known, until due rows join the ring as
+-- numbered entries (ADR 0029, "Rows").
+SELECT length(pg_temp.take('fc', 1, 40)) AS rest;
+SELECT k, count(*) AS jobs, count(DISTINCT id) AS once, bool_and(i = r) AS in_order
+  FROM (SELECT k, i, id, row_number() OVER (PARTITION BY k ORDER BY n) AS r
+          FROM served WHERE n > :before_fc) z
+ GROUP BY k ORDER BY k;
+
 DROP EXTENSION pgq_cpp;

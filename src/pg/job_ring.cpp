@@ -99,6 +99,9 @@ struct Lane {
   int32 fair;
   int64 fair_skipped;
   uint64 fair_weights_stamp;  // the Place::weights_stamp its keys are weighed by
+  // Entries handed out since the due rows of pgq.job_rows of its priority
+  // last took a turn (RowTurns): a fair queue's rows take one turn a round.
+  int64 fair_ring_claims;
   // Leases of the queue's running jobs in the map: held, and closing (taken
   // out by a transaction that has not ended: a completion that may roll
   // back). A cap counts both, as a table job counts as running until its
@@ -959,6 +962,7 @@ bool AttachFair(Lane& lane, int index) {
   (void)core::FairOrder::Make(FairOf(lane), shared->fair_sizes);
   lane.fair_skipped = 0;
   lane.fair_weights_stamp = 0;
+  lane.fair_ring_claims = 0;
   return true;
 }
 
@@ -967,6 +971,7 @@ void DetachFair(Lane& lane) {
   pg_atomic_write_u32(&shared->fair_owner[lane.fair], 0);
   lane.fair = -1;
   lane.fair_skipped = 0;
+  lane.fair_ring_claims = 0;
 }
 
 // The cursor enters the next segment (the claim lock held).
@@ -2311,6 +2316,7 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
         undo->push_back(Undo{sub, UndoKind::kGiveBack, LeaseKey{MyDatabaseId, id}, lease, index,
                              Offer{t.tuple->t_self, t.attempt, static_cast<int16>(t.segment)}});
         pg_atomic_fetch_add_u32(&lane.reserved, 1);
+        ++lane.fair_ring_claims;
       }
       if (!taken.empty()) Keep(index);  // an abort gives them back to this lane
       LWLockRelease(lane.claim_lock);
@@ -3091,6 +3097,27 @@ std::vector<FairKeyStat> BusiestFairKeys(const Place& place, int max_keys) {
                               running[k], f.run_at});
   }
   return out;
+}
+
+int32 RowTurns(const Place& place, int32 want) {
+  if (shared == nullptr || want <= 0) return want;
+  const CallPin pin{LaneOf(place, true, false)};
+  if (pin.index < 0) return want;
+  Lane& lane = shared->lanes[pin.index];
+  return Guard([&] {
+    LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
+    int32 turns = want;
+    const core::FairOrder* fair = FairOf(lane);
+    if (fair != nullptr && fair->FiledCount() > 0) {
+      // One turn for the rows per round of the keys the order serves: as
+      // if the rows were one key more.
+      const int64 round = std::max<int32>(fair->KeysInUse(), 1);
+      turns = static_cast<int32>(std::min<int64>(want, lane.fair_ring_claims / round));
+      lane.fair_ring_claims -= turns * round;
+    }
+    LWLockRelease(lane.claim_lock);
+    return turns;
+  });
 }
 
 Pending CountPending(const Place& place, int64 limit) {

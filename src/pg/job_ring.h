@@ -349,6 +349,13 @@ struct Pending {
   bool no_lane = false;
 };
 Pending CountPending(const Place& place, int64 limit);
+// A fair queue's due rows of pgq.job_rows of this ring's priority
+// (retries, scheduled jobs, a capped group's jobs let in): how many of
+// `want` may be claimed now, taken from the turns. They get one turn per
+// round of the keys the lane's fair order serves (as one key more), and
+// every turn when it holds nothing filed; not a plain lane's concern
+// (`want`). Rows of a higher priority than the ring's are not asked about.
+int32 RowTurns(const Place& place, int32 want);
 // What a fair lane holds of its busiest keys (pgq.fair_keys, metrics()):
 // up to `max_keys` of the keys with ready jobs, the most served first.
 // Read from a copy of the fair order, each key's group key from its next

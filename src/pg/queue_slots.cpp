@@ -605,6 +605,7 @@ void AbandonPendingCount(QueueSlot* slot) {
   core::AbandonCount(slot->pending, MyProcPid);
   SpinLockRelease(&slot->mutex);
   ReleaseCountSnapshot(snapshot);
+  if (mine) ConditionVariableBroadcast(&slot->room);
 }
 
 core::PendingCount ReadPendingCount(QueueSlot* slot) {
@@ -651,6 +652,19 @@ void LeaveCommit(QueueSlot* slot, int generation) {
 }
 
 void WakeRoomWaiters(QueueSlot* slot) { ConditionVariableBroadcast(&slot->room); }
+
+void AwaitCount(QueueSlot* slot, long millis) {
+  Guard([&] {
+    ConditionVariablePrepareToSleep(&slot->room);
+    SpinLockAcquire(&slot->mutex);
+    const bool counting = slot->pending.window;
+    SpinLockRelease(&slot->mutex);
+    // Broadcast when a count ends or is given up (EndPendingCount,
+    // AbandonPendingCount).
+    if (counting) (void)ConditionVariableTimedSleep(&slot->room, millis, PG_WAIT_EXTENSION);
+    ConditionVariableCancelSleep();
+  });
+}
 
 void CountRefusal(QueueSlot* slot) { pg_atomic_fetch_add_u64(&slot->refusals, 1); }
 

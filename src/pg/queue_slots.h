@@ -153,6 +153,9 @@ void LeaveCommit(QueueSlot* slot, int generation);
 // Wakes the slot's waiters for room (a changed max_pending). Safe in a
 // commit callback.
 void WakeRoomWaiters(QueueSlot* slot);
+// Sleeps up to `millis` while another backend counts the slot's queue
+// (woken when its count ends). Raises on cancel and termination.
+void AwaitCount(QueueSlot* slot, long millis);
 // Enqueues refused by max_pending (pgq.metrics()).
 void CountRefusal(QueueSlot* slot);
 uint64 Refusals(int32 queue_id);

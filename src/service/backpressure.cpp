@@ -13,7 +13,6 @@
 
 extern "C" {
 #include "miscadmin.h"
-#include "storage/latch.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -39,15 +38,9 @@ pg::QueueSlot* SlotFor(int32 queue_id, std::string_view name) {
   return slot;
 }
 
-// Another backend is counting the queue: a short sleep before looking again.
-void AwaitOtherCount() {
-  pg::Guard([] {
-    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
-                    PG_WAIT_EXTENSION);
-    ResetLatch(MyLatch);
-    CHECK_FOR_INTERRUPTS();
-  });
-}
+// Another backend is counting the queue: wait until its count ends (or a
+// short while: it may have taken another snapshot slot's turn).
+void AwaitOtherCount(pg::QueueSlot* slot) { pg::AwaitCount(slot, 10); }
 
 // A waiter for room looks again this often whatever wakes it (a safety
 // net: completions and alters wake it at their commit).
@@ -75,7 +68,7 @@ void EnsureCounted(pg::SpiSession& spi, int32 queue_id, pg::QueueSlot* slot) {
     const core::PendingCount now = pg::ReadPendingCount(slot);
     if (now.state == core::PendingCount::kKnown) return;
     if (!now.window && CountPending(spi, queue_id)) continue;
-    AwaitOtherCount();
+    AwaitOtherCount(slot);
   }
 }
 
@@ -108,12 +101,12 @@ std::optional<core::CountResult> CountPending(pg::SpiSession& spi, int32 queue_i
 }
 
 core::CountResult CheckPending(pg::SpiSession& spi, int32 queue_id, std::string_view name) {
-  (void)SlotFor(queue_id, name);
+  pg::QueueSlot* slot = SlotFor(queue_id, name);
   for (;;) {
     if (const std::optional<core::CountResult> result = CountPending(spi, queue_id)) {
       return *result;
     }
-    AwaitOtherCount();
+    AwaitOtherCount(slot);
   }
 }
 

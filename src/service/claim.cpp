@@ -90,17 +90,29 @@ int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 
   if (!rings.empty() && rings.front().fair) {
     // A fair queue (ADR 0029): each ring hands out in fair order, which is
     // no claim order to merge by. The due rows of pgq.job_rows (retries,
-    // scheduled jobs) go first, each priority's before its ring's entries.
-    // (A row is looked for only when the index says one is due: the
-    // claim hint may say "pending" for rows due later.)
+    // scheduled jobs, a capped group's jobs let in) of a priority above a
+    // ring's go before its entries; those of its own priority take one
+    // turn a round of its keys, as one key more (RowTurns): a capped
+    // tenant whose every job comes from the table is not served at each of
+    // its completions ahead of the others. (A row is looked for only when
+    // the index says one is due: the claim hint may say "pending" for rows
+    // due later.)
     bool pending = false, plain = false;
     const std::optional<core::ClaimKey> table =
         store::PeekReady(queue.id, slot, now, &pending, &plain);
     for (size_t i = 0; i < rings.size() && got < want; ++i) {
-      if (table && table->priority >= rings[i].priority) {
-        const core::ClaimKey through{rings[i].priority, DT_NOEND, PG_INT64_MAX};
+      if (table && table->priority > rings[i].priority) {
+        const core::ClaimKey above{rings[i].priority + 1, DT_NOEND, PG_INT64_MAX};
         add(store::ClaimBefore(spi_, queue.id, name_datums_[index], want - got, lease, now, slot,
-                               &through, plain ? onto_rings : nullptr));
+                               &above, plain ? onto_rings : nullptr));
+      }
+      if (table && table->priority >= rings[i].priority && got < want) {
+        const int32 turns = store::ring::RowTurns(spi_, queue.id, rings[i].ring_id, want - got);
+        if (turns > 0) {
+          const core::ClaimKey through{rings[i].priority, DT_NOEND, PG_INT64_MAX};
+          add(store::ClaimBefore(spi_, queue.id, name_datums_[index], turns, lease, now, slot,
+                                 &through, plain ? onto_rings : nullptr));
+        }
       }
       if (got < want) claim_ring(i, nullptr);
     }

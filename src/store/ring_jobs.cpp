@@ -503,6 +503,13 @@ void TakeOnto(pg::SpiSession& spi, int32 queue_id, const pg::Result& jobs, Times
   }
 }
 
+int32 RowTurns(pg::SpiSession& spi, int32 queue_id, int32 ring_id, int32 want) {
+  const Known* rings = want > 0 && pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;
+  const KnownRing* ring = rings == nullptr ? nullptr : rings->WithId(ring_id);
+  if (ring == nullptr) return want;
+  return pg::job_ring::RowTurns(ring->place, want);
+}
+
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
                  Datum lease, TimestampTz now, const pg::job_ring::Bound* before) {
   // Without shared memory (the server started without preloading us) a

@@ -122,6 +122,11 @@ std::vector<pg::job_ring::FairKeyStat> BusiestFairKeys(pg::SpiSession& spi, int3
 // back as a running row, with the same lease.
 void TakeOnto(pg::SpiSession& spi, int32 queue_id, const pg::Result& jobs, TimestampTz now);
 
+// A fair queue's due rows of this ring's priority: how many of `want` may
+// be claimed now (pg/job_ring.h RowTurns: one turn a round of its keys);
+// `want` for a ring without a fair order.
+int32 RowTurns(pg::SpiSession& spi, int32 queue_id, int32 ring_id, int32 want);
+
 // Up to `n` jobs of the queue's ring `ring_id`, leased until now +
 // `lease`: rows as store::Claim's (pgq.claimed_job's columns, then run_at).
 // With `before`, only the entries before it in claim order (the ring's

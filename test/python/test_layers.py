@@ -305,6 +305,13 @@ class LayersTest(unittest.TestCase):
         waits = sorted(os.path.relpath(p, SRC) for zone in ORDER if zone != "bgw"
                        for p in sources(zone) if latch.search(read(p)))
         self.assertEqual(waits, [os.path.join("pg", "channel_wait.cpp")])
+        # 3.1 (issue 34): waiting for room under max_pending, or for
+        # another backend's count of it, sleeps on the queue slot's
+        # condition variable (pg/queue_slots.h), broadcast by the commits
+        # that lower the count; nowhere else.
+        sleeps = sorted(os.path.relpath(p, SRC) for zone in ORDER for p in sources(zone)
+                        if re.search(r"\bConditionVariable(Timed)?Sleep\s*\(", read(p)))
+        self.assertEqual(sleeps, [os.path.join("pg", "queue_slots.cpp")])
         slots = sorted(os.path.relpath(p, SRC) for zone in ORDER for p in sources(zone)
                        if re.search(r"->waiters\[|waiter_count", read(p)))
         self.assertEqual(slots, [os.path.join("pg", "channel_wait.cpp"),
