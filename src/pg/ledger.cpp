@@ -139,8 +139,8 @@ void EnterCommits() {
 }
 
 // Commit (or prepare): each queue's count learns its delta; reservations
-// end. After the commit is visible (a count's snapshot that did not see it
-// adds it from the window's log).
+// end. After the commit is visible: a count in progress asks its snapshot
+// whether it saw this commit (pg/queue_slots.h CommitPending).
 void CommitUnfinished() {
   if (unfinished_lost) ForgetPendingCounts();
   const TransactionId xid = GetTopTransactionIdIfAny();
@@ -287,9 +287,9 @@ void OnTransactionEnd(XactEvent event, void*) {
       ResetLockedHints();
       // Its counts are taken as committed now (its pgq.finished rows too):
       // statistics, off only if it is rolled back later. So are its
-      // unfinished jobs (a count's snapshot does not see it until COMMIT
-      // PREPARED: logged, it is added): a ROLLBACK PREPARED leaves the
-      // count off until the maintenance's check corrects it.
+      // unfinished jobs (a count's snapshot sees it running until COMMIT
+      // PREPARED, so a count in progress adds them): a ROLLBACK PREPARED
+      // leaves the count off until the maintenance's check corrects it.
       CommitUnfinished();
       AddCounts();
       EndFlushes(true);

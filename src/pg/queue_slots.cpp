@@ -13,6 +13,7 @@ extern "C" {
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/condition_variable.h"
+#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/wait_event.h"
@@ -654,16 +655,31 @@ void LeaveCommit(QueueSlot* slot, int generation) {
 void WakeRoomWaiters(QueueSlot* slot) { ConditionVariableBroadcast(&slot->room); }
 
 void AwaitCount(QueueSlot* slot, long millis) {
+  // Broadcast when a count ends or is given up (EndPendingCount,
+  // AbandonPendingCount); with no count in progress (a count that could
+  // not begin: every count snapshot in use) the whole while, so that the
+  // caller does not spin.
   Guard([&] {
     ConditionVariablePrepareToSleep(&slot->room);
-    SpinLockAcquire(&slot->mutex);
-    const bool counting = slot->pending.window;
-    SpinLockRelease(&slot->mutex);
-    // Broadcast when a count ends or is given up (EndPendingCount,
-    // AbandonPendingCount).
-    if (counting) (void)ConditionVariableTimedSleep(&slot->room, millis, PG_WAIT_EXTENSION);
+    (void)ConditionVariableTimedSleep(&slot->room, millis, PG_WAIT_EXTENSION);
     ConditionVariableCancelSleep();
   });
+}
+
+bool TakeOverDeadCount(QueueSlot* slot) {
+  SpinLockAcquire(&slot->mutex);
+  const int32 pid = slot->pending.window ? slot->pending.counter_pid : 0;
+  SpinLockRelease(&slot->mutex);
+  if (pid == 0 || pid == MyProcPid) return false;
+  if (Guard([pid] { return BackendPidGetProc(pid) != nullptr; })) return false;
+  SpinLockAcquire(&slot->mutex);
+  const bool gone = slot->pending.window && slot->pending.counter_pid == pid;
+  const int32 snapshot = gone ? slot->pending.snapshot : -1;
+  if (gone) core::AbandonCount(slot->pending, pid);
+  SpinLockRelease(&slot->mutex);
+  ReleaseCountSnapshot(snapshot);
+  if (gone) ConditionVariableBroadcast(&slot->room);
+  return gone;
 }
 
 void CountRefusal(QueueSlot* slot) { pg_atomic_fetch_add_u64(&slot->refusals, 1); }

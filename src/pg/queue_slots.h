@@ -153,9 +153,12 @@ void LeaveCommit(QueueSlot* slot, int generation);
 // Wakes the slot's waiters for room (a changed max_pending). Safe in a
 // commit callback.
 void WakeRoomWaiters(QueueSlot* slot);
-// Sleeps up to `millis` while another backend counts the slot's queue
-// (woken when its count ends). Raises on cancel and termination.
+// Sleeps up to `millis`, or until a count of the slot's queue ends (a
+// backend waiting for another's count). Raises on cancel and termination.
 void AwaitCount(QueueSlot* slot, long millis);
+// A count whose backend ended without closing it (a FATAL: no unwinding)
+// is given up, so that another can count; true if one was.
+bool TakeOverDeadCount(QueueSlot* slot);
 // Enqueues refused by max_pending (pgq.metrics()).
 void CountRefusal(QueueSlot* slot);
 uint64 Refusals(int32 queue_id);

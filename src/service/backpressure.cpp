@@ -10,6 +10,7 @@
 #include "service/queue_ref.h"
 #include "service/rights.h"
 #include "store/jobs.h"
+#include "store/queues.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -40,7 +41,10 @@ pg::QueueSlot* SlotFor(int32 queue_id, std::string_view name) {
 
 // Another backend is counting the queue: wait until its count ends (or a
 // short while: it may have taken another snapshot slot's turn).
-void AwaitOtherCount(pg::QueueSlot* slot) { pg::AwaitCount(slot, 10); }
+void AwaitOtherCount(pg::QueueSlot* slot) {
+  pg::AwaitCount(slot, 10);
+  (void)pg::TakeOverDeadCount(slot);  // its backend ended with a FATAL
+}
 
 // A waiter for room looks again this often whatever wakes it (a safety
 // net: completions and alters wake it at their commit).
@@ -138,21 +142,23 @@ void ReserveRoom(pg::SpiSession& spi, int32 queue_id, std::string_view name, int
 bool WaitForRoom(pg::SpiSession& spi, std::string_view name, long millis) {
   const auto now = [] { return pg::Guard([] { return GetCurrentTimestamp(); }); };
   const TimestampTz until = now() + static_cast<int64>(std::max<long>(millis, 0)) * 1000;
+  const QueueRef queue = CurrentQueue(spi, name);
+  RequireRight(spi, queue.id, name, core::kProduce | core::kAdmin);
+  int32 limit = queue.max_pending;
   for (;;) {
-    // Read again on every round: an alter that changes the limit wakes the
-    // waiters at its commit (pg/ledger.h NoteRoomChanged); a round ends
-    // after kRoomRecheckMillis anyway.
-    const QueueRef queue = CurrentQueue(spi, name);
-    RequireRight(spi, queue.id, name, core::kProduce | core::kAdmin);
-    if (queue.max_pending <= 0) return true;
+    if (limit <= 0) return true;
     pg::QueueSlot* slot = SlotFor(queue.id, name);
     EnsureCounted(spi, queue.id, slot);
     const long left = pg::Guard(
         [until] { return TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until); });
-    if (pg::WaitForRoom(slot, queue.max_pending, std::min<long>(left, kRoomRecheckMillis))) {
-      return true;
-    }
+    if (pg::WaitForRoom(slot, limit, std::min<long>(left, kRoomRecheckMillis))) return true;
     if (now() >= until) return false;
+    // Woken: the limit read again as committed now. An alter_queue that
+    // changed it wakes the waiters at its commit (pg/ledger.h
+    // NoteRoomChanged), before its invalidation reaches the cache.
+    const std::optional<int32> current = store::MaxPendingOf(spi, queue.id);
+    if (!current) RaiseUnknownQueue(name);
+    limit = *current;
   }
 }
 

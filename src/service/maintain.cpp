@@ -54,6 +54,8 @@ void TendPendingCounts(pg::SpiSession& spi) {
   for (const auto& [queue_id, name] : store::QueuesWithMaxPending(spi)) {
     pg::QueueSlot* slot = pg::FindQueueSlot(queue_id);
     if (slot == nullptr) continue;
+    // A count whose backend ended without closing it is given up here.
+    (void)pg::TakeOverDeadCount(slot);
     const core::PendingCount now = pg::ReadPendingCount(slot);
     if (now.window || (now.state == core::PendingCount::kKnown && !check)) continue;
     const std::optional<core::CountResult> counted = CountPending(spi, queue_id);

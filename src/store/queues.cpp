@@ -92,6 +92,12 @@ pg::Statement read_group_weights = {
 pg::Statement store_max_pending = {
     "UPDATE pgq.queues SET max_pending = $2 WHERE name = $1", 2, {TEXTOID, INT4OID}, nullptr};
 
+pg::Statement max_pending_of = {
+    "SELECT COALESCE(max_pending, 0) AS max_pending FROM pgq.queues WHERE queue_id = $1",
+    1,
+    {INT4OID},
+    nullptr};
+
 pg::Statement queues_with_max_pending = {
     "SELECT queue_id, name FROM pgq.queues WHERE max_pending IS NOT NULL ORDER BY queue_id",
     0,
@@ -271,6 +277,14 @@ void StoreMaxPending(pg::SpiSession& spi, std::string_view name, int32 max_pendi
   pg::Params params;
   params.Set(0, pg::TextDatum(name)).SetOptional(1, max_pending <= 0, Int32GetDatum(max_pending));
   spi.Execute(store_max_pending, params);
+}
+
+std::optional<int32> MaxPendingOf(pg::SpiSession& spi, int32 queue_id) {
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id));
+  const pg::Result row = spi.ExecuteSeeingLatest(max_pending_of, params, 1);
+  if (row.empty()) return std::nullopt;
+  return row.Int32(0, "max_pending");
 }
 
 std::vector<std::pair<int32, std::string>> QueuesWithMaxPending(pg::SpiSession& spi) {

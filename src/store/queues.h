@@ -60,6 +60,10 @@ void StoreFairness(pg::SpiSession& spi, std::string_view name, std::string_view 
 void StoreKeyRate(pg::SpiSession& spi, std::string_view name, double rate);
 // max_pending (3.1); 0: none.
 void StoreMaxPending(pg::SpiSession& spi, std::string_view name, int32 max_pending);
+// The queue's max_pending as committed now (0: none; nullopt: the queue is
+// gone), whatever the caller's snapshot: a waiter for room, woken by the
+// commit of an alter_queue before its invalidation is sent, reads it so.
+std::optional<int32> MaxPendingOf(pg::SpiSession& spi, int32 queue_id);
 // The queues with a max_pending: ids and names.
 std::vector<std::pair<int32, std::string>> QueuesWithMaxPending(pg::SpiSession& spi);
 // 3.1: a group key's weight in a fair queue (1: the row goes).

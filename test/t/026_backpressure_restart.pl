@@ -81,5 +81,32 @@ like($err, qr/queue "late" is full/, 'the 9th is refused');
 is(sql(q{SELECT format('%s %s', kept, found) FROM pgq.check_pending('late')}), '8 8',
 	'counted once, exactly');
 
+# A count whose backend ends with a FATAL (terminated mid-count: no
+# unwinding closes its window) is given up by the next one who needs the
+# count; without that, every producer of the queue would wait for ever.
+sql(q{SELECT pgq.create_queue('deepq', lease => '1 hour', max_pending => 10000000)});
+sql(q{DO $$ BEGIN
+  FOR s IN 1 .. 60 LOOP
+    PERFORM count(*) FROM pgq.enqueue_many('deepq', array_fill('{}'::jsonb, ARRAY[10000]));
+    COMMIT;
+  END LOOP;
+END $$});
+my $counter = $node->background_psql('postgres', on_error_stop => 0);
+my $pid = $counter->query_safe(q{SELECT pg_backend_pid()});
+$counter->query_until(qr/counting/, qq{\\echo counting\nSELECT * FROM pgq.check_pending('deepq');\n});
+ok( wait_for(
+		$node, 'postgres',
+		qq{SELECT state = 'active' AND now() - query_start > interval '150 ms' FROM pg_stat_activity WHERE pid = $pid},
+		't'),
+	'a count of 600,000 jobs in progress');
+sql(qq{SELECT pg_terminate_backend($pid)});
+eval { $counter->quit; };
+is(sql(q{SELECT pgq.enqueue('deepq', '{}') > 0}), 't',
+	'a producer goes on meanwhile (the count is known: the dead one was a check)');
+# The next count finds the dead backend's window open: it gives it up and
+# counts (planted: without TakeOverDeadCount it waits for ever, checked).
+is(sql(q{SELECT format('%s %s', kept, found) FROM pgq.check_pending('deepq')}), '600001 600001',
+	'the next count gives the dead window up and is exact');
+
 $node->stop;
 done_testing();
