@@ -1,8 +1,8 @@
 // pgq.enqueue and pgq.enqueue_many: jobs are written in the caller's
 // transaction, so a job exists if and only if the business write committed.
-#include <unordered_map>
 #include <algorithm>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "service/queue_ref.h"
