@@ -171,23 +171,44 @@ RESET pgq.max_fair_queues_per_database;
 
 -- capped: a noisy tenant capped by group_concurrency (3: its backlog waits
 -- in the table, let in one job at each of its completions) beside two quiet
--- tenants under the cap (their jobs on the ring): the table's jobs take one
--- turn a round of the keys, so the quiet tenants are served within the
--- first rounds, not after the noisy tenant's 37 table jobs.
+-- tenants under the cap (their jobs on the ring): the table's jobs take
+-- their key's turns (ADR 0029 "Rows"), so the three are served in turn, not
+-- the noisy tenant's 37 table jobs first.
 SELECT pgq.create_queue('fc', lease => '1 hour', group_concurrency => 3, fairness => 'group');
 SELECT pg_temp.put('fc', 'N', 40);
 SELECT pg_temp.put('fc', 'Q', 3);
 SELECT pg_temp.put('fc', 'R', 3);
 SELECT COALESCE(max(n), 0) AS before_fc FROM served \gset
 SELECT pg_temp.take('fc', 1, 15) AS capped_keys;
--- The rest, every job once; the quiet tenants' in their order. The noisy
--- tenant's jobs let in from the table may start before its earlier ones
--- still on the ring (in_order f): known, until due rows join the ring as
--- numbered entries (ADR 0029, "Rows").
+-- The rest, every job once, each tenant's in its order.
 SELECT length(pg_temp.take('fc', 1, 40)) AS rest;
 SELECT k, count(*) AS jobs, count(DISTINCT id) AS once, bool_and(i = r) AS in_order
   FROM (SELECT k, i, id, row_number() OVER (PARTITION BY k ORDER BY n) AS r
           FROM served WHERE n > :before_fc) z
+ GROUP BY k ORDER BY k;
+
+-- Two noisy tenants capped (2), both backlogs in the table, the second
+-- enqueued after the first, beside a quiet one: all three in turn (before
+-- the table's rows took their turns, N's older rows always came first and
+-- M waited for N's whole backlog), weights included.
+SELECT pgq.create_queue('fd', lease => '1 hour', group_concurrency => 2, fairness => 'group');
+SELECT pg_temp.put('fd', 'N', 30);
+SELECT pg_temp.put('fd', 'M', 30);
+SELECT pg_temp.put('fd', 'Q', 3);
+SELECT COALESCE(max(n), 0) AS before_fd FROM served \gset
+SELECT pg_temp.take('fd', 1, 15) AS two_capped;
+-- pgq.fair_keys names the keys whose ready jobs are all rows of the table,
+-- and counts their running rows.
+BEGIN;
+SELECT count(*) AS claimed FROM pgq.claim('fd', 2);
+SELECT group_key, held, running FROM pgq.fair_keys('fd') ORDER BY group_key;
+ROLLBACK;
+SELECT pgq.set_group_weight('fd', 'M', 2);
+SELECT pg_temp.take('fd', 1, 12) AS m_weighs_two;
+SELECT length(pg_temp.take('fd', 5, 20)) AS rest;
+SELECT k, count(*) AS jobs, count(DISTINCT id) AS once, bool_and(i = r) AS in_order
+  FROM (SELECT k, i, id, row_number() OVER (PARTITION BY k ORDER BY n) AS r
+          FROM served WHERE n > :before_fd) z
  GROUP BY k ORDER BY k;
 
 DROP EXTENSION pgq_cpp;

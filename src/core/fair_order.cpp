@@ -24,6 +24,9 @@ struct FairOrder::Header {
   uint64_t turns;       // a number for each activation, the ties' order
   int64_t interval;     // SetClock: microseconds between a key's starts (0: no limit)
   int64_t clock;        // SetClock: now, in microseconds
+  int32_t rows_filed;   // due rows in the keys' row FIFOs
+  int32_t row_keys;     // keys holding rows or named by the last scan (row_list())
+  uint64_t row_scan;    // BeginRows: the scan filing now
 };
 
 struct FairOrder::Key {
@@ -40,6 +43,12 @@ struct FairOrder::Key {
   int32_t next_parked;  // Take: the keys passed over, linked
   int64_t ready_at;     // its next start may be made from then on (rate limit)
   uint64_t served;      // claims since it took its slot
+  int32_t row_head;     // its FIFO of due rows (ids), -1 when empty
+  int32_t row_tail;
+  int32_t row_count;
+  int32_t row_index;  // holding rows or named: its place in the row list, else -1
+  uint64_t row_scan;  // the scan that filed its rows
+  int64_t last_row;   // the id of the row it took last (0: none)
   bool used;
   bool skipping;
   bool target;  // one of the sweep's keys, not yet full
@@ -47,7 +56,8 @@ struct FairOrder::Key {
 };
 
 struct FairOrder::Cell {
-  FairPlace place;
+  FairPlace place;  // an entry's place; a row's id
+  int64_t id;       // the job's id: a key's jobs go in id order
   int32_t next;
 };
 
@@ -61,7 +71,7 @@ std::size_t FairOrder::BytesFor(const FairSizes& sizes) {
   const std::size_t keys = static_cast<std::size_t>(sizes.keys);
   return AlignUp(sizeof(Header)) + AlignUp(sizeof(Key) * keys) +
          AlignUp(sizeof(Cell) * static_cast<std::size_t>(sizes.offers)) +
-         3 * AlignUp(sizeof(int32_t) * keys) + sizeof(uint64_t) * keys;
+         4 * AlignUp(sizeof(int32_t) * keys) + sizeof(uint64_t) * keys;
 }
 
 FairOrder::Header& FairOrder::header() { return *reinterpret_cast<Header*>(this); }
@@ -105,9 +115,13 @@ int32_t* FairOrder::skip_list() {
   return targets() +
          AlignUp(sizeof(int32_t) * static_cast<std::size_t>(header().sizes.keys)) / sizeof(int32_t);
 }
+int32_t* FairOrder::row_list() {
+  return skip_list() +
+         AlignUp(sizeof(int32_t) * static_cast<std::size_t>(header().sizes.keys)) / sizeof(int32_t);
+}
 uint64_t* FairOrder::scratch() {
   return reinterpret_cast<uint64_t*>(
-      skip_list() +
+      row_list() +
       AlignUp(sizeof(int32_t) * static_cast<std::size_t>(header().sizes.keys)) / sizeof(int32_t));
 }
 
@@ -140,7 +154,7 @@ FairOrder* FairOrder::Make(void* memory, const FairSizes& sizes) {
   for (int32_t i = 0; i < sizes.keys; ++i) new (&key[i]) Key{};
   Cell* cell = order->cells();
   for (int32_t i = 0; i < sizes.offers; ++i)
-    new (&cell[i]) Cell{0, i + 1 < sizes.offers ? i + 1 : -1};
+    new (&cell[i]) Cell{0, 0, i + 1 < sizes.offers ? i + 1 : -1};
   h.free_head = sizes.offers > 0 ? 0 : -1;
   h.free_count = sizes.offers;
   return order;
@@ -149,6 +163,7 @@ FairOrder* FairOrder::Make(void* memory, const FairSizes& sizes) {
 int32_t FairOrder::FiledCount() const { return header().filed; }
 
 int32_t FairOrder::Keys(KeyView* out, int32_t max) const {
+  const Header& h = header();
   const Key* slots = keys();
   const Cell* all = cells();
   int32_t n = 0;
@@ -158,16 +173,21 @@ int32_t FairOrder::Keys(KeyView* out, int32_t max) const {
     const bool has_offer = k.head >= 0;
     out[n++] = KeyView{k.hash,
                        k.weight,
-                       k.count,
+                       k.count + k.row_count,
                        k.skipping,
                        k.served,
                        has_offer ? all[k.head].place : k.mark,
-                       has_offer || k.skipping};
+                       has_offer || k.skipping,
+                       k.row_count > 0                              ? all[k.row_head].id
+                       : h.row_scan > 0 && k.row_scan == h.row_scan ? k.last_row
+                                                                    : 0};
   }
   return n;
 }
 int32_t FairOrder::SkippingKeys() const { return header().skipping; }
 int32_t FairOrder::KeysInUse() const { return header().keys_in_use; }
+int32_t FairOrder::RowsFiled() const { return header().rows_filed; }
+bool FairOrder::RowsNamed() const { return header().row_keys > 0; }
 
 bool FairOrder::SweepWanted() const {
   const Header& h = header();
@@ -204,7 +224,7 @@ int32_t FairOrder::SlotOf(uint64_t key, bool make) {
 // its bucket is not full).
 bool FairOrder::Idle(int32_t slot) const {
   const Key& k = keys()[slot];
-  return k.count == 0 && !k.skipping && k.heap_index < 0;
+  return k.count == 0 && k.row_count == 0 && !k.skipping && k.heap_index < 0;
 }
 
 // Whether the key may start a job now (its rate limit: one start every
@@ -215,8 +235,13 @@ bool FairOrder::Ready(int32_t slot) const {
   return h.interval <= 0 || keys()[slot].ready_at <= h.clock;
 }
 
-// Frees an idle key's slot unless its bucket still needs it.
+// Frees an idle key's slot unless its bucket still needs it, or the last
+// scan of the rows named it (its filed rows ran out, the table may hold
+// more: its F is kept until a scan finds none).
 void FairOrder::FreeIfDone(int32_t slot) {
+  const Header& h = header();
+  const Key& k = keys()[slot];
+  if (h.row_scan > 0 && k.row_scan == h.row_scan) return;
   if (Idle(slot) && Ready(slot)) FreeSlot(slot);
 }
 
@@ -240,6 +265,8 @@ int32_t FairOrder::ProbeSlot(uint64_t key, bool make) {
       slots[at].head = slots[at].tail = -1;
       slots[at].heap_index = -1;
       slots[at].skip_index = -1;
+      slots[at].row_head = slots[at].row_tail = -1;
+      slots[at].row_index = -1;
       slots[at].weight = 1;
       slots[at].ready_at = h.clock;
       ++h.keys_in_use;
@@ -257,6 +284,7 @@ void FairOrder::FreeSlot(int32_t slot) {
   Key* slots = keys();
   int32_t* order = heap();
   const int32_t n = h.sizes.keys;
+  if (slots[slot].row_index >= 0) RowUnlist(slot);
   slots[slot].used = false;
   --h.keys_in_use;
   int32_t hole = slot;
@@ -268,6 +296,7 @@ void FairOrder::FreeSlot(int32_t slot) {
     slots[hole] = slots[at];
     if (slots[hole].heap_index >= 0) order[slots[hole].heap_index] = hole;
     if (slots[hole].skipping) skip_list()[slots[hole].skip_index] = hole;
+    if (slots[hole].row_index >= 0) row_list()[slots[hole].row_index] = hole;
     slots[at].used = false;
     hole = at;
   }
@@ -373,7 +402,7 @@ bool FairOrder::HasRoom(int32_t slot) const {
 
 // Links a free cell (the caller saw one) holding `place` at the tail of the
 // key's FIFO.
-void FairOrder::Link(int32_t slot, uint32_t weight, FairPlace place) {
+void FairOrder::Link(int32_t slot, uint32_t weight, FairPlace place, int64_t id) {
   Header& h = header();
   Key& key = keys()[slot];
   key.weight = std::clamp<uint32_t>(weight, 1, kMaxFairWeight);
@@ -381,7 +410,7 @@ void FairOrder::Link(int32_t slot, uint32_t weight, FairPlace place) {
   const int32_t cell = h.free_head;
   h.free_head = all[cell].next;
   --h.free_count;
-  all[cell] = Cell{place, -1};
+  all[cell] = Cell{place, id, -1};
   if (key.tail >= 0) {
     all[key.tail].next = cell;
   } else {
@@ -393,7 +422,7 @@ void FairOrder::Link(int32_t slot, uint32_t weight, FairPlace place) {
   if (key.heap_index < 0) Activate(slot);
 }
 
-FairFiled FairOrder::File(uint64_t key, uint32_t weight, FairPlace place) {
+FairFiled FairOrder::File(uint64_t key, uint32_t weight, FairPlace place, int64_t id) {
   const int32_t slot = SlotOf(key, true);
   if (slot < 0) return FairFiled::kNoSlot;
   Key& k = keys()[slot];
@@ -407,11 +436,11 @@ FairFiled FairOrder::File(uint64_t key, uint32_t weight, FairPlace place) {
     if (k.count <= h.sizes.per_key / 2) h.low_skipping = true;
     return FairFiled::kSkipped;
   }
-  Link(slot, weight, place);
+  Link(slot, weight, place, id);
   return FairFiled::kFiled;
 }
 
-FairFiled FairOrder::FileLate(uint64_t key, uint32_t weight, FairPlace place) {
+FairFiled FairOrder::FileLate(uint64_t key, uint32_t weight, FairPlace place, int64_t id) {
   Header& h = header();
   const int32_t slot = SlotOf(key, true);
   if (slot < 0) return FairFiled::kNoSlot;
@@ -420,7 +449,7 @@ FairFiled FairOrder::FileLate(uint64_t key, uint32_t weight, FairPlace place) {
   // would file it twice); before the mark no sweep goes back to it.
   if (k.skipping && place >= k.mark) return FairFiled::kSkipped;
   if (h.free_count > 0) {
-    Link(slot, weight, place);
+    Link(slot, weight, place, id);
     return FairFiled::kFiled;
   }
   // No cell at all: a key made for it and left empty goes again.
@@ -470,24 +499,132 @@ FairOrder::Taken FairOrder::TakeFrom(int32_t chosen) {
   Header& h = header();
   Key& key = keys()[chosen];
   Cell* all = cells();
-  const int32_t cell = key.head;
-  const Taken taken{all[cell].place, key.hash};
-  key.head = all[cell].next;
-  if (key.head < 0) key.tail = -1;
-  --key.count;
-  --h.filed;
+  const bool row = RowFirst(key);
+  const int32_t cell = row ? key.row_head : key.head;
+  const Taken taken{all[cell].place, key.hash, row};
+  if (row) {
+    key.last_row = all[cell].id;
+    key.row_head = all[cell].next;
+    if (--key.row_count == 0) key.row_tail = -1;  // listed until a scan names it no more
+    --h.rows_filed;
+  } else {
+    key.head = all[cell].next;
+    if (key.head < 0) key.tail = -1;
+    --key.count;
+    --h.filed;
+  }
   ++key.served;
   all[cell].next = h.free_head;
   h.free_head = cell;
   ++h.free_count;
   key.finish = h.now + kFairQuantum / key.weight;
   if (key.skipping && key.count <= h.sizes.per_key / 2) h.low_skipping = true;
-  if (key.count > 0) {
+  if (key.count > 0 || key.row_count > 0) {
     HeapPush(chosen);
   } else {
     FreeIfDone(chosen);
   }
   return taken;
+}
+
+// Whether the key's next job is its first row: the lower id of the two
+// heads (a capped group's job let in from the table after its jobs still
+// on the ring goes after them; a retry of its first job, before).
+bool FairOrder::RowFirst(const Key& key) const {
+  if (key.row_count == 0) return false;
+  if (key.count == 0) return true;
+  const Cell* all = cells();
+  return all[key.row_head].id < all[key.head].id;
+}
+
+// The key's place in the row list goes (it holds no row).
+void FairOrder::RowUnlist(int32_t slot) {
+  Header& h = header();
+  Key* slots = keys();
+  int32_t* list = row_list();
+  Key& k = slots[slot];
+  const int32_t last = list[--h.row_keys];
+  list[k.row_index] = last;
+  slots[last].row_index = k.row_index;
+  k.row_index = -1;
+}
+
+// Drops the key's rows and its place in the row list (its slot, F and
+// place in the heap stay: the caller decides).
+void FairOrder::ClearRows(int32_t slot) {
+  Header& h = header();
+  Key& k = keys()[slot];
+  if (k.row_count > 0) {
+    Cell* all = cells();
+    all[k.row_tail].next = h.free_head;
+    h.free_head = k.row_head;
+    h.free_count += k.row_count;
+    h.rows_filed -= k.row_count;
+    k.row_head = k.row_tail = -1;
+    k.row_count = 0;
+  }
+  if (k.row_index >= 0) RowUnlist(slot);
+}
+
+void FairOrder::BeginRows() { ++header().row_scan; }
+
+FairFiled FairOrder::FileRow(uint64_t key, uint32_t weight, int64_t row) {
+  Header& h = header();
+  const int32_t slot = SlotOf(key, true);
+  if (slot < 0) return FairFiled::kNoSlot;
+  Key& k = keys()[slot];
+  // The first of this scan: what an earlier one filed goes (it may have
+  // been claimed since; the scan found what is due now).
+  if (k.row_scan != h.row_scan) ClearRows(slot);
+  const int32_t budget = std::max<int32_t>(1, (h.sizes.offers - h.sizes.reserve) / 4);
+  if (k.row_count >= h.sizes.per_key || h.rows_filed >= budget || h.free_count <= h.sizes.reserve) {
+    // (In the heap only while it holds something.)
+    if (k.count == 0 && k.row_count == 0 && k.heap_index >= 0) HeapRemove(slot);
+    FreeIfDone(slot);
+    return FairFiled::kSkipped;
+  }
+  k.row_scan = h.row_scan;  // named: its slot kept until a scan names it no more
+  k.weight = std::clamp<uint32_t>(weight, 1, kMaxFairWeight);
+  Cell* all = cells();
+  const int32_t cell = h.free_head;
+  h.free_head = all[cell].next;
+  --h.free_count;
+  all[cell] = Cell{static_cast<FairPlace>(row), row, -1};
+  if (k.row_tail >= 0) {
+    all[k.row_tail].next = cell;
+  } else {
+    k.row_head = cell;
+  }
+  if (k.row_index < 0) {
+    k.row_index = h.row_keys;
+    row_list()[h.row_keys++] = slot;
+  }
+  k.row_tail = cell;
+  ++k.row_count;
+  ++h.rows_filed;
+  if (k.heap_index < 0) Activate(slot);
+  return FairFiled::kFiled;
+}
+
+void FairOrder::EndRows() {
+  Header& h = header();
+  Key* slots = keys();
+  // The keys this scan did not file: their rows go (found again by their
+  // keys: a freed slot moves keys of its probe run).
+  uint64_t* stale = scratch();
+  int32_t stale_count = 0;
+  const int32_t* list = row_list();
+  for (int32_t r = 0; r < h.row_keys; ++r) {
+    const Key& k = slots[list[r]];
+    if (k.row_scan != h.row_scan) stale[stale_count++] = k.hash;
+  }
+  for (int32_t e = 0; e < stale_count; ++e) {
+    const int32_t slot = FindSlot(stale[e]);
+    if (slot < 0) continue;
+    ClearRows(slot);
+    if (slots[slot].count == 0 && slots[slot].heap_index >= 0) HeapRemove(slot);
+    FreeIfDone(slot);
+  }
 }
 
 void FairOrder::Reweigh(uint32_t (*weight_of)(void*, uint64_t), void* context) {
@@ -508,6 +645,7 @@ std::optional<FairOrder::Taken> FairOrder::Next() const {
   const Header& h = header();
   if (h.heap_size == 0) return std::nullopt;
   const Key& key = keys()[heap()[0]];
+  if (RowFirst(key)) return Taken{cells()[key.row_head].place, key.hash, true};
   return Taken{cells()[key.head].place, key.hash};
 }
 
@@ -532,7 +670,7 @@ FairFiled FairOrder::Remove(uint64_t key, FairPlace place) {
     --k.count;
     --h.filed;
     if (k.skipping && k.count <= h.sizes.per_key / 2) h.low_skipping = true;
-    if (k.count == 0) {
+    if (k.count == 0 && k.row_count == 0) {
       HeapRemove(slot);
       FreeIfDone(slot);
     }
@@ -596,7 +734,7 @@ std::optional<FairPlace> FairOrder::BeginSweep() {
   return slots[order[0]].mark;
 }
 
-FairFiled FairOrder::Sweep(uint64_t key, uint32_t weight, FairPlace place) {
+FairFiled FairOrder::Sweep(uint64_t key, uint32_t weight, FairPlace place, int64_t id) {
   Header& h = header();
   const int32_t slot = SlotOf(key, false);
   if (slot < 0) return FairFiled::kIgnored;  // not skipping: every entry of it was filed
@@ -615,7 +753,7 @@ FairFiled FairOrder::Sweep(uint64_t key, uint32_t weight, FairPlace place) {
     --h.active;
     return FairFiled::kSkipped;
   }
-  Link(slot, weight, place);
+  Link(slot, weight, place, id);
   k.mark = place + 1;
   return FairFiled::kFiled;
 }

@@ -89,18 +89,20 @@ class FairOrder {
   static FairOrder* Make(void* memory, const FairSizes& sizes);
 
   // The cursor's entry of key `key` (a hash of the group key) at `place`,
-  // with the key's weight now.
-  FairFiled File(uint64_t key, uint32_t weight, FairPlace place);
+  // with the key's weight now; `id`, its job's (a key's rows and entries
+  // are served in id order between them: FileRow).
+  FairFiled File(uint64_t key, uint32_t weight, FairPlace place, int64_t id = 0);
   // An entry the cursor passed while it was being written, once it is
   // committed: filed past the key's limit, from the reserve when nothing
   // else is free (kFiled); kSkipped when its key is skipping and it lies at
   // or past the mark (a sweep files it: drop it from the passed set);
   // kNoSlot when no slot or cell is left (keep it and try again).
-  FairFiled FileLate(uint64_t key, uint32_t weight, FairPlace place);
+  FairFiled FileLate(uint64_t key, uint32_t weight, FairPlace place, int64_t id = 0);
 
   struct Taken {
-    FairPlace place;
+    FairPlace place;  // an entry's place; a row's id when `row`
     uint64_t key;
+    bool row = false;  // a due row of pgq.job_rows (FileRow), not an entry
   };
   // The clock of the claims to come (microseconds) and the queue's
   // rate_limit_per_key (jobs a second; 0: none): a key starts a job at
@@ -127,7 +129,7 @@ class FairOrder {
   std::optional<FairPlace> BeginSweep();
   // The entry the sweep read at `place` (committed, not cancelled, not in
   // the passed set).
-  FairFiled Sweep(uint64_t key, uint32_t weight, FairPlace place);
+  FairFiled Sweep(uint64_t key, uint32_t weight, FairPlace place, int64_t id = 0);
   // The entry the sweep read at `place` is cancelled (noted by the lane):
   // true if a key of the sweep read past it (its mark moves on: the note
   // may go), false if no sweep key needs it yet (keep the note).
@@ -140,6 +142,28 @@ class FairOrder {
   // `at_cursor`, it went up to the cursor (a key that had room for all of
   // its entries stops skipping); else it stopped (SweepNext said so).
   void EndSweep(FairPlace reached, bool at_cursor);
+
+  // Due rows of the table beside the ring (retries, scheduled jobs, a
+  // capped group's jobs let in: pgq.job_rows), in the same turns as the
+  // entries. The lane's scan of the table, between BeginRows() and
+  // EndRows(), files each key's first due rows by id (FileRow); EndRows()
+  // drops the rows of every key the scan did not file again. A key keeps
+  // its slot and its F across scans, so a scan gives no key a turn it
+  // did not earn. A key with rows is active as one with offers is; Take()
+  // serves a key's rows and offers in id order between them (its offers
+  // are filed with their ids: a capped group's job let in from the table
+  // goes after its jobs still on the ring, a retry of its head before
+  // them). Rows take at most a
+  // quarter of the cells and a key's room (per_key) of them; kSkipped
+  // when there is no room (the next scan files it), kNoSlot when no slot.
+  void BeginRows();
+  FairFiled FileRow(uint64_t key, uint32_t weight, int64_t row);
+  void EndRows();
+  int32_t RowsFiled() const;
+  // Whether the last scan named a key (whose slot it keeps, with its F,
+  // while its filed rows ran out): a scan that finds no row due (BeginRows,
+  // EndRows) lets them go.
+  bool RowsNamed() const;
 
   // Every key's weight as `weight_of(context, key)` says now (its turns
   // from the next one on): after a change of the queue's weights.
@@ -166,11 +190,14 @@ class FairOrder {
   struct KeyView {
     uint64_t key;
     uint32_t weight;
-    int32_t filed;    // offers it holds
+    int32_t filed;    // offers it holds (rows among them)
     bool skipping;    // more of its entries wait on the ring
     uint64_t served;  // claims since it became active
     FairPlace at;     // its next offer's place, else its mark (has_place)
     bool has_place;
+    // Its next row's id (FileRow), else, while the last scan names it,
+    // the row it took last; 0: none.
+    int64_t row;
   };
   // Up to `max` of the keys in use (in slot order); how many.
   int32_t Keys(KeyView* out, int32_t max) const;
@@ -194,6 +221,9 @@ class FairOrder {
   const int32_t* heap() const;
   int32_t* skip_list();
   uint64_t* scratch();
+  int32_t* row_list();
+  void ClearRows(int32_t slot);
+  void RowUnlist(int32_t slot);
   void StartSkipping(int32_t slot);
   void StopSkipping(int32_t slot);
   int32_t* targets();
@@ -205,7 +235,8 @@ class FairOrder {
   void FreeIfDone(int32_t slot);
   void FreeSlot(int32_t slot);
   bool HasRoom(int32_t slot) const;
-  void Link(int32_t slot, uint32_t weight, FairPlace place);
+  void Link(int32_t slot, uint32_t weight, FairPlace place, int64_t id);
+  bool RowFirst(const Key& key) const;
   void Activate(int32_t slot);
   Taken TakeFrom(int32_t slot);
   bool Before(int32_t a, int32_t b);

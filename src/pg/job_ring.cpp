@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "core/fair_order.h"
+#include "core/validate.h"
 #include "pg/boundary.h"
 #include "pg/segments.h"
 #include "pg/settings.h"
@@ -99,9 +100,14 @@ struct Lane {
   int32 fair;
   int64 fair_skipped;
   uint64 fair_weights_stamp;  // the Place::weights_stamp its keys are weighed by
-  // Entries handed out since the due rows of pgq.job_rows of its priority
-  // last took a turn (RowTurns): a fair queue's rows take one turn a round.
+  // Turns taken since the last scan of the due rows of pgq.job_rows
+  // (FileRows): a scan is due each round of the keys.
   int64 fair_ring_claims;
+  // Where the next scan of due rows starts: after this group key (a scan
+  // cut short at its limit of keys; "" from the first).
+  char fair_rows_from[core::kMaxKeyBytes + 1];
+  // The fair order's RowsNamed(), for a look without the lock.
+  volatile bool fair_rows_named;
   // Leases of the queue's running jobs in the map: held, and closing (taken
   // out by a transaction that has not ended: a completion that may roll
   // back). A cap counts both, as a table job counts as running until its
@@ -963,6 +969,8 @@ bool AttachFair(Lane& lane, int index) {
   lane.fair_skipped = 0;
   lane.fair_weights_stamp = 0;
   lane.fair_ring_claims = 0;
+  lane.fair_rows_from[0] = '\0';
+  lane.fair_rows_named = false;
   return true;
 }
 
@@ -972,6 +980,8 @@ void DetachFair(Lane& lane) {
   lane.fair = -1;
   lane.fair_skipped = 0;
   lane.fair_ring_claims = 0;
+  lane.fair_rows_from[0] = '\0';
+  lane.fair_rows_named = false;
 }
 
 // The cursor enters the next segment (the claim lock held).
@@ -1312,7 +1322,7 @@ void Rebuild(Lane& lane, int index, const Place& place) {
     }
     if (job.order <= last_named && fair != nullptr && job.order > last_claimed[job.key]) {
       const core::FairFiled filed = fair->File(job.key, WeightOf(place, job.key),
-                                               FairPlaceOf(lap_of[job.segment], job.entry));
+                                               FairPlaceOf(lap_of[job.segment], job.entry), id);
       if (filed == core::FairFiled::kSkipped) ++lane.fair_skipped;
       if (filed != core::FairFiled::kNoSlot) continue;
     }
@@ -1943,10 +1953,16 @@ class FairLane {
     }
   }
 
-  // The next entry in fair order (its segment and place), taken (`take`)
-  // or only looked at; nullopt when none is left. Nothing found while keys
-  // skip: one sweep, the cursor, and a look again.
-  std::optional<std::pair<int, ItemPointerData>> Next(bool take) {
+  // The next turn in fair order: an entry (its segment and place) or a
+  // due row of pgq.job_rows (its id), taken (`take`) or only looked at;
+  // nullopt when none is left. Nothing found while keys skip: one sweep,
+  // the cursor, and a look again.
+  struct Turn {
+    int segment;
+    ItemPointerData tid;
+    int64 row;  // a row's id; 0: an entry
+  };
+  std::optional<Turn> Next(bool take) {
     std::optional<core::FairOrder::Taken> next = take ? order_.Take() : order_.Next();
     if (!next && !swept_ && order_.SkippingKeys() > 0) {
       swept_ = true;
@@ -1956,10 +1972,14 @@ class FairLane {
       next = take ? order_.Take() : order_.Next();
     }
     if (!next) return std::nullopt;
-    const FairAt at = FairAtOf(next->place);
     ItemPointerData tid;
+    if (next->row) {
+      ItemPointerSetInvalid(&tid);
+      return Turn{-1, tid, static_cast<int64>(next->place)};
+    }
+    const FairAt at = FairAtOf(next->place);
     ItemPointerSet(&tid, at.block, at.offset);
-    return std::make_pair(static_cast<int>(at.lap % segments_), tid);
+    return Turn{static_cast<int>(at.lap % segments_), tid, 0};
   }
 
  private:
@@ -1978,8 +1998,10 @@ class FairLane {
       }
       if (TransactionIdDidCommit(passed.xid)) {
         uint64 key = 0;
+        int64 id = 0;
         VisitRow(rels_[passed.segment], passed.tid, [&](HeapTupleData* tuple, Buffer) {
           key = FairKeyOf(tuple, RelationGetDescr(rels_[passed.segment]));
+          id = IdOf(tuple, RelationGetDescr(rels_[passed.segment]));
         });
         const core::FairPlace at =
             FairPlaceOf(LapBehind(lane_, passed.segment, segments_), passed.tid);
@@ -1992,7 +2014,7 @@ class FairLane {
             (void)Cancelled(lane_, entry, true);
           }
         } else {
-          const core::FairFiled filed = order_.FileLate(key, WeightOf(place_, key), at);
+          const core::FairFiled filed = order_.FileLate(key, WeightOf(place_, key), at, id);
           if (filed == core::FairFiled::kNoSlot) {
             ++i;
             continue;
@@ -2011,31 +2033,31 @@ class FairLane {
   void FileCursor() {
     // (Every segment is open. Nothing here allocates: it runs inside the
     // claim's Guard, whose error would skip a destructor.)
-    (void)WalkCursor(lane_, rels_, nullptr, segments_,
-                     [&](HeapTupleData* tuple, TupleDesc desc, int segment) {
-                       const uint64 key = FairKeyOf(tuple, desc);
-                       const Offer entry = EntryAt(segment, tuple->t_self);
-                       if (lane_.cancelled_count > 0 && Cancelled(lane_, entry, false)) {
-                         // Past a skipping key's mark a sweep meets it again.
-                         if (order_.Skipping(key)) {
-                           ++lane_.fair_skipped;
-                         } else {
-                           (void)Cancelled(lane_, entry, true);
-                         }
-                         return Step::kNext;
-                       }
-                       switch (order_.File(key, WeightOf(place_, key),
-                                           FairPlaceOf(lane_.cursor_lap, tuple->t_self))) {
-                         case core::FairFiled::kSkipped:
-                           ++lane_.fair_skipped;
-                           break;
-                         case core::FairFiled::kNoSlot:
-                           return Step::kStay;
-                         default:
-                           break;
-                       }
-                       return Step::kNext;
-                     });
+    (void)WalkCursor(
+        lane_, rels_, nullptr, segments_, [&](HeapTupleData* tuple, TupleDesc desc, int segment) {
+          const uint64 key = FairKeyOf(tuple, desc);
+          const Offer entry = EntryAt(segment, tuple->t_self);
+          if (lane_.cancelled_count > 0 && Cancelled(lane_, entry, false)) {
+            // Past a skipping key's mark a sweep meets it again.
+            if (order_.Skipping(key)) {
+              ++lane_.fair_skipped;
+            } else {
+              (void)Cancelled(lane_, entry, true);
+            }
+            return Step::kNext;
+          }
+          switch (order_.File(key, WeightOf(place_, key),
+                              FairPlaceOf(lane_.cursor_lap, tuple->t_self), IdOf(tuple, desc))) {
+            case core::FairFiled::kSkipped:
+              ++lane_.fair_skipped;
+              break;
+            case core::FairFiled::kNoSlot:
+              return Step::kStay;
+            default:
+              break;
+          }
+          return Step::kNext;
+        });
   }
 
   // A sweep (core/fair_order.h): reads behind the cursor from the skipping
@@ -2095,7 +2117,8 @@ class FairLane {
             (void)Cancelled(lane_, entry, true);
             --lane_.fair_skipped;
           }
-        } else if (order_.Sweep(key, WeightOf(place_, key), *place) == core::FairFiled::kFiled) {
+        } else if (order_.Sweep(key, WeightOf(place_, key), *place, IdOf(&tuple, desc)) ==
+                   core::FairFiled::kFiled) {
           --lane_.fair_skipped;
         }
       }
@@ -2118,7 +2141,7 @@ class FairLane {
 }  // namespace
 
 std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until,
-                           const Bound* before) {
+                           const Bound* before, std::vector<int64>* row_turns) {
   std::vector<Claimed> claimed;
   if (n <= 0) return claimed;
   // No lane to be had: the ring's entries wait for one (the caller claims
@@ -2248,9 +2271,15 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
         FairLane fair_lane(lane, *fair, rels, place);
         fair_lane.Prepare();
         while (taken.size() < wanted) {
-          const std::optional<std::pair<int, ItemPointerData>> next = fair_lane.Next(true);
+          const std::optional<FairLane::Turn> next = fair_lane.Next(true);
           if (!next) break;
-          (void)fetch(next->first, next->second, -1, nullptr);
+          ++lane.fair_ring_claims;
+          if (next->row == 0) {
+            (void)fetch(next->segment, next->tid, -1, nullptr);
+          } else if (row_turns != nullptr) {
+            row_turns->push_back(next->row);  // the caller claims it: one fewer entry wanted
+            --wanted;
+          }
         }
         // Its queue is fair no more: the order serves what it holds, then
         // goes (the cursor hands out in ring order from where it is).
@@ -2316,7 +2345,6 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
         undo->push_back(Undo{sub, UndoKind::kGiveBack, LeaseKey{MyDatabaseId, id}, lease, index,
                              Offer{t.tuple->t_self, t.attempt, static_cast<int16>(t.segment)}});
         pg_atomic_fetch_add_u32(&lane.reserved, 1);
-        ++lane.fair_ring_claims;
       }
       if (!taken.empty()) Keep(index);  // an abort gives them back to this lane
       LWLockRelease(lane.claim_lock);
@@ -2949,7 +2977,9 @@ int Peek(const Place& place, Bound* next, int max_keys) {
       if (!full()) {
         FairLane fair_lane(lane, *fair, rels, place);
         fair_lane.Prepare();
-        if (const auto first = fair_lane.Next(false)) look_at(first->first, first->second);
+        // (A due row of pgq.job_rows first: no entry to look at.)
+        const std::optional<FairLane::Turn> first = fair_lane.Next(false);
+        if (first && first->row == 0) look_at(first->segment, first->tid);
       }
       LWLockRelease(lane.claim_lock);
       for (Relation rel : rels) table_close(rel, NoLock);
@@ -3040,6 +3070,7 @@ std::vector<FairKeyStat> BusiestFairKeys(const Place& place, int max_keys) {
     const core::FairOrder::KeyView* view;
     char* group_key;  // palloc'd; nullptr: none
     TimestampTz run_at;
+    int64 row;  // a key with rows only: its next row (group key not read here)
   };
   std::vector<Found> found;
   found.reserve(static_cast<size_t>(max_keys));
@@ -3047,7 +3078,10 @@ std::vector<FairKeyStat> BusiestFairKeys(const Place& place, int max_keys) {
     for (int k = 0; k < segments; ++k) rels[k] = table_open(place.leaves[k], AccessShareLock);
     for (const core::FairOrder::KeyView& view : views) {
       if (static_cast<int>(found.size()) >= max_keys) break;
-      if (!view.has_place) continue;
+      if (!view.has_place) {
+        if (view.row != 0) found.push_back(Found{&view, nullptr, 0, view.row});
+        continue;
+      }
       const FairAt at = FairAtOf(view.at);
       // Only places the lane could still hold (a segment is reused once
       // its jobs are closed): else the key is left out.
@@ -3064,7 +3098,7 @@ std::vector<FairKeyStat> BusiestFairKeys(const Place& place, int max_keys) {
         const Datum key = GroupKeyOf(tuple, desc);
         bool is_null;
         found.push_back(Found{&view, key == 0 ? nullptr : TextDatumGetCString(key),
-                              DatumGetTimestampTz(heap_getattr(tuple, kRunAt, desc, &is_null))});
+                              DatumGetTimestampTz(heap_getattr(tuple, kRunAt, desc, &is_null)), 0});
       });
     }
     for (Relation rel : rels) table_close(rel, NoLock);
@@ -3094,29 +3128,75 @@ std::vector<FairKeyStat> BusiestFairKeys(const Place& place, int max_keys) {
     const Found& f = found[k];
     out.push_back(FairKeyStat{f.group_key == nullptr ? std::string() : std::string(f.group_key),
                               f.view->weight, f.view->filed, f.view->skipping, f.view->served,
-                              running[k], f.run_at});
+                              running[k], f.run_at, f.row});
   }
   return out;
 }
 
-int32 RowTurns(const Place& place, int32 want) {
-  if (shared == nullptr || want <= 0) return want;
+bool RowsWanted(const Place& place, bool due, std::string* from) {
+  if (shared == nullptr) return false;
   const CallPin pin{LaneOf(place, true, false)};
-  if (pin.index < 0) return want;
+  if (pin.index < 0) return false;
   Lane& lane = shared->lanes[pin.index];
-  return Guard([&] {
+  // Nothing due and no key named: nothing to do (a look without the lock,
+  // the common case of a fair queue whose jobs are all on its ring).
+  if (!due && !lane.fair_rows_named) return false;
+  char start[sizeof(lane.fair_rows_from)];  // copied under the lock (no allocation there)
+  start[0] = '\0';
+  const bool wanted = Guard([&] {
     LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
-    int32 turns = want;
-    const core::FairOrder* fair = FairOf(lane);
-    if (fair != nullptr && fair->FiledCount() > 0) {
-      // One turn for the rows per round of the keys the order serves: as
-      // if the rows were one key more.
-      const int64 round = std::max<int32>(fair->KeysInUse(), 1);
-      turns = static_cast<int32>(std::min<int64>(want, lane.fair_ring_claims / round));
-      lane.fair_ring_claims -= turns * round;
+    core::FairOrder* fair = FairOf(lane);
+    bool scan = false;
+    if (fair != nullptr && !due) {
+      // No row due: the keys the last scan named let go (their slots).
+      fair->BeginRows();
+      fair->EndRows();
+      lane.fair_rows_named = false;
+    } else if (fair != nullptr) {
+      scan = fair->RowsFiled() == 0 || lane.fair_ring_claims >= fair->KeysInUse();
+      if (scan) memcpy(start, lane.fair_rows_from, sizeof(start));
     }
     LWLockRelease(lane.claim_lock);
-    return turns;
+    return scan;
+  });
+  if (wanted) *from = start;
+  return wanted;
+}
+
+void FileRows(const Place& place, const std::vector<DueRow>& rows, std::string_view cut_at) {
+  if (shared == nullptr) return;
+  const CallPin pin{LaneOf(place, true, false)};
+  if (pin.index < 0) return;
+  Lane& lane = shared->lanes[pin.index];
+  // The keys hashed before the lock (detoasting may raise).
+  std::vector<uint64> keys;
+  keys.reserve(rows.size());
+  for (const DueRow& row : rows) {
+    if (row.group_key == 0) {
+      keys.push_back(0);
+      continue;
+    }
+    keys.push_back(Guard([&] {
+      text* value = DatumGetTextPP(row.group_key);
+      return FairKeyOfBytes(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
+    }));
+  }
+  Guard([&] {
+    LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
+    core::FairOrder* fair = FairOf(lane);
+    if (fair != nullptr) {
+      fair->BeginRows();
+      for (size_t i = 0; i < rows.size(); ++i) {
+        (void)fair->FileRow(keys[i], WeightOf(place, keys[i]), rows[i].id);
+      }
+      fair->EndRows();
+      lane.fair_rows_named = fair->RowsNamed();
+      lane.fair_ring_claims = 0;
+      const size_t length = std::min(cut_at.size(), sizeof(lane.fair_rows_from) - 1);
+      memcpy(lane.fair_rows_from, cut_at.data(), length);
+      lane.fair_rows_from[length] = '\0';
+    }
+    LWLockRelease(lane.claim_lock);
   });
 }
 

@@ -168,9 +168,12 @@ struct Bound {
 // lease entered (put back if the transaction rolls back); with `before`,
 // only entries that come before it (the claim stops at the first that does
 // not, and the next claim starts there). Never refused for the lease map:
-// those past the room for leases are spilled (Claimed::spilled).
+// those past the room for leases are spilled (Claimed::spilled). A fair
+// lane's turns of due rows (FileRows) count among the `n`: their ids go to
+// `rows`, in the order taken, for the caller to claim (one no longer due
+// or taken meanwhile loses its turn; the row stays for the next scan).
 std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until,
-                           const Bound* before = nullptr);
+                           const Bound* before, std::vector<int64>* rows);
 // The keys of the entries the next claims would hand out first, in that
 // order, up to `max_keys` (into `next`); how many. Takes nothing; moves
 // the claim cursor past the rows at it that are no entry, as a claim
@@ -350,12 +353,23 @@ struct Pending {
 };
 Pending CountPending(const Place& place, int64 limit);
 // A fair queue's due rows of pgq.job_rows of this ring's priority
-// (retries, scheduled jobs, a capped group's jobs let in): how many of
-// `want` may be claimed now, taken from the turns. They get one turn per
-// round of the keys the lane's fair order serves (as one key more), and
-// every turn when it holds nothing filed; not a plain lane's concern
-// (`want`). Rows of a higher priority than the ring's are not asked about.
-int32 RowTurns(const Place& place, int32 want);
+// (retries, scheduled jobs, a capped group's jobs let in) take their keys'
+// turns (ADR 0029 "Rows"): the caller scans the table for each key's first
+// due rows when RowsWanted says so (the order holds none, or a round of
+// its keys went by since the last scan: a key whose rows became due is
+// filed within a round) and files them (FileRows); a claim then hands
+// out their ids in fair order beside the entries (Claim's `rows`).
+// RowsWanted: false for a lane without a fair order, and when no row is
+// `due` (the table's index says so; the keys the last scan named let go).
+// `from`: the group key the scan starts after ("" from the first); a scan
+// cut short at its limit of keys says where it stopped (FileRows'
+// `cut_at`), and the next one goes on from there.
+bool RowsWanted(const Place& place, bool due, std::string* from);
+struct DueRow {
+  int64 id;
+  Datum group_key;  // text; 0: none
+};
+void FileRows(const Place& place, const std::vector<DueRow>& rows, std::string_view cut_at);
 // What a fair lane holds of its busiest keys (pgq.fair_keys, metrics()):
 // up to `max_keys` of the keys with ready jobs, the most served first.
 // Read from a copy of the fair order, each key's group key from its next
@@ -368,6 +382,10 @@ struct FairKeyStat {
   uint64 served;            // claims since it became active
   int32 running;            // its jobs running on the ring (leases held or closing)
   TimestampTz ready_since;  // its next job's run_at
+  // A key whose only ready jobs are due rows of pgq.job_rows (FileRows):
+  // its next row's id; group_key and ready_since are the caller's to read
+  // (store::ring::BusiestFairKeys).
+  int64 row = 0;
 };
 std::vector<FairKeyStat> BusiestFairKeys(const Place& place, int max_keys);
 

@@ -87,16 +87,30 @@ int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 
     return add(store::ring::Claim(spi_, queue.id, rings[i].ring_id, name_datums_[index], want - got,
                                   lease, now, before));
   };
+  // A fair ring's claim: its turns of due rows (ids) claimed after it. A
+  // turn whose row is gone or locked (a claim in flight when the table was
+  // scanned took it) is lost: the next turns are asked for, a few times.
+  auto claim_fair_ring = [&](size_t i) {
+    for (int tries = 0; tries < 4 && got < want; ++tries) {
+      std::vector<int64> rows;
+      add(store::ring::Claim(spi_, queue.id, rings[i].ring_id, name_datums_[index], want - got,
+                             lease, now, nullptr, &rows));
+      const int32 from_rows = add(
+          store::ClaimRowIds(spi_, queue.id, name_datums_[index], rows, lease, now, onto_rings));
+      if (static_cast<size_t>(from_rows) == rows.size()) break;  // every turn served
+    }
+  };
   if (!rings.empty() && rings.front().fair) {
     // A fair queue (ADR 0029): each ring hands out in fair order, which is
     // no claim order to merge by. The due rows of pgq.job_rows (retries,
     // scheduled jobs, a capped group's jobs let in) of a priority above a
-    // ring's go before its entries; those of its own priority take one
-    // turn a round of its keys, as one key more (RowTurns): a capped
-    // tenant whose every job comes from the table is not served at each of
-    // its completions ahead of the others. (A row is looked for only when
-    // the index says one is due: the claim hint may say "pending" for rows
-    // due later.)
+    // ring's go before its entries; those of its own priority take their
+    // keys' turns in the ring's fair order (FileDueRows): a capped tenant
+    // whose every job comes from the table is served in its turn, as any
+    // key. (The table is scanned only when the index says a row is due:
+    // the claim hint may say "pending" for rows due later.) What the order
+    // cannot give (rows due since its last scan, turns whose row was taken
+    // meanwhile) is looked for last, in claim order.
     bool pending = false, plain = false;
     const std::optional<core::ClaimKey> table =
         store::PeekReady(queue.id, slot, now, &pending, &plain);
@@ -106,15 +120,12 @@ int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 
         add(store::ClaimBefore(spi_, queue.id, name_datums_[index], want - got, lease, now, slot,
                                &above, plain ? onto_rings : nullptr));
       }
-      if (table && table->priority >= rings[i].priority && got < want) {
-        const int32 turns = store::ring::RowTurns(spi_, queue.id, rings[i].ring_id, want - got);
-        if (turns > 0) {
-          const core::ClaimKey through{rings[i].priority, DT_NOEND, PG_INT64_MAX};
-          add(store::ClaimBefore(spi_, queue.id, name_datums_[index], turns, lease, now, slot,
-                                 &through, plain ? onto_rings : nullptr));
-        }
+      if (got < want) {
+        store::ring::FileDueRows(spi_, queue.id, rings[i].ring_id, rings[i].priority,
+                                 std::max(now, pg::Now()),
+                                 table && table->priority >= rings[i].priority);
       }
-      if (got < want) claim_ring(i, nullptr);
+      if (got < want) claim_fair_ring(i);
     }
     // The rest of them, unbounded (one that finds none says so to the hint).
     if (got < want && (table || pending)) {

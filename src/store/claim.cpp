@@ -69,20 +69,24 @@ SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priorit
 // row to a hold: an insert and a delete more per job, grouped
 // claim+complete measured 0.89x; bench/RESULTS.md). Both return the
 // columns TakeOnto reads, `moved` telling them apart, in claim order.
-std::string ClaimOntoRingSql() {
+// `chosen`: which rows, in which order (by default those between the
+// hint and the bound, ClaimSql's).
+std::string ClaimOntoRingSql(std::string_view chosen = R"sql(
+   WHERE p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4
+     AND (- p.priority, p.run_at, p.id) >= ($6, $7, $8)
+     AND (- p.priority, p.run_at, p.id) < ($10, $11, $12)
+   ORDER BY - p.priority, p.run_at, p.id)sql") {
   // Decided as the rows are chosen (one evaluation, and a side with no
   // row reads nothing: its array is empty).
-  return R"sql(
+  std::string sql = R"sql(
 WITH picked AS MATERIALIZED (
   SELECT p.id,
          p.progress IS NULL AND p.group_key IS NULL AND p.priority = ANY ($13)
          AND p.id NOT IN (SELECT r.last_job_id FROM pgq.recurring r
                            WHERE r.queue_id = $1 AND r.last_job_id IS NOT NULL) AS moves
-    FROM pgq.job_rows p
-   WHERE p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4
-     AND (- p.priority, p.run_at, p.id) >= ($6, $7, $8)
-     AND (- p.priority, p.run_at, p.id) < ($10, $11, $12)
-   ORDER BY - p.priority, p.run_at, p.id
+    FROM pgq.job_rows p)sql";
+  sql += chosen;
+  sql += R"sql(
    LIMIT $2 FOR UPDATE OF p SKIP LOCKED),
 moved AS (
   DELETE FROM pgq.job_rows j WHERE j.id = ANY (ARRAY(SELECT id FROM picked WHERE moves))
@@ -101,12 +105,25 @@ SELECT id, $5 AS queue, payload, attempt, max_attempts, lease_until, enqueued_at
        moved, group_key, dedupe_key, dedupe_for, last_error, has_dependents
   FROM (SELECT * FROM moved UNION ALL SELECT * FROM kept) c
  ORDER BY priority DESC, run_at, id)sql";
+  return sql;
 }
 
 pg::Statement& claim_jobs_onto_ring() {
   static BuiltStatement statement{
       ClaimOntoRingSql(),
       {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INT8OID,
+       INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT4ARRAYOID}};
+  return statement.get();
+}
+
+// The rows of the ids $6 still due, as a fair ring's order handed them
+// out (ClaimRowIds; $7, $8, $10..$12 unused).
+pg::Statement& claim_row_ids() {
+  static BuiltStatement statement{
+      ClaimOntoRingSql(R"sql(
+   WHERE p.id = ANY ($6) AND p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4
+   ORDER BY p.id)sql"),
+      {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT8ARRAYOID, INT4OID, INT8OID,
        INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT4ARRAYOID}};
   return statement.get();
 }
@@ -325,6 +342,35 @@ pg::Result ClaimBefore(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n,
                        TimestampTz now, pg::QueueSlot* slot, const core::ClaimKey* before,
                        const std::vector<int32>* onto) {
   return ClaimReady(spi, queue_id, name, n, lease, now, slot, before, onto);
+}
+
+pg::Result ClaimRowIds(pg::SpiSession& spi, int32 queue_id, Datum name,
+                       const std::vector<int64>& ids, Datum lease, TimestampTz now,
+                       const std::vector<int32>* onto) {
+  if (ids.empty()) return pg::Result();
+  now = std::max(now, pg::Now());  // as ClaimReady: due by the clock read last
+  const std::vector<int32> none;
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id))
+      .Set(1, Int32GetDatum(static_cast<int32>(ids.size())))
+      .Set(2, lease)
+      .Set(3, TimestampTzGetDatum(now))
+      .Set(4, name)
+      .Set(5, internal::Int8Array(ids))
+      .Set(6, Int32GetDatum(0))
+      .Set(7, Int64GetDatum(0))
+      .Set(8, Int32GetDatum(MyProcPid))
+      .Set(9, Int32GetDatum(0))
+      .Set(10, TimestampTzGetDatum(now))
+      .Set(11, Int64GetDatum(0))
+      .Set(12, internal::Int4Array(onto != nullptr ? *onto : none));
+  pg::Result jobs = spi.Execute(claim_row_ids(), params);
+  ring::TakeOnto(spi, queue_id, jobs, now);
+  pg::ledger::NoteCount(queue_id, pg::kClaims, jobs.size());
+  // Others skip the rows this claim locked; if it rolls back they are
+  // pending again, maybe behind the hint.
+  if (jobs.size() > 0) pg::ledger::NoteLocked(queue_id);
+  return jobs;
 }
 
 int64 CountRunning(int32 queue_id, int64 at_most) {

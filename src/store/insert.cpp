@@ -436,6 +436,16 @@ Datum Int8Array(const std::vector<int64>& values) {
   }));
 }
 
+Datum TextArray(const std::vector<std::string>& values) {
+  auto datums = pg::MakeSmallVector<Datum, 16>(CurrentMemoryContext);
+  datums.reserve(values.size());
+  for (const std::string& value : values) datums.push_back(pg::TextDatum(value));
+  return PointerGetDatum(pg::Guard([&] {
+    return construct_array(datums.data(), static_cast<int>(datums.size()), TEXTOID, -1, false,
+                           TYPALIGN_INT);
+  }));
+}
+
 Datum Int4Array(const std::vector<int32>& values) {
   auto datums = pg::MakeSmallVector<Datum, 16>(CurrentMemoryContext);
   datums.reserve(values.size());

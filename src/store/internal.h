@@ -181,6 +181,7 @@ void MoveKeptDead(pg::SpiSession& spi, TimestampTz now, int32 max);
 // An int8[] of `values`, in the current memory context.
 Datum Int8Array(const std::vector<int64>& values);
 Datum Int4Array(const std::vector<int32>& values);
+Datum TextArray(const std::vector<std::string>& values);
 
 // Where completions go (history.cpp). `variant`: 1 no queue keeps
 // completed jobs; 2 some do: `keeping`, an int4[] of their

@@ -184,6 +184,12 @@ std::optional<core::ClaimKey> PeekReady(int32 queue_id, pg::QueueSlot* slot, Tim
 pg::Result ClaimBefore(pg::SpiSession& spi, int32 queue_id, Datum name, int32 n, Datum lease,
                        TimestampTz now, pg::QueueSlot* slot, const core::ClaimKey* before,
                        const std::vector<int32>* onto = nullptr);
+// A fair ring's turns of due rows (store/ring_jobs.h FileDueRows): the
+// rows of `ids` still due, claimed (in claim order's columns, as
+// ClaimBefore's); one taken or changed meanwhile is left out.
+pg::Result ClaimRowIds(pg::SpiSession& spi, int32 queue_id, Datum name,
+                       const std::vector<int64>& ids, Datum lease, TimestampTz now,
+                       const std::vector<int32>* onto);
 // The queue's running jobs of pgq.job_rows as a cap counts them (pg/dirty_count.h:
 // claims and completions not yet committed included), up to `at_most`.
 int64 CountRunning(int32 queue_id, int64 at_most);

@@ -318,6 +318,27 @@ bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
   return true;
 }
 
+namespace {
+
+// The group keys and run_at of the rows $2 (a fair key's next row, for a
+// key with rows only) of queue $1.
+pg::Statement keys_of_rows = {
+    "SELECT id, group_key, run_at FROM pgq.job_rows WHERE id = ANY ($2) AND queue_id = $1",
+    2,
+    {INT4OID, INT8ARRAYOID},
+    nullptr};
+// The running rows of each group key of $2 (a capped group's jobs let in
+// from the table run as rows): an index probe each.
+pg::Statement running_rows_of_keys = {R"sql(
+SELECT k.key, (SELECT count(*) FROM pgq.job_rows x
+                WHERE x.queue_id = $1 AND x.group_key = k.key AND x.state = 'r') AS running
+  FROM pg_catalog.unnest($2::text[]) k(key))sql",
+                                      2,
+                                      {INT4OID, TEXTARRAYOID},
+                                      nullptr};
+
+}  // namespace
+
 std::vector<pg::job_ring::FairKeyStat> BusiestFairKeys(pg::SpiSession& spi, int32 queue_id,
                                                        int max_keys) {
   std::vector<pg::job_ring::FairKeyStat> keys;
@@ -333,7 +354,53 @@ std::vector<pg::job_ring::FairKeyStat> BusiestFairKeys(pg::SpiSession& spi, int3
   std::stable_sort(keys.begin(), keys.end(),
                    [](const auto& a, const auto& b) { return a.served > b.served; });
   if (static_cast<int>(keys.size()) > max_keys) keys.resize(static_cast<size_t>(max_keys));
-  return keys;
+  if (keys.empty()) return keys;
+  // What the lanes cannot read: the group keys of the keys with rows only
+  // (one whose row is gone meanwhile is left out), and every key's running
+  // rows.
+  std::vector<int64> rows;
+  for (const pg::job_ring::FairKeyStat& key : keys) {
+    if (key.row != 0) rows.push_back(key.row);
+  }
+  std::unordered_map<int64, std::pair<std::string, TimestampTz>> of_row;
+  if (!rows.empty()) {
+    pg::Params params;
+    params.Set(0, Int32GetDatum(queue_id)).Set(1, internal::Int8Array(rows));
+    pg::Result found = spi.Execute(keys_of_rows, params);
+    for (uint64 r = 0; r < found.size(); ++r) {
+      bool is_null = false;
+      const int64 id = DatumGetInt64(found.Value(r, "id", &is_null));
+      const TimestampTz at = DatumGetTimestampTz(found.Value(r, "run_at", &is_null));
+      of_row[id] = {found.Text(r, "group_key"), at};
+    }
+  }
+  std::vector<pg::job_ring::FairKeyStat> out;
+  std::vector<std::string> named;
+  for (pg::job_ring::FairKeyStat& key : keys) {
+    if (key.row != 0) {
+      const auto it = of_row.find(key.row);
+      if (it == of_row.end()) continue;
+      key.group_key = it->second.first;
+      key.ready_since = it->second.second;
+    }
+    if (!key.group_key.empty()) named.push_back(key.group_key);
+    out.push_back(std::move(key));
+  }
+  if (!named.empty()) {
+    pg::Params params;
+    params.Set(0, Int32GetDatum(queue_id)).Set(1, internal::TextArray(named));
+    pg::Result found = spi.Execute(running_rows_of_keys, params);
+    std::unordered_map<std::string, int64> running;
+    for (uint64 r = 0; r < found.size(); ++r) {
+      bool is_null = false;
+      running[found.Text(r, "key")] = DatumGetInt64(found.Value(r, "running", &is_null));
+    }
+    for (pg::job_ring::FairKeyStat& key : out) {
+      const auto it = running.find(key.group_key);
+      if (it != running.end()) key.running += static_cast<int32>(it->second);
+    }
+  }
+  return out;
 }
 
 pg::job_ring::Pending CountPending(pg::SpiSession& spi, int32 queue_id, int64 limit) {
@@ -503,15 +570,89 @@ void TakeOnto(pg::SpiSession& spi, int32 queue_id, const pg::Result& jobs, Times
   }
 }
 
-int32 RowTurns(pg::SpiSession& spi, int32 queue_id, int32 ring_id, int32 want) {
-  const Known* rings = want > 0 && pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;
+namespace {
+
+// A fair queue's due rows of one priority, a few per key ($6), for its
+// ring's fair order: the group keys with pending or running rows one
+// after another from the one after $4 (an index probe each, up to $5 of
+// them), each key's first due rows in enqueue (id) order (a capped group
+// holds few pending ones); then the first due rows without a group key
+// among the first 4,096 due rows of the priority (past them, such a row
+// waits for the order to run dry: the claim's last, unbounded look).
+// The first row (key_no -1, no id) names the last key of a scan cut short
+// at $5 keys: the next one goes on after it. $1 queue id, $2 now, $3
+// priority.
+pg::Statement due_rows_by_key = {R"sql(
+WITH RECURSIVE keys(k) AS (
+  SELECT (SELECT min(g.group_key) FROM pgq.job_rows g
+           WHERE g.queue_id = $1 AND g.group_key > $4 AND g.state IN ('p', 'r'))
+  UNION ALL
+  SELECT (SELECT min(g.group_key) FROM pgq.job_rows g
+           WHERE g.queue_id = $1 AND g.group_key > keys.k AND g.state IN ('p', 'r'))
+    FROM keys WHERE keys.k IS NOT NULL),
+named AS MATERIALIZED (
+  SELECT k, row_number() OVER () AS key_no FROM keys WHERE k IS NOT NULL LIMIT $5)
+SELECT -1 AS key_no, (SELECT k FROM named WHERE key_no = $5) AS group_key, NULL::int8 AS id
+UNION ALL
+SELECT n.key_no, r.group_key, r.id
+  FROM named n CROSS JOIN LATERAL (
+    SELECT p.group_key, p.id FROM pgq.job_rows p
+     WHERE p.queue_id = $1 AND p.group_key = n.k AND p.state = 'p' AND p.run_at <= $2
+       AND p.priority = $3
+     ORDER BY p.id LIMIT $6) r
+UNION ALL
+(SELECT 0, NULL, u.id
+   FROM (SELECT d.id, d.group_key FROM pgq.job_rows d
+          WHERE d.queue_id = $1 AND d.state = 'p' AND d.run_at <= $2
+            AND (- d.priority) = (- $3)
+          ORDER BY - d.priority, d.run_at, d.id LIMIT 4096) u
+  WHERE u.group_key IS NULL
+  LIMIT $6))sql",
+                                 6,
+                                 {INT4OID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, INT4OID},
+                                 nullptr};
+
+// Keys a scan files at once, and rows of each: the fair order keeps at
+// most a quarter of its cells for rows (core/fair_order.h FileRow).
+constexpr int32 kDueRowsPerKey = 2;
+
+}  // namespace
+
+void FileDueRows(pg::SpiSession& spi, int32 queue_id, int32 ring_id, int32 priority,
+                 TimestampTz now, bool due) {
+  const Known* rings = pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;
   const KnownRing* ring = rings == nullptr ? nullptr : rings->WithId(ring_id);
-  if (ring == nullptr) return want;
-  return pg::job_ring::RowTurns(ring->place, want);
+  std::string from;
+  if (ring == nullptr || !pg::job_ring::RowsWanted(ring->place, due, &from)) return;
+  const pg::job_ring::Place place = ring->place;  // the scan may read the catalog again
+  const int32 key_limit = std::max(1, pg::FairOffers() / (8 * kDueRowsPerKey));
+  pg::Params params;
+  params.Set(0, Int32GetDatum(queue_id))
+      .Set(1, TimestampTzGetDatum(now))
+      .Set(2, Int32GetDatum(priority))
+      .Set(3, pg::TextDatum(from))
+      .Set(4, Int32GetDatum(key_limit))
+      .Set(5, Int32GetDatum(kDueRowsPerKey));
+  pg::Result found = spi.Execute(due_rows_by_key, params);
+  std::vector<pg::job_ring::DueRow> rows;
+  rows.reserve(found.size());
+  std::string cut_at;  // "": the next scan from the first key
+  for (uint64 r = 0; r < found.size(); ++r) {
+    bool no_id = false, no_key = false;
+    const Datum id = found.Value(r, "id", &no_id);
+    const Datum key = found.Value(r, "group_key", &no_key);
+    if (no_id) {
+      cut_at = found.Text(r, "group_key");  // the cut's row ("" when not cut)
+      continue;
+    }
+    rows.push_back(pg::job_ring::DueRow{DatumGetInt64(id), no_key ? Datum{0} : key});
+  }
+  pg::job_ring::FileRows(place, rows, cut_at);
 }
 
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
-                 Datum lease, TimestampTz now, const pg::job_ring::Bound* before) {
+                 Datum lease, TimestampTz now, const pg::job_ring::Bound* before,
+                 std::vector<int64>* rows) {
   // Without shared memory (the server started without preloading us) a
   // ring's jobs wait for a server that has it; pgq.job_rows' are still claimed.
   const Known* rings = n > 0 && pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;
@@ -523,7 +664,7 @@ pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name,
         DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), lease));
   });
   const std::vector<pg::job_ring::Claimed> claimed =
-      pg::job_ring::Claim(ring.place, n, now, until, before);
+      pg::job_ring::Claim(ring.place, n, now, until, before, rows);
   if (claimed.empty()) return pg::Result();
   Spill(spi, ring.place, claimed, until, now);
   pg::ledger::NoteCount(queue_id, pg::kClaims, claimed.size());

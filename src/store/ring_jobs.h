@@ -122,17 +122,25 @@ std::vector<pg::job_ring::FairKeyStat> BusiestFairKeys(pg::SpiSession& spi, int3
 // back as a running row, with the same lease.
 void TakeOnto(pg::SpiSession& spi, int32 queue_id, const pg::Result& jobs, TimestampTz now);
 
-// A fair queue's due rows of this ring's priority: how many of `want` may
-// be claimed now (pg/job_ring.h RowTurns: one turn a round of its keys);
-// `want` for a ring without a fair order.
-int32 RowTurns(pg::SpiSession& spi, int32 queue_id, int32 ring_id, int32 want);
+// A fair queue's due rows of the ring's priority in its keys' turns
+// (pg/job_ring.h RowsWanted, FileRows): when a scan is due, each key's
+// first due rows (store::DueRowsByKey) filed in the ring's fair order; a
+// claim of the ring then hands out their ids beside its entries (Claim's
+// `rows`, claimed by store::ClaimRowIds). Nothing for a ring without a
+// fair order.
+// `due`: the table's index says a row of the ring's priority (or above)
+// is due; false lets the keys the last scan named go.
+void FileDueRows(pg::SpiSession& spi, int32 queue_id, int32 ring_id, int32 priority,
+                 TimestampTz now, bool due);
 
 // Up to `n` jobs of the queue's ring `ring_id`, leased until now +
 // `lease`: rows as store::Claim's (pgq.claimed_job's columns, then run_at).
 // With `before`, only the entries before it in claim order (the ring's
 // jobs all have its priority: by run_at, then id).
+// A fair ring's turns of due rows go to `rows` (ids, for store::ClaimRowIds).
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
-                 Datum lease, TimestampTz now, const pg::job_ring::Bound* before = nullptr);
+                 Datum lease, TimestampTz now, const pg::job_ring::Bound* before = nullptr,
+                 std::vector<int64>* rows = nullptr);
 // The keys of the entries the next claims would hand out first, up to
 // `max_keys`, in claim order; how many (pg/job_ring.h Peek): of the ring
 // `ring_id`, or of every ring of the queue.

@@ -77,6 +77,79 @@ class FairnessTest(PgqTestCase):
             late = sum(1 for x, y in zip(order, order[1:]) if y < x)
             self.assertLessEqual(late, len(order) // 10, f"{key} out of its order")
 
+    def test_capped_tenants_whose_backlogs_wait_in_the_table_take_turns(self):
+        # group_concurrency 2: beyond two jobs a tenant's backlog waits in
+        # pgq.job_rows and is let in one job at each completion, so after
+        # the first rounds A's and B's ready jobs are all rows of the table,
+        # C's few on the ring. Four workers: the three in turn (before the
+        # rows took their keys' turns, A's older rows came first and B
+        # waited for A's whole backlog), every job once, each tenant's in
+        # its order.
+        a = self.admin
+        a.execute("SELECT pgq.create_queue('capped', lease => '1 hour', group_concurrency => 2,"
+                  " fairness => 'group')")
+        a.execute("CREATE SEQUENCE capped_order")
+        a.execute("CREATE TABLE capped_seen (n bigint PRIMARY KEY, id bigint NOT NULL,"
+                  " k text NOT NULL, i int NOT NULL)")
+        sizes = {"A": 300, "B": 300, "C": 12}
+        for key, size in sizes.items():
+            a.execute("SELECT count(*) FROM pgq.enqueue_many('capped',"
+                      " (SELECT array_agg(jsonb_build_object('k', %s::text, 'i', i) ORDER BY i)"
+                      "    FROM generate_series(1, %s) i), group_keys => ARRAY[%s])",
+                      (key, size, key))
+        start = threading.Barrier(WORKERS)
+
+        def work():
+            conn = self.connect(autocommit=False)
+            start.wait()
+            while not self.stop.is_set():
+                row = conn.execute(
+                    "SELECT nextval('capped_order'), c.id, c.attempt, c.payload->>'k',"
+                    "       (c.payload->>'i')::int FROM pgq.claim('capped', 1) c").fetchone()
+                if row is None:
+                    conn.commit()
+                    # A tenant's next job comes at a completion: another
+                    # worker's may still be in flight.
+                    left = conn.execute("SELECT count(*) FROM pgq.jobs j JOIN pgq.queues q"
+                                        " USING (queue_id) WHERE q.name = 'capped'").fetchone()[0]
+                    conn.commit()
+                    if left == 0:
+                        return
+                    time.sleep(0.002)
+                    continue
+                n, job, attempt, key, i = row
+                conn.execute("INSERT INTO capped_seen VALUES (%s, %s, %s, %s)", (n, job, key, i))
+                conn.execute("SELECT pgq.complete(%s, %s)", (job, attempt))
+                conn.commit()
+
+        tasks = [self.spawn(work, name=f"worker-{w}") for w in range(WORKERS)]
+        for task in tasks:
+            task.value(timeout=120)
+        rows = a.execute("SELECT k, i, id FROM capped_seen ORDER BY n").fetchall()
+        self.assertEqual(len(rows), sum(sizes.values()))
+        self.assertEqual(len({r[2] for r in rows}), len(rows))
+        keys = [r[0] for r in rows]
+        # While all three have jobs: every window of 30 claims holds about
+        # 10 of each (within the claims in flight).
+        last_c = max(n for n, key in enumerate(keys) if key == "C")
+        self.assertLess(last_c, 3 * 12 + 2 * SLACK, "C's jobs in the first rounds: " + "".join(keys[:60]))
+        for frm in range(0, last_c - 30, 3):
+            window = keys[frm:frm + 30]
+            for key in "ABC":
+                self.assertLessEqual(abs(window.count(key) - 10), 1 + SLACK, "".join(window))
+        # Then A and B alternate: in every window of 40 claims after C's,
+        # 20 of each, within the claims in flight.
+        for frm in range(last_c + 1, 500, 20):
+            window = keys[frm:frm + 40]
+            self.assertLessEqual(abs(window.count("A") - 20), 2 + SLACK, "".join(window))
+        # Each tenant's jobs in their order (a capped group starts them in
+        # order; only the records of claims in flight may cross).
+        for key, size in sizes.items():
+            order = [r[1] for r in rows if r[0] == key]
+            self.assertEqual(sorted(order), list(range(1, size + 1)))
+            late = sum(1 for x, y in zip(order, order[1:]) if y < x)
+            self.assertLessEqual(late, len(order) // 10, f"{key} out of its order")
+
     def test_a_rate_limit_per_key_holds_across_eight_workers(self):
         # 5 starts a second per key, three keys with plenty of jobs, eight
         # workers claiming as fast as they can for 12 s: in any 10 s window

@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace pgq::core {
@@ -477,6 +478,293 @@ TEST(FairOrder, ARateLimitPerKeyHoldsInEveryWindowAndAcrossEmptyingKeys) {
     }
     for (const auto& [at, k] : starts) total += k == key;
     EXPECT_GE(total, 40);
+  }
+}
+
+// Due rows of the table (FileRow) beside the ring's entries, as the lane
+// and the claim use them: a "table" of rows by id and key; a scan files
+// each key's first `per_scan` due rows (in id order) whenever the order
+// holds none or a round of its keys went by; a row turn claims the row if
+// it is still due (another claimer may have taken it: the turn is lost).
+class RowLane {
+ public:
+  explicit RowLane(FairSizes sizes, int per_scan = 2)
+      : memory_(FairOrder::BytesFor(sizes) / 8 + 1), per_scan_(per_scan) {
+    order_ = FairOrder::Make(memory_.data(), sizes);
+  }
+
+  // An entry on the ring (filed at once: a roomy order never skips here).
+  void Entry(uint64_t key, int64_t id) {
+    entries_[next_place_] = id;
+    keys_[next_place_] = key;
+    ASSERT_EQ(order_->File(key, weight(key), next_place_++, id), FairFiled::kFiled);
+  }
+  void Row(uint64_t key, int64_t id) {
+    table_[id] = key;
+    table_ids_.insert(id);
+  }
+  void Weigh(uint64_t key, uint32_t weight) { weights_[key] = weight; }
+
+  void Scan() {
+    ++scans_;
+    order_->BeginRows();
+    std::map<uint64_t, int> per_key;
+    for (const auto& [id, key] : table_) {
+      if (per_key[key]++ < per_scan_) (void)order_->FileRow(key, weight(key), id);
+    }
+    order_->EndRows();
+    since_scan_ = 0;
+  }
+
+  // One claim: a scan when due, then the next turn. Returns the key served
+  // (nullopt: nothing left), and records the job's id.
+  std::optional<uint64_t> Claim() {
+    // (No due row: a scan that finds none lets the keys it named go, as
+    // the lane's claim does when the table's index says none is due.)
+    if (table_.empty() ? order_->RowsNamed()
+                       : order_->RowsFiled() == 0 || since_scan_ >= order_->KeysInUse()) {
+      Scan();
+    }
+    for (;;) {
+      const std::optional<FairOrder::Taken> taken = order_->Take();
+      if (!taken) return std::nullopt;
+      ++since_scan_;
+      if (!taken->row) {
+        served_.push_back({taken->key, entries_.at(taken->place)});
+        return taken->key;
+      }
+      const auto it = table_.find(static_cast<int64_t>(taken->place));
+      if (it == table_.end()) continue;  // taken meanwhile: the turn is lost
+      EXPECT_EQ(it->second, taken->key);
+      served_.push_back({taken->key, it->first});
+      table_.erase(it);
+      return taken->key;
+    }
+  }
+  // The key's entries filed and not served.
+  int Filed(uint64_t key) const {
+    int n = 0;
+    for (const auto& [place, id] : entries_) n += keys_.at(place) == key;
+    for (const auto& [k, id] : served_) n -= k == key && table_ids_.count(id) == 0;
+    return n;
+  }
+  // Another claimer takes the row (the order still holds its id); false
+  // if it was taken already.
+  bool TakeElsewhere(int64_t id) { return table_.erase(id) > 0; }
+
+  FairOrder& order() { return *order_; }
+  const std::vector<std::pair<uint64_t, int64_t>>& served() const { return served_; }
+  int scans() const { return scans_; }
+  size_t rows_left() const { return table_.size(); }
+
+ private:
+  uint32_t weight(uint64_t key) const {
+    const auto it = weights_.find(key);
+    return it == weights_.end() ? 1 : it->second;
+  }
+  std::vector<uint64_t> memory_;
+  FairOrder* order_;
+  int per_scan_;
+  FairPlace next_place_ = 0;
+  std::map<FairPlace, int64_t> entries_;  // the ring's: place -> job id
+  std::map<FairPlace, uint64_t> keys_;    // the ring's: place -> key
+  std::set<int64_t> table_ids_;           // every row's id
+  std::map<int64_t, uint64_t> table_;     // due rows: id -> key
+  std::map<uint64_t, uint32_t> weights_;
+  std::vector<std::pair<uint64_t, int64_t>> served_;  // (key, job id)
+  int64_t since_scan_ = 0;
+  int scans_ = 0;
+};
+
+std::string Keys(const RowLane& lane, size_t from, size_t count) {
+  std::string out;
+  for (size_t i = from; i < from + count && i < lane.served().size(); ++i) {
+    out += static_cast<char>('A' + lane.served()[i].first - 1);
+  }
+  return out;
+}
+
+TEST(FairOrderRows, KeysWhoseJobsAreAllRowsTakeTurnsWithTheRingsKeys) {
+  // Two capped tenants whose backlogs are rows (A's older), one on the
+  // ring (active first): in turn, not A's rows first.
+  RowLane lane(kRoomy);
+  for (int64_t id = 1; id <= 30; ++id) lane.Row(1, id);
+  for (int64_t id = 101; id <= 130; ++id) lane.Row(2, id);
+  for (int64_t id = 201; id <= 205; ++id) lane.Entry(3, id);
+  for (int i = 0; i < 21; ++i) ASSERT_TRUE(lane.Claim());
+  EXPECT_EQ(Keys(lane, 0, 21), "CABCABCABCABCABABABAB");
+  while (lane.Claim()) {
+  }
+  EXPECT_EQ(lane.served().size(), 65u);
+  EXPECT_EQ(lane.rows_left(), 0u);
+  // Each key's jobs in id order, each once.
+  std::map<uint64_t, int64_t> last;
+  std::set<int64_t> ids;
+  for (const auto& [key, id] : lane.served()) {
+    EXPECT_GT(id, last[key]) << "key " << key;
+    last[key] = id;
+    EXPECT_TRUE(ids.insert(id).second) << "job " << id << " twice";
+  }
+  // Nothing held once all is served.
+  EXPECT_EQ(lane.order().RowsFiled(), 0);
+  EXPECT_EQ(lane.order().FiledCount(), 0);
+  EXPECT_EQ(lane.order().KeysInUse(), 0);
+}
+
+TEST(FairOrderRows, RowsWeighAsTheirKeys) {
+  RowLane lane(kRoomy);
+  lane.Weigh(1, 3);
+  for (int64_t id = 1; id <= 300; ++id) lane.Row(1, id);
+  for (int64_t id = 1001; id <= 1100; ++id) lane.Row(2, id);
+  for (int64_t id = 2001; id <= 2064; ++id) lane.Entry(3, id);  // a key's room
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(lane.Claim());
+  for (size_t from = 0; from + 30 <= 300; from += 10) {
+    std::map<char, int> counts;
+    for (char c : Keys(lane, from, 30)) ++counts[c];
+    EXPECT_NEAR(counts['A'], 18, 1) << "window at " << from;
+    EXPECT_NEAR(counts['B'], 6, 1) << "window at " << from;
+    EXPECT_NEAR(counts['C'], 6, 1) << "window at " << from;
+  }
+}
+
+TEST(FairOrderRows, AScanGivesNoKeyATurnItDidNotEarn) {
+  // A key served once keeps its F across the scans (which file its rows
+  // again): it is not served again before the others have had a turn,
+  // however often the table is scanned.
+  RowLane lane(kRoomy, 1);
+  for (int64_t id = 1; id <= 40; ++id) lane.Row(1, id);
+  for (int64_t id = 101; id <= 140; ++id) lane.Row(2, id);
+  for (int64_t id = 201; id <= 240; ++id) lane.Row(3, id);
+  for (int i = 0; i < 60; ++i) ASSERT_TRUE(lane.Claim());
+  for (size_t from = 0; from + 3 <= 60; from += 3) {
+    const std::string round = Keys(lane, from, 3);
+    EXPECT_EQ(std::set<char>(round.begin(), round.end()).size(), 3u) << "round at " << from;
+  }
+  EXPECT_GE(lane.scans(), 20);  // one row each a scan: the F must have been kept
+}
+
+TEST(FairOrderRows, AKeysRowsAndEntriesGoInIdOrder) {
+  // A capped group: jobs 1 and 2 on the ring, 3 let in from the table
+  // (after them), and another key's retry of its head (id 5) before its
+  // entries 6 and 7.
+  RowLane lane(kRoomy);
+  lane.Entry(1, 1);
+  lane.Entry(1, 2);
+  lane.Row(1, 3);
+  lane.Entry(2, 6);
+  lane.Entry(2, 7);
+  lane.Row(2, 5);
+  std::vector<int64_t> ids[3];
+  while (const std::optional<uint64_t> key = lane.Claim())
+    ids[*key].push_back(lane.served().back().second);
+  EXPECT_EQ(ids[1], (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(ids[2], (std::vector<int64_t>{5, 6, 7}));
+}
+
+TEST(FairOrderRows, RowsOfKeysTheScanNoLongerNamesGo) {
+  RowLane lane(kRoomy);
+  lane.Row(4, 1);
+  lane.Row(5, 2);
+  lane.Scan();
+  EXPECT_EQ(lane.order().RowsFiled(), 2);
+  EXPECT_EQ(lane.order().KeysInUse(), 2);
+  // Key 4's row is taken by another claimer: the next scan drops it and
+  // frees its slot; no turn hands it out.
+  lane.TakeElsewhere(1);
+  lane.Scan();
+  EXPECT_EQ(lane.order().RowsFiled(), 1);
+  EXPECT_EQ(lane.order().KeysInUse(), 1);
+  const std::optional<FairOrder::Taken> taken = lane.order().Take();
+  ASSERT_TRUE(taken);
+  EXPECT_TRUE(taken->row);
+  EXPECT_EQ(taken->key, 5u);
+  EXPECT_EQ(taken->place, 2u);
+  EXPECT_FALSE(lane.order().Take());
+  // Its filed rows ran out, not its turns: the key keeps its slot (and its
+  // F) until a scan finds no row of it.
+  EXPECT_EQ(lane.order().KeysInUse(), 1);
+  EXPECT_TRUE(lane.order().RowsNamed());
+  lane.TakeElsewhere(2);
+  lane.Scan();
+  EXPECT_EQ(lane.order().KeysInUse(), 0);
+  EXPECT_FALSE(lane.order().RowsNamed());
+}
+
+TEST(FairOrderRows, RowsTakeAQuarterOfTheCellsAndAKeysRoomAtMost) {
+  // 64 cells, 8 reserved: rows take at most 14; a key at most per_key (4).
+  constexpr FairSizes sizes{64, 64, 4, 8};
+  std::vector<uint64_t> memory(FairOrder::BytesFor(sizes) / 8 + 1);
+  FairOrder* order = FairOrder::Make(memory.data(), sizes);
+  order->BeginRows();
+  int filed = 0;
+  for (int64_t id = 1; id <= 6; ++id) filed += order->FileRow(1, 1, id) == FairFiled::kFiled;
+  EXPECT_EQ(filed, 4);
+  for (uint64_t key = 2; key <= 10; ++key)
+    filed += order->FileRow(key, 1, 100 + key) == FairFiled::kFiled;
+  EXPECT_EQ(filed, 13);
+  EXPECT_EQ(order->FileRow(11, 1, 200), FairFiled::kFiled);
+  EXPECT_EQ(order->FileRow(12, 1, 201), FairFiled::kSkipped);
+  order->EndRows();
+  EXPECT_EQ(order->RowsFiled(), 14);
+  EXPECT_EQ(order->KeysInUse(), 11);  // key 12 got no slot kept
+  // The entries still have their cells.
+  for (FairPlace place = 0; place < 40; ++place) {
+    EXPECT_EQ(order->File(20 + place % 10, 1, place, 1000 + static_cast<int64_t>(place)),
+              FairFiled::kFiled);
+  }
+  int taken = 0;
+  while (order->Take()) ++taken;
+  EXPECT_EQ(taken, 54);
+  order->BeginRows();  // a scan that finds nothing
+  order->EndRows();
+  EXPECT_EQ(order->KeysInUse(), 0);
+}
+
+TEST(FairOrderRows, RandomTablesAndRingsServeEveryJobOnceInEachKeysOrder) {
+  // Entries and rows of a few keys arrive at random, scans file the rows,
+  // other claimers take rows now and then, slots are few (keys freed and
+  // taken again): every job is served at most once, each key's in id
+  // order among what this lane served, and nothing is held at the end.
+  std::mt19937_64 random(7);
+  for (int run = 0; run < 400; ++run) {
+    RowLane lane(FairSizes{6, 96, 16, 8}, 1 + static_cast<int>(random() % 3));
+    int64_t next_id = 1;
+    std::set<int64_t> taken_elsewhere;
+    std::vector<int64_t> open_rows;
+    for (int step = 0; step < 200; ++step) {
+      const uint64_t key = 1 + random() % 5;
+      switch (random() % 6) {
+        case 0:
+        case 1:
+          if (lane.Filed(key) < 16) lane.Entry(key, next_id++);  // within its room
+          break;
+        case 2:
+          lane.Row(key, next_id);
+          open_rows.push_back(next_id++);
+          break;
+        case 3:
+          if (!open_rows.empty()) {
+            const int64_t id = open_rows[random() % open_rows.size()];
+            if (lane.TakeElsewhere(id)) taken_elsewhere.insert(id);
+          }
+          break;
+        default:
+          (void)lane.Claim();
+      }
+    }
+    while (lane.Claim()) {
+    }
+    std::set<int64_t> seen;
+    std::map<uint64_t, int64_t> last;
+    for (const auto& [key, id] : lane.served()) {
+      ASSERT_TRUE(seen.insert(id).second) << "run " << run << ": job " << id << " twice";
+      ASSERT_EQ(taken_elsewhere.count(id), 0u) << "run " << run << ": job " << id;
+      last[key] = id;
+    }
+    EXPECT_EQ(lane.rows_left(), 0u) << "run " << run;
+    EXPECT_EQ(lane.order().RowsFiled(), 0) << "run " << run;
+    EXPECT_EQ(lane.order().FiledCount(), 0) << "run " << run;
+    EXPECT_EQ(lane.order().KeysInUse(), 0) << "run " << run;
   }
 }
 
