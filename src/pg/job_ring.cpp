@@ -108,6 +108,10 @@ struct Lane {
   char fair_rows_from[core::kMaxKeyBytes + 1];
   // The fair order's RowsNamed(), for a look without the lock.
   volatile bool fair_rows_named;
+  // The keys the last scan of due rows visited, and the claims that asked
+  // for a scan since (RowsWanted).
+  int64 fair_rows_visited;
+  int64 fair_rows_asked;
   // Leases of the queue's running jobs in the map: held, and closing (taken
   // out by a transaction that has not ended: a completion that may roll
   // back). A cap counts both, as a table job counts as running until its
@@ -971,6 +975,8 @@ bool AttachFair(Lane& lane, int index) {
   lane.fair_ring_claims = 0;
   lane.fair_rows_from[0] = '\0';
   lane.fair_rows_named = false;
+  lane.fair_rows_visited = 0;
+  lane.fair_rows_asked = 0;
   return true;
 }
 
@@ -3153,7 +3159,9 @@ bool RowsWanted(const Place& place, bool due, std::string* from) {
       fair->EndRows();
       lane.fair_rows_named = false;
     } else if (fair != nullptr) {
-      scan = fair->RowsFiled() == 0 || lane.fair_ring_claims >= fair->KeysInUse();
+      ++lane.fair_rows_asked;
+      scan = (fair->RowsFiled() == 0 || lane.fair_ring_claims >= fair->KeysInUse()) &&
+             64 * lane.fair_rows_asked >= lane.fair_rows_visited;
       if (scan) memcpy(start, lane.fair_rows_from, sizeof(start));
     }
     LWLockRelease(lane.claim_lock);
@@ -3163,7 +3171,8 @@ bool RowsWanted(const Place& place, bool due, std::string* from) {
   return wanted;
 }
 
-void FileRows(const Place& place, const std::vector<DueRow>& rows, std::string_view cut_at) {
+void FileRows(const Place& place, const std::vector<DueRow>& rows, std::string_view cut_at,
+              int64 visited) {
   if (shared == nullptr) return;
   const CallPin pin{LaneOf(place, true, false)};
   if (pin.index < 0) return;
@@ -3192,6 +3201,8 @@ void FileRows(const Place& place, const std::vector<DueRow>& rows, std::string_v
       fair->EndRows();
       lane.fair_rows_named = fair->RowsNamed();
       lane.fair_ring_claims = 0;
+      lane.fair_rows_visited = visited;
+      lane.fair_rows_asked = 0;
       const size_t length = std::min(cut_at.size(), sizeof(lane.fair_rows_from) - 1);
       memcpy(lane.fair_rows_from, cut_at.data(), length);
       lane.fair_rows_from[length] = '\0';

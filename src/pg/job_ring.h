@@ -364,12 +364,19 @@ Pending CountPending(const Place& place, int64 limit);
 // `from`: the group key the scan starts after ("" from the first); a scan
 // cut short at its limit of keys says where it stopped (FileRows'
 // `cut_at`), and the next one goes on from there.
+// A scan costs an index probe per key with pending or running rows, due
+// or not (FileRows' `visited`): the next one waits for a claim per 64 keys
+// the last one visited, so that many keys with rows due later (tenants'
+// jobs scheduled for tomorrow) cost each claim at most a 64th of a scan;
+// meanwhile a claim that finds the order dry takes rows in claim order
+// (the service's last look).
 bool RowsWanted(const Place& place, bool due, std::string* from);
 struct DueRow {
   int64 id;
   Datum group_key;  // text; 0: none
 };
-void FileRows(const Place& place, const std::vector<DueRow>& rows, std::string_view cut_at);
+void FileRows(const Place& place, const std::vector<DueRow>& rows, std::string_view cut_at,
+              int64 visited);
 // What a fair lane holds of its busiest keys (pgq.fair_keys, metrics()):
 // up to `max_keys` of the keys with ready jobs, the most served first.
 // Read from a copy of the fair order, each key's group key from its next

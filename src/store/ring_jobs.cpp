@@ -579,9 +579,9 @@ namespace {
 // holds few pending ones); then the first due rows without a group key
 // among the first 4,096 due rows of the priority (past them, such a row
 // waits for the order to run dry: the claim's last, unbounded look).
-// The first row (key_no -1, no id) names the last key of a scan cut short
-// at $5 keys: the next one goes on after it. $1 queue id, $2 now, $3
-// priority.
+// The first row (no id) counts the keys visited (key_no) and names the
+// last of a scan cut short at $5 keys: the next one goes on after it. $1
+// queue id, $2 now, $3 priority.
 pg::Statement due_rows_by_key = {R"sql(
 WITH RECURSIVE keys(k) AS (
   SELECT (SELECT min(g.group_key) FROM pgq.job_rows g
@@ -592,7 +592,8 @@ WITH RECURSIVE keys(k) AS (
     FROM keys WHERE keys.k IS NOT NULL),
 named AS MATERIALIZED (
   SELECT k, row_number() OVER () AS key_no FROM keys WHERE k IS NOT NULL LIMIT $5)
-SELECT -1 AS key_no, (SELECT k FROM named WHERE key_no = $5) AS group_key, NULL::int8 AS id
+SELECT (SELECT count(*) FROM named) AS key_no, (SELECT k FROM named WHERE key_no = $5) AS group_key,
+       NULL::int8 AS id
 UNION ALL
 SELECT n.key_no, r.group_key, r.id
   FROM named n CROSS JOIN LATERAL (
@@ -637,17 +638,19 @@ void FileDueRows(pg::SpiSession& spi, int32 queue_id, int32 ring_id, int32 prior
   std::vector<pg::job_ring::DueRow> rows;
   rows.reserve(found.size());
   std::string cut_at;  // "": the next scan from the first key
+  int64 visited = 0;
   for (uint64 r = 0; r < found.size(); ++r) {
     bool no_id = false, no_key = false;
     const Datum id = found.Value(r, "id", &no_id);
     const Datum key = found.Value(r, "group_key", &no_key);
     if (no_id) {
-      cut_at = found.Text(r, "group_key");  // the cut's row ("" when not cut)
+      cut_at = found.Text(r, "group_key");  // the first row ("" when not cut)
+      visited = DatumGetInt64(found.Value(r, "key_no", &no_key));
       continue;
     }
     rows.push_back(pg::job_ring::DueRow{DatumGetInt64(id), no_key ? Datum{0} : key});
   }
-  pg::job_ring::FileRows(place, rows, cut_at);
+  pg::job_ring::FileRows(place, rows, cut_at, visited);
 }
 
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
