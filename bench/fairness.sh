@@ -12,6 +12,12 @@
 #
 #   bash bench/fairness.sh
 #   RUNS=1 CLIENTS=1 bash bench/fairness.sh       quick look
+#   CAP=2 SHAPES=400 bash bench/fairness.sh       capped tenants: each key's
+#     backlog waits in pgq.job_rows and is let in a job at each completion
+#     (group_concurrency 2), so the ready jobs are mostly due rows of the
+#     table, which a fair queue hands out in their keys' turns (keys x CAP
+#     jobs are ready at once: 400 x 2 leaves four clients' claims of 100
+#     enough)
 #
 # Both queues are filled once per shape and number of clients (a grouped
 # enqueue costs as much as its group is deep: filling three keys takes
@@ -26,6 +32,7 @@ RUNS="${RUNS:-3}"
 CLIENTS="${CLIENTS:-1 4}"
 SYNC="${SYNC:-on}"
 SHAPES="${SHAPES:-3 10000}"
+CAP="${CAP:-10000}" # group_concurrency of both queues
 JOBS=30000          # per queue and shape, enough for every run
 CLAIMS1=3000        # claim n = 1 transactions per run (all clients together)
 CLAIMS100=60        # claim n = 100 transactions per run
@@ -33,6 +40,7 @@ OUT_MD="${OUT_MD:-$PGQ_ROOT/bench/results-fairness-latest.md}"
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "RUNS must be a positive integer" >&2; exit 2; }
 ((RUNS * (CLAIMS1 + CLAIMS100 * 100) < JOBS)) || { echo "RUNS too high for $JOBS jobs" >&2; exit 2; }
 [[ $SYNC == on || $SYNC == off ]] || { echo "SYNC must be on or off" >&2; exit 2; }
+[[ "$CAP" =~ ^[1-9][0-9]*$ ]] || { echo "CAP must be a positive integer" >&2; exit 2; }
 
 bench_install
 
@@ -62,8 +70,8 @@ done
 prefill() {
   local keys=$1
   sql "SELECT pgq.drop_queue(name, force => true) FROM pgq.queues" >/dev/null
-  sql "SELECT pgq.create_queue('unfair', group_concurrency => 10000)" >/dev/null
-  sql "SELECT pgq.create_queue('fair', group_concurrency => 10000, fairness => 'group')" >/dev/null
+  sql "SELECT pgq.create_queue('unfair', group_concurrency => $CAP)" >/dev/null
+  sql "SELECT pgq.create_queue('fair', group_concurrency => $CAP, fairness => 'group')" >/dev/null
   for queue in unfair fair; do
     # In transactions of 3,000: a grouped enqueue holds its group's lock
     # to its commit (one lock-table entry per group).
@@ -112,6 +120,7 @@ median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {p
   echo "# Issue 34: claim+complete with fairness => 'group' against the same queue without it"
   echo
   echo "$GIT_AT_START; $(date -u '+%Y-%m-%d %H:%M UTC'); RUNS=$RUNS SYNC=$SYNC JOBS=$JOBS per queue;"
+  echo "group_concurrency $CAP;"
   echo "durable cluster, medians of jobs/s (n = 1: claim, complete; n = 100: claim, complete_many)."
   echo
   echo "| keys | clients | n | unfair | fair | fair/unfair |"

@@ -1966,7 +1966,8 @@ class FairLane {
   struct Turn {
     int segment;
     ItemPointerData tid;
-    int64 row;  // a row's id; 0: an entry
+    int64 row;     // a row's id; 0: an entry
+    bool grouped;  // (a row) filed under a group key, not the key of none
   };
   std::optional<Turn> Next(bool take) {
     std::optional<core::FairOrder::Taken> next = take ? order_.Take() : order_.Next();
@@ -1981,11 +1982,11 @@ class FairLane {
     ItemPointerData tid;
     if (next->row) {
       ItemPointerSetInvalid(&tid);
-      return Turn{-1, tid, static_cast<int64>(next->place)};
+      return Turn{-1, tid, static_cast<int64>(next->place), next->key != 0};
     }
     const FairAt at = FairAtOf(next->place);
     ItemPointerSet(&tid, at.block, at.offset);
-    return Turn{static_cast<int>(at.lap % segments_), tid, 0};
+    return Turn{static_cast<int>(at.lap % segments_), tid, 0, next->key != 0};
   }
 
  private:
@@ -2147,7 +2148,7 @@ class FairLane {
 }  // namespace
 
 std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until,
-                           const Bound* before, std::vector<int64>* row_turns) {
+                           const Bound* before, std::vector<RowTurn>* row_turns) {
   std::vector<Claimed> claimed;
   if (n <= 0) return claimed;
   // No lane to be had: the ring's entries wait for one (the caller claims
@@ -2283,7 +2284,8 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
           if (next->row == 0) {
             (void)fetch(next->segment, next->tid, -1, nullptr);
           } else if (row_turns != nullptr) {
-            row_turns->push_back(next->row);  // the caller claims it: one fewer entry wanted
+            // The caller claims it: one fewer entry wanted.
+            row_turns->push_back(RowTurn{next->row, next->grouped});
             --wanted;
           }
         }
@@ -3162,7 +3164,10 @@ bool RowsWanted(const Place& place, bool due, std::string* from) {
       ++lane.fair_rows_asked;
       scan = (fair->RowsFiled() == 0 || lane.fair_ring_claims >= fair->KeysInUse()) &&
              64 * lane.fair_rows_asked >= lane.fair_rows_visited;
-      if (scan) memcpy(start, lane.fair_rows_from, sizeof(start));
+      if (scan) {
+        memcpy(start, lane.fair_rows_from, sizeof(start));
+        lane.fair_rows_asked = 0;  // another claim meanwhile waits for this scan's filing
+      }
     }
     LWLockRelease(lane.claim_lock);
     return scan;

@@ -172,8 +172,12 @@ struct Bound {
 // lane's turns of due rows (FileRows) count among the `n`: their ids go to
 // `rows`, in the order taken, for the caller to claim (one no longer due
 // or taken meanwhile loses its turn; the row stays for the next scan).
+struct RowTurn {
+  int64 id;
+  bool grouped;  // it has a group key (filed under it)
+};
 std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, TimestampTz lease_until,
-                           const Bound* before, std::vector<int64>* rows);
+                           const Bound* before, std::vector<RowTurn>* rows);
 // The keys of the entries the next claims would hand out first, in that
 // order, up to `max_keys` (into `next`); how many. Takes nothing; moves
 // the claim cursor past the rows at it that are no entry, as a claim

@@ -99,7 +99,7 @@ void DefineSettings() {
     DefineCustomIntVariable(
         "pgq.max_fair_queues", "Queues with fairness that hand out jobs at once, in the server.",
         "A queue with fairness => 'group' in use holds a fair order in shared memory (its size "
-        "set by pgq.fair_keys and pgq.fair_offers, about 2.4 MB at the defaults) beside its lane; "
+        "set by pgq.fair_keys and pgq.fair_offers, about 3.9 MB at the defaults) beside its lane; "
         "one that finds none hands out its jobs in the order they came until one is free (logged).",
         &max_fair_queues, 4, 0, 1024, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
     DefineCustomIntVariable(

@@ -92,11 +92,19 @@ int32 Claimer::ClaimRingQueue(const pg::CachedQueue& queue, size_t index, int32 
   // scanned took it) is lost: the next turns are asked for, a few times.
   auto claim_fair_ring = [&](size_t i) {
     for (int tries = 0; tries < 4 && got < want; ++tries) {
-      std::vector<int64> rows;
+      std::vector<pg::job_ring::RowTurn> rows;
       add(store::ring::Claim(spi_, queue.id, rings[i].ring_id, name_datums_[index], want - got,
                              lease, now, nullptr, &rows));
-      const int32 from_rows = add(
-          store::ClaimRowIds(spi_, queue.id, name_datums_[index], rows, lease, now, onto_rings));
+      // A grouped row stays a row (store/claim.cpp ClaimOntoRingSql):
+      // claimed in place by the plain statement; the others may go onto
+      // the ring.
+      std::vector<int64> grouped, plain;
+      for (const pg::job_ring::RowTurn& row : rows)
+        (row.grouped ? grouped : plain).push_back(row.id);
+      const int32 from_rows = add(store::ClaimRowIds(spi_, queue.id, name_datums_[index], grouped,
+                                                     lease, now, nullptr)) +
+                              add(store::ClaimRowIds(spi_, queue.id, name_datums_[index], plain,
+                                                     lease, now, onto_rings));
       if (static_cast<size_t>(from_rows) == rows.size()) break;  // every turn served
     }
   };

@@ -128,6 +128,29 @@ pg::Statement& claim_row_ids() {
   return statement.get();
 }
 
+// The rows of the ids $6 still due, claimed in place (ClaimRowIds without
+// `onto`): ClaimSql's statement, the rows chosen by id.
+pg::Statement& claim_row_ids_in_place() {
+  static BuiltStatement statement{
+      R"sql(
+WITH claimed AS (
+  UPDATE pgq.job_rows j
+     SET state = 'r', attempt = j.attempt + 1, lease_until = $4 + $3, claimed_by = $7,
+         claimed_at = $4
+   WHERE j.id = ANY (ARRAY(
+     SELECT p.id FROM pgq.job_rows p
+      WHERE p.id = ANY ($6) AND p.queue_id = $1 AND p.state = 'p' AND p.run_at <= $4
+      ORDER BY p.id
+      LIMIT $2 FOR UPDATE OF p SKIP LOCKED))
+  RETURNING j.id, j.payload, j.attempt, j.max_attempts, j.lease_until, j.enqueued_at,
+            j.priority, j.run_at
+)
+SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priority, run_at
+  FROM claimed ORDER BY priority DESC, run_at, id)sql",
+      {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT8ARRAYOID, INT4OID}};
+  return statement.get();
+}
+
 pg::Statement& claim_jobs() {
   static BuiltStatement statement{ClaimSql(", claimed_by = $9, claimed_at = $4"),
                                   {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
@@ -349,7 +372,20 @@ pg::Result ClaimRowIds(pg::SpiSession& spi, int32 queue_id, Datum name,
                        const std::vector<int32>* onto) {
   if (ids.empty()) return pg::Result();
   now = std::max(now, pg::Now());  // as ClaimReady: due by the clock read last
-  const std::vector<int32> none;
+  if (onto == nullptr) {
+    pg::Params params;
+    params.Set(0, Int32GetDatum(queue_id))
+        .Set(1, Int32GetDatum(static_cast<int32>(ids.size())))
+        .Set(2, lease)
+        .Set(3, TimestampTzGetDatum(now))
+        .Set(4, name)
+        .Set(5, internal::Int8Array(ids))
+        .Set(6, Int32GetDatum(MyProcPid));
+    pg::Result jobs = spi.Execute(claim_row_ids_in_place(), params);
+    pg::ledger::NoteCount(queue_id, pg::kClaims, jobs.size());
+    if (jobs.size() > 0) pg::ledger::NoteLocked(queue_id);
+    return jobs;
+  }
   pg::Params params;
   params.Set(0, Int32GetDatum(queue_id))
       .Set(1, Int32GetDatum(static_cast<int32>(ids.size())))
@@ -363,7 +399,7 @@ pg::Result ClaimRowIds(pg::SpiSession& spi, int32 queue_id, Datum name,
       .Set(9, Int32GetDatum(0))
       .Set(10, TimestampTzGetDatum(now))
       .Set(11, Int64GetDatum(0))
-      .Set(12, internal::Int4Array(onto != nullptr ? *onto : none));
+      .Set(12, internal::Int4Array(*onto));
   pg::Result jobs = spi.Execute(claim_row_ids(), params);
   ring::TakeOnto(spi, queue_id, jobs, now);
   pg::ledger::NoteCount(queue_id, pg::kClaims, jobs.size());

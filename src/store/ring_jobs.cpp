@@ -655,7 +655,7 @@ void FileDueRows(pg::SpiSession& spi, int32 queue_id, int32 ring_id, int32 prior
 
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
                  Datum lease, TimestampTz now, const pg::job_ring::Bound* before,
-                 std::vector<int64>* rows) {
+                 std::vector<pg::job_ring::RowTurn>* rows) {
   // Without shared memory (the server started without preloading us) a
   // ring's jobs wait for a server that has it; pgq.job_rows' are still claimed.
   const Known* rings = n > 0 && pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;

@@ -140,7 +140,7 @@ void FileDueRows(pg::SpiSession& spi, int32 queue_id, int32 ring_id, int32 prior
 // A fair ring's turns of due rows go to `rows` (ids, for store::ClaimRowIds).
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,
                  Datum lease, TimestampTz now, const pg::job_ring::Bound* before = nullptr,
-                 std::vector<int64>* rows = nullptr);
+                 std::vector<pg::job_ring::RowTurn>* rows = nullptr);
 // The keys of the entries the next claims would hand out first, up to
 // `max_keys`, in claim order; how many (pg/job_ring.h Peek): of the ring
 // `ring_id`, or of every ring of the queue.
