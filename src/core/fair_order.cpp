@@ -27,6 +27,9 @@ struct FairOrder::Header {
   int32_t rows_filed;   // due rows in the keys' row FIFOs
   int32_t row_keys;     // keys holding rows or named by the last scan (row_list())
   uint64_t row_scan;    // BeginRows: the scan filing now
+  uint64_t rotation;    // the last scan that began at the table's first due row
+  bool from_first;      // the scan filing now began there
+  bool rows_ran_dry;    // a key's filed rows ran out since the last scan
 };
 
 struct FairOrder::Key {
@@ -188,6 +191,7 @@ int32_t FairOrder::SkippingKeys() const { return header().skipping; }
 int32_t FairOrder::KeysInUse() const { return header().keys_in_use; }
 int32_t FairOrder::RowsFiled() const { return header().rows_filed; }
 bool FairOrder::RowsNamed() const { return header().row_keys > 0; }
+bool FairOrder::RowsRanDry() const { return header().rows_ran_dry; }
 
 bool FairOrder::SweepWanted() const {
   const Header& h = header();
@@ -241,7 +245,7 @@ bool FairOrder::Ready(int32_t slot) const {
 void FairOrder::FreeIfDone(int32_t slot) {
   const Header& h = header();
   const Key& k = keys()[slot];
-  if (h.row_scan > 0 && k.row_scan == h.row_scan) return;
+  if (h.row_scan > 0 && k.row_scan >= h.rotation && k.row_scan > 0) return;
   if (Idle(slot) && Ready(slot)) FreeSlot(slot);
 }
 
@@ -505,7 +509,10 @@ FairOrder::Taken FairOrder::TakeFrom(int32_t chosen) {
   if (row) {
     key.last_row = all[cell].id;
     key.row_head = all[cell].next;
-    if (--key.row_count == 0) key.row_tail = -1;  // listed until a scan names it no more
+    if (--key.row_count == 0) {
+      key.row_tail = -1;  // listed until a scan names it no more
+      h.rows_ran_dry = true;
+    }
     --h.rows_filed;
   } else {
     key.head = all[cell].next;
@@ -566,13 +573,24 @@ void FairOrder::ClearRows(int32_t slot) {
   if (k.row_index >= 0) RowUnlist(slot);
 }
 
-void FairOrder::BeginRows() { ++header().row_scan; }
+void FairOrder::BeginRows(bool from_first) {
+  Header& h = header();
+  ++h.row_scan;
+  h.from_first = from_first;
+  h.rows_ran_dry = false;
+  if (from_first) h.rotation = h.row_scan;
+}
 
 FairFiled FairOrder::FileRow(uint64_t key, uint32_t weight, int64_t row) {
   Header& h = header();
   const int32_t slot = SlotOf(key, true);
   if (slot < 0) return FairFiled::kNoSlot;
   Key& k = keys()[slot];
+  // A scan that goes on after an earlier one's cut files no key that one
+  // named: its first due rows lay before the cut.
+  if (!h.from_first && k.row_scan >= h.rotation && k.row_scan != h.row_scan && k.row_scan > 0) {
+    return FairFiled::kSkipped;
+  }
   // The first of this scan: what an earlier one filed goes (it may have
   // been claimed since; the scan found what is due now).
   if (k.row_scan != h.row_scan) ClearRows(slot);
@@ -606,8 +624,11 @@ FairFiled FairOrder::FileRow(uint64_t key, uint32_t weight, int64_t row) {
   return FairFiled::kFiled;
 }
 
-void FairOrder::EndRows() {
+void FairOrder::EndRows(bool complete) {
   Header& h = header();
+  // A scan that read only part of the due rows says nothing of the keys it
+  // did not name.
+  if (!complete) return;
   Key* slots = keys();
   // The keys this scan did not file: their rows go (found again by their
   // keys: a freed slot moves keys of its probe run).

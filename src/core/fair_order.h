@@ -156,14 +156,22 @@ class FairOrder {
   // them). Rows take at most a
   // quarter of the cells and a key's room (per_key) of them; kSkipped
   // when there is no room (the next scan files it), kNoSlot when no slot.
-  void BeginRows();
+  // `from_first`: the scan began at the table's first due row (else it
+  // goes on after an earlier one's cut, and files no key named since the
+  // last that began there: their first rows lay before the cut).
+  // `complete`: it began there and read every due row (only then are the
+  // rows of the keys it did not name dropped, and their slots freed).
+  void BeginRows(bool from_first = true);
   FairFiled FileRow(uint64_t key, uint32_t weight, int64_t row);
-  void EndRows();
+  void EndRows(bool complete = true);
   int32_t RowsFiled() const;
   // Whether the last scan named a key (whose slot it keeps, with its F,
   // while its filed rows ran out): a scan that finds no row due (BeginRows,
   // EndRows) lets them go.
   bool RowsNamed() const;
+  // Whether a key's filed rows ran out since the last scan (a capped
+  // group's next job is let in at each completion: the table may hold it).
+  bool RowsRanDry() const;
 
   // Every key's weight as `weight_of(context, key)` says now (its turns
   // from the next one on): after a change of the queue's weights.

@@ -103,14 +103,15 @@ struct Lane {
   // Turns taken since the last scan of the due rows of pgq.job_rows
   // (FileRows): a scan is due each round of the keys.
   int64 fair_ring_claims;
-  // Where the next scan of due rows starts: after this group key (a scan
-  // cut short at its limit of keys; "" from the first).
-  char fair_rows_from[core::kMaxKeyBytes + 1];
+  // Where the next scan of due rows starts: after this (run_at, id) when
+  // the last was cut short at its limit, else from the first.
+  Bound fair_rows_from;
+  bool fair_rows_cut;
   // The fair order's RowsNamed(), for a look without the lock.
   volatile bool fair_rows_named;
-  // The keys the last scan of due rows visited, and the claims that asked
-  // for a scan since (RowsWanted).
-  int64 fair_rows_visited;
+  // The rows the last scan of due rows read, and the claims that asked for
+  // a scan since (RowsWanted).
+  int64 fair_rows_read;
   int64 fair_rows_asked;
   // Leases of the queue's running jobs in the map: held, and closing (taken
   // out by a transaction that has not ended: a completion that may roll
@@ -973,9 +974,9 @@ bool AttachFair(Lane& lane, int index) {
   lane.fair_skipped = 0;
   lane.fair_weights_stamp = 0;
   lane.fair_ring_claims = 0;
-  lane.fair_rows_from[0] = '\0';
+  lane.fair_rows_cut = false;
   lane.fair_rows_named = false;
-  lane.fair_rows_visited = 0;
+  lane.fair_rows_read = 0;
   lane.fair_rows_asked = 0;
   return true;
 }
@@ -986,7 +987,7 @@ void DetachFair(Lane& lane) {
   lane.fair = -1;
   lane.fair_skipped = 0;
   lane.fair_ring_claims = 0;
-  lane.fair_rows_from[0] = '\0';
+  lane.fair_rows_cut = false;
   lane.fair_rows_named = false;
 }
 
@@ -3141,7 +3142,7 @@ std::vector<FairKeyStat> BusiestFairKeys(const Place& place, int max_keys) {
   return out;
 }
 
-bool RowsWanted(const Place& place, bool due, std::string* from) {
+bool RowsWanted(const Place& place, bool due, Bound* from, bool* has_from) {
   if (shared == nullptr) return false;
   const CallPin pin{LaneOf(place, true, false)};
   if (pin.index < 0) return false;
@@ -3149,9 +3150,8 @@ bool RowsWanted(const Place& place, bool due, std::string* from) {
   // Nothing due and no key named: nothing to do (a look without the lock,
   // the common case of a fair queue whose jobs are all on its ring).
   if (!due && !lane.fair_rows_named) return false;
-  char start[sizeof(lane.fair_rows_from)];  // copied under the lock (no allocation there)
-  start[0] = '\0';
-  const bool wanted = Guard([&] {
+  *has_from = false;
+  return Guard([&] {
     LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
     core::FairOrder* fair = FairOf(lane);
     bool scan = false;
@@ -3162,22 +3162,22 @@ bool RowsWanted(const Place& place, bool due, std::string* from) {
       lane.fair_rows_named = false;
     } else if (fair != nullptr) {
       ++lane.fair_rows_asked;
-      scan = (fair->RowsFiled() == 0 || lane.fair_ring_claims >= fair->KeysInUse()) &&
-             64 * lane.fair_rows_asked >= lane.fair_rows_visited;
+      scan = (fair->RowsFiled() == 0 || fair->RowsRanDry() ||
+              lane.fair_ring_claims >= fair->KeysInUse()) &&
+             64 * lane.fair_rows_asked >= lane.fair_rows_read;
       if (scan) {
-        memcpy(start, lane.fair_rows_from, sizeof(start));
+        *from = lane.fair_rows_from;
+        *has_from = lane.fair_rows_cut;
         lane.fair_rows_asked = 0;  // another claim meanwhile waits for this scan's filing
       }
     }
     LWLockRelease(lane.claim_lock);
     return scan;
   });
-  if (wanted) *from = start;
-  return wanted;
 }
 
-void FileRows(const Place& place, const std::vector<DueRow>& rows, std::string_view cut_at,
-              int64 visited) {
+void FileRows(const Place& place, const std::vector<DueRow>& rows, bool from_first,
+              const Bound* cut_at, int64 read) {
   if (shared == nullptr) return;
   const CallPin pin{LaneOf(place, true, false)};
   if (pin.index < 0) return;
@@ -3199,18 +3199,17 @@ void FileRows(const Place& place, const std::vector<DueRow>& rows, std::string_v
     LWLockAcquire(lane.claim_lock, LW_EXCLUSIVE);
     core::FairOrder* fair = FairOf(lane);
     if (fair != nullptr) {
-      fair->BeginRows();
+      fair->BeginRows(from_first);
       for (size_t i = 0; i < rows.size(); ++i) {
         (void)fair->FileRow(keys[i], WeightOf(place, keys[i]), rows[i].id);
       }
-      fair->EndRows();
+      fair->EndRows(from_first && cut_at == nullptr);
       lane.fair_rows_named = fair->RowsNamed();
       lane.fair_ring_claims = 0;
-      lane.fair_rows_visited = visited;
+      lane.fair_rows_read = read;
       lane.fair_rows_asked = 0;
-      const size_t length = std::min(cut_at.size(), sizeof(lane.fair_rows_from) - 1);
-      memcpy(lane.fair_rows_from, cut_at.data(), length);
-      lane.fair_rows_from[length] = '\0';
+      lane.fair_rows_cut = cut_at != nullptr;
+      if (cut_at != nullptr) lane.fair_rows_from = *cut_at;
     }
     LWLockRelease(lane.claim_lock);
   });

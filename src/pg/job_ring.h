@@ -358,29 +358,26 @@ struct Pending {
 Pending CountPending(const Place& place, int64 limit);
 // A fair queue's due rows of pgq.job_rows of this ring's priority
 // (retries, scheduled jobs, a capped group's jobs let in) take their keys'
-// turns (ADR 0029 "Rows"): the caller scans the table for each key's first
-// due rows when RowsWanted says so (the order holds none, or a round of
-// its keys went by since the last scan: a key whose rows became due is
-// filed within a round) and files them (FileRows); a claim then hands
-// out their ids in fair order beside the entries (Claim's `rows`).
+// turns (ADR 0029 "Rows"): the caller scans the table for due rows when
+// RowsWanted says so (a key's filed rows ran out, or a round of its keys
+// went by since the last scan: a key whose rows became due is filed within
+// a round) and files them, a few per key (FileRows); a claim then hands out
+// their ids in fair order beside the entries (Claim's `rows`).
 // RowsWanted: false for a lane without a fair order, and when no row is
 // `due` (the table's index says so; the keys the last scan named let go).
-// `from`: the group key the scan starts after ("" from the first); a scan
-// cut short at its limit of keys says where it stopped (FileRows'
-// `cut_at`), and the next one goes on from there.
-// A scan costs an index probe per key with pending or running rows, due
-// or not (FileRows' `visited`): the next one waits for a claim per 64 keys
-// the last one visited, so that many keys with rows due later (tenants'
-// jobs scheduled for tomorrow) cost each claim at most a 64th of a scan;
-// meanwhile a claim that finds the order dry takes rows in claim order
-// (the service's last look).
-bool RowsWanted(const Place& place, bool due, std::string* from);
+// A scan reads due rows in claim order up to a limit (FileRows' `read`):
+// one cut short says where it stopped (`cut_at`; nullptr: it read them
+// all) and the next goes on after it (`from`, valid when `*has_from`),
+// so that every due row is read in turn however many there are; and the
+// next scan waits for a claim per 64 rows the last one read, so that a
+// deep table costs each claim at most a 64th of a scan.
+bool RowsWanted(const Place& place, bool due, Bound* from, bool* has_from);
 struct DueRow {
   int64 id;
   Datum group_key;  // text; 0: none
 };
-void FileRows(const Place& place, const std::vector<DueRow>& rows, std::string_view cut_at,
-              int64 visited);
+void FileRows(const Place& place, const std::vector<DueRow>& rows, bool from_first,
+              const Bound* cut_at, int64 read);
 // What a fair lane holds of its busiest keys (pgq.fair_keys, metrics()):
 // up to `max_keys` of the keys with ready jobs, the most served first.
 // Read from a copy of the fair order, each key's group key from its next

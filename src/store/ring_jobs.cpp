@@ -572,50 +572,24 @@ void TakeOnto(pg::SpiSession& spi, int32 queue_id, const pg::Result& jobs, Times
 
 namespace {
 
-// A fair queue's due rows of one priority, a few per key ($6), for its
-// ring's fair order: the group keys with pending or running rows one
-// after another from the one after $4 (an index probe each, up to $5 of
-// them), each key's first due rows in enqueue (id) order (a capped group
-// holds few pending ones); then the first due rows without a group key
-// among the first 4,096 due rows of the priority (past them, such a row
-// waits for the order to run dry: the claim's last, unbounded look).
-// The first row (no id) counts the keys visited (key_no) and names the
-// last of a scan cut short at $5 keys: the next one goes on after it. $1
-// queue id, $2 now, $3 priority.
-pg::Statement due_rows_by_key = {R"sql(
-WITH RECURSIVE keys(k) AS (
-  SELECT (SELECT min(g.group_key) FROM pgq.job_rows g
-           WHERE g.queue_id = $1 AND g.group_key > $4 AND g.state IN ('p', 'r'))
-  UNION ALL
-  SELECT (SELECT min(g.group_key) FROM pgq.job_rows g
-           WHERE g.queue_id = $1 AND g.group_key > keys.k AND g.state IN ('p', 'r'))
-    FROM keys WHERE keys.k IS NOT NULL),
-named AS MATERIALIZED (
-  SELECT k, row_number() OVER () AS key_no FROM keys WHERE k IS NOT NULL LIMIT $5)
-SELECT (SELECT count(*) FROM named) AS key_no, (SELECT k FROM named WHERE key_no = $5) AS group_key,
-       NULL::int8 AS id
-UNION ALL
-SELECT n.key_no, r.group_key, r.id
-  FROM named n CROSS JOIN LATERAL (
-    SELECT p.group_key, p.id FROM pgq.job_rows p
-     WHERE p.queue_id = $1 AND p.group_key = n.k AND p.state = 'p' AND p.run_at <= $2
-       AND p.priority = $3
-     ORDER BY p.id LIMIT $6) r
-UNION ALL
-(SELECT 0, NULL, u.id
-   FROM (SELECT d.id, d.group_key FROM pgq.job_rows d
-          WHERE d.queue_id = $1 AND d.state = 'p' AND d.run_at <= $2
-            AND (- d.priority) = (- $3)
-          ORDER BY - d.priority, d.run_at, d.id LIMIT 4096) u
-  WHERE u.group_key IS NULL
-  LIMIT $6))sql",
-                                 6,
-                                 {INT4OID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, INT4OID},
-                                 nullptr};
+// A fair queue's due rows of one priority ($3) in claim order, from after
+// ($4, $5) (a scan cut short before) or the first, up to $6 of them: the
+// range of jobs_ready_idx that holds them, nothing due later read. $1
+// queue id, $2 now.
+pg::Statement due_rows = {R"sql(
+SELECT d.id, d.group_key, d.run_at FROM pgq.job_rows d
+ WHERE d.queue_id = $1 AND d.state = 'p' AND (- d.priority) = (- $3) AND d.run_at <= $2
+   AND (d.run_at, d.id) > ($4, $5)
+ ORDER BY - d.priority, d.run_at, d.id
+ LIMIT $6)sql",
+                          6,
+                          {INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, INT8OID, INT4OID},
+                          nullptr};
 
-// Keys a scan files at once, and rows of each: the fair order keeps at
-// most a quarter of its cells for rows (core/fair_order.h FileRow).
-constexpr int32 kDueRowsPerKey = 2;
+// Rows a scan reads at most, and files of each key (the fair order keeps
+// at most a quarter of its cells for rows: core/fair_order.h FileRow).
+constexpr int32 kDueRowsRead = 8192;
+constexpr int kDueRowsPerKey = 2;
 
 }  // namespace
 
@@ -623,34 +597,38 @@ void FileDueRows(pg::SpiSession& spi, int32 queue_id, int32 ring_id, int32 prior
                  TimestampTz now, bool due) {
   const Known* rings = pg::job_ring::Available() ? KnownOf(spi, queue_id) : nullptr;
   const KnownRing* ring = rings == nullptr ? nullptr : rings->WithId(ring_id);
-  std::string from;
-  if (ring == nullptr || !pg::job_ring::RowsWanted(ring->place, due, &from)) return;
+  pg::job_ring::Bound from{DT_NOBEGIN, 0};
+  bool has_from = false;
+  if (ring == nullptr || !pg::job_ring::RowsWanted(ring->place, due, &from, &has_from)) return;
   const pg::job_ring::Place place = ring->place;  // the scan may read the catalog again
-  const int32 key_limit = std::max(1, pg::FairOffers() / (8 * kDueRowsPerKey));
+  if (!has_from) from = pg::job_ring::Bound{DT_NOBEGIN, 0};
   pg::Params params;
   params.Set(0, Int32GetDatum(queue_id))
       .Set(1, TimestampTzGetDatum(now))
       .Set(2, Int32GetDatum(priority))
-      .Set(3, pg::TextDatum(from))
-      .Set(4, Int32GetDatum(key_limit))
-      .Set(5, Int32GetDatum(kDueRowsPerKey));
-  pg::Result found = spi.Execute(due_rows_by_key, params);
+      .Set(3, TimestampTzGetDatum(from.run_at))
+      .Set(4, Int64GetDatum(from.id))
+      .Set(5, Int32GetDatum(kDueRowsRead));
+  pg::Result found = spi.Execute(due_rows, params);
+  // A few of each key, in claim order (a key's jobs in id order: a
+  // capped group lets its jobs in in id order).
   std::vector<pg::job_ring::DueRow> rows;
-  rows.reserve(found.size());
-  std::string cut_at;  // "": the next scan from the first key
-  int64 visited = 0;
+  std::unordered_map<std::string, int> of_key;
+  int of_none = 0;
+  pg::job_ring::Bound last{DT_NOBEGIN, 0};
   for (uint64 r = 0; r < found.size(); ++r) {
-    bool no_id = false, no_key = false;
-    const Datum id = found.Value(r, "id", &no_id);
-    const Datum key = found.Value(r, "group_key", &no_key);
-    if (no_id) {
-      cut_at = found.Text(r, "group_key");  // the first row ("" when not cut)
-      visited = DatumGetInt64(found.Value(r, "key_no", &no_key));
-      continue;
-    }
-    rows.push_back(pg::job_ring::DueRow{DatumGetInt64(id), no_key ? Datum{0} : key});
+    bool is_null = false;
+    const int64 id = DatumGetInt64(found.Value(r, "id", &is_null));
+    last = pg::job_ring::Bound{DatumGetTimestampTz(found.Value(r, "run_at", &is_null)), id};
+    const Datum key = found.Value(r, "group_key", &is_null);
+    int& taken = is_null ? of_none : of_key[found.Text(r, "group_key")];
+    if (taken >= kDueRowsPerKey) continue;
+    ++taken;
+    rows.push_back(pg::job_ring::DueRow{id, is_null ? Datum{0} : key});
   }
-  pg::job_ring::FileRows(place, rows, cut_at, visited);
+  const bool cut = found.size() == static_cast<uint64>(kDueRowsRead);
+  pg::job_ring::FileRows(place, rows, !has_from, cut ? &last : nullptr,
+                         static_cast<int64>(found.size()));
 }
 
 pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name, int32 n,

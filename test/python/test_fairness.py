@@ -130,18 +130,28 @@ class FairnessTest(PgqTestCase):
         self.assertEqual(len({r[2] for r in rows}), len(rows))
         keys = [r[0] for r in rows]
         # While all three have jobs: every window of 30 claims holds about
-        # 10 of each (within the claims in flight).
+        # 10 of each. Looser than on the ring (test above): a tenant's next
+        # job comes into the table at a completion's commit and is filed at
+        # the next scan of the table, so with four workers a turn is now and
+        # then taken by the other tenant meanwhile (runs of up to seven of
+        # one tenant seen in 16 runs; without the rows in their keys' turns,
+        # C waited for hundreds).
+        # C's 12 within about 12 rounds of the three: the claims in flight,
+        # and a tenant's job let in by a completion that commits after the
+        # last scan of the table (taken at the next, within a round), may
+        # each cost C a place (without the rows in their keys' turns, C's
+        # last job came at 561).
         last_c = max(n for n, key in enumerate(keys) if key == "C")
-        self.assertLess(last_c, 3 * 12 + 2 * SLACK, "C's jobs in the first rounds: " + "".join(keys[:60]))
+        self.assertLess(last_c, 3 * 12 + 8 * SLACK, "C's jobs in the first rounds: " + "".join(keys[:60]))
         for frm in range(0, last_c - 30, 3):
             window = keys[frm:frm + 30]
             for key in "ABC":
-                self.assertLessEqual(abs(window.count(key) - 10), 1 + SLACK, "".join(window))
-        # Then A and B alternate: in every window of 40 claims after C's,
-        # 20 of each, within the claims in flight.
+                self.assertLessEqual(abs(window.count(key) - 10), 1 + 2 * SLACK, "".join(window))
+        # Then A and B take turns: in every window of 40 claims after C's,
+        # about 20 of each.
         for frm in range(last_c + 1, 500, 20):
             window = keys[frm:frm + 40]
-            self.assertLessEqual(abs(window.count("A") - 20), 2 + SLACK, "".join(window))
+            self.assertLessEqual(abs(window.count("A") - 20), 2 + 3 * SLACK, "".join(window))
         # Each tenant's jobs in their order (a capped group starts them in
         # order; only the records of claims in flight may cross).
         for key, size in sizes.items():

@@ -522,7 +522,8 @@ class RowLane {
     // (No due row: a scan that finds none lets the keys it named go, as
     // the lane's claim does when the table's index says none is due.)
     if (table_.empty() ? order_->RowsNamed()
-                       : order_->RowsFiled() == 0 || since_scan_ >= order_->KeysInUse()) {
+                       : order_->RowsFiled() == 0 || order_->RowsRanDry() ||
+                             since_scan_ >= order_->KeysInUse()) {
       Scan();
     }
     for (;;) {
