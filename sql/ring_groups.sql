@@ -198,4 +198,21 @@ DO $$ DECLARE r record; BEGIN
 END $$;
 SELECT count(*) AS left_over FROM pgq.list_jobs('rb') WHERE state IN ('ready', 'waiting', 'running');
 SELECT pgq.drop_queue('rb', force => true);
+
+-- Scheduled grouped jobs stay rows of pgq.job_rows until due: a batch's
+-- group room counted once (store::GroupRoom), as for the ring's; the
+-- group's first group_concurrency jobs pending, the rest waiting, in
+-- enqueue order, with a FIFO group (1) and a shared one (2); a single
+-- enqueue behind them waits.
+SELECT pgq.create_queue('rs', lease => '1 hour', group_concurrency => 2);
+SELECT count(*) AS enqueued FROM pgq.enqueue_many('rs', array_fill('{}'::jsonb, ARRAY[5]),
+         run_at => now() + interval '1 hour', group_keys => ARRAY['t']);
+SELECT pgq.enqueue('rs', '{}', run_at => now() + interval '1 hour', group_key => 't') > 0 AS one_more;
+SELECT string_agg(state::text, '' ORDER BY id) AS states FROM pgq.job_rows
+ WHERE queue_id = (SELECT queue_id FROM pgq.queues WHERE name = 'rs');
+SELECT pgq.create_queue('rf', lease => '1 hour');
+SELECT count(*) AS enqueued FROM pgq.enqueue_many('rf', array_fill('{}'::jsonb, ARRAY[3]),
+         run_at => now() + interval '1 hour', group_keys => ARRAY['t']);
+SELECT string_agg(state::text, '' ORDER BY id) AS states FROM pgq.job_rows
+ WHERE queue_id = (SELECT queue_id FROM pgq.queues WHERE name = 'rf');
 DROP EXTENSION pgq_cpp;

@@ -138,15 +138,19 @@ void FairOrder::StartSkipping(int32_t slot) {
   skip_list()[h.skipping++] = slot;
 }
 void FairOrder::StopSkipping(int32_t slot) {
-  Header& h = header();
+  Unlist(skip_list(), &header().skipping, &Key::skip_index, slot);
+  keys()[slot].skipping = false;
+}
+
+// Takes `slot` out of a list of slots (`list`, `size` of them) whose keys
+// know their places in it (`index`): the last one takes its place.
+void FairOrder::Unlist(int32_t* list, int32_t* size, int32_t Key::*index, int32_t slot) {
   Key* slots = keys();
-  int32_t* list = skip_list();
-  Key& k = slots[slot];
-  const int32_t last = list[--h.skipping];
-  list[k.skip_index] = last;
-  slots[last].skip_index = k.skip_index;
-  k.skipping = false;
-  k.skip_index = -1;
+  const int32_t at = slots[slot].*index;
+  const int32_t last = list[--*size];
+  list[at] = last;
+  slots[last].*index = at;
+  slots[slot].*index = -1;
 }
 
 FairOrder* FairOrder::Make(void* memory, const FairSizes& sizes) {
@@ -546,14 +550,7 @@ bool FairOrder::RowFirst(const Key& key) const {
 
 // The key's place in the row list goes (it holds no row).
 void FairOrder::RowUnlist(int32_t slot) {
-  Header& h = header();
-  Key* slots = keys();
-  int32_t* list = row_list();
-  Key& k = slots[slot];
-  const int32_t last = list[--h.row_keys];
-  list[k.row_index] = last;
-  slots[last].row_index = k.row_index;
-  k.row_index = -1;
+  Unlist(row_list(), &header().row_keys, &Key::row_index, slot);
 }
 
 // Drops the key's rows and its place in the row list (its slot, F and

@@ -232,6 +232,7 @@ class FairOrder {
   int32_t* row_list();
   void ClearRows(int32_t slot);
   void RowUnlist(int32_t slot);
+  void Unlist(int32_t* list, int32_t* size, int32_t Key::*index, int32_t slot);
   void StartSkipping(int32_t slot);
   void StopSkipping(int32_t slot);
   int32_t* targets();

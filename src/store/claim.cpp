@@ -372,36 +372,28 @@ pg::Result ClaimRowIds(pg::SpiSession& spi, int32 queue_id, Datum name,
                        const std::vector<int32>* onto) {
   if (ids.empty()) return pg::Result();
   now = std::max(now, pg::Now());  // as ClaimReady: due by the clock read last
-  if (onto == nullptr) {
-    pg::Params params;
-    params.Set(0, Int32GetDatum(queue_id))
-        .Set(1, Int32GetDatum(static_cast<int32>(ids.size())))
-        .Set(2, lease)
-        .Set(3, TimestampTzGetDatum(now))
-        .Set(4, name)
-        .Set(5, internal::Int8Array(ids))
-        .Set(6, Int32GetDatum(MyProcPid));
-    pg::Result jobs = spi.Execute(claim_row_ids_in_place(), params);
-    pg::ledger::NoteCount(queue_id, pg::kClaims, jobs.size());
-    if (jobs.size() > 0) pg::ledger::NoteLocked(queue_id);
-    return jobs;
-  }
   pg::Params params;
   params.Set(0, Int32GetDatum(queue_id))
       .Set(1, Int32GetDatum(static_cast<int32>(ids.size())))
       .Set(2, lease)
       .Set(3, TimestampTzGetDatum(now))
       .Set(4, name)
-      .Set(5, internal::Int8Array(ids))
-      .Set(6, Int32GetDatum(0))
-      .Set(7, Int64GetDatum(0))
-      .Set(8, Int32GetDatum(MyProcPid))
-      .Set(9, Int32GetDatum(0))
-      .Set(10, TimestampTzGetDatum(now))
-      .Set(11, Int64GetDatum(0))
-      .Set(12, internal::Int4Array(*onto));
-  pg::Result jobs = spi.Execute(claim_row_ids(), params);
-  ring::TakeOnto(spi, queue_id, jobs, now);
+      .Set(5, internal::Int8Array(ids));
+  if (onto == nullptr) {
+    params.Set(6, Int32GetDatum(MyProcPid));
+  } else {
+    // ($7, $8, $10..$12: the bounds ClaimOntoRingSql's other use reads.)
+    params.Set(6, Int32GetDatum(0))
+        .Set(7, Int64GetDatum(0))
+        .Set(8, Int32GetDatum(MyProcPid))
+        .Set(9, Int32GetDatum(0))
+        .Set(10, TimestampTzGetDatum(now))
+        .Set(11, Int64GetDatum(0))
+        .Set(12, internal::Int4Array(*onto));
+  }
+  pg::Result jobs =
+      spi.Execute(onto == nullptr ? claim_row_ids_in_place() : claim_row_ids(), params);
+  if (onto != nullptr) ring::TakeOnto(spi, queue_id, jobs, now);
   pg::ledger::NoteCount(queue_id, pg::kClaims, jobs.size());
   // Others skip the rows this claim locked; if it rolls back they are
   // pending again, maybe behind the hint.

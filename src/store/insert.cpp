@@ -408,6 +408,17 @@ std::optional<int64> InsertJob(pg::SpiSession& spi, const Queue& queue, const Ne
   if (!has_group && internal::CanInsertJobRow(catalog)) {
     return InsertPlain(spi, queue, job, catalog);
   }
+  // A grouped job that stays a row (due later, or its queue has no ring):
+  // its group's room counted as for one on the ring (TakeGroupRoom: once
+  // for all of a batch's jobs of the group, store::GroupRoom; the
+  // statement below counted the group for each job, as deep as it is:
+  // 2,000 scheduled jobs of one tenant took 0.75 s), the row inserted
+  // directly.
+  if (has_group && internal::CanInsertJobRow(catalog)) {
+    pg::LockGroup(queue.id, job.group);
+    const bool room = internal::TakeGroupRoom(spi, queue, job.group_key, job.room);
+    return InsertPlain(spi, queue, job, catalog, room ? 'p' : 'w');
+  }
   if (has_group) pg::LockGroup(queue.id, job.group);
   pg::Params params;
   internal::SetJobParams(params, queue, job);

@@ -18,19 +18,28 @@ SLACK = WORKERS - 1  # claims that may be recorded out of their order
 
 
 class FairnessTest(PgqTestCase):
-    def test_four_workers_take_the_keys_in_turn_and_every_job_once(self):
+    def drain(self, queue, sizes, group_concurrency):
+        """A fair queue `queue` filled with sizes[key] jobs of each key (in
+        that order), drained by WORKERS workers claiming one job at a time,
+        each job completed in the claim's transaction; the claims as (key,
+        i, id) in claim order (up to the claims in flight). A worker stops
+        when the queue holds nothing: a claim that finds nothing while a
+        capped group's next job is still to be let in by a completion in
+        flight looks again."""
         a = self.admin
-        a.execute("SELECT pgq.create_queue('tenants', lease => '1 hour', group_concurrency => 10000,"
-                  " fairness => 'group')")
-        a.execute("CREATE SEQUENCE claim_order")
-        a.execute("CREATE TABLE seen (n bigint PRIMARY KEY, id bigint NOT NULL, k text NOT NULL,"
-                  " i int NOT NULL)")
-        sizes = {"A": 1500, "B": 150, "C": 10}
+        a.execute("SELECT pgq.create_queue(%s, lease => '1 hour', group_concurrency => %s,"
+                  " fairness => 'group')", (queue, group_concurrency))
+        # (`queue` names them: a plain word.)
+        a.execute(f"DROP TABLE IF EXISTS seen_{queue}")
+        a.execute(f"DROP SEQUENCE IF EXISTS order_{queue}")
+        a.execute(f"CREATE SEQUENCE order_{queue}")
+        a.execute(f"CREATE TABLE seen_{queue} (n bigint PRIMARY KEY, id bigint NOT NULL,"
+                  " k text NOT NULL, i int NOT NULL)")
         for key, size in sizes.items():
-            a.execute("SELECT count(*) FROM pgq.enqueue_many('tenants',"
+            a.execute("SELECT count(*) FROM pgq.enqueue_many(%s,"
                       " (SELECT array_agg(jsonb_build_object('k', %s::text, 'i', i) ORDER BY i)"
                       "    FROM generate_series(1, %s) i), group_keys => ARRAY[%s])",
-                      (key, size, key))
+                      (queue, key, size, key))
         start = threading.Barrier(WORKERS)
 
         def work():
@@ -38,20 +47,30 @@ class FairnessTest(PgqTestCase):
             start.wait()
             while not self.stop.is_set():
                 row = conn.execute(
-                    "SELECT nextval('claim_order'), c.id, c.attempt, c.payload->>'k',"
-                    "       (c.payload->>'i')::int FROM pgq.claim('tenants', 1) c").fetchone()
+                    f"SELECT nextval('order_{queue}'), c.id, c.attempt, c.payload->>'k',"
+                    "       (c.payload->>'i')::int FROM pgq.claim(%s, 1) c", (queue,)).fetchone()
                 if row is None:
+                    left = conn.execute("SELECT count(*) FROM pgq.jobs j JOIN pgq.queues q"
+                                        " USING (queue_id) WHERE q.name = %s", (queue,)).fetchone()[0]
                     conn.commit()
-                    return
+                    if left == 0:
+                        return
+                    time.sleep(0.002)
+                    continue
                 n, job, attempt, key, i = row
-                conn.execute("INSERT INTO seen VALUES (%s, %s, %s, %s)", (n, job, key, i))
+                conn.execute(f"INSERT INTO seen_{queue} VALUES (%s, %s, %s, %s)",
+                             (n, job, key, i))
                 conn.execute("SELECT pgq.complete(%s, %s)", (job, attempt))
                 conn.commit()
 
         tasks = [self.spawn(work, name=f"worker-{w}") for w in range(WORKERS)]
         for task in tasks:
             task.value(timeout=120)
-        rows = a.execute("SELECT k, i, id FROM seen ORDER BY n").fetchall()
+        return a.execute(f"SELECT k, i, id FROM seen_{queue} ORDER BY n").fetchall()
+
+    def test_four_workers_take_the_keys_in_turn_and_every_job_once(self):
+        sizes = {"A": 1500, "B": 150, "C": 10}
+        rows = self.drain("tenants", sizes, 10000)
         # Every job once.
         self.assertEqual(len(rows), sum(sizes.values()))
         self.assertEqual(len({r[2] for r in rows}), len(rows))
@@ -85,47 +104,8 @@ class FairnessTest(PgqTestCase):
         # rows took their keys' turns, A's older rows came first and B
         # waited for A's whole backlog), every job once, each tenant's in
         # its order.
-        a = self.admin
-        a.execute("SELECT pgq.create_queue('capped', lease => '1 hour', group_concurrency => 2,"
-                  " fairness => 'group')")
-        a.execute("CREATE SEQUENCE capped_order")
-        a.execute("CREATE TABLE capped_seen (n bigint PRIMARY KEY, id bigint NOT NULL,"
-                  " k text NOT NULL, i int NOT NULL)")
         sizes = {"A": 300, "B": 300, "C": 12}
-        for key, size in sizes.items():
-            a.execute("SELECT count(*) FROM pgq.enqueue_many('capped',"
-                      " (SELECT array_agg(jsonb_build_object('k', %s::text, 'i', i) ORDER BY i)"
-                      "    FROM generate_series(1, %s) i), group_keys => ARRAY[%s])",
-                      (key, size, key))
-        start = threading.Barrier(WORKERS)
-
-        def work():
-            conn = self.connect(autocommit=False)
-            start.wait()
-            while not self.stop.is_set():
-                row = conn.execute(
-                    "SELECT nextval('capped_order'), c.id, c.attempt, c.payload->>'k',"
-                    "       (c.payload->>'i')::int FROM pgq.claim('capped', 1) c").fetchone()
-                if row is None:
-                    conn.commit()
-                    # A tenant's next job comes at a completion: another
-                    # worker's may still be in flight.
-                    left = conn.execute("SELECT count(*) FROM pgq.jobs j JOIN pgq.queues q"
-                                        " USING (queue_id) WHERE q.name = 'capped'").fetchone()[0]
-                    conn.commit()
-                    if left == 0:
-                        return
-                    time.sleep(0.002)
-                    continue
-                n, job, attempt, key, i = row
-                conn.execute("INSERT INTO capped_seen VALUES (%s, %s, %s, %s)", (n, job, key, i))
-                conn.execute("SELECT pgq.complete(%s, %s)", (job, attempt))
-                conn.commit()
-
-        tasks = [self.spawn(work, name=f"worker-{w}") for w in range(WORKERS)]
-        for task in tasks:
-            task.value(timeout=120)
-        rows = a.execute("SELECT k, i, id FROM capped_seen ORDER BY n").fetchall()
+        rows = self.drain("capped", sizes, 2)
         self.assertEqual(len(rows), sum(sizes.values()))
         self.assertEqual(len({r[2] for r in rows}), len(rows))
         keys = [r[0] for r in rows]

@@ -691,6 +691,37 @@ TEST(FairOrderRows, RowsOfKeysTheScanNoLongerNamesGo) {
   EXPECT_FALSE(lane.order().RowsNamed());
 }
 
+TEST(FairOrderRows, AScanAfterACutFilesNoKeyTheRotationNamedAndDropsNothing) {
+  // A scan cut short at its limit read key 1's first rows (1, 2); the next
+  // goes on after the cut: key 1's rows there (9000) come after rows of
+  // it not yet filed again, so it is not filed (its order kept), key 2's
+  // are; neither scan drops what the other filed. A scan from the first
+  // row that reads every due row drops the rest.
+  std::vector<uint64_t> memory(FairOrder::BytesFor(kRoomy) / 8 + 1);
+  FairOrder* order = FairOrder::Make(memory.data(), kRoomy);
+  order->BeginRows(true);
+  EXPECT_EQ(order->FileRow(1, 1, 1), FairFiled::kFiled);
+  EXPECT_EQ(order->FileRow(1, 1, 2), FairFiled::kFiled);
+  order->EndRows(false);  // cut
+  EXPECT_EQ(order->Take()->place, 1u);
+  order->BeginRows(false);
+  EXPECT_EQ(order->FileRow(1, 1, 9000), FairFiled::kSkipped);
+  EXPECT_EQ(order->FileRow(2, 1, 9001), FairFiled::kFiled);
+  order->EndRows(false);
+  std::set<FairPlace> taken;
+  for (int i = 0; i < 2; ++i) taken.insert(order->Take()->place);
+  EXPECT_EQ(taken, (std::set<FairPlace>{2, 9001}));
+  EXPECT_FALSE(order->Take());
+  order->BeginRows(true);
+  EXPECT_EQ(order->FileRow(1, 1, 3), FairFiled::kFiled);
+  order->EndRows(true);
+  EXPECT_EQ(order->Take()->place, 3u);
+  EXPECT_FALSE(order->Take());
+  order->BeginRows(true);
+  order->EndRows(true);
+  EXPECT_EQ(order->KeysInUse(), 0);
+}
+
 TEST(FairOrderRows, RowsTakeAQuarterOfTheCellsAndAKeysRoomAtMost) {
   // 64 cells, 8 reserved: rows take at most 14; a key at most per_key (4).
   constexpr FairSizes sizes{64, 64, 4, 8};
