@@ -123,8 +123,9 @@ std::vector<pg::job_ring::FairKeyStat> BusiestFairKeys(pg::SpiSession& spi, int3
 void TakeOnto(pg::SpiSession& spi, int32 queue_id, const pg::Result& jobs, TimestampTz now);
 
 // A fair queue's due rows of the ring's priority in its keys' turns
-// (pg/job_ring.h RowsWanted, FileRows): when a scan is due, each key's
-// first due rows (store::DueRowsByKey) filed in the ring's fair order; a
+// (pg/job_ring.h RowsWanted, FileRows): when a scan is due, the due rows
+// read in claim order and each key's first two filed in the ring's fair
+// order; a
 // claim of the ring then hands out their ids beside its entries (Claim's
 // `rows`, claimed by store::ClaimRowIds). Nothing for a ring without a
 // fair order.
