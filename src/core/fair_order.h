@@ -146,16 +146,15 @@ class FairOrder {
   // Due rows of the table beside the ring (retries, scheduled jobs, a
   // capped group's jobs let in: pgq.job_rows), in the same turns as the
   // entries. The lane's scan of the table, between BeginRows() and
-  // EndRows(), files each key's first due rows by id (FileRow); EndRows()
-  // drops the rows of every key the scan did not file again. A key keeps
-  // its slot and its F across scans, so a scan gives no key a turn it
-  // did not earn. A key with rows is active as one with offers is; Take()
-  // serves a key's rows and offers in id order between them (its offers
-  // are filed with their ids: a capped group's job let in from the table
-  // goes after its jobs still on the ring, a retry of its head before
-  // them). Rows take at most a
-  // quarter of the cells and a key's room (per_key) of them; kSkipped
-  // when there is no room (the next scan files it), kNoSlot when no slot.
+  // EndRows(), files each key's first due rows by id (FileRow), replacing
+  // what the key held. A key keeps its slot and its F across scans, so a
+  // scan gives no key a turn it did not earn. A key with rows is active as
+  // one with offers is; Take() serves a key's rows and offers in id order
+  // between them (its offers are filed with their ids: a capped group's
+  // job let in from the table goes after its jobs still on the ring, a
+  // retry of its head before them). Rows take at most a quarter of the
+  // cells and a key's room (per_key) of them; kSkipped when there is no
+  // room (the next scan files it), kNoSlot when no slot.
   // `from_first`: the scan began at the table's first due row (else it
   // goes on after an earlier one's cut, and files no key named since the
   // last that began there: their first rows lay before the cut).

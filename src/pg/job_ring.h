@@ -388,7 +388,8 @@ struct FairKeyStat {
   int32 held;               // its ready jobs the lane holds sorted
   bool more;                // more of its ready jobs wait on the ring
   uint64 served;            // claims since it became active
-  int32 running;            // its jobs running on the ring (leases held or closing)
+  int32 running;            // its jobs running on the ring (leases held or closing);
+                            // store::ring::BusiestFairKeys adds its running rows
   TimestampTz ready_since;  // its next job's run_at
   // A key whose only ready jobs are due rows of pgq.job_rows (FileRows):
   // its next row's id; group_key and ready_since are the caller's to read
