@@ -25,7 +25,7 @@ OBJS = $(SRCS:.cpp=.o)
 REGRESS      = install queues enqueue claim finish dead_letter maintain schedules outbox coordination \
                handlers bad_input boundary groups rate_limit rights metrics lifecycle dedupe caps dependencies \
                overview streams stream_limits retention read_surfaces ring_queues ring_reads ring_turns ring_carry ring_cancel ring_order ring_dependencies \
-               ring_priorities ring_groups ring_dedupe fairness backpressure
+               ring_priorities ring_groups ring_dedupe fairness backpressure tracing
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/pgq_test.conf
 
 # Isolation specs live in test/isolation/{specs,expected}.

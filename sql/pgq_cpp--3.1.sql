@@ -135,6 +135,8 @@ CREATE TABLE pgq.job_rows (
     dedupe_for   interval,
     open_parents   integer,
     has_dependents boolean,
+    trace_context  text,                    -- W3C traceparent[;tracestate] (ADR 0030); NULL: none
+    trace_links    text[],                  -- enqueue's after: the traced parents' traceparents
     CONSTRAINT jobs_state_check
         CHECK (state OPERATOR(pg_catalog.=) ANY ('{p,r,w,b}'::pg_catalog."char"[]))
 ) WITH (fillfactor = 90);
@@ -231,6 +233,7 @@ CREATE TABLE pgq.dedupe_followers (
     dedupe_for   interval,
     group_key    text,                   -- its FIFO group, which it joins then
     payload      jsonb       NOT NULL,
+    trace_context text,                  -- its enqueuer's trace (ADR 0030)
     PRIMARY KEY (queue_id, dedupe_key)
 );
 COMMENT ON TABLE pgq.dedupe_followers IS
@@ -292,7 +295,8 @@ CREATE TABLE pgq.job_history (
     progress     jsonb,
     result       jsonb,
     payload      jsonb       NOT NULL,
-    segment      smallint    NOT NULL
+    segment      smallint    NOT NULL,
+    trace_context text                    -- the job's trace (ADR 0030)
 ) PARTITION BY LIST (segment);
 COMMENT ON TABLE pgq.job_history IS
     'completed jobs kept for their queue''s keep_completed, with their result; a ring of segments per retention class (pgq.rings)';
@@ -314,6 +318,8 @@ CREATE TABLE pgq.dead_jobs (
     progress     jsonb,
     dedupe_for   interval,
     segment      smallint    NOT NULL,
+    trace_context text,                   -- the job's trace, kept for retry_dead (ADR 0030)
+    trace_links  text[],
     CONSTRAINT dead_jobs_reason_check
         CHECK (reason OPERATOR(pg_catalog.=) ANY ('{exhausted,cancelled,expired,dependency_failed}'::pg_catalog.text[]))
 ) PARTITION BY LIST (segment);
@@ -533,7 +539,8 @@ CREATE TABLE pgq.events (
     topic        text        NOT NULL,
     payload      jsonb       NOT NULL,
     dedupe_key   text,
-    published_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+    published_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    trace_context text                  -- the publisher's trace (ADR 0030)
 );
 ALTER SEQUENCE pgq.event_id_seq OWNED BY pgq.events.id;
 CREATE UNIQUE INDEX events_dedupe_idx ON pgq.events (topic, dedupe_key)
@@ -606,7 +613,8 @@ CREATE TABLE pgq.stream_events (
     txid        xid8        NOT NULL,   -- the appending transaction (pg_current_xact_id)
     id          bigint      NOT NULL,
     appended_at timestamptz NOT NULL,
-    payload     jsonb       NOT NULL
+    payload     jsonb       NOT NULL,
+    trace_context text                  -- the appender's or publisher's trace (ADR 0030)
 ) PARTITION BY LIST (stream_id);
 -- A batch is read in (txid, id) order from a consumer's cursor: each
 -- stream's table has that index (created with it; not here, on the root, as
@@ -746,7 +754,27 @@ CREATE TYPE pgq.job_info AS (
     last_error   text,
     open_parents integer,      -- waiting for this many parents (enqueue's after); else NULL
     payload      jsonb,
-    dead_reason  text          -- why a dead or cancelled job is dead (pgq.dead_jobs.reason); else NULL
+    dead_reason  text,         -- why a dead or cancelled job is dead (pgq.dead_jobs.reason); else NULL
+    trace_id     text,         -- the W3C trace id of its trace context (ADR 0030); else NULL
+    trace_context text         -- traceparent[;tracestate] (admin: NULL, as the payload)
+);
+
+-- What claim_traced returns (ADR 0030): claimed_job's columns, then the
+-- job's W3C trace context and the traceparents of its parents (enqueue's
+-- after). A separate type so that pgq.claim(...) IS NOT NULL stays true of
+-- every claimed job (a row is NOT NULL only when every field is).
+CREATE TYPE pgq.traced_job AS (
+    id           bigint,
+    queue        text,
+    payload      jsonb,
+    attempt      integer,
+    max_attempts integer,
+    lease_until  timestamptz,
+    enqueued_at  timestamptz,
+    priority     integer,
+    traceparent  text,
+    tracestate   text,
+    links        text[]
 );
 
 
@@ -858,10 +886,12 @@ CREATE FUNCTION pgq.enqueue(
     group_key    text        DEFAULT NULL,
     dedupe_for   interval    DEFAULT NULL,
     on_duplicate text        DEFAULT 'ignore',
-    after        bigint[]    DEFAULT NULL)
+    after        bigint[]    DEFAULT NULL,
+    traceparent  text        DEFAULT NULL,
+    tracestate   text        DEFAULT NULL)
 RETURNS bigint AS 'MODULE_PATHNAME', 'pgq_enqueue' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION pgq.enqueue(text, jsonb, timestamp with time zone, integer, text, integer, text, interval, text, bigint[]) IS
-    'adds a job in the caller''s transaction and returns its id; a dedupe_key held by a live job (or finished within its dedupe_for) returns the holder''s id, or with on_duplicate => ''replace'' updates a holder that has not started; with after, the job waits until those jobs are done (dead-lettered with dependency_failed if one dies); produce right (and a right on each parent''s queue)';
+COMMENT ON FUNCTION pgq.enqueue(text, jsonb, timestamp with time zone, integer, text, integer, text, interval, text, bigint[], text, text) IS
+    'adds a job in the caller''s transaction and returns its id; a dedupe_key held by a live job (or finished within its dedupe_for) returns the holder''s id, or with on_duplicate => ''replace'' updates a holder that has not started; with after, the job waits until those jobs are done (dead-lettered with dependency_failed if one dies); traceparent/tracestate (else the setting pgq.trace_context): its W3C trace context; produce right (and a right on each parent''s queue)';
 
 CREATE FUNCTION pgq.enqueue_many(
     queue       text,
@@ -870,10 +900,12 @@ CREATE FUNCTION pgq.enqueue_many(
     priority    integer     DEFAULT 0,
     after       bigint[]    DEFAULT NULL,
     group_keys  text[]      DEFAULT NULL,
-    dedupe_keys text[]      DEFAULT NULL)
+    dedupe_keys text[]      DEFAULT NULL,
+    traceparent text        DEFAULT NULL,
+    tracestate  text        DEFAULT NULL)
 RETURNS SETOF bigint AS 'MODULE_PATHNAME', 'pgq_enqueue_many' LANGUAGE C VOLATILE ROWS 100;
-COMMENT ON FUNCTION pgq.enqueue_many(text, jsonb[], timestamp with time zone, integer, bigint[], text[], text[]) IS
-    'adds one job per payload in one statement and returns their ids in input order; with after, each waits for those jobs (a fan-out behind one parent, or many children behind the same parents); group_keys and dedupe_keys: one key for every payload or one per payload (NULL: none), a taken dedupe key answered with its holder''s id as enqueue does; produce right';
+COMMENT ON FUNCTION pgq.enqueue_many(text, jsonb[], timestamp with time zone, integer, bigint[], text[], text[], text, text) IS
+    'adds one job per payload in one statement and returns their ids in input order; with after, each waits for those jobs (a fan-out behind one parent, or many children behind the same parents); group_keys and dedupe_keys: one key for every payload or one per payload (NULL: none), a taken dedupe key answered with its holder''s id as enqueue does; traceparent/tracestate (else the setting pgq.trace_context): every job''s W3C trace context; produce right';
 
 CREATE FUNCTION pgq.claim(
     queue text,
@@ -892,6 +924,26 @@ CREATE FUNCTION pgq.claim(
 RETURNS SETOF pgq.claimed_job AS 'MODULE_PATHNAME', 'pgq_claim_queues' LANGUAGE C VOLATILE ROWS 10;
 COMMENT ON FUNCTION pgq.claim(text[], integer, interval, interval) IS
     'leases up to n ready jobs from any of the queues, in claim order across them, each queue''s lease, rate limit and caps applying; with wait, blocks until one of them has a job or the wait ends; consume right on each';
+
+-- claim with each job's trace context (ADR 0030); claim's rights, wait and
+-- order. Its row IS NOT NULL is false for an untraced job: test .id.
+CREATE FUNCTION pgq.claim_traced(
+    queue text,
+    n     integer  DEFAULT 1,
+    lease interval DEFAULT NULL,
+    wait  interval DEFAULT '0')
+RETURNS SETOF pgq.traced_job AS 'MODULE_PATHNAME', 'pgq_claim_traced' LANGUAGE C VOLATILE ROWS 10;
+COMMENT ON FUNCTION pgq.claim_traced(text, integer, interval, interval) IS
+    'claim(queue, n, lease, wait) with each job''s W3C trace context (traceparent, tracestate) and its parents'' traceparents (links); consume right';
+
+CREATE FUNCTION pgq.claim_traced(
+    queues text[],
+    n      integer  DEFAULT 1,
+    lease  interval DEFAULT NULL,
+    wait   interval DEFAULT '0')
+RETURNS SETOF pgq.traced_job AS 'MODULE_PATHNAME', 'pgq_claim_queues_traced' LANGUAGE C VOLATILE ROWS 10;
+COMMENT ON FUNCTION pgq.claim_traced(text[], integer, interval, interval) IS
+    'claim(queues, n, lease, wait) with each job''s W3C trace context and links; consume right on each';
 
 CREATE FUNCTION pgq.complete(id bigint, attempt integer, result jsonb DEFAULT NULL)
 RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_complete' LANGUAGE C VOLATILE;
@@ -1168,10 +1220,11 @@ COMMENT ON FUNCTION pgq.unsubscribe(text, text, text) IS
     'stops routing a topic''s events into a queue or stream; whether it was subscribed; admin on the queue or stream, or owner of the topic';
 
 CREATE FUNCTION pgq.publish(topic text, payload jsonb, dedupe_key text DEFAULT NULL,
-                            group_key text DEFAULT NULL)
+                            group_key text DEFAULT NULL, traceparent text DEFAULT NULL,
+                            tracestate text DEFAULT NULL)
 RETURNS bigint AS 'MODULE_PATHNAME', 'pgq_publish' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION pgq.publish(text, jsonb, text, text) IS
-    'records an event and enqueues one job per subscribed queue in the caller''s transaction; with group_key, each job joins that FIFO group of its queue (one per key in flight, in commit order); publish right on the topic';
+COMMENT ON FUNCTION pgq.publish(text, jsonb, text, text, text, text) IS
+    'records an event and enqueues one job per subscribed queue in the caller''s transaction; with group_key, each job joins that FIFO group of its queue (one per key in flight, in commit order); the event, its jobs and its stream events carry the W3C trace context given (else the setting pgq.trace_context); publish right on the topic';
 
 -- Streams (SPEC §10, docs/streams.md, ADR 0020) -------------------------------
 
@@ -1191,15 +1244,17 @@ RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_drop_stream' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION pgq.drop_stream(text, boolean) IS
     'drops a stream with its events, consumers and grants; whether it existed; admin right on the stream';
 
-CREATE FUNCTION pgq.append(stream text, payload jsonb)
+CREATE FUNCTION pgq.append(stream text, payload jsonb, traceparent text DEFAULT NULL,
+                           tracestate text DEFAULT NULL)
 RETURNS bigint AS 'MODULE_PATHNAME', 'pgq_append' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION pgq.append(text, jsonb) IS
-    'appends an event to a stream, visible to its consumers when the transaction commits; its id; produce right';
+COMMENT ON FUNCTION pgq.append(text, jsonb, text, text) IS
+    'appends an event to a stream, visible to its consumers when the transaction commits; its id; traceparent/tracestate (else the setting pgq.trace_context): its W3C trace context; produce right';
 
-CREATE FUNCTION pgq.append_many(stream text, payloads jsonb[])
+CREATE FUNCTION pgq.append_many(stream text, payloads jsonb[], traceparent text DEFAULT NULL,
+                                tracestate text DEFAULT NULL)
 RETURNS SETOF bigint AS 'MODULE_PATHNAME', 'pgq_append_many' LANGUAGE C VOLATILE ROWS 100;
-COMMENT ON FUNCTION pgq.append_many(text, jsonb[]) IS
-    'appends one event per payload, in order; their ids in input order; produce right';
+COMMENT ON FUNCTION pgq.append_many(text, jsonb[], text, text) IS
+    'appends one event per payload, in order; their ids in input order; every event carries the W3C trace context given (else the setting pgq.trace_context); produce right';
 
 CREATE FUNCTION pgq.register_consumer(stream text, consumer text)
 RETURNS boolean AS 'MODULE_PATHNAME', 'pgq_register_consumer' LANGUAGE C VOLATILE;
@@ -1218,6 +1273,17 @@ CREATE FUNCTION pgq.next_batch(stream text, consumer text, max_events integer DE
 RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_next_batch' LANGUAGE C VOLATILE ROWS 1000;
 COMMENT ON FUNCTION pgq.next_batch(text, text, integer, interval) IS
     'the consumer''s next batch (its open one again until finished): up to max_events events in commit order, waiting up to wait for some; consume right';
+
+-- next_batch with each event's W3C trace context (ADR 0030): next_batch's
+-- columns stay as they are (callers number them WITH ORDINALITY).
+CREATE FUNCTION pgq.next_batch_traced(stream text, consumer text, max_events integer DEFAULT 1000,
+                                      wait interval DEFAULT '0',
+                                      OUT batch_id bigint, OUT event_id bigint, OUT payload jsonb,
+                                      OUT appended_at timestamptz, OUT traceparent text,
+                                      OUT tracestate text)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'pgq_next_batch_traced' LANGUAGE C VOLATILE ROWS 1000;
+COMMENT ON FUNCTION pgq.next_batch_traced(text, text, integer, interval) IS
+    'next_batch with each event''s W3C trace context (traceparent, tracestate); consume right';
 
 CREATE FUNCTION pgq.finish_batch(batch_id bigint)
 RETURNS integer AS 'MODULE_PATHNAME', 'pgq_finish_batch' LANGUAGE C VOLATILE;
@@ -1364,7 +1430,8 @@ CREATE TABLE pgq.job_log (
     dedupe_key   text,                   -- entry: the job's dedupe key (its row of pgq.dedupe_holds names it)
     dedupe_for   interval,               -- entry: how long the key stays taken after the job
     last_error   text,                   -- a claimed entry's: the error of its attempt before
-    entry        bigint                  -- a claimed entry ('a'), its receipts and closure: its claim's number (pgq.claim_seq)
+    entry        bigint,                 -- a claimed entry ('a'), its receipts and closure: its claim's number (pgq.claim_seq)
+    trace_context text                   -- entry: the job's trace (ADR 0030)
 ) PARTITION BY LIST (ring);
 COMMENT ON TABLE pgq.job_log IS
     'jobs of the queues on rings (ADR 0028): a partition per queue (pgq.job_log_<ring>), each a ring of segments dropped by TRUNCATE';
@@ -1528,7 +1595,8 @@ SELECT g.ring,
        g.group_key,
        g.dedupe_key,
        g.dedupe_for,
-       NULL::text AS last_error
+       NULL::text AS last_error,
+       g.trace_context
   FROM (SELECT l.ring,
                l.id OPERATOR(pg_catalog.+) 0 AS id,
                pg_catalog.max(l.attempt) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS entered,
@@ -1546,7 +1614,8 @@ SELECT g.ring,
                (pg_catalog.array_agg(l.payload) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e'))[1] AS payload,
                pg_catalog.max(l.group_key) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS group_key,
                pg_catalog.max(l.dedupe_key) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS dedupe_key,
-               pg_catalog.max(l.dedupe_for) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS dedupe_for
+               pg_catalog.max(l.dedupe_for) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS dedupe_for,
+               pg_catalog.max(l.trace_context) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'e') AS trace_context
           FROM pgq.job_log l
          WHERE l.entry IS NULL
          GROUP BY l.ring, l.id OPERATOR(pg_catalog.+) 0) g
@@ -1568,7 +1637,8 @@ SELECT a.ring,
        a.group_key,
        a.dedupe_key,
        a.dedupe_for,
-       a.last_error
+       a.last_error,
+       a.trace_context
   FROM (SELECT l.ring,
                pg_catalog.max(l.id) OPERATOR(pg_catalog.+) 0 AS id,
                pg_catalog.bool_or(l.kind OPERATOR(pg_catalog.=) 'c') AS closed,
@@ -1585,7 +1655,8 @@ SELECT a.ring,
                pg_catalog.max(l.group_key) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS group_key,
                pg_catalog.max(l.dedupe_key) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS dedupe_key,
                pg_catalog.max(l.dedupe_for) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS dedupe_for,
-               pg_catalog.max(l.last_error) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS last_error
+               pg_catalog.max(l.last_error) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS last_error,
+               pg_catalog.max(l.trace_context) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'a') AS trace_context
           FROM pgq.job_log l
          WHERE l.entry IS NOT NULL
          GROUP BY l.ring, l.entry) a
@@ -1605,14 +1676,16 @@ COMMENT ON VIEW pgq.ring_jobs IS
 CREATE VIEW pgq.jobs AS
 SELECT j.id, j.queue_id, j.state, j.priority, j.run_at, j.attempt, j.max_attempts,
        j.lease_until, j.enqueued_at, j.dedupe_key, j.group_key, j.last_error, j.payload,
-       j.claimed_by, j.claimed_at, j.progress, j.dedupe_for, j.open_parents, j.has_dependents
+       j.claimed_by, j.claimed_at, j.progress, j.dedupe_for, j.open_parents, j.has_dependents,
+       j.trace_context, j.trace_links
   FROM pgq.job_rows j
 UNION ALL
 SELECT r.id, q.queue_id, r.state, r.priority, r.run_at, r.attempt, r.max_attempts,
        r.lease_until, r.enqueued_at, r.dedupe_key, r.group_key, r.last_error, r.payload,
        r.claimed_by, r.claimed_at, NULL::jsonb, r.dedupe_for, NULL::integer,
        (SELECT true FROM pgq.job_dependencies d
-         WHERE d.parent_id OPERATOR(pg_catalog.=) r.id LIMIT 1)
+         WHERE d.parent_id OPERATOR(pg_catalog.=) r.id LIMIT 1),
+       r.trace_context, NULL::text[]
   FROM pgq.ring_jobs r JOIN pgq.queue_rings q ON q.ring_id OPERATOR(pg_catalog.=) r.ring;
 COMMENT ON VIEW pgq.jobs IS
     'every unfinished job: the rows of pgq.job_rows and the jobs on the queues'' rings (ADR 0028), with the columns pgq.jobs had in 2.x';

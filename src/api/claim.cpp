@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/trace_context.h"
 #include "core/validate.h"
 #include "core/wait.h"
 #include "pg/args.h"
@@ -32,8 +33,33 @@ struct ClaimedRow {
   uint64 row;
 };
 
-// claim(queue or queues, n, lease, wait) returns SETOF pgq.claimed_job.
-Datum ClaimInto(FunctionCallInfo fcinfo, std::vector<std::string_view> names) {
+// pgq.traced_job's last columns from a claimed row's trace_context and
+// trace_links (store::Claim's columns after run_at): traceparent,
+// tracestate, links.
+void TraceColumns(const pg::Result& rows, uint64 row, Datum* values, bool* nulls) {
+  bool is_null = false;
+  const Datum stored = rows.Value(row, store::kClaimedColumns + 2, &is_null);
+  nulls[0] = nulls[1] = true;
+  if (!is_null) {
+    const text* detoasted = pg::Guard([&] {
+      return pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(stored)));
+    });
+    const core::TraceContext parts =
+        core::SplitContext(std::string_view(VARDATA_ANY(detoasted), VARSIZE_ANY_EXHDR(detoasted)));
+    values[0] = pg::TextDatum(parts.traceparent);
+    nulls[0] = false;
+    if (!parts.tracestate.empty()) {
+      values[1] = pg::TextDatum(parts.tracestate);
+      nulls[1] = false;
+    }
+  }
+  values[2] = rows.Value(row, store::kClaimedColumns + 3, &nulls[2]);
+}
+
+// claim(queue or queues, n, lease, wait) returns SETOF pgq.claimed_job;
+// `traced` (claim_traced): SETOF pgq.traced_job, the same columns, then each
+// job's trace context (ADR 0030).
+Datum ClaimInto(FunctionCallInfo fcinfo, std::vector<std::string_view> names, bool traced) {
   const int32 n = pg::RequiredInt32(fcinfo, 1, "n");
   if (!core::IsValidClaimBatch(n)) {
     pg::Raise(ERRCODE_INVALID_PARAMETER_VALUE,
@@ -90,10 +116,14 @@ Datum ClaimInto(FunctionCallInfo fcinfo, std::vector<std::string_view> names) {
       });
     }
     for (const ClaimedRow& claimed : order) {
-      Datum values[store::kClaimedColumns];
-      bool nulls[store::kClaimedColumns];
+      Datum values[store::kClaimedColumns + 3];
+      bool nulls[store::kClaimedColumns + 3];
       for (int column = 0; column < store::kClaimedColumns; ++column) {
         values[column] = claimed.rows->Value(claimed.row, column + 1, &nulls[column]);
+      }
+      if (traced) {
+        TraceColumns(*claimed.rows, claimed.row, values + store::kClaimedColumns,
+                     nulls + store::kClaimedColumns);
       }
       pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
     }
@@ -135,8 +165,20 @@ Datum ClaimInto(FunctionCallInfo fcinfo, std::vector<std::string_view> names) {
 using namespace pgq;
 
 // claim(queue, n, lease, wait) returns SETOF pgq.claimed_job
-PGQ_FUNCTION(pgq_claim) { return api::ClaimInto(fcinfo, {pg::QueueNameArg(fcinfo, 0)}); }
+PGQ_FUNCTION(pgq_claim) { return api::ClaimInto(fcinfo, {pg::QueueNameArg(fcinfo, 0)}, false); }
 
 // claim(queues text[], n, lease, wait) returns SETOF pgq.claimed_job: from
 // any of the queues, in claim order across them.
-PGQ_FUNCTION(pgq_claim_queues) { return api::ClaimInto(fcinfo, pg::QueueNamesArg(fcinfo, 0)); }
+PGQ_FUNCTION(pgq_claim_queues) {
+  return api::ClaimInto(fcinfo, pg::QueueNamesArg(fcinfo, 0), false);
+}
+
+// claim_traced(queue, n, lease, wait) returns SETOF pgq.traced_job
+PGQ_FUNCTION(pgq_claim_traced) {
+  return api::ClaimInto(fcinfo, {pg::QueueNameArg(fcinfo, 0)}, true);
+}
+
+// claim_traced(queues text[], n, lease, wait) returns SETOF pgq.traced_job
+PGQ_FUNCTION(pgq_claim_queues_traced) {
+  return api::ClaimInto(fcinfo, pg::QueueNamesArg(fcinfo, 0), true);
+}

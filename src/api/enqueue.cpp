@@ -15,6 +15,7 @@
 #include "service/backpressure.h"
 #include "pg/queue_lock.h"
 #include "pg/settings.h"
+#include "pg/trace_context.h"
 #include "store/jobs.h"
 #include "store/queues.h"
 
@@ -142,8 +143,11 @@ std::optional<std::vector<int64>> AfterArg(FunctionCallInfo fcinfo, int index) {
 // on each one's queue: any of produce, consume, admin); raises when one is
 // unknown (23503, as a foreign key would), dead (55000) or waits behind a
 // running duplicate (0A000). Cycles cannot be made: every parent exists
-// before its child.
-std::vector<int64> LockedParents(pg::SpiSession& spi, const std::vector<int64>& after) {
+// before its child. `links`: the traced parents' traceparents, distinct
+// and sorted, at most core::kMaxTraceLinks (text[]; 0: none) — the
+// child's trace links (ADR 0030).
+std::vector<int64> LockedParents(pg::SpiSession& spi, const std::vector<int64>& after,
+                                 Datum* links) {
   const store::Scope scope = service::QueuesWithRight(spi, core::kAllRights);
   store::Parents parents = store::LockParents(spi, scope, after);
   if (parents.unknown != 0) {
@@ -162,6 +166,7 @@ std::vector<int64> LockedParents(pg::SpiSession& spi, const std::vector<int64>& 
               "done.",
               "Retry it with pgq.retry_dead first, or leave it out.");
   }
+  *links = pg::TraceLinks(std::move(parents.traceparents));
   if (parents.following != 0) {
     pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED,
               "job " + std::to_string(parents.following) +
@@ -198,7 +203,7 @@ int64 EnqueueOne(pg::SpiSession& spi, std::string_view name, store::NewJob& job,
     if (tries == 0 && !how.reserved)
       service::ReserveRoom(spi, queue.id, name, queue.max_pending, 1);
     if (after != nullptr && tries == 0) {
-      *parents = LockedParents(spi, *after);
+      *parents = LockedParents(spi, *after, &job.trace_links);
       job.parents = parents;
     }
     if (!how.has_max_attempts) job.max_attempts = queue.max_attempts;
@@ -240,7 +245,7 @@ int64 EnqueueOne(pg::SpiSession& spi, std::string_view name, store::NewJob& job,
 using namespace pgq;
 
 // enqueue(queue, payload, run_at, priority, dedupe_key, max_attempts, group_key,
-//         dedupe_for, on_duplicate, after)
+//         dedupe_for, on_duplicate, after, traceparent, tracestate)
 PGQ_FUNCTION(pgq_enqueue) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   const Datum payload = pg::RequiredPayload(fcinfo, 1);
@@ -286,6 +291,7 @@ PGQ_FUNCTION(pgq_enqueue) {
     pg::Raise(ERRCODE_FEATURE_NOT_SUPPORTED, "after cannot be combined with on_duplicate 'replace'",
               "A job that replaces its key's holder takes the holder's place, not new parents.");
   }
+  const Datum trace_context = pg::TraceContextArg(fcinfo, 10);
 
   pg::SpiSession spi;
   store::NewJob job{payload,
@@ -296,13 +302,14 @@ PGQ_FUNCTION(pgq_enqueue) {
                     has_group ? PG_GETARG_DATUM(6) : static_cast<Datum>(0),
                     group,
                     has_period ? PG_GETARG_DATUM(7) : static_cast<Datum>(0)};
+  job.trace_context = trace_context;
   std::vector<int64> parents;
   PG_RETURN_INT64(api::EnqueueOne(spi, name, job, {has_max_attempts, has_period, replace},
                                   after ? &*after : nullptr, &parents));
 }
 
 // enqueue_many(queue, payloads, run_at, priority, after, group_keys,
-// dedupe_keys): ids in input order.
+// dedupe_keys, traceparent, tracestate): ids in input order.
 PGQ_FUNCTION(pgq_enqueue_many) {
   const std::string_view name = pg::QueueNameArg(fcinfo, 0);
   if (pg::ArgIsNull(fcinfo, 1)) {
@@ -318,6 +325,7 @@ PGQ_FUNCTION(pgq_enqueue_many) {
       pg::KeysForJobsArg(fcinfo, 5, count, "group_keys", core::kMaxKeyBytes);
   const std::vector<Datum> dedupe_keys =
       pg::KeysForJobsArg(fcinfo, 6, count, "dedupe_keys", core::kMaxDedupeKeyBytes);
+  const Datum trace_context = pg::TraceContextArg(fcinfo, 7);
 
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
@@ -332,7 +340,8 @@ PGQ_FUNCTION(pgq_enqueue_many) {
     // The whole call's room, or nothing of it (53400).
     service::ReserveRoom(spi, queue.id, name, queue.max_pending, count);
     std::vector<int64> parents;
-    if (after) parents = api::LockedParents(spi, *after);
+    Datum trace_links = 0;
+    if (after) parents = api::LockedParents(spi, *after, &trace_links);
     if (!group_keys.empty() || !dedupe_keys.empty()) {
       // Jobs with keys, one at a time as enqueue makes them (a group's
       // room under its lock, a taken key answered with its holder's id),
@@ -356,6 +365,8 @@ PGQ_FUNCTION(pgq_enqueue_many) {
                           group_key,
                           group,
                           0};
+        job.trace_context = trace_context;
+        job.trace_links = trace_links;
         if (after) job.parents = &parents;
         if (group_key != 0) job.room = &rooms[group];
         ids.push_back(
@@ -364,7 +375,7 @@ PGQ_FUNCTION(pgq_enqueue_many) {
     } else {
       const pg::Result inserted = store::InsertMany(
           spi, {queue.id, name, queue.notify, false, 1, queue.ring_id, queue.max_attempts},
-          PointerGetDatum(payloads), run_at, priority, &parents);
+          PointerGetDatum(payloads), run_at, priority, &parents, trace_context, trace_links);
       if (inserted.empty()) service::RaiseUnknownQueue(name);
       ids.reserve(inserted.size());
       const int id_column = inserted.ColumnNumber("id");

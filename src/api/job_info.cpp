@@ -27,8 +27,9 @@ constexpr std::string_view kStates[] = {"scheduled", "ready", "waiting",  "runni
                                         "done",      "dead",  "cancelled"};
 
 // Copies `rows` (pgq.job_info columns, then queue_id) into the function's
-// result set; `redact(queue_id)` says whether a row's payload, progress and
-// result are withheld, `shown(queue_id)` whether the row is shown at all.
+// result set; `redact(queue_id)` says whether a row's payload, progress,
+// result and trace context (its tracestate is vendor data; the trace id is
+// shown) are withheld, `shown(queue_id)` whether the row is shown at all.
 template <typename Shown, typename Redact>
 void ReturnJobInfo(FunctionCallInfo fcinfo, const pg::Result& rows, Shown shown, Redact redact) {
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
@@ -37,7 +38,8 @@ void ReturnJobInfo(FunctionCallInfo fcinfo, const pg::Result& rows, Shown shown,
   // Columns a role with only the admin right does not see.
   const int queue_id_column = rows.ColumnNumber("queue_id"),
             progress = rows.ColumnNumber("progress"), result = rows.ColumnNumber("result"),
-            payload = rows.ColumnNumber("payload");
+            payload = rows.ColumnNumber("payload"),
+            trace_context = rows.ColumnNumber("trace_context");
   for (uint64 row = 0; row < rows.size(); ++row) {
     const int32 queue_id = rows.Int32(row, queue_id_column);
     if (!shown(queue_id)) continue;
@@ -46,7 +48,8 @@ void ReturnJobInfo(FunctionCallInfo fcinfo, const pg::Result& rows, Shown shown,
     bool nulls[store::kJobInfoColumns];
     for (int column = 1; column <= columns; ++column) {
       values[column - 1] = rows.Value(row, column, &nulls[column - 1]);
-      if (hide && (column == progress || column == result || column == payload)) {
+      if (hide && (column == progress || column == result || column == payload ||
+                   column == trace_context)) {
         values[column - 1] = 0;
         nulls[column - 1] = true;
       }

@@ -15,6 +15,7 @@
 #include "service/rights.h"
 #include "service/stream_rights.h"
 #include "api/topics.h"
+#include "pg/trace_context.h"
 #include "pg/args.h"
 #include "store/outbox.h"
 #include "service/outbox.h"
@@ -85,7 +86,8 @@ PGQ_FUNCTION(pgq_unsubscribe) {
   PG_RETURN_BOOL(store::Unsubscribe(spi, topic, queue));
 }
 
-// publish(topic, payload, dedupe_key) returns the event id
+// publish(topic, payload, dedupe_key, group_key, traceparent, tracestate)
+// returns the event id
 PGQ_FUNCTION(pgq_publish) {
   const std::string_view topic = pg::KeyArg(fcinfo, 0, "topic");
   const Datum payload = pg::RequiredPayload(fcinfo, 1);
@@ -95,10 +97,11 @@ PGQ_FUNCTION(pgq_publish) {
   const bool has_group = !pg::ArgIsNull(fcinfo, 3);
   const std::string_view group =
       has_group ? pg::KeyArg(fcinfo, 3, "group_key") : std::string_view();
+  const Datum trace_context = pg::TraceContextArg(fcinfo, 4);
 
   pg::SpiSession spi;
   api::RequireTopicRight(spi, topic, api::TopicRight::kPublish);
   const std::vector<store::Subscriber> queues = store::Subscribers(spi, topic);
   PG_RETURN_INT64(service::Publish(spi, topic, queues, payload, has_dedupe ? PG_GETARG_DATUM(2) : 0,
-                                   has_group ? PG_GETARG_DATUM(3) : 0, group));
+                                   has_group ? PG_GETARG_DATUM(3) : 0, group, trace_context));
 }

@@ -3,6 +3,7 @@
 // the statements are the streams store's (store/stream_batches.cpp).
 #include <chrono>
 
+#include "core/trace_context.h"
 #include "service/rights.h"
 #include "service/stream_rights.h"
 #include "core/wait.h"
@@ -26,11 +27,25 @@ int64 MonotonicMicros() {
       .count();
 }
 
-void PutEvents(ReturnSetInfo* rsinfo, const store::streams::Batch& batch) {
+// `traced` (next_batch_traced): then each event's traceparent and
+// tracestate (ADR 0030).
+void PutEvents(ReturnSetInfo* rsinfo, const store::streams::Batch& batch, bool traced) {
   for (const store::streams::Event& event : batch.events) {
-    Datum values[4] = {Int64GetDatum(batch.batch_id), Int64GetDatum(event.id), event.payload,
+    Datum values[6] = {Int64GetDatum(batch.batch_id), Int64GetDatum(event.id), event.payload,
                        TimestampTzGetDatum(event.appended_at)};
-    bool nulls[4] = {false, false, false, false};
+    bool nulls[6] = {false, false, false, false, true, true};
+    if (traced && event.trace_context != 0) {
+      const text* stored = pg::Guard(
+          [&] { return pg_detoast_datum_packed(reinterpret_cast<varlena*>(event.trace_context)); });
+      const core::TraceContext parts =
+          core::SplitContext(std::string_view(VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored)));
+      values[4] = pg::TextDatum(parts.traceparent);
+      nulls[4] = false;
+      if (!parts.tracestate.empty()) {
+        values[5] = pg::TextDatum(parts.tracestate);
+        nulls[5] = false;
+      }
+    }
     pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
   }
 }
@@ -60,9 +75,12 @@ PGQ_FUNCTION(pgq_unregister_consumer) {
   PG_RETURN_BOOL(store::streams::Unregister(spi, stream, consumer));
 }
 
+namespace {
+
 // next_batch(stream, consumer, max_events, wait) returns SETOF (batch_id,
-// event_id, payload, appended_at): the open batch again, or a new one.
-PGQ_FUNCTION(pgq_next_batch) {
+// event_id, payload, appended_at): the open batch again, or a new one;
+// `traced` (next_batch_traced): each event's traceparent and tracestate too.
+Datum NextBatchInto(FunctionCallInfo fcinfo, bool traced) {
   const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
   const std::string_view consumer = pg::NameArg(fcinfo, 1, "consumer");
   const int32 max_events = pg::RequiredInt32(fcinfo, 2, "max_events");
@@ -97,7 +115,7 @@ PGQ_FUNCTION(pgq_next_batch) {
                                      memory);
   };
   if (wait_us == 0) {
-    api::PutEvents(rsinfo, attempt(nullptr));
+    api::PutEvents(rsinfo, attempt(nullptr), traced);
     return static_cast<Datum>(0);
   }
   const int64 wait_end = core::WaitEnd(api::MonotonicMicros(), wait_us);
@@ -110,7 +128,7 @@ PGQ_FUNCTION(pgq_next_batch) {
     const store::streams::Batch batch = attempt(&waiter);
     if (batch.batch_id != 0) {
       sub.Commit();
-      api::PutEvents(rsinfo, batch);
+      api::PutEvents(rsinfo, batch, traced);
       break;
     }
     sub.Rollback();
@@ -120,6 +138,14 @@ PGQ_FUNCTION(pgq_next_batch) {
   }
   return static_cast<Datum>(0);
 }
+
+}  // namespace
+
+PGQ_FUNCTION(pgq_next_batch) { return NextBatchInto(fcinfo, false); }
+
+// next_batch_traced(stream, consumer, max_events, wait): next_batch's
+// columns, then traceparent and tracestate.
+PGQ_FUNCTION(pgq_next_batch_traced) { return NextBatchInto(fcinfo, true); }
 
 // finish_batch(batch_id) returns the number of events it held
 PGQ_FUNCTION(pgq_finish_batch) {

@@ -4,6 +4,7 @@
 #include "service/rights.h"
 #include "service/stream_rights.h"
 #include "core/validate.h"
+#include "pg/trace_context.h"
 #include "pg/args.h"
 #include "pg/invalidation.h"
 #include "pg/settings.h"
@@ -133,21 +134,24 @@ PGQ_FUNCTION(pgq_drop_stream) {
   PG_RETURN_BOOL(true);
 }
 
-// append(stream, payload) returns the event's id
+// append(stream, payload, traceparent, tracestate) returns the event's id
 PGQ_FUNCTION(pgq_append) {
   const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
   const Datum payload = pg::RequiredPayload(fcinfo, 1);
+  const Datum trace_context = pg::TraceContextArg(fcinfo, 2);
   pg::SpiSession spi;
   const store::streams::Stream stream = service::FindStreamWithRight(spi, name, core::kProduce);
   int64 id = 0;
-  store::streams::Append(spi, stream, &payload, 1, &id);
+  store::streams::Append(spi, stream, &payload, 1, &id, false, trace_context);
   PG_RETURN_INT64(id);
 }
 
-// append_many(stream, payloads) returns the events' ids in input order
+// append_many(stream, payloads, traceparent, tracestate) returns the
+// events' ids in input order
 PGQ_FUNCTION(pgq_append_many) {
   const std::string_view name = pg::NameArg(fcinfo, 0, "stream");
   const pg::PayloadArray payloads = pg::PayloadsArg(fcinfo, 1);
+  const Datum trace_context = pg::TraceContextArg(fcinfo, 2);
   const int count = payloads.count;
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   pg::Guard([&] { InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC); });
@@ -156,7 +160,7 @@ PGQ_FUNCTION(pgq_append_many) {
     pg::SpiSession spi;
     const store::streams::Stream stream = service::FindStreamWithRight(spi, name, core::kProduce);
     if (count == 0) return static_cast<Datum>(0);
-    store::streams::Append(spi, stream, payloads.elements, count, ids.data());
+    store::streams::Append(spi, stream, payloads.elements, count, ids.data(), false, trace_context);
   }
   for (const int64 id : ids) {
     Datum value = Int64GetDatum(id);

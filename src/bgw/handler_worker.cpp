@@ -26,6 +26,7 @@
 #include "bgw/bgw.h"
 #include "core/validate.h"
 #include "bgw/worker_slot.h"
+#include "pg/trace_context.h"
 #include "pg/allocator.h"
 #include "pg/args.h"
 #include "pg/boundary.h"
@@ -74,7 +75,8 @@ struct Job {
   char* queue;
   char* handler;  // schema-qualified signature, as stored
   char* owner;
-  Datum row;  // the pgq.claimed_job value passed to the handler
+  Datum row;            // the pgq.claimed_job value passed to the handler
+  Datum trace_context;  // text, or 0: none (the handler runs with it set)
 };
 
 MemoryContext job_context = nullptr;
@@ -111,6 +113,8 @@ Claimed ClaimNext(Job* job) {
       values[column] = claimed.Value(0, column + 1, &nulls[column]);
     }
     const Oid job_type = service::ClaimedJobType();
+    bool untraced = true;
+    const Datum trace_context = claimed.Value(0, "trace_context", &untraced);
     pg::Guard([&] {
       MemoryContextReset(job_context);
       MemoryContext old = MemoryContextSwitchTo(job_context);
@@ -119,6 +123,7 @@ Claimed ClaimNext(Job* job) {
       job->queue = pstrdup(queue.c_str());
       job->handler = pstrdup(handler.c_str());
       job->owner = pstrdup(owner.c_str());
+      job->trace_context = untraced ? 0 : datumCopy(trace_context, false, -1);
       MemoryContextSwitchTo(old);
     });
     bool is_null = false;
@@ -160,6 +165,10 @@ void RunHandler(const Job& job) {
   // second), so the failure is recorded before maintenance expires the lease.
   const long timeout_ms = std::max(1L, left_ms - std::min(left_ms / 10, 1000L));
   pg::Guard([&] { enable_timeout_after(STATEMENT_TIMEOUT, static_cast<int>(timeout_ms)); });
+  // The job's trace context, until the transaction ends: the handler can
+  // read it (current_setting('pgq.trace_context')), and every job or event
+  // it makes joins the trace (ADR 0030).
+  pg::SetTraceContextLocally(job.trace_context);
   {
     pg::SpiSession spi;
     pg::RunAs as_owner(owner);

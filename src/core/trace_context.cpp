@@ -1,5 +1,6 @@
 #include "core/trace_context.h"
 
+#include <algorithm>
 #include <set>
 
 namespace pgq::core {
@@ -122,5 +123,48 @@ bool IsValidTracestate(std::string_view value, std::string* why) {
 }
 
 std::string_view TraceIdOf(std::string_view traceparent) { return traceparent.substr(3, 32); }
+
+std::optional<std::string> StoredContext(std::string_view traceparent, std::string_view tracestate,
+                                         std::string* why) {
+  std::optional<std::string> stored = NormalizeTraceparent(traceparent, why);
+  if (!stored) return std::nullopt;
+  if (!IsValidTracestate(tracestate, why)) {
+    *why = "tracestate: " + *why;
+    return std::nullopt;
+  }
+  // A tracestate of nothing but empty members says nothing: not kept.
+  if (Trimmed(tracestate).find_first_not_of(", \t") != std::string_view::npos) {
+    stored->push_back(';');
+    stored->append(tracestate);
+  }
+  return stored;
+}
+
+std::optional<std::string> NormalizeStoredContext(std::string_view value, std::string* why) {
+  const std::size_t semicolon = value.find(';');
+  if (semicolon == std::string_view::npos) return StoredContext(value, {}, why);
+  return StoredContext(value.substr(0, semicolon), value.substr(semicolon + 1), why);
+}
+
+TraceContext SplitContext(std::string_view stored) {
+  if (stored.size() <= kTraceparentBytes) return {stored, {}};
+  return {stored.substr(0, kTraceparentBytes), stored.substr(kTraceparentBytes + 1)};
+}
+
+std::string NewTraceparent(const unsigned char (&random)[24]) {
+  unsigned char bytes[24];
+  std::copy(random, random + 24, bytes);
+  if (std::all_of(bytes, bytes + 16, [](unsigned char b) { return b == 0; })) bytes[15] = 1;
+  if (std::all_of(bytes + 16, bytes + 24, [](unsigned char b) { return b == 0; })) bytes[23] = 1;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "00-";
+  for (int i = 0; i < 24; ++i) {
+    if (i == 16) out.push_back('-');
+    out.push_back(kHex[bytes[i] >> 4]);
+    out.push_back(kHex[bytes[i] & 0xf]);
+  }
+  out += "-01";
+  return out;
+}
 
 }  // namespace pgq::core

@@ -805,6 +805,9 @@ int64 ClaimNoOf(HeapTupleData* tuple, TupleDesc desc) {
 Datum DedupeForOf(HeapTupleData* tuple, TupleDesc desc) {
   return OptionalOf(tuple, desc, kDedupeFor);
 }
+Datum TraceContextOf(HeapTupleData* tuple, TupleDesc desc) {
+  return OptionalOf(tuple, desc, kTraceContext);
+}
 int32 AttemptOf(HeapTupleData* tuple, TupleDesc desc) {
   bool is_null;
   return DatumGetInt32(heap_getattr(tuple, kAttempt, desc, &is_null));
@@ -1663,6 +1666,9 @@ void SetEntry(Row& row, const NewEntry& entry, TupleDesc desc) {
     if (entry.dedupe_for != 0) row.Set(kDedupeFor, entry.dedupe_for);
   }
   if (entry.last_error != 0 && desc->natts >= kLastError) row.Set(kLastError, entry.last_error);
+  if (entry.trace_context != 0 && desc->natts >= kTraceContext) {
+    row.Set(kTraceContext, entry.trace_context);
+  }
 }
 
 // Inserts `count` rows, row i formed by form(i, segment, desc), at the
@@ -2422,14 +2428,14 @@ std::vector<Claimed> Claim(const Place& place, int32 n, TimestampTz now, Timesta
     for (const Taken& t : taken) {
       TupleDesc desc = RelationGetDescr(rels[t.segment]);
       bool is_null;
-      claimed.push_back(
-          Claimed{IdOf(t.tuple, desc), t.attempt, spilled[&t - taken.data()] != 0,
-                  DatumGetInt32(heap_getattr(t.tuple, kMaxAttempts, desc, &is_null)),
-                  DatumGetInt32(heap_getattr(t.tuple, kPriority, desc, &is_null)),
-                  DatumGetTimestampTz(heap_getattr(t.tuple, kRunAt, desc, &is_null)),
-                  DatumGetTimestampTz(heap_getattr(t.tuple, kEnqueuedAt, desc, &is_null)),
-                  heap_getattr(t.tuple, kPayload, desc, &is_null), GroupKeyOf(t.tuple, desc),
-                  DedupeKeyOf(t.tuple, desc), DedupeForOf(t.tuple, desc)});
+      claimed.push_back(Claimed{
+          IdOf(t.tuple, desc), t.attempt, spilled[&t - taken.data()] != 0,
+          DatumGetInt32(heap_getattr(t.tuple, kMaxAttempts, desc, &is_null)),
+          DatumGetInt32(heap_getattr(t.tuple, kPriority, desc, &is_null)),
+          DatumGetTimestampTz(heap_getattr(t.tuple, kRunAt, desc, &is_null)),
+          DatumGetTimestampTz(heap_getattr(t.tuple, kEnqueuedAt, desc, &is_null)),
+          heap_getattr(t.tuple, kPayload, desc, &is_null), GroupKeyOf(t.tuple, desc),
+          DedupeKeyOf(t.tuple, desc), DedupeForOf(t.tuple, desc), TraceContextOf(t.tuple, desc)});
     }
     for (Relation rel : rels) {
       if (rel != nullptr) table_close(rel, NoLock);
@@ -2803,6 +2809,7 @@ bool ReadEntry(const Lease& lease, NewEntry* entry) {
       entry->dedupe_key = DedupeKeyOf(copy, desc);
       entry->dedupe_for = DedupeForOf(copy, desc);
       entry->last_error = LastErrorOf(copy, desc);
+      entry->trace_context = TraceContextOf(copy, desc);
       found = true;
     }
     UnlockReleaseBuffer(buffer);

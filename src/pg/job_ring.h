@@ -55,18 +55,22 @@ enum Column : int {
   kMaxAttempts,
   kRunAt,
   kEnqueuedAt,
-  kLeaseUntil,  // receipt
-  kAt,          // receipt: claimed at; closure: closed at
-  kOutcome,     // closure: 'd' done, 'm' moved to pgq.job_rows, 'x' cancelled
-  kPayload,     // entry
-  kClaimedBy,   // a claim's receipt: the claiming backend's pid
-  kGroupKey,    // entry: the job's group key (NULL: none)
-  kDedupeKey,   // entry: the job's dedupe key (NULL: none; pgq.dedupe_holds names the job)
-  kDedupeFor,   // entry: how long the key stays taken after the job (NULL: not at all)
-  kLastError,   // claimed entry: the error of the attempt before (NULL: none)
-  kEntry,       // claimed entry, its receipts and closure: its claim's number (pgq.claim_seq)
-  kColumns = kEntry
+  kLeaseUntil,    // receipt
+  kAt,            // receipt: claimed at; closure: closed at
+  kOutcome,       // closure: 'd' done, 'm' moved to pgq.job_rows, 'x' cancelled
+  kPayload,       // entry
+  kClaimedBy,     // a claim's receipt: the claiming backend's pid
+  kGroupKey,      // entry: the job's group key (NULL: none)
+  kDedupeKey,     // entry: the job's dedupe key (NULL: none; pgq.dedupe_holds names the job)
+  kDedupeFor,     // entry: how long the key stays taken after the job (NULL: not at all)
+  kLastError,     // claimed entry: the error of the attempt before (NULL: none)
+  kEntry,         // claimed entry, its receipts and closure: its claim's number (pgq.claim_seq)
+  kTraceContext,  // entry: the job's W3C trace context (NULL: none; ADR 0030)
+  kColumns = kTraceContext
 };
+// INVARIANT: columns are only ever added to pgq.job_log, last, never
+// dropped: its leaves' tuples are formed by these numbers, and a ring made
+// later (LIKE pgq.job_log) would number them without the dropped ones.
 
 // Requests the shared memory; from _PG_init while preloading.
 void RequestShmem();
@@ -109,11 +113,12 @@ struct NewEntry {
   TimestampTz run_at;
   TimestampTz enqueued_at;
   Datum payload;
-  Datum group_key = 0;   // text; 0: no group
-  Datum dedupe_key = 0;  // text; 0: none
-  Datum dedupe_for = 0;  // interval; 0: none
-  Datum last_error = 0;  // text; 0: none (a claimed entry's, AppendClaimed)
-  int64 claim_no = 0;    // a claimed entry's number (AppendClaimed); 0: an entry 'e'
+  Datum group_key = 0;      // text; 0: no group
+  Datum dedupe_key = 0;     // text; 0: none
+  Datum dedupe_for = 0;     // interval; 0: none
+  Datum last_error = 0;     // text; 0: none (a claimed entry's, AppendClaimed)
+  int64 claim_no = 0;       // a claimed entry's number (AppendClaimed); 0: an entry 'e'
+  Datum trace_context = 0;  // text; 0: none
 };
 
 // Appends entries (one insert, under the insert lock). False, with nothing
@@ -151,10 +156,11 @@ struct Claimed {
   int32 priority;
   TimestampTz run_at;
   TimestampTz enqueued_at;
-  Datum payload;     // in the caller's memory context
-  Datum group_key;   // text in the caller's memory context; 0: no group
-  Datum dedupe_key;  // text in the caller's memory context; 0: none
-  Datum dedupe_for;  // interval in the caller's memory context; 0: none
+  Datum payload;        // in the caller's memory context
+  Datum group_key;      // text in the caller's memory context; 0: no group
+  Datum dedupe_key;     // text in the caller's memory context; 0: none
+  Datum dedupe_for;     // interval in the caller's memory context; 0: none
+  Datum trace_context;  // text in the caller's memory context; 0: none
 };
 
 // A position in claim order among a ring's entries (all of priority 0):

@@ -1,6 +1,7 @@
 #include "pg/settings.h"
 
 #include "pg/boundary.h"
+#include "pg/trace_context.h"
 
 extern "C" {
 #include "common/int.h"
@@ -166,6 +167,7 @@ void DefineSettings() {
       "pgq.databases", "Databases where the background workers run.",
       "A comma-separated list of database names. Empty: every database with pgq_cpp installed.",
       &databases, "", PGC_SIGHUP, GUC_LIST_INPUT, nullptr, nullptr, nullptr);
+  DefineTraceContextSetting();
   MarkGUCPrefixReserved("pgq");
 }
 

@@ -18,9 +18,10 @@ namespace pgq::service {
 // Datums or 0, `group` the group key as a string. Takes the queues' share
 // locks (in id order), records the event and fans it out; the event's id,
 // or the id of the event published before with the same dedupe key (then
-// nothing else is done).
+// nothing else is done). `trace_context` (text, or 0: none): the
+// publisher's, on the event, every job and every stream event.
 int64 Publish(pg::SpiSession& spi, std::string_view topic,
               const std::vector<store::Subscriber>& queues, Datum payload, Datum dedupe_key,
-              Datum group_key, std::string_view group);
+              Datum group_key, std::string_view group, Datum trace_context);
 
 }  // namespace pgq::service

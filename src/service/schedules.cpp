@@ -17,6 +17,7 @@
 
 #include "core/validate.h"
 #include "pg/queue_lock.h"
+#include "pg/trace_context.h"
 #include "pg/zone.h"
 #include "store/jobs.h"
 #include "store/schedules.h"
@@ -53,7 +54,12 @@ int64 FireDueSchedules(pg::SpiSession& spi, TimestampTz now, int32 limit) {
       next = pg::NextCronSlot(parsed.cron, now, pg::Zone::Find(d.zone), &never);
     }
 
-    const store::NewJob job{d.payload, now, 0, d.max_attempts, 0, 0, {}};
+    // A firing starts a trace of its own (ADR 0030): every attempt of its
+    // job shares it, whoever ran the maintenance (never the caller's
+    // pgq.trace_context: a pgq.maintain() in a traced transaction would
+    // make every firing part of that trace).
+    store::NewJob job{d.payload, now, 0, d.max_attempts, 0, 0, {}};
+    job.trace_context = pg::NewTraceContext();
     const int64 job_id = *store::Insert(spi, {d.queue_id, d.queue, d.notify}, job);
     store::RecordFiring(spi, d.name,
                         d.every || never ? std::nullopt : std::optional<TimestampTz>(next), now,

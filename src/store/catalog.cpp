@@ -45,6 +45,7 @@ const Catalog& InstalledCatalog() {
       c.payload = get_attnum(jobs, "payload");
       c.last_error = get_attnum(jobs, "last_error");
       c.has_dependents = get_attnum(jobs, "has_dependents");
+      c.trace_context = get_attnum(jobs, "trace_context");
       c.claimed_at = get_attnum(jobs, "claimed_at");
       c.claimed_by = get_attnum(jobs, "claimed_by");
       c.lease_until = get_attnum(jobs, "lease_until");

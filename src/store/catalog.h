@@ -14,7 +14,7 @@ struct JobColumns {
   int natts;
   AttrNumber id, queue_id, state, priority, run_at, attempt, max_attempts, enqueued_at, payload;
   AttrNumber last_error, has_dependents, claimed_at, claimed_by, lease_until, group_key;
-  AttrNumber dedupe_key, dedupe_for, progress;
+  AttrNumber dedupe_key, dedupe_for, progress, trace_context;
 };
 
 struct Catalog {

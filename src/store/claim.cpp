@@ -51,9 +51,10 @@ WITH claimed AS (
       ORDER BY - p.priority, p.run_at, p.id
       LIMIT $2 FOR UPDATE OF p SKIP LOCKED))
   RETURNING j.id, j.payload, j.attempt, j.max_attempts, j.lease_until, j.enqueued_at,
-            j.priority, j.run_at
+            j.priority, j.run_at, j.trace_context, j.trace_links
 )
-SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priority, run_at
+SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priority, run_at,
+       trace_context, trace_links
   FROM claimed ORDER BY priority DESC, run_at, id)sql";
   return sql;
 }
@@ -65,9 +66,10 @@ SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priorit
 // the caller); the rest are claimed in place, as ClaimSql does: a job
 // with progress reported (a ring entry keeps none), the last firing of a
 // schedule (pgq.schedules and the no-overlap rule find a running firing
-// by its row) and a grouped job (its group's count would move from its
+// by its row), a grouped job (its group's count would move from its
 // row to a hold: an insert and a delete more per job, grouped
-// claim+complete measured 0.89x; bench/RESULTS.md). Both return the
+// claim+complete measured 0.89x; bench/RESULTS.md) and a job with trace
+// links (a ring entry keeps none; ADR 0030). Both return the
 // columns TakeOnto reads, `moved` telling them apart, in claim order.
 // `chosen`: which rows, in which order (by default those between the
 // hint and the bound, ClaimSql's).
@@ -81,7 +83,8 @@ std::string ClaimOntoRingSql(std::string_view chosen = R"sql(
   std::string sql = R"sql(
 WITH picked AS MATERIALIZED (
   SELECT p.id,
-         p.progress IS NULL AND p.group_key IS NULL AND p.priority = ANY ($13)
+         p.progress IS NULL AND p.group_key IS NULL AND p.trace_links IS NULL
+         AND p.priority = ANY ($13)
          AND p.id NOT IN (SELECT r.last_job_id FROM pgq.recurring r
                            WHERE r.queue_id = $1 AND r.last_job_id IS NOT NULL) AS moves
     FROM pgq.job_rows p)sql";
@@ -91,18 +94,19 @@ WITH picked AS MATERIALIZED (
 moved AS (
   DELETE FROM pgq.job_rows j WHERE j.id = ANY (ARRAY(SELECT id FROM picked WHERE moves))
   RETURNING j.id, j.payload, j.attempt + 1 AS attempt, j.max_attempts, $4 + $3 AS lease_until,
-            j.enqueued_at, j.priority, j.run_at, true AS moved, j.group_key, j.dedupe_key,
-            j.dedupe_for, j.last_error, j.has_dependents),
+            j.enqueued_at, j.priority, j.run_at, j.trace_context, j.trace_links, true AS moved,
+            j.group_key, j.dedupe_key, j.dedupe_for, j.last_error, j.has_dependents),
 kept AS (
   UPDATE pgq.job_rows j
      SET state = 'r', attempt = j.attempt + 1, lease_until = $4 + $3, claimed_by = $9,
          claimed_at = $4
    WHERE j.id = ANY (ARRAY(SELECT id FROM picked WHERE NOT moves))
   RETURNING j.id, j.payload, j.attempt, j.max_attempts, j.lease_until, j.enqueued_at,
-            j.priority, j.run_at, false AS moved, j.group_key, j.dedupe_key, j.dedupe_for,
-            j.last_error, j.has_dependents)
+            j.priority, j.run_at, j.trace_context, j.trace_links, false AS moved, j.group_key,
+            j.dedupe_key, j.dedupe_for, j.last_error, j.has_dependents)
 SELECT id, $5 AS queue, payload, attempt, max_attempts, lease_until, enqueued_at, priority, run_at,
-       moved, group_key, dedupe_key, dedupe_for, last_error, has_dependents
+       trace_context, trace_links, moved, group_key, dedupe_key, dedupe_for, last_error,
+       has_dependents
   FROM (SELECT * FROM moved UNION ALL SELECT * FROM kept) c
  ORDER BY priority DESC, run_at, id)sql";
   return sql;
@@ -143,9 +147,10 @@ WITH claimed AS (
       ORDER BY p.id
       LIMIT $2 FOR UPDATE OF p SKIP LOCKED))
   RETURNING j.id, j.payload, j.attempt, j.max_attempts, j.lease_until, j.enqueued_at,
-            j.priority, j.run_at
+            j.priority, j.run_at, j.trace_context, j.trace_links
 )
-SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priority, run_at
+SELECT id, $5, payload, attempt, max_attempts, lease_until, enqueued_at, priority, run_at,
+       trace_context, trace_links
   FROM claimed ORDER BY priority DESC, run_at, id)sql",
       {INT4OID, INT4OID, INTERVALOID, TIMESTAMPTZOID, TEXTOID, INT8ARRAYOID, INT4OID}};
   return statement.get();

@@ -21,7 +21,7 @@ std::string InsertDeadSql(std::string_view before, std::string_view rows) {
   sql += R"sql(
 INSERT INTO pgq.dead_jobs (id, queue, payload, attempts, last_error, reason, died_at, priority,
                            max_attempts, enqueued_at, dedupe_key, group_key, progress,
-                           dedupe_for, segment))sql";
+                           dedupe_for, segment, trace_context, trace_links))sql";
   sql += rows;
   return sql;
 }
@@ -67,7 +67,7 @@ std::string BurySql(std::string_view deleted, std::string_view last_error, std::
        d.progress, d.dedupe_for,
        )sql";
   rows += DeadSegmentSql();
-  rows += "\n  FROM d";
+  rows += ", d.trace_context, d.trace_links\n  FROM d";
   std::string sql = InsertDeadSql(before, rows);
   sql += kReturnQueueId;
   sql += ",\n          group_key, id, dedupe_key, dedupe_for";
@@ -101,7 +101,7 @@ pg::Statement& cancel_follower() {
        d.enqueued_at, NULL, d.group_key, NULL, d.dedupe_for,
        )sql";
     rows += DeadSegmentSql();
-    rows += "\n  FROM d";
+    rows += ", d.trace_context, NULL\n  FROM d";
     std::string taken = "WITH d AS (";
     taken += internal::CancelledFollowerSql();
     taken += ")";
@@ -155,7 +155,7 @@ AND NOT EXISTS (SELECT 1 FROM pgq.queues k
 constexpr std::string_view kRevived = R"sql(
 SELECT r.id, $2, CASE WHEN r.group_key IS NULL THEN 'p' ELSE 'w' END, r.priority, $3, 0,
        r.max_attempts, r.enqueued_at, r.dedupe_key, r.group_key, r.last_error, r.payload,
-       r.dedupe_for
+       r.dedupe_for, r.trace_context, r.trace_links
   FROM revived r)sql";
 
 const std::string& ReviveOne() {
@@ -257,11 +257,11 @@ pg::Statement& bury_ring_entry() {
        d.enqueued_at, d.dedupe_key, d.group_key, NULL, d.dedupe_for,
        )sql";
     rows += DeadSegmentSql();
-    rows += "\n  FROM d";
+    rows += ", d.trace_context, NULL\n  FROM d";
     return InsertDeadSql(R"sql(
 WITH d AS (
   SELECT r.id, q.queue_id, r.payload, r.attempt, r.priority, r.max_attempts, r.enqueued_at,
-         r.group_key, r.dedupe_key, r.dedupe_for
+         r.group_key, r.dedupe_key, r.dedupe_for, r.trace_context
     FROM pgq.ring_jobs r JOIN pgq.queue_rings q ON q.ring_id = r.ring
    WHERE r.id = $1 AND r.ring = $3 AND r.state = 'p'))sql",
                          rows) +
@@ -378,7 +378,8 @@ WITH d AS (
                          R"sql(
 SELECT d.id, d.queue, d.payload, d.attempts, d.last_error, d.reason, d.died_at, d.priority,
        d.max_attempts, d.enqueued_at, d.dedupe_key, d.group_key, d.progress, d.dedupe_for, )sql" +
-                             internal::SegmentOfKeepSql(false, "q.keep_dead") + R"sql(
+                             internal::SegmentOfKeepSql(false, "q.keep_dead") + R"sql(,
+       d.trace_context, d.trace_links
   FROM d JOIN pgq.queues q ON q.name = d.queue
  WHERE d.died_at + q.keep_dead > $1)sql");
   };

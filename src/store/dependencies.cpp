@@ -65,7 +65,8 @@ constexpr int32 kInlineBound = 1000;
 // before this transaction commits; with what a pending one's claim-order
 // key needs (a claim skips it while it is locked).
 pg::Statement lock_parents = {R"sql(
-SELECT j.id, j.queue_id, j.state = 'p' AS pending, j.priority, j.run_at FROM pgq.job_rows j
+SELECT j.id, j.queue_id, j.state = 'p' AS pending, j.priority, j.run_at,
+       pg_catalog.substr(j.trace_context, 1, 55) AS traceparent FROM pgq.job_rows j
  WHERE j.id = ANY ($1) AND ($2 OR j.queue_id = ANY ($3))
  ORDER BY j.id FOR KEY SHARE)sql",
                               3,
@@ -385,8 +386,9 @@ namespace {
 
 // Locks the jobs of `ids` that are rows of pgq.job_rows in `scope`; their
 // ids, sorted.
-std::vector<int64> LockRows(pg::SpiSession& spi, const Scope& scope,
-                            const std::vector<int64>& ids) {
+// `traceparents`: those of the rows that have one are added.
+std::vector<int64> LockRows(pg::SpiSession& spi, const Scope& scope, const std::vector<int64>& ids,
+                            std::vector<std::string>* traceparents) {
   pg::Params params;
   params.Set(0, internal::Int8Array(ids)).Set(1, BoolGetDatum(scope.every)).Set(2, scope.ids);
   const pg::Result locked = spi.Execute(lock_parents, params);
@@ -404,6 +406,12 @@ std::vector<int64> LockRows(pg::SpiSession& spi, const Scope& scope,
       pg::ledger::NotePending(queue_id, key.Of(locked, row), true);
       pg::ledger::NoteLocked(queue_id);
     }
+    const int traceparent_column = locked.ColumnNumber("traceparent");
+    for (uint64 row = 0; row < locked.size(); ++row) {
+      bool is_null = false;
+      (void)locked.Value(row, traceparent_column, &is_null);
+      if (!is_null) traceparents->push_back(locked.Text(row, traceparent_column));
+    }
   }
   return Ids(locked, "id");
 }
@@ -420,18 +428,18 @@ std::vector<int64> Without(const std::vector<int64>& from, const std::vector<int
 
 Parents LockParents(pg::SpiSession& spi, const Scope& scope, const std::vector<int64>& ids) {
   Parents parents;
-  parents.live = LockRows(spi, scope, ids);
+  parents.live = LockRows(spi, scope, ids, &parents.traceparents);
   std::vector<int64> others = Without(ids, parents.live);
   if (others.empty()) return parents;
   // Jobs on the queues' rings (ADR 0028): held by their parent locks.
-  std::vector<int64> on_rings = ring::HoldParents(spi, scope, others);
+  std::vector<int64> on_rings = ring::HoldParents(spi, scope, others, &parents.traceparents);
   if (pg::job_ring::Available()) {
     std::sort(on_rings.begin(), on_rings.end());
     others = Without(others, on_rings);
     // A ring job moved into pgq.job_rows since the first look (a failure,
     // an expiry, progress) is a row now.
     if (!others.empty()) {
-      const std::vector<int64> moved = LockRows(spi, scope, others);
+      const std::vector<int64> moved = LockRows(spi, scope, others, &parents.traceparents);
       on_rings.insert(on_rings.end(), moved.begin(), moved.end());
       others = Without(others, moved);
     }

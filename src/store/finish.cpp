@@ -63,7 +63,7 @@ std::string KeepSql(std::string_view now, std::string_view result, std::string_v
   std::string sql = R"sql(
   INSERT INTO pgq.job_history (id, queue_id, attempt, max_attempts, priority, run_at,
                                enqueued_at, claimed_at, finished_at, dedupe_key, group_key,
-                               last_error, progress, result, payload, segment)
+                               last_error, progress, result, payload, segment, trace_context)
   SELECT d.id, d.queue_id, d.attempt, d.max_attempts, d.priority, d.run_at, d.enqueued_at,
          d.claimed_at, )sql";
   sql += now;
@@ -74,7 +74,7 @@ std::string KeepSql(std::string_view now, std::string_view result, std::string_v
   sql += segments;
   sql += ")[pg_catalog.array_position(";
   sql += keeping;
-  sql += ", d.queue_id)]";
+  sql += ", d.queue_id)], d.trace_context";
   sql += "\n    FROM d WHERE d.queue_id = ANY (";
   sql += keeping;
   sql += ")";
@@ -220,12 +220,13 @@ enum HistoryColumn {
   kHistoryResult,
   kHistoryPayload,
   kHistorySegment,
+  kHistoryTraceContext,
   kHistoryColumns
 };
 constexpr const char* kHistoryColumnNames[kHistoryColumns] = {
-    "id",          "queue_id",   "attempt",     "max_attempts", "priority",  "run_at",
-    "enqueued_at", "claimed_at", "finished_at", "dedupe_key",   "group_key", "last_error",
-    "progress",    "result",     "payload",     "segment"};
+    "id",          "queue_id",   "attempt",     "max_attempts", "priority",     "run_at",
+    "enqueued_at", "claimed_at", "finished_at", "dedupe_key",   "group_key",    "last_error",
+    "progress",    "result",     "payload",     "segment",      "trace_context"};
 
 // A segment of pgq.job_history: its table (pgq.job_history_<segment>) and
 // where each history column sits in it (a segment's attributes are its own:
@@ -400,6 +401,7 @@ void KeepRingHistory(pg::SpiSession& spi, int32 queue_id, const std::vector<Ring
     if (job.entry.dedupe_key != 0) set(kHistoryDedupeKey, job.entry.dedupe_key);
     if (job.entry.last_error != 0) set(kHistoryLastError, job.entry.last_error);
     set(kHistorySegment, Int16GetDatum(*segment));
+    if (job.entry.trace_context != 0) set(kHistoryTraceContext, job.entry.trace_context);
     inserter.Insert(values.data(), nulls.get());
   }
 }

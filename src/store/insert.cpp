@@ -30,7 +30,7 @@ std::string InsertJobsSql(std::string_view before, std::string_view rows, std::s
 INSERT INTO pgq.job_rows (id, queue_id, state, priority, run_at, attempt, max_attempts,
                       enqueued_at, dedupe_key, group_key, last_error, payload)sql";
   sql += extra_columns;
-  sql += ")\n";
+  sql += ", trace_context, trace_links)\n";
   sql += rows;
   sql += conflict;
   sql += R"sql(
@@ -101,18 +101,19 @@ using internal::BuiltStatement;
 using internal::InsertJobsSql;
 
 // $1 queue id, $2 payload, $3 run_at, $4 priority, $5 dedupe key, $6
-// max_attempts, $7 group key.
+// max_attempts, $7 group key; $12 the trace context (SetJobParams; $8 the
+// dedupe period, $9-$11 what some statements add).
 std::string OneJob(std::string_view state) {
   return "VALUES (pg_catalog.nextval('pgq.job_id_seq'), $1, " + std::string(state) +
-         ", $4, $3, 0, $6, pg_catalog.now(), $5, $7, NULL, $2)";
+         ", $4, $3, 0, $6, pg_catalog.now(), $5, $7, NULL, $2, $12, NULL)";
 }
 
 // Enqueue's after: a job that waits for its parents ('b'), with how many
-// ($10), its dedupe period ($8) and its id ($11: drawn by the caller, with
-// its key's row when it has one). It is in no group's line until they are
-// done (dependencies.cpp).
+// ($10), its dedupe period ($8), its id ($11: drawn by the caller, with
+// its key's row when it has one) and its parents' traceparents ($13). It
+// is in no group's line until they are done (dependencies.cpp).
 constexpr std::string_view kWaitingJob = R"sql(
-VALUES ($11, $1, 'b', $4, $3, 0, $6, pg_catalog.now(), $5, $7, NULL, $2, $8, $10))sql";
+VALUES ($11, $1, 'b', $4, $3, 0, $6, pg_catalog.now(), $5, $7, NULL, $2, $8, $10, $12, $13))sql";
 
 // A job of a FIFO group waits ('w') while its group has any other job; the
 // caller of Insert holds the group's lock, so that check and the promotion
@@ -149,8 +150,8 @@ GroupKind GroupOf(const Queue& queue, const NewJob& job) {
 
 constexpr std::string_view kStateOf[] = {"'p'", kGroupState, kSharedGroupState};
 
-constexpr Oid kOneJobArgs[] = {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID,
-                               TEXTOID, INT4OID,  TEXTOID};
+constexpr Oid kOneJobArgs[] = {INT4OID, JSONBOID,    TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID,
+                               TEXTOID, INTERVALOID, INT4OID,        INT4OID, INT4OID, TEXTOID};
 
 // [GroupKind]
 pg::Statement& InsertOne(GroupKind group) {
@@ -166,11 +167,11 @@ pg::Statement& InsertOne(GroupKind group) {
 // dedupe_for, $9 the id.
 std::string KeyedJob(std::string_view state) {
   return "VALUES ($9, $1, " + std::string(state) +
-         ", $4, $3, 0, $6, pg_catalog.now(), $5, $7, NULL, $2, $8)";
+         ", $4, $3, 0, $6, pg_catalog.now(), $5, $7, NULL, $2, $8, $12, NULL)";
 }
 
-constexpr Oid kKeyedJobArgs[] = {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID,
-                                 INT4OID, TEXTOID,  INTERVALOID,    INT8OID};
+constexpr Oid kKeyedJobArgs[] = {INT4OID, JSONBOID,    TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID,
+                                 TEXTOID, INTERVALOID, INT8OID,        INT4OID, INT4OID, TEXTOID};
 
 // [GroupKind]
 pg::Statement& InsertKeyed(GroupKind group) {
@@ -182,8 +183,9 @@ pg::Statement& InsertKeyed(GroupKind group) {
   return statements[group].get();
 }
 
-constexpr Oid kWaitingJobArgs[] = {INT4OID, JSONBOID,    TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID,
-                                   TEXTOID, INTERVALOID, TIMESTAMPTZOID, INT4OID, INT8OID};
+constexpr Oid kWaitingJobArgs[] = {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID,        TEXTOID,
+                                   INT4OID, TEXTOID,  INTERVALOID,    TIMESTAMPTZOID, INT4OID,
+                                   INT8OID, TEXTOID,  TEXTARRAYOID};
 
 pg::Statement& insert_waiting() {
   static BuiltStatement statement{InsertJobsSql({}, kWaitingJob, {}, ", dedupe_for, open_parents"),
@@ -191,48 +193,52 @@ pg::Statement& insert_waiting() {
   return statement.get();
 }
 
-// $1 queue id, $2 payloads, $3 run_at, $4 priority. Ids are drawn in input
-// order: volatile functions in the target list are evaluated after the
-// ORDER BY of their own query level. No row if the queue is gone.
+// $1 queue id, $2 payloads, $3 run_at, $4 priority, $5 the trace context.
+// Ids are drawn in input order: volatile functions in the target list are
+// evaluated after the ORDER BY of their own query level. No row if the
+// queue is gone.
 pg::Statement& insert_many() {
   static BuiltStatement statement{InsertJobsSql({}, R"sql(
 SELECT s.id, q.queue_id, 'p', $4, $3, 0, q.max_attempts, pg_catalog.now(), NULL, NULL, NULL,
-       s.payload
+       s.payload, $5, NULL
   FROM pgq.queues q,
        (SELECT pg_catalog.nextval('pgq.job_id_seq') AS id, p.payload
           FROM pg_catalog.unnest($2) WITH ORDINALITY AS p(payload, ord)
          ORDER BY p.ord) s
  WHERE q.queue_id = $1)sql"),
-                                  {INT4OID, JSONBARRAYOID, TIMESTAMPTZOID, INT4OID}};
+                                  {INT4OID, JSONBARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTOID}};
   return statement.get();
 }
 
-// The same, every job waiting for $5 parents (enqueue_many's after).
+// The same, every job waiting for $6 parents (enqueue_many's after), $7
+// their traceparents.
 pg::Statement& insert_many_waiting() {
-  static BuiltStatement statement{InsertJobsSql({}, R"sql(
+  static BuiltStatement statement{
+      InsertJobsSql({}, R"sql(
 SELECT s.id, q.queue_id, 'b', $4, $3, 0, q.max_attempts, pg_catalog.now(), NULL, NULL, NULL,
-       s.payload, $5
+       s.payload, $6, $5, $7
   FROM pgq.queues q,
        (SELECT pg_catalog.nextval('pgq.job_id_seq') AS id, p.payload
           FROM pg_catalog.unnest($2) WITH ORDINALITY AS p(payload, ord)
          ORDER BY p.ord) s
  WHERE q.queue_id = $1)sql",
-                                                {}, ", open_parents"),
-                                  {INT4OID, JSONBARRAYOID, TIMESTAMPTZOID, INT4OID, INT4OID}};
+                    {}, ", open_parents"),
+      {INT4OID, JSONBARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTARRAYOID}};
   return statement.get();
 }
 
-// $1 event id, $2 topic, $3 payload, $4 run_at, $5 queue ids. The job's
-// payload carries the event's identity, so a handler can tell a retry from
-// a new event.
+// $1 event id, $2 topic, $3 payload, $4 run_at, $5 queue ids, $6 the
+// publisher's trace context. The job's payload carries the event's
+// identity, so a handler can tell a retry from a new event.
 pg::Statement& insert_event() {
-  static BuiltStatement statement{InsertJobsSql({}, R"sql(
+  static BuiltStatement statement{
+      InsertJobsSql({}, R"sql(
 SELECT pg_catalog.nextval('pgq.job_id_seq'), q.queue_id, 'p', 0, $4, 0, q.max_attempts,
        pg_catalog.now(), NULL, NULL, NULL,
        pg_catalog.jsonb_build_object('event_id', $1::bigint, 'topic', $2::text,
-                                     'payload', $3::jsonb)
+                                     'payload', $3::jsonb), $6, NULL
   FROM pgq.queues q WHERE q.queue_id = ANY ($5) ORDER BY q.queue_id)sql"),
-                                  {INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4ARRAYOID}};
+      {INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4ARRAYOID, TEXTOID}};
   return statement.get();
 }
 
@@ -274,6 +280,7 @@ int64 InsertPlain(pg::SpiSession& spi, const Queue& queue, const NewJob& job,
   row.group_key = job.group_key;
   row.dedupe_key = job.dedupe_key;
   row.dedupe_for = job.dedupe_for;
+  row.trace_context = job.trace_context;
   internal::InsertJobRow(catalog, row);
   if (state == 'p') {
     internal::AnnounceJobs(spi, queue, core::ClaimKey{job.priority, job.run_at, row.id});
@@ -294,7 +301,8 @@ int64 InsertWaiting(pg::SpiSession& spi, const Queue& queue, const NewJob& job, 
   internal::SetJobParams(params, queue, job)
       .Set(8, TimestampTzGetDatum(pg::Now()))
       .Set(9, Int32GetDatum(static_cast<int32>(job.parents->size())))
-      .Set(10, Int64GetDatum(id));
+      .Set(10, Int64GetDatum(id))
+      .SetOptional(12, job.trace_links == 0, job.trace_links);
   (void)spi.Execute(insert_waiting(), params);
   internal::AddDependencies(spi, *job.parents, {id});
   return id;
@@ -318,15 +326,16 @@ std::optional<int64> InsertKeyedJob(pg::SpiSession& spi, const Queue& queue, con
   if (ring::TakesKeyed(queue, job, now) && job.group_key == 0) {
     int64 placed = id;
     if (ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.priority, job.run_at,
-                      &placed, 0, job.dedupe_key, job.dedupe_for)) {
+                      &placed, 0, job.dedupe_key, job.dedupe_for, job.trace_context)) {
       return id;
     }
   } else if (ring::TakesKeyed(queue, job, now) && internal::CanInsertJobRow(catalog)) {
     pg::LockGroup(queue.id, job.group);
     const bool room = internal::TakeGroupRoom(spi, queue, job.group_key, job.room);
     int64 placed = id;
-    if (room && ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.priority,
-                              job.run_at, &placed, job.group_key, job.dedupe_key, job.dedupe_for)) {
+    if (room &&
+        ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.priority, job.run_at,
+                      &placed, job.group_key, job.dedupe_key, job.dedupe_for, job.trace_context)) {
       internal::HoldGroup(spi, queue.id, job.group_key, id);
       return id;
     }
@@ -348,7 +357,7 @@ namespace {
 // Empty with *placed false when the queue could have no lane: the caller
 // inserts them into pgq.job_rows.
 pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum payloads, int32 priority,
-                            TimestampTz run_at, bool* placed) {
+                            TimestampTz run_at, Datum trace_context, bool* placed) {
   Datum* elems = nullptr;
   bool* nulls = nullptr;
   int count = 0;
@@ -359,8 +368,8 @@ pg::Result InsertManyOnRing(pg::SpiSession& spi, const Queue& queue, Datum paylo
   *placed = true;
   if (count == 0) return pg::Result();
   std::vector<int64> ids(static_cast<size_t>(count));
-  *placed =
-      ring::Enqueue(spi, queue, elems, count, queue.max_attempts, priority, run_at, ids.data());
+  *placed = ring::Enqueue(spi, queue, elems, count, queue.max_attempts, priority, run_at,
+                          ids.data(), 0, 0, 0, trace_context);
   if (!*placed) return pg::Result();
   static TupleDesc desc = pg::Result::Describe({{"id", INT8OID}});
   HeapTuple* tuples = pg::Guard([&] {
@@ -386,8 +395,9 @@ std::optional<int64> InsertJob(pg::SpiSession& spi, const Queue& queue, const Ne
   if (queue.ring_id != 0) {
     const TimestampTz now = pg::Now();
     int64 id = 0;
-    if (ring::Takes(queue, job, now) && ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts,
-                                                      job.priority, job.run_at, &id)) {
+    if (ring::Takes(queue, job, now) &&
+        ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.priority, job.run_at, &id,
+                      0, 0, 0, job.trace_context)) {
       return id;
     }
     // A grouped job whose group has room goes on the ring too, counted in
@@ -398,7 +408,7 @@ std::optional<int64> InsertJob(pg::SpiSession& spi, const Queue& queue, const Ne
       pg::LockGroup(queue.id, job.group);
       const bool room = internal::TakeGroupRoom(spi, queue, job.group_key, job.room);
       if (room && ring::Enqueue(spi, queue, &job.payload, 1, job.max_attempts, job.priority,
-                                job.run_at, &id, job.group_key)) {
+                                job.run_at, &id, job.group_key, 0, 0, job.trace_context)) {
         internal::HoldGroup(spi, queue.id, job.group_key, id);
         return id;
       }
@@ -475,7 +485,8 @@ pg::Params& SetJobParams(pg::Params& params, const Queue& queue, const NewJob& j
       .SetOptional(4, job.dedupe_key == 0, job.dedupe_key)
       .Set(5, Int32GetDatum(job.max_attempts))
       .SetOptional(6, job.group_key == 0, job.group_key)
-      .SetOptional(7, job.dedupe_for == 0, job.dedupe_for);
+      .SetOptional(7, job.dedupe_for == 0, job.dedupe_for)
+      .SetOptional(11, job.trace_context == 0, job.trace_context);
 }
 
 // The most columns pgq.job_rows may have (its own and dropped ones) for
@@ -489,7 +500,7 @@ bool CanInsertJobRow(const Catalog& catalog) {
   for (const AttrNumber column :
        {c.id, c.queue_id, c.state, c.priority, c.run_at, c.attempt, c.max_attempts, c.enqueued_at,
         c.payload, c.last_error, c.has_dependents, c.claimed_at, c.claimed_by, c.lease_until,
-        c.group_key, c.dedupe_key, c.dedupe_for}) {
+        c.group_key, c.dedupe_key, c.dedupe_for, c.trace_context}) {
     if (column <= 0 || column > c.natts) return false;
   }
   return true;
@@ -521,20 +532,24 @@ void InsertJobRow(const Catalog& catalog, const JobRow& row) {
   if (row.group_key != 0) set(c.group_key, row.group_key);
   if (row.dedupe_key != 0) set(c.dedupe_key, row.dedupe_key);
   if (row.dedupe_for != 0) set(c.dedupe_for, row.dedupe_for);
+  if (row.trace_context != 0) set(c.trace_context, row.trace_context);
   pg::InsertRow(catalog.jobs, values, nulls);
 }
 
 }  // namespace internal
 
 pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, TimestampTz run_at,
-                      int32 priority, const std::vector<int64>* parents) {
+                      int32 priority, const std::vector<int64>* parents, Datum trace_context,
+                      Datum trace_links) {
   pg::Params params;
   params.Set(0, Int32GetDatum(queue.id))
       .Set(1, payloads)
       .Set(2, TimestampTzGetDatum(run_at))
-      .Set(3, Int32GetDatum(priority));
+      .Set(3, Int32GetDatum(priority))
+      .SetOptional(4, trace_context == 0, trace_context);
   if (parents != nullptr && !parents->empty()) {
-    params.Set(4, Int32GetDatum(static_cast<int32>(parents->size())));
+    params.Set(5, Int32GetDatum(static_cast<int32>(parents->size())))
+        .SetOptional(6, trace_links == 0, trace_links);
     pg::Result inserted = spi.Execute(insert_many_waiting(), params);
     std::vector<int64> ids;
     ids.reserve(inserted.size());
@@ -547,7 +562,8 @@ pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, T
   }
   if (queue.ring_id != 0 && ring::DueOnRing(run_at, pg::Now()) && pg::job_ring::Available()) {
     bool placed = false;
-    pg::Result on_ring = InsertManyOnRing(spi, queue, payloads, priority, run_at, &placed);
+    pg::Result on_ring =
+        InsertManyOnRing(spi, queue, payloads, priority, run_at, trace_context, &placed);
     if (placed) {
       pg::ledger::NoteUnfinished(queue.id, static_cast<int64>(on_ring.size()));
       return on_ring;
@@ -560,7 +576,8 @@ pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, T
 }
 
 void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 event_id, Datum topic,
-                 Datum payload, TimestampTz run_at, Datum group_key, std::string_view group) {
+                 Datum payload, TimestampTz run_at, Datum group_key, std::string_view group,
+                 Datum trace_context) {
   auto ids = pg::MakeSmallVector<Datum, 8>(CurrentMemoryContext);
   ids.reserve(count);
   for (int i = 0; i < count; ++i) ids.push_back(Int32GetDatum(queues[i].id));
@@ -572,7 +589,8 @@ void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 even
       .Set(1, topic)
       .Set(2, payload)
       .Set(3, TimestampTzGetDatum(run_at))
-      .Set(4, PointerGetDatum(id_array));
+      .Set(4, PointerGetDatum(id_array))
+      .SetOptional(5, trace_context == 0, trace_context);
   if (group_key == 0) {
     const pg::Result inserted = spi.Execute(insert_event(), params);
     internal::AfterInsert(spi, queues, count, inserted);
@@ -600,14 +618,15 @@ void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 even
                                       [queue_id](const Queue& q) { return q.id == queue_id; });
     if (queue == queues + count) continue;
     bool is_null = false;
-    const NewJob job{targets.Value(row, payload_column, &is_null),
-                     run_at,
-                     0,
-                     targets.Int32(row, max_attempts),
-                     0,
-                     group_key,
-                     group,
-                     0};
+    NewJob job{targets.Value(row, payload_column, &is_null),
+               run_at,
+               0,
+               targets.Int32(row, max_attempts),
+               0,
+               group_key,
+               group,
+               0};
+    job.trace_context = trace_context;
     const Queue target{queue->id, queue->name, queue->notify, targets.Bool(row, dedupe_periods),
                        targets.Int32(row, group_concurrency)};
     Insert(spi, target, job);

@@ -43,9 +43,10 @@ struct JobRow {
   std::optional<TimestampTz> claimed_at;
   int32 claimed_by = 0;  // 0: NULL
   std::optional<TimestampTz> lease_until;
-  Datum group_key = 0;   // 0: NULL
-  Datum dedupe_key = 0;  // 0: NULL
-  Datum dedupe_for = 0;  // 0: NULL
+  Datum group_key = 0;      // 0: NULL
+  Datum dedupe_key = 0;     // 0: NULL
+  Datum dedupe_for = 0;     // 0: NULL
+  Datum trace_context = 0;  // 0: NULL
 };
 // Whether the installed pgq.job_rows has every column JobRow sets (the
 // catalog of the library's version has).

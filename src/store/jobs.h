@@ -85,6 +85,11 @@ struct NewJob {
   // Enqueue's after: the live parents (LockParents' `live`); nullptr or
   // empty: none, the job is ready as any other.
   const std::vector<int64>* parents = nullptr;
+  // Its W3C trace context (text in core::StoredContext's form, ADR 0030),
+  // or 0: none.
+  Datum trace_context = 0;
+  // With `parents`: their traceparents (text[], ADR 0030 "links"), or 0.
+  Datum trace_links = 0;
   // A batch's jobs of one group (enqueue_many with group keys): the room
   // its group had left when its first job counted it, kept for the next
   // ones (nullptr: counted for this job alone). Valid within one call that
@@ -126,6 +131,9 @@ int64 KeyHolder(pg::SpiSession& spi, int32 queue_id, Datum dedupe_key, Timestamp
 // trace).
 struct Parents {
   std::vector<int64> live;  // sorted
+  // The live ones' traceparents, for those that have one (in no order,
+  // perhaps repeated): the child's trace links (ADR 0030).
+  std::vector<std::string> traceparents;
   int64 dead = 0;
   int64 following = 0;
   int64 unknown = 0;
@@ -142,9 +150,12 @@ int64 TendDependencies(pg::SpiSession& spi, TimestampTz now, int32 batch);
 // One job per payload of `payloads` (jsonb[]), their max_attempts the
 // queue's. Rows: column "id", in no particular order (ids are drawn in
 // input order). Empty if the queue no longer exists.
-// With `parents` (not empty) every job waits for them (as Insert's).
+// With `parents` (not empty) every job waits for them (as Insert's), with
+// `trace_links` (text[], or 0: none). `trace_context`: every job's (text, or
+// 0: none).
 pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, TimestampTz run_at,
-                      int32 priority, const std::vector<int64>* parents = nullptr);
+                      int32 priority, const std::vector<int64>* parents = nullptr,
+                      Datum trace_context = 0, Datum trace_links = 0);
 
 // One job per queue of `queues` that still exists, its payload the event
 // envelope {event_id, topic, payload} (pgq.publish). With `group_key` (text,
@@ -153,9 +164,10 @@ pg::Result InsertMany(pg::SpiSession& spi, const Queue& queue, Datum payloads, T
 // group_key would (the group's lock, its line, the queue's
 // group_concurrency): a relay keeps one event per key in flight, in commit
 // order.
+// `trace_context`: the publisher's (text, or 0: none), every job's.
 void InsertEvent(pg::SpiSession& spi, const Queue* queues, int count, int64 event_id, Datum topic,
                  Datum payload, TimestampTz run_at, Datum group_key = 0,
-                 std::string_view group = {});
+                 std::string_view group = {}, Datum trace_context = 0);
 
 // ---- Claims (claim.cpp)
 
@@ -304,7 +316,7 @@ pg::Result FindJobs(pg::SpiSession& spi, std::string_view key, const Scope& scop
                     TimestampTz now);
 // The rows' columns are named as pgq.job_info's (id, queue, state, ... progress, result, payload,
 // dead_reason), then queue_id.
-inline constexpr int kJobInfoColumns = 19;
+inline constexpr int kJobInfoColumns = 21;
 
 // ---- A queue's jobs as a whole (queue_jobs.cpp)
 

@@ -38,7 +38,7 @@ namespace {
 constexpr std::string_view kFollowerJob = R"sql(
 SELECT m.id, m.queue_id, CASE WHEN m.group_key IS NULL THEN 'p' ELSE 'w' END, m.priority,
        m.run_at, 0, m.max_attempts, m.enqueued_at, m.dedupe_key, m.group_key, NULL, m.payload,
-       m.dedupe_for
+       m.dedupe_for, m.trace_context, NULL
   FROM moved m)sql";
 
 // $1 queue id, $2 key: the key's follower, if any, becomes a pending job
@@ -120,35 +120,41 @@ SELECT job_id FROM pgq.dedupe_holds
 // again on the row itself: a claim that took it meanwhile makes this update
 // nothing. A pending holder whose lease expired could still be completed
 // late by that claim (finish.cpp): not once it carries new work, so
-// lease_until is cleared.
+// lease_until is cleared. The new work brings its own trace context ($12,
+// SetJobParams; $6-$11 unused).
 pg::Statement replace_holder = {R"sql(
-UPDATE pgq.job_rows j SET payload = $2, run_at = $3, priority = $4, lease_until = NULL
+UPDATE pgq.job_rows j SET payload = $2, run_at = $3, priority = $4, lease_until = NULL,
+                          trace_context = $12
  WHERE j.id = (SELECT c.id FROM pgq.job_rows c
                 WHERE c.queue_id = $1 AND c.dedupe_key = $5 AND c.state IN ('p', 'w', 'b'))
    AND j.state IN ('p', 'w', 'b')
 RETURNING j.queue_id, j.id, j.priority, j.run_at, j.state = 'p' AS pending, j.group_key)sql",
-                                5,
-                                {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID},
+                                12,
+                                {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID,
+                                 TEXTOID, INTERVALOID, INT4OID, INT4OID, INT4OID, TEXTOID},
                                 nullptr};
 
 // $1 a job id: whether it is a row of pgq.job_rows.
 pg::Statement holder_row = {"SELECT 1 FROM pgq.job_rows WHERE id = $1", 1, {INT8OID}, nullptr};
 
-// The same parameters, then $6 max_attempts, $7 group key, $8 dedupe_for:
-// the key's follower, new or replaced (a later event replaces the one
+// The same parameters, then $6 max_attempts, $7 group key, $8 dedupe_for,
+// $12 the trace context: the key's follower, new or replaced (a later event replaces the one
 // waiting); `added`: a new one (its row version is the insert's own, no
 // xmax), one more unfinished job of the queue.
 pg::Statement follow_holder = {
     R"sql(
 INSERT INTO pgq.dedupe_followers AS f (queue_id, dedupe_key, id, priority, run_at, max_attempts,
-                                       enqueued_at, dedupe_for, group_key, payload)
-VALUES ($1, $5, pg_catalog.nextval('pgq.job_id_seq'), $4, $3, $6, pg_catalog.now(), $8, $7, $2)
+                                       enqueued_at, dedupe_for, group_key, payload,
+                                       trace_context)
+VALUES ($1, $5, pg_catalog.nextval('pgq.job_id_seq'), $4, $3, $6, pg_catalog.now(), $8, $7, $2,
+        $12)
 ON CONFLICT (queue_id, dedupe_key) DO UPDATE
    SET payload = excluded.payload, run_at = excluded.run_at, priority = excluded.priority,
-       group_key = excluded.group_key
+       group_key = excluded.group_key, trace_context = excluded.trace_context
 RETURNING f.id, f.xmax = 0 AS added)sql",
-    8,
-    {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID, INTERVALOID},
+    12,
+    {INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID, TEXTOID, INTERVALOID, INT4OID,
+     INT4OID, INT4OID, TEXTOID},
     nullptr};
 
 // Followers whose holder is gone (it left in a transaction that could not

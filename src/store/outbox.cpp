@@ -31,10 +31,10 @@ pg::Statement subscribers = {
     nullptr};
 
 pg::Statement insert_event = {
-    "INSERT INTO pgq.events (topic, payload, dedupe_key) VALUES ($1, $2, $3)"
+    "INSERT INTO pgq.events (topic, payload, dedupe_key, trace_context) VALUES ($1, $2, $3, $4)"
     " ON CONFLICT (topic, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING RETURNING id",
-    3,
-    {TEXTOID, JSONBOID, TEXTOID},
+    4,
+    {TEXTOID, JSONBOID, TEXTOID, TEXTOID},
     nullptr};
 
 pg::Statement find_event = {"SELECT id FROM pgq.events WHERE topic = $1 AND dedupe_key = $2",
@@ -152,9 +152,12 @@ Datum EventEnvelope(pg::SpiSession& spi, int64 event_id, std::string_view topic,
 }
 
 std::optional<int64> RecordEvent(pg::SpiSession& spi, std::string_view topic, Datum payload,
-                                 Datum dedupe_key) {
+                                 Datum dedupe_key, Datum trace_context) {
   pg::Params event;
-  event.Set(0, pg::TextDatum(topic)).Set(1, payload).SetOptional(2, dedupe_key == 0, dedupe_key);
+  event.Set(0, pg::TextDatum(topic))
+      .Set(1, payload)
+      .SetOptional(2, dedupe_key == 0, dedupe_key)
+      .SetOptional(3, trace_context == 0, trace_context);
   const pg::Result inserted = spi.Execute(insert_event, event);
   if (inserted.empty()) return std::nullopt;
   return inserted.Int64(0, "id");

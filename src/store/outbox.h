@@ -66,9 +66,10 @@ Datum EventEnvelope(pg::SpiSession& spi, int64 event_id, std::string_view topic,
                     Datum group_key);
 
 // Records an event of `topic`: its id, or nullopt when one with the same
-// `dedupe_key` (a text Datum, 0 for none) was published before.
+// `dedupe_key` (a text Datum, 0 for none) was published before; with its
+// publisher's `trace_context` (text, or 0: none).
 std::optional<int64> RecordEvent(pg::SpiSession& spi, std::string_view topic, Datum payload,
-                                 Datum dedupe_key);
+                                 Datum dedupe_key, Datum trace_context);
 // The event of `topic` published with `dedupe_key`, if there is one.
 std::optional<int64> FindEvent(pg::SpiSession& spi, std::string_view topic, Datum dedupe_key);
 // Drops up to `limit` events older than the longest retention of any queue;

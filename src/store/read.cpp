@@ -50,7 +50,8 @@ std::string JobInfoSql(std::string_view where_live, std::string_view where_follo
         j.dedupe_key, j.run_at, j.enqueued_at,
         j.claimed_at, CASE WHEN j.state = 'r' THEN j.lease_until END AS lease_until,
         NULL::timestamptz AS finished_at, j.progress, NULL::jsonb AS result, j.last_error,
-        j.open_parents, j.payload, NULL::text AS dead_reason, j.queue_id
+        j.open_parents, j.payload, NULL::text AS dead_reason,
+        pg_catalog.substr(j.trace_context, 4, 32) AS trace_id, j.trace_context, j.queue_id
    FROM pgq.job_rows j JOIN pgq.queues q ON q.queue_id = j.queue_id
   WHERE )sql";
   sql += with_state(where_live, kLiveState);
@@ -58,7 +59,8 @@ std::string JobInfoSql(std::string_view where_live, std::string_view where_follo
   sql += R"sql()
 UNION ALL
 (SELECT f.id, q.name, 'waiting', 0, f.max_attempts, f.priority, NULL, f.dedupe_key, f.run_at,
-        f.enqueued_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, f.payload, NULL, f.queue_id
+        f.enqueued_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, f.payload, NULL,
+        pg_catalog.substr(f.trace_context, 4, 32), f.trace_context, f.queue_id
    FROM pgq.dedupe_followers f JOIN pgq.queues q ON q.queue_id = f.queue_id
   WHERE )sql";
   sql += where_following;
@@ -67,7 +69,8 @@ UNION ALL
 UNION ALL
 (SELECT h.id, q.name, 'done', h.attempt, h.max_attempts, h.priority, h.group_key, h.dedupe_key,
         h.run_at, h.enqueued_at, h.claimed_at, NULL, h.finished_at, h.progress, h.result,
-        h.last_error, NULL, h.payload, NULL, h.queue_id
+        h.last_error, NULL, h.payload, NULL, pg_catalog.substr(h.trace_context, 4, 32),
+        h.trace_context, h.queue_id
    FROM pgq.job_history h JOIN pgq.queues q ON q.queue_id = h.queue_id
   WHERE h.finished_at + q.keep_completed > $2 AND )sql";
   sql += where_done;
@@ -78,7 +81,8 @@ UNION ALL
   sql += kDeadState;
   sql += R"sql(, d.attempts, d.max_attempts, d.priority, d.group_key, d.dedupe_key,
         NULL, d.enqueued_at, NULL, NULL, d.died_at, d.progress, NULL, d.last_error, NULL,
-        d.payload, d.reason, q.queue_id
+        d.payload, d.reason, pg_catalog.substr(d.trace_context, 4, 32), d.trace_context,
+        q.queue_id
    FROM pgq.dead_jobs d JOIN pgq.queues q ON q.name = d.queue
   WHERE (q.keep_dead IS NULL OR d.died_at + q.keep_dead > $2) AND )sql";
   sql += with_state(where_dead, kDeadState);
@@ -92,7 +96,7 @@ UNION ALL
   sql += kRingState;
   sql += R"sql(, g.attempt, g.max_attempts, g.priority, g.group_key, g.dedupe_key, g.run_at,
         g.enqueued_at, g.claimed_at, g.lease_until, NULL, NULL, NULL, g.last_error, NULL, g.payload,
-        NULL, q.queue_id
+        NULL, pg_catalog.substr(g.trace_context, 4, 32), g.trace_context, q.queue_id
    FROM pgq.queues q CROSS JOIN LATERAL pgq.queue_ring_ids(q.queue_id) r(ring_id)
         CROSS JOIN LATERAL (SELECT * FROM pgq.ring_jobs g WHERE g.ring = r.ring_id AND )sql";
   sql += with_state(where_ring, kRingState);

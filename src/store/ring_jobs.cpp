@@ -1,4 +1,5 @@
 // The queues' rings (store/ring_jobs.h, ADR 0028 step 2a).
+#include "core/trace_context.h"
 #include "store/ring_jobs.h"
 
 #include <algorithm>
@@ -171,7 +172,8 @@ bool InScope(const Scope& scope, int32 queue_id) {
   return false;
 }
 
-// pgq.claimed_job's columns, then run_at: what store::Claim returns.
+// pgq.claimed_job's columns, then run_at, trace_context and trace_links
+// (none on a ring): what store::Claim returns.
 TupleDesc ClaimedDesc() {
   static TupleDesc desc = pg::Result::Describe({{"id", INT8OID},
                                                 {"queue", TEXTOID},
@@ -181,7 +183,9 @@ TupleDesc ClaimedDesc() {
                                                 {"lease_until", TIMESTAMPTZOID},
                                                 {"enqueued_at", TIMESTAMPTZOID},
                                                 {"priority", INT4OID},
-                                                {"run_at", TIMESTAMPTZOID}});
+                                                {"run_at", TIMESTAMPTZOID},
+                                                {"trace_context", TEXTOID},
+                                                {"trace_links", TEXTARRAYOID}});
   return desc;
 }
 
@@ -190,27 +194,28 @@ TupleDesc ClaimedDesc() {
 pg::Statement& move_job() {
   static internal::BuiltStatement statement{
       internal::InsertJobsSql("", R"sql(
-VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, $14, $13, $16, $8, $9, $10, $11, $12, $15))sql",
+VALUES ($1, $2, 'r', $3, $4, $5, $6, $7, $14, $13, $16, $8, $9, $10, $11, $12, $15, $17, NULL))sql",
                               "",
                               ", lease_until, claimed_at, has_dependents, claimed_by, dedupe_for"),
       {INT8OID, INT4OID, INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID, TIMESTAMPTZOID, JSONBOID,
-       TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, INT4OID, TEXTOID, TEXTOID, INTERVALOID, TEXTOID}};
+       TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, INT4OID, TEXTOID, TEXTOID, INTERVALOID, TEXTOID,
+       TEXTOID}};
   return statement.get();
 }
 
 // A ring job whose attempts are spent, into dead-letter (BurySql's columns
 // of a row): $1 id, $2 queue, $3 payload, $4 attempt, $5 priority, $6
 // max_attempts, $7 enqueued_at, $8 last_error, $9 now, $10 group_key, $11
-// dedupe_key, $12 dedupe_for; the reason a
+// dedupe_key, $12 dedupe_for, $13 trace_context; the reason a
 // failure's ('exhausted'), an expiry's ('expired') or a cancel's.
 constexpr std::string_view kRingJobAsRow = R"sql(
 SELECT $1::int8 AS id, $2::int4 AS queue_id, $3::jsonb AS payload, $4::int4 AS attempt,
        $5::int4 AS priority, $6::int4 AS max_attempts, $7::timestamptz AS enqueued_at,
        $11::text AS dedupe_key, $10::text AS group_key, NULL::jsonb AS progress,
-       $12::interval AS dedupe_for)sql";
-constexpr Oid kBuryTypes[] = {INT8OID,        INT4OID, JSONBOID,       INT4OID,
-                              INT4OID,        INT4OID, TIMESTAMPTZOID, TEXTOID,
-                              TIMESTAMPTZOID, TEXTOID, TEXTOID,        INTERVALOID};
+       $12::interval AS dedupe_for, $13::text AS trace_context, NULL::text[] AS trace_links)sql";
+constexpr Oid kBuryTypes[] = {INT8OID, INT4OID,        JSONBOID, INT4OID,        INT4OID,
+                              INT4OID, TIMESTAMPTZOID, TEXTOID,  TIMESTAMPTZOID, TEXTOID,
+                              TEXTOID, INTERVALOID,    TEXTOID};
 enum class DeathOf { kExhausted, kExpired, kCancelled };
 pg::Statement& bury_job(DeathOf death) {
   static constexpr const char* kReasons[] = {"exhausted", "expired", "cancelled"};
@@ -242,7 +247,8 @@ void InsertRunning(pg::SpiSession& spi, int32 queue_id, const pg::job_ring::NewE
       .SetOptional(12, entry.group_key == 0, entry.group_key)
       .SetOptional(13, entry.dedupe_key == 0, entry.dedupe_key)
       .SetOptional(14, entry.dedupe_for == 0, entry.dedupe_for)
-      .SetOptional(15, entry.last_error == 0, entry.last_error);
+      .SetOptional(15, entry.last_error == 0, entry.last_error)
+      .SetOptional(16, entry.trace_context == 0, entry.trace_context);
   (void)spi.Execute(move_job(), params);
 }
 
@@ -281,7 +287,7 @@ void DropRings(pg::SpiSession& spi, int32 queue_id, int32 ring_id, TimestampTz n
 
 bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
              int32 max_attempts, int32 priority, TimestampTz run_at, int64* ids, Datum group_key,
-             Datum dedupe_key, Datum dedupe_for) {
+             Datum dedupe_key, Datum dedupe_for, Datum trace_context) {
   // Enqueued at the transaction's start, as a job of pgq.job_rows.
   const TimestampTz enqueued_at = GetCurrentTransactionStartTimestamp();
   const Known* rings = KnownOf(spi, queue.id);
@@ -309,6 +315,7 @@ bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int
       entries[i] =
           pg::job_ring::NewEntry{ids[i],      priority,  max_attempts, run_at,    enqueued_at,
                                  payloads[i], group_key, dedupe_key,   dedupe_for};
+      entries[i].trace_context = trace_context;
     }
   });
   if (!pg::job_ring::Append(ring->place, entries.data(), count)) return false;
@@ -473,9 +480,10 @@ void Spill(pg::SpiSession& spi, const pg::job_ring::Place& place,
   for (const pg::job_ring::Claimed& job : claimed) {
     if (!job.spilled) continue;
     const bool has_dependents = std::find(parents.begin(), parents.end(), job.id) != parents.end();
-    const pg::job_ring::NewEntry entry{job.id,        job.priority,    job.max_attempts,
-                                       job.run_at,    job.enqueued_at, job.payload,
-                                       job.group_key, job.dedupe_key,  job.dedupe_for};
+    pg::job_ring::NewEntry entry{job.id,        job.priority,    job.max_attempts,
+                                 job.run_at,    job.enqueued_at, job.payload,
+                                 job.group_key, job.dedupe_key,  job.dedupe_for};
+    entry.trace_context = job.trace_context;
     InsertRunning(spi, place.queue_id, entry, job.attempt, until, now, has_dependents, MyProcPid);
   }
   // A grouped one's row counts it in its group from now on.
@@ -504,7 +512,8 @@ void TakeOnto(pg::SpiSession& spi, int32 queue_id, const pg::Result& jobs, Times
             dedupe_for = jobs.ColumnNumber("dedupe_for"),
             last_error = jobs.ColumnNumber("last_error"),
             has_dependents = jobs.ColumnNumber("has_dependents"),
-            lease_until = jobs.ColumnNumber("lease_until");
+            lease_until = jobs.ColumnNumber("lease_until"),
+            trace_context = jobs.ColumnNumber("trace_context");
   const auto optional = [&](uint64 row, int column) {
     bool is_null = false;
     const Datum value = jobs.Value(row, column, &is_null);
@@ -533,6 +542,7 @@ void TakeOnto(pg::SpiSession& spi, int32 queue_id, const pg::Result& jobs, Times
                                           timestamp(row, enqueued_at),   optional(row, payload),
                                           optional(row, group_key),      optional(row, dedupe_key),
                                           optional(row, dedupe_for),     optional(row, last_error)};
+      entries[i].trace_context = optional(row, trace_context);
       attempts[i] = jobs.Int32(row, attempt);
       bool is_null = false;
       const Datum marked = jobs.Value(row, has_dependents, &is_null);
@@ -654,16 +664,20 @@ pg::Result Claim(pg::SpiSession& spi, int32 queue_id, int32 ring_id, Datum name,
       [&] { return static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * claimed.size())); });
   for (size_t i = 0; i < claimed.size(); ++i) {
     const pg::job_ring::Claimed& job = claimed[i];
-    Datum values[9] = {Int64GetDatum(job.id),
-                       name,
-                       job.payload,
-                       Int32GetDatum(job.attempt),
-                       Int32GetDatum(job.max_attempts),
-                       TimestampTzGetDatum(until),
-                       TimestampTzGetDatum(job.enqueued_at),
-                       Int32GetDatum(job.priority),
-                       TimestampTzGetDatum(job.run_at)};
-    bool nulls[9] = {};
+    Datum values[11] = {Int64GetDatum(job.id),
+                        name,
+                        job.payload,
+                        Int32GetDatum(job.attempt),
+                        Int32GetDatum(job.max_attempts),
+                        TimestampTzGetDatum(until),
+                        TimestampTzGetDatum(job.enqueued_at),
+                        Int32GetDatum(job.priority),
+                        TimestampTzGetDatum(job.run_at),
+                        job.trace_context,
+                        0};
+    bool nulls[11] = {};
+    nulls[9] = job.trace_context == 0;
+    nulls[10] = true;
     tuples[i] = pg::Guard([&] { return heap_form_tuple(desc, values, nulls); });
   }
   return pg::Result::Rows(desc, tuples, claimed.size());
@@ -1067,6 +1081,7 @@ void Requeue(const pg::job_ring::Lease& lease, const Left& left, int32 spent, Ti
   row.group_key = left.entry.group_key;
   row.dedupe_key = left.entry.dedupe_key;
   row.dedupe_for = left.entry.dedupe_for;
+  row.trace_context = left.entry.trace_context;
   internal::InsertJobRow(catalog, row);
   pg::ledger::NotePending(lease.queue_id, core::ClaimKey{row.priority, row.run_at, row.id}, wake);
 }
@@ -1088,7 +1103,8 @@ std::vector<internal::GroupRef> Bury(pg::SpiSession& spi, const pg::job_ring::Le
       .Set(8, TimestampTzGetDatum(now))
       .SetOptional(9, left.entry.group_key == 0, left.entry.group_key)
       .SetOptional(10, left.entry.dedupe_key == 0, left.entry.dedupe_key)
-      .SetOptional(11, left.entry.dedupe_for == 0, left.entry.dedupe_for);
+      .SetOptional(11, left.entry.dedupe_for == 0, left.entry.dedupe_for)
+      .SetOptional(12, left.entry.trace_context == 0, left.entry.trace_context);
   const pg::Result buried = spi.Execute(bury_job(death), dead);
   // Its key goes with it (or stays for its period; a follower takes it).
   std::vector<internal::GroupRef> joining;
@@ -1307,18 +1323,22 @@ enum class ParentSeen { kNone, kUnfinished, kEnding };
 // claim in progress), pending (its entry, no receipt or closure committed),
 // or ending (a completion, move or cancel of it in progress: `ending`).
 // `queue_id`: its queue's.
+// `at`: where its entry is (entry_relid and entry set).
 ParentSeen LookAtParent(pg::SpiSession& spi, const Scope& scope, int64 id, TransactionId* ending,
-                        int32* queue_id) {
+                        int32* queue_id, pg::job_ring::Lease* at) {
   pg::job_ring::Lease lease;
   if (pg::job_ring::FindLease(id, &lease, ending) &&
       pg::Guard([&] { return InScope(scope, lease.queue_id); })) {
     *queue_id = lease.queue_id;
+    *at = lease;
     return TransactionIdIsValid(*ending) ? ParentSeen::kEnding : ParentSeen::kUnfinished;
   }
   TakenOut pending;
   ItemPointerData entry;
   if (!FindPending(spi, scope, id, &pending, &entry)) return ParentSeen::kNone;
   *queue_id = pending.queue_id;
+  at->entry_relid = pending.relid;
+  at->entry = entry;
   *ending = pg::job_ring::CancelInProgress(pending.place, pending.segment, entry);
   return TransactionIdIsValid(*ending) ? ParentSeen::kEnding : ParentSeen::kUnfinished;
 }
@@ -1326,7 +1346,8 @@ ParentSeen LookAtParent(pg::SpiSession& spi, const Scope& scope, int64 id, Trans
 }  // namespace
 
 std::vector<int64> HoldParents(pg::SpiSession& spi, const Scope& scope,
-                               const std::vector<int64>& ids) {
+                               const std::vector<int64>& ids,
+                               std::vector<std::string>* traceparents) {
   std::vector<int64> held;
   if (!pg::job_ring::Available() || ids.empty()) return held;
   EnsureLanes(spi);
@@ -1334,7 +1355,8 @@ std::vector<int64> HoldParents(pg::SpiSession& spi, const Scope& scope,
     for (;;) {
       TransactionId ending = InvalidTransactionId;
       int32 queue_id = 0;
-      if (LookAtParent(spi, scope, id, &ending, &queue_id) == ParentSeen::kNone) break;
+      pg::job_ring::Lease at{};
+      if (LookAtParent(spi, scope, id, &ending, &queue_id, &at) == ParentSeen::kNone) break;
       // As an enqueue into it does: a drop_queue of the parent's queue
       // waits for this transaction (and fails its children), or this
       // enqueue waits for the drop and finds the parent gone.
@@ -1352,9 +1374,20 @@ std::vector<int64> HoldParents(pg::SpiSession& spi, const Scope& scope,
       // the job waits for this transaction, whatever it is doing now.
       const bool held_before = pg::RingParentHeld(id);
       pg::LockRingParent(id, false);
-      const ParentSeen seen = LookAtParent(spi, scope, id, &ending, &queue_id);
+      const ParentSeen seen = LookAtParent(spi, scope, id, &ending, &queue_id, &at);
       if (seen == ParentSeen::kUnfinished || (held_before && seen == ParentSeen::kEnding)) {
         held.push_back(id);
+        // Its entry, held: read for its trace context (one page).
+        pg::job_ring::NewEntry entry{};
+        if (traceparents != nullptr && pg::job_ring::ReadEntry(at, &entry) &&
+            entry.trace_context != 0) {
+          const text* stored = pg::Guard([&] {
+            return pg_detoast_datum_packed(reinterpret_cast<varlena*>(entry.trace_context));
+          });
+          traceparents->emplace_back(
+              core::SplitContext(std::string_view(VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored)))
+                  .traceparent);
+        }
         break;
       }
       // Its end in progress may have looked for children before the note:
@@ -1434,6 +1467,7 @@ bool ReplacePending(pg::SpiSession& spi, const Queue& queue, int64 id, const New
       row.payload = job.payload;
       row.dedupe_key = entry.dedupe_key;
       row.dedupe_for = entry.dedupe_for;
+      row.trace_context = job.trace_context;
       // Children named it on the ring: the row's end settles them.
       row.has_dependents = !ParentsAmong(spi, taken.place, {id}).empty();
       internal::InsertJobRow(catalog, row);

@@ -97,10 +97,12 @@ inline bool TakesKeyed(const Queue& queue, const NewJob& job, TimestampTz now) {
 // enqueued_at, the transaction's start too).
 // `group_key`: every job's group (text; 0: none).
 // `dedupe_key` (text; 0: none), `dedupe_for` (interval; 0: none): one job,
-// whose id its key's row drew (in ids[0]).
+// whose id its key's row drew (in ids[0]). `trace_context`: every job's
+// (text; 0: none).
 bool Enqueue(pg::SpiSession& spi, const Queue& queue, const Datum* payloads, int count,
              int32 max_attempts, int32 priority, TimestampTz run_at, int64* ids,
-             Datum group_key = 0, Datum dedupe_key = 0, Datum dedupe_for = 0);
+             Datum group_key = 0, Datum dedupe_key = 0, Datum dedupe_for = 0,
+             Datum trace_context = 0);
 // on_duplicate => 'replace' of the key's holder `id` while it is pending on
 // a ring of `queue`: taken out (a tombstone and a closure 'm') and put in
 // pgq.job_rows under its id with `job`'s payload, run_at and priority (its
@@ -219,9 +221,11 @@ std::vector<int64> ParentsAmong(pg::SpiSession& spi, const pg::job_ring::Place& 
 // unfinished ring jobs of queues in `scope`, each held as a parent until
 // the transaction ends (its lock in share mode, taken after the lanes
 // noted dependents, then the job looked at again: a job whose end is in
-// progress is waited for, without the lock).
+// progress is waited for, without the lock). `traceparents`: each held
+// job's traceparent, if it has one (the child's trace links, ADR 0030).
 std::vector<int64> HoldParents(pg::SpiSession& spi, const Scope& scope,
-                               const std::vector<int64>& ids);
+                               const std::vector<int64>& ids,
+                               std::vector<std::string>* traceparents);
 
 // The new lease_until, or nullopt when (id, attempt) no longer holds it.
 std::optional<TimestampTz> Extend(pg::SpiSession& spi, const pg::job_ring::Lease& lease, int64 id,

@@ -169,10 +169,11 @@ struct WindowColumns {
         id(rows.ColumnNumber("id")),
         appended_at(rows.ColumnNumber("appended_at")),
         payload(rows.ColumnNumber("payload")),
+        trace_context(rows.ColumnNumber("trace_context")),
         cut(rows.ColumnNumber("cut")),
         cut_at(rows.ColumnNumber("cut_at")),
         bytes_through(rows.ColumnNumber("bytes_through")) {}
-  int txid, id, appended_at, payload, cut, cut_at, bytes_through;
+  int txid, id, appended_at, payload, trace_context, cut, cut_at, bytes_through;
 };
 
 // A one-column result's.
@@ -241,12 +242,20 @@ std::vector<Event> ReadWindow(pg::SpiSession& spi, int32 stream_id, Datum from, 
   for (uint64 row = 0; row < rows.size(); ++row) {
     bool is_null = false;
     const Datum payload = rows.Value(row, c.payload, &is_null);
+    bool untraced = false;
+    const Datum trace_context = rows.Value(row, c.trace_context, &untraced);
     Event event;
     event.id = rows.Int64(row, c.id);
     event.appended_at = DatumGetTimestampTz(rows.Value(row, c.appended_at, &is_null));
     event.payload = pg::Guard([&] {
       MemoryContext old = MemoryContextSwitchTo(memory);
       const Datum copy = datumCopy(payload, false, -1);
+      MemoryContextSwitchTo(old);
+      return copy;
+    });
+    event.trace_context = untraced ? 0 : pg::Guard([&] {
+      MemoryContext old = MemoryContextSwitchTo(memory);
+      const Datum copy = datumCopy(trace_context, false, -1);
       MemoryContextSwitchTo(old);
       return copy;
     });

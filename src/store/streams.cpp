@@ -182,12 +182,12 @@ namespace {
 std::string ReadWindowSql(const std::string& table) {
   const std::string to = "COALESCE($2, pg_catalog.pg_current_snapshot())";
   return R"sql(
-SELECT txid, id, appended_at, payload, )sql" +
+SELECT txid, id, appended_at, payload, trace_context, )sql" +
          to + R"sql( AS cut, pg_catalog.statement_timestamp() AS cut_at, bytes_through FROM (
-SELECT txid, id, appended_at, payload,
+SELECT txid, id, appended_at, payload, trace_context,
        sum(pg_catalog.pg_column_size(payload)) OVER (ORDER BY txid, id ROWS UNBOUNDED PRECEDING)
          AS bytes_through FROM (
-  (SELECT txid, id, appended_at, payload FROM )sql" +
+  (SELECT txid, id, appended_at, payload, trace_context FROM )sql" +
          table + R"sql(
     WHERE txid = ANY (ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip($1) AS x
                              WHERE pg_catalog.pg_visible_in_snapshot(x, )sql" +
@@ -195,7 +195,7 @@ SELECT txid, id, appended_at, payload,
       AND (txid, id) > ($8, $9) AND (txid, id) <= ($5, $6)
     ORDER BY txid, id LIMIT $7)
   UNION ALL
-  (SELECT txid, id, appended_at, payload FROM )sql" +
+  (SELECT txid, id, appended_at, payload, trace_context FROM )sql" +
          table + R"sql(
     WHERE (txid, id) > ($3, $4) AND (txid, id) <= ($5, $6)
       AND txid < pg_catalog.pg_snapshot_xmax()sql" +
@@ -447,7 +447,7 @@ void Drop(pg::SpiSession& spi, const Stream& stream, TimestampTz now) {
 }
 
 bool Append(pg::SpiSession& spi, const Stream& found, const Datum* payloads, int count, int64* ids,
-            bool missing_ok) {
+            bool missing_ok, Datum trace_context) {
   pg::RequireInsertAllowed();
   // The segment to write, locked: the lock processes the invalidations
   // that arrived since the stream was found (a rotation, a drop), and a drop
@@ -473,8 +473,11 @@ bool Append(pg::SpiSession& spi, const Stream& found, const Datum* payloads, int
   const Datum txid = pg::Guard([] { return FullTransactionIdGetDatum(GetTopFullTransactionId()); });
   const TimestampTz appended_at = GetCurrentTransactionStartTimestamp();
   pg::RowInserter inserter(stream->ring.leaves[stream->ring.current]);
-  Datum values[6];
-  bool nulls[6] = {false, false, false, false, false, false};
+  // pgq.stream_events' columns (a leaf made before 3.1 has been given the
+  // seventh by the update: columns are only ever added, ADR 0030).
+  Datum values[7];
+  bool nulls[7] = {false, false, false, false, false, false, trace_context == 0};
+  values[6] = trace_context;
   values[0] = Int32GetDatum(stream->id);
   values[1] = Int16GetDatum(static_cast<int16>(stream->ring.current));
   values[2] = txid;

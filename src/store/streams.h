@@ -64,8 +64,9 @@ void Drop(pg::SpiSession& spi, const Stream& stream, TimestampTz now);
 // of the stream are woken at commit. A stream dropped since it was found
 // raises undefined_object, or with `missing_ok` (publish: a subscribed
 // stream dropped meanwhile gets nothing, as a queue) returns false.
+// `trace_context`: every event's (text, or 0: none).
 bool Append(pg::SpiSession& spi, const Stream& stream, const Datum* payloads, int count, int64* ids,
-            bool missing_ok = false);
+            bool missing_ok = false, Datum trace_context = 0);
 
 // Consumers ----------------------------------------------------------------
 
@@ -83,7 +84,8 @@ int32 ConsumerId(pg::SpiSession& spi, const Stream& stream, std::string_view con
 struct Event {
   int64 id;
   TimestampTz appended_at;
-  Datum payload;  // in the caller's memory
+  Datum payload;        // in the caller's memory
+  Datum trace_context;  // text in the caller's memory; 0: none (ADR 0030)
 };
 
 struct Batch {

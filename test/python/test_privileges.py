@@ -63,6 +63,9 @@ PUBLIC_FUNCTIONS = {
     # 3.1 (issue 34): backpressure; wait_for_room with the produce or admin
     # right, check_pending with admin.
     "wait_for_room", "check_pending",
+    # 3.1 (issue 35): claim and next_batch with each job's or event's
+    # trace context; their rights.
+    "claim_traced", "next_batch_traced",
 }
 # Not about queues: nobody's until GRANT EXECUTE.
 COORDINATION_FUNCTIONS = {
@@ -129,6 +132,8 @@ REFUSED_CALLS = {
     "register_consumer": "SELECT pgq.register_consumer('st', 'intruder')",
     "unregister_consumer": "SELECT pgq.unregister_consumer('st', 'reader')",
     "next_batch": "SELECT * FROM pgq.next_batch('st', 'reader')",
+    "next_batch_traced": "SELECT * FROM pgq.next_batch_traced('st', 'reader')",
+    "claim_traced": "SELECT * FROM pgq.claim_traced('q')",
     "finish_batch": "SELECT pgq.finish_batch(%(batch)s)",
     "grant_stream": "SELECT pgq.grant_stream('pgq_t_nobody', 'st', 'consume')",
     "revoke_stream": "SELECT pgq.revoke_stream('pgq_t_nobody', 'st', 'consume')",

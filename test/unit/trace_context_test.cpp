@@ -102,5 +102,39 @@ TEST(TraceContext, TracestatesByTheW3CRules) {
   EXPECT_FALSE(IsValidTracestate("k=" + std::string(257, 'v'), &why));
 }
 
+TEST(TraceContext, TheStoredFormJoinsAndSplitsAtByte55) {
+  std::string why;
+  EXPECT_EQ(StoredContext(kValid, "", &why), std::string(kValid));
+  EXPECT_EQ(StoredContext(kValid, " , ,", &why), std::string(kValid));  // nothing said
+  const std::optional<std::string> stored = StoredContext(kValid, "congo=t61;rcWkgMzE", &why);
+  ASSERT_TRUE(stored) << why;
+  EXPECT_EQ(*stored, std::string(kValid) + ";congo=t61;rcWkgMzE");
+  const TraceContext parts = SplitContext(*stored);
+  EXPECT_EQ(parts.traceparent, kValid);
+  EXPECT_EQ(parts.tracestate, "congo=t61;rcWkgMzE");  // a value may hold ';'
+  EXPECT_EQ(SplitContext(kValid).tracestate, "");
+  // The setting's text: the same form, normalized, checked as a whole.
+  EXPECT_EQ(
+      NormalizeStoredContext("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01;a=1", &why),
+      std::string(kValid) + ";a=1");
+  EXPECT_FALSE(NormalizeStoredContext(std::string(kValid) + ";A=1", &why));
+  EXPECT_EQ(why, "tracestate: A member is not key=value by the W3C rules.");
+  EXPECT_FALSE(
+      NormalizeStoredContext("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7", &why));
+  EXPECT_FALSE(StoredContext("garbage", "a=1", &why));
+}
+
+TEST(TraceContext, ANewTraceparentIsValidAndNeverAllZeros) {
+  unsigned char random[24] = {};
+  std::string why;
+  const std::string zeros = NewTraceparent(random);
+  EXPECT_TRUE(NormalizeTraceparent(zeros, &why)) << zeros << ": " << why;
+  EXPECT_EQ(zeros, "00-00000000000000000000000000000001-0000000000000001-01");
+  for (int i = 0; i < 24; ++i) random[i] = static_cast<unsigned char>(i * 11 + 7);
+  const std::string made = NewTraceparent(random);
+  EXPECT_EQ(made, "00-07121d28333e49545f6a75808b96a1ac-b7c2cdd8e3eef904-01");
+  EXPECT_EQ(NormalizeTraceparent(made, &why), made);
+}
+
 }  // namespace
 }  // namespace pgq::core
