@@ -341,3 +341,63 @@ SELECT r.id, q.queue_id, r.state, r.priority, r.run_at, r.attempt, r.max_attempt
          WHERE d.parent_id OPERATOR(pg_catalog.=) r.id LIMIT 1),
        r.trace_context, NULL::text[]
   FROM pgq.ring_jobs r JOIN pgq.queue_rings q ON q.ring_id OPERATOR(pg_catalog.=) r.ring;
+
+-- queue_stats reads pgq.ring_jobs through SELECT *, which a view stores as
+-- the columns of its day: made again, it lists trace_context too (as a fresh
+-- install's does).
+CREATE OR REPLACE VIEW pgq.queue_stats WITH (security_barrier) AS
+SELECT q.name                                   AS queue,
+       COALESCE(j.ready, 0) OPERATOR(pg_catalog.+) COALESCE(g.ready, 0) AS ready,
+       COALESCE(j.scheduled, 0) OPERATOR(pg_catalog.+) COALESCE(g.scheduled, 0) AS scheduled,
+       COALESCE(j.running, 0) OPERATOR(pg_catalog.+) COALESCE(g.running, 0) AS running,
+       COALESCE(j.expired, 0) OPERATOR(pg_catalog.+) COALESCE(g.expired, 0) AS expired,
+       (SELECT pg_catalog.count(*) FROM pgq.dead_jobs d
+         WHERE d.queue OPERATOR(pg_catalog.=) q.name
+           AND (q.keep_dead IS NULL
+                OR d.died_at OPERATOR(pg_catalog.+) q.keep_dead OPERATOR(pg_catalog.>) c.now)) AS dead,
+       (SELECT COALESCE(pg_catalog.sum(f.jobs), 0) FROM pgq.finished f
+         WHERE f.queue_id OPERATOR(pg_catalog.=) q.queue_id
+           AND f.finished_at OPERATOR(pg_catalog.>=) (c.now OPERATOR(pg_catalog.-) q.retention))
+         OPERATOR(pg_catalog.+) pgq.unflushed_completions(q.queue_id) AS done_recent,
+       c.now OPERATOR(pg_catalog.-) LEAST(j.oldest_ready, g.oldest_ready) AS oldest_ready_age,
+       q.paused,
+       q.max_running,
+       COALESCE(j.awaiting_parents, 0)          AS awaiting_parents
+  FROM pgq.queues q
+ CROSS JOIN (SELECT pgq.clock() AS now) c
+  LEFT JOIN (
+        SELECT jj.queue_id,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) ALL ('{r,b}'::pg_catalog."char"[])
+                                             AND jj.run_at OPERATOR(pg_catalog.<=) cc.now) AS ready,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) ALL ('{r,b}'::pg_catalog."char"[])
+                                             AND jj.run_at OPERATOR(pg_catalog.>) cc.now)  AS scheduled,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'r')       AS running,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'r'
+                                             AND jj.lease_until OPERATOR(pg_catalog.<) cc.now) AS expired,
+               pg_catalog.min(jj.run_at) FILTER (WHERE jj.state OPERATOR(pg_catalog.<>) ALL ('{r,b}'::pg_catalog."char"[])
+                                             AND jj.run_at OPERATOR(pg_catalog.<=) cc.now
+                                             AND pg_catalog.isfinite(jj.run_at)) AS oldest_ready,
+               pg_catalog.count(*) FILTER (WHERE jj.state OPERATOR(pg_catalog.=) 'b')       AS awaiting_parents
+          FROM pgq.job_rows jj CROSS JOIN (SELECT pgq.clock() AS now) cc
+         GROUP BY jj.queue_id
+       ) j ON j.queue_id OPERATOR(pg_catalog.=) q.queue_id
+  -- The jobs of the queue's rings (pgq.ring_jobs): pending or running. Read
+  -- per ring of each queue shown (LATERAL, kept a subquery by OFFSET 0: the
+  -- equality on the ring prunes the other rings as the statement runs), so
+  -- that a reader never reads the rings of queues it holds no right on.
+  LEFT JOIN LATERAL (
+        SELECT pg_catalog.count(*) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'p'
+                                             AND gg.run_at OPERATOR(pg_catalog.<=) c.now) AS ready,
+               pg_catalog.count(*) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'p'
+                                             AND gg.run_at OPERATOR(pg_catalog.>) c.now)  AS scheduled,
+               pg_catalog.count(*) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'r')       AS running,
+               pg_catalog.count(*) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'r'
+                                             AND gg.lease_until OPERATOR(pg_catalog.<) c.now) AS expired,
+               pg_catalog.min(gg.run_at) FILTER (WHERE gg.state OPERATOR(pg_catalog.=) 'p'
+                                             AND gg.run_at OPERATOR(pg_catalog.<=) c.now
+                                             AND pg_catalog.isfinite(gg.run_at)) AS oldest_ready
+          FROM pgq.queue_ring_ids(q.queue_id) qr(ring_id)
+               CROSS JOIN LATERAL (SELECT * FROM pgq.ring_jobs r
+                                    WHERE r.ring OPERATOR(pg_catalog.=) qr.ring_id OFFSET 0) gg
+       ) g ON true
+ WHERE pgq.has_queue_privilege(q.name, 'produce, consume, admin');

@@ -456,6 +456,18 @@ SELECT string_agg(reason, ',' ORDER BY id) FROM pgq.dead_jobs WHERE queue = 'mai
 }),
 	"t\n1,2\nexhausted,dependency_failed",
 	'2.0 updated: the stream goes on from its consumer\'s position, the dead jobs are there');
+# Issue 35: the stream's tables made before the update took trace_context
+# from it (ALTER TABLE on pgq.stream_events recurses): a traced event is
+# written into them and read back with its context.
+is( $node->safe_psql(
+		'old20', q{
+SELECT pgq.finish_batch(batch_id) FROM pgq.next_batch('audit', 'a') LIMIT 1;
+SELECT pgq.append('audit', '{"n": 3}',
+                  traceparent => '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01') > 0;
+SELECT payload->>'n' || ' ' || traceparent FROM pgq.next_batch_traced('audit', 'a');
+}),
+	"2\nt\n3 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+	'2.0 updated: a stream table made before 3.1 keeps a traced event with its context');
 
 # --- release 2.0.1, in use -> the default version ---------------------------------
 $node->safe_psql(
@@ -531,6 +543,18 @@ SELECT count(*) FROM pgq.enqueue_many('mail', ARRAY['{}', '{}']::jsonb[], group_
 pending|1
 2",
 	'3.0 updated: the running job completes with its attempt, the pending one is claimed, enqueue_many takes keys');
+# Issue 35 (ADR 0030): the jobs kept before the update (and those enqueued
+# since without one) have no trace context; a new one carries its own
+# through claim_traced.
+is( $node->safe_psql(
+		'old30', q{
+SELECT count(*) FILTER (WHERE trace_context IS NULL) || '/' || count(*) FROM pgq.job_rows;
+SELECT pgq.enqueue('mail', '{"n": "traced"}', priority => 7,
+                   traceparent => '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01') > 0;
+SELECT payload->>'n' || ' ' || traceparent FROM pgq.claim_traced('mail');
+}),
+	"3/3\nt\ntraced 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+	'3.0 updated: the old jobs untraced, a new one claimed with its trace context');
 
 # --- handler workers on an older catalog (ADR 0024) ---------------------------------
 # The maintenance worker starts a database's handler workers once its pass

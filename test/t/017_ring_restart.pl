@@ -371,5 +371,26 @@ is(sql("SELECT id || ' ' || attempt FROM pgq.claim('prepclaim')"), "$prepared_jo
 	'prepared claim, crash, rolled back: given up by the pass, the job is handed out again');
 is(sql("SELECT pgq.complete($prepared_job, 2)"), 't', 'prepared claim: and completes');
 
+# Issue 35 (ADR 0030): a job's trace context lives in its entry's row, so
+# the lanes rebuilt after a crash hand it out with it: a pending entry
+# ('e'), and a retry's row claimed onto the ring (an 'a', running).
+sql(q{SELECT pgq.create_queue('traced', lease => '1 hour');});
+my $tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+my $retried = sql("SELECT pgq.enqueue('traced', '{}', traceparent => '$tp')");
+is(sql("SELECT id || ' ' || traceparent FROM pgq.claim_traced('traced')"), "$retried $tp",
+	'traced: claimed with its context');
+sql("SELECT pgq.fail($retried, 1, 'again', retry_in => '0 seconds')");
+my $pending = sql("SELECT pgq.enqueue('traced', '{}', traceparent => '$tp', tracestate => 'k=v')");
+is(sql("SELECT id || ' ' || attempt || ' ' || traceparent FROM pgq.claim_traced('traced')"),
+	"$retried 2 $tp", 'traced: its retry claimed onto the ring with its context');
+is(sql("SELECT count(*) FROM pgq.job_rows WHERE id = $retried"), '0', 'traced: not a row any more');
+$node->stop('immediate');
+$node->start;
+is(sql("SELECT id || ' ' || traceparent || ' ' || tracestate FROM pgq.claim_traced('traced')"),
+	"$pending $tp k=v", 'traced, crash: the pending entry is handed out with its context');
+is(sql("SELECT state || ' ' || trace_id FROM pgq.job($retried)"),
+	'running 4bf92f3577b34da6a3ce929d0e0e4736', 'traced, crash: the running one keeps it');
+is(sql("SELECT pgq.complete($retried, 2)"), 't', 'traced, crash: and completes');
+
 $node->stop;
 done_testing();

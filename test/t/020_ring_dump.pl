@@ -44,7 +44,9 @@ is(sql('src', "SELECT pgq.complete($done, 1)"), 't', 'src: the first job complet
 my ($running, $running2) = lines(sql('src', "SELECT id FROM pgq.claim('r', 2)"));
 # A turn: the next jobs go to segment 1.
 sql('src', "SET pgq.ring_turn = '1min'; SET pgq.debug_clock_offset = '2min'; SELECT pgq.maintain()");
-my @second = lines(sql('src', "SELECT id FROM pgq.enqueue_many('r', array_fill('{}'::jsonb, ARRAY[3])) AS id"));
+# These three with a trace context (issue 35): their entries carry it.
+my @second = lines(sql('src', "SELECT id FROM pgq.enqueue_many('r', array_fill('{}'::jsonb, ARRAY[3]), "
+	  . "traceparent => '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01') AS id"));
 my $ledger = q{SELECT r.current || ' ' || r.generation FROM pgq.rings r JOIN pgq.queues q USING (ring_id)
   WHERE q.name = 'r'};
 is(sql('src', $ledger), '1 1', 'src: the ring turned once');
@@ -58,6 +60,8 @@ $node->command_ok([ 'pg_restore', '--exit-on-error', '-d', $node->connstr('dst')
 	'pg_restore into a fresh database, without an error');
 
 is(sql('dst', $rows), $src_rows, 'dst: the ring\'s rows, every one');
+is(sql('dst', "SELECT count(*) FROM pgq.list_jobs('r') WHERE trace_id = '4bf92f3577b34da6a3ce929d0e0e4736'"),
+	'3', 'dst: the traced jobs keep their trace context');
 # The source completes its two running jobs: no lease is left in the
 # server's map, so nothing of the source's makes dst's look at the map.
 is(sql('src', "SELECT pgq.complete_many(ARRAY[$running, $running2]::bigint[], ARRAY[1, 1])"), '2',
