@@ -55,5 +55,37 @@ is(sql("SELECT count(*) FROM pgq.dead_jobs"), '0', 'nothing died');
 is(sql("SELECT count(DISTINCT id) FROM pgq.job_log WHERE kind = 'e'"), '21',
 	'the 21 jobs were entries of the ring');
 
+# Issue 35 (ADR 0030): a handler runs with its job's trace context set
+# (pgq.trace_context, until its transaction ends), so what it reads of it
+# is the job's and a job it enqueues joins the trace; an untraced job's
+# handler sees none (nothing left over from the job before).
+sql(q{
+CREATE TABLE public.seen (job_id bigint PRIMARY KEY, context text);
+CREATE FUNCTION public.relay(job pgq.claimed_job) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.seen VALUES (job.id, current_setting('pgq.trace_context'));
+    IF job.payload ? 'follow' THEN
+        PERFORM pgq.enqueue('followed', job.payload);
+    END IF;
+END
+$$;
+SELECT pgq.create_queue('followed');
+SELECT pgq.create_queue('traced_h', handler => 'public.relay(pgq.claimed_job)');
+});
+my $tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+my $traced = sql("SELECT pgq.enqueue('traced_h', '{\"follow\": 1}', traceparent => '$tp', tracestate => 'k=v')");
+ok(wait_for($node, 'postgres', "SELECT count(*) FROM public.seen WHERE job_id = $traced", '1', $LONG),
+	'traced: the handler ran');
+my $untraced = sql("SELECT pgq.enqueue('traced_h', '{}')");
+ok(wait_for($node, 'postgres', "SELECT count(*) FROM public.seen WHERE job_id = $untraced", '1', $LONG),
+	'untraced: the handler ran');
+is(sql("SELECT context FROM public.seen WHERE job_id = $traced"), "$tp;k=v",
+	'traced: the handler saw the job\'s trace context');
+is(sql("SELECT context FROM public.seen WHERE job_id = $untraced"), '',
+	'untraced: the handler saw none');
+is(sql("SELECT trace_context FROM pgq.claim_traced('followed') c, pgq.job(c.id) j"), "$tp;k=v",
+	'traced: the job its handler enqueued carries the same context');
+
 $node->stop;
 done_testing();
