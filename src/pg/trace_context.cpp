@@ -68,8 +68,7 @@ void DefineTraceContextSetting() {
 
 Datum TraceContextArg(FunctionCallInfo fcinfo, int traceparent_index) {
   const int tracestate_index = traceparent_index + 1;
-  const bool has_arguments = PG_NARGS() > tracestate_index;
-  if (has_arguments && !ArgIsNull(fcinfo, traceparent_index)) {
+  if (!ArgIsNull(fcinfo, traceparent_index)) {
     const std::string_view traceparent = RequiredText(fcinfo, traceparent_index, "traceparent");
     const std::string_view tracestate = ArgIsNull(fcinfo, tracestate_index)
                                             ? std::string_view()
@@ -80,7 +79,7 @@ Datum TraceContextArg(FunctionCallInfo fcinfo, int traceparent_index) {
     if (!stored) RaiseBad("tracestate", why.substr(std::strlen("tracestate: ")));
     return TextDatum(*stored);
   }
-  if (has_arguments && !ArgIsNull(fcinfo, tracestate_index)) {
+  if (!ArgIsNull(fcinfo, tracestate_index)) {
     Raise(ERRCODE_INVALID_PARAMETER_VALUE, "tracestate needs a traceparent",
           "A tracestate qualifies the trace a traceparent names.",
           "Pass both, or neither (the setting pgq.trace_context is read then).");

@@ -22,8 +22,7 @@ void DefineTraceContextSetting();
 // current memory context, or 0 for none. The arguments when traceparent
 // is given (22023 when either breaks a rule), else the setting's value
 // (already checked), else none. A tracestate without a traceparent is
-// refused (22023). A call made through an older catalog's definition,
-// without the arguments, reads the setting.
+// refused (22023).
 Datum TraceContextArg(FunctionCallInfo fcinfo, int traceparent_index);
 
 // A child's trace links (text[] in the current memory context; 0: none):

@@ -151,6 +151,9 @@ GOOD = {
     "rotation": ["1 hour", "1 second"], "payload": ['{"n": 1}'], "payloads": ['{"{}","[]"}'],
     "role": [STREAM_ROLE, "postgres"], "privilege": ["produce", "consume", "admin"],
     "if_exists": [True, False], "if_not_exists": [True, False],
+    # 3.1 (issue 35): a trace context, or none.
+    "traceparent": [None, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"],
+    "tracestate": [None, "congo=t61rcWkgMzE"],
 }
 
 
