@@ -128,19 +128,13 @@ SpawnedProcess Spawn(const std::vector<std::string>& argv, const std::vector<std
   return process;  // the child's ends close here, in the worker
 }
 
-std::vector<std::string> JobEnvironment(
-    const std::vector<std::pair<std::string, std::string>>& set) {
-  std::vector<std::string> env;
+std::vector<std::string> JobEnvironment(const Variables& set,
+                                        const std::vector<std::string>& removed) {
+  std::vector<std::string> inherited;
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-    const std::string variable(*entry);
-    bool replaced = false;
-    for (const auto& [name, value] : set) {
-      if (variable.compare(0, name.size() + 1, name + "=") == 0) replaced = true;
-    }
-    if (!replaced) env.push_back(variable);
+    inherited.emplace_back(*entry);
   }
-  for (const auto& [name, value] : set) env.push_back(name + "=" + value);
-  return env;
+  return MergeEnvironment(inherited, set, removed);
 }
 
 bool IsRunnable(const std::string& command) {

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "job_environment.h"
+
 namespace pgq::cli {
 
 // An owned file descriptor, closed once.
@@ -43,9 +45,10 @@ struct SpawnedProcess {
 // Throws std::system_error when the command cannot be run.
 SpawnedProcess Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env);
 
-// The environment for one job: the worker's own, with these set.
-std::vector<std::string> JobEnvironment(
-    const std::vector<std::pair<std::string, std::string>>& set);
+// The environment for one job: the worker's own, with `set` set and the
+// variables named in `removed` taken out (MergeEnvironment).
+std::vector<std::string> JobEnvironment(const Variables& set,
+                                        const std::vector<std::string>& removed);
 
 // Whether `command` names something that can be run: an executable file,
 // either as a path (with a slash) or in PATH.

@@ -23,9 +23,11 @@ namespace {
 // The claim, with pgq.publish's envelope ({"event_id", "topic", "payload",
 // "group_key"}) unwrapped by the server, so the relay needs no JSON parser:
 // id, attempt, queue, body, topic, group key, event id, enqueued_at (ISO 8601
-// UTC and epoch), the --routing-key-field value of the body, and how long
-// the lease runs from now as the server sees it. $1 queue, $2 n, $3 lease
-// (NULL: the queue's), $4 wait, $5 the routing key field (NULL: none).
+// UTC and epoch), the --routing-key-field value of the body, how long the
+// lease runs from now as the server sees it, and the job's trace context
+// (pgq.claim_traced, 3.1: traceparent, tracestate, NULL when it has none).
+// $1 queue, $2 n, $3 lease (NULL: the queue's), $4 wait, $5 the routing key
+// field (NULL: none).
 constexpr const char* kClaim =
     "SELECT c.id, c.attempt, c.queue, b.body::text,"
     "       CASE WHEN e.is_event THEN pg_catalog.jsonb_object_field_text(c.payload, 'topic') END,"
@@ -38,8 +40,9 @@ constexpr const char* kClaim =
     "       pg_catalog.date_part('epoch', c.enqueued_at),"
     "       CASE WHEN pg_catalog.jsonb_typeof(b.body) OPERATOR(pg_catalog.=) 'object'"
     "            THEN pg_catalog.jsonb_object_field_text(b.body, $5::text) END,"
-    "       pg_catalog.date_part('epoch', c.lease_until OPERATOR(pg_catalog.-) pgq.clock())"
-    "  FROM pgq.claim($1::text, $2::integer, $3::interval, wait => $4::interval) AS c"
+    "       pg_catalog.date_part('epoch', c.lease_until OPERATOR(pg_catalog.-) pgq.clock()),"
+    "       c.traceparent, c.tracestate"
+    "  FROM pgq.claim_traced($1::text, $2::integer, $3::interval, wait => $4::interval) AS c"
     " CROSS JOIN LATERAL (SELECT pg_catalog.jsonb_typeof(c.payload) OPERATOR(pg_catalog.=) "
     "                            'object'"
     "                        AND pg_catalog.jsonb_exists_all(c.payload,"
@@ -377,6 +380,8 @@ void Relay::AddFlight(const PGresult* rows, int row, Clock::time_point now) {
   flight.event.enqueued_at = text(7);
   flight.enqueued_epoch = std::strtod(PQgetvalue(rows, row, 8), nullptr);
   flight.event.routing_value = optional(9);
+  flight.event.traceparent = optional(11);
+  flight.event.tracestate = optional(12);
   const Lease lease = LeaseOf(options_.lease, settings_.lease_seconds, PQgetvalue(rows, row, 10));
   flight.lease = lease.text;
   flight.lease_length = lease.length;

@@ -16,7 +16,7 @@
 // that cannot reach the server is tried again until the job's lease ends (then the job is published
 // again by whoever claims it: the at-least-once window, see docs/adr/0019).
 //
-// Three database connections: `claims` carries one pgq.claim(..., wait) at
+// Three database connections: `claims` carries one pgq.claim_traced(..., wait) at
 // a time (as pgq-worker's), `completions` one pgq.complete_many at a time,
 // `control` the short fenced calls (extend, fail, release).
 #pragma once

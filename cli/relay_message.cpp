@@ -100,6 +100,8 @@ std::optional<Message> MakeMessage(const ClaimedEvent& event, const RelayOptions
   add("pgq-group-key", event.group_key);
   add("pgq-event-id", event.event_id);
   add("pgq-topic", event.topic);
+  add("traceparent", event.traceparent);
+  add("tracestate", event.tracestate);
   if (nats) {
     // A NATS header is one line of the protocol.
     const auto broken =

@@ -1,6 +1,9 @@
 // What pgq-relay sends for a job: the message id, routing key, body and
 // headers, from the columns of its claim (claim SQL in relay.cpp unwraps
 // pgq.publish's envelope on the server). Pure C++: unit-tested in cli/tests.
+// A traced job's or event's W3C trace context goes as the headers
+// `traceparent` and `tracestate`, as stored: the relay records no span of
+// its own, so the consumer's span is a child of the producer's.
 #pragma once
 
 #include <optional>
@@ -30,6 +33,11 @@ struct ClaimedEvent {
   // --routing-key-field's value, when asked for and the body is an object
   // with that field (as text: a string's contents, or other JSON's text).
   std::optional<std::string> routing_value;
+  // Its W3C trace context (pgq.claim_traced, pgq.next_batch_traced), none
+  // when it has none. The server keeps only checked contexts: lowercase hex,
+  // no control characters.
+  std::optional<std::string> traceparent;
+  std::optional<std::string> tracestate;
 };
 
 struct Message {

@@ -18,7 +18,9 @@ namespace {
 
 // The batch, with pgq.publish's envelope unwrapped by the server (as the
 // queue relay's claim does): batch id, event id, body, topic, group key,
-// event id of the outbox, appended_at (ISO 8601 UTC), the routing key field.
+// event id of the outbox, appended_at (ISO 8601 UTC), the routing key field,
+// the event's trace context (pgq.next_batch_traced, 3.1: traceparent,
+// tracestate, NULL when it has none).
 // $1 stream, $2 consumer, $3 max events, $4 wait, $5 routing key field.
 constexpr const char* kNextBatch =
     "SELECT b.batch_id, b.event_id, x.body::text,"
@@ -30,8 +32,9 @@ constexpr const char* kNextBatch =
     "       pg_catalog.to_char(pg_catalog.timezone('UTC', b.appended_at),"
     "                          'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
     "       CASE WHEN pg_catalog.jsonb_typeof(x.body) OPERATOR(pg_catalog.=) 'object'"
-    "            THEN pg_catalog.jsonb_object_field_text(x.body, $5::text) END"
-    "  FROM pgq.next_batch($1::text, $2::text, $3::integer, $4::interval) AS b"
+    "            THEN pg_catalog.jsonb_object_field_text(x.body, $5::text) END,"
+    "       b.traceparent, b.tracestate"
+    "  FROM pgq.next_batch_traced($1::text, $2::text, $3::integer, $4::interval) AS b"
     " CROSS JOIN LATERAL (SELECT pg_catalog.jsonb_typeof(b.payload) OPERATOR(pg_catalog.=) "
     "                            'object'"
     "                        AND pg_catalog.jsonb_exists_all(b.payload,"
@@ -372,6 +375,8 @@ int StreamRelay::Run() {
       event.event_id = Field(rows.get(), row, 5);
       event.enqueued_at = PQgetvalue(rows.get(), row, 6);
       event.routing_value = Field(rows.get(), row, 7);
+      event.traceparent = Field(rows.get(), row, 8);
+      event.tracestate = Field(rows.get(), row, 9);
       std::string why;
       std::optional<Message> message = MakeMessage(event, options_, &why);
       if (!message) {

@@ -1,7 +1,7 @@
 // pgq-relay --stream: forwards a stream's events to RabbitMQ or NATS
 // JetStream as a registered consumer of the stream (issue 21, SPEC §10).
 //
-// A batch goes: pgq.next_batch -> every event published -> every confirm
+// A batch goes: pgq.next_batch_traced -> every event published -> every confirm
 // -> pgq.finish_batch. The batch is the lease: until it is finished the
 // stream gives it again, so a relay that dies (or loses the broker or the
 // database) with a batch in flight publishes it again when it comes back,

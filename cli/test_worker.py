@@ -37,6 +37,14 @@ DEADLINE = 20.0
 # Commands wait for a file the test creates ("gate"): they run exactly as
 # long as the scenario needs.
 GATE = 'while [ ! -e "$OUT/go" ]; do sleep 0.02; done'
+# W3C trace contexts: a job's, and another trace's for the worker's own
+# environment (OpenTelemetry's environment carrier: TRACEPARENT, TRACESTATE).
+JOB_TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+JOB_TRACESTATE = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+WORKER_TRACE = {
+    "TRACEPARENT": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    "TRACESTATE": "worker=own",
+}
 
 
 def wait_for(what, probe, timeout=DEADLINE, interval=0.02):
@@ -181,7 +189,7 @@ class WorkerHarness(unittest.TestCase):
         return self.sql(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
             "   AND application_name = 'pgq-worker' AND state = 'active'"
-            "   AND query LIKE '%%pgq.claim(%%'"
+            "   AND query LIKE '%%pgq.claim_traced(%%'"
             "   AND now() - query_start >= %s * interval '1 second'",
             seconds,
         )
@@ -226,6 +234,58 @@ class WorkerTest(WorkerHarness):
         # --once: one job, then exit; the other was never claimed.
         self.assertFalse(self.exists(f"stdin.{second}"))
         self.assertEqual(self.job(second)[:2], ("p", 0))
+
+    def enqueue_traced(self, payload, traceparent, tracestate=None, priority=0):
+        return self.sql(
+            "SELECT pgq.enqueue(%s, %s, priority => %s, traceparent => %s, tracestate => %s)",
+            self.queue, Jsonb(payload), priority, traceparent, tracestate,
+        )[0][0]
+
+    def command_environment(self, job_id):
+        """The environment the command of that job had (it ran `env -0`)."""
+        with open(self.path(f"env.{job_id}"), encoding="utf-8") as f:
+            return dict(entry.split("=", 1) for entry in f.read().split("\0") if entry)
+
+    @staticmethod
+    def trace_of(env):
+        return {name: env[name] for name in ("TRACEPARENT", "TRACESTATE") if name in env}
+
+    def test_a_traced_jobs_command_gets_its_traceparent_and_tracestate(self):
+        # Under a worker that has a trace of its own in its environment: the
+        # job's context replaces it; a job with a traceparent and no
+        # tracestate gets no TRACESTATE (the worker's is another trace's).
+        both = self.enqueue_traced({"n": 1}, JOB_TRACEPARENT, JOB_TRACESTATE, priority=1)
+        parent_only = self.enqueue_traced({"n": 2}, JOB_TRACEPARENT)
+        code, log = self.run_worker(
+            "--max-jobs", "2", "--wait", "0",
+            command=["sh", "-c", 'env -0 > "$OUT/env.$PGQ_JOB_ID"'], env=WORKER_TRACE,
+        )
+        self.assertEqual(code, 0, log)
+        env = self.command_environment(both)
+        self.assertEqual(
+            self.trace_of(env), {"TRACEPARENT": JOB_TRACEPARENT, "TRACESTATE": JOB_TRACESTATE}
+        )
+        self.assertEqual(env.get("PGQ_JOB_ID"), str(both))
+        env = self.command_environment(parent_only)
+        self.assertEqual(self.trace_of(env), {"TRACEPARENT": JOB_TRACEPARENT})
+        self.assertCompleted(both)
+        self.assertCompleted(parent_only)
+
+    def test_an_untraced_job_does_not_inherit_the_workers_trace(self):
+        # A worker started inside a traced script: its own TRACEPARENT and
+        # TRACESTATE are not the job's, and reach no command; the rest of
+        # its environment does.
+        job = self.enqueue({"untraced": True})
+        code, log = self.run_worker(
+            "--once", "--wait", "0",
+            command=["sh", "-c", 'env -0 > "$OUT/env.$PGQ_JOB_ID"'], env=WORKER_TRACE,
+        )
+        self.assertEqual(code, 0, log)
+        env = self.command_environment(job)
+        self.assertEqual(self.trace_of(env), {})
+        self.assertEqual(env.get("OUT"), self.out)
+        self.assertEqual(env.get("PGQ_JOB_ID"), str(job))
+        self.assertCompleted(job)
 
     def test_nonzero_exit_fails_with_stderr_then_dead_letters(self):
         self.sql("SELECT pgq.alter_queue(%s, max_attempts => 2)", self.queue)
@@ -511,7 +571,7 @@ class WorkerTest(WorkerHarness):
         # A new claim, from the same session, blocked in the server again.
         wait_for("the claim again", lambda: self.sql(
             "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND state = 'active'"
-            "   AND query LIKE '%%pgq.claim(%%' AND query_start > %s", pid, cancelled_at))
+            "   AND query LIKE '%%pgq.claim_traced(%%' AND query_start > %s", pid, cancelled_at))
         self.assertIsNone(proc.poll())
         job = self.enqueue({"after": "cancel"})
         code, log = self.finish(proc, timeout=10)

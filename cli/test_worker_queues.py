@@ -66,9 +66,9 @@ class QueuesTest(WorkerHarness):
         wait_for("a claim blocked in the server", lambda: self.blocked_claims(0.3))
         query = self.sql(
             "SELECT query FROM pg_stat_activity WHERE application_name = 'pgq-worker'"
-            "   AND query LIKE '%%pgq.claim(%%' AND datname = current_database()"
+            "   AND query LIKE '%%pgq.claim_traced(%%' AND datname = current_database()"
         )[0][0]
-        self.assertIn("pgq.claim(ARRAY[$1::text, $2::text]", query)
+        self.assertIn("pgq.claim_traced(ARRAY[$1::text, $2::text]", query)
         late = self.enqueue_to(other, {"late": "other"})
         wait_for("the job of the second queue to run", lambda: len(self.ran()) == 1)
         first = self.enqueue_to(self.queue, {"late": "first"})

@@ -21,11 +21,12 @@ namespace pgq::cli {
 
 namespace {
 
-// The rows of pgq.claim, and how long each lease runs from now as the server
-// sees it (lease_until is set by the claim from pgq.clock()), so the
-// heartbeat needs neither the queue's settings nor a synchronised clock; the
-// job's queue last. One --queue: pgq.claim($1::text, ...), as every version
-// has it. Several: pgq.claim(ARRAY[$1::text, $2::text, ...], ...) (1.2), one
+// The rows of pgq.claim_traced (3.1: pgq.claim's columns and the job's trace
+// context), and how long each lease runs from now as the server sees it
+// (lease_until is set by the claim from pgq.clock()), so the heartbeat needs
+// neither the queue's settings nor a synchronised clock; then the job's
+// queue, traceparent and tracestate. One --queue: pgq.claim_traced($1::text,
+// ...). Several: pgq.claim_traced(ARRAY[$1::text, $2::text, ...], ...), one
 // parameter per queue, so a name is never part of the SQL text. Then the
 // parameters n, lease and wait.
 std::string ClaimSql(std::size_t queue_count) {
@@ -39,8 +40,8 @@ std::string ClaimSql(std::size_t queue_count) {
   const std::string wait = "$" + std::to_string(queue_count + 3);
   return "SELECT c.id, c.attempt, c.max_attempts, c.payload::text,"
          "       pg_catalog.date_part('epoch', c.lease_until OPERATOR(pg_catalog.-) pgq.clock()),"
-         "       c.queue"
-         "  FROM pgq.claim(" +
+         "       c.queue, c.traceparent, c.tracestate"
+         "  FROM pgq.claim_traced(" +
          queues + ", " + n + "::integer, " + lease + "::interval, wait => " + wait +
          "::interval) AS c";
 }
@@ -141,6 +142,8 @@ void Worker::OnClaimReadable() {
     job.max_attempts = PQgetvalue(result.get(), row, 2);
     job.payload = PQgetvalue(result.get(), row, 3);
     job.queue = PQgetvalue(result.get(), row, 5);
+    if (!PQgetisnull(result.get(), row, 6)) job.traceparent = PQgetvalue(result.get(), row, 6);
+    if (!PQgetisnull(result.get(), row, 7)) job.tracestate = PQgetvalue(result.get(), row, 7);
     const Lease lease = LeaseOf(lease_.text, lease_.seconds, PQgetvalue(result.get(), row, 4));
     job.lease = lease.text;
     job.lease_length = lease.length;
@@ -179,17 +182,18 @@ void Worker::StartJobs() {
 }
 
 void Worker::Start(Job job) {
-  std::vector<std::pair<std::string, std::string>> variables = {
-      {"PGQ_JOB_ID", job.id},
-      {"PGQ_JOB_ATTEMPT", job.attempt},
-      {"PGQ_JOB_MAX_ATTEMPTS", job.max_attempts},
-      {"PGQ_QUEUE", job.queue}};
+  Variables variables = {{"PGQ_JOB_ID", job.id},
+                         {"PGQ_JOB_ATTEMPT", job.attempt},
+                         {"PGQ_JOB_MAX_ATTEMPTS", job.max_attempts},
+                         {"PGQ_QUEUE", job.queue}};
+  std::vector<std::string> removed;
+  AddTraceContext(job.traceparent, job.tracestate, &variables, &removed);
   JobFiles files;
   SpawnedProcess process;
   try {
     files = JobFiles::Create();
     for (auto& variable : files.Environment()) variables.push_back(std::move(variable));
-    process = Spawn(options_.command, JobEnvironment(variables));
+    process = Spawn(options_.command, JobEnvironment(variables, removed));
   } catch (const std::system_error& e) {
     // Not the job's fault: give it back rather than spend its attempts.
     Release(job);

@@ -1,7 +1,7 @@
 // pgq-worker's event loop: one thread, one poll() over the signal pipe, the
 // claiming connection's socket and every running command's pipes.
 //
-// Two connections: `claims` carries one pgq.claim(..., wait) at a time, which
+// Two connections: `claims` carries one pgq.claim_traced(..., wait) at a time, which
 // blocks in the server until a job is committed (no polling from here);
 // `control` carries the short fenced calls (complete, fail, extend, release),
 // so a finished command is reported while a claim is still waiting.
@@ -40,6 +40,9 @@ struct Job {
   std::string attempt;
   std::string max_attempts;
   std::string payload;
+  // Its W3C trace context (pgq.claim_traced), none when it has none.
+  std::optional<std::string> traceparent;
+  std::optional<std::string> tracestate;
   std::string lease;  // what pgq.extend renews the lease with
   Clock::duration lease_length{};
   Clock::duration half_lease{};
@@ -137,7 +140,7 @@ class Worker {
   void Verbose(const std::string& line) const;
 
   Options options_;
-  std::string claim_sql_;  // pgq.claim of the one queue, or of all of them
+  std::string claim_sql_;  // pgq.claim_traced of the one queue, or of all of them
   LeaseSetting lease_;
   Clock::duration kill_grace_;
   Connection claims_;

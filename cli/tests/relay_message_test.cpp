@@ -104,6 +104,36 @@ TEST(RelayMessage, NatsSubjects) {
   EXPECT_TRUE(MakeMessage(event, Amqp(), &error));
 }
 
+TEST(RelayMessage, TraceContextHeadersOnlyWhenTraced) {
+  const std::string traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  for (const RelayOptions& options : {Amqp(), Nats()}) {
+    for (const bool from_stream : {false, true}) {
+      ClaimedEvent event = Event();
+      event.from_stream = from_stream;
+      std::string error;
+      // Untraced: neither header.
+      std::optional<Message> message = MakeMessage(event, options, &error);
+      ASSERT_TRUE(message) << error;
+      EXPECT_EQ(Header(*message, "traceparent"), "(absent)");
+      EXPECT_EQ(Header(*message, "tracestate"), "(absent)");
+      // Traced: both as stored, beside the pgq-* headers.
+      event.traceparent = traceparent;
+      event.tracestate = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7";
+      message = MakeMessage(event, options, &error);
+      ASSERT_TRUE(message) << error;
+      EXPECT_EQ(Header(*message, "traceparent"), traceparent);
+      EXPECT_EQ(Header(*message, "tracestate"), "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7");
+      EXPECT_EQ(Header(*message, from_stream ? "pgq-stream" : "pgq-queue"), "to_broker");
+      // A traceparent without a tracestate: only that header.
+      event.tracestate.reset();
+      message = MakeMessage(event, options, &error);
+      ASSERT_TRUE(message) << error;
+      EXPECT_EQ(Header(*message, "traceparent"), traceparent);
+      EXPECT_EQ(Header(*message, "tracestate"), "(absent)");
+    }
+  }
+}
+
 TEST(RelayMessage, AmqpRoutingKeysAreAtMost255Bytes) {
   ClaimedEvent event = Event();
   event.topic = std::string(255, 'k');

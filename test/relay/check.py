@@ -17,6 +17,9 @@ of --queue: the message id is pgqs-<stream>-<stream event id> with the
 pgq-stream, pgq-stream-event-id, pgq-appended-at and pgq-event-id headers,
 and the end state is the consumer's: nothing pending, no batch open.
 
+Every message of an event produce.py traced carries its traceparent (and
+tracestate, where it had one) as headers, and no other message either.
+
 A duplicate is a delivery of a message id (or an event uuid) seen before in
 the ledger; each must be received inside a fault window. Order is judged on
 first deliveries, in ledger order: per key, sequence numbers 1, 2, 3, ...
@@ -31,8 +34,10 @@ from collections import Counter, defaultdict
 
 import psycopg
 
+from produce import trace_context
+
 FIELDS = ("ms", "msgid", "group", "attempt", "job", "topic", "redelivered", "stream_seq", "routing", "event",
-          "stream", "stream_event", "appended_at", "body")
+          "stream", "stream_event", "appended_at", "traceparent", "tracestate", "body")
 
 
 def read_ledger(path):
@@ -206,6 +211,26 @@ def judge(args):
                        f"headers matching its body, routing '{args.routing}' ({len(bad)} wrong)")
     for why, d in bad[:5]:
         print(f"#   wrong {why}: {d}")
+
+    # The trace context: as produce.py made it from the event's uuid, the
+    # headers there only when it had one.
+    traced = untraced = 0
+    wrong_trace = []
+    for d in ledger:
+        if d["uuid"] not in produced:
+            continue  # a phantom: counted below
+        want = tuple(value or "-" for value in trace_context(d["uuid"]))
+        if want[0] == "-":
+            untraced += 1
+        else:
+            traced += 1
+        if (d["traceparent"], d["tracestate"]) != want:
+            wrong_trace.append((want, d))
+    tap.check(not wrong_trace and traced and untraced,
+              f"trace context: {traced} messages of traced events with their traceparent (and tracestate where "
+              f"they had one) headers, {untraced} of untraced events with neither ({len(wrong_trace)} wrong)")
+    for want, d in wrong_trace[:5]:
+        print(f"#   wrong trace headers {d['traceparent']!r} {d['tracestate']!r}, want {want}: {d['msgid']}")
 
     # One message id per event and one event per message id.
     ids_of = defaultdict(set)

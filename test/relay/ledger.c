@@ -33,7 +33,8 @@
  *   pgq-attempt, pgq-job-id, pgq-topic, redelivered (0/1), stream sequence
  *   (NATS; 0 for AMQP), routing key (AMQP) or subject (NATS), pgq-event-id,
  *   pgq-stream, pgq-stream-event-id, pgq-appended-at (the last three: a
- *   message of pgq-relay --stream), body
+ *   message of pgq-relay --stream), traceparent, tracestate (a traced job's
+ *   or event's W3C trace context), body
  * (a header that is not there is written as "-"; a tab or newline inside a
  * field as a space: bodies are JSON text on one line anyway).
  *
@@ -234,7 +235,7 @@ static const char *amqp_header(const amqp_basic_properties_t *p, const char *key
 static void amqp_record(FILE *f, const amqp_envelope_t *env) {
   const amqp_basic_properties_t *p = &env->message.properties;
   char id[600] = "", group[600], attempt[64], job[64], topic[600], event[64], stream[600],
-       stream_event[64], appended[64];
+       stream_event[64], appended[64], traceparent[64], tracestate[600];
   if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) {
     size_t n = p->message_id.len < sizeof id - 1 ? p->message_id.len : sizeof id - 1;
     memcpy(id, p->message_id.bytes, n);
@@ -253,6 +254,8 @@ static void amqp_record(FILE *f, const amqp_envelope_t *env) {
   put_str(f, amqp_header(p, "pgq-stream", stream, sizeof stream));
   put_str(f, amqp_header(p, "pgq-stream-event-id", stream_event, sizeof stream_event));
   put_str(f, amqp_header(p, "pgq-appended-at", appended, sizeof appended));
+  put_str(f, amqp_header(p, "traceparent", traceparent, sizeof traceparent));
+  put_str(f, amqp_header(p, "tracestate", tracestate, sizeof tracestate));
   put_field(f, env->message.body.bytes, env->message.body.len);
   fputc('\n', f);
 }
@@ -379,6 +382,7 @@ static int nats_setup(int port, const char *stream, const char *subject, const c
 static void nats_record(FILE *f, natsMsg *m) {
   const char *id = NULL, *group = NULL, *attempt = NULL, *job = NULL, *topic = NULL;
   const char *event = NULL, *stream = NULL, *stream_event = NULL, *appended = NULL;
+  const char *traceparent = NULL, *tracestate = NULL;
   jsMsgMetaData *meta = NULL;
   natsMsgHeader_Get(m, "Nats-Msg-Id", &id);
   natsMsgHeader_Get(m, "pgq-group-key", &group);
@@ -389,6 +393,8 @@ static void nats_record(FILE *f, natsMsg *m) {
   natsMsgHeader_Get(m, "pgq-stream", &stream);
   natsMsgHeader_Get(m, "pgq-stream-event-id", &stream_event);
   natsMsgHeader_Get(m, "pgq-appended-at", &appended);
+  natsMsgHeader_Get(m, "traceparent", &traceparent);
+  natsMsgHeader_Get(m, "tracestate", &tracestate);
   natsMsg_GetMetaData(&meta, m);
   fprintf(f, "%lld\t", now_ms());
   put_str(f, id);
@@ -403,6 +409,8 @@ static void nats_record(FILE *f, natsMsg *m) {
   put_str(f, stream);
   put_str(f, stream_event);
   put_str(f, appended);
+  put_str(f, traceparent);
+  put_str(f, tracestate);
   put_field(f, natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m));
   fputc('\n', f);
   jsMsgMetaData_Destroy(meta);

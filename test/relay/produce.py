@@ -20,6 +20,11 @@ commits in flight. It lives through a PostgreSQL restart: a
 transaction cut short before its COMMIT was sent did not commit; one whose
 COMMIT got no answer may have, so the uuid is looked up in `produced` after
 reconnecting. Last line on stdout: its figures.
+
+A quarter of the events carry a W3C traceparent and tracestate, another
+quarter a traceparent alone, the rest none, all made from the event's uuid
+(trace_context): check.py judges every message's traceparent and tracestate
+headers against the same.
 """
 import argparse
 import json
@@ -34,6 +39,17 @@ RECONNECT_FOR = 90  # seconds a producer keeps trying before it gives up
 # What a server going away raises (InterfaceError: a connection psycopg
 # already knows is broken).
 LOST = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def trace_context(event_uuid):
+    """(traceparent, tracestate) of the event with this uuid, None where it
+    has none. A uuid4 has a 4 among its first 16 hex digits: neither id is
+    all zeros."""
+    u = uuid.UUID(event_uuid)
+    if u.int % 2:
+        return None, None
+    traceparent = f"00-{u.hex}-{u.hex[:16]}-01"
+    return traceparent, (f"pgqtest={u.hex[:8]}" if u.int % 4 == 0 else None)
 
 
 def connect(dsn, stats):
@@ -103,7 +119,9 @@ def main():
             conn.execute("INSERT INTO produced (event_uuid, key, seq, producer) VALUES (%s, %s, %s, %s)",
                          (event_uuid, key, seq, args.producer))
             payload = {"uuid": event_uuid, "key": key, "seq": seq, "producer": args.producer}
-            conn.execute("SELECT pgq.publish(%s, %s::jsonb, NULL, %s)", (args.topic, json.dumps(payload), key))
+            traceparent, tracestate = trace_context(event_uuid)
+            conn.execute("SELECT pgq.publish(%s, %s::jsonb, NULL, %s, traceparent => %s, tracestate => %s)",
+                         (args.topic, json.dumps(payload), key, traceparent, tracestate))
         except LOST:
             # The server went away before COMMIT: nothing of it committed.
             stats["lost_before_commit"] += 1

@@ -91,7 +91,8 @@ class Ledger:
         return [dict(time=f[0], message_id=f[1], group_key=f[2], attempt=f[3], job_id=f[4],
                      topic=f[5], redelivered=f[6], sequence=f[7], routing_key=f[8],
                      event_id=f[9], stream=f[10], stream_event_id=f[11], appended_at=f[12],
-                     body=json.loads(f[13])) for f in fields]
+                     traceparent=f[13], tracestate=f[14], body=json.loads(f[15]))
+                for f in fields]
 
     def wait_for(self, n):
         return wait_for(lambda: len(self.lines()) >= n and self.lines(), f"{n} deliveries")
@@ -121,6 +122,15 @@ def job(job_id):
 # Names unique to this run: JetStream remembers message ids (pgq-QUEUE-JOBID)
 # for its duplicate window, and job ids start again with the extension.
 RUN = format(int(time.time() * 1000) % 0xFFFFFF, "x")
+
+# A W3C trace context, as a producer passes it to pgq.enqueue/publish/append.
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+TRACESTATE = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+
+
+def trace_headers(line):
+    """The traceparent and tracestate headers of a delivery (None: absent)."""
+    return tuple(None if line[name] == "-" else line[name] for name in ("traceparent", "tracestate"))
 
 
 class RelayTest(unittest.TestCase):
@@ -226,6 +236,39 @@ class RelayTest(unittest.TestCase):
         self.assertEqual(attempt, 1)
         self.assertNotEqual(state, "done")
 
+    # ------------------------------------------------------------ trace context
+
+    def enqueue_traced_and_untraced(self):
+        """An event published with a traceparent and tracestate, a plain job
+        enqueued with a traceparent alone, an untraced event; the headers
+        each message must have, by its body's "trace"."""
+        sql("SELECT pgq.publish(%s, %s::jsonb, traceparent => %s, tracestate => %s)", self.topic,
+            json.dumps({"trace": "both"}), TRACEPARENT, TRACESTATE)
+        sql("SELECT pgq.enqueue(%s, %s::jsonb, traceparent => %s)", self.queue,
+            json.dumps({"trace": "parent"}), TRACEPARENT)
+        self.publish({"trace": "none"})
+        return {"both": (TRACEPARENT, TRACESTATE), "parent": (TRACEPARENT, None), "none": (None, None)}
+
+    def test_trace_context_headers_on_amqp(self):
+        exchange, ledger = self.amqp_ledger()
+        want = self.enqueue_traced_and_untraced()
+        status, err = relay("--broker", AMQP, "--queue", self.queue, "--exchange", exchange,
+                            "--max-jobs", "3")
+        self.assertEqual(status, 0, err)
+        lines = ledger.wait_for(3)
+        self.assertEqual({line["body"]["trace"]: trace_headers(line) for line in lines}, want)
+        for line in lines:  # beside the pgq-* headers, which stay
+            self.assertEqual(line["message_id"], f"pgq-{self.queue}-{line['job_id']}")
+
+    def test_trace_context_headers_on_nats(self):
+        ledger = self.nats_ledger()
+        want = self.enqueue_traced_and_untraced()
+        status, err = relay("--broker", NATS, "--queue", self.queue, "--subject-prefix",
+                            f"{self.topic}.", "--max-jobs", "3")
+        self.assertEqual(status, 0, err)
+        lines = ledger.wait_for(3)
+        self.assertEqual({line["body"]["trace"]: trace_headers(line) for line in lines}, want)
+
     # ------------------------------------------------------------ refusals
 
     def test_an_unroutable_message_fails_its_job(self):
@@ -293,7 +336,7 @@ class RelayTest(unittest.TestCase):
         process = start_relay("--broker", AMQP, "--queue", self.queue, "--exchange", exchange,
                               "--wait", "60 seconds")
         claiming = ("SELECT pid FROM pg_stat_activity WHERE application_name = 'pgq-relay'"
-                    "   AND state = 'active' AND query LIKE '%%pgq.claim(%%'"
+                    "   AND state = 'active' AND query LIKE '%%pgq.claim_traced(%%'"
                     "   AND wait_event_type = 'Extension' AND query_start > %s")
         [(pid,)] = wait_for(lambda: sql(claiming, "-infinity"), "the claim waiting")
         [(at,)] = sql("SELECT clock_timestamp()")

@@ -30,7 +30,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from test_relay_cli import (AMQP, AMQP_PORT, DSN, LEDGER, NATS, NATS_PORT, RELAY, RUN, SCRATCH,
-                            Ledger, relay, sql, wait_for)
+                            TRACEPARENT, TRACESTATE, Ledger, relay, sql, trace_headers, wait_for)
 
 CONSUMER = "pgq-relay"  # the relay's default --consumer
 # The advisory lock key of the finish gate (see FinishGate; run.sh's stream
@@ -248,6 +248,39 @@ class StreamRelayTest(unittest.TestCase):
         self.assertEqual((second["topic"], second["event_id"], second["group_key"]),
                          (self.topic, str(published), "k"))
         self.assertEqual(self.stats(), (0, False, 2))
+
+    # ------------------------------------------------------------ trace context
+
+    def append_traced_and_untraced(self):
+        """An event appended with a traceparent and tracestate, one published
+        (through the topic) with a traceparent alone, an untraced one; the
+        headers each message must have, by its body's "trace"."""
+        sql("SELECT pgq.append(%s, %s, traceparent => %s, tracestate => %s)", self.stream,
+            Jsonb({"trace": "both"}), TRACEPARENT, TRACESTATE)
+        sql("SELECT pgq.publish(%s, %s, traceparent => %s)", self.topic, Jsonb({"trace": "parent"}),
+            TRACEPARENT)
+        self.append({"trace": "none"})
+        return {"both": (TRACEPARENT, TRACESTATE), "parent": (TRACEPARENT, None), "none": (None, None)}
+
+    def test_stream_trace_context_headers_on_amqp(self):
+        exchange, _, ledger = self.amqp_ledger()
+        want = self.append_traced_and_untraced()
+        status, err = relay(*self.relay_args(exchange, "--max-jobs", "3"))
+        self.assertEqual(status, 0, err)
+        lines = ledger.wait_for(3)
+        self.assertEqual({line["body"]["trace"]: trace_headers(line) for line in lines}, want)
+        for line in lines:  # beside the pgq-* headers, which stay
+            self.assert_stream_message(line, int(line["stream_event_id"]), line["body"])
+
+    def test_stream_trace_context_headers_on_nats(self):
+        ledger = self.nats_ledger()
+        want = self.append_traced_and_untraced()
+        status, err = relay("--broker", NATS, "--stream", self.stream, "--subject-prefix",
+                            f"{self.topic}.", "--max-jobs", "3")
+        self.assertEqual(status, 0, err)
+        lines = ledger.wait_for(3)
+        self.assertEqual({line["body"]["trace"]: trace_headers(line) for line in lines}, want)
+        self.assertEqual(self.stats(), (0, False, 3))
 
     # ------------------------------------------------------------ the batch
 
@@ -495,7 +528,7 @@ class StreamRelayTest(unittest.TestCase):
         active, active_log = self.started("active", *self.relay_args(exchange, "--wait", "60 seconds"))
         waiting = ("SELECT pid FROM pg_stat_activity WHERE application_name = 'pgq-relay'"
                    "   AND datname = current_database() AND state = 'active'"
-                   "   AND query LIKE '%%pgq.next_batch(%%' AND query_start > %s")
+                   "   AND query LIKE '%%pgq.next_batch_traced(%%' AND query_start > %s")
         [(pid,)] = wait_for(lambda: sql(waiting, "-infinity"), "next_batch waiting")
         [(at,)] = sql("SELECT clock_timestamp()")
         sql("SELECT pg_cancel_backend(%s)", pid)
