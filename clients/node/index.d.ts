@@ -8,7 +8,14 @@
 // read jobs back. Streams (pgq_cpp 2.0): Stream appends in your transaction,
 // StreamConsumer reads batches (42704 also for an unknown stream or consumer).
 // A queue with max_pending (pgq_cpp 3.1) refuses producers with a
-// QueueFullError (53400) instead of a DatabaseError.
+// QueueFullError (53400) instead of a DatabaseError. Topic publishes to the
+// queues and streams subscribed to it.
+//
+// Tracing (pgq_cpp 3.1): with @opentelemetry/api (an optional peer dependency)
+// and an SDK registered, producers record `send <name>` spans and pass their
+// W3C trace context to the server; Worker and StreamConsumer record `process
+// <name>` spans continuing it. Nothing here names the API's types, so these
+// declarations do not need the package.
 import type { PoolConfig } from 'pg';
 
 /** Anything that runs a query: a pg.Client, a pg.PoolClient inside your transaction, or a pg.Pool. */
@@ -204,6 +211,15 @@ export interface Logger {
   error(...args: unknown[]): void;
 }
 
+/** How a Worker or StreamConsumer places its `process` spans (with an OpenTelemetry SDK registered). */
+export interface TracingOptions {
+  /**
+   * 'parent' (default): each span is a child of the context stored with the job (the event of a one-event
+   * batch), so it is in the producer's trace. 'link': each span starts a new trace, linked to that context.
+   */
+  consumerParent?: 'parent' | 'link' | null;
+}
+
 /** A queue to work on: its name, or the Queue. */
 export type QueueRef<Payload = unknown> = string | Queue<Payload>;
 
@@ -230,6 +246,8 @@ export interface WorkerOptions<Payload = unknown> extends PoolConfig {
   wait?: number;
   /** Where failures and lost leases are reported (default: console). */
   logger?: Logger;
+  /** Where each job's `process <queue>` span goes in the traces, with an OpenTelemetry SDK. */
+  tracing?: TracingOptions | null;
 }
 
 export class Worker<Payload = unknown> {
@@ -260,12 +278,37 @@ export class Stream<Payload = unknown> {
   appendMany(client: Queryable, payloads: readonly Payload[]): Promise<EventId[]>;
 }
 
+export interface PublishOptions {
+  /** A key published before gives that event's id, and nothing new is published. */
+  dedupeKey?: string | null;
+  /** Every subscriber job joins this group of its queue (one at a time per key, in commit order). */
+  groupKey?: string | null;
+}
+
+export class Topic<Payload = unknown> {
+  constructor(name: string);
+  readonly name: string;
+  /**
+   * Runs `SELECT pgq.publish(...)` on `client`, in its open transaction if any; never commits. The event and a
+   * job per subscribed queue (an event per subscribed stream) exist if and only if it commits. Resolves to the
+   * event id; needs the publish right on the topic (42501), 42704 for an unknown topic.
+   */
+  publish(client: Queryable, payload: Payload, options?: PublishOptions): Promise<EventId>;
+}
+
 /** One event of a batch, as pgq.next_batch returned it. */
 export interface StreamEvent<Payload = unknown> {
   /** The event id (pgq.append's): the key that makes a handler idempotent. */
   readonly id: EventId;
   readonly payload: Payload;
   readonly appendedAt: Date;
+  /**
+   * The W3C traceparent the event was appended (or published) with, null for none; present only while an
+   * OpenTelemetry SDK is registered (the batch was read with pgq.next_batch_traced).
+   */
+  readonly traceparent?: string | null;
+  /** Its W3C tracestate, null for none; present as `traceparent` is. */
+  readonly tracestate?: string | null;
 }
 
 /**
@@ -304,6 +347,8 @@ export interface StreamConsumerOptions<Payload = unknown> extends Omit<PoolConfi
   register?: boolean;
   /** Where handler failures and reconnections are reported (default: console). */
   logger?: Logger;
+  /** Where each batch's `process <stream>` span goes in the traces, with an OpenTelemetry SDK. */
+  tracing?: TracingOptions | null;
 }
 
 export class StreamConsumer<Payload = unknown> {

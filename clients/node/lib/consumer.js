@@ -15,6 +15,7 @@ const {
   retryConnectionErrors,
 } = require('./connection');
 const { interval } = require('./sql');
+const tracing = require('./tracing');
 
 // Retrying finish_batch after a lost connection: the backoff doubles from the
 // first to the cap, until it works or the consumer stops.
@@ -22,8 +23,16 @@ const FIRST_FINISH_RETRY_MS = 100;
 const MAX_FINISH_RETRY_MS = 2_000;
 
 // In the function's order: grouped by transaction, each one's in append order.
+// (WITH ORDINALITY numbers the rows in a column after the function's own:
+// the alias list names every one of them, so `n` is that number.)
 const NEXT_BATCH_SQL = `SELECT b.batch_id, b.event_id, b.payload, b.appended_at
   FROM pgq.next_batch($1, $2, $3, $4::interval) WITH ORDINALITY AS b(batch_id, event_id, payload, appended_at, n)
+ ORDER BY b.n`;
+// While an OpenTelemetry SDK is registered (./tracing): the same batch, with
+// each event's trace context (pgq_cpp 3.1), two more columns before `n`.
+const NEXT_BATCH_TRACED_SQL = `SELECT b.batch_id, b.event_id, b.payload, b.appended_at, b.traceparent, b.tracestate
+  FROM pgq.next_batch_traced($1, $2, $3, $4::interval)
+       WITH ORDINALITY AS b(batch_id, event_id, payload, appended_at, traceparent, tracestate, n)
  ORDER BY b.n`;
 
 /**
@@ -40,6 +49,7 @@ class StreamConsumer {
   #wait; // seconds
   #register;
   #logger;
+  #tracing; // {consumerParent}
   #connection; // pg.Client config, also used for the pool
 
   #client = null; // register, next_batch, finish_batch: a waiting next_batch blocks it
@@ -64,6 +74,7 @@ class StreamConsumer {
       wait = 5,
       register = true,
       logger = console,
+      tracing: tracingOptions = null,
       ...connection
     } = options;
     this.#stream = typeof stream === 'string' ? stream : stream?.name;
@@ -80,6 +91,7 @@ class StreamConsumer {
     this.#wait = wait;
     this.#register = register;
     this.#logger = logger;
+    this.#tracing = tracing.readerOptions(tracingOptions);
     this.#connection = connection;
   }
 
@@ -174,10 +186,14 @@ class StreamConsumer {
       const current = batch;
       batch = null;
       const pause = jitter(again); // if the handler fails
-      if (await this.#handle(current, pause)) {
+      const processing = this.#startProcessing(current);
+      const failed = await this.#handle(current, pause, processing);
+      if (!failed) {
         again = FIRST_BACKOFF_MS;
-        await this.#finish(current);
+        const finished = await this.#finish(current);
+        tracing.endProcessing(processing, finished ? 'finished' : 'unfinished');
       } else {
+        tracing.endProcessing(processing, 'failed', [failed.error]);
         await this.#sleep(pause);
         again = Math.min(2 * again, MAX_BACKOFF_MS);
       }
@@ -186,8 +202,9 @@ class StreamConsumer {
 
   // The consumer's next batch, null when there is none; an unfinished one again.
   async #nextBatch(waitSeconds) {
+    const traced = tracing.enabled();
     const fetch = this.#client.query({
-      text: NEXT_BATCH_SQL,
+      text: traced ? NEXT_BATCH_TRACED_SQL : NEXT_BATCH_SQL,
       values: [this.#stream, this.#consumer, this.#maxEvents, interval(waitSeconds)],
       query_timeout: waitSeconds * 1000 + CLAIM_GRACE_MS,
     });
@@ -199,32 +216,59 @@ class StreamConsumer {
         id: rows[0].batch_id,
         stream: this.#stream,
         consumer: this.#consumer,
-        events: rows.map((row) => ({ id: row.event_id, payload: row.payload, appendedAt: row.appended_at })),
+        events: rows.map((row) => {
+          const event = { id: row.event_id, payload: row.payload, appendedAt: row.appended_at };
+          if (traced) Object.assign(event, { traceparent: row.traceparent, tracestate: row.tracestate });
+          return event;
+        }),
       };
     } finally {
       this.#fetchEnded = null;
     }
   }
 
-  // Runs the handler; whether it resolved. `pause`: the backoff before the
-  // batch comes again if it did not, for the log.
-  async #handle(batch, pause) {
+  // A `process <stream>` span for the batch, when its events were read with
+  // their trace contexts (null otherwise): the child of the event's context
+  // for a batch of one event, else linked to each event's.
+  #startProcessing(batch) {
+    const { events } = batch;
+    if (!events.every((event) => 'traceparent' in event)) return null;
+    const attributes = {
+      'messaging.batch.message_count': events.length,
+      'messaging.consumer.group.name': this.#consumer,
+      'pgq.batch_id': String(batch.id),
+    };
+    if (events.length === 1) {
+      attributes['messaging.message.id'] = String(events[0].id);
+      return tracing.startProcessing(this.#stream, {
+        parent: events[0],
+        consumerParent: this.#tracing.consumerParent,
+        attributes,
+      });
+    }
+    return tracing.startProcessing(this.#stream, { links: events, attributes });
+  }
+
+  // Runs the handler (in `processing`'s span, if any); null when it resolved,
+  // else {error}: what it threw. `pause`: the backoff before the batch comes
+  // again if it did not, for the log.
+  async #handle(batch, pause, processing) {
     try {
-      await this.#handler(batch);
-      return true;
+      await tracing.within(processing, () => this.#handler(batch));
+      return null;
     } catch (err) {
       this.#logger.warn(
         `pgq: batch ${batch.id} (${batch.events.length} event(s)) of ${this.#label}: the handler failed; ` +
           `the batch is not finished and comes again in about ${pause} ms:`,
         err,
       );
-      return false;
+      return { error: err };
     }
   }
 
   // pgq.finish_batch, retried after a lost connection until it works or the
   // consumer stops. Never rejects: any other error is logged (the batch then
-  // comes again).
+  // comes again), and it resolves to false.
   async #finish(batch) {
     const name = `batch ${batch.id} of ${this.#label}`;
     try {
@@ -248,8 +292,10 @@ class StreamConsumer {
       } else if (result === null) {
         this.#logger.warn(`pgq: ${name} was finished already (is another process reading as this consumer?)`);
       }
+      return true;
     } catch (err) {
       this.#logger.error(`pgq: could not finish ${name}; it comes again:`, err);
+      return false;
     }
   }
 

@@ -3,6 +3,7 @@
 const { setTimeout: delay } = require('node:timers/promises');
 const { QueueFullError, isQueueFull } = require('./errors');
 const { interval, jobIds, keysOfJobs, pgqCall } = require('./sql');
+const tracing = require('./tracing');
 
 // The options of enqueue and enqueueMany and the pgq arguments they fill. An
 // option left out (or null) keeps the server's default, and is not sent:
@@ -135,14 +136,23 @@ class Queue {
    * With `after` (job ids), the job waits until every one of them is done.
    * A full queue (max_pending) rejects with a QueueFullError; with
    * `waitForRoomMs`, where the call is in no transaction of the caller's, it
-   * waits for room and tries again until that time has passed.
+   * waits for room and tries again until that time has passed. With an
+   * OpenTelemetry SDK, runs in a `send <queue>` span whose context the job
+   * keeps (./tracing).
    */
   async enqueue(client, payload, options = {}) {
     const [waitForRoomMs, pgqOptions] = splitOptions(options);
-    const values = [this.name, JSON.stringify(payload)];
-    const call = pgqCall('enqueue', values, pgqOptions, ENQUEUE_OPTIONS);
-    const run = async () => (await client.query(`SELECT ${call} AS id`, values)).rows[0].id;
-    return this.#produce(client, run, waitForRoomMs);
+    return tracing.producing(
+      this.name,
+      null,
+      (trace) => {
+        const values = [this.name, JSON.stringify(payload)];
+        const call = pgqCall('enqueue', values, pgqOptions, ENQUEUE_OPTIONS, trace);
+        const run = async () => (await client.query(`SELECT ${call} AS id`, values)).rows[0].id;
+        return this.#produce(client, run, waitForRoomMs);
+      },
+      (id) => id,
+    );
   }
 
   /**
@@ -155,10 +165,12 @@ class Queue {
    */
   async enqueueMany(client, payloads, options = {}) {
     const [waitForRoomMs, pgqOptions] = splitOptions(options);
-    const values = [this.name, payloads.map((payload) => JSON.stringify(payload))];
-    const call = pgqCall('enqueue_many', values, pgqOptions, ENQUEUE_MANY_OPTIONS);
-    const run = async () => (await client.query(`SELECT ${call} AS id`, values)).rows.map((row) => row.id);
-    return this.#produce(client, run, waitForRoomMs);
+    return tracing.producing(this.name, payloads.length, (trace) => {
+      const values = [this.name, payloads.map((payload) => JSON.stringify(payload))];
+      const call = pgqCall('enqueue_many', values, pgqOptions, ENQUEUE_MANY_OPTIONS, trace);
+      const run = async () => (await client.query(`SELECT ${call} AS id`, values)).rows.map((row) => row.id);
+      return this.#produce(client, run, waitForRoomMs);
+    });
   }
 }
 

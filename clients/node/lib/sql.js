@@ -10,16 +10,26 @@
  * `names` maps each option to its argument, or to [argument, convert, type]
  * when the value needs converting first (`type`, if given, is the cast the
  * parameter gets: 'bigint[]'). An unknown option is a TypeError before
- * anything is sent.
+ * anything is sent. `trace` ({traceparent, tracestate}, from ./tracing), if
+ * given, adds `traceparent => $n` and `tracestate => $m` (pgq_cpp 3.1; the
+ * tracestate only when there is one): an untraced call is the same SQL as
+ * before.
  */
-function pgqCall(fn, values, options, names) {
+function pgqCall(fn, values, options, names, trace = null) {
   const args = values.map((_, i) => `$${i + 1}`);
+  const named = (name, value, type) => {
+    values.push(value);
+    args.push(`${name} => $${values.length}${type ? `::${type}` : ''}`);
+  };
   for (const [option, value] of Object.entries(options)) {
     if (!Object.hasOwn(names, option)) throw new TypeError(`unknown option of ${fn}: ${option}`);
     if (value == null) continue;
     const [name, convert = (v) => v, type] = [].concat(names[option]);
-    values.push(convert(value));
-    args.push(`${name} => $${values.length}${type ? `::${type}` : ''}`);
+    named(name, convert(value), type);
+  }
+  if (trace) {
+    named('traceparent', trace.traceparent);
+    if (trace.tracestate) named('tracestate', trace.tracestate);
   }
   return `pgq.${fn}(${args.join(', ')})`;
 }

@@ -1,5 +1,8 @@
 'use strict';
 
+const { pgqCall } = require('./sql');
+const tracing = require('./tracing');
+
 /** A stream to append events to, on the caller's connection and in its transaction. */
 class Stream {
   constructor(name) {
@@ -11,20 +14,36 @@ class Stream {
    * Appends one event (pgq.append) with `client.query`, so inside the
    * caller's transaction when one is open: the event exists, and consumers
    * see it, if and only if that transaction commits. Begins and commits
-   * nothing. Resolves to the event id (a string, as pg returns bigint).
+   * nothing. Resolves to the event id (a string, as pg returns bigint). With
+   * an OpenTelemetry SDK, runs in a `send <stream>` span whose context the
+   * event keeps (./tracing).
    */
   async append(client, payload) {
-    const { rows } = await client.query('SELECT pgq.append($1, $2) AS id', [this.name, JSON.stringify(payload)]);
-    return rows[0].id;
+    return tracing.producing(
+      this.name,
+      null,
+      async (trace) => {
+        const values = [this.name, JSON.stringify(payload)];
+        const { rows } = await client.query(`SELECT ${pgqCall('append', values, {}, {}, trace)} AS id`, values);
+        return rows[0].id;
+      },
+      (id) => id,
+    );
   }
 
-  /** Appends one event per payload in one statement (pgq.append_many); resolves to their ids in input order. */
+  /**
+   * Appends one event per payload in one statement (pgq.append_many); resolves to their ids in input order.
+   * One trace context for all of them.
+   */
   async appendMany(client, payloads) {
-    const { rows } = await client.query(
-      'SELECT e.id FROM pgq.append_many($1, $2) WITH ORDINALITY AS e(id, n) ORDER BY e.n',
-      [this.name, payloads.map((payload) => JSON.stringify(payload))],
-    );
-    return rows.map((row) => row.id);
+    return tracing.producing(this.name, payloads.length, async (trace) => {
+      const values = [this.name, payloads.map((payload) => JSON.stringify(payload))];
+      const { rows } = await client.query(
+        `SELECT e.id FROM ${pgqCall('append_many', values, {}, {}, trace)} WITH ORDINALITY AS e(id, n) ORDER BY e.n`,
+        values,
+      );
+      return rows.map((row) => row.id);
+    });
   }
 }
 

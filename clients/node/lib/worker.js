@@ -16,6 +16,7 @@ const {
 const { Job } = require('./job');
 const { CancelledError, OutcomeUnknown, Snooze } = require('./outcomes');
 const { interval } = require('./sql');
+const tracing = require('./tracing');
 
 // The backoff after a failed claim (FIRST_BACKOFF_MS doubling to
 // MAX_BACKOFF_MS) and CLAIM_GRACE_MS are in ./connection. Retrying complete,
@@ -31,6 +32,10 @@ const MAX_SETTLE_RETRY_MS = 2_000;
 const CLAIM_SQL = 'SELECT c.*, pgq.clock() AS now FROM pgq.claim($1, $2, $3::interval, $4::interval) c';
 const CLAIM_QUEUES_SQL =
   'SELECT c.*, pgq.clock() AS now FROM pgq.claim($1::text[], $2, $3::interval, $4::interval) c';
+// While an OpenTelemetry SDK is registered (./tracing): the same claim, with
+// each job's trace context (pgq_cpp 3.1).
+const CLAIM_TRACED_SQL = CLAIM_SQL.replace('pgq.claim(', 'pgq.claim_traced(');
+const CLAIM_QUEUES_TRACED_SQL = CLAIM_QUEUES_SQL.replace('pgq.claim(', 'pgq.claim_traced(');
 
 /**
  * The queue names of the worker's `queue` option: a name, a Queue, or an
@@ -56,6 +61,7 @@ function queueNames(option) {
 class Worker {
   #queues; // the names
   #claimSql;
+  #claimTracedSql;
   #claimQueues; // the claim's first parameter: a name, or an array of them
   #label; // "queue a", "queues a, b": for the log
   #handler;
@@ -64,6 +70,7 @@ class Worker {
   #lease; // seconds, or null for the queue's own
   #wait; // seconds
   #logger;
+  #tracing; // {consumerParent}
   #connection; // pg.Pool config, also used for the claim connection
 
   #pool = null; // complete, fail, snooze, extend, release, progress, pgq.job, the cancel at stop
@@ -91,11 +98,14 @@ class Worker {
       lease = null,
       wait = 30,
       logger = console,
+      tracing: tracingOptions = null,
       ...connection
     } = options;
     this.#queues = queueNames(queue);
     const several = Array.isArray(queue) && this.#queues.length > 1;
     this.#claimSql = several ? CLAIM_QUEUES_SQL : CLAIM_SQL;
+    this.#claimTracedSql = several ? CLAIM_QUEUES_TRACED_SQL : CLAIM_TRACED_SQL;
+    this.#tracing = tracing.readerOptions(tracingOptions);
     this.#claimQueues = several ? this.#queues : this.#queues[0];
     this.#label = `${several ? 'queues' : 'queue'} ${this.#queues.join(', ')}`;
     if (typeof handler !== 'function') throw new TypeError('handler must be a function');
@@ -197,8 +207,9 @@ class Worker {
   }
 
   async #claim(waitSeconds) {
+    const traced = tracing.enabled();
     const claim = this.#claimer.query({
-      text: this.#claimSql,
+      text: traced ? this.#claimTracedSql : this.#claimSql,
       values: [this.#claimQueues, this.#batch, interval(this.#lease), interval(waitSeconds)],
       query_timeout: waitSeconds * 1000 + CLAIM_GRACE_MS,
     });
@@ -218,6 +229,8 @@ class Worker {
         leaseMs: this.#lease === null ? row.lease_until - row.now : this.#lease * 1000,
         // When the lease ends, on this process's clock.
         expiresAt: returnedAt + (row.lease_until - row.now),
+        // The job's trace context and its parents' (null: not read).
+        trace: traced ? { traceparent: row.traceparent, tracestate: row.tracestate, links: row.links ?? [] } : null,
       }));
     } finally {
       this.#claimEnded = null;
@@ -226,10 +239,10 @@ class Worker {
 
   // Holds claimed jobs: each heartbeats from now on, and starts when a slot is free.
   #take(claimed) {
-    for (const { leaseMs, expiresAt, ...fields } of claimed) {
+    for (const { leaseMs, expiresAt, trace, ...fields } of claimed) {
       const cancel = new AbortController();
       const job = new Job(fields, cancel.signal, (value) => this.#saveProgress(job, value));
-      this.#ready.push({ job, lease: this.#heartbeat(job, leaseMs, expiresAt, cancel) });
+      this.#ready.push({ job, trace, lease: this.#heartbeat(job, leaseMs, expiresAt, cancel) });
     }
     this.#startReady();
   }
@@ -248,12 +261,12 @@ class Worker {
 
   #startReady() {
     while (!this.#stopping && this.#ready.length > 0 && this.#running.size < this.#concurrency) {
-      const { job, lease } = this.#ready.shift();
+      const { job, trace, lease } = this.#ready.shift();
       if (lease.cancelled) {
         lease.end(); // cancelled while it waited for a slot: nothing to run or record
         continue;
       }
-      const run = this.#execute(job, lease).finally(() => {
+      const run = this.#execute(job, lease, trace).finally(() => {
         this.#running.delete(run);
         this.#startReady();
       });
@@ -367,9 +380,21 @@ class Worker {
     return { rows: result.rows, tries };
   }
 
-  async #execute(job, lease) {
+  // Runs the handler on the job and records its outcome; never rejects. With
+  // the job's trace context (`trace`, read while tracing), in a `process
+  // <queue>` span, which the handler runs in and which ends with the outcome
+  // (pgq.outcome): what the handler enqueues joins the job's trace.
+  async #execute(job, lease, trace) {
+    const processing =
+      trace &&
+      tracing.startProcessing(job.queue, {
+        parent: trace,
+        links: trace.links,
+        consumerParent: this.#tracing.consumerParent,
+        attributes: { 'messaging.message.id': String(job.id), 'pgq.attempt': job.attempt },
+      });
     const outcome = await Promise.resolve()
-      .then(() => this.#handler(job))
+      .then(() => tracing.within(processing, () => this.#handler(job)))
       .then(
         (result) => ({ succeeded: true, result }),
         (failure) => ({ succeeded: false, failure }),
@@ -381,10 +406,15 @@ class Worker {
     const name = `job ${job.id} attempt ${job.attempt}`;
     const expiresAt = () => lease.expiresAt;
     const { succeeded, result, failure } = outcome;
+    let recorded; // the span's pgq.outcome
+    const failures = []; // the span's exceptions
     try {
       if (lease.cancelled) {
         // Logged when found; complete would return false and fail 'lost'.
+        recorded = 'cancelled';
       } else if (!succeeded && failure instanceof OutcomeUnknown) {
+        recorded = 'unknown';
+        failures.push(failure);
         // No heartbeat from now on: the lease runs out and the job is claimed
         // again then, and only then (neither released nor failed, so that
         // nobody runs it while the first run's effect may still be under way).
@@ -400,28 +430,35 @@ class Worker {
           [job.id, job.attempt, interval(failure.delay)],
           expiresAt,
         );
+        recorded = rows[0].snoozed ? 'snoozed' : 'lost';
         if (!rows[0].snoozed) await this.#reportFenced(job, `${name} snoozed`, 'snooze', tries);
       } else if (succeeded) {
-        await this.#complete(job, name, result, expiresAt);
+        recorded = (await this.#complete(job, name, result, expiresAt)) ? 'completed' : 'lost';
       } else {
+        failures.push(failure);
         const { rows } = await this.#settle(
           `fail of ${name}`,
           'SELECT pgq.fail($1, $2, $3) AS outcome',
           [job.id, job.attempt, String(failure?.stack ?? failure)],
           expiresAt,
         );
+        recorded = rows[0].outcome === 'retry' ? 'failed' : rows[0].outcome; // or 'dead', 'lost'
         this.#logger.warn(`pgq: ${name} failed (${rows[0].outcome}):`, failure);
       }
     } catch (err) {
       // The lease expires by itself and the job is claimed again.
       this.#logger.error(`pgq: could not record the outcome of ${name}:`, err);
+      recorded = 'unrecorded';
+      failures.push(err);
     } finally {
       lease.end();
+      tracing.endProcessing(processing, recorded, failures);
     }
   }
 
   // pgq.complete, with the handler's resolved value as the job's result
-  // unless it is undefined or null (then without one, as a 1.1 server takes it).
+  // unless it is undefined or null (then without one, as a 1.1 server takes
+  // it). Resolves to whether it was recorded (false: fenced, reported).
   async #complete(job, name, result, expiresAt) {
     const json = resultJson(result, (why) =>
       this.#logger.warn(`pgq: ${name}: its handler's result is not JSON (${why}); completed without a result`),
@@ -432,6 +469,7 @@ class Worker {
         : ['SELECT pgq.complete($1, $2, $3::jsonb) AS done', [job.id, job.attempt, json]];
     const { rows, tries } = await this.#settle(`complete of ${name}`, text, values, expiresAt);
     if (!rows[0].done) await this.#reportFenced(job, `${name} succeeded`, 'completion', tries);
+    return rows[0].done;
   }
 
   // A complete or snooze returned false: the job was cancelled after the last

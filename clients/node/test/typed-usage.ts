@@ -11,6 +11,7 @@ import {
   Snooze,
   Stream,
   StreamConsumer,
+  Topic,
   Worker,
   type BatchId,
   type EventId,
@@ -254,4 +255,36 @@ export async function produceWithBackpressure(pool: Pool): Promise<string | null
     (void room, ids, queue, code, detail, err.cause);
     return null;
   }
+}
+
+// Topics and tracing (pgq_cpp 3.1): publish in the business transaction; the
+// readers' spans continue the producer's trace, or link to it.
+const accountEvents = new Topic<Audit>('account_events');
+
+export async function publishAndTrace(pool: Pool): Promise<EventId> {
+  const id: EventId = await accountEvents.publish(
+    pool,
+    { account: 7, op: 'debit' },
+    { dedupeKey: 'd7', groupKey: '7' },
+  );
+  // @ts-expect-error the payload has the topic's type
+  await accountEvents.publish(pool, { account: 'seven', op: 'debit' });
+  // @ts-expect-error publish takes dedupeKey and groupKey
+  await accountEvents.publish(pool, { account: 7, op: 'debit' }, { priority: 1 });
+  new Worker<WelcomeEmail>({ queue: welcome, handler: send, tracing: { consumerParent: 'link' } });
+  // @ts-expect-error consumerParent is 'parent' or 'link'
+  new Worker<WelcomeEmail>({ queue: welcome, handler: send, tracing: { consumerParent: 'child' } });
+  new StreamConsumer<Audit>({
+    stream: audit,
+    consumer: 'tracer',
+    tracing: { consumerParent: 'parent' },
+    handler: (batch) => {
+      for (const event of batch.events) {
+        const traceparent: string | null | undefined = event.traceparent;
+        const tracestate: string | null | undefined = event.tracestate;
+        (void traceparent, tracestate);
+      }
+    },
+  });
+  return id;
 }
