@@ -3,6 +3,7 @@
 // The command line of pgq-cpp-dashboard (bin/pgq-cpp-dashboard.js).
 
 const { parseArgs } = require('node:util');
+const { traceUrlTemplate } = require('./validate');
 
 const USAGE = `Usage: pgq-cpp-dashboard [options]
 
@@ -18,6 +19,8 @@ const USAGE = `Usage: pgq-cpp-dashboard [options]
   --insecure-no-auth         no login at all; only on a loopback address (local use)
   --secure-cookies           mark the cookies Secure (served over HTTPS, e.g. by a proxy)
   --sample-interval SECONDS  how often the overview's charts take a sample (default 5)
+  --trace-url TEMPLATE       link a job's trace id to your tracing UI: an http(s) URL
+                             with {trace_id} in it, e.g. https://tracing.example/trace/{trace_id}
   --help
 
 Authentication: PGQ_DASHBOARD_PASSWORD set in the environment gives a login
@@ -40,6 +43,7 @@ function parseCommandLine(argv, env) {
       'insecure-no-auth': { type: 'boolean', default: false },
       'secure-cookies': { type: 'boolean', default: false },
       'sample-interval': { type: 'string', default: '5' },
+      'trace-url': { type: 'string' },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -60,6 +64,8 @@ function parseCommandLine(argv, env) {
   if (!Number.isFinite(interval) || interval < 1 || interval > 3600) {
     throw new Error('--sample-interval: a number of seconds between 1 and 3600');
   }
+
+  const traceUrl = traceUrlTemplate(values['trace-url']);
 
   const password = env.PGQ_DASHBOARD_PASSWORD || undefined;
   const proxyHeader = values['trust-proxy-header'];
@@ -90,6 +96,7 @@ function parseCommandLine(argv, env) {
       secureCookies: values['secure-cookies'],
       sessionSecret: env.PGQ_DASHBOARD_SESSION_SECRET || undefined,
       sampleIntervalMs: Math.round(interval * 1000),
+      traceUrl,
     },
   };
 }

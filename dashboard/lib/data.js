@@ -116,7 +116,7 @@ const JOB_COLUMNS = `
        id, queue, state, attempt, max_attempts, priority, group_key, dedupe_key,
        run_at, enqueued_at, claimed_at, lease_until, finished_at,
        extract(epoch FROM lease_until - pgq.clock())::float8 AS lease_left_seconds,
-       last_error, open_parents, dead_reason,
+       last_error, open_parents, dead_reason, trace_id,
        payload::text AS payload, jsonb_pretty(payload) AS payload_pretty,
        progress::text AS progress, jsonb_pretty(progress) AS progress_pretty,
        result::text AS result, jsonb_pretty(result) AS result_pretty`;

@@ -70,6 +70,7 @@ function createPool(database) {
 async function dashboardPlugin(fastify, options) {
   const base = fastify.prefix || '';
   const readOnly = Boolean(options.readOnly);
+  const traceUrl = validate.traceUrlTemplate(options.traceUrl);
   const auth = createAuth({
     password: options.password,
     proxyHeader: options.proxyHeader,
@@ -191,6 +192,7 @@ async function dashboardPlugin(fastify, options) {
       base,
       user: request.dashboardUser ?? null,
       readOnly,
+      traceUrl,
       authMode: auth.mode,
       csrf: () => (token ??= reply.generateCsrf()),
     };

@@ -77,6 +77,45 @@ function searchText(value) {
   return text;
 }
 
+// A trace id as pgq.job_info shows it (W3C: 32 lowercase hex digits); only
+// such an id is put into a trace link.
+const TRACE_ID = /^[0-9a-f]{32}$/;
+const TRACE_ID_PLACEHOLDER = '{trace_id}';
+
+/**
+ * The --trace-url template (option traceUrl), or undefined when not given;
+ * throws an Error for the operator otherwise. It must be an absolute http://
+ * or https:// URL as written (so that no other scheme, such as javascript:,
+ * can ever be a link's target), hold {trace_id}, and no whitespace or control
+ * character.
+ */
+function traceUrlTemplate(value) {
+  if (value === undefined || value === null) return undefined;
+  const refuse = (why) => {
+    throw new Error(
+      `--trace-url ${JSON.stringify(String(value))}: ${why}; expected an http(s) URL such as ` +
+        `https://tracing.example/trace/${TRACE_ID_PLACEHOLDER}`,
+    );
+  };
+  if (typeof value !== 'string') refuse('not a string');
+  if (!value.includes(TRACE_ID_PLACEHOLDER)) refuse(`it does not contain ${TRACE_ID_PLACEHOLDER}`);
+  if (/[\s\x00-\x1f\x7f]/.test(value)) refuse('it contains whitespace or a control character');
+  if (!/^https?:\/\//i.test(value)) refuse('it does not start with http:// or https://');
+  let url = null;
+  try {
+    url = new URL(traceLink(value, '0'.repeat(32)));
+  } catch {
+    refuse('it is not a valid URL');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') refuse('it is not an http(s) URL');
+  return value;
+}
+
+/** The template with every {trace_id} replaced by the id (checked by the caller). */
+function traceLink(template, traceId) {
+  return template.split(TRACE_ID_PLACEHOLDER).join(traceId);
+}
+
 /** Job ids from a form (one or many `ids` fields): 1 to max distinct ids, 400 otherwise. */
 function idList(value, max) {
   const list = value === undefined ? [] : Array.isArray(value) ? value : [value];
@@ -101,6 +140,9 @@ module.exports = {
   optionalState,
   optionalReason,
   optionalInt,
+  traceUrlTemplate,
+  traceLink,
+  TRACE_ID,
   JOB_STATES,
   DEAD_REASONS,
   QUEUE_NAME,

@@ -5,7 +5,7 @@
 // Content-Security-Policy allows no inline script).
 
 const { html, jsonScript } = require('./html');
-const { JOB_STATES, DEAD_REASONS } = require('./validate');
+const { JOB_STATES, DEAD_REASONS, TRACE_ID, traceLink } = require('./validate');
 const { EXACT_UP_TO } = require('./data');
 
 // ---- Formatting -------------------------------------------------------------
@@ -45,8 +45,9 @@ function truncate(text, max) {
 // ---- Layout -----------------------------------------------------------------
 
 /**
- * ctx: {base, user, readOnly, authMode, csrf()} — base is the path the
- * dashboard is mounted at ('' at the root), csrf() the token for forms.
+ * ctx: {base, user, readOnly, traceUrl, authMode, csrf()} — base is the path
+ * the dashboard is mounted at ('' at the root), traceUrl the --trace-url
+ * template (or undefined), csrf() the token for forms.
  */
 function layout(ctx, { title, body, notice = null, error = null, scripts = [] }) {
   const link = (path) => `${ctx.base}${path}`;
@@ -506,6 +507,7 @@ ${actions}
   <dt>Group key</dt><dd>${job.group_key ?? '—'}</dd>
   <dt>Dedupe key</dt><dd>${job.dedupe_key ?? '—'}</dd>
   <dt>Open parents</dt><dd>${job.open_parents ?? '—'}</dd>
+  <dt>Trace</dt><dd data-field="trace_id">${traceField(ctx, job.trace_id)}</dd>
   <dt>Run at</dt><dd>${time(job.run_at)}</dd>
   <dt>Enqueued</dt><dd>${time(job.enqueued_at)}</dd>
   <dt>Claimed</dt><dd>${time(job.claimed_at)}</dd>
@@ -520,6 +522,15 @@ ${jsonBlock('Payload', job.payload_pretty, seesPayload)}
 ${workflowBlock(ctx, job, workflow)}
 ${copy}`;
   return layout(ctx, { title: `Job ${job.id}`, body, error, notice: text });
+}
+
+// The job's trace id (pgq.job_info.trace_id), a link to the tracing UI with
+// --trace-url. Only an id of 32 lowercase hex digits goes into the template
+// (html`` escapes the whole href all the same); anything else is text.
+function traceField(ctx, traceId) {
+  if (traceId === null || traceId === undefined) return '—';
+  if (!ctx.traceUrl || !TRACE_ID.test(traceId)) return html`<code>${traceId}</code>`;
+  return html`<a href="${traceLink(ctx.traceUrl, traceId)}" rel="noreferrer"><code>${traceId}</code></a>`;
 }
 
 function workflowLinkNeeded(w, job) {

@@ -3,11 +3,17 @@
 // Schedules, workers (the claiming sessions of the queues the role
 // administers, pgq.queue_workers(); pgq.workers for pg_monitor;
 // pgq.running_jobs with the claimer and the lease left), and the read-only
-// teams, switches, ladders (pgq.list_teams/list_switches/list_ladders).
+// teams, switches, ladders (pgq.list_teams/list_switches/list_ladders); a
+// job's trace id (linked with --trace-url, which the command line checks).
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
 const pg = require('pg');
+const { createServer } = require('..');
+const { parseCommandLine } = require('../lib/cli');
+const views = require('../lib/views');
 const { freshDatabase, startDashboard, Browser, waitFor } = require('./helpers');
 
 let db;
@@ -165,4 +171,96 @@ test('a fair queue: its busiest group keys with weight, ready held, running, ser
   const plain = await browser.get('/queues/reports');
   assert.equal(plain.statusCode, 200);
   assert.doesNotMatch(plain.body, /fair-keys/, 'a queue without fairness shows no keys');
+});
+
+// ---- A job's trace (ADR 0030): pgq.job_info.trace_id on the job page ----------
+
+const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
+const TRACEPARENT = `00-${TRACE_ID}-b7ad6b7169203331-01`;
+
+/** The job page's Trace field (its markup), for a job id. */
+async function traceField(app, id) {
+  const res = await new Browser(app).get(`/jobs/${id}`);
+  assert.equal(res.statusCode, 200);
+  const field = /<dt>Trace<\/dt><dd data-field="trace_id">([\s\S]*?)<\/dd>/.exec(res.body);
+  assert.ok(field, 'the job page has a Trace field');
+  return field[1];
+}
+
+test('a job’s trace id: a link with --trace-url, text without, “—” when untraced', async (t) => {
+  const enqueue = async (traceparent) =>
+    (await db.admin.query("SELECT pgq.enqueue('reports', '{}', traceparent => $1) AS id", [traceparent])).rows[0].id;
+  const traced = await enqueue(TRACEPARENT);
+  const untraced = await enqueue(null);
+
+  // The role holds admin only: it reads trace_id (not trace_context).
+  const linked = await startDashboard(t, db, {
+    role,
+    traceUrl: 'https://tracing.example/trace/{trace_id}?from=pgq&q="{trace_id}"',
+  });
+  const href = `https://tracing.example/trace/${TRACE_ID}?from=pgq&amp;q=&quot;${TRACE_ID}&quot;`;
+  assert.equal(await traceField(linked, traced), `<a href="${href}" rel="noreferrer"><code>${TRACE_ID}</code></a>`);
+  assert.equal(await traceField(linked, untraced), '—');
+
+  const plain = await startDashboard(t, db, { role });
+  assert.equal(await traceField(plain, traced), `<code>${TRACE_ID}</code>`);
+  assert.equal(await traceField(plain, untraced), '—');
+});
+
+test('a trace id that is not 32 lowercase hex digits is never put into the link', () => {
+  const traceUrl = 'https://tracing.example/trace/{trace_id}';
+  const ctx = { base: '', user: 'u', readOnly: true, traceUrl, csrf: () => 'x' };
+  const job = { id: '1', queue: 'reports', state: 'ready', attempt: 0, max_attempts: 5, priority: 0, last_error: null };
+  const rights = { produce: false, consume: false, admin: false };
+  const field = (traceId) => {
+    const page = views.jobPage(ctx, { job: { ...job, trace_id: traceId }, rights }).toString();
+    return /<dd data-field="trace_id">([\s\S]*?)<\/dd>/.exec(page)[1];
+  };
+  assert.match(field(TRACE_ID), /^<a href="https:\/\/tracing\.example\/trace\/0af7/);
+  assert.equal(field('"><script>alert(1)</script>'), '<code>&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;</code>');
+  assert.equal(field(TRACE_ID.toUpperCase()), `<code>${TRACE_ID.toUpperCase()}</code>`);
+  assert.equal(field(`${TRACE_ID}0`), `<code>${TRACE_ID}0</code>`);
+});
+
+test('--trace-url: refused at start unless an http(s) URL with {trace_id}', async (t) => {
+  const args = (url) => ['--insecure-no-auth', '--trace-url', url];
+  assert.equal(
+    parseCommandLine(args('https://tracing.example/trace/{trace_id}'), {}).options.traceUrl,
+    'https://tracing.example/trace/{trace_id}',
+  );
+  assert.equal(parseCommandLine(['--insecure-no-auth'], {}).options.traceUrl, undefined);
+  assert.match(parseCommandLine(['--help'], {}).help, /--trace-url TEMPLATE/);
+  const refusals = [
+    ['https://tracing.example/trace/', /does not contain \{trace_id\}/],
+    ['javascript:alert({trace_id})', /does not start with http:\/\/ or https:\/\//],
+    ['JavaScript://%0aalert(1)//{trace_id}', /does not start with http:\/\/ or https:\/\//],
+    ['data:text/html,{trace_id}', /does not start with http:\/\/ or https:\/\//],
+    ['//tracing.example/{trace_id}', /does not start with http:\/\/ or https:\/\//],
+    [' https://tracing.example/{trace_id}', /whitespace or a control character/],
+    ['https://tracing.example/\n{trace_id}', /whitespace or a control character/],
+    ['https://[tracing/{trace_id}', /not a valid URL/],
+  ];
+  for (const [url, why] of refusals) {
+    assert.throws(() => parseCommandLine(args(url), {}), why, url);
+    // The plugin's option too (createServer, the plugin, expressMiddleware).
+    await assert.rejects(
+      createServer({ database: db.config, sample: false, insecureNoAuth: true, traceUrl: url }),
+      why,
+    );
+  }
+
+  // The command: a clear error, exit status 2, before connecting anywhere.
+  const bin = path.join(__dirname, '..', 'bin', 'pgq-cpp-dashboard.js');
+  for (const url of ['https://tracing.example/trace/', 'javascript:alert({trace_id})']) {
+    const result = spawnSync(process.execPath, [bin, '--insecure-no-auth', '--trace-url', url], {
+      env: { PATH: process.env.PATH },
+      encoding: 'utf8',
+      timeout: 15_000,
+    });
+    assert.equal(result.status, 2, result.stderr);
+    assert.match(
+      result.stderr,
+      /^pgq-cpp-dashboard: --trace-url .*expected an http\(s\) URL such as https:\/\/tracing\.example\/trace\/\{trace_id\}\n$/,
+    );
+  }
 });

@@ -36,6 +36,13 @@
             ...                              # event.id, event.payload, event.appended_at
     StreamConsumer("dbname=app", audit, "archiver", record).run_forever()
 
+    Queue("emails").enqueue(conn, {...}, traceparent=request_traceparent)  # W3C trace context
+    job.traceparent, job.links               # in the handler; pgq_cpp.tracing parses and formats
+
+With the ``opentelemetry`` package importable, producers take the current
+span's context and the worker runs each job in a span: see
+``pgq_cpp.tracing``.
+
 Server errors are psycopg errors carrying the server's SQLSTATE
 (``psycopg.errors.InsufficientPrivilege`` 42501,
 ``psycopg.errors.UndefinedObject`` 42704, ...), except a full queue's
@@ -45,6 +52,7 @@ refusal (53400), raised as ``QueueFull`` with the psycopg error as its
 
 import logging
 
+from . import tracing
 from .consumer import StreamBatch, StreamConsumer, StreamEvent, StreamHandler
 from .jobs import JobInfo, job, list_jobs
 from .queue import Queue, QueueFull
@@ -67,6 +75,7 @@ __all__ = [
     "Worker",
     "job",
     "list_jobs",
+    "tracing",
 ]
 __version__ = "0.1.0"
 

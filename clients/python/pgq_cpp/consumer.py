@@ -5,8 +5,11 @@ How it runs (one thread, one connection):
 - ``start()`` registers the consumer (``pgq.register_consumer``) unless
   ``register=False``: from that commit on, it reads every event whose
   transaction commits. Registering again is harmless (the position is kept).
-- The **reader** thread loops ``pgq.next_batch(stream, consumer,
-  max_events, wait)``. The server holds that statement until an append to
+- The **reader** thread loops ``pgq.next_batch_traced(stream, consumer,
+  max_events, wait)`` (``pgq.next_batch`` with each event's trace context;
+  against a catalog before 3.1, which has none, ``pgq.next_batch``). With
+  opentelemetry importable each batch is handled in a CONSUMER span
+  ``process <stream>`` (``pgq_cpp.tracing``). The server holds that statement until an append to
   the stream commits or ``wait`` ends, so an idle consumer is one sleeping
   backend and a commit reaches the handler within milliseconds: there is no
   polling here. A batch with events goes to ``handler(batch)`` in the same
@@ -51,15 +54,26 @@ from typing import Any, Union
 import psycopg
 from psycopg.rows import tuple_row
 
+from . import tracing
 from ._session import FIRST_RETRY, JOIN_STEP, MAX_RETRY, Session, run_until_signalled
 from .stream import Stream
 
 _log = logging.getLogger(__name__)
 
 _REGISTER = "SELECT pgq.register_consumer(%s, %s)"
-# In the function's order: grouped by transaction, each one's in append order.
+# In the function's order: grouped by transaction, each one's in append
+# order. next_batch_traced (3.1): next_batch's columns, then each event's
+# trace context.
+_NEXT_BATCH_TRACED = (
+    "SELECT b.batch_id, b.event_id, b.payload, b.appended_at, b.traceparent, b.tracestate"
+    "  FROM pgq.next_batch_traced(%s, %s, %s, %s::interval)"
+    "       WITH ORDINALITY AS b(batch_id, event_id, payload, appended_at, traceparent,"
+    "                            tracestate, n)"
+    " ORDER BY b.n"
+)
+# A catalog before 3.1 has no next_batch_traced: events without contexts.
 _NEXT_BATCH = (
-    "SELECT b.batch_id, b.event_id, b.payload, b.appended_at"
+    "SELECT b.batch_id, b.event_id, b.payload, b.appended_at, NULL::text, NULL::text"
     "  FROM pgq.next_batch(%s, %s, %s, %s::interval)"
     "       WITH ORDINALITY AS b(batch_id, event_id, payload, appended_at, n)"
     " ORDER BY b.n"
@@ -74,6 +88,10 @@ class StreamEvent:
     id: int  # the event id, from pgq.append: the key that makes a handler idempotent
     payload: Any  # the decoded JSON
     appended_at: datetime
+    # The W3C trace context it was appended (published) with; None when
+    # untraced, or from a server before 3.1.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 @dataclass
@@ -155,6 +173,7 @@ class StreamConsumer:
         self._register = register
         self._what = f"consumer {consumer!r} of stream {name!r}"  # for the log
         self._session = Session(conninfo, f"pgq_cpp.py stream {name} {consumer}")
+        self._next_batch_sql = _NEXT_BATCH_TRACED
         self._reader = threading.Thread(target=self._main, name=f"pgq-stream-{name}-{consumer}")
         # Guards _fetching. Reentrant: stop() may run in a signal handler on
         # a thread that holds it.
@@ -246,9 +265,8 @@ class StreamConsumer:
                 # open, it comes again to the next reader.
                 _log.info("batch %d: read after stop(); left for the next reader", batch.id)
                 return
-            if self._handle(batch):
+            if self._process(batch):
                 again = FIRST_RETRY
-                self._finish(batch)
             else:
                 self._stopping.wait(again)
                 again = min(again * 2, MAX_RETRY)
@@ -260,13 +278,25 @@ class StreamConsumer:
             self._fetching = True
         try:
             params = (self.stream, self.consumer, self._max_events, self._wait)
-            rows = self._session.execute(_NEXT_BATCH, params, tuple_row)
+            try:
+                rows = self._session.execute(self._next_batch_sql, params, tuple_row)
+            except psycopg.errors.UndefinedFunction:
+                if self._next_batch_sql is not _NEXT_BATCH_TRACED:
+                    raise
+                # A catalog before 3.1 (the call failed at once, took nothing).
+                _log.warning(
+                    "%s: the server has no pgq.next_batch_traced (pgq_cpp before 3.1); reading"
+                    " with pgq.next_batch, without trace contexts",
+                    self._what,
+                )
+                self._next_batch_sql = _NEXT_BATCH
+                rows = self._session.execute(self._next_batch_sql, params, tuple_row)
         finally:
             with self._state:
                 self._fetching = False
         if not rows:
             return None
-        events = [StreamEvent(row[1], row[2], row[3]) for row in rows]
+        events = [StreamEvent(*row[1:]) for row in rows]
         return StreamBatch(rows[0][0], self.stream, self.consumer, events)
 
     def _interrupt_fetch(self) -> None:
@@ -275,8 +305,32 @@ class StreamConsumer:
         if fetching:
             self._session.cancel()
 
-    def _handle(self, batch: StreamBatch) -> bool:
-        """Runs the handler; whether it returned."""
+    def _process(self, batch: StreamBatch) -> bool:
+        """Handles the batch and, if the handler returned, finishes it, in a
+        CONSUMER span ``process <stream>`` when opentelemetry imports: child
+        of the event's context for a batch of one, else a new trace linked
+        to each traced event's (at most 128). Whether the handler returned."""
+        events = batch.events
+        parent = (events[0].traceparent, events[0].tracestate) if len(events) == 1 else None
+        links = [e.traceparent for e in events if e.traceparent] if parent is None else []
+        attributes = {
+            "messaging.batch.message_count": len(events),
+            "messaging.consumer.group.name": self.consumer,
+            "pgq.batch_id": batch.id,
+        }
+        with tracing.process(self.stream, parent, links, attributes) as span:
+            try:
+                error = self._handle(batch)
+                if error is None:
+                    self._finish(batch)
+            except BaseException as exc:  # a handler's BaseException, a server error
+                span.finish("failed", exc)
+                raise
+            span.finish("failed" if error else "finished", error)
+        return error is None
+
+    def _handle(self, batch: StreamBatch) -> Exception | None:
+        """Runs the handler; what it raised, None when it returned."""
         try:
             self._handler(batch)
         except Exception as exc:
@@ -289,8 +343,8 @@ class StreamConsumer:
                 type(exc).__name__,
                 exc_info=exc,
             )
-            return False
-        return True
+            return exc
+        return None
 
     def _finish(self, batch: StreamBatch) -> None:
         """``pgq.finish_batch``, retried after a lost connection until it

@@ -44,6 +44,11 @@ class JobInfo:
     # 'exhausted', 'expired', 'cancelled' or 'dependency_failed' for a dead
     # (or cancelled) job, else None (pgq_cpp 3.0)
     dead_reason: str | None
+    # Its W3C trace context (pgq_cpp 3.1): the trace id (32 hex digits) and
+    # the stored traceparent[;tracestate]; None when untraced. A role with
+    # only admin reads trace_context as None, as the payload.
+    trace_id: str | None
+    trace_context: str | None
 
 
 # The columns by name, not *: a column a later release adds to job_info

@@ -14,6 +14,8 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import RowFactory, tuple_row
 from psycopg.types.json import Jsonb
 
+from . import tracing
+
 # Where a statement runs: a connection, or a cursor of one (then on that
 # cursor's connection, leaving the cursor's own results alone).
 Target = Union["psycopg.Connection[Any]", "psycopg.Cursor[Any]"]
@@ -30,6 +32,10 @@ _ON_DUPLICATE = ", on_duplicate => %s::text"
 _AFTER = ", after => %s::bigint[]"
 _GROUP_KEYS = ", group_keys => %s::text[]"
 _DEDUPE_KEYS = ", dedupe_keys => %s::text[]"
+# The trace context (3.1, ADR 0030), named only when there is one: an
+# untraced call is the SQL of before.
+_TRACEPARENT = ", traceparent => %s::text"
+_TRACESTATE = ", tracestate => %s::text"
 _ENQUEUE_MANY = f"SELECT e.id FROM pgq.enqueue_many(%s, %s, {_RUN_AT}, %s"
 _ENQUEUE_MANY_END = ") WITH ORDINALITY AS e(id, n) ORDER BY e.n"
 _WAIT_FOR_ROOM = "SELECT pgq.wait_for_room(%s, %s::interval)"
@@ -57,6 +63,20 @@ def _parents(after: Iterable[int]) -> list[int]:
     if isinstance(after, (int, str, bytes)):
         raise TypeError(f"after takes a list of job ids, not {type(after).__name__}")
     return list(after)
+
+
+def traced(
+    sql: str, params: list[Any], traceparent: str | None, tracestate: str | None
+) -> tuple[str, list[Any]]:
+    """``sql`` and ``params`` with the trace context's named arguments
+    added, those that are not None."""
+    if traceparent is not None:
+        sql += _TRACEPARENT
+        params = [*params, traceparent]
+    if tracestate is not None:
+        sql += _TRACESTATE
+        params = [*params, tracestate]
+    return sql, params
 
 
 def _connection(target: Target) -> psycopg.Connection[Any]:
@@ -210,6 +230,8 @@ class Queue:
         on_duplicate: str = "ignore",
         after: Iterable[int] | None = None,
         wait_for_room: float | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> int:
         """Adds one job and returns its id (``pgq.enqueue``).
 
@@ -241,6 +263,13 @@ class Queue:
             commit). In your own transaction (``with conn.transaction():``,
             or after other statements) a refusal aborts it, so QueueFull
             is raised at once, without waiting.
+        traceparent, tracestate: the job's W3C trace context (server 3.1),
+            kept across its retries and handed to its worker; a malformed
+            one is refused by the server
+            (``psycopg.errors.InvalidParameterValue``, 22023). Without
+            them, and with opentelemetry installed and a current span that
+            records or is valid, the call runs in a PRODUCER span ``send
+            <queue>`` whose context the job takes (``pgq_cpp.tracing``).
         """
         sql = _ENQUEUE
         params: list[Any] = [
@@ -255,10 +284,15 @@ class Queue:
         if after is not None:
             sql += _AFTER
             params.append(_parents(after))
-        sql += ")"
-        return self._produce(
-            conn, lambda: int(execute(conn, sql, params, tuple_row)[0][0]), wait_for_room
-        )
+
+        def send(traceparent: str | None, tracestate: str | None) -> int:
+            statement, values = traced(sql, params, traceparent, tracestate)
+            statement += ")"
+            return self._produce(
+                conn, lambda: int(execute(conn, statement, values, tuple_row)[0][0]), wait_for_room
+            )
+
+        return tracing.produce("enqueue", self.name, traceparent, tracestate, send)
 
     def enqueue_many(
         self,
@@ -271,6 +305,8 @@ class Queue:
         group_keys: str | Iterable[str | None] | None = None,
         dedupe_keys: str | Iterable[str | None] | None = None,
         wait_for_room: float | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> list[int]:
         """Adds one job per payload in one statement (``pgq.enqueue_many``);
         returns their ids in the payloads' order. ``after``: as for
@@ -279,9 +315,11 @@ class Queue:
         one per job (``None``: that job has none); a taken dedupe key gives
         its holder's id in that job's place, as ``enqueue`` does. A full
         queue refuses all of them (``QueueFull``, nothing kept);
-        ``wait_for_room``: as for ``enqueue``."""
+        ``wait_for_room``: as for ``enqueue``. ``traceparent``,
+        ``tracestate``: as for ``enqueue``, one context for every job."""
         sql = _ENQUEUE_MANY
-        params: list[Any] = [self.name, [Jsonb(p) for p in payloads], run_at, priority]
+        jobs = [Jsonb(p) for p in payloads]
+        params: list[Any] = [self.name, jobs, run_at, priority]
         if after is not None:
             sql += _AFTER
             params.append(_parents(after))
@@ -291,7 +329,16 @@ class Queue:
         if dedupe_keys is not None:
             sql += _DEDUPE_KEYS
             params.append(_keys(dedupe_keys))
-        sql += _ENQUEUE_MANY_END
-        return self._produce(
-            conn, lambda: [int(r[0]) for r in execute(conn, sql, params, tuple_row)], wait_for_room
+
+        def send(traceparent: str | None, tracestate: str | None) -> list[int]:
+            statement, values = traced(sql, params, traceparent, tracestate)
+            statement += _ENQUEUE_MANY_END
+            return self._produce(
+                conn,
+                lambda: [int(r[0]) for r in execute(conn, statement, values, tuple_row)],
+                wait_for_room,
+            )
+
+        return tracing.produce(
+            "enqueue_many", self.name, traceparent, tracestate, send, count=len(jobs)
         )

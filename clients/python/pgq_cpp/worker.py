@@ -3,9 +3,12 @@
 How it is built (one claimer, a pool of handler threads, a heartbeat):
 
 - The **claimer** thread has a connection that runs nothing but
-  ``pgq.claim(queue, batch, lease, wait => wait)`` (with several queues,
-  ``pgq.claim(queues text[], ...)``: one claim takes the jobs of all of them
-  by priority, then run_at, and each ``Job`` carries its ``queue``). The
+  ``pgq.claim_traced(queue, batch, lease, wait => wait)`` (with several
+  queues, ``pgq.claim_traced(queues text[], ...)``: one claim takes the jobs
+  of all of them by priority, then run_at, and each ``Job`` carries its
+  ``queue``; ``claim_traced`` is ``pgq.claim`` with each job's trace
+  context, and against a catalog before 3.1, which has none, the worker
+  claims with ``pgq.claim``). The
   server holds that statement until a job of the queue (of any of them) is
   committed or ``wait`` ends, so an idle worker is one sleeping backend, and
   a commit wakes it at once: there is no polling here. It claims only while fewer than ``concurrency`` jobs
@@ -45,6 +48,10 @@ How it is built (one claimer, a pool of handler threads, a heartbeat):
   takes the job back by itself; a heartbeat at its next beat. (A complete
   whose first try did commit before the connection went returns false when
   retried, and is logged like a lost lease.)
+- With opentelemetry importable, each job runs in a CONSUMER span
+  ``process <queue>``, child of the context the job was enqueued with
+  (``pgq_cpp.tracing``), current while the handler runs: what the handler
+  enqueues joins the trace.
 - Any other server error (``InsufficientPrivilege`` without the ``consume``
   right, on every queue, ``UndefinedObject`` for an unknown queue, ...)
   stops the worker gracefully and is raised by ``join()``/``run()``.
@@ -67,20 +74,26 @@ import psycopg
 from psycopg.rows import class_row, tuple_row
 from psycopg.types.json import Jsonb
 
+from . import tracing
 from ._session import FIRST_RETRY, JOIN_STEP, MAX_RETRY, Session, run_until_signalled
 from .queue import Queue
 
 _log = logging.getLogger(__name__)
 
-_CLAIM = (
-    "SELECT id, queue, payload, attempt, max_attempts, lease_until, enqueued_at, priority"
-    "  FROM pgq.claim(%s, %s, %s, wait => %s)"
+_JOB_COLUMNS = "id, queue, payload, attempt, max_attempts, lease_until, enqueued_at, priority"
+# pgq.claim_traced (3.1): claim's columns, then each job's trace context.
+_TRACED = (
+    f"SELECT {_JOB_COLUMNS}, traceparent, tracestate, links"
+    "  FROM pgq.claim_traced(%s, %s, %s, wait => %s)"
 )
 # Several queues: the array is a real text[] parameter (a Python list).
-_CLAIM_MANY = (
-    "SELECT id, queue, payload, attempt, max_attempts, lease_until, enqueued_at, priority"
-    "  FROM pgq.claim(%s::text[], %s, %s, %s)"
+_TRACED_MANY = (
+    f"SELECT {_JOB_COLUMNS}, traceparent, tracestate, links"
+    "  FROM pgq.claim_traced(%s::text[], %s, %s, %s)"
 )
+# A catalog before 3.1 has no claim_traced: its jobs come without contexts.
+_CLAIM = f"SELECT {_JOB_COLUMNS} FROM pgq.claim(%s, %s, %s, wait => %s)"
+_CLAIM_MANY = f"SELECT {_JOB_COLUMNS} FROM pgq.claim(%s::text[], %s, %s, %s)"
 _EXTEND = (
     "SELECT j.id, pgq.extend(j.id, j.attempt, %s)"
     "  FROM ROWS FROM (pg_catalog.unnest(%s::bigint[]), pg_catalog.unnest(%s::integer[]))"
@@ -129,13 +142,16 @@ class OutcomeUnknown(Exception):
 
 @dataclass
 class Job:
-    """A claimed job, as ``pgq.claim`` returned it (``pgq.claimed_job``).
+    """A claimed job, as ``pgq.claim_traced`` returned it (``pgq.traced_job``).
 
     ``(id, attempt)`` identifies this claim: the worker completes, fails,
     extends and releases the job with it. ``lease_until`` moves forward as
     the heartbeat extends the lease. ``cancelled`` is set when the job was
     cancelled (``pgq.cancel``) while claimed: a long handler should watch
     it (``job.cancelled.wait(timeout)`` or ``is_set()``) and stop.
+    ``traceparent``/``tracestate`` are the W3C trace context it was
+    enqueued with (None: untraced, or a server before 3.1), ``links`` the
+    traceparents of its traced parents (``after``), ``[]`` for none.
     """
 
     id: int
@@ -146,9 +162,16 @@ class Job:
     lease_until: datetime
     enqueued_at: datetime
     priority: int
+    traceparent: str | None = None  # version 00, as the server stores it
+    tracestate: str | None = None
+    links: list[str] = field(default_factory=list)
     cancelled: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
     # The worker's control connection, for progress(); set when dispatched.
     _control: Session | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.links is None:  # the server's NULL: no traced parents
+            self.links = []
 
     def progress(self, value: Any) -> bool:
         """Records ``value`` (anything ``json.dumps`` takes) as the job's
@@ -283,8 +306,8 @@ class Worker:
         self._batch = batch
         self._lease = lease
         self._wait = wait
-        # One queue: the claim of 1.0 (and a list of one is that queue).
-        self._claim_sql = _CLAIM if self.queue is not None else _CLAIM_MANY
+        # One queue: the claim of one queue (and a list of one is that queue).
+        self._claim_sql = _TRACED if self.queue is not None else _TRACED_MANY
         self._claim_from: str | list[str] = (
             self.queue if self.queue is not None else list(self.queues)
         )
@@ -397,7 +420,19 @@ class Worker:
             self._claiming = True
         try:
             params = (self._claim_from, self._batch, self._lease, self._wait)
-            return self._claims.execute(self._claim_sql, params, class_row(Job))
+            try:
+                return self._claims.execute(self._claim_sql, params, class_row(Job))
+            except psycopg.errors.UndefinedFunction:
+                if self._claim_sql not in (_TRACED, _TRACED_MANY):
+                    raise
+                # A catalog before 3.1 (the claim failed at once, took nothing).
+                _log.warning(
+                    "worker of %s: the server has no pgq.claim_traced (pgq_cpp before 3.1);"
+                    " claiming with pgq.claim, without trace contexts",
+                    self._what,
+                )
+                self._claim_sql = _CLAIM if self._claim_sql == _TRACED else _CLAIM_MANY
+                return self._claims.execute(self._claim_sql, params, class_row(Job))
         finally:
             with self._state:
                 self._claiming = False
@@ -444,11 +479,22 @@ class Worker:
     # -- handler threads --------------------------------------------------
 
     def _run(self, job: Job) -> None:
+        attributes = {"messaging.message.id": str(job.id), "pgq.attempt": job.attempt}
+        parent = (job.traceparent, job.tracestate)
+        with tracing.process(job.queue, parent, job.links, attributes) as span:
+            outcome, error = self._handle(job)
+            span.finish(outcome, error if outcome in ("failed", "outcome_unknown") else None)
+        if error is not None and not isinstance(error, Exception):
+            raise error  # handled; it still ends this handler thread's task
+
+    def _handle(self, job: Job) -> tuple[str, BaseException | None]:
+        """Runs the handler and records how it ended: the outcome (a word
+        for the span's ``pgq.outcome``) and what the handler raised."""
         if job.cancelled.is_set():
             _log.info(
                 "job %d attempt %d: cancelled before its handler started", job.id, job.attempt
             )
-            return
+            return "cancelled", None
         result: object = None
         error: BaseException | None = None
         try:
@@ -471,9 +517,11 @@ class Worker:
                 job.attempt,
                 ended,
             )
-        elif isinstance(error, Snooze):
+            return "cancelled", error
+        if isinstance(error, Snooze):
             self._snooze(job, error)
-        elif isinstance(error, OutcomeUnknown):
+            return "snoozed", error
+        if isinstance(error, OutcomeUnknown):
             _log.warning(
                 "job %d attempt %d: outcome unknown (%s); neither completed nor failed, it runs"
                 " again once its lease ends (%s)",
@@ -482,12 +530,12 @@ class Worker:
                 error,
                 job.lease_until.isoformat(timespec="seconds"),
             )
-        elif error is None:
+            return "outcome_unknown", error
+        if error is None:
             self._complete(job, result)
-        else:
-            self._fail(job, error)
-        if error is not None and not isinstance(error, Exception):
-            raise error  # handled; it still ends this handler thread's task
+            return "completed", None
+        self._fail(job, error)
+        return "failed", error
 
     def _complete(self, job: Job, result: object) -> None:
         done: Any = None
