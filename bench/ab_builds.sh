@@ -41,7 +41,13 @@ PORT="${PGQ_AB_PORT:-55971}"
 P=("$PG_BIN/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d t)
 
 for round in $(seq "$ROUNDS"); do
-  for build in "$OLD" "$PGQ_ROOT"; do
+  # The order alternates (A B, B A, ...), so that neither build always runs
+  # second: issue 35's first run, always old then new, showed claim+complete
+  # 1.14-1.23x slower in every round, which runs in the order A B B A did
+  # not (bench/RESULTS.md, "Trace context").
+  builds=("$OLD" "$PGQ_ROOT")
+  if ((round % 2 == 0)); then builds=("$PGQ_ROOT" "$OLD"); fi
+  for build in "${builds[@]}"; do
     install_build "$build"
     stop_cluster "$DIR"; rm -rf "$DIR"
     start_cluster "$DIR" "$PORT" "${BENCH_DURABLE_CONF[@]}"
