@@ -28,8 +28,11 @@ CREATE FUNCTION pg_temp.state(text) RETURNS TABLE (job text, in_rows boolean, st
     FROM pgq.jobs j WHERE j.id = pg_temp.id($1)$$;
 
 -- 'long' is claimed in segment 0 and runs for the hour of its lease;
--- 'waiting' is put after it and stays pending.
+-- 'waiting' is put after it and stays pending. 'long' has a trace context
+-- (issue 35), which its move keeps.
+SET pgq.trace_context = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01;congo=t61rcWkgMzE';
 SELECT pg_temp.put('long');
+RESET pgq.trace_context;
 SELECT pg_temp.job(id), attempt FROM pgq.claim('carry', 1);
 SELECT pg_temp.put('waiting');
 SELECT lease_until AS long_lease FROM pgq.jobs WHERE id = pg_temp.id('long') \gset
@@ -54,7 +57,7 @@ SELECT count(*) >= 0 AS maintained FROM pgq.maintain();
 SELECT * FROM pg_temp.ledger();
 SELECT * FROM pg_temp.state('long');
 
-SELECT lease_until = :'long_lease' AS lease_kept FROM pgq.jobs WHERE id = pg_temp.id('long');
+SELECT lease_until = :'long_lease' AS lease_kept, trace_context FROM pgq.jobs WHERE id = pg_temp.id('long');
 SELECT count(*) AS long_rows_on_ring FROM pgq.job_log WHERE id = pg_temp.id('long') AND kind <> 'c';
 SELECT queue, claimer_pid = pg_backend_pid() AS claimed_here FROM pgq.running_jobs;
 

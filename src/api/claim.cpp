@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/trace_context.h"
 #include "core/validate.h"
 #include "core/wait.h"
 #include "pg/args.h"
 #include "pg/channel_wait.h"
 #include "pg/settings.h"
 #include "pg/subtransaction.h"
+#include "pg/trace_context.h"
 #include "service/claim.h"
 #include "store/jobs.h"
 
@@ -39,20 +39,7 @@ struct ClaimedRow {
 void TraceColumns(const pg::Result& rows, uint64 row, Datum* values, bool* nulls) {
   bool is_null = false;
   const Datum stored = rows.Value(row, store::kClaimedColumns + 2, &is_null);
-  nulls[0] = nulls[1] = true;
-  if (!is_null) {
-    const text* detoasted = pg::Guard([&] {
-      return pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(stored)));
-    });
-    const core::TraceContext parts =
-        core::SplitContext(std::string_view(VARDATA_ANY(detoasted), VARSIZE_ANY_EXHDR(detoasted)));
-    values[0] = pg::TextDatum(parts.traceparent);
-    nulls[0] = false;
-    if (!parts.tracestate.empty()) {
-      values[1] = pg::TextDatum(parts.tracestate);
-      nulls[1] = false;
-    }
-  }
+  pg::TraceColumns(is_null ? 0 : stored, values, nulls);
   values[2] = rows.Value(row, store::kClaimedColumns + 3, &nulls[2]);
 }
 

@@ -3,10 +3,10 @@
 // the statements are the streams store's (store/stream_batches.cpp).
 #include <chrono>
 
-#include "core/trace_context.h"
 #include "service/rights.h"
 #include "service/stream_rights.h"
 #include "core/wait.h"
+#include "pg/trace_context.h"
 #include "pg/args.h"
 #include "pg/channel_wait.h"
 #include "pg/settings.h"
@@ -34,18 +34,7 @@ void PutEvents(ReturnSetInfo* rsinfo, const store::streams::Batch& batch, bool t
     Datum values[6] = {Int64GetDatum(batch.batch_id), Int64GetDatum(event.id), event.payload,
                        TimestampTzGetDatum(event.appended_at)};
     bool nulls[6] = {false, false, false, false, true, true};
-    if (traced && event.trace_context != 0) {
-      const text* stored = pg::Guard(
-          [&] { return pg_detoast_datum_packed(reinterpret_cast<varlena*>(event.trace_context)); });
-      const core::TraceContext parts =
-          core::SplitContext(std::string_view(VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored)));
-      values[4] = pg::TextDatum(parts.traceparent);
-      nulls[4] = false;
-      if (!parts.tracestate.empty()) {
-        values[5] = pg::TextDatum(parts.tracestate);
-        nulls[5] = false;
-      }
-    }
+    if (traced) pg::TraceColumns(event.trace_context, values + 4, nulls + 4);
     pg::Guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); });
   }
 }

@@ -169,6 +169,11 @@ Result SpiSession::Run(Statement& statement, Params& params, long limit, Snapsho
 
 BuiltStatement::BuiltStatement(std::string sql, const Oid* argtypes, int nargs)
     : sql_(std::move(sql)), statement_{nullptr, nargs, {}, nullptr} {
+  // Built inside a function's boundary (spi.h), where this raises.
+  if (nargs > kMaxStatementArgs) {
+    Raise(ERRCODE_INTERNAL_ERROR, "a statement takes " + std::to_string(nargs) +
+                                      " parameters, more than kMaxStatementArgs");
+  }
   statement_.sql = sql_.c_str();
   std::copy(argtypes, argtypes + nargs, statement_.argtypes);
 }

@@ -1,6 +1,7 @@
 // SPI with prepared plans kept for the life of the backend.
 #pragma once
 
+#include <algorithm>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -9,7 +10,10 @@
 
 namespace pgq::pg {
 
-inline constexpr int kMaxStatementArgs = 16;
+// The most parameters a statement of ours takes (a ring job moved into
+// pgq.job_rows: 17). BuiltStatement refuses more; a Statement aggregate
+// with more does not compile.
+inline constexpr int kMaxStatementArgs = 20;
 
 // One SQL statement of ours. Defined as static aggregates next to the code
 // that runs them; prepared on first use (SPI_prepare + SPI_keepplan) and
@@ -61,6 +65,7 @@ class BuiltStatement {
 // Parameter values for one execution.
 class Params {
  public:
+  Params() { std::fill(nulls_, nulls_ + kMaxStatementArgs, ' '); }
   Params& Set(int index, Datum value) {
     values_[index] = value;
     nulls_[index] = ' ';
@@ -80,7 +85,7 @@ class Params {
 
  private:
   Datum values_[kMaxStatementArgs] = {};
-  char nulls_[kMaxStatementArgs + 1] = "                ";
+  char nulls_[kMaxStatementArgs + 1] = {};  // ' ' (not null) but where set
 };
 
 // The rows one execution returned (and how many it processed). It holds its

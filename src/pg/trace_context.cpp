@@ -88,6 +88,21 @@ Datum TraceContextArg(FunctionCallInfo fcinfo, int traceparent_index) {
   return TextDatum(trace_context_setting);
 }
 
+core::TraceContext ContextParts(Datum stored) {
+  if (stored == 0) return {};
+  const text* detoasted =
+      Guard([&] { return pg_detoast_datum_packed(reinterpret_cast<varlena*>(stored)); });
+  return core::SplitContext(std::string_view(VARDATA_ANY(detoasted), VARSIZE_ANY_EXHDR(detoasted)));
+}
+
+void TraceColumns(Datum stored, Datum* values, bool* nulls) {
+  const core::TraceContext parts = ContextParts(stored);
+  nulls[0] = parts.traceparent.empty();
+  nulls[1] = parts.tracestate.empty();
+  if (!nulls[0]) values[0] = TextDatum(parts.traceparent);
+  if (!nulls[1]) values[1] = TextDatum(parts.tracestate);
+}
+
 Datum TraceLinks(std::vector<std::string> traceparents) {
   if (traceparents.empty()) return 0;
   std::sort(traceparents.begin(), traceparents.end());

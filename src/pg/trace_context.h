@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/trace_context.h"
 #include "pg/pg.h"
 
 namespace pgq::pg {
@@ -28,6 +29,13 @@ Datum TraceContextArg(FunctionCallInfo fcinfo, int traceparent_index);
 // A child's trace links (text[] in the current memory context; 0: none):
 // `traceparents` distinct and sorted, at most core::kMaxTraceLinks.
 Datum TraceLinks(std::vector<std::string> traceparents);
+
+// The two parts of a stored context (text; 0: none), pointing into a
+// detoasted copy in the current memory context; empty when none.
+core::TraceContext ContextParts(Datum stored);
+// The columns traceparent and tracestate of a result row from a stored
+// context (0: none): values[0], values[1], NULL where absent.
+void TraceColumns(Datum stored, Datum* values, bool* nulls);
 
 // A fresh context (a new trace, sampled): what a schedule's firing gets.
 Datum NewTraceContext();

@@ -1,5 +1,4 @@
 // The queues' rings (store/ring_jobs.h, ADR 0028 step 2a).
-#include "core/trace_context.h"
 #include "store/ring_jobs.h"
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include "pg/queue_lock.h"
 #include "pg/queue_slots.h"
 #include "pg/segments.h"
+#include "pg/trace_context.h"
 #include "pg/settings.h"
 #include "store/catalog.h"
 #include "store/internal.h"
@@ -1381,12 +1381,7 @@ std::vector<int64> HoldParents(pg::SpiSession& spi, const Scope& scope,
         pg::job_ring::NewEntry entry{};
         if (traceparents != nullptr && pg::job_ring::ReadEntry(at, &entry) &&
             entry.trace_context != 0) {
-          const text* stored = pg::Guard([&] {
-            return pg_detoast_datum_packed(reinterpret_cast<varlena*>(entry.trace_context));
-          });
-          traceparents->emplace_back(
-              core::SplitContext(std::string_view(VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored)))
-                  .traceparent);
+          traceparents->emplace_back(pg::ContextParts(entry.trace_context).traceparent);
         }
         break;
       }
