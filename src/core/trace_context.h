@@ -46,7 +46,8 @@ struct TraceContext {
   std::string_view tracestate;  // empty: none
 };
 // The stored form of `traceparent` and `tracestate` (empty: none);
-// nullopt, with the rule broken in `why`, when either breaks one.
+// nullopt, with the rule broken in `why`, when either breaks one (a
+// tracestate's rule after "tracestate: ").
 std::optional<std::string> StoredContext(std::string_view traceparent, std::string_view tracestate,
                                          std::string* why);
 // `value` in the stored form ("traceparent" or "traceparent;tracestate",

@@ -1,6 +1,7 @@
 #include "pg/trace_context.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -20,30 +21,37 @@ namespace {
 
 char* trace_context_setting = nullptr;
 
-// The setting's check hook: called by PostgreSQL (no ereport here, and no
-// exception may leave it). A valid value is normalized in place: the
-// normal form is never longer (a later version's traceparent loses what
-// follows its flags).
+// The setting's value normalized in place (the normal form is never
+// longer: a later version's traceparent loses what follows its flags);
+// false, with the rule it breaks in `why` (NUL-terminated, cut to its
+// size), when it breaks one. Pure C++: no exception leaves it.
+bool NormalizeInPlace(char* value, char* why, std::size_t why_size) noexcept {
+  try {
+    std::string broken;
+    const std::optional<std::string> stored = core::NormalizeStoredContext(value, &broken);
+    if (stored) {
+      std::memcpy(value, stored->c_str(), stored->size() + 1);
+      return true;
+    }
+    std::snprintf(why, why_size, "%s", broken.c_str());
+  } catch (...) {
+    std::snprintf(why, why_size, "%s", "It could not be checked (out of memory).");
+  }
+  return false;
+}
+
+// The setting's check hook, called by PostgreSQL: the C++ work is done (its
+// objects gone) before the GUC_check_* calls, which may raise.
 bool CheckTraceContext(char** newval, void** /*extra*/, GucSource /*source*/) {
   if (*newval == nullptr || (*newval)[0] == '\0') return true;
-  try {
-    std::string why;
-    const std::optional<std::string> stored = core::NormalizeStoredContext(*newval, &why);
-    if (!stored) {
-      GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
-      GUC_check_errmsg(
-          "pgq.trace_context must be a W3C traceparent, optionally ';' and a "
-          "tracestate");
-      GUC_check_errdetail("%s", why.c_str());
-      GUC_check_errhint(
-          "For example '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', or '' for none.");
-      return false;
-    }
-    std::memcpy(*newval, stored->c_str(), stored->size() + 1);
-    return true;
-  } catch (...) {
-    return false;
-  }
+  char why[128];
+  if (NormalizeInPlace(*newval, why, sizeof(why))) return true;
+  GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+  GUC_check_errmsg("pgq.trace_context must be a W3C traceparent, optionally ';' and a tracestate");
+  GUC_check_errdetail("%s", why);
+  GUC_check_errhint(
+      "For example '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', or '' for none.");
+  return false;
 }
 
 [[noreturn]] void RaiseBad(const char* what, const std::string& why) {
@@ -74,9 +82,15 @@ Datum TraceContextArg(FunctionCallInfo fcinfo, int traceparent_index) {
                                             ? std::string_view()
                                             : RequiredText(fcinfo, tracestate_index, "tracestate");
     std::string why;
-    if (!core::NormalizeTraceparent(traceparent, &why)) RaiseBad("traceparent", why);
     const std::optional<std::string> stored = core::StoredContext(traceparent, tracestate, &why);
-    if (!stored) RaiseBad("tracestate", why.substr(std::strlen("tracestate: ")));
+    if (!stored) {
+      // StoredContext names a tracestate's rule after "tracestate: ".
+      constexpr std::string_view kOfTracestate = "tracestate: ";
+      if (why.compare(0, kOfTracestate.size(), kOfTracestate) == 0) {
+        RaiseBad("tracestate", why.substr(kOfTracestate.size()));
+      }
+      RaiseBad("traceparent", why);
+    }
     return TextDatum(*stored);
   }
   if (!ArgIsNull(fcinfo, tracestate_index)) {
